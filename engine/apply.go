@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/wal"
+)
+
+// Apply implements Store. See DB for how sequencing and durability fit.
+func (db *DB) Apply(ctx context.Context, b *Batch) (Version, error) {
+	if db.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := validateBatch(b); err != nil {
+		return 0, err
+	}
+	// Copy and encode outside the lock: neither depends on the sequence.
+	ops := ownOps(b.Ops)
+	body := encodeBody(make([]byte, 0, encodedBodySize(ops)), ops)
+	if len(body) > BatchBytesMax {
+		return 0, fmt.Errorf("%w: %d encoded bytes > %d", ErrInvalidBatch, len(body), BatchBytesMax)
+	}
+	if err := db.log.Reserve(ctx); err != nil {
+		return 0, db.submitErr(err)
+	}
+
+	db.mu.Lock()
+	if db.failed != nil {
+		db.mu.Unlock()
+		db.log.Unreserve()
+		return 0, fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
+	}
+	if err := db.checkConds(b.Conds); err != nil {
+		db.mu.Unlock()
+		db.log.Unreserve()
+		return 0, err
+	}
+	idx, commit, err := db.log.Enqueue(wal.KindBatch, body, &applyRec{ops: ops})
+	if err != nil {
+		db.mu.Unlock()
+		return 0, db.submitErr(err)
+	}
+	v := Version(idx)
+	for _, op := range ops {
+		db.pending[unsafeString(op.Key)] = pendingWrite{version: v, deleted: op.Delete}
+	}
+	db.mu.Unlock()
+
+	if err := commit.Wait(ctx); err != nil {
+		switch {
+		case errors.Is(err, wal.ErrAmbiguous):
+			db.failStop(err)
+			return 0, fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		case errors.Is(err, wal.ErrFailStopped):
+			db.failStop(err)
+			return 0, fmt.Errorf("%w: %w", ErrFailStopped, err)
+		default: // ctx ended after submission
+			return 0, fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		}
+	}
+	return v, nil
+}
+
+// submitErr maps a failure before the batch reached the log: nothing was
+// written.
+func (db *DB) submitErr(err error) error {
+	switch {
+	case errors.Is(err, wal.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, wal.ErrFailStopped):
+		db.failStop(err)
+		return fmt.Errorf("%w: %w", ErrFailStopped, err)
+	}
+	return err
+}
+
+// failStop forgets pending writes: none of them can be trusted until the
+// store is reopened and the log replayed.
+func (db *DB) failStop(err error) {
+	db.mu.Lock()
+	if db.failed == nil {
+		db.failed = err
+		db.opts.Logger.Error("engine: fail-stop", "err", err)
+	}
+	clear(db.pending)
+	db.mu.Unlock()
+}
+
+// checkConds evaluates conditions against durable state overlaid with
+// pending writes. Caller holds mu.
+func (db *DB) checkConds(conds []Condition) error {
+	if len(conds) == 0 {
+		return nil
+	}
+	db.treeMu.RLock()
+	defer db.treeMu.RUnlock()
+	for _, c := range conds {
+		var found Version
+		if p, ok := db.pending[string(c.Key)]; ok {
+			if !p.deleted {
+				found = p.version
+			}
+		} else if it, ok := db.tree.Get(index.KV{Key: c.Key}); ok {
+			found = Version(it.Version)
+		}
+		ok := false
+		switch c.Kind {
+		case MustBeAbsent:
+			ok = found == 0
+		case MustBePresent:
+			ok = found != 0
+		case MustBeAtVersion:
+			ok = found != 0 && found == c.Version
+		}
+		if !ok {
+			return &ConditionError{Cond: c, Found: found}
+		}
+	}
+	return nil
+}
+
+func validateBatch(b *Batch) error {
+	if b == nil || len(b.Ops) == 0 {
+		return fmt.Errorf("%w: no ops", ErrInvalidBatch)
+	}
+	if len(b.Ops) > BatchOpsMax || len(b.Conds) > BatchOpsMax {
+		return fmt.Errorf("%w: %d ops, %d conditions (max %d each)", ErrInvalidBatch, len(b.Ops), len(b.Conds), BatchOpsMax)
+	}
+	for _, op := range b.Ops {
+		if len(op.Key) == 0 || len(op.Key) > KeyBytesMax {
+			return fmt.Errorf("%w: key of %d bytes (1..%d)", ErrInvalidBatch, len(op.Key), KeyBytesMax)
+		}
+	}
+	for _, c := range b.Conds {
+		if len(c.Key) == 0 || len(c.Key) > KeyBytesMax {
+			return fmt.Errorf("%w: condition key of %d bytes (1..%d)", ErrInvalidBatch, len(c.Key), KeyBytesMax)
+		}
+		if c.Kind < MustBeAbsent || c.Kind > MustBeAtVersion {
+			return fmt.Errorf("%w: condition kind %d", ErrInvalidBatch, c.Kind)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/wal"
+)
+
+// DB is the local, single-process Store: a data directory holding the WAL
+// (wal/) and checkpoints (ckpt-<index>.ckpt).
+//
+// Concurrency. Apply sequences batches under mu: it checks conditions
+// against the durable tree overlaid with pending (batches sequenced but not
+// yet durable), records its own writes in pending, and enqueues its body to
+// the WAL while still holding mu, so log order equals sequence order. The
+// WAL's writer goroutine, after each group's fsync, applies the group to the
+// tree under treeMu (onDurable) and only then releases the group's callers.
+// Reads take treeMu shared and therefore see exactly the durable state: a
+// value is never visible before its batch is fsynced.
+type DB struct {
+	dir  string
+	opts Options
+	log  *wal.Log
+	lock *os.File
+
+	mu      sync.Mutex
+	pending map[string]pendingWrite // latest not-yet-durable write per key
+	failed  error                   // set once the log fail-stopped
+	closed  atomic.Bool
+
+	treeMu  sync.RWMutex
+	tree    *index.Ordered[index.KV]
+	applied Version // last batch applied to tree
+
+	ckptMu        sync.Mutex // one checkpoint at a time
+	loggedBytes   atomic.Int64
+	ckptLogBytes  atomic.Int64 // loggedBytes at the last checkpoint
+	ckptRequests  chan struct{}
+	ckptDone      chan struct{}
+	lastCkptIndex atomic.Uint64
+}
+
+type pendingWrite struct {
+	version Version
+	deleted bool
+}
+
+// applyRec travels with a batch through the WAL to onDurable.
+type applyRec struct {
+	ops []Op // engine-owned copies
+}
+
+const (
+	walDirName   = "wal"
+	lockFileName = "LOCK"
+)
+
+// Open opens or creates the store in dir: newest valid checkpoint, then WAL
+// replay after it. It fails with ErrLocked if another process has the dir,
+// and with ErrCorruption if files are damaged beyond torn-tail repair.
+func Open(dir string, opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{
+		dir:          dir,
+		opts:         opts,
+		lock:         lock,
+		pending:      make(map[string]pendingWrite),
+		tree:         index.NewKeySpace(),
+		ckptRequests: make(chan struct{}, 1),
+		ckptDone:     make(chan struct{}),
+	}
+	if err := db.recover(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	go db.checkpointer()
+	return db, nil
+}
+
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_CREATE|os.O_RDWR, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// recover loads the newest checkpoint, opens the WAL and replays it.
+func (db *DB) recover() error {
+	ckptIndex, err := db.loadNewestCheckpoint()
+	if err != nil {
+		return err
+	}
+	walOpts := db.opts.WAL
+	walOpts.OnDurable = db.onDurable
+	log, _, err := wal.Open(filepath.Join(db.dir, walDirName), walOpts)
+	if err != nil {
+		return walErr(err)
+	}
+	err = log.Replay(ckptIndex+1, func(index uint64, kind wal.Kind, body []byte) error {
+		if kind != wal.KindBatch {
+			return nil
+		}
+		var rec applyRec
+		if err := decodeBody(body, func(op Op) { rec.ops = append(rec.ops, op) }); err != nil {
+			return &CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
+		}
+		// Bodies are only valid during the callback; the tree keeps copies.
+		db.applyToTree(Version(index), ownOps(rec.ops))
+		return nil
+	})
+	if err != nil {
+		log.Close()
+		return walErr(err)
+	}
+	if last := Version(log.NextIndex() - 1); last > db.applied {
+		db.applied = last
+	}
+	db.log = log
+	db.lastCkptIndex.Store(ckptIndex)
+	return nil
+}
+
+func walErr(err error) error {
+	if errors.Is(err, wal.ErrCorruption) && !errors.Is(err, ErrCorruption) {
+		return &CorruptionError{File: walDirName, Reason: "write-ahead log", Err: err}
+	}
+	return err
+}
+
+// ownOps copies ops' keys and values into one allocation per op, so that the
+// tree never aliases a caller's buffer or a large log buffer.
+func ownOps(ops []Op) []Op {
+	out := make([]Op, len(ops))
+	for i, op := range ops {
+		buf := make([]byte, len(op.Key)+len(op.Value))
+		n := copy(buf, op.Key)
+		copy(buf[n:], op.Value)
+		out[i] = Op{Key: buf[:n:n], Delete: op.Delete}
+		if !op.Delete {
+			out[i].Value = buf[n:]
+		}
+	}
+	return out
+}
+
+// applyToTree installs a durable batch. Caller holds treeMu or is the sole
+// owner of the tree (replay).
+func (db *DB) applyToTree(v Version, ops []Op) {
+	for _, op := range ops {
+		if op.Delete {
+			db.tree.Delete(index.KV{Key: op.Key})
+		} else {
+			db.tree.Put(index.KV{Key: op.Key, Value: op.Value, Version: uint64(v)})
+		}
+	}
+	db.applied = v
+}
+
+// onDurable runs on the WAL writer after each fsynced group, before the
+// group's callers are released.
+func (db *DB) onDurable(entries []wal.Entry) {
+	db.treeMu.Lock()
+	for _, e := range entries {
+		if rec, ok := e.Tag.(*applyRec); ok {
+			db.applyToTree(Version(e.Index), rec.ops)
+		}
+	}
+	db.treeMu.Unlock()
+	var bytes int64
+	db.mu.Lock()
+	for _, e := range entries {
+		bytes += int64(len(e.Body))
+		rec, ok := e.Tag.(*applyRec)
+		if !ok {
+			continue
+		}
+		for _, op := range rec.ops {
+			if p, ok := db.pending[unsafeString(op.Key)]; ok && p.version == Version(e.Index) {
+				delete(db.pending, unsafeString(op.Key))
+			}
+		}
+	}
+	db.mu.Unlock()
+	if logged := db.loggedBytes.Add(bytes); db.opts.CheckpointLogBytes > 0 &&
+		logged-db.ckptLogBytes.Load() >= db.opts.CheckpointLogBytes {
+		select {
+		case db.ckptRequests <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close waits for in-flight batches and closes the files. A clean close does
+// not checkpoint: the next Open replays the log tail.
+func (db *DB) Close() error {
+	if db.closed.Swap(true) {
+		return ErrClosed
+	}
+	close(db.ckptRequests)
+	<-db.ckptDone
+	err := db.log.Close()
+	if cerr := db.lock.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Dir is the data directory.
+func (db *DB) Dir() string { return db.dir }
+
+// Stats are counters for metrics and benchmarks.
+type Stats struct {
+	WAL     wal.Stats
+	Keys    int
+	Applied Version
+}
+
+// Stats returns current counters.
+func (db *DB) Stats() Stats {
+	db.treeMu.RLock()
+	n, applied := db.tree.Len(), db.applied
+	db.treeMu.RUnlock()
+	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied}
+}

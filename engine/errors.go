@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotFound is returned by Get for a missing key.
+	ErrNotFound = errors.New("engine: not found")
+	// ErrConditionFailed marks a batch rejected by one of its conditions;
+	// nothing was written. The concrete error is a *ConditionError.
+	ErrConditionFailed = errors.New("engine: condition failed")
+	// ErrAmbiguous means the batch may or may not have been applied (the
+	// write or fsync failed after submission, or the context ended while
+	// waiting). Callers must treat it as pending, never as failure.
+	ErrAmbiguous = errors.New("engine: outcome unknown")
+	// ErrFailStopped is returned by writes after the log hit an I/O error;
+	// nothing was written. Reopen the store to recover.
+	ErrFailStopped = errors.New("engine: fail-stopped")
+	// ErrClosed is returned by every call on a closed store.
+	ErrClosed = errors.New("engine: closed")
+	// ErrInvalidBatch is returned for a batch that breaks a limit or has no
+	// ops; nothing was written.
+	ErrInvalidBatch = errors.New("engine: invalid batch")
+	// ErrCorruption marks damaged files found on open.
+	ErrCorruption = errors.New("engine: corruption")
+	// ErrLocked is returned by Open when another process holds the data dir.
+	ErrLocked = errors.New("engine: data dir locked by another process")
+)
+
+// ConditionError names the condition that failed and what was found.
+type ConditionError struct {
+	Cond  Condition
+	Found Version // version found, 0 if the key was absent
+}
+
+func (e *ConditionError) Error() string {
+	return fmt.Sprintf("engine: condition failed: key %q must be %s (want version %d, found %d)",
+		e.Cond.Key, e.Cond.Kind, e.Cond.Version, e.Found)
+}
+
+// Is makes errors.Is(err, ErrConditionFailed) true.
+func (e *ConditionError) Is(target error) bool { return target == ErrConditionFailed }
+
+// FailedKey returns the key whose condition failed, if err is a condition
+// failure. Callers classify by key (its namespace), never by message text.
+func FailedKey(err error) ([]byte, bool) {
+	var ce *ConditionError
+	if errors.As(err, &ce) {
+		return ce.Cond.Key, true
+	}
+	return nil, false
+}
+
+// CorruptionError says which file is damaged and how.
+type CorruptionError struct {
+	File   string
+	Reason string
+	Err    error
+}
+
+func (e *CorruptionError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("engine: corruption in %s: %s: %v", e.File, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("engine: corruption in %s: %s", e.File, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorruption) true.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+
+func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"log/slog"
+
+	"github.com/idemdb/idem/wal"
+)
+
+// Limits on what one call may ask of the store.
+const (
+	// KeyBytesMax bounds a key.
+	KeyBytesMax = 4 << 10
+	// BatchBytesMax bounds the encoded writes of one batch. It stays below
+	// the WAL's group bound so that one batch always fits one group write,
+	// which is what torn-tail repair assumes.
+	BatchBytesMax = 2 << 20
+	// BatchOpsMax bounds the ops (and, separately, the conditions) of a batch.
+	BatchOpsMax = 16 << 10
+	// ScanLimitMax bounds the items one Scan returns.
+	ScanLimitMax = 16 << 10
+)
+
+// Options configure a DB. Zero fields take defaults.
+type Options struct {
+	// CheckpointLogBytes triggers a background checkpoint once this many
+	// bytes were logged since the last one. Negative disables automatic
+	// checkpoints. Default 64 MiB.
+	CheckpointLogBytes int64
+	// WAL passes options through to the log (OnDurable is the engine's own).
+	WAL wal.Options
+	// Logger receives checkpoint, repair and fail-stop reports.
+	Logger *slog.Logger
+}
+
+const defaultCheckpointLogBytes = 64 << 20
+
+func (o Options) withDefaults() Options {
+	if o.CheckpointLogBytes == 0 {
+		o.CheckpointLogBytes = defaultCheckpointLogBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.WAL.Logger == nil {
+		o.WAL.Logger = o.Logger
+	}
+	if o.WAL.GroupBytesMax != 0 && o.WAL.GroupBytesMax < 2*BatchBytesMax {
+		o.WAL.GroupBytesMax = 2 * BatchBytesMax
+	}
+	return o
+}

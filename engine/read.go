@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idemdb/idem/index"
+)
+
+// Get implements Store.
+func (db *DB) Get(_ context.Context, key []byte) (Item, error) {
+	if db.closed.Load() {
+		return Item{}, ErrClosed
+	}
+	db.treeMu.RLock()
+	it, ok := db.tree.Get(index.KV{Key: key})
+	db.treeMu.RUnlock()
+	if !ok {
+		return Item{}, ErrNotFound
+	}
+	return Item{Key: it.Key, Value: it.Value, Version: Version(it.Version)}, nil
+}
+
+// Scan implements Store.
+func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, error) {
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	if limit <= 0 || limit > ScanLimitMax {
+		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidBatch, limit, ScanLimitMax)
+	}
+	out := make([]Item, 0, min(limit, 64))
+	collect := func(it index.KV) bool {
+		out = append(out, Item{Key: it.Key, Value: it.Value, Version: Version(it.Version)})
+		return len(out) < limit
+	}
+	db.treeMu.RLock()
+	defer db.treeMu.RUnlock()
+	if end == nil {
+		db.tree.Ascend(index.KV{Key: start}, collect)
+	} else {
+		db.tree.AscendRange(index.KV{Key: start}, index.KV{Key: end}, collect)
+	}
+	return out, nil
+}
+
+// Snapshot is a consistent, read-only view of the store at one version. It
+// costs O(1) to take and stays valid while the store moves on.
+type Snapshot struct {
+	tree    *index.Ordered[index.KV]
+	version Version
+}
+
+// Snapshot takes a snapshot of the durable state.
+func (db *DB) Snapshot() *Snapshot {
+	db.treeMu.Lock()
+	defer db.treeMu.Unlock()
+	return &Snapshot{tree: db.tree.Clone(), version: db.applied}
+}
+
+// Version is the last batch included in the snapshot.
+func (s *Snapshot) Version() Version { return s.version }
+
+// Len is the number of keys.
+func (s *Snapshot) Len() int { return s.tree.Len() }
+
+// Ascend calls fn for each item with key ≥ start, in order, until fn returns false.
+func (s *Snapshot) Ascend(start []byte, fn func(Item) bool) {
+	s.tree.Ascend(index.KV{Key: start}, func(it index.KV) bool {
+		return fn(Item{Key: it.Key, Value: it.Value, Version: Version(it.Version)})
+	})
+}

@@ -1,0 +1,141 @@
+// Package engine is Idem's durable key-value store: atomic conditional
+// batches made durable through the WAL's group commit, every key versioned by
+// the log index of the batch that last wrote it, all values held in an
+// in-memory B-tree, checkpoints that let the log be truncated.
+//
+// Everything above this package is written against Store, so that a
+// cluster-shared implementation (etcd, DESIGN §14) can replace DB.
+package engine
+
+import "context"
+
+// Store is the contract every layer above the engine programs against.
+//
+// Ownership: Items returned by Get and Scan share memory with the store and
+// must not be modified. Apply copies what it needs from the batch before it
+// returns; the caller may reuse the batch afterwards.
+type Store interface {
+	// Get returns the current value of key, or ErrNotFound.
+	Get(ctx context.Context, key []byte) (Item, error)
+	// Scan returns up to limit items with start ≤ key < end in key order. A
+	// nil end means no upper bound. limit must be in 1..ScanLimitMax.
+	Scan(ctx context.Context, start, end []byte, limit int) ([]Item, error)
+	// Apply checks the batch's conditions and, if all hold, writes its puts
+	// and deletes atomically and durably, returning the batch's version.
+	//
+	//   nil                  every op is durable and visible to reads
+	//   *ConditionError      (errors.Is ErrConditionFailed) nothing was written
+	//   ErrAmbiguous         the outcome is unknown: treat it as pending
+	//   ErrFailStopped       nothing was written; the store refuses writes
+	//                        until it is reopened
+	//   ErrClosed, ErrInvalidBatch, ctx.Err() before submission: nothing written
+	Apply(ctx context.Context, b *Batch) (Version, error)
+}
+
+// Version is the log index of the batch that last wrote a key. Versions are
+// strictly increasing across batches; 0 means "never written".
+type Version uint64
+
+// Item is one key with its value and version.
+type Item struct {
+	Key     []byte
+	Value   []byte
+	Version Version
+}
+
+// CondKind is what a Condition requires of its key.
+type CondKind uint8
+
+const (
+	// MustBeAbsent requires that the key does not exist.
+	MustBeAbsent CondKind = iota + 1
+	// MustBePresent requires that the key exists, at any version.
+	MustBePresent
+	// MustBeAtVersion requires that the key exists at exactly Version.
+	MustBeAtVersion
+)
+
+func (k CondKind) String() string {
+	switch k {
+	case MustBeAbsent:
+		return "absent"
+	case MustBePresent:
+		return "present"
+	case MustBeAtVersion:
+		return "at-version"
+	}
+	return "invalid"
+}
+
+// Condition is one precondition of a batch.
+type Condition struct {
+	Key     []byte
+	Kind    CondKind
+	Version Version // for MustBeAtVersion
+}
+
+// Op is one write: a put, or a delete when Delete is set.
+type Op struct {
+	Key    []byte
+	Value  []byte
+	Delete bool
+}
+
+// Batch is a set of conditions and writes applied atomically. Ops apply in
+// order, so a later op on the same key wins.
+type Batch struct {
+	Conds []Condition
+	Ops   []Op
+}
+
+// Absent adds the condition that key does not exist.
+func (b *Batch) Absent(key []byte) *Batch {
+	b.Conds = append(b.Conds, Condition{Key: key, Kind: MustBeAbsent})
+	return b
+}
+
+// Present adds the condition that key exists.
+func (b *Batch) Present(key []byte) *Batch {
+	b.Conds = append(b.Conds, Condition{Key: key, Kind: MustBePresent})
+	return b
+}
+
+// AtVersion adds the condition that key exists at version v; v == 0 means
+// the key must be absent.
+func (b *Batch) AtVersion(key []byte, v Version) *Batch {
+	if v == 0 {
+		return b.Absent(key)
+	}
+	b.Conds = append(b.Conds, Condition{Key: key, Kind: MustBeAtVersion, Version: v})
+	return b
+}
+
+// Put adds a write of value to key.
+func (b *Batch) Put(key, value []byte) *Batch {
+	b.Ops = append(b.Ops, Op{Key: key, Value: value})
+	return b
+}
+
+// Delete adds a deletion of key.
+func (b *Batch) Delete(key []byte) *Batch {
+	b.Ops = append(b.Ops, Op{Key: key, Delete: true})
+	return b
+}
+
+// Merge appends o's conditions and ops to b.
+func (b *Batch) Merge(o *Batch) *Batch {
+	if o != nil {
+		b.Conds = append(b.Conds, o.Conds...)
+		b.Ops = append(b.Ops, o.Ops...)
+	}
+	return b
+}
+
+// Reset empties the batch, keeping its capacity.
+func (b *Batch) Reset() {
+	b.Conds = b.Conds[:0]
+	b.Ops = b.Ops[:0]
+}
+
+// Empty reports whether the batch has no ops.
+func (b *Batch) Empty() bool { return len(b.Ops) == 0 }

@@ -1,0 +1,79 @@
+//go:build !nofailpoint
+
+// Package fault is the failpoint seam of the project (DESIGN §9).
+//
+// Production code calls Eval or Inject at every durable step instead of
+// pingcap/failpoint's marker functions: the markers are only live after a
+// source rewrite, which a plain `go test ./...` never runs. When nothing is
+// armed, Eval is one atomic load. Failpoints are armed by Enable in tests and by
+// the GO_FAILPOINTS environment variable in processes (parsed by
+// pingcap/failpoint itself). Building with -tags nofailpoint compiles the seam
+// away.
+package fault
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pingcap/failpoint"
+)
+
+// Compiled reports whether failpoints are compiled in (false under -tags nofailpoint).
+const Compiled = true
+
+// armed counts enabled failpoints; zero keeps Eval to a single atomic load.
+var armed atomic.Int64
+
+var hits sync.Map // name -> *atomic.Int64
+
+func init() {
+	if os.Getenv("GO_FAILPOINTS") != "" {
+		// pingcap/failpoint enabled them in its own init; we only need to look.
+		armed.Add(1)
+	}
+}
+
+// Eval reports whether the named failpoint is enabled and, if so, the value
+// its terms produced. The name must be listed in the catalog.
+func Eval(name string) (failpoint.Value, bool) {
+	if armed.Load() == 0 {
+		return nil, false
+	}
+	v, err := failpoint.Eval(name)
+	if err != nil {
+		return nil, false
+	}
+	counter(name).Add(1)
+	return v, true
+}
+
+// Enable arms the named failpoint with pingcap/failpoint terms, for example
+// `return("eio")`, `1*return("crash")` or `panic`.
+func Enable(name, terms string) error {
+	if err := failpoint.Enable(name, terms); err != nil {
+		return err
+	}
+	armed.Add(1)
+	return nil
+}
+
+// Disable disarms the named failpoint.
+func Disable(name string) error {
+	err := failpoint.Disable(name)
+	if err == nil {
+		armed.Add(-1)
+	}
+	return err
+}
+
+// Hits returns how many times the named failpoint fired in this process.
+func Hits(name string) int64 { return counter(name).Load() }
+
+func counter(name string) *atomic.Int64 {
+	if c, ok := hits.Load(name); ok {
+		return c.(*atomic.Int64)
+	}
+	c, _ := hits.LoadOrStore(name, new(atomic.Int64))
+	return c.(*atomic.Int64)
+}

@@ -1,0 +1,17 @@
+module github.com/idemdb/idem
+
+go 1.26
+
+require (
+	github.com/google/btree v1.1.3
+	github.com/pingcap/failpoint v0.0.0-20240528011301-b51a646c7c86
+	github.com/tidwall/wal v1.2.1
+)
+
+require (
+	github.com/pingcap/errors v0.11.4 // indirect
+	github.com/tidwall/gjson v1.10.2 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.0 // indirect
+	github.com/tidwall/tinylru v1.1.0 // indirect
+)

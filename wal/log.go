@@ -1,0 +1,505 @@
+// Package wal is Idem's write-ahead log: CRC-framed entries stored in
+// github.com/tidwall/wal segments, written by one goroutine that gathers
+// concurrent appends into one WriteBatch and one fsync (group commit).
+//
+// Life of an append:
+//
+//	Reserve(ctx)        take one of QueueEntriesMax slots (may block)
+//	Enqueue(...)        assign the next index, join the open group (never blocks)
+//	Commit.Wait(ctx)    the writer wrote and fsynced the group, ran OnDurable
+//
+// Enqueue never blocks so that a caller may hold its own lock across it and
+// so keep its sequence order equal to log order, which is what the engine
+// relies on for versions.
+//
+// After any write or fsync error the log fail-stops: the failing group's
+// appenders get ErrAmbiguous, everyone after gets ErrFailStopped, and only
+// Close and a new Open (which repairs the tail) make progress again. We never
+// retry an fsync: after a failed fsync the kernel may have dropped the dirty
+// pages, so a second fsync that succeeds proves nothing.
+package wal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	tidwall "github.com/tidwall/wal"
+
+	"github.com/idemdb/idem/fault"
+)
+
+// Entry is one appended record. Body must not be modified until the append
+// is durable. Tag is the caller's and is handed back in OnDurable.
+type Entry struct {
+	Index uint64
+	Kind  Kind
+	Body  []byte
+	Tag   any
+}
+
+// group is the unit of one WriteBatch and one fsync.
+type group struct {
+	entries []Entry
+	bytes   int
+	done    chan struct{}
+	err     error
+}
+
+// Commit is the handle of one enqueued entry.
+type Commit struct{ g *group }
+
+// Wait blocks until the entry's group is durable (nil), failed (ErrAmbiguous
+// or ErrFailStopped), or ctx ends (ctx.Err(): the entry may still become
+// durable).
+func (c Commit) Wait(ctx context.Context) error {
+	select {
+	case <-c.g.done:
+		return c.g.err
+	default:
+	}
+	select {
+	case <-c.g.done:
+		return c.g.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stats are cumulative counters since Open.
+type Stats struct {
+	Groups  uint64 // group commits written
+	Entries uint64 // entries made durable
+	Fsyncs  uint64 // fsync calls on segment files and the directory
+	Bytes   uint64 // frame bytes written
+}
+
+// Log is a write-ahead log. All methods are safe for concurrent use except
+// Replay, which must run before the first Enqueue.
+type Log struct {
+	dir   string
+	opts  Options
+	tw    *tidwall.Log
+	slots chan struct{}
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	queue   []*group // groups not yet taken by the writer; the last one is open
+	next    uint64   // index of the next Enqueue
+	failed  error
+	closing bool
+	started bool // an Enqueue happened: Replay is no longer allowed
+
+	ioMu        sync.Mutex // held by the writer during a group and by TruncateFront
+	segs        []segmentFile
+	tailBytes   int // bytes in the tail segment, mirroring tidwall's cycling rule
+	durableSize int64
+	twBatch     tidwall.Batch
+	frameBuf    []byte
+
+	writerDone chan struct{}
+	groups     atomic.Uint64
+	entries    atomic.Uint64
+	fsyncs     atomic.Uint64
+	bytes      atomic.Uint64
+}
+
+// Open opens or creates the log in dir, repairing a torn tail first.
+func Open(dir string, opts Options) (*Log, RepairReport, error) {
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, RepairReport{}, err
+	}
+	if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return nil, RepairReport{}, err
+	}
+	segs, startIndex, err := listSegments(dir)
+	if err != nil {
+		return nil, RepairReport{}, err
+	}
+	var rep RepairReport
+	// A segment older than an interrupted truncation's START file is deleted
+	// by tidwall's loader, so only a tail after it can be torn.
+	if n := len(segs); n > 0 && segs[n-1].first > startIndex {
+		if rep, err = repairTail(dir, segs[n-1], opts.GroupBytesMax); err != nil {
+			return nil, RepairReport{}, err
+		}
+		if rep.Segment != "" {
+			opts.Logger.Warn("wal: cut torn tail", "segment", rep.Segment, "offset", rep.CutOffset,
+				"dropped_bytes", rep.DroppedLen, "original", rep.BrokenCopy)
+		}
+	}
+	tw, err := tidwall.Open(dir, &tidwall.Options{
+		NoSync:           true, // we fsync once per group
+		SegmentSize:      opts.SegmentBytes,
+		SegmentCacheSize: 1,
+		NoCopy:           true,
+		AllowEmpty:       true,
+		DirPerms:         0o750,
+		FilePerms:        0o640,
+	})
+	if err != nil {
+		if errors.Is(err, tidwall.ErrCorrupt) {
+			return nil, rep, &CorruptionError{Segment: dir, Reason: "tidwall: " + err.Error()}
+		}
+		return nil, rep, err
+	}
+	// tidwall may have created the first segment or finished a truncation.
+	if err := syncDir(dir); err != nil {
+		tw.Close()
+		return nil, rep, err
+	}
+	last, err := tw.LastIndex()
+	if err != nil {
+		tw.Close()
+		return nil, rep, err
+	}
+	if segs, _, err = listSegments(dir); err != nil {
+		tw.Close()
+		return nil, rep, err
+	}
+	tailInfo, err := os.Stat(filepath.Join(dir, segs[len(segs)-1].name))
+	if err != nil {
+		tw.Close()
+		return nil, rep, err
+	}
+	l := &Log{
+		dir:         dir,
+		opts:        opts,
+		tw:          tw,
+		slots:       make(chan struct{}, opts.QueueEntriesMax),
+		next:        last + 1,
+		segs:        segs,
+		tailBytes:   int(tailInfo.Size()),
+		durableSize: tailInfo.Size(),
+		writerDone:  make(chan struct{}),
+	}
+	l.cond.L = &l.mu
+	go l.run()
+	return l, rep, nil
+}
+
+// FirstIndex is the index of the oldest entry still on disk (it may precede
+// the last checkpoint: truncation removes whole segments only).
+func (l *Log) FirstIndex() uint64 {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	return l.segs[0].first
+}
+
+// LastIndex is the index of the newest enqueued entry (0 for an empty log).
+func (l *Log) LastIndex() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
+}
+
+// Stats returns cumulative counters.
+func (l *Log) Stats() Stats {
+	return Stats{Groups: l.groups.Load(), Entries: l.entries.Load(), Fsyncs: l.fsyncs.Load(), Bytes: l.bytes.Load()}
+}
+
+// Reserve takes one queue slot for a following Enqueue, blocking while
+// QueueEntriesMax entries are in flight. A slot that is not followed by an
+// Enqueue must be returned with Unreserve.
+func (l *Log) Reserve(ctx context.Context) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Unreserve returns a slot taken by Reserve that was not used.
+func (l *Log) Unreserve() { <-l.slots }
+
+func (l *Log) writable() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closing:
+		return ErrClosed
+	case l.failed != nil:
+		return fmt.Errorf("%w: %w", ErrFailStopped, l.failed)
+	}
+	return nil
+}
+
+// NextIndex is the index the next Enqueue will assign.
+func (l *Log) NextIndex() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
+// Enqueue appends an entry to the open group and returns its index. The caller
+// must hold a slot from Reserve; on error the slot is released. Enqueue never
+// blocks on I/O.
+func (l *Log) Enqueue(kind Kind, body []byte, tag any) (uint64, Commit, error) {
+	l.mu.Lock()
+	if l.closing || l.failed != nil {
+		err := ErrClosed
+		if l.failed != nil {
+			err = fmt.Errorf("%w: %w", ErrFailStopped, l.failed)
+		}
+		l.mu.Unlock()
+		<-l.slots
+		return 0, Commit{}, err
+	}
+	size := frameSize(len(body))
+	var g *group
+	if n := len(l.queue); n > 0 {
+		last := l.queue[n-1]
+		if len(last.entries) < l.opts.GroupEntriesMax && last.bytes+size <= l.opts.GroupBytesMax {
+			g = last
+		}
+	}
+	if g == nil {
+		g = &group{done: make(chan struct{})}
+		l.queue = append(l.queue, g)
+		l.cond.Signal()
+	}
+	index := l.next
+	l.next++
+	l.started = true
+	g.entries = append(g.entries, Entry{Index: index, Kind: kind, Body: body, Tag: tag})
+	g.bytes += size
+	l.mu.Unlock()
+	return index, Commit{g}, nil
+}
+
+// run is the writer goroutine: it owns the tidwall log's write side.
+func (l *Log) run() {
+	defer close(l.writerDone)
+	for {
+		l.mu.Lock()
+		for len(l.queue) == 0 && !l.closing {
+			l.cond.Wait()
+		}
+		if len(l.queue) == 0 {
+			l.mu.Unlock()
+			return
+		}
+		g := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		failed := l.failed
+		l.mu.Unlock()
+
+		switch {
+		case failed != nil:
+			// Never handed to the file system: definitely not written.
+			g.err = fmt.Errorf("%w: %w", ErrFailStopped, failed)
+		default:
+			if err := l.writeGroup(g); err != nil {
+				l.mu.Lock()
+				l.failed = err
+				l.mu.Unlock()
+				g.err = fmt.Errorf("%w: %w", ErrAmbiguous, err)
+				l.opts.Logger.Error("wal: fail-stop", "err", err, "first_index", g.entries[0].Index)
+			} else if l.opts.OnDurable != nil {
+				l.opts.OnDurable(g.entries)
+			}
+		}
+		for range g.entries {
+			<-l.slots
+		}
+		close(g.done)
+	}
+}
+
+// writeGroup writes one group with one WriteBatch and one fsync.
+func (l *Log) writeGroup(g *group) error {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	if err := fault.Inject(fault.WALWriteBefore); err != nil {
+		return err
+	}
+	l.twBatch.Clear()
+	tail, cycled := l.tailBytes, false
+	if tail > l.opts.SegmentBytes {
+		// tidwall starts a new segment before writing into an overfull one.
+		l.segs = append(l.segs, segmentFile{name: segmentName(g.entries[0].Index), first: g.entries[0].Index})
+		tail, cycled = 0, true
+	}
+	var written int
+	for _, e := range g.entries {
+		l.frameBuf = appendFrame(l.frameBuf[:0], e.Index, e.Kind, e.Body)
+		l.twBatch.Write(e.Index, l.frameBuf)
+		n := uvarintLen(uint64(len(l.frameBuf))) + len(l.frameBuf)
+		written += n
+		tail += n
+		if tail >= l.opts.SegmentBytes {
+			// tidwall cycles as soon as a segment reaches its size.
+			l.segs = append(l.segs, segmentFile{name: segmentName(e.Index + 1), first: e.Index + 1})
+			tail, cycled = 0, true
+		}
+	}
+	if err := l.tw.WriteBatch(&l.twBatch); err != nil {
+		return err
+	}
+	if err := fault.Inject(fault.WALWriteAfter); err != nil {
+		return err
+	}
+	if err := fault.Inject(fault.WALSyncBefore); err != nil {
+		return err
+	}
+	if err := l.tw.Sync(); err != nil {
+		return err
+	}
+	l.fsyncs.Add(1)
+	if err := fault.Inject(fault.WALSyncAfter); err != nil {
+		return err
+	}
+	if cycled {
+		// A new segment file's directory entry is not durable until the
+		// directory is fsynced.
+		if err := fault.Inject(fault.WALDirSyncBefore); err != nil {
+			return err
+		}
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		l.fsyncs.Add(1)
+	}
+	l.tailBytes = tail
+	l.durableSize = int64(tail)
+	l.groups.Add(1)
+	l.entries.Add(uint64(len(g.entries)))
+	l.bytes.Add(uint64(written))
+	return nil
+}
+
+func uvarintLen(x uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], x)
+}
+
+// DurableTail names the tail segment and how many of its bytes are known to
+// be durable. Crash tests cut the file back to anywhere at or past this size
+// to simulate the loss of unsynced writes.
+func (l *Log) DurableTail() (path string, size int64) {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	return filepath.Join(l.dir, l.segs[len(l.segs)-1].name), l.durableSize
+}
+
+// TruncateFront removes whole segments all of whose entries precede index
+// (the first index a checkpoint does not cover). The tail segment always stays.
+func (l *Log) TruncateFront(index uint64) error {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	removed := 0
+	for len(l.segs) > 1 && l.segs[1].first <= index {
+		if err := fault.Inject(fault.WALTruncateBefore); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(l.dir, l.segs[0].name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		l.segs = l.segs[1:]
+		removed++
+	}
+	if removed == 0 {
+		return nil
+	}
+	if err := fault.Inject(fault.WALTruncateAfter); err != nil {
+		return err
+	}
+	return syncDir(l.dir)
+}
+
+// Replay calls fn for every entry with index ≥ from, in order. It must run
+// before the first Enqueue. A damaged or missing entry anywhere is a
+// *CorruptionError (the tail was already repaired by Open). Bodies passed to
+// fn are only valid during the call.
+func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) error) error {
+	l.mu.Lock()
+	started := l.started
+	l.mu.Unlock()
+	if started {
+		return errors.New("wal: Replay after Enqueue")
+	}
+	l.ioMu.Lock()
+	segs := append([]segmentFile(nil), l.segs...)
+	l.ioMu.Unlock()
+	last := l.next - 1
+	if from == 0 {
+		from = 1
+	}
+	if segs[0].first > from {
+		return &CorruptionError{Segment: segs[0].name, Index: from,
+			Reason: fmt.Sprintf("entries %d..%d are missing (log starts at %d)", from, segs[0].first-1, segs[0].first)}
+	}
+	if last+1 < from {
+		return &CorruptionError{Segment: segs[len(segs)-1].name, Index: last + 1,
+			Reason: fmt.Sprintf("log ends at %d but entries up to %d were acknowledged", last, from-1)}
+	}
+	for i, s := range segs {
+		end := last // index of the segment's last entry
+		if i+1 < len(segs) {
+			end = segs[i+1].first - 1
+		}
+		if end < from || end < s.first {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(l.dir, s.name))
+		if err != nil {
+			return err
+		}
+		r, err := scanSegment(data, s.first, func(index uint64, kind Kind, body []byte) error {
+			if index < from {
+				return nil
+			}
+			return fn(index, kind, body)
+		})
+		if err != nil {
+			return err
+		}
+		if r.err != nil {
+			return &CorruptionError{Segment: s.name, Index: s.first + r.entries, Offset: int64(r.validEnd), Reason: r.err.Error()}
+		}
+		if want := end - s.first + 1; r.entries != want {
+			return &CorruptionError{Segment: s.name, Index: s.first + r.entries, Offset: int64(r.validEnd),
+				Reason: fmt.Sprintf("segment holds %d entries, want %d", r.entries, want)}
+		}
+	}
+	return nil
+}
+
+// Close waits for queued groups, then closes the files. After a fail-stop it
+// does not fsync again (see the package comment).
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closing = true
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	<-l.writerDone
+	l.mu.Lock()
+	failed := l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		// tidwall's Close would fsync; its file handle is left to the
+		// runtime's finalizer instead.
+		return nil
+	}
+	return l.tw.Close()
+}

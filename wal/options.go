@@ -1,0 +1,51 @@
+package wal
+
+import "log/slog"
+
+// Options configure a Log. Zero fields take the defaults below.
+type Options struct {
+	// SegmentBytes is the target size of one segment file. Front truncation
+	// removes whole segments only, so this is also the slack the log keeps
+	// before a checkpoint lets it go.
+	SegmentBytes int
+	// GroupEntriesMax bounds how many entries one group commit writes.
+	GroupEntriesMax int
+	// GroupBytesMax bounds the frame bytes of one group commit. It is also the
+	// largest torn tail that repair on open accepts.
+	GroupBytesMax int
+	// QueueEntriesMax bounds entries reserved but not yet durable; Reserve
+	// blocks beyond it.
+	QueueEntriesMax int
+	// OnDurable, if set, is called by the writer goroutine after each group is
+	// durable, with the group's entries in log order, before any appender of
+	// the group is released. It must not call back into the Log.
+	OnDurable func(entries []Entry)
+	// Logger receives repair and fail-stop reports.
+	Logger *slog.Logger
+}
+
+const (
+	defaultSegmentBytes    = 32 << 20
+	defaultGroupEntriesMax = 1024
+	defaultGroupBytesMax   = 4 << 20
+	defaultQueueEntriesMax = 8192
+)
+
+func (o Options) withDefaults() Options {
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = defaultSegmentBytes
+	}
+	if o.GroupEntriesMax <= 0 {
+		o.GroupEntriesMax = defaultGroupEntriesMax
+	}
+	if o.GroupBytesMax <= 0 {
+		o.GroupBytesMax = defaultGroupBytesMax
+	}
+	if o.QueueEntriesMax <= 0 {
+		o.QueueEntriesMax = defaultQueueEntriesMax
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
