@@ -3,6 +3,8 @@ module github.com/idemdb/idem
 go 1.26
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/google/btree v1.1.3
 	github.com/pingcap/failpoint v0.0.0-20240528011301-b51a646c7c86
 	github.com/tidwall/wal v1.2.1
@@ -14,4 +16,5 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/tidwall/tinylru v1.1.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
 )

@@ -16,6 +16,15 @@ const (
 	CkptSyncBefore    = "engine/ckpt-sync-before"
 	CkptRenameBefore  = "engine/ckpt-rename-before"
 	CkptDirSyncBefore = "engine/ckpt-dirsync-before"
+
+	TwoPCBeginBefore   = "twopc/begin-before"
+	TwoPCBeginAfter    = "twopc/begin-after"
+	TwoPCDecideBefore  = "twopc/decide-before"
+	TwoPCDecideAfter   = "twopc/decide-after"
+	TwoPCResolveBefore = "twopc/resolve-before"
+	TwoPCResolveAfter  = "twopc/resolve-after"
+	TwoPCReleaseBefore = "twopc/release-before"
+	TwoPCReleaseAfter  = "twopc/release-after"
 )
 
 // Point documents one failpoint.
@@ -40,6 +49,15 @@ var Catalog = []Point{
 	{CkptSyncBefore, "engine", "DB.writeCheckpoint, after writing the temp file, before its fsync", "crash with a half-durable temp checkpoint"},
 	{CkptRenameBefore, "engine", "DB.writeCheckpoint, before renaming temp to final", "crash with a complete temp file never published"},
 	{CkptDirSyncBefore, "engine", "DB.writeCheckpoint, after the rename, before the directory fsync", "crash with the rename not yet durable"},
+
+	{TwoPCBeginBefore, "twopc", "Coordinator.Begin, before the atomic record+prepares Apply", "crash before the transaction exists: nothing durable"},
+	{TwoPCBeginAfter, "twopc", "Coordinator.Begin, after record and every prepare are durable", "crash with intents prepared and no decision: recovery decides"},
+	{TwoPCDecideBefore, "twopc", "Coordinator.Decide, before the create-if-absent decision Apply", "crash between prepare and decision"},
+	{TwoPCDecideAfter, "twopc", "Coordinator.Decide, after the decision (and inline resolution) is durable", "crash after the decision, before the caller learns it"},
+	{TwoPCResolveBefore, "twopc", "Coordinator.Resolve, before each participant's resolution Apply", "crash with some participants unresolved (visibility debt)"},
+	{TwoPCResolveAfter, "twopc", "Coordinator.Resolve, after each participant's resolution is durable", "crash part-way through resolution"},
+	{TwoPCReleaseBefore, "twopc", "Coordinator.Release, before deleting the retained decision", "crash before release: the decision stays retained"},
+	{TwoPCReleaseAfter, "twopc", "Coordinator.Release, after the decision is deleted", "crash right after release"},
 }
 
 // Names returns the names of every cataloged failpoint in the given layer

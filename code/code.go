@@ -1,0 +1,95 @@
+// Package code is the registry of Idem's error codes (DESIGN §8): each code's
+// HTTP status, whether a retry can succeed, and with which key. Every layer
+// reports failures as *code.Error so that the code survives from where it
+// arises (preflight, a participant's vote, the coordinator) to the stored
+// receipt envelope and the HTTP problem body, without anyone classifying by
+// message text.
+package code
+
+import "fmt"
+
+// Code is a stable, machine-readable error code.
+type Code string
+
+// The codes of DESIGN §8, plus transaction_aborted (presumed abort and the
+// schema-1 legacy fallback).
+const (
+	InvalidRequest      Code = "invalid_request"
+	InvalidKey          Code = "invalid_idempotency_key"
+	Unauthenticated     Code = "unauthenticated"
+	TableNotFound       Code = "table_not_found"
+	DocumentNotFound    Code = "document_not_found"
+	TransactionConflict Code = "transaction_conflict"
+	TransactionAborted  Code = "transaction_aborted"
+	RequestInProgress   Code = "idempotency_request_in_progress"
+	KeyMismatch         Code = "idempotency_key_mismatch"
+	Overloaded          Code = "overloaded"
+	ReceiptPending      Code = "idempotency_receipt_pending"
+	PayloadTooLarge     Code = "payload_too_large"
+	Internal            Code = "internal"
+)
+
+// RetryWith says how a client may retry.
+type RetryWith string
+
+const (
+	SameKey RetryWith = "same_key" // retry with the same Idempotency-Key
+	NewKey  RetryWith = "new_key"  // the key's answer is final; a new attempt needs a new key
+	None    RetryWith = "none"     // retrying cannot help
+)
+
+// Info is what a code means to a client.
+type Info struct {
+	Status    int // HTTP status
+	Retryable bool
+	RetryWith RetryWith
+}
+
+var registry = map[Code]Info{
+	InvalidRequest:      {400, false, None},
+	InvalidKey:          {400, false, None},
+	Unauthenticated:     {401, false, None},
+	TableNotFound:       {404, false, NewKey},
+	DocumentNotFound:    {404, false, NewKey},
+	TransactionConflict: {409, true, NewKey},
+	TransactionAborted:  {409, true, NewKey},
+	RequestInProgress:   {409, true, SameKey},
+	KeyMismatch:         {422, false, None},
+	Overloaded:          {429, true, SameKey},
+	ReceiptPending:      {503, true, SameKey},
+	PayloadTooLarge:     {413, false, None},
+	Internal:            {500, true, SameKey},
+}
+
+// Lookup returns a code's meaning; unknown codes read as internal.
+func Lookup(c Code) Info {
+	if i, ok := registry[c]; ok {
+		return i
+	}
+	return registry[Internal]
+}
+
+// Known reports whether c is registered.
+func Known(c Code) bool { _, ok := registry[c]; return ok }
+
+// All lists every registered code.
+func All() []Code {
+	out := make([]Code, 0, len(registry))
+	for c := range registry {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Error is a failure with a code and a human message.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf builds an *Error.
+func Errorf(c Code, format string, args ...any) *Error {
+	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,68 @@
+package table
+
+import (
+	"context"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+)
+
+// ApplyFast executes a plan as one atomic Apply, without a receipt or 2PC:
+// the path of requests without an Idempotency-Key. Every touched document
+// must be free of intents (an open 2PC transaction is a typed
+// transaction_conflict); documents another fast writer changed between read
+// and write are re-read up to FastRetriesMax times.
+func (t *Tables) ApplyFast(ctx context.Context, p *Plan) (Result, error) {
+	for attempt := 0; ; attempt++ {
+		b, res, err := t.fastBatch(ctx, p)
+		if err != nil {
+			return Result{}, err
+		}
+		if b.Empty() {
+			// Only deletes of documents that do not exist: the reads were
+			// the whole effect.
+			return res, nil
+		}
+		_, err = t.store.Apply(ctx, b)
+		if err == nil {
+			return res, nil
+		}
+		key, ok := engine.FailedKey(err)
+		if !ok {
+			return Result{}, err
+		}
+		switch {
+		case engine.NSIntent.Has(key):
+			return Result{}, code.Errorf(code.TransactionConflict, "a document of the batch is being written by another transaction")
+		case engine.NSMeta.Has(key):
+			return Result{}, tableNotFound(p.Table.Name)
+		case attempt+1 >= FastRetriesMax:
+			return Result{}, code.Errorf(code.TransactionConflict, "documents of the batch kept changing (%d attempts)", FastRetriesMax)
+		}
+	}
+}
+
+func (t *Tables) fastBatch(ctx context.Context, p *Plan) (*engine.Batch, Result, error) {
+	var res Result
+	b := new(engine.Batch).AtVersion(metaKey(p.Table.Name), p.Table.Version)
+	for _, s := range p.Shards {
+		for _, w := range s.docs {
+			st, err := s.stage(ctx, w, &res)
+			if err != nil {
+				return nil, Result{}, err
+			}
+			b.Absent(st.intentKey)
+			if st.condOnBase {
+				b.AtVersion(st.docKey, st.base)
+			}
+			if st.deleted {
+				if st.base != 0 {
+					b.Delete(st.docKey)
+				}
+			} else {
+				b.Put(st.docKey, st.doc)
+			}
+		}
+	}
+	return b, res, nil
+}

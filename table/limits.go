@@ -1,0 +1,67 @@
+// Package table holds tables and their JSON documents: hash shards,
+// transform ops, preflight validation, the fast-path atomic batch, document
+// reads that never see uncommitted intents, and the participant side of 2PC
+// (intents on one shard).
+package table
+
+import (
+	"github.com/idemdb/idem/code"
+)
+
+// Limits. Each is checked in preflight, before anything is written.
+const (
+	// TableNameBytesMax bounds a table name: 1..64 of [A-Za-z0-9_-].
+	TableNameBytesMax = 64
+	// DocIDBytesMax bounds a document ID: 1..128 of [A-Za-z0-9_.:@~-].
+	DocIDBytesMax = 128
+	// DocBytesMax bounds one document's JSON encoding, before and after a
+	// transform.
+	DocBytesMax = 64 << 10
+	// BatchDocsMax bounds the documents one batch touches.
+	BatchDocsMax = 1000
+	// TransformOpsMax bounds the ops of one transform.
+	TransformOpsMax = 64
+	// PathDepthMax and PathBytesMax bound a dotted path.
+	PathDepthMax = 16
+	PathBytesMax = 256
+	// ShardsMax bounds a table's shard count; DefaultShards is used when 0.
+	ShardsMax     = 256
+	DefaultShards = 4
+	// FastRetriesMax bounds how often the fast path re-reads a document that
+	// another writer changed between read and write before it reports a
+	// conflict.
+	FastRetriesMax = 8
+)
+
+// ValidTableName reports whether s is a valid table name.
+func ValidTableName(s string) bool {
+	if len(s) == 0 || len(s) > TableNameBytesMax {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidDocID reports whether s is a valid document ID.
+func ValidDocID(s string) bool {
+	if len(s) == 0 || len(s) > DocIDBytesMax {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '_' || c == '.' || c == ':' || c == '@' || c == '~' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func invalid(format string, args ...any) *code.Error {
+	return code.Errorf(code.InvalidRequest, format, args...)
+}

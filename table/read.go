@@ -1,0 +1,57 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+)
+
+// Get reads a document. An intent on it is resolved on the fly: if its
+// transaction committed, the intent's state is the document's state even
+// before resolution has written it; otherwise the stored document is.
+// Missing documents are *code.Error document_not_found.
+func (t *Tables) Get(ctx context.Context, table, id string) (json.RawMessage, error) {
+	m, err := t.Meta(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	if !ValidDocID(id) {
+		return nil, invalid("invalid document id %q", id)
+	}
+	shard := ShardOf(id, m.Shards)
+	notFound := code.Errorf(code.DocumentNotFound, "document %q does not exist in table %q", id, table)
+	if it, err := t.store.Get(ctx, intentKey(m.ID, shard, id)); err == nil {
+		var in intent
+		if err := cbor.Unmarshal(it.Value, &in); err != nil {
+			return nil, fmt.Errorf("table: decode intent of %q: %w", id, err)
+		}
+		if t.decisions != nil {
+			committed, _, err := t.decisions(ctx, in.Txn)
+			if err != nil {
+				return nil, err
+			}
+			if committed {
+				if in.Deleted {
+					return nil, notFound
+				}
+				return in.Doc, nil
+			}
+		}
+	} else if !errors.Is(err, engine.ErrNotFound) {
+		return nil, err
+	}
+	it, err := t.store.Get(ctx, docKey(m.ID, shard, id))
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return it.Value, nil
+}

@@ -1,0 +1,213 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+)
+
+// Shard is the work of one batch on one shard of a table. It is the 2PC
+// participant: Prepare stages intents, Resolve applies or discards them.
+// Shards never write on their own; they return batches that the caller makes
+// durable, so that a coordinator can put every local participant's step in
+// one atomic Apply.
+type Shard struct {
+	tables *Tables
+	meta   Meta
+	shard  int
+	docs   []docWork
+	result Result // what Prepare computed
+}
+
+// intent is a document's staged new state under a transaction.
+type intent struct {
+	Txn     string `cbor:"1,keyasint"`
+	Deleted bool   `cbor:"2,keyasint,omitempty"`
+	Doc     []byte `cbor:"3,keyasint,omitempty"`
+}
+
+// shardRef is what a coordinator record keeps to rebuild a participant for
+// resolution after a restart.
+type shardRef struct {
+	TableID string   `cbor:"1,keyasint"`
+	Shard   int      `cbor:"2,keyasint"`
+	Docs    []string `cbor:"3,keyasint"`
+	Table   string   `cbor:"4,keyasint,omitempty"`
+}
+
+// ID names the participant: <table id>/<shard>.
+func (s *Shard) ID() string { return s.meta.ID + "/" + strconv.Itoa(s.shard) }
+
+// Ref encodes what Resolve needs, for the coordinator record.
+func (s *Shard) Ref() []byte {
+	r := shardRef{TableID: s.meta.ID, Shard: s.shard, Table: s.meta.Name}
+	for _, d := range s.docs {
+		r.Docs = append(r.Docs, d.id)
+	}
+	b, _ := cbor.Marshal(r)
+	return b
+}
+
+// Participant rebuilds a resolve-only participant from a Ref.
+func (t *Tables) Participant(ref []byte) (*Shard, error) {
+	var r shardRef
+	if err := cbor.Unmarshal(ref, &r); err != nil {
+		return nil, fmt.Errorf("table: decode participant ref: %w", err)
+	}
+	s := &Shard{tables: t, meta: Meta{ID: r.TableID, Name: r.Table}, shard: r.Shard}
+	for _, id := range r.Docs {
+		s.docs = append(s.docs, docWork{id: id})
+	}
+	return s, nil
+}
+
+// staged is one document's computed new state.
+type staged struct {
+	docKey, intentKey []byte
+	base              engine.Version // version of the document read; 0 if absent
+	condOnBase        bool           // the result depends on the document read
+	deleted           bool
+	doc               []byte
+}
+
+// stage reads one document and computes its new state. An open intent on
+// the document is a transaction_conflict; a transform of a missing document
+// without upsert is document_not_found; a transform type error is
+// invalid_request. All are *code.Error: a participant's "no" vote.
+func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, error) {
+	st := staged{docKey: docKey(s.meta.ID, s.shard, w.id), intentKey: intentKey(s.meta.ID, s.shard, w.id)}
+	store := s.tables.store
+	if _, err := store.Get(ctx, st.intentKey); err == nil {
+		return st, code.Errorf(code.TransactionConflict, "document %q is being written by another transaction", w.id)
+	} else if !errors.Is(err, engine.ErrNotFound) {
+		return st, err
+	}
+	var cur []byte
+	if it, err := store.Get(ctx, st.docKey); err == nil {
+		st.base, cur = it.Version, it.Value
+	} else if !errors.Is(err, engine.ErrNotFound) {
+		return st, err
+	}
+	switch w.kind {
+	case kindInsert:
+		st.doc = w.doc
+		res.Inserted++
+	case kindDelete:
+		st.deleted, st.condOnBase = true, true
+		if st.base != 0 {
+			res.Deleted++
+		}
+	case kindTransform:
+		st.condOnBase = true
+		var doc map[string]any
+		switch {
+		case st.base != 0:
+			var err error
+			if doc, err = decodeObject(cur); err != nil {
+				return st, fmt.Errorf("table: stored document %q is not an object: %w", w.id, err)
+			}
+		case w.upsert:
+			doc = map[string]any{}
+		default:
+			return st, code.Errorf(code.DocumentNotFound, "transform of %q: document does not exist (set upsert to create it)", w.id)
+		}
+		if cerr := applyTransform(doc, w.id, w.ops); cerr != nil {
+			return st, cerr
+		}
+		enc, err := marshalValue(doc)
+		if err != nil {
+			return st, err
+		}
+		if len(enc) > DocBytesMax {
+			return st, invalid("transform of %q: result of %d bytes exceeds %d", w.id, len(enc), DocBytesMax)
+		}
+		st.doc = enc
+		res.Transformed++
+	}
+	return st, nil
+}
+
+// Prepare stages this shard's documents as intents of txnID and returns the
+// writes (with their conditions) that make the vote durable. A *code.Error is
+// a "no" vote; any other error is an error.
+func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
+	b := new(engine.Batch).AtVersion(metaKey(s.meta.Name), s.meta.Version)
+	s.result = Result{}
+	for _, w := range s.docs {
+		st, err := s.stage(ctx, w, &s.result)
+		if err != nil {
+			return nil, err
+		}
+		b.Absent(st.intentKey)
+		if st.condOnBase {
+			b.AtVersion(st.docKey, st.base)
+		}
+		val, err := cbor.Marshal(intent{Txn: txnID, Deleted: st.deleted, Doc: st.doc})
+		if err != nil {
+			return nil, err
+		}
+		b.Put(st.intentKey, val)
+	}
+	return b, nil
+}
+
+// Resolve returns the writes that apply (commit) or discard (abort) the
+// intents txnID holds on this shard, conditioned on those intents being
+// unchanged. Intents already resolved or never written are skipped, so
+// Resolve is idempotent; an empty batch means nothing is left to do.
+func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error) {
+	b := new(engine.Batch)
+	for _, w := range s.docs {
+		ik := intentKey(s.meta.ID, s.shard, w.id)
+		it, err := s.tables.store.Get(ctx, ik)
+		if errors.Is(err, engine.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var in intent
+		if err := cbor.Unmarshal(it.Value, &in); err != nil {
+			return nil, fmt.Errorf("table: decode intent %q: %w", ik, err)
+		}
+		if in.Txn != txnID {
+			continue
+		}
+		b.AtVersion(ik, it.Version).Delete(ik)
+		if commit {
+			dk := docKey(s.meta.ID, s.shard, w.id)
+			if in.Deleted {
+				b.Delete(dk)
+			} else {
+				b.Put(dk, in.Doc)
+			}
+		}
+	}
+	return b, nil
+}
+
+// Refusal explains a failed condition on one of this shard's keys: the table
+// was dropped (table_not_found), a document has an open intent
+// (transaction_conflict), or a document changed since it was read
+// (transaction_conflict, worth a fresh Prepare).
+func (s *Shard) Refusal(key []byte) (*code.Error, bool, bool) {
+	sh := strconv.Itoa(s.shard)
+	switch {
+	case s.meta.Name != "" && bytes.Equal(key, metaKey(s.meta.Name)):
+		return tableNotFound(s.meta.Name), false, true
+	case bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, sh)):
+		return code.Errorf(code.TransactionConflict, "document %q is being written by another transaction",
+			key[len(engine.NSIntent.Prefix(s.meta.ID, sh)):]), false, true
+	case bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh)):
+		return code.Errorf(code.TransactionConflict, "document %q changed while the batch was prepared",
+			key[len(engine.NSTable.Prefix(s.meta.ID, sh)):]), true, true
+	}
+	return nil, false, false
+}

@@ -1,0 +1,317 @@
+package twopc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+)
+
+// BeginRetriesMax bounds how often Begin re-prepares after a document
+// changed between a participant's read and the atomic write.
+const BeginRetriesMax = 4
+
+// Options configure a Coordinator.
+type Options struct {
+	// DeferResolution, when set, leaves intents for Resolve instead of
+	// resolving every participant inside the Decide write. Remote
+	// participants need it; tests use it to create visibility debt.
+	DeferResolution bool
+	// Now is the clock for record timestamps (informational only).
+	Now func() time.Time
+}
+
+// Coordinator runs transactions against one Store.
+type Coordinator struct {
+	store   engine.Store
+	resolve Resolver
+	opts    Options
+}
+
+// New returns a coordinator. resolve rebuilds participants for Resolve and
+// Recover.
+func New(store engine.Store, resolve Resolver, opts Options) *Coordinator {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Coordinator{store: store, resolve: resolve, opts: opts}
+}
+
+// Txn is a transaction to begin.
+type Txn struct {
+	ID           string
+	Participants []Participant
+	// Result, called after every participant prepared, encodes the result
+	// a commit will report. It is stored with the record so that recovery
+	// can publish the same result.
+	Result func() ([]byte, error)
+}
+
+// BeginResult says how Begin ended when it did not return an error.
+type BeginResult struct {
+	// Prepared: the record and every prepare are durable.
+	Prepared bool
+	// Refused: a participant voted no. Nothing was written; the caller
+	// decides Aborted with this reason (Decide) to make it durable.
+	Refused *Aborted
+	// Decided: the transaction was decided before (nothing was written).
+	Decided Outcome
+}
+
+// Begin writes the coordinator record and every participant's prepare in one
+// atomic Apply together with `with`. It is create-if-absent on both the
+// record and the decision, so it never resets a begun or decided transaction:
+// for a decided one it returns the decision, for a begun, undecided one
+// ErrInProgress. A failed condition of `with` is returned as the engine's
+// *ConditionError; ambiguity as engine.ErrAmbiguous.
+func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (BeginResult, error) {
+	for attempt := 0; ; attempt++ {
+		b, err := c.beginBatch(ctx, txn)
+		var ce *code.Error
+		if errors.As(err, &ce) {
+			return BeginResult{Refused: &Aborted{Code: ce.Code, Message: ce.Message}}, nil
+		}
+		if err != nil {
+			return BeginResult{}, err
+		}
+		b.Merge(with)
+		if err := fault.Inject(fault.TwoPCBeginBefore); err != nil {
+			return BeginResult{}, err
+		}
+		_, err = c.store.Apply(ctx, b)
+		if err == nil {
+			if err := fault.Inject(fault.TwoPCBeginAfter); err != nil {
+				return BeginResult{}, err
+			}
+			return BeginResult{Prepared: true}, nil
+		}
+		key, ok := engine.FailedKey(err)
+		if !ok {
+			return BeginResult{}, err
+		}
+		switch {
+		case string(key) == string(recordKey(txn.ID)), string(key) == string(decisionKey(txn.ID)):
+			st, lerr := c.Lookup(ctx, txn.ID)
+			if lerr != nil {
+				return BeginResult{}, lerr
+			}
+			if st.Decision != nil {
+				return BeginResult{Decided: st.Decision}, nil
+			}
+			return BeginResult{}, ErrInProgress
+		}
+		refusal, retry, mine := refusalOf(txn, key)
+		if !mine {
+			return BeginResult{}, err // a condition of `with`
+		}
+		if retry && attempt+1 < BeginRetriesMax {
+			continue
+		}
+		return BeginResult{Refused: &Aborted{Code: refusal.Code, Message: refusal.Message}}, nil
+	}
+}
+
+// refusalOf asks the participants whose key failed.
+func refusalOf(txn Txn, key []byte) (*code.Error, bool, bool) {
+	for _, p := range txn.Participants {
+		if refusal, retry, mine := p.Refusal(key); mine {
+			return refusal, retry, true
+		}
+	}
+	return nil, false, false
+}
+
+func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, error) {
+	b := new(engine.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	rec := record{Schema: schemaV1, Created: c.opts.Now().UnixMilli()}
+	for _, p := range txn.Participants {
+		pb, err := p.Prepare(ctx, txn.ID)
+		if err != nil {
+			return nil, err
+		}
+		b.Merge(pb)
+		rec.Participants = append(rec.Participants, partRecord{ID: p.ID(), Ref: p.Ref()})
+	}
+	if txn.Result != nil {
+		res, err := txn.Result()
+		if err != nil {
+			return nil, err
+		}
+		rec.Result = res
+	}
+	val, err := cbor.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return b.Put(recordKey(txn.ID), val), nil
+}
+
+// Decide writes the decision for txnID create-if-absent, atomically with
+// `with` and — unless DeferResolution is set — with the resolution of every
+// participant in parts (the coordinator record is then deleted in the same
+// write). parts may be nil to resolve from the durable record.
+//
+// It returns ErrDecisionConflict if a decision already exists (read it with
+// Learn), the engine's *ConditionError for a failed condition of `with`, and
+// an error wrapping engine.ErrAmbiguous when the write's outcome is unknown.
+func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) error {
+	val, err := encodeDecision(o, c.opts.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	b := new(engine.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
+	if !c.opts.DeferResolution {
+		if parts == nil {
+			if parts, err = c.participantsOf(ctx, txnID); err != nil {
+				return err
+			}
+		}
+		_, commit := o.(Committed)
+		for _, p := range parts {
+			rb, err := p.Resolve(ctx, txnID, commit)
+			if err != nil {
+				return err
+			}
+			b.Merge(rb)
+		}
+		b.Delete(recordKey(txnID))
+	}
+	b.Merge(with)
+	if err := fault.Inject(fault.TwoPCDecideBefore); err != nil {
+		return err
+	}
+	if _, err := c.store.Apply(ctx, b); err != nil {
+		if key, ok := engine.FailedKey(err); ok && string(key) == string(decisionKey(txnID)) {
+			return ErrDecisionConflict
+		}
+		return err
+	}
+	return fault.Inject(fault.TwoPCDecideAfter)
+}
+
+// DecideOrLearn decides o and, if another writer decided first, reads the
+// winner. It returns the outcome in force and whether it was ours. When the
+// winner cannot be read — or our own write was ambiguous — the error wraps
+// ErrOutcomeUnknown: never treat that as an abort.
+func (c *Coordinator) DecideOrLearn(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) (Outcome, bool, error) {
+	err := c.Decide(ctx, txnID, parts, o, with)
+	switch {
+	case err == nil:
+		return o, true, nil
+	case errors.Is(err, ErrDecisionConflict):
+		won, lerr := c.Learn(ctx, txnID)
+		if lerr != nil {
+			return nil, false, lerr
+		}
+		return won, false, nil
+	case errors.Is(err, engine.ErrAmbiguous):
+		return nil, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return nil, false, err
+}
+
+// Learn reads the decision of txnID. Anything short of a readable decision
+// is ErrOutcomeUnknown.
+func (c *Coordinator) Learn(ctx context.Context, txnID string) (Outcome, error) {
+	it, err := c.store.Get(ctx, decisionKey(txnID))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading decision of %s: %w", ErrOutcomeUnknown, txnID, err)
+	}
+	d, err := decodeDecision(it.Value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: decoding decision of %s: %w", ErrOutcomeUnknown, txnID, err)
+	}
+	return d.outcome(), nil
+}
+
+// Status is what the store says about a transaction.
+type Status struct {
+	Begun      bool     // a coordinator record exists (participants may hold intents)
+	Decision   Outcome  // nil if undecided
+	Unresolved []string // participants whose intents are not yet resolved
+	Result     []byte   // commit result stored at prepare
+	Created    time.Time
+}
+
+// Lookup reads a transaction's record and decision.
+func (c *Coordinator) Lookup(ctx context.Context, txnID string) (Status, error) {
+	var st Status
+	it, err := c.store.Get(ctx, recordKey(txnID))
+	switch {
+	case err == nil:
+		rec, err := decodeRecord(it.Value)
+		if err != nil {
+			return Status{}, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
+		}
+		st.Begun, st.Result, st.Created = true, rec.Result, time.UnixMilli(rec.Created)
+		for _, p := range rec.Participants {
+			if !p.Resolved {
+				st.Unresolved = append(st.Unresolved, p.ID)
+			}
+		}
+	case !errors.Is(err, engine.ErrNotFound):
+		return Status{}, err
+	}
+	dt, err := c.store.Get(ctx, decisionKey(txnID))
+	switch {
+	case err == nil:
+		d, err := decodeDecision(dt.Value)
+		if err != nil {
+			return Status{}, fmt.Errorf("twopc: decode decision %s: %w", txnID, err)
+		}
+		st.Decision = d.outcome()
+	case !errors.Is(err, engine.ErrNotFound):
+		return Status{}, err
+	}
+	return st, nil
+}
+
+// Committed reports whether txnID committed; it is the DecisionReader that
+// lets document reads resolve intents on the fly.
+func (c *Coordinator) Committed(ctx context.Context, txnID string) (committed, decided bool, err error) {
+	it, err := c.store.Get(ctx, decisionKey(txnID))
+	if errors.Is(err, engine.ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	d, err := decodeDecision(it.Value)
+	if err != nil {
+		return false, false, err
+	}
+	return d.Commit, true, nil
+}
+
+// participantsOf rebuilds the unresolved participants from the record.
+func (c *Coordinator) participantsOf(ctx context.Context, txnID string) ([]Participant, error) {
+	it, err := c.store.Get(ctx, recordKey(txnID))
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, nil // never begun, or already resolved
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := decodeRecord(it.Value)
+	if err != nil {
+		return nil, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
+	}
+	var out []Participant
+	for _, pr := range rec.Participants {
+		if pr.Resolved {
+			continue
+		}
+		p, err := c.resolve(pr.Ref)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,51 @@
+// Package twopc is Idem's retained two-phase commit (DESIGN §6).
+//
+// A transaction has a caller-given, stable ID. Begin writes the coordinator
+// record and every participant's prepare (its intents) in one atomic Apply,
+// conditioned on neither a record nor a decision existing, so beginning a
+// decided transaction again never re-executes it. The decision is a
+// create-if-absent record: the first writer wins, and a loser learns the
+// winner by reading — ErrDecisionConflict alone is never proof of abort.
+// Decisions are retained until their owner (the receipt layer) calls
+// Release, so that an owner that crashed can always learn what happened.
+//
+// Every durable step accepts a `with` batch that is applied atomically with
+// it: the receipt layer publishes its receipt with Begin and its terminal
+// envelope with Decide, which is how a keyed request costs two fsync waits.
+package twopc
+
+import (
+	"context"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+)
+
+// Participant is one shard holding a transaction's intents. Participants do
+// not write: they return the batch that makes their step durable, and the
+// coordinator applies it (together with its own record) atomically. A remote
+// participant can implement Prepare by making its vote durable itself and
+// returning an empty batch.
+type Participant interface {
+	// ID names the participant uniquely within a transaction.
+	ID() string
+	// Ref encodes whatever the Resolver needs to rebuild the participant
+	// after a restart.
+	Ref() []byte
+	// Prepare checks for conflicts and returns the writes that stage txnID's
+	// intents, with the conditions under which they are valid. A *code.Error
+	// is a "no" vote; any other error is an error.
+	Prepare(ctx context.Context, txnID string) (*engine.Batch, error)
+	// Resolve returns the writes that apply (commit=true) or discard txnID's
+	// intents. It is idempotent: an empty batch means nothing is left.
+	Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error)
+	// Refusal explains a failed condition on one of this participant's keys
+	// as its vote: the code to abort with, and whether a fresh Prepare may
+	// succeed (a document changed under us, rather than an open intent).
+	// ok=false means the key is not this participant's.
+	Refusal(key []byte) (refusal *code.Error, retry bool, ok bool)
+}
+
+// Resolver rebuilds a participant from its Ref, for resolution after the
+// process that began the transaction is gone.
+type Resolver func(ref []byte) (Participant, error)

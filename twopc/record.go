@@ -1,0 +1,77 @@
+package twopc
+
+import (
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/code"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Keys: the coordinator record lives while any participant may hold intents
+// (it is deleted once every participant is resolved); the decision lives
+// until released.
+//
+//	txn/v1/rec/<txn_id>   record
+//	txn/v1/dec/<txn_id>   decision
+func recordKey(id string) []byte   { return engine.NSTxn.Key("rec", id) }
+func decisionKey(id string) []byte { return engine.NSTxn.Key("dec", id) }
+
+var recordPrefix = engine.NSTxn.Prefix("rec")
+
+const schemaV1 = 1
+
+// record is the coordinator record. Fields are additive: new fields get new
+// numbers and old records decode with them zero.
+type record struct {
+	Schema       int          `cbor:"1,keyasint"`
+	Participants []partRecord `cbor:"2,keyasint"`
+	Result       []byte       `cbor:"3,keyasint,omitempty"` // the commit result computed at prepare
+	Created      int64        `cbor:"4,keyasint"`           // unix ms
+}
+
+type partRecord struct {
+	ID       string `cbor:"1,keyasint"`
+	Ref      []byte `cbor:"2,keyasint"`
+	Resolved bool   `cbor:"3,keyasint,omitempty"`
+}
+
+// decision is the create-if-absent decision record.
+type decision struct {
+	Schema  int    `cbor:"1,keyasint"`
+	Commit  bool   `cbor:"2,keyasint,omitempty"`
+	Code    string `cbor:"3,keyasint,omitempty"`
+	Message string `cbor:"4,keyasint,omitempty"`
+	Result  []byte `cbor:"5,keyasint,omitempty"`
+	Decided int64  `cbor:"6,keyasint"` // unix ms
+}
+
+func (d decision) outcome() Outcome {
+	if d.Commit {
+		return Committed{Result: d.Result}
+	}
+	return Aborted{Code: code.Code(d.Code), Message: d.Message}
+}
+
+func encodeDecision(o Outcome, at int64) ([]byte, error) {
+	d := decision{Schema: schemaV1, Decided: at}
+	switch o := o.(type) {
+	case Committed:
+		d.Commit, d.Result = true, o.Result
+	case Aborted:
+		d.Code, d.Message = string(o.Code), o.Message
+	}
+	return cbor.Marshal(d)
+}
+
+func decodeDecision(b []byte) (decision, error) {
+	var d decision
+	err := cbor.Unmarshal(b, &d)
+	return d, err
+}
+
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	err := cbor.Unmarshal(b, &r)
+	return r, err
+}
