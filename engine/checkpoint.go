@@ -39,7 +39,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func checkpointName(index Version) string { return fmt.Sprintf("%s%020d%s", ckptPrefix, index, ckptSuffix) }
+func checkpointName(index Version) string {
+	return fmt.Sprintf("%s%020d%s", ckptPrefix, index, ckptSuffix)
+}
 
 // Checkpoint writes the current durable state to a new checkpoint file and
 // then truncates the WAL before it. It may run concurrently with Apply.
@@ -263,9 +265,14 @@ func (db *DB) removeCheckpointsBefore(v Version) error {
 // checkpointer runs automatic checkpoints when enough log has accumulated.
 func (db *DB) checkpointer() {
 	defer close(db.ckptDone)
-	for range db.ckptRequests {
-		if err := db.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
-			db.opts.Logger.Error("engine: checkpoint failed", "err", err)
+	for {
+		select {
+		case <-db.ckptStop:
+			return
+		case <-db.ckptRequests:
+			if err := db.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+				db.opts.Logger.Error("engine: checkpoint failed", "err", err)
+			}
 		}
 	}
 }

@@ -11,7 +11,7 @@ func (db *DB) CrashForTesting(tear wal.Tear) error {
 	if db.closed.Swap(true) {
 		return ErrClosed
 	}
-	close(db.ckptRequests)
+	close(db.ckptStop)
 	<-db.ckptDone
 	err := db.log.Crash(tear)
 	if cerr := db.lock.Close(); err == nil {

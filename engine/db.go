@@ -41,8 +41,9 @@ type DB struct {
 
 	ckptMu        sync.Mutex // one checkpoint at a time
 	loggedBytes   atomic.Int64
-	ckptLogBytes  atomic.Int64 // loggedBytes at the last checkpoint
-	ckptRequests  chan struct{}
+	ckptLogBytes  atomic.Int64  // loggedBytes at the last checkpoint
+	ckptRequests  chan struct{} // never closed: onDurable may send until the log is drained
+	ckptStop      chan struct{} // closed by Close and CrashForTesting
 	ckptDone      chan struct{}
 	lastCkptIndex atomic.Uint64
 }
@@ -81,6 +82,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		pending:      make(map[string]pendingWrite),
 		tree:         index.NewKeySpace(),
 		ckptRequests: make(chan struct{}, 1),
+		ckptStop:     make(chan struct{}),
 		ckptDone:     make(chan struct{}),
 	}
 	if err := db.recover(); err != nil {
@@ -218,7 +220,7 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return ErrClosed
 	}
-	close(db.ckptRequests)
+	close(db.ckptStop)
 	<-db.ckptDone
 	err := db.log.Close()
 	if cerr := db.lock.Close(); err == nil {

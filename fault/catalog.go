@@ -25,6 +25,15 @@ const (
 	TwoPCResolveAfter  = "twopc/resolve-after"
 	TwoPCReleaseBefore = "twopc/release-before"
 	TwoPCReleaseAfter  = "twopc/release-after"
+
+	LeaseRenewBefore = "lease/renew-before"
+
+	ReceiptCreateBefore   = "receipt/create-before"
+	ReceiptAdoptBefore    = "receipt/adopt-before"
+	ReceiptDecideBefore   = "receipt/decide-before"
+	ReceiptTerminalBefore = "receipt/terminal-before"
+	ReceiptReleaseBefore  = "receipt/release-before"
+	ReceiptCleanBefore    = "receipt/clean-before"
 )
 
 // Point documents one failpoint.
@@ -58,6 +67,15 @@ var Catalog = []Point{
 	{TwoPCResolveAfter, "twopc", "Coordinator.Resolve, after each participant's resolution is durable", "crash part-way through resolution"},
 	{TwoPCReleaseBefore, "twopc", "Coordinator.Release, before deleting the retained decision", "crash before release: the decision stays retained"},
 	{TwoPCReleaseAfter, "twopc", "Coordinator.Release, after the decision is deleted", "crash right after release"},
+
+	{LeaseRenewBefore, "lease", "Heartbeat.Renew, before each renewal Apply", "transient lease-store failure: retried while the confirmed lease is valid"},
+
+	{ReceiptCreateBefore, "receipt", "Service.create*, before the write that publishes a new receipt", "crash before the receipt exists: the request left no trace"},
+	{ReceiptAdoptBefore, "receipt", "Service.adopt, before the lease CAS", "crash of a successor just before it adopts"},
+	{ReceiptDecideBefore, "receipt", "Service.decide, after Begin (receipt started, intents prepared), before the decision", "owner dies after execution started: a successor must finish without a client retry"},
+	{ReceiptTerminalBefore, "receipt", "Service.terminalize, before publishing an already decided outcome", "terminal publication fails: recovery publishes the exact envelope later"},
+	{ReceiptReleaseBefore, "receipt", "Service.releaseDecisions, before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
+	{ReceiptCleanBefore, "receipt", "Service.CleanOnce, before each cleanup Apply", "crash of the cleaner mid-pass"},
 }
 
 // Names returns the names of every cataloged failpoint in the given layer

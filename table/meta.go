@@ -56,8 +56,8 @@ func New(store engine.Store, now func() time.Time) *Tables {
 // SetDecisionReader installs the 2PC decision lookup used by resolve-on-read.
 func (t *Tables) SetDecisionReader(d DecisionReader) { t.decisions = d }
 
-func metaKey(name string) []byte     { return engine.NSMeta.Key("table", name) }
-func droppedKey(id string) []byte    { return engine.NSMeta.Key("dropped", id) }
+func metaKey(name string) []byte      { return engine.NSMeta.Key("table", name) }
+func droppedKey(id string) []byte     { return engine.NSMeta.Key("dropped", id) }
 func docPrefix(tableID string) []byte { return engine.NSTable.Prefix(tableID) }
 
 func tableNotFound(name string) *code.Error {
@@ -153,7 +153,11 @@ func (t *Tables) Purge(ctx context.Context) error {
 }
 
 func (t *Tables) purge(ctx context.Context, id string) error {
-	for _, prefix := range [][]byte{docPrefix(id), engine.NSIntent.Prefix(id)} {
+	// Intents first: resolving a committed intent writes its document (on
+	// condition that the intent is unchanged), so once the intents are gone
+	// nothing can write documents of this table any more, and the document
+	// purge that follows leaves none behind.
+	for _, prefix := range [][]byte{engine.NSIntent.Prefix(id), docPrefix(id)} {
 		for {
 			items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), purgeBatchMax)
 			if err != nil {

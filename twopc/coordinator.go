@@ -55,8 +55,10 @@ type Txn struct {
 
 // BeginResult says how Begin ended when it did not return an error.
 type BeginResult struct {
-	// Prepared: the record and every prepare are durable.
+	// Prepared: the record and every prepare are durable, written at
+	// Version (every key of the Begin write, `with`'s included, has it).
 	Prepared bool
+	Version  engine.Version
 	// Refused: a participant voted no. Nothing was written; the caller
 	// decides Aborted with this reason (Decide) to make it durable.
 	Refused *Aborted
@@ -75,6 +77,18 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 		b, err := c.beginBatch(ctx, txn)
 		var ce *code.Error
 		if errors.As(err, &ce) {
+			// A participant may refuse because of this very transaction (its
+			// own open intents, or documents it already changed): a begun or
+			// decided transaction answers as such, never with a fresh vote.
+			st, lerr := c.Lookup(ctx, txn.ID)
+			switch {
+			case lerr != nil:
+				return BeginResult{}, lerr
+			case st.Decision != nil:
+				return BeginResult{Decided: st.Decision}, nil
+			case st.Begun:
+				return BeginResult{}, ErrInProgress
+			}
 			return BeginResult{Refused: &Aborted{Code: ce.Code, Message: ce.Message}}, nil
 		}
 		if err != nil {
@@ -84,12 +98,12 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 		if err := fault.Inject(fault.TwoPCBeginBefore); err != nil {
 			return BeginResult{}, err
 		}
-		_, err = c.store.Apply(ctx, b)
+		v, err := c.store.Apply(ctx, b)
 		if err == nil {
 			if err := fault.Inject(fault.TwoPCBeginAfter); err != nil {
 				return BeginResult{}, err
 			}
-			return BeginResult{Prepared: true}, nil
+			return BeginResult{Prepared: true, Version: v}, nil
 		}
 		key, ok := engine.FailedKey(err)
 		if !ok {

@@ -32,7 +32,7 @@ const (
 	KindBatch Kind = 1
 	// KindNoop carries no data (used by tests and to force a sync point).
 	KindNoop Kind = 2
-	kindMax        = KindNoop
+	kindMax       = KindNoop
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)

@@ -335,6 +335,7 @@ func (l *Log) writeGroup(g *group) error {
 		// tidwall starts a new segment before writing into an overfull one.
 		l.segs = append(l.segs, segmentFile{name: segmentName(g.entries[0].Index), first: g.entries[0].Index})
 		tail, cycled = 0, true
+		l.durableSize = 0 // nothing of the new tail is durable until this group is
 	}
 	var written int
 	for _, e := range g.entries {
@@ -344,9 +345,11 @@ func (l *Log) writeGroup(g *group) error {
 		written += n
 		tail += n
 		if tail >= l.opts.SegmentBytes {
-			// tidwall cycles as soon as a segment reaches its size.
+			// tidwall cycles as soon as a segment reaches its size (and
+			// fsyncs the segment it leaves).
 			l.segs = append(l.segs, segmentFile{name: segmentName(e.Index + 1), first: e.Index + 1})
 			tail, cycled = 0, true
+			l.durableSize = 0
 		}
 	}
 	if err := l.tw.WriteBatch(&l.twBatch); err != nil {

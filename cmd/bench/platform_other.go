@@ -1,0 +1,14 @@
+//go:build !linux
+
+package main
+
+import "os"
+
+// fdatasync falls back to a full fsync where fdatasync(2) is not offered.
+func fdatasync(f *os.File) error { return f.Sync() }
+
+// fsType is only known on Linux (statfs f_type).
+func fsType(string) string { return "unknown" }
+
+// quiesce is a no-op where sync(2) is not offered through package syscall.
+func quiesce() {}

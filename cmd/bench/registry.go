@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Suite is one family of benchmark cases. Each suite lives in its own
+// suite_<name>.go file and registers itself from init, so adding a suite
+// (twopc, receipts, http, recovery, renewal, peer) touches no other file.
+type Suite struct {
+	Name string
+	// Rank orders the suites of a default run: lower layers first, so a
+	// reader meets the numbers the later suites build on before those suites.
+	Rank int
+	// Doc is one line for -h.
+	Doc string
+	// Run measures the suite's cases and reports each through env.Report.
+	// The physical floors are measured and reported before Run is called.
+	Run func(env *Env) error
+}
+
+var registry = map[string]Suite{}
+
+// register adds a suite; a duplicate name is a programming error.
+func register(s Suite) {
+	if _, dup := registry[s.Name]; dup {
+		panic("bench: suite registered twice: " + s.Name)
+	}
+	registry[s.Name] = s
+}
+
+// allSuites returns every registered suite in default order.
+func allSuites() []Suite {
+	out := make([]Suite, 0, len(registry))
+	for _, s := range registry {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Suite) int {
+		if a.Rank != b.Rank {
+			return a.Rank - b.Rank
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// selectSuites resolves a -suite list, keeping the order the user gave.
+// An empty list or "all" selects every registered suite.
+func selectSuites(list string) ([]Suite, error) {
+	if list == "" || list == "all" {
+		return allSuites(), nil
+	}
+	var out []Suite
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || seen[name] {
+			continue
+		}
+		s, ok := registry[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown suite %q (have: %s)", name, suiteNames())
+		}
+		seen[name] = true
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no suite selected (have: %s)", suiteNames())
+	}
+	return out, nil
+}
+
+func suiteNames() string {
+	var names []string
+	for _, s := range allSuites() {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ",")
+}

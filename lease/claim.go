@@ -1,0 +1,131 @@
+package lease
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// ErrFenced means another owner holds the receipt now: the write carried a
+// condition on a claim version that is no longer current.
+var ErrFenced = errors.New("lease: fenced: the receipt has another owner")
+
+// A receipt's lease is two keys:
+//
+//	lease/v1/claim/<id>  Claim {node, incarnation, epoch} — the fencing token
+//	lease/v1/ttl/<id>    expiry (unix ns, 8 bytes big endian)
+//
+// The claim changes only when ownership does (creation, adoption), so every
+// owner write is fenced by AtVersion(claim) while renewals, which rewrite
+// only the expiry, never invalidate an owner's token. An adopter conditions
+// on both keys' versions: a renewal that lands first proves the old owner
+// alive and makes the adoption fail.
+func ClaimKey(id string) []byte  { return engine.NSLease.Key("claim", id) }
+func ExpiryKey(id string) []byte { return engine.NSLease.Key("ttl", id) }
+
+// Claim is who holds a receipt.
+type Claim struct {
+	Node        string `cbor:"1,keyasint"`
+	Incarnation uint64 `cbor:"2,keyasint"`
+	Epoch       uint64 `cbor:"3,keyasint"`
+}
+
+// Of reports whether the claim was made by owner o (any epoch).
+func (c Claim) Of(o Owner) bool { return c.Node == o.Node && c.Incarnation == o.Incarnation }
+
+func encodeClaim(c Claim) []byte {
+	b, _ := cbor.Marshal(c)
+	return b
+}
+
+func encodeExpiry(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(t.UnixNano()))
+}
+
+// State is what the store says about a receipt's lease.
+type State struct {
+	Claim         Claim
+	ClaimVersion  engine.Version // 0: no claim
+	Expires       time.Time
+	ExpiryVersion engine.Version
+}
+
+// Read loads a receipt's lease.
+func Read(ctx context.Context, store engine.Store, id string) (State, error) {
+	var st State
+	it, err := store.Get(ctx, ClaimKey(id))
+	switch {
+	case err == nil:
+		if err := cbor.Unmarshal(it.Value, &st.Claim); err != nil {
+			return State{}, fmt.Errorf("lease: decode claim of %s: %w", id, err)
+		}
+		st.ClaimVersion = it.Version
+	case !errors.Is(err, engine.ErrNotFound):
+		return State{}, err
+	}
+	it, err = store.Get(ctx, ExpiryKey(id))
+	switch {
+	case err == nil:
+		if len(it.Value) != 8 {
+			return State{}, fmt.Errorf("lease: expiry of %s has %d bytes", id, len(it.Value))
+		}
+		st.Expires = time.Unix(0, int64(binary.BigEndian.Uint64(it.Value)))
+		st.ExpiryVersion = it.Version
+	case !errors.Is(err, engine.ErrNotFound):
+		return State{}, err
+	}
+	return st, nil
+}
+
+// MayAdopt reports whether owner me may take a receipt whose lease is st:
+// a claim of an older incarnation of the same node at once, anyone else's
+// once it expired by me's clock. A missing claim is not adoptable: the
+// receipt is immutable or gone.
+func MayAdopt(st State, me Owner, now time.Time) bool {
+	switch {
+	case st.ClaimVersion == 0:
+		return false
+	case st.Claim.Node == me.Node && st.Claim.Incarnation < me.Incarnation:
+		return true
+	case st.Claim.Of(me):
+		return false
+	}
+	return !now.Before(st.Expires)
+}
+
+// ClaimNew adds to b the lease of a receipt being created by o: the claim
+// must not exist. It returns the Held to track; it is Unconfirmed until the
+// caller reports the write's version with Confirmed.
+func ClaimNew(b *engine.Batch, id string, o Owner, until time.Time) *Held {
+	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: 1}
+	b.Absent(ClaimKey(id)).Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
+	return &Held{ID: id, claim: c, until: until, status: Unconfirmed}
+}
+
+// ClaimAdopt adds to b the CAS that moves a receipt from the lease in st to
+// o, one epoch later.
+func ClaimAdopt(b *engine.Batch, id string, st State, o Owner, until time.Time) *Held {
+	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: st.Claim.Epoch + 1}
+	b.AtVersion(ClaimKey(id), st.ClaimVersion).AtVersion(ExpiryKey(id), st.ExpiryVersion).
+		Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
+	return &Held{ID: id, claim: c, until: until, status: Unconfirmed}
+}
+
+// Drop adds to b the removal of a receipt's lease (the receipt became
+// immutable).
+func Drop(b *engine.Batch, id string) {
+	b.Delete(ClaimKey(id)).Delete(ExpiryKey(id))
+}
+
+// IsFence reports whether err is a failed condition on id's claim key, i.e.
+// the write was fenced.
+func IsFence(err error, id string) bool {
+	key, ok := engine.FailedKey(err)
+	return ok && string(key) == string(ClaimKey(id))
+}

@@ -1,0 +1,176 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Status of a held lease.
+type Status int
+
+const (
+	// Live: the last renewal or owner write confirmed the claim.
+	Live Status = iota
+	// Unconfirmed: the write that published the claim was ambiguous; the
+	// claim's version must be read back (Resync) before it can fence.
+	Unconfirmed
+	// Uncertain: renewals kept failing until the confirmed expiry ran out.
+	// A successor may have adopted; only CAS decides.
+	Uncertain
+	// Lost: a write was fenced. Another owner holds the receipt.
+	Lost
+)
+
+func (s Status) String() string {
+	return [...]string{"live", "unconfirmed", "uncertain", "lost"}[s]
+}
+
+// Held is this process's hold on one receipt: its claim, the claim key's
+// version (the fencing token) and the expiry last confirmed in the store.
+// It is shared by the foreground execution, recovery and the renewal
+// supervisor; its mutex serialises their updates, never their I/O.
+type Held struct {
+	ID string
+
+	mu      sync.Mutex
+	claim   Claim
+	version engine.Version
+	until   time.Time
+	status  Status
+}
+
+// Snapshot returns the claim, fencing version, confirmed expiry and status.
+func (h *Held) Snapshot() (Claim, engine.Version, time.Time, Status) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.claim, h.version, h.until, h.status
+}
+
+// Status returns the current status.
+func (h *Held) Status() Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.status
+}
+
+// Until is the confirmed expiry.
+func (h *Held) Until() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.until
+}
+
+// Fence adds to b the condition that this claim is still current. It fails
+// with ErrFenced for a lost lease and asks for Resync when unconfirmed.
+func (h *Held) Fence(b *engine.Batch) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.status == Lost:
+		return ErrFenced
+	case h.version == 0:
+		return errUnconfirmed
+	}
+	b.AtVersion(ClaimKey(h.ID), h.version)
+	return nil
+}
+
+var errUnconfirmed = errors.New("lease: claim version unconfirmed")
+
+// Confirmed records a durable write of the claim (creation, adoption) at
+// version v with expiry until.
+func (h *Held) Confirmed(v engine.Version, until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.version, h.until, h.status = v, until, Live
+}
+
+// Unconfirm marks the claim's publication as ambiguous.
+func (h *Held) Unconfirm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.status != Lost {
+		h.version, h.status = 0, Unconfirmed
+	}
+}
+
+// MarkLost records that the lease is gone (fenced, or the receipt finished
+// elsewhere).
+func (h *Held) MarkLost() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.status = Lost
+}
+
+func (h *Held) renewed(until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.status != Lost {
+		h.until, h.status = until, Live
+	}
+}
+
+func (h *Held) uncertain() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.status == Live {
+		h.status = Uncertain
+	}
+}
+
+// Resync reads the claim back after an ambiguous publication: if the store
+// holds exactly this claim, its version becomes the fencing token; if it
+// holds another or none, the lease is lost.
+func (h *Held) Resync(ctx context.Context, store engine.Store) error {
+	it, err := store.Get(ctx, ClaimKey(h.ID))
+	if errors.Is(err, engine.ErrNotFound) {
+		h.MarkLost()
+		return ErrFenced
+	}
+	if err != nil {
+		return err
+	}
+	var c Claim
+	if err := cbor.Unmarshal(it.Value, &c); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c != h.claim {
+		h.status = Lost
+		return ErrFenced
+	}
+	h.version = it.Version
+	if h.status == Unconfirmed {
+		h.status = Live
+	}
+	return nil
+}
+
+// Renewed records that a write extended the lease to until (the claim, and
+// so the fencing version, is unchanged).
+func (h *Held) Renewed(until time.Time) { h.renewed(until) }
+
+// Claim returns the claim held.
+func (h *Held) Claim() Claim {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.claim
+}
+
+// Resume returns a Held for a claim this owner already has in the store
+// (found after its flight ended, e.g. after an ambiguous answer).
+func Resume(id string, st State) *Held {
+	return &Held{ID: id, claim: st.Claim, version: st.ClaimVersion, until: st.Expires, status: Live}
+}
+
+// PutExpiry adds to b an extension of id's lease to until.
+func PutExpiry(b *engine.Batch, id string, until time.Time) {
+	b.Put(ExpiryKey(id), encodeExpiry(until))
+}

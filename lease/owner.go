@@ -1,0 +1,66 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Owner is a process's identity: a stable node ID and an incarnation that
+// grows durably at every open. A new incarnation may adopt its
+// predecessor's receipts at once — the predecessor is, by construction, gone
+// or fenced.
+type Owner struct {
+	Node        string
+	Incarnation uint64
+}
+
+func (o Owner) String() string { return fmt.Sprintf("%s#%d", o.Node, o.Incarnation) }
+
+// NodeIDBytesMax bounds a node ID.
+const NodeIDBytesMax = 64
+
+// RegisterRetriesMax bounds the CAS attempts of Register.
+const RegisterRetriesMax = 16
+
+func nodeKey(node string) []byte { return engine.NSLease.Key("node", node) }
+
+type nodeRecord struct {
+	Incarnation uint64 `cbor:"1,keyasint"`
+}
+
+// Register bumps node's incarnation durably and returns the new identity.
+func Register(ctx context.Context, store engine.Store, node string) (Owner, error) {
+	if node == "" || len(node) > NodeIDBytesMax {
+		return Owner{}, fmt.Errorf("lease: node id must be 1..%d bytes", NodeIDBytesMax)
+	}
+	for i := 0; i < RegisterRetriesMax; i++ {
+		var cur nodeRecord
+		var ver engine.Version
+		it, err := store.Get(ctx, nodeKey(node))
+		switch {
+		case err == nil:
+			if err := cbor.Unmarshal(it.Value, &cur); err != nil {
+				return Owner{}, fmt.Errorf("lease: decode node record: %w", err)
+			}
+			ver = it.Version
+		case !errors.Is(err, engine.ErrNotFound):
+			return Owner{}, err
+		}
+		next := nodeRecord{Incarnation: cur.Incarnation + 1}
+		val, _ := cbor.Marshal(next)
+		_, err = store.Apply(ctx, new(engine.Batch).AtVersion(nodeKey(node), ver).Put(nodeKey(node), val))
+		if errors.Is(err, engine.ErrConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return Owner{}, err
+		}
+		return Owner{Node: node, Incarnation: next.Incarnation}, nil
+	}
+	return Owner{}, fmt.Errorf("lease: register %s: too much contention", node)
+}

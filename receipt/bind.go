@@ -1,0 +1,80 @@
+// Package receipt is Idem's exactly-once layer (DESIGN §4, §5): it binds
+// (principal, table, key) to a stable transaction ID, publishes a receipt
+// before anything executes, runs the batch through retained 2PC, and stores
+// the complete response envelope so that every retry gets the original
+// answer. Owners are fenced by leases; a successor adopts a crashed owner's
+// receipts and finishes them without a client retry.
+package receipt
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/idemdb/idem/table"
+)
+
+// KeyBytesMax bounds an Idempotency-Key: 1..255 visible ASCII characters.
+const KeyBytesMax = 255
+
+// ValidKey reports whether k is a valid Idempotency-Key.
+func ValidKey(k string) bool {
+	if len(k) == 0 || len(k) > KeyBytesMax {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// Bind returns the transaction ID of (principal, table, key):
+// hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32], lengths as 4-byte
+// big-endian, so no two triples collide by concatenation.
+func Bind(principal, tbl, key string) string {
+	h := sha256.New()
+	var l [4]byte
+	for _, s := range []string{principal, tbl, key} {
+		binary.BigEndian.PutUint32(l[:], uint32(len(s)))
+		h.Write(l[:])
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// canonicalRequest is what a receipt stores so that a successor can execute
+// without the client; its SHA-256 is the request fingerprint.
+type canonicalRequest struct {
+	Table string          `json:"table"`
+	Batch json.RawMessage `json:"batch"`
+}
+
+// Canonical encodes a validated batch for table canonically and returns the
+// bytes and their fingerprint.
+func Canonical(tbl string, b *table.Batch) ([]byte, [32]byte, error) {
+	cb, err := b.Canonical()
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	enc, err := json.Marshal(canonicalRequest{Table: tbl, Batch: cb})
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	return enc, sha256.Sum256(enc), nil
+}
+
+// decodeRequest reverses Canonical.
+func decodeRequest(enc []byte) (string, *table.Batch, error) {
+	var cr canonicalRequest
+	if err := json.Unmarshal(enc, &cr); err != nil {
+		return "", nil, err
+	}
+	b, err := table.DecodeBatch(cr.Batch)
+	if err != nil {
+		return "", nil, err
+	}
+	return cr.Table, b, nil
+}

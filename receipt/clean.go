@@ -1,0 +1,140 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/twopc"
+)
+
+// cleanerJob names the job lease that fences the retention cleaner.
+const cleanerJob = "cleaner"
+
+// CleanOnce is one retention pass: it walks the expiry index up to now and
+// deletes terminal, debt-free receipts whose retention ended, with their
+// expiry entries and retained decisions, in bounded batches. Receipts with
+// debt — execution (not terminal), visibility (unresolved intents) or
+// coordinator handoff (decided, not yet published: still started) — are
+// pinned and skipped. Every batch is fenced by the cleaner's job lease, so a
+// stale incarnation's cleaner cannot delete anything.
+func (s *Service) CleanOnce(ctx context.Context) (int, error) {
+	now := s.clock.Now()
+	jobVer, ok, err := lease.AcquireJob(ctx, s.store, cleanerJob, s.owner, now, s.opts.LeaseTTL)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return s.cleanWithJob(ctx, jobVer, now)
+}
+
+func (s *Service) cleanWithJob(ctx context.Context, jobVer engine.Version, now time.Time) (int, error) {
+	start := []byte(engine.NSExpiry)
+	end := expiryKey(now.UnixMilli()+1, "")
+	cleaned, scanned := 0, 0
+	for scanned < CleanScanMax {
+		items, err := s.store.Scan(ctx, start, end, CleanBatchMax)
+		if err != nil {
+			return cleaned, err
+		}
+		var victims []victim
+		for _, it := range items {
+			scanned++
+			if v, ok := s.cleanable(ctx, it); ok {
+				victims = append(victims, v)
+			}
+		}
+		n, err := s.deleteVictims(ctx, jobVer, victims)
+		cleaned += n
+		if err != nil {
+			return cleaned, err
+		}
+		if len(items) < CleanBatchMax {
+			break
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+	return cleaned, nil
+}
+
+// victim is one expiry entry to delete, with its receipt if it has one.
+type victim struct {
+	id       string
+	entry    []byte
+	receipt  bool
+	rcptVer  engine.Version
+	entryVer engine.Version
+}
+
+func (s *Service) cleanable(ctx context.Context, it engine.Item) (victim, bool) {
+	deadline, id, ok := parseExpiryKey(it.Key)
+	if !ok {
+		return victim{}, false
+	}
+	v := victim{id: id, entry: it.Key, entryVer: it.Version}
+	rec, ver, err := s.load(ctx, id)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return v, true // stray entry
+	case err != nil:
+		return victim{}, false
+	case rec.State != Terminal || rec.Debt != 0:
+		return victim{}, false // pinned by debt
+	case rec.RetainUntil != deadline:
+		return v, true // an entry the receipt no longer points at
+	}
+	v.receipt, v.rcptVer = true, ver
+	return v, true
+}
+
+// deleteVictims deletes with one Apply per try; a victim whose condition
+// fails (the receipt changed, or its transaction still holds intents) is
+// dropped and the rest retried.
+func (s *Service) deleteVictims(ctx context.Context, jobVer engine.Version, vs []victim) (int, error) {
+	for len(vs) > 0 {
+		b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
+		receipts := 0
+		for _, v := range vs {
+			b.AtVersion(v.entry, v.entryVer).Delete(v.entry)
+			if v.receipt {
+				b.AtVersion(receiptKey(v.id), v.rcptVer).Delete(receiptKey(v.id))
+				twopc.ReleaseInto(b, v.id)
+				receipts++
+			}
+		}
+		if err := fault.Inject(fault.ReceiptCleanBefore); err != nil {
+			return 0, err
+		}
+		_, err := s.store.Apply(ctx, b)
+		if err == nil {
+			s.stats.cleaned.Add(uint64(receipts))
+			return receipts, nil
+		}
+		key, ok := engine.FailedKey(err)
+		if !ok {
+			return 0, err
+		}
+		if string(key) == string(lease.JobKey(cleanerJob)) {
+			s.stats.fenced.Add(1)
+			return 0, lease.ErrFenced
+		}
+		kept := vs[:0]
+		for _, v := range vs {
+			if !keyOf(key, v) {
+				kept = append(kept, v)
+			}
+		}
+		if len(kept) == len(vs) {
+			return 0, err
+		}
+		vs = kept
+	}
+	return 0, nil
+}
+
+func keyOf(key []byte, v victim) bool {
+	k := string(key)
+	return k == string(v.entry) || k == string(receiptKey(v.id)) || (len(k) > len(v.id) && k[len(k)-len(v.id)-1:] == "/"+v.id)
+}

@@ -1,0 +1,103 @@
+package receipt
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/twopc"
+)
+
+// Options configure a Service. Zero fields take the defaults.
+type Options struct {
+	// Node is this process's owner ID (default "node-0"). Its incarnation
+	// is bumped durably at every Open.
+	Node string
+	// LeaseTTL is how long a claim stays valid without renewal (default 10s).
+	LeaseTTL time.Duration
+	// RenewInterval is the supervisor's tick, clamped to LeaseTTL/3.
+	RenewInterval time.Duration
+	// SafetyMargin is the lease time that must remain before an externally
+	// visible step (default LeaseTTL/5).
+	SafetyMargin time.Duration
+	// Retention is how long terminal receipts are kept (default 24h).
+	Retention time.Duration
+	// ExecutorMax bounds concurrently executing receipts (default 256).
+	ExecutorMax int
+	// WaitMax caps Request.Wait (default 30s).
+	WaitMax time.Duration
+	// WaitPoll is the polling step when waiting on another owner (default 50ms).
+	WaitPoll time.Duration
+	// MaintainInterval and CleanInterval pace the recovery and retention
+	// loops (defaults LeaseTTL/2 and 1 minute). Negative disables the loop
+	// (tests drive MaintainOnce/CleanOnce by hand).
+	MaintainInterval time.Duration
+	CleanInterval    time.Duration
+	// Policy decides undecided, prepared transactions during recovery
+	// (default CommitPrepared: a successor finishes the work).
+	Policy twopc.Policy
+	// DeferResolution leaves intents to maintenance instead of resolving them
+	// inside the decision write (creates visibility debt; for tests and
+	// remote participants).
+	DeferResolution bool
+	// Clock is the time source (default lease.Real).
+	Clock  lease.Clock
+	Logger *slog.Logger
+}
+
+// Bounds of the service's own loops.
+const (
+	// ExecuteAttemptsMax bounds the lookup/create rounds of one Execute.
+	ExecuteAttemptsMax = 8
+	// MaintainPageMax bounds the entries one maintenance scan reads.
+	MaintainPageMax = 256
+	// MaintainReceiptsMax bounds the receipts one maintenance pass handles.
+	MaintainReceiptsMax = 4096
+	// ReleaseBatchMax bounds the decisions released by one Apply.
+	ReleaseBatchMax = 256
+	// ReleaseQueueMax bounds remembered, not-yet-released decisions; beyond
+	// it the maintenance scan of txn/v1/dec finds them.
+	ReleaseQueueMax = 65536
+	// CleanBatchMax bounds the receipts one cleanup Apply deletes.
+	CleanBatchMax = 256
+	// CleanScanMax bounds the expiry entries one cleaner pass reads.
+	CleanScanMax = 4096
+)
+
+func (o Options) withDefaults() Options {
+	if o.Node == "" {
+		o.Node = "node-0"
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 10 * time.Second
+	}
+	o.RenewInterval = lease.ClampInterval(o.RenewInterval, o.LeaseTTL)
+	if o.SafetyMargin <= 0 || o.SafetyMargin >= o.LeaseTTL/2 {
+		o.SafetyMargin = o.LeaseTTL / 5
+	}
+	if o.Retention <= 0 {
+		o.Retention = 24 * time.Hour
+	}
+	if o.ExecutorMax <= 0 {
+		o.ExecutorMax = 256
+	}
+	if o.WaitMax <= 0 {
+		o.WaitMax = 30 * time.Second
+	}
+	if o.WaitPoll <= 0 {
+		o.WaitPoll = 50 * time.Millisecond
+	}
+	if o.MaintainInterval == 0 {
+		o.MaintainInterval = o.LeaseTTL / 2
+	}
+	if o.CleanInterval == 0 {
+		o.CleanInterval = time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = lease.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}

@@ -1,0 +1,135 @@
+package receipt
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+)
+
+// State is a receipt's lifecycle state.
+type State uint8
+
+const (
+	// Pending: published, not started. Whoever owns it may execute it.
+	Pending State = 1
+	// Started: the one job allowed to execute marked it; 2PC may be in
+	// flight. Only a typed coordinator outcome makes it terminal.
+	Started State = 2
+	// Terminal: immutable, holds the complete envelope.
+	Terminal State = 3
+)
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Started:
+		return "started"
+	case Terminal:
+		return "terminal"
+	}
+	return "unknown"
+}
+
+// Debt flags that pin a receipt against cleanup beyond its state.
+type Debt uint8
+
+const (
+	// VisibilityDebt: decided and terminal, but some participant still holds
+	// intents (resolution was deferred).
+	VisibilityDebt Debt = 1 << iota
+)
+
+// Schema numbers of receipt records ever written. Decoding is additive:
+// unknown fields are ignored and missing ones are zero.
+const (
+	// Schema1 receipts carry only the broad outcome (field 15); they replay
+	// with the generic fallback envelope.
+	Schema1 = 1
+	// Schema2 receipts carry the complete envelope (field 14).
+	Schema2 = 2
+	// SchemaCurrent is what this version writes.
+	SchemaCurrent = Schema2
+)
+
+// Record is a receipt as stored at rcpt/v1/<txn_id>. The txn_id is the key,
+// not a field.
+type Record struct {
+	Schema      int             `cbor:"1,keyasint"`
+	Principal   string          `cbor:"2,keyasint"`
+	Table       string          `cbor:"3,keyasint"`
+	Key         string          `cbor:"4,keyasint"`
+	Fingerprint []byte          `cbor:"5,keyasint"`
+	Request     []byte          `cbor:"6,keyasint,omitempty"` // dropped once terminal
+	State       State           `cbor:"7,keyasint"`
+	Owner       *lease.Claim    `cbor:"8,keyasint,omitempty"` // who last wrote it while mutable
+	Created     int64           `cbor:"9,keyasint"`           // unix ms
+	Started     int64           `cbor:"10,keyasint,omitempty"`
+	Completed   int64           `cbor:"11,keyasint,omitempty"`
+	RetainUntil int64           `cbor:"12,keyasint,omitempty"` // unix ms; its exp/v1 entry
+	Debt        Debt            `cbor:"13,keyasint,omitempty"`
+	Envelope    *StoredEnvelope `cbor:"14,keyasint,omitempty"`
+	Outcome     string          `cbor:"15,keyasint,omitempty"` // schema 1 only
+}
+
+// StoredEnvelope is the complete terminal answer (the transaction ID is the
+// record's key).
+type StoredEnvelope struct {
+	Status    int    `cbor:"1,keyasint"`
+	Outcome   string `cbor:"2,keyasint"`
+	Code      string `cbor:"3,keyasint,omitempty"`
+	Message   string `cbor:"4,keyasint,omitempty"`
+	Retryable bool   `cbor:"5,keyasint,omitempty"`
+	RetryWith string `cbor:"6,keyasint,omitempty"`
+	Result    []byte `cbor:"7,keyasint,omitempty"`
+}
+
+var encMode = func() cbor.EncMode {
+	m, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}()
+
+// EncodeRecord encodes r deterministically.
+func EncodeRecord(r *Record) ([]byte, error) { return encMode.Marshal(r) }
+
+// DecodeRecord decodes any schema ever written.
+func DecodeRecord(b []byte) (*Record, error) {
+	var r Record
+	if err := cbor.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("receipt: decode record: %w", err)
+	}
+	if r.Schema < Schema1 {
+		return nil, fmt.Errorf("receipt: record without schema")
+	}
+	if r.State < Pending || r.State > Terminal {
+		return nil, fmt.Errorf("receipt: record in unknown state %d", r.State)
+	}
+	return &r, nil
+}
+
+// Keys.
+func receiptKey(id string) []byte        { return engine.NSReceipt.Key(id) }
+func recoveryKey(node, id string) []byte { return engine.NSRecovery.Key(node, id) }
+func expiryKey(deadlineMs int64, id string) []byte {
+	return engine.NSExpiry.Key(fmt.Sprintf("%020d", deadlineMs), id)
+}
+
+// parseExpiryKey splits exp/v1/<deadline>/<id>.
+func parseExpiryKey(k []byte) (int64, string, bool) {
+	rest := string(engine.NSExpiry.Suffix(k))
+	if len(rest) < 22 || rest[20] != '/' {
+		return 0, "", false
+	}
+	ms, err := strconv.ParseInt(rest[:20], 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return ms, rest[21:], true
+}

@@ -1,0 +1,51 @@
+package receipt
+
+import "sync/atomic"
+
+// Stats are cumulative counters of a Service, for metrics and tests.
+type Stats struct {
+	Executed       uint64 // receipts this process ran through Begin
+	Committed      uint64 // terminal envelopes published with outcome committed
+	Aborted        uint64 // ... aborted
+	NotApplied     uint64 // ... not_applied
+	Replayed       uint64 // stored envelopes returned to a retry
+	Mismatches     uint64 // 422 idempotency_key_mismatch answers
+	InProgress     uint64 // 409 in-progress answers
+	PendingAnswers uint64 // 503 idempotency_receipt_pending answers
+	Overloaded     uint64 // 429 answers (executor full)
+	Adopted        uint64 // receipts taken from another owner or incarnation
+	Fenced         uint64 // writes rejected because another owner holds the receipt
+	RecoveryPasses uint64 // maintenance passes
+	Recovered      uint64 // receipts made terminal by maintenance
+	Released       uint64 // retained decisions released
+	Cleaned        uint64 // receipts deleted by the retention cleaner
+	ExecutorBusy   int64  // executor slots in use now
+}
+
+type counters struct {
+	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
+	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
+}
+
+func (s *Service) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Executed: c.executed.Load(), Committed: c.committed.Load(), Aborted: c.aborted.Load(),
+		NotApplied: c.notApplied.Load(), Replayed: c.replayed.Load(), Mismatches: c.mismatches.Load(),
+		InProgress: c.inProgress.Load(), PendingAnswers: c.pending.Load(), Overloaded: c.overloaded.Load(),
+		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
+		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
+		ExecutorBusy: int64(len(s.exec)),
+	}
+}
+
+func (s *Service) countTerminal(e Envelope) {
+	switch e.Outcome {
+	case OutcomeCommitted:
+		s.stats.committed.Add(1)
+	case OutcomeAborted:
+		s.stats.aborted.Add(1)
+	case OutcomeNotApplied:
+		s.stats.notApplied.Add(1)
+	}
+}
