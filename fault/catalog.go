@@ -34,6 +34,7 @@ const (
 	ReceiptTerminalBefore = "receipt/terminal-before"
 	ReceiptReleaseBefore  = "receipt/release-before"
 	ReceiptCleanBefore    = "receipt/clean-before"
+	ReceiptMaintainBefore = "receipt/maintain-before"
 )
 
 // Point documents one failpoint.
@@ -76,6 +77,7 @@ var Catalog = []Point{
 	{ReceiptTerminalBefore, "receipt", "Service.terminalize, before publishing an already decided outcome", "terminal publication fails: recovery publishes the exact envelope later"},
 	{ReceiptReleaseBefore, "receipt", "Service.releaseDecisions, before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
 	{ReceiptCleanBefore, "receipt", "Service.CleanOnce, before each cleanup Apply", "crash of the cleaner mid-pass"},
+	{ReceiptMaintainBefore, "receipt", "Service.MaintainOnce, at the start of a recovery pass", "a blocked or failing recovery pass (renewal must not depend on it)"},
 }
 
 // Names returns the names of every cataloged failpoint in the given layer

@@ -31,6 +31,9 @@ type MaintainStats struct {
 // only to execute pending receipts.
 func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	var ms MaintainStats
+	if err := fault.Inject(fault.ReceiptMaintainBefore); err != nil {
+		return ms, err // armed with `pause`, this blocks the pass: the supervisor must not care
+	}
 	s.stats.passes.Add(1)
 	start, end := []byte(engine.NSRecovery), engine.PrefixEnd([]byte(engine.NSRecovery))
 	for ms.Scanned < MaintainReceiptsMax {

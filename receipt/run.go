@@ -3,6 +3,7 @@ package receipt
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
@@ -63,8 +64,7 @@ func (s *Service) createStarted(ctx context.Context, id string, rec *Record, pla
 		s.stats.executed.Add(1)
 		return s.decide(ctx, id, rec, res.Version, held, txn.Participants, twopc.Committed{Result: resultJSON(plan.Result())})
 	case err == nil && res.Refused != nil:
-		s.active.Remove(id, held)
-		return s.publishRefused(ctx, id, rec, *res.Refused)
+		return s.publishRefused(ctx, id, rec, held, until, b, *res.Refused)
 	case err == nil:
 		s.active.Remove(id, held)
 		s.opts.Logger.Error("receipt: transaction decided or begun without a receipt", "txn_id", id)
@@ -84,32 +84,30 @@ func (s *Service) createStarted(ctx context.Context, id string, rec *Record, pla
 	return Answer{}, err
 }
 
-// publishRefused makes a "no" vote durable: the receipt is created terminal
-// with the abort, atomically with the abort decision (nothing was prepared).
-func (s *Service) publishRefused(ctx context.Context, id string, rec *Record, ab twopc.Aborted) (Answer, error) {
-	env := envelopeOf(ab, id)
-	now := s.clock.Now()
-	t := *rec
-	t.State, t.Request, t.Owner, t.Completed, t.Envelope = Terminal, nil, nil, now.UnixMilli(), env.stored()
-	val, err := EncodeRecord(&t)
-	if err != nil {
-		return Answer{}, err
-	}
-	with := new(engine.Batch).Absent(receiptKey(id)).Put(receiptKey(id), val).Put(expiryKey(t.RetainUntil, id), nil)
-	_, won, err := s.coord.DecideOrLearn(ctx, id, nil, ab, with)
+// publishRefused makes a participant's "no" vote durable the way every
+// outcome is: the abort decision (create-if-absent) together with the
+// started receipt in `started` — nothing was prepared, so there is nothing
+// to resolve — and then the terminal envelope. Were the second write to
+// fail, recovery finds a started receipt with a retained decision and
+// publishes the exact envelope later.
+func (s *Service) publishRefused(ctx context.Context, id string, rec *Record, held *lease.Held, until time.Time, started *engine.Batch, ab twopc.Aborted) (Answer, error) {
+	v, err := s.coord.DecideAt(ctx, id, nil, ab, started)
 	switch {
-	case err == nil && won:
-		s.countTerminal(env)
-		s.queueRelease(id)
-		return Answer{Envelope: env, Terminal: true}, nil
 	case err == nil:
+		held.Confirmed(v, until)
+		return s.terminalize(ctx, id, rec, v, held, envelopeOf(ab, id), false)
+	case errors.Is(err, twopc.ErrDecisionConflict):
+		s.active.Remove(id, held)
 		s.opts.Logger.Error("receipt: decision without a receipt", "txn_id", id)
 		return answerInternal(id, "inconsistent transaction state; retry with the same key"), nil
 	case errors.Is(err, engine.ErrConditionFailed):
+		s.active.Remove(id, held)
 		return Answer{}, errRetry
-	case errors.Is(err, twopc.ErrOutcomeUnknown):
-		return answerPending(id, 0, "publishing the outcome had an unknown result; retry with the same key", s.retryAfter()), nil
+	case errors.Is(err, engine.ErrAmbiguous):
+		held.Unconfirm()
+		return answerPending(id, Started, "publishing the outcome had an unknown result; retry with the same key", s.retryAfter()), nil
 	}
+	s.active.Remove(id, held)
 	return Answer{}, err
 }
 
@@ -151,7 +149,18 @@ func (s *Service) executePending(ctx context.Context, id string, rec *Record, ve
 		s.stats.executed.Add(1)
 		return s.decide(ctx, id, &st, res.Version, held, txn.Participants, twopc.Committed{Result: resultJSON(plan.Result())})
 	case err == nil && res.Refused != nil:
-		return s.decideTerminal(ctx, id, rec, ver, held, nil, *res.Refused, false)
+		v, err := s.coord.DecideAt(ctx, id, nil, *res.Refused, b)
+		switch {
+		case err == nil:
+			held.Renewed(until)
+			return s.terminalize(ctx, id, &st, v, held, envelopeOf(*res.Refused, id), false)
+		case lease.IsFence(err, id):
+			held.MarkLost()
+			return s.pendingOnError(id, Pending, lease.ErrFenced)
+		case errors.Is(err, engine.ErrConditionFailed), errors.Is(err, twopc.ErrDecisionConflict):
+			return Answer{}, errRetry
+		}
+		return s.pendingOnError(id, Pending, err)
 	case err == nil:
 		return s.terminalize(ctx, id, rec, ver, held, envelopeOf(res.Decided, id), false)
 	case lease.IsFence(err, id):

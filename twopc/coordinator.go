@@ -175,22 +175,29 @@ func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, e
 // Learn), the engine's *ConditionError for a failed condition of `with`, and
 // an error wrapping engine.ErrAmbiguous when the write's outcome is unknown.
 func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) error {
+	_, err := c.DecideAt(ctx, txnID, parts, o, with)
+	return err
+}
+
+// DecideAt is Decide that also returns the version of the decision write
+// (which every key of `with` gets).
+func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) (engine.Version, error) {
 	val, err := encodeDecision(o, c.opts.Now().UnixMilli())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	b := new(engine.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
 	if !c.opts.DeferResolution {
 		if parts == nil {
 			if parts, err = c.participantsOf(ctx, txnID); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		_, commit := o.(Committed)
 		for _, p := range parts {
 			rb, err := p.Resolve(ctx, txnID, commit)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			b.Merge(rb)
 		}
@@ -198,15 +205,16 @@ func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Particip
 	}
 	b.Merge(with)
 	if err := fault.Inject(fault.TwoPCDecideBefore); err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := c.store.Apply(ctx, b); err != nil {
+	v, err := c.store.Apply(ctx, b)
+	if err != nil {
 		if key, ok := engine.FailedKey(err); ok && string(key) == string(decisionKey(txnID)) {
-			return ErrDecisionConflict
+			return 0, ErrDecisionConflict
 		}
-		return err
+		return 0, err
 	}
-	return fault.Inject(fault.TwoPCDecideAfter)
+	return v, fault.Inject(fault.TwoPCDecideAfter)
 }
 
 // DecideOrLearn decides o and, if another writer decided first, reads the
