@@ -18,6 +18,10 @@ test: lint
 	$(GO) build -tags nofailpoint ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
 
+# The server on an embedded data dir (./data), 127.0.0.1:8420.
+run:
+	$(GO) run ./cmd/idemd
+
 bench:
 	$(GO) run ./cmd/bench
 

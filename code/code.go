@@ -12,7 +12,8 @@ import "fmt"
 type Code string
 
 // The codes of DESIGN §8, plus transaction_aborted (presumed abort and the
-// schema-1 legacy fallback).
+// schema-1 legacy fallback), payload_too_large (413), receipt_not_found,
+// and the router's not_found and method_not_allowed.
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -26,6 +27,9 @@ const (
 	Overloaded          Code = "overloaded"
 	ReceiptPending      Code = "idempotency_receipt_pending"
 	PayloadTooLarge     Code = "payload_too_large"
+	ReceiptNotFound     Code = "receipt_not_found"
+	NotFound            Code = "not_found"
+	MethodNotAllowed    Code = "method_not_allowed"
 	Internal            Code = "internal"
 )
 
@@ -58,6 +62,9 @@ var registry = map[Code]Info{
 	Overloaded:          {429, true, SameKey},
 	ReceiptPending:      {503, true, SameKey},
 	PayloadTooLarge:     {413, false, None},
+	ReceiptNotFound:     {404, false, None},
+	NotFound:            {404, false, None},
+	MethodNotAllowed:    {405, false, None},
 	Internal:            {500, true, SameKey},
 }
 

@@ -1,0 +1,168 @@
+// Package api is Idem's HTTP interface (DESIGN §8): tables, documents, the
+// batch route with optional Idempotency-Key, receipts, health and metrics.
+// Errors are RFC 9457 problem details; keyed answers are the receipt's
+// stored envelope, rendered the same way every time.
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/receipt"
+)
+
+// Options configure a Server. Zero fields take defaults.
+type Options struct {
+	// Tokens maps bearer tokens to principals; nil means a single Anonymous
+	// principal.
+	Tokens map[string]string
+	// BodyBytesMax caps a request body (default 1 MiB); larger → 413.
+	BodyBytesMax int64
+	// RequestTimeout bounds the work of one request (default 60s; a keyed
+	// request's Prefer wait is bounded separately by the service).
+	RequestTimeout time.Duration
+	// EngineStats, if set, feeds the WAL metrics.
+	EngineStats func() engine.Stats
+	Logger      *slog.Logger
+}
+
+const (
+	defaultBodyBytesMax   = 1 << 20
+	defaultRequestTimeout = 60 * time.Second
+)
+
+// Server serves the API for one receipt service.
+type Server struct {
+	svc     *receipt.Service
+	opts    Options
+	mux     *http.ServeMux
+	handler http.Handler
+	metrics *metrics
+}
+
+// New builds the server and its routes.
+func New(svc *receipt.Service, opts Options) *Server {
+	if opts.BodyBytesMax <= 0 {
+		opts.BodyBytesMax = defaultBodyBytesMax
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = defaultRequestTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{svc: svc, opts: opts, mux: http.NewServeMux()}
+	s.metrics = newMetrics(svc, opts.EngineStats)
+	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }
+	s.route("PUT /v1/tables/{table}", auth(s.putTable))
+	s.route("DELETE /v1/tables/{table}", auth(s.deleteTable))
+	s.route("GET /v1/tables", auth(s.listTables))
+	s.route("POST /v1/tables/{table}/batch", auth(s.batch))
+	s.route("GET /v1/tables/{table}/docs/{id}", auth(s.getDoc))
+	s.route("GET /v1/receipts/{table}/{key...}", auth(s.getReceipt))
+	s.route("GET /healthz", http.HandlerFunc(s.healthz))
+	s.route("GET /metrics", s.metrics.handler())
+	s.handler = http.HandlerFunc(s.serve)
+	return s
+}
+
+func (s *Server) route(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.metrics.instrument(pattern, h))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// serve routes a request; unknown paths and methods get problem bodies
+// instead of the mux's plain text.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		// Serve through the mux (not h) so that it sets the path values.
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+		defer cancel()
+		s.mux.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	s.metrics.count("unmatched", probe.status)
+	if probe.status == http.StatusMethodNotAllowed {
+		writeProblem(w, code.MethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
+		return
+	}
+	writeProblem(w, code.NotFound, "no route for "+r.URL.Path)
+}
+
+// statusProbe captures what the mux's fallback handler would answer.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+// readBody reads at most BodyBytesMax bytes; a larger body is answered 413.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.BodyBytesMax))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeProblem(w, code.PayloadTooLarge, "request body exceeds "+itoa(s.opts.BodyBytesMax)+" bytes")
+		return nil, false
+	case err != nil:
+		writeProblem(w, code.InvalidRequest, "reading the request body failed")
+		return nil, false
+	}
+	return body, true
+}
+
+// writeError answers an error from the service layer: typed codes keep
+// their status; anything else is internal (and logged).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ce *code.Error
+	if errors.As(err, &ce) {
+		writeCodeError(w, ce)
+		return
+	}
+	msg := "internal error"
+	switch {
+	case errors.Is(err, engine.ErrAmbiguous):
+		msg = "the write's outcome is unknown"
+	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
+		msg = "the store is unavailable"
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = "the request timed out"
+	}
+	s.opts.Logger.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeProblem(w, code.Internal, msg)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.svc.Owner().String()})
+}
+
+func itoa(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,125 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/receipt"
+)
+
+type tableJSON struct {
+	Name   string `json:"name"`
+	Shards int    `json:"shards"`
+}
+
+type createTableJSON struct {
+	Shards int `json:"shards"`
+}
+
+// putTable serves PUT /v1/tables/{table}: 201 when created, 200 when it
+// already existed. The optional body is {"shards": n}.
+func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req createTableJSON
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeProblem(w, code.InvalidRequest, "body must be {\"shards\": n}")
+			return
+		}
+	}
+	m, created, err := s.svc.Tables().Create(r.Context(), r.PathValue("table"), req.Shards)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, tableJSON{Name: m.Name, Shards: m.Shards})
+}
+
+func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Tables().Drop(r.Context(), r.PathValue("table")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
+	ms, err := s.svc.Tables().List(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Tables []tableJSON `json:"tables"`
+	}{Tables: make([]tableJSON, 0, len(ms))}
+	for _, m := range ms {
+		out.Tables = append(out.Tables, tableJSON{Name: m.Name, Shards: m.Shards})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	doc, err := s.svc.Tables().Get(r.Context(), r.PathValue("table"), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID  string          `json:"id"`
+		Doc json.RawMessage `json:"doc"`
+	}{id, doc})
+}
+
+type envelopeJSON struct {
+	Status    int             `json:"status"`
+	Outcome   string          `json:"outcome"`
+	Code      string          `json:"code,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	Retryable bool            `json:"retryable"`
+	RetryWith string          `json:"retry_with,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+}
+
+type receiptJSON struct {
+	TransactionID string        `json:"transaction_id"`
+	State         string        `json:"state"`
+	Created       time.Time     `json:"created"`
+	Owner         string        `json:"owner,omitempty"`
+	Debt          bool          `json:"debt"`
+	Envelope      *envelopeJSON `json:"envelope,omitempty"`
+}
+
+// getReceipt serves GET /v1/receipts/{table}/{key}: the caller's own
+// receipt for that key.
+func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
+	v, err := s.svc.Lookup(r.Context(), principalOf(r.Context()), r.PathValue("table"), r.PathValue("key"))
+	if errors.Is(err, engine.ErrNotFound) {
+		writeProblem(w, code.ReceiptNotFound, "no receipt for this key")
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := receiptJSON{TransactionID: v.TxnID, State: v.State.String(), Created: v.Created.UTC(), Debt: v.Debt != 0}
+	if v.Owner != nil && v.State != receipt.Terminal {
+		out.Owner = v.Owner.Node
+	}
+	if e := v.Envelope; e != nil {
+		out.Envelope = &envelopeJSON{Status: e.Status, Outcome: e.Outcome, Code: string(e.Code), Message: e.Message,
+			Retryable: e.Retryable, RetryWith: string(e.RetryWith), Result: e.Result}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
