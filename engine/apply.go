@@ -33,9 +33,12 @@ func (db *DB) Apply(ctx context.Context, b *Batch) (Version, error) {
 		db.log.Unreserve()
 		return 0, fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
 	}
-	if err := db.checkConds(b.Conds); err != nil {
+	if pending, err := db.checkConds(b.Conds); err != nil {
 		db.mu.Unlock()
 		db.log.Unreserve()
+		if pending != nil {
+			return 0, db.settleCondition(ctx, err, *pending)
+		}
 		return 0, err
 	}
 	idx, commit, err := db.log.Enqueue(wal.KindBatch, body, &applyRec{ops: ops})
@@ -45,7 +48,7 @@ func (db *DB) Apply(ctx context.Context, b *Batch) (Version, error) {
 	}
 	v := Version(idx)
 	for _, op := range ops {
-		db.pending[unsafeString(op.Key)] = pendingWrite{version: v, deleted: op.Delete}
+		db.pending[unsafeString(op.Key)] = pendingWrite{version: v, deleted: op.Delete, commit: commit}
 	}
 	db.mu.Unlock()
 
@@ -90,16 +93,18 @@ func (db *DB) failStop(err error) {
 }
 
 // checkConds evaluates conditions against durable state overlaid with
-// pending writes. Caller holds mu.
-func (db *DB) checkConds(conds []Condition) error {
+// pending writes. Caller holds mu. When the failing condition was decided by
+// a pending write, that write's commit is returned too (see settleCondition).
+func (db *DB) checkConds(conds []Condition) (*wal.Commit, error) {
 	if len(conds) == 0 {
-		return nil
+		return nil, nil
 	}
 	db.treeMu.RLock()
 	defer db.treeMu.RUnlock()
 	for _, c := range conds {
 		var found Version
-		if p, ok := db.pending[string(c.Key)]; ok {
+		p, isPending := db.pending[string(c.Key)]
+		if isPending {
 			if !p.deleted {
 				found = p.version
 			}
@@ -116,10 +121,30 @@ func (db *DB) checkConds(conds []Condition) error {
 			ok = found != 0 && found == c.Version
 		}
 		if !ok {
-			return &ConditionError{Cond: c, Found: found}
+			err := &ConditionError{Cond: c, Found: found}
+			if isPending {
+				return &p.commit, err
+			}
+			return nil, err
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// settleCondition reports a condition that failed because of a write not yet
+// durable only once that write is: a caller that loses a create-if-absent race
+// and then reads the key must find the winner, never "not found". Should the
+// winner's write fail instead, the store has fail-stopped and nothing of
+// ours was written either.
+func (db *DB) settleCondition(ctx context.Context, condErr error, pending wal.Commit) error {
+	if err := pending.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // nothing of ours was written
+		}
+		db.failStop(err)
+		return fmt.Errorf("%w: %w", ErrFailStopped, err)
+	}
+	return condErr
 }
 
 func validateBatch(b *Batch) error {

@@ -51,6 +51,7 @@ type DB struct {
 type pendingWrite struct {
 	version Version
 	deleted bool
+	commit  wal.Commit // durability of the batch that made this write
 }
 
 // applyRec travels with a batch through the WAL to onDurable.

@@ -23,7 +23,12 @@ import (
 const Compiled = true
 
 // armed counts enabled failpoints; zero keeps Eval to a single atomic load.
-var armed atomic.Int64
+// enabled remembers which names are armed so that disabling twice (or a
+// name never enabled) cannot drive the count below the truth.
+var (
+	armed   atomic.Int64
+	enabled sync.Map // name -> struct{}
+)
 
 var hits sync.Map // name -> *atomic.Int64
 
@@ -54,14 +59,16 @@ func Enable(name, terms string) error {
 	if err := failpoint.Enable(name, terms); err != nil {
 		return err
 	}
-	armed.Add(1)
+	if _, already := enabled.LoadOrStore(name, struct{}{}); !already {
+		armed.Add(1)
+	}
 	return nil
 }
 
 // Disable disarms the named failpoint.
 func Disable(name string) error {
 	err := failpoint.Disable(name)
-	if err == nil {
+	if _, was := enabled.LoadAndDelete(name); was {
 		armed.Add(-1)
 	}
 	return err

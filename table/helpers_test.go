@@ -1,0 +1,183 @@
+package table_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
+)
+
+// fixture is one engine with a table manager and a 2PC coordinator wired as
+// the server wires them (resolve-on-read through the coordinator).
+type fixture struct {
+	dir    string
+	db     *engine.DB
+	tables *table.Tables
+	coord  *twopc.Coordinator
+	opts   twopc.Options
+}
+
+func newFixture(t *testing.T, opts twopc.Options) *fixture {
+	t.Helper()
+	f := &fixture{dir: t.TempDir(), opts: opts}
+	f.open(t)
+	t.Cleanup(func() { f.db.Close() })
+	return f
+}
+
+func (f *fixture) open(t *testing.T) {
+	t.Helper()
+	db, err := engine.Open(f.dir, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.db = db
+	f.wire(db)
+}
+
+// wire builds tables and coordinator on store (the DB or a wrapper of it).
+func (f *fixture) wire(store engine.Store) {
+	f.tables = table.New(store, nil)
+	tables := f.tables
+	f.coord = twopc.New(store, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, f.opts)
+	f.tables.SetDecisionReader(f.coord.Committed)
+}
+
+// crashReopen simulates a power loss and recovers the same data dir.
+func (f *fixture) crashReopen(t *testing.T) {
+	t.Helper()
+	if err := f.db.CrashForTesting(nil); err != nil {
+		t.Fatal(err)
+	}
+	f.open(t)
+}
+
+func (f *fixture) create(t *testing.T, name string, shards int) table.Meta {
+	t.Helper()
+	m, _, err := f.tables.Create(context.Background(), name, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func decode(t *testing.T, body string) *table.Batch {
+	t.Helper()
+	b, err := table.DecodeBatch([]byte(body))
+	if err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	return b
+}
+
+func (f *fixture) plan(t *testing.T, tbl, body string) *table.Plan {
+	t.Helper()
+	p, err := f.tables.Preflight(context.Background(), tbl, decode(t, body))
+	if err != nil {
+		t.Fatalf("preflight %s: %v", body, err)
+	}
+	return p
+}
+
+// fast runs body through preflight and the fast path.
+func (f *fixture) fast(t *testing.T, tbl, body string) (table.Result, error) {
+	t.Helper()
+	return f.tables.ApplyFast(context.Background(), f.plan(t, tbl, body))
+}
+
+func (f *fixture) mustFast(t *testing.T, tbl, body string) table.Result {
+	t.Helper()
+	r, err := f.fast(t, tbl, body)
+	if err != nil {
+		t.Fatalf("fast %s: %v", body, err)
+	}
+	return r
+}
+
+// doc reads a document; "" means document_not_found.
+func (f *fixture) doc(t *testing.T, tbl, id string) string {
+	t.Helper()
+	d, err := f.tables.Get(context.Background(), tbl, id)
+	var ce *code.Error
+	if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", tbl, id, err)
+	}
+	return string(d)
+}
+
+// dump is every key of the store with its version and value: two equal
+// dumps mean nothing was written in between.
+func dump(t *testing.T, db *engine.DB) string {
+	t.Helper()
+	var sb strings.Builder
+	db.Snapshot().Ascend(nil, func(it engine.Item) bool {
+		fmt.Fprintf(&sb, "%s@%d=%x\n", it.Key, it.Version, it.Value)
+		return true
+	})
+	return sb.String()
+}
+
+// keysUnder lists the keys with the given prefix.
+func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {
+	t.Helper()
+	items, err := store.Scan(context.Background(), prefix, engine.PrefixEnd(prefix), engine.ScanLimitMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = string(it.Key)
+	}
+	return out
+}
+
+// wantCode asserts err is a *code.Error with code c and returns it.
+func wantCode(t *testing.T, err error, c code.Code) *code.Error {
+	t.Helper()
+	var ce *code.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v (%T), want *code.Error %s", err, err, c)
+	}
+	if ce.Code != c {
+		t.Fatalf("got code %s (%s), want %s", ce.Code, ce.Message, c)
+	}
+	return ce
+}
+
+// idsPerShard returns, for each of n shards, one document ID with the given
+// prefix that hashes to it.
+func idsPerShard(prefix string, n int) []string {
+	out := make([]string, n)
+	found := 0
+	for i := 0; found < n; i++ {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		s := table.ShardOf(id, n)
+		if out[s] == "" {
+			out[s] = id
+			found++
+		}
+	}
+	return out
+}
+
+func participantsOf(p *table.Plan) []twopc.Participant {
+	out := make([]twopc.Participant, len(p.Shards))
+	for i, s := range p.Shards {
+		out[i] = s
+	}
+	return out
+}
+
+func txnOf(id string, p *table.Plan) twopc.Txn {
+	return twopc.Txn{ID: id, Participants: participantsOf(p), Result: func() ([]byte, error) { return json.Marshal(p.Result()) }}
+}

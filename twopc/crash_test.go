@@ -1,0 +1,269 @@
+package twopc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/twopc"
+)
+
+// crashExpect is what a failpoint leaves behind in one variant of the flow
+// Begin → DecideOrLearn(Committed) → Resolve → Release.
+type crashExpect struct {
+	step       string // flow step the injected error surfaces from; "" = not reached in this variant
+	begun      bool   // a coordinator record exists
+	decided    bool   // the commit decision exists
+	unresolved int    // participants whose intents are still open
+}
+
+// crashExpectations: per failpoint, [without, with] DeferResolution. The
+// workload has 4 participants.
+var crashExpectations = map[string][2]crashExpect{
+	fault.TwoPCBeginBefore:   {{step: "begin"}, {step: "begin"}},
+	fault.TwoPCBeginAfter:    {{step: "begin", begun: true, unresolved: 4}, {step: "begin", begun: true, unresolved: 4}},
+	fault.TwoPCDecideBefore:  {{step: "decide", begun: true, unresolved: 4}, {step: "decide", begun: true, unresolved: 4}},
+	fault.TwoPCDecideAfter:   {{step: "decide", decided: true}, {step: "decide", begun: true, decided: true, unresolved: 4}},
+	fault.TwoPCResolveBefore: {{}, {step: "resolve", begun: true, decided: true, unresolved: 4}},
+	fault.TwoPCResolveAfter:  {{}, {step: "resolve", begun: true, decided: true, unresolved: 3}},
+	fault.TwoPCReleaseBefore: {{step: "release", decided: true}, {step: "release", decided: true}},
+	fault.TwoPCReleaseAfter:  {{step: "release"}, {step: "release"}},
+}
+
+var policies = []struct {
+	name   string
+	policy twopc.Policy
+}{{"presume-abort", twopc.PresumeAbort}, {"commit-prepared", twopc.CommitPrepared}}
+
+// TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably arms every twopc
+// failpoint in turn (crash), runs a 4-shard transaction with $inc
+// transforms through Begin → DecideOrLearn(Committed) → Resolve → Release
+// until the injected error surfaces, then — on the same store or after a
+// simulated power loss and reopen — recovers with a new coordinator under
+// both policies, and proves:
+//   - the failpoint fired and left exactly the state its catalog entry
+//     describes (record, decision, unresolved participants);
+//   - atomicity: every document of the batch shows its committed value, or
+//     none does, before and after recovery, matching the decision;
+//   - recovery decides an undecided transaction by its policy (the stored
+//     prepare-time result for commit) and never overrides a decision;
+//   - no intent and no coordinator record is left;
+//   - Recover's stats match what it found;
+//   - the decision, once read, never changes across further Recover calls
+//     (with either policy) and crash-reopens.
+func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
+	if !fault.Compiled {
+		t.Skip("failpoints compiled out (-tags nofailpoint)")
+	}
+	names := fault.Names("twopc")
+	if len(names) == 0 {
+		t.Fatal("no twopc failpoints in the catalog")
+	}
+	for _, name := range names {
+		hits := fault.Hits(name)
+		for _, deferRes := range []bool{false, true} {
+			for _, pol := range policies {
+				for _, crash := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/defer=%v/%s/crash=%v", name, deferRes, pol.name, crash), func(t *testing.T) {
+						runCrashScenario(t, name, deferRes, pol.policy, crash)
+					})
+				}
+			}
+		}
+		if fault.Hits(name) <= hits {
+			t.Errorf("failpoint %s never fired", name)
+		}
+	}
+}
+
+func runCrashScenario(t *testing.T, name string, deferRes bool, policy twopc.Policy, crash bool) {
+	ctx := context.Background()
+	n := newNode(t, twopc.Options{DeferResolution: deferRes})
+	work.seed(t, n)
+	plan := n.plan(t, work.body())
+	if len(plan.Shards) != 4 {
+		t.Fatalf("workload touches %d shards, want 4", len(plan.Shards))
+	}
+	txn := txnFor("tx", plan)
+	result, _ := json.Marshal(wantResult)
+	committed := twopc.Committed{Result: result}
+
+	disarm := arm(t, name, `return("crash")`)
+	hits := fault.Hits(name)
+	step, pastDecide, flowErr := crashFlow(t, n, txn, committed)
+	disarm()
+	if flowErr != nil && !errors.Is(flowErr, fault.ErrInjected) {
+		t.Fatalf("%s: %v is not the injected error", step, flowErr)
+	}
+	fired := fault.Hits(name) > hits
+	if fired != (flowErr != nil) {
+		t.Fatalf("fired=%v but flow error %v", fired, flowErr)
+	}
+
+	if crash {
+		n.crashReopen(t)
+	} else {
+		n.tables, n.coord = wire(n.db, n.opts) // a new coordinator process on the same store
+	}
+
+	pre, err := n.coord.Lookup(ctx, "tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, known := crashExpectations[name]
+	if !known {
+		t.Errorf("no crashExpectations entry for failpoint %s: add one", name)
+	} else {
+		e := exp[0]
+		if deferRes {
+			e = exp[1]
+		}
+		var gotStep string
+		if flowErr != nil {
+			gotStep = step
+		}
+		if gotStep != e.step || pre.Begun != e.begun || (pre.Decision != nil) != e.decided || len(pre.Unresolved) != e.unresolved {
+			t.Fatalf("left step=%q begun=%v decision=%s unresolved=%d; want %+v",
+				gotStep, pre.Begun, outcomeString(pre.Decision), len(pre.Unresolved), e)
+		}
+	}
+	if pre.Decision != nil && outcomeString(pre.Decision) != outcomeString(committed) {
+		t.Fatalf("decision %s, want %s", outcomeString(pre.Decision), outcomeString(committed))
+	}
+
+	// What must be true, derived from what the failpoint left.
+	var final twopc.Outcome
+	switch {
+	case pre.Decision != nil:
+		final = pre.Decision
+	case pre.Begun:
+		final = twopc.PresumedOutcome(policy, result)
+	}
+	_, finalCommit := final.(twopc.Committed)
+	released := final == nil && pastDecide
+	wantState := "old"
+	if finalCommit || released {
+		wantState = "new"
+	}
+	// Reads before recovery already show the decided state (resolve-on-read).
+	preState := "old"
+	if _, ok := pre.Decision.(twopc.Committed); ok || released {
+		preState = "new"
+	}
+	if got := work.state(t, n); got != preState {
+		t.Fatalf("before recovery: state %s, want %s", got, preState)
+	}
+
+	stats, err := n.coord.Recover(ctx, twopc.RecoverOptions{Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := twopc.RecoverStats{}
+	if pre.Begun {
+		want.Scanned, want.Resolved = 1, len(pre.Unresolved)
+		if pre.Decision == nil {
+			want.Decided = 1
+			if finalCommit {
+				want.Committed = 1
+			} else {
+				want.Aborted = 1
+			}
+		}
+	}
+	if stats != want {
+		t.Fatalf("recover stats %+v, want %+v", stats, want)
+	}
+	assertNoIntentsOrRecords(t, n.db)
+
+	checkFinal := func(stage string) {
+		t.Helper()
+		got, err := n.coord.Learn(ctx, "tx")
+		if final == nil {
+			if !errors.Is(err, twopc.ErrOutcomeUnknown) {
+				t.Fatalf("%s: learn = %s, %v; want no decision", stage, outcomeString(got), err)
+			}
+		} else if err != nil || outcomeString(got) != outcomeString(final) {
+			t.Fatalf("%s: learn = %s, %v; want %s", stage, outcomeString(got), err, outcomeString(final))
+		}
+		if s := work.state(t, n); s != wantState {
+			t.Fatalf("%s: state %s, want %s", stage, s, wantState)
+		}
+		assertNoIntentsOrRecords(t, n.db)
+	}
+	checkFinal("recovered")
+	for round := range 2 {
+		for _, p := range policies {
+			if st, err := n.coord.Recover(ctx, twopc.RecoverOptions{Policy: p.policy}); err != nil || st != (twopc.RecoverStats{}) {
+				t.Fatalf("round %d: recover again (%s) = %+v, %v; want nothing to do", round, p.name, st, err)
+			}
+			checkFinal(fmt.Sprintf("round %d after %s", round, p.name))
+		}
+		n.crashReopen(t)
+		checkFinal(fmt.Sprintf("round %d reopened", round))
+	}
+
+	// The owner can finish: release the retained decision.
+	if final != nil {
+		if err := n.coord.Release(ctx, "tx", nil); err != nil {
+			t.Fatal(err)
+		}
+		if s := work.state(t, n); s != wantState {
+			t.Fatalf("after release: state %s", s)
+		}
+	}
+}
+
+// crashFlow runs the transaction until an error surfaces. It returns the
+// step that failed and whether DecideOrLearn reported the commit.
+func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed) (string, bool, error) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := n.coord.Begin(ctx, txn, nil)
+	if err != nil {
+		return "begin", false, err
+	}
+	if !res.Prepared {
+		t.Fatalf("begin: %+v", res)
+	}
+	o, won, err := n.coord.DecideOrLearn(ctx, txn.ID, txn.Participants, committed, nil)
+	if err != nil {
+		if errors.Is(err, twopc.ErrDecisionConflict) {
+			t.Fatalf("decide: %v", err)
+		}
+		return "decide", false, err
+	}
+	if !won || outcomeString(o) != outcomeString(committed) {
+		t.Fatalf("decide: %s won=%v", outcomeString(o), won)
+	}
+	if _, err := n.coord.Resolve(ctx, txn.ID); err != nil {
+		return "resolve", true, err
+	}
+	if err := n.coord.Release(ctx, txn.ID, nil); err != nil {
+		return "release", true, err
+	}
+	return "", true, nil
+}
+
+// arm enables a failpoint and returns its disarm, which also runs at the end
+// of the test if the test stops first. Disarming exactly once matters:
+// fault.Disable of a disabled failpoint still lowers the armed count.
+func arm(t *testing.T, name, terms string) (disarm func()) {
+	t.Helper()
+	if err := fault.Enable(name, terms); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	disarm = func() {
+		once.Do(func() {
+			if err := fault.Disable(name); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(disarm)
+	return disarm
+}

@@ -1,0 +1,256 @@
+package twopc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
+)
+
+// node is one engine on a data dir with tables and a coordinator wired as
+// the server wires them; it can crash and reopen.
+type node struct {
+	dir    string
+	db     *engine.DB
+	tables *table.Tables
+	coord  *twopc.Coordinator
+	opts   twopc.Options
+}
+
+func newNode(t *testing.T, opts twopc.Options) *node {
+	t.Helper()
+	n := &node{dir: t.TempDir(), opts: opts}
+	n.open(t)
+	t.Cleanup(func() { n.db.Close() })
+	if _, _, err := n.tables.Create(context.Background(), "t", 4); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (n *node) open(t *testing.T) {
+	t.Helper()
+	db, err := engine.Open(n.dir, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.db = db
+	n.tables, n.coord = wire(db, n.opts)
+}
+
+// wire builds a table manager and a coordinator on store.
+func wire(store engine.Store, opts twopc.Options) (*table.Tables, *twopc.Coordinator) {
+	tables := table.New(store, nil)
+	coord := twopc.New(store, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, opts)
+	tables.SetDecisionReader(coord.Committed)
+	return tables, coord
+}
+
+// newCoordinator is another coordinator process on the same store.
+func (n *node) newCoordinator(store engine.Store) *twopc.Coordinator {
+	_, c := wire(store, n.opts)
+	return c
+}
+
+// crashReopen simulates a power loss and recovers the same data dir with a
+// fresh table manager and coordinator.
+func (n *node) crashReopen(t *testing.T) {
+	t.Helper()
+	if err := n.db.CrashForTesting(nil); err != nil {
+		t.Fatal(err)
+	}
+	n.open(t)
+}
+
+func (n *node) plan(t *testing.T, body string) *table.Plan {
+	t.Helper()
+	b, err := table.DecodeBatch([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := n.tables.Preflight(context.Background(), "t", b)
+	if err != nil {
+		t.Fatalf("preflight %s: %v", body, err)
+	}
+	return p
+}
+
+func (n *node) fast(t *testing.T, body string) {
+	t.Helper()
+	if _, err := n.tables.ApplyFast(context.Background(), n.plan(t, body)); err != nil {
+		t.Fatalf("fast %s: %v", body, err)
+	}
+}
+
+// doc reads a document through resolve-on-read; "" means not found.
+func (n *node) doc(t *testing.T, id string) string {
+	t.Helper()
+	d, err := n.tables.Get(context.Background(), "t", id)
+	var ce *code.Error
+	if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return string(d)
+}
+
+func txnFor(id string, p *table.Plan) twopc.Txn {
+	parts := make([]twopc.Participant, len(p.Shards))
+	for i, s := range p.Shards {
+		parts[i] = s
+	}
+	return twopc.Txn{ID: id, Participants: parts, Result: func() ([]byte, error) { return json.Marshal(p.Result()) }}
+}
+
+func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {
+	t.Helper()
+	items, err := store.Scan(context.Background(), prefix, engine.PrefixEnd(prefix), engine.ScanLimitMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = string(it.Key)
+	}
+	return out
+}
+
+// dump is every key with version and value: equal dumps mean no write.
+func dump(t *testing.T, db *engine.DB) string {
+	t.Helper()
+	var sb strings.Builder
+	db.Snapshot().Ascend(nil, func(it engine.Item) bool {
+		fmt.Fprintf(&sb, "%s@%d=%x\n", it.Key, it.Version, it.Value)
+		return true
+	})
+	return sb.String()
+}
+
+func assertNoIntentsOrRecords(t *testing.T, store engine.Store) {
+	t.Helper()
+	if k := keysUnder(t, store, []byte(engine.NSIntent)); len(k) != 0 {
+		t.Fatalf("orphaned intents: %q", k)
+	}
+	if k := keysUnder(t, store, engine.NSTxn.Prefix("rec")); len(k) != 0 {
+		t.Fatalf("coordinator records left: %q", k)
+	}
+}
+
+// workload is a batch over all 4 shards of table "t": per shard one $inc
+// (with a $set) of an existing document, one delete of an existing
+// document and one insert, plus an upsert transform of a new document.
+type workload struct {
+	inc, del, ins []string
+	up            string
+}
+
+var work = func() workload {
+	w := workload{inc: idsPerShard("inc", 4), del: idsPerShard("del", 4), ins: idsPerShard("ins", 4), up: "up0"}
+	return w
+}()
+
+const (
+	incOld, incNew = `{"n":10}`, `{"n":15,"tag":"t1"}`
+	delOld         = `{"v":"old"}`
+	insNew         = `{"v":"new"}`
+	upNew          = `{"n":1}`
+)
+
+// wantResult is the Result the workload's commit reports.
+var wantResult = table.Result{Inserted: 4, Deleted: 4, Transformed: 5}
+
+func idsPerShard(prefix string, n int) []string {
+	out := make([]string, n)
+	for i, found := 0, 0; found < n; i++ {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		if s := table.ShardOf(id, n); out[s] == "" {
+			out[s] = id
+			found++
+		}
+	}
+	return out
+}
+
+func (w workload) seed(t *testing.T, n *node) {
+	t.Helper()
+	var docs []string
+	for _, id := range w.inc {
+		docs = append(docs, fmt.Sprintf(`{"id":%q,"doc":%s}`, id, incOld))
+	}
+	for _, id := range w.del {
+		docs = append(docs, fmt.Sprintf(`{"id":%q,"doc":%s}`, id, delOld))
+	}
+	n.fast(t, `{"inserts":[`+strings.Join(docs, ",")+`]}`)
+}
+
+func (w workload) body() string {
+	var ins, tr []string
+	for _, id := range w.ins {
+		ins = append(ins, fmt.Sprintf(`{"id":%q,"doc":%s}`, id, insNew))
+	}
+	for _, id := range w.inc {
+		tr = append(tr, fmt.Sprintf(`{"id":%q,"ops":[{"op":"$inc","path":"n","value":5},{"op":"$set","path":"tag","value":"t1"}]}`, id))
+	}
+	tr = append(tr, fmt.Sprintf(`{"id":%q,"ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}`, w.up))
+	del, _ := json.Marshal(w.del)
+	return `{"inserts":[` + strings.Join(ins, ",") + `],"deletes":` + string(del) + `,"transforms":[` + strings.Join(tr, ",") + `]}`
+}
+
+// state reports "old" if no document of the workload shows its effect and
+// "new" if every one does; a mix fails the test (atomicity).
+func (w workload) state(t *testing.T, n *node) string {
+	t.Helper()
+	type want struct{ id, old, new string }
+	var all []want
+	for _, id := range w.inc {
+		all = append(all, want{id, incOld, incNew})
+	}
+	for _, id := range w.del {
+		all = append(all, want{id, delOld, ""})
+	}
+	for _, id := range w.ins {
+		all = append(all, want{id, "", insNew})
+	}
+	all = append(all, want{w.up, "", upNew})
+	olds, news := 0, 0
+	var report []string
+	for _, d := range all {
+		got := n.doc(t, d.id)
+		switch got {
+		case d.old:
+			olds++
+		case d.new:
+			news++
+		}
+		report = append(report, fmt.Sprintf("%s=%q", d.id, got))
+	}
+	switch {
+	case olds == len(all):
+		return "old"
+	case news == len(all):
+		return "new"
+	}
+	t.Fatalf("not atomic: %d old, %d new of %d: %s", olds, news, len(all), strings.Join(report, " "))
+	return ""
+}
+
+func outcomeString(o twopc.Outcome) string {
+	switch o := o.(type) {
+	case nil:
+		return "none"
+	case twopc.Committed:
+		return "committed:" + string(o.Result)
+	case twopc.Aborted:
+		return "aborted:" + string(o.Code) + ":" + o.Message
+	}
+	return fmt.Sprintf("%T", o)
+}
