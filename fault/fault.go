@@ -50,7 +50,9 @@ func Eval(name string) (failpoint.Value, bool) {
 		return nil, false
 	}
 	counter(name).Add(1)
-	return v, true
+	// `pause`, `sleep` and `off` yield no value: the point was reached (and
+	// counted) but nothing is injected, so the caller carries on.
+	return v, v != nil
 }
 
 // Enable arms the named failpoint with pingcap/failpoint terms, for example

@@ -100,21 +100,22 @@ func MayAdopt(st State, me Owner, now time.Time) bool {
 }
 
 // ClaimNew adds to b the lease of a receipt being created by o: the claim
-// must not exist. It returns the Held to track; it is Unconfirmed until the
-// caller reports the write's version with Confirmed.
+// must not exist. It returns the Held to track; it is Publishing until the
+// caller reports the write's version with Confirmed (or its ambiguity with
+// Unconfirm).
 func ClaimNew(b *engine.Batch, id string, o Owner, until time.Time) *Held {
 	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: 1}
 	b.Absent(ClaimKey(id)).Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
-	return &Held{ID: id, claim: c, until: until, status: Unconfirmed}
+	return &Held{ID: id, claim: c, until: until, status: Publishing}
 }
 
 // ClaimAdopt adds to b the CAS that moves a receipt from the lease in st to
-// o, one epoch later.
+// o, one epoch later. Like ClaimNew, the Held is Publishing until settled.
 func ClaimAdopt(b *engine.Batch, id string, st State, o Owner, until time.Time) *Held {
 	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: st.Claim.Epoch + 1}
 	b.AtVersion(ClaimKey(id), st.ClaimVersion).AtVersion(ExpiryKey(id), st.ExpiryVersion).
 		Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
-	return &Held{ID: id, claim: c, until: until, status: Unconfirmed}
+	return &Held{ID: id, claim: c, until: until, status: Publishing}
 }
 
 // Drop adds to b the removal of a receipt's lease (the receipt became

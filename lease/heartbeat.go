@@ -41,13 +41,14 @@ type RenewReport struct {
 }
 
 // Renew extends every lease in helds to now+TTL with one Apply per attempt.
-// Leases that are Lost are skipped; Unconfirmed ones are resynced first.
+// Leases that are Lost or still Publishing are skipped; Unconfirmed ones are
+// resynced first.
 func (hb *Heartbeat) Renew(ctx context.Context, helds []*Held) RenewReport {
 	var rep RenewReport
 	live := make([]*Held, 0, len(helds))
 	for _, h := range helds {
 		switch h.Status() {
-		case Lost:
+		case Lost, Publishing:
 			continue
 		case Unconfirmed:
 			if err := h.Resync(ctx, hb.Store); err != nil {

@@ -25,10 +25,17 @@ const (
 	Uncertain
 	// Lost: a write was fenced. Another owner holds the receipt.
 	Lost
+	// Publishing: the write that publishes the claim (creation or
+	// adoption) is in flight. Only that write's caller settles it
+	// (Confirmed, Unconfirm, or removal from the active set); renewals
+	// skip it, because reading the claim back before the write lands would
+	// wrongly find it missing (or still the predecessor's) and drop a hold
+	// that is about to become live.
+	Publishing
 )
 
 func (s Status) String() string {
-	return [...]string{"live", "unconfirmed", "uncertain", "lost"}[s]
+	return [...]string{"live", "unconfirmed", "uncertain", "lost", "publishing"}[s]
 }
 
 // Held is this process's hold on one receipt: its claim, the claim key's
@@ -81,7 +88,10 @@ func (h *Held) Fence(b *engine.Batch) error {
 	return nil
 }
 
-var errUnconfirmed = errors.New("lease: claim version unconfirmed")
+var (
+	errUnconfirmed = errors.New("lease: claim version unconfirmed")
+	errPublishing  = errors.New("lease: claim publication in flight")
+)
 
 // Confirmed records a durable write of the claim (creation, adoption) at
 // version v with expiry until.
@@ -126,8 +136,12 @@ func (h *Held) uncertain() {
 
 // Resync reads the claim back after an ambiguous publication: if the store
 // holds exactly this claim, its version becomes the fencing token; if it
-// holds another or none, the lease is lost.
+// holds another or none, the lease is lost. A claim still being published
+// is left alone (errPublishing): its writer settles it.
 func (h *Held) Resync(ctx context.Context, store engine.Store) error {
+	if h.Status() == Publishing {
+		return errPublishing
+	}
 	it, err := store.Get(ctx, ClaimKey(h.ID))
 	if errors.Is(err, engine.ErrNotFound) {
 		h.MarkLost()

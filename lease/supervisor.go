@@ -112,11 +112,12 @@ func (s *Supervisor) Pass(ctx context.Context) RenewReport {
 	agedBy := s.hb.TTL - s.opts.Interval/2
 	now := s.hb.Clock.Now()
 	for _, h := range batch {
-		if st := h.Status(); st == Lost {
+		switch st := h.Status(); {
+		case st == Lost:
 			s.set.Remove(h.ID, h)
-			continue
-		}
-		if h.Until().Sub(now) <= agedBy || h.Status() != Live {
+		case st == Publishing:
+			// Its publishing write is in flight; its writer settles it.
+		case st != Live || h.Until().Sub(now) <= agedBy:
 			due = append(due, h)
 		}
 	}

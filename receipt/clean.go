@@ -81,7 +81,9 @@ func (s *Service) cleanable(ctx context.Context, it engine.Item) (victim, bool) 
 	case err != nil:
 		return victim{}, false
 	case rec.State != Terminal || rec.Debt != 0:
-		return victim{}, false // pinned by debt
+		if _, planted := fault.Eval(fault.BugCleanIgnoresDebt); !planted {
+			return victim{}, false // pinned by debt
+		}
 	case rec.RetainUntil != deadline:
 		return v, true // an entry the receipt no longer points at
 	}

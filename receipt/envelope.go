@@ -109,7 +109,3 @@ func answerOverloaded(txnID string, retryAfter time.Duration) Answer {
 func answerMismatch(txnID string) Answer {
 	return Answer{Envelope: fromCode(code.KeyMismatch, "this Idempotency-Key was used with a different request", txnID, OutcomeNotApplied)}
 }
-
-func answerInternal(txnID string, msg string) Answer {
-	return Answer{Envelope: fromCode(code.Internal, msg, txnID, OutcomePending), RetryAfter: time.Second}
-}

@@ -101,9 +101,13 @@ func (s *Service) maintainEntry(ctx context.Context, it engine.Item, ms *Maintai
 		ms.DebtPaid++
 		return
 	case Pending:
+		// Execution capacity is the one thing maintenance needs for a
+		// pending receipt; without a free slot it moves on (the next pass,
+		// or a retry, runs it) rather than stall the rest of the pass.
 		select {
 		case s.exec <- struct{}{}:
-		case <-ctx.Done():
+		default:
+			ms.Deferred++
 			return
 		}
 		ans, err := s.executePending(ctx, id, rec, ver, held)

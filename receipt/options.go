@@ -33,9 +33,13 @@ type Options struct {
 	// (tests drive MaintainOnce/CleanOnce by hand).
 	MaintainInterval time.Duration
 	CleanInterval    time.Duration
-	// Policy decides undecided, prepared transactions during recovery
-	// (default CommitPrepared: a successor finishes the work).
-	Policy twopc.Policy
+	// PresumeAbort makes recovery abort a begun, undecided transaction
+	// instead of committing it. The default (false) is twopc.CommitPrepared:
+	// Begin makes every prepare durable in one write, so a successor may
+	// finish the work (DESIGN §12) without the client replaying the request.
+	// (A twopc.Policy field cannot express that default: its zero value is
+	// PresumeAbort.)
+	PresumeAbort bool
 	// DeferResolution leaves intents to maintenance instead of resolving them
 	// inside the decision write (creates visibility debt; for tests and
 	// remote participants).
@@ -100,4 +104,12 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// recoveryPolicy is what recovery decides for a begun, undecided transaction.
+func (o Options) recoveryPolicy() twopc.Policy {
+	if o.PresumeAbort {
+		return twopc.PresumeAbort
+	}
+	return twopc.CommitPrepared
 }

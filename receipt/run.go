@@ -65,14 +65,12 @@ func (s *Service) createStarted(ctx context.Context, id string, rec *Record, pla
 		return s.decide(ctx, id, rec, res.Version, held, txn.Participants, twopc.Committed{Result: resultJSON(plan.Result())})
 	case err == nil && res.Refused != nil:
 		return s.publishRefused(ctx, id, rec, held, until, b, *res.Refused)
-	case err == nil:
+	case err == nil, errors.Is(err, twopc.ErrInProgress):
+		// The transaction exists (begun or decided) although our receipt
+		// did not: a concurrent creator of the same receipt in another
+		// process won, with the receipt in the same write.
 		s.active.Remove(id, held)
-		s.opts.Logger.Error("receipt: transaction decided or begun without a receipt", "txn_id", id)
-		return answerInternal(id, "inconsistent transaction state; retry with the same key"), nil
-	case errors.Is(err, twopc.ErrInProgress):
-		s.active.Remove(id, held)
-		s.opts.Logger.Error("receipt: transaction begun without a receipt", "txn_id", id)
-		return answerInternal(id, "inconsistent transaction state; retry with the same key"), nil
+		return s.lostCreateRace(ctx, id)
 	case errors.Is(err, engine.ErrConditionFailed):
 		s.active.Remove(id, held)
 		return Answer{}, errRetry // a duplicate published first
@@ -97,9 +95,10 @@ func (s *Service) publishRefused(ctx context.Context, id string, rec *Record, he
 		held.Confirmed(v, until)
 		return s.terminalize(ctx, id, rec, v, held, envelopeOf(ab, id), false)
 	case errors.Is(err, twopc.ErrDecisionConflict):
+		// Decided by a concurrent creator of the same receipt (see
+		// lostCreateRace).
 		s.active.Remove(id, held)
-		s.opts.Logger.Error("receipt: decision without a receipt", "txn_id", id)
-		return answerInternal(id, "inconsistent transaction state; retry with the same key"), nil
+		return s.lostCreateRace(ctx, id)
 	case errors.Is(err, engine.ErrConditionFailed):
 		s.active.Remove(id, held)
 		return Answer{}, errRetry
@@ -109,6 +108,21 @@ func (s *Service) publishRefused(ctx context.Context, id string, rec *Record, he
 	}
 	s.active.Remove(id, held)
 	return Answer{}, err
+}
+
+// lostCreateRace answers a create that found the receipt's transaction
+// already begun or decided. Local duplicates share a flight, and the
+// receipt layer begins a transaction only in the write that publishes its
+// receipt (or on an existing receipt), so this is another process's create
+// of the same receipt that won: the lookup is retried and finds its receipt
+// (in progress, or terminal to replay). The winner's write may be sequenced
+// but not yet readable; if the receipt still does not show, the retries of
+// Execute end in a typed pending answer, never in an error.
+func (s *Service) lostCreateRace(ctx context.Context, id string) (Answer, error) {
+	if _, err := s.store.Get(ctx, receiptKey(id)); errors.Is(err, engine.ErrNotFound) {
+		s.opts.Logger.Debug("receipt: transaction exists before its receipt is visible; retrying the lookup", "txn_id", id)
+	}
+	return Answer{}, errRetry
 }
 
 // executePending runs a pending receipt this process holds: preflight from
@@ -299,7 +313,7 @@ func (s *Service) reconcile(ctx context.Context, id string, rec *Record, ver eng
 	if err := s.hb.Ensure(ctx, held, s.opts.SafetyMargin); err != nil {
 		return s.pendingOnError(id, Started, err)
 	}
-	o := twopc.PresumedOutcome(s.opts.Policy, st.Result)
+	o := twopc.PresumedOutcome(s.opts.recoveryPolicy(), st.Result)
 	if !st.Begun {
 		// Started but never prepared: nothing to commit.
 		o = twopc.PresumedOutcome(twopc.PresumeAbort, nil)

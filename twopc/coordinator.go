@@ -227,6 +227,10 @@ func (c *Coordinator) DecideOrLearn(ctx context.Context, txnID string, parts []P
 	case err == nil:
 		return o, true, nil
 	case errors.Is(err, ErrDecisionConflict):
+		if _, planted := fault.Eval(fault.BugConflictAsAbort); planted {
+			// Planted bug: treats the conflict as proof of abort.
+			return Aborted{Code: code.TransactionAborted, Message: "decision conflict"}, true, nil
+		}
 		won, lerr := c.Learn(ctx, txnID)
 		if lerr != nil {
 			return nil, false, lerr

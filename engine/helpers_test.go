@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/fault"
+)
+
+// Shared helpers of the engine tests. No engine test calls t.Parallel:
+// failpoints are process-wide.
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// quiet silences the store's logging (fail-stops and repairs are expected
+// in these tests; the assertions say what matters).
+func quiet(o Options) Options {
+	if o.Logger == nil {
+		o.Logger = quietLogger
+	}
+	return o
+}
+
+// seedFor returns the seed of a randomized test: IDEM_TEST_SEED if set,
+// otherwise the clock. It is printed whenever the test fails.
+func seedFor(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("IDEM_TEST_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("IDEM_TEST_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d: rerun with IDEM_TEST_SEED=%d go test -race -run '^%s$' ./engine/", seed, seed, t.Name())
+		}
+	})
+	return seed
+}
+
+func requireFailpoints(t *testing.T) {
+	t.Helper()
+	if !fault.Compiled {
+		t.Skip("failpoints compiled out (-tags nofailpoint)")
+	}
+}
+
+// arm arms a failpoint and returns its disarm function, which also runs at
+// cleanup. It disarms exactly once: a second fault.Disable unbalances the
+// fault package's armed counter and silently disarms every failpoint armed
+// later in the process (see fault's TestDisable_TwiceKeepsOtherFailpointsArmed).
+func arm(t *testing.T, name, terms string) (disarm func()) {
+	t.Helper()
+	requireFailpoints(t)
+	if err := fault.Enable(name, terms); err != nil {
+		t.Fatalf("arm %s=%s: %v", name, terms, err)
+	}
+	var once sync.Once
+	disarm = func() {
+		once.Do(func() {
+			if err := fault.Disable(name); err != nil {
+				t.Errorf("disarm %s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(disarm)
+	return disarm
+}
+
+// scanAll returns every item of the store by key, and checks that Get
+// agrees with Scan on each of them.
+func scanAll(t *testing.T, db *DB) map[string]Item {
+	t.Helper()
+	ctx := context.Background()
+	items, err := db.Scan(ctx, nil, nil, ScanLimitMax)
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	out := make(map[string]Item, len(items))
+	var prev string
+	for i, it := range items {
+		k := string(it.Key)
+		if i > 0 && k <= prev {
+			t.Fatalf("scan out of order: %q after %q", k, prev)
+		}
+		prev = k
+		out[k] = it
+		got, err := db.Get(ctx, it.Key)
+		if err != nil || string(got.Value) != string(it.Value) || got.Version != it.Version {
+			t.Fatalf("Get(%q) = %q@%d, %v; Scan says %q@%d", k, got.Value, got.Version, err, it.Value, it.Version)
+		}
+	}
+	return out
+}
+
+func sameState(t *testing.T, what string, got, want map[string]Item) {
+	t.Helper()
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok || string(g.Value) != string(w.Value) || g.Version != w.Version {
+			t.Errorf("%s: key %q = %q@%d (present %v), want %q@%d", what, k, g.Value, g.Version, ok, w.Value, w.Version)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected key %q = %q@%d", what, k, g.Value, g.Version)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/receipt"
+)
+
+func receiptKey(k int) []byte { return engine.NSReceipt.Key(txnOf(k)) }
+
+// scanAll reads every key under prefix (bounded by the engine's scan limit;
+// scenarios are far smaller).
+func (sc *scenario) scanAll(prefix []byte) []engine.Item {
+	items, err := sc.cl.db.Scan(context.Background(), prefix, engine.PrefixEnd(prefix), engine.ScanLimitMax)
+	if err != nil {
+		sc.violate("scan " + string(prefix) + ": " + err.Error())
+	}
+	return items
+}
+
+// checkStarted: no started receipt without a retained 2PC record (its
+// coordinator record or its decision).
+func (sc *scenario) checkStarted() {
+	ctx := context.Background()
+	for _, it := range sc.scanAll([]byte(engine.NSReceipt)) {
+		rec, err := receipt.DecodeRecord(it.Value)
+		if err != nil {
+			sc.violate("undecodable receipt " + string(it.Key))
+			continue
+		}
+		if rec.State != receipt.Started {
+			continue
+		}
+		id := string(engine.NSReceipt.Suffix(it.Key))
+		_, errRec := sc.cl.db.Get(ctx, engine.NSTxn.Key("rec", id))
+		_, errDec := sc.cl.db.Get(ctx, engine.NSTxn.Key("dec", id))
+		if errors.Is(errRec, engine.ErrNotFound) && errors.Is(errDec, engine.ErrNotFound) {
+			// Re-read: it may have become terminal meanwhile.
+			if cur, err := sc.cl.db.Get(ctx, it.Key); err == nil {
+				if r, err := receipt.DecodeRecord(cur.Value); err == nil && r.State == receipt.Started {
+					sc.violate("started receipt without a retained 2PC record: " + id)
+				}
+			}
+		}
+	}
+}
+
+// unstable lists what keeps the system from being stable.
+func (sc *scenario) unstable() []string {
+	var out []string
+	for _, it := range sc.scanAll([]byte(engine.NSReceipt)) {
+		rec, err := receipt.DecodeRecord(it.Value)
+		if err == nil && (rec.State != receipt.Terminal || rec.Debt != 0) {
+			out = append(out, fmt.Sprintf("receipt %s %s debt=%d", engine.NSReceipt.Suffix(it.Key), rec.State, rec.Debt))
+		}
+	}
+	for _, it := range sc.scanAll(engine.NSTxn.Prefix("rec")) {
+		out = append(out, "open transaction "+string(it.Key))
+	}
+	for _, it := range sc.scanAll([]byte(engine.NSIntent)) {
+		out = append(out, "intent "+string(it.Key))
+	}
+	return out
+}
+
+func (sc *scenario) stable() bool { return len(sc.unstable()) == 0 }
+
+// checkInvariants runs once the system is stable.
+func (sc *scenario) checkInvariants() {
+	ctx := context.Background()
+	for _, s := range sc.unstable() {
+		sc.violate("after stabilization: " + s) // includes orphaned intents
+	}
+	sc.checkStarted()
+	tables := sc.cl.nodes[sc.cl.live()[0]].svc.Tables()
+	markers := map[[2]int]bool{}
+	for k := 0; k < sc.cfg.Keys; k++ {
+		for g := 0; g <= sc.gens[k]; g++ {
+			if _, err := tables.Get(ctx, tableName, markerID(k, g)); err == nil {
+				markers[[2]int{k, g}] = true
+			} else if !isCode(err, "document_not_found") {
+				sc.violate(fmt.Sprintf("read marker %s: %v", markerID(k, g), err))
+			}
+		}
+		// No terminal receipt whose documents disagree with its outcome.
+		it, err := sc.cl.db.Get(ctx, receiptKey(k))
+		if err != nil {
+			continue
+		}
+		rec, err := receipt.DecodeRecord(it.Value)
+		if err != nil || rec.Envelope == nil {
+			sc.violate(fmt.Sprintf("key %d: receipt without envelope", k))
+			continue
+		}
+		committed := rec.Envelope.Outcome == receipt.OutcomeCommitted
+		if committed != markers[[2]int{k, sc.gens[k]}] {
+			sc.violate(fmt.Sprintf("key %d gen %d: receipt outcome %s but marker present=%v",
+				k, sc.gens[k], rec.Envelope.Outcome, !committed))
+		}
+	}
+	// Every counter equals the number of committed batches that touched it.
+	for d := 0; d < sc.cfg.Docs; d++ {
+		want := 0
+		for kg := range markers {
+			for _, dd := range docsOfKey(kg[0], sc.cfg.Docs) {
+				if dd == d {
+					want++
+				}
+			}
+		}
+		got := 0
+		if doc, err := tables.Get(ctx, tableName, counterID(d)); err == nil {
+			var v struct{ N int }
+			_ = jsonUnmarshal(doc, &v)
+			got = v.N
+		}
+		if got != want {
+			sc.violate(fmt.Sprintf("counter c%d = %d, but %d committed batches touched it", d, got, want))
+		}
+	}
+}
+
+// checkHistory checks both models; a failing or inconclusive check is a
+// failure, with its visualization written to OutDir.
+func (sc *scenario) checkHistory() []string {
+	h := sc.rec.history()
+	var vis []string
+	for _, m := range []struct {
+		name  string
+		model porcupine.Model
+	}{{"keys", keyModel()}, {"docs", docModel()}} {
+		res, info := porcupine.CheckOperationsVerbose(m.model, h, checkTimeout)
+		if res == porcupine.Ok {
+			continue
+		}
+		msg := fmt.Sprintf("linearizability (%s model): %s", m.name, res)
+		if sc.cfg.OutDir != "" {
+			path := filepath.Join(sc.cfg.OutDir, fmt.Sprintf("seed-%d-%s.html", sc.cfg.Seed, m.name))
+			if err := os.MkdirAll(sc.cfg.OutDir, 0o755); err == nil {
+				if err := porcupine.VisualizePath(m.model, info, path); err == nil {
+					vis = append(vis, path)
+					msg += " — visualization: " + path
+				}
+			}
+		}
+		sc.violate(msg)
+	}
+	return vis
+}

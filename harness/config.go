@@ -1,0 +1,35 @@
+package harness
+
+import "time"
+
+// ConfigFor derives a scenario from a seed alone, so that a seed is all a
+// replay needs: odd seeds run the shared-store variant (two or three nodes),
+// even ones the standalone node; every fifth seed runs a tiny executor;
+// seeds ≡ 3 mod 4 keep receipts only briefly and run maintenance rarely, so
+// the cleaner meets receipts whose debt outlives their first deadline.
+func ConfigFor(seed int64) Config {
+	u := uint64(seed)
+	c := Config{
+		Seed:        seed,
+		Variant:     Standalone,
+		Nodes:       1,
+		Clients:     4,
+		Keys:        10,
+		Docs:        3,
+		Steps:       24,
+		FaultRate:   0.6,
+		ExecutorMax: 64,
+		Retention:   45 * time.Second,
+	}
+	if u%4 == 3 {
+		c.Retention, c.MaintainInterval = 4*time.Second, 30*time.Second
+	}
+	if u%2 == 1 {
+		c.Variant = Shared
+		c.Nodes = 2 + int(u/2%2)
+	}
+	if u%5 == 0 {
+		c.ExecutorMax = 1
+	}
+	return c
+}

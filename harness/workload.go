@@ -1,0 +1,122 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
+)
+
+// The workload: keys k0..kK-1, counters c0..cD-1. The batch of key k in
+// generation g increments counter n on one or two counters and inserts the
+// marker document m-k-g, so a committed batch is visible both in the
+// counters and as its marker.
+const (
+	principal = "harness"
+	tableName = "t"
+)
+
+func keyName(k int) string       { return fmt.Sprintf("key-%02d", k) }
+func counterID(d int) string     { return fmt.Sprintf("c%d", d) }
+func markerID(k, gen int) string { return fmt.Sprintf("m-%d-%d", k, gen) }
+func txnOf(k int) string         { return receipt.Bind(principal, tableName, keyName(k)) }
+func docsOfKey(k, docs int) []int {
+	if k%3 == 2 || docs == 1 {
+		return []int{k % docs}
+	}
+	return []int{k % docs, (k + 1) % docs}
+}
+
+func batchFor(k, gen, docs int) *table.Batch {
+	b := &table.Batch{Inserts: []table.Insert{{ID: markerID(k, gen), Doc: json.RawMessage(fmt.Sprintf(`{"key":%d,"gen":%d}`, k, gen))}}}
+	for _, d := range docsOfKey(k, docs) {
+		b.Transforms = append(b.Transforms, table.Transform{ID: counterID(d), Upsert: true,
+			Ops: []table.Op{{Op: table.OpInc, Path: "n", Value: json.RawMessage("1")}}})
+	}
+	return b
+}
+
+// envString renders a terminal envelope; two answers are the same answer
+// exactly when these strings are equal.
+func envString(e receipt.Envelope) string {
+	return fmt.Sprintf("%d|%s|%s|%q|%v|%s|%s|%s", e.Status, e.Outcome, e.Code, e.Message, e.Retryable, e.RetryWith, e.TxnID, e.Result)
+}
+
+// client is one simulated client. After an operation with an unknown
+// outcome it continues under a fresh porcupine client ID, since that
+// operation never "returns".
+type client struct {
+	id  int
+	rng *rand.Rand
+}
+
+// doBatch sends key k's batch to node n and records the operation. It
+// returns true if the node hit an injected crash.
+func (sc *scenario) doBatch(ctx context.Context, cl *client, n *node, k int) bool {
+	gen := sc.gens[k]
+	in := opInput{Kind: opBatch, Key: k, Gen: gen, Docs: docsOfKey(k, sc.cfg.Docs)}
+	call := sc.rec.now()
+	ans, err := n.svc.Execute(ctx, receipt.Request{Principal: principal, Table: tableName, Key: keyName(k),
+		Batch: batchFor(k, gen, sc.cfg.Docs)})
+	ret := sc.rec.now()
+	out := opOutput{Class: outUnknown}
+	switch {
+	case err != nil:
+	case ans.Terminal && ans.Outcome == receipt.OutcomeCommitted:
+		out = opOutput{Class: outCommitted, Env: envString(ans.Envelope)}
+	case ans.Terminal:
+		out = opOutput{Class: outNotApplied, Env: envString(ans.Envelope)}
+	case ans.Code == code.KeyMismatch:
+		sc.violate(fmt.Sprintf("key %d gen %d: idempotency_key_mismatch for the same request", k, gen))
+	}
+	sc.rec.record(cl.id, in, call, out, ret)
+	sc.countOp(out.Class)
+	if out.Class == outUnknown {
+		cl.id = sc.rec.newClient()
+	}
+	return errors.Is(err, fault.ErrInjected)
+}
+
+// doRead reads counter d through node n. Failed reads say nothing and are
+// not recorded.
+func (sc *scenario) doRead(ctx context.Context, cl *client, n *node, d int) {
+	in := opInput{Kind: opRead, Docs: []int{d}}
+	call := sc.rec.now()
+	doc, err := n.svc.Tables().Get(ctx, tableName, counterID(d))
+	ret := sc.rec.now()
+	value := 0
+	switch {
+	case err == nil:
+		var v struct{ N int }
+		if json.Unmarshal(doc, &v) != nil {
+			sc.violate(fmt.Sprintf("counter c%d is not a counter: %s", d, doc))
+			return
+		}
+		value = v.N
+	case isCode(err, code.DocumentNotFound):
+	default:
+		return
+	}
+	sc.rec.record(cl.id, in, call, opOutput{Value: value}, ret)
+	sc.countOp(3)
+}
+
+func isCode(err error, c code.Code) bool {
+	var ce *code.Error
+	return errors.As(err, &ce) && ce.Code == c
+}
+
+func describeInput(in opInput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v", in)
+	return b.String()
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,96 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/table"
+)
+
+func storeDump(t *testing.T, s engine.Store) map[string]engine.Version {
+	t.Helper()
+	items, err := s.Scan(context.Background(), []byte{0}, nil, engine.ScanLimitMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]engine.Version{}
+	for _, it := range items {
+		out[string(it.Key)] = it.Version
+	}
+	return out
+}
+
+// TestCleaner_StaleIncarnationPassDeletesNothing: a cleaner pass that
+// started under the job lease of an older incarnation, after the newer one
+// took the job, is fenced on the job key and deletes nothing; the newer
+// incarnation's pass deletes the expired receipts.
+func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
+	ctx := context.Background()
+	db, err := engine.Open(t.TempDir(), engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	clock := lease.NewSim(time.Unix(1_700_000_000, 0))
+	opts := Options{Node: "node-0", Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1,
+		Logger: slog.New(slog.DiscardHandler)}
+	a, err := Open(ctx, db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, _, err := a.Tables().Create(ctx, "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	batch, _ := table.DecodeBatch([]byte(`{"inserts":[{"id":"a","doc":{}}]}`))
+	for _, r := range []Request{{Principal: "p", Table: "t", Key: "k1", Batch: batch}, {Principal: "p", Table: "nope", Key: "k2", Batch: batch}} {
+		if ans, err := a.Execute(ctx, r); err != nil || !ans.Terminal {
+			t.Fatalf("%s: %+v %v", r.Key, ans, err)
+		}
+	}
+	clock.Advance(2 * time.Hour)
+	now := clock.Now()
+
+	// A's pass takes the job lease ...
+	va, ok, err := lease.AcquireJob(ctx, db, cleanerJob, a.Owner(), now, a.opts.LeaseTTL)
+	if err != nil || !ok {
+		t.Fatalf("A acquires: %v %v", ok, err)
+	}
+	// ... then a newer incarnation opens and takes it over at once.
+	b, err := Open(ctx, db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	vb, ok, err := lease.AcquireJob(ctx, db, cleanerJob, b.Owner(), now, b.opts.LeaseTTL)
+	if err != nil || !ok {
+		t.Fatalf("B acquires: %v %v", ok, err)
+	}
+	before := storeDump(t, db)
+	n, err := a.cleanWithJob(ctx, va, now)
+	if n != 0 || !errors.Is(err, lease.ErrFenced) {
+		t.Fatalf("stale pass: %d %v, want 0 and ErrFenced", n, err)
+	}
+	if !maps.Equal(before, storeDump(t, db)) {
+		t.Fatal("the stale cleaner pass changed the store")
+	}
+	// A fresh pass of the stale incarnation cannot even take the job.
+	if n, err := a.CleanOnce(ctx); n != 0 || err != nil {
+		t.Fatalf("stale CleanOnce: %d %v", n, err)
+	}
+	if n, err := b.cleanWithJob(ctx, vb, now); n != 2 || err != nil {
+		t.Fatalf("current pass: %d %v, want 2", n, err)
+	}
+	for _, k := range []string{"k1", "k2"} {
+		tbl := map[string]string{"k1": "t", "k2": "nope"}[k]
+		if _, err := db.Get(ctx, receiptKey(Bind("p", tbl, k))); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("%s not cleaned: %v", k, err)
+		}
+	}
+}

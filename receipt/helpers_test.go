@@ -1,0 +1,416 @@
+package receipt_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
+)
+
+var (
+	ctx    = context.Background()
+	t0     = time.Unix(1_700_000_000, 0)
+	quiet  = slog.New(slog.DiscardHandler)
+	ttl    = 6 * time.Second
+	renewI = time.Second
+)
+
+// env is one data dir shared by the services of a test, with one simulated
+// clock. Services and the engine are closed at cleanup.
+type env struct {
+	t     *testing.T
+	dir   string
+	db    *engine.DB
+	clock *lease.Sim
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), clock: lease.NewSim(t0)}
+	e.openDB()
+	t.Cleanup(func() { e.db.Close() })
+	return e
+}
+
+func (e *env) openDB() {
+	e.t.Helper()
+	db, err := engine.Open(e.dir, engine.Options{Logger: quiet})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.db = db
+}
+
+// crash simulates a power loss of the engine and reopens the data dir.
+func (e *env) crash() {
+	e.t.Helper()
+	if err := e.db.CrashForTesting(nil); err != nil {
+		e.t.Fatal(err)
+	}
+	e.openDB()
+}
+
+// defaults fills the options every test uses: the simulated clock, a short
+// lease, loops driven by hand.
+func (e *env) defaults(o receipt.Options) receipt.Options {
+	if o.Clock == nil {
+		o.Clock = e.clock
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = ttl
+	}
+	if o.RenewInterval == 0 {
+		o.RenewInterval = renewI
+	}
+	if o.MaintainInterval == 0 {
+		o.MaintainInterval = -1
+	}
+	if o.CleanInterval == 0 {
+		o.CleanInterval = -1
+	}
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	return o
+}
+
+// open starts a service on the env's engine.
+func (e *env) open(o receipt.Options) *receipt.Service { return e.openOn(e.db, o) }
+
+// openOn starts a service on store (e.g. a fault-injecting wrapper).
+func (e *env) openOn(store engine.Store, o receipt.Options) *receipt.Service {
+	e.t.Helper()
+	svc, err := receipt.Open(ctx, store, e.defaults(o))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(svc.Close)
+	return svc
+}
+
+func createTable(t *testing.T, svc *receipt.Service, name string) {
+	t.Helper()
+	if _, _, err := svc.Tables().Create(ctx, name, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustBatch(t *testing.T, s string) *table.Batch {
+	t.Helper()
+	b, err := table.DecodeBatch([]byte(s))
+	if err != nil {
+		t.Fatalf("batch %s: %v", s, err)
+	}
+	return b
+}
+
+// incBatch inserts doc "doc-<tag>" and increments counter doc ctr by one.
+func incBatch(t *testing.T, tag, ctr string) *table.Batch {
+	return mustBatch(t, fmt.Sprintf(`{"inserts":[{"id":"doc-%s","doc":{"tag":%q}}],"transforms":[{"id":%q,"ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`, tag, tag, ctr))
+}
+
+// incResult is the committed result of incBatch.
+const incResult = `{"inserted":1,"deleted":0,"transformed":1}`
+
+func req(principal, tbl, key string, b *table.Batch) receipt.Request {
+	return receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b}
+}
+
+// counter reads the $inc counter of doc id (0 if the doc does not exist).
+func counter(t *testing.T, svc *receipt.Service, tbl, id string) int {
+	t.Helper()
+	raw, err := svc.Tables().Get(ctx, tbl, id)
+	if err != nil {
+		var ce *code.Error
+		if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
+			return 0
+		}
+		t.Fatalf("read %s/%s: %v", tbl, id, err)
+	}
+	var doc struct{ N int }
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("doc %s: %s: %v", id, raw, err)
+	}
+	return doc.N
+}
+
+func docExists(t *testing.T, svc *receipt.Service, tbl, id string) bool {
+	t.Helper()
+	_, err := svc.Tables().Get(ctx, tbl, id)
+	return err == nil
+}
+
+func mustExecute(t *testing.T, svc *receipt.Service, r receipt.Request) receipt.Answer {
+	t.Helper()
+	a, err := svc.Execute(ctx, r)
+	if err != nil {
+		t.Fatalf("Execute %s: %v", r.Key, err)
+	}
+	return a
+}
+
+// wantCommitted checks a committed terminal answer of incBatch.
+func wantCommitted(t *testing.T, a receipt.Answer, txnID string, replayed bool) {
+	t.Helper()
+	if !a.Terminal || a.Replayed != replayed || a.Status != 201 || a.Outcome != receipt.OutcomeCommitted ||
+		a.Code != "" || a.TxnID != txnID || string(a.Result) != incResult || a.RetryWith != "none" {
+		t.Fatalf("answer %+v (result %s), want committed %s (replayed=%v)", a, a.Result, txnID, replayed)
+	}
+}
+
+// sameEnvelope compares every field of two envelopes.
+func sameEnvelope(a, b receipt.Envelope) bool {
+	return a.Status == b.Status && a.Outcome == b.Outcome && a.Code == b.Code && a.Message == b.Message &&
+		a.Retryable == b.Retryable && a.RetryWith == b.RetryWith && a.TxnID == b.TxnID && bytes.Equal(a.Result, b.Result)
+}
+
+func wantSameEnvelope(t *testing.T, got, want receipt.Envelope) {
+	t.Helper()
+	if !sameEnvelope(got, want) {
+		t.Fatalf("envelope\n got %+v (result %s)\nwant %+v (result %s)", got, got.Result, want, want.Result)
+	}
+}
+
+// record reads and decodes a receipt.
+func record(t *testing.T, store engine.Store, id string) (*receipt.Record, engine.Version) {
+	t.Helper()
+	it, err := store.Get(ctx, engine.NSReceipt.Key(id))
+	if err != nil {
+		t.Fatalf("receipt %s: %v", id, err)
+	}
+	r, err := receipt.DecodeRecord(it.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, it.Version
+}
+
+func receiptExists(t *testing.T, store engine.Store, id string) bool {
+	t.Helper()
+	_, err := store.Get(ctx, engine.NSReceipt.Key(id))
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func decisionKey(id string) []byte { return engine.NSTxn.Key("dec", id) }
+
+// dump returns every key and version in the store.
+func dump(t *testing.T, store engine.Store) map[string]engine.Version {
+	t.Helper()
+	items, err := store.Scan(ctx, []byte{0}, nil, engine.ScanLimitMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]engine.Version, len(items))
+	for _, it := range items {
+		out[string(it.Key)] = it.Version
+	}
+	return out
+}
+
+// arm enables a failpoint until the returned disarm (or the test's end);
+// disarm is idempotent (fault.Disable must run exactly once per Enable).
+func arm(t *testing.T, name, terms string) (disarm func()) {
+	t.Helper()
+	if !fault.Compiled {
+		t.Skip("failpoints compiled out")
+	}
+	if err := fault.Enable(name, terms); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	disarm = func() { once.Do(func() { fault.Disable(name) }) }
+	t.Cleanup(disarm)
+	return disarm
+}
+
+// waitFor polls cond with a real-time deadline (never a fixed sleep).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// parked waits until exactly n goroutines wait on the simulated clock.
+func (e *env) parked(n int) {
+	e.t.Helper()
+	waitFor(e.t, fmt.Sprintf("%d timers on the simulated clock", n), func() bool { return e.clock.Timers() == n })
+}
+
+// step advances the clock by d and waits until the n goroutines that live
+// on the clock are parked again (their work for this step is done).
+func (e *env) step(d time.Duration, n int) {
+	e.t.Helper()
+	e.parked(n)
+	e.clock.Advance(d)
+	e.parked(n)
+}
+
+// stackHas reports whether some goroutine's stack contains every fragment.
+func stackHas(fragments ...string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		ok := true
+		for _, f := range fragments {
+			if !strings.Contains(g, f) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// result of an asynchronous Execute.
+type result struct {
+	a   receipt.Answer
+	err error
+}
+
+func goExecute(svc *receipt.Service, r receipt.Request) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		a, err := svc.Execute(ctx, r)
+		ch <- result{a, err}
+	}()
+	return ch
+}
+
+// hookStore wraps a Store; tests install hooks to fail or block calls.
+type hookStore struct {
+	engine.Store
+	applyHook atomic.Pointer[func(context.Context, *engine.Batch) (engine.Version, error, bool)]
+	getHook   atomic.Pointer[func([]byte) error]
+}
+
+// onApply installs h: when it returns handled=true its result replaces the
+// call (it may delegate itself).
+func (s *hookStore) onApply(h func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool)) {
+	s.applyHook.Store(&h)
+}
+
+// onGet installs h: a non-nil error replaces the Get.
+func (s *hookStore) onGet(h func(key []byte) error) { s.getHook.Store(&h) }
+
+func (s *hookStore) clear() {
+	s.applyHook.Store(nil)
+	s.getHook.Store(nil)
+}
+
+func (s *hookStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+	if h := s.applyHook.Load(); h != nil {
+		if v, err, handled := (*h)(ctx, b); handled {
+			return v, err
+		}
+	}
+	return s.Store.Apply(ctx, b)
+}
+
+func (s *hookStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
+	if h := s.getHook.Load(); h != nil {
+		if err := (*h)(key); err != nil {
+			return engine.Item{}, err
+		}
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// putsKey reports whether b writes key.
+func putsKey(b *engine.Batch, key []byte) bool {
+	for _, op := range b.Ops {
+		if !op.Delete && bytes.Equal(op.Key, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// gate blocks the first Apply that writes key until opened.
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+	rel     sync.Once
+}
+
+// block installs on s a gate for the first Apply writing key; it opens at
+// the test's end at the latest.
+func (s *hookStore) block(t *testing.T, key []byte) *gate {
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(g.open)
+	s.onApply(func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool) {
+		if !putsKey(b, key) {
+			return 0, nil, false
+		}
+		first := false
+		g.once.Do(func() { first = true })
+		if !first {
+			return 0, nil, false
+		}
+		close(g.entered)
+		<-g.release
+		v, err := s.Store.Apply(ctx, b)
+		return v, err, true
+	})
+	return g
+}
+
+func (g *gate) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out waiting for the gated write")
+	}
+}
+
+func (g *gate) open() { g.rel.Do(func() { close(g.release) }) }
+
+var errTransient = errors.New("test: transient store error")
+
+// view returns the receipt's state through the service.
+func view(t *testing.T, svc *receipt.Service, principal, tbl, key string) receipt.View {
+	t.Helper()
+	v, err := svc.Lookup(ctx, principal, tbl, key)
+	if err != nil {
+		t.Fatalf("Lookup %s: %v", key, err)
+	}
+	return v
+}
+
+func awaitResult(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out waiting for Execute")
+	}
+	return result{}
+}

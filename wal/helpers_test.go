@@ -1,0 +1,170 @@
+package wal
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Shared helpers of the wal tests.
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func quiet(o Options) Options {
+	if o.Logger == nil {
+		o.Logger = quietLogger
+	}
+	return o
+}
+
+func openLogT(t *testing.T, dir string, opts Options) (*Log, RepairReport) {
+	t.Helper()
+	l, rep, err := Open(dir, quiet(opts))
+	if err != nil {
+		t.Fatalf("open %s: %v", dir, err)
+	}
+	return l, rep
+}
+
+// body returns the body the tests write for entry index i.
+func body(i uint64) []byte {
+	return []byte(fmt.Sprintf("entry-%05d-%s", i, strings.Repeat("p", int(i%17))))
+}
+
+// appendSync appends one entry and waits until it is durable.
+func appendSync(t *testing.T, l *Log, b []byte) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	if err := l.Reserve(ctx); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	idx, c, err := l.Enqueue(KindBatch, b, nil)
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	if err := c.Wait(ctx); err != nil {
+		t.Fatalf("wait %d: %v", idx, err)
+	}
+	return idx
+}
+
+// writeLog creates a log in dir holding entries 1..n with body(i), closed.
+func writeLog(t *testing.T, dir string, opts Options, n int) {
+	t.Helper()
+	l, _ := openLogT(t, dir, opts)
+	for i := 1; i <= n; i++ {
+		if idx := appendSync(t, l, body(uint64(i))); idx != uint64(i) {
+			t.Fatalf("appended at %d, want %d", idx, i)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replayAll opens dir and replays everything; it returns the bodies in
+// order, the repair report and the first error of Open or Replay.
+func replayAll(t *testing.T, dir string, opts Options) ([]string, RepairReport, error) {
+	t.Helper()
+	l, rep, err := Open(dir, quiet(opts))
+	if err != nil {
+		return nil, rep, err
+	}
+	defer l.Close()
+	var out []string
+	err = l.Replay(1, func(index uint64, kind Kind, b []byte) error {
+		if want := uint64(len(out) + 1); index != want {
+			return fmt.Errorf("replayed index %d, want %d", index, want)
+		}
+		if kind != KindBatch {
+			return fmt.Errorf("entry %d has kind %d", index, kind)
+		}
+		out = append(out, string(b))
+		return nil
+	})
+	if err == nil && l.NextIndex() != uint64(len(out)+1) {
+		err = fmt.Errorf("next index %d after replaying %d entries", l.NextIndex(), len(out))
+	}
+	return out, rep, err
+}
+
+// checkBodies asserts that got holds exactly body(1..n).
+func checkBodies(t *testing.T, got []string, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("replayed %d entries, want %d", len(got), n)
+	}
+	for i, b := range got {
+		if want := string(body(uint64(i + 1))); b != want {
+			t.Fatalf("entry %d = %q, want %q", i+1, b, want)
+		}
+	}
+}
+
+func segmentsT(t *testing.T, dir string) []segmentFile {
+	t.Helper()
+	segs, _, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segs
+}
+
+// span locates one tidwall entry in a segment: the uvarint length starts at
+// start, the frame occupies [frame, end).
+type span struct{ start, frame, end int }
+
+func spansOf(t *testing.T, data []byte) []span {
+	t.Helper()
+	var out []span
+	for pos := 0; pos < len(data); {
+		size, n := binary.Uvarint(data[pos:])
+		if n <= 0 || uint64(len(data)-pos-n) < size {
+			t.Fatalf("segment does not parse at offset %d", pos)
+		}
+		out = append(out, span{start: pos, frame: pos + n, end: pos + n + int(size)})
+		pos += n + int(size)
+	}
+	return out
+}
+
+func readFileT(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeFileT(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipBit flips one bit inside the CRC-covered part (header CRC or body) of
+// the frame at sp in the segment file at path.
+func flipBit(t *testing.T, path string, sp span) {
+	t.Helper()
+	data := readFileT(t, path)
+	off := sp.frame + frameCRCStart + (sp.end-sp.frame-frameCRCStart)/2
+	data[off] ^= 0x10
+	writeFileT(t, path, data)
+}
+
+func brokenCopies(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.broken*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
