@@ -1,6 +1,8 @@
 # Idem — see README.md. `make test` is what CI runs (.ci/run).
+SHELL       := bash
+.SHELLFLAGS := -eu -o pipefail -c
 GO       ?= go
-SEEDS    ?= 20
+SEEDS    ?= 0
 DURATION ?= 60s
 
 .PHONY: build test lint bench fault run
@@ -25,5 +27,7 @@ run:
 bench:
 	$(GO) run ./cmd/bench
 
+# Randomized fault schedules: until SEEDS seeds or DURATION, whichever first
+# (0 = no bound of that kind); ends with `fault: seeds=N ops=M failures=F`.
 fault:
-	$(GO) test -count=1 -timeout 0 ./harness -run TestFault -fault.seeds=$(SEEDS) -fault.duration=$(DURATION) -v
+	$(GO) test -count=1 -timeout 0 ./harness -run 'TestFault$$' -fault.seeds=$(SEEDS) -fault.duration=$(DURATION) -v 2>&1 | grep -v '^time='

@@ -20,7 +20,15 @@ var (
 
 // fixedSeeds run under `make test`: both variants, small executors, and
 // every fault kind (see TestSchedule_FixedSeedsCoverEveryFaultKind).
-var fixedSeeds = []int64{1, 2, 3, 4, 5, 6, 7, 10}
+var fixedSeeds = seedRange(1, 48)
+
+func seedRange(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
 
 // TestFault runs seeded fault schedules and checks every history for
 // linearizability and the store for its invariants.
@@ -33,7 +41,7 @@ func TestFault(t *testing.T) {
 		seeds = nil
 	}
 	if testing.Short() && *flagSeed < 0 && *flagSeeds == 0 && *flagDuration == 0 {
-		seeds = seeds[:4]
+		seeds = seeds[:8]
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	deadline := time.Now().Add(*flagDuration)
@@ -41,16 +49,18 @@ func TestFault(t *testing.T) {
 	faults := map[string]int{}
 	for i := 0; ; i++ {
 		var seed int64
-		switch {
-		case seeds != nil:
+		if seeds != nil {
 			if i >= len(seeds) {
-				goto done
+				break
 			}
 			seed = seeds[i]
-		case *flagSeeds > 0 && i < *flagSeeds, *flagDuration > 0 && time.Now().Before(deadline):
+		} else {
+			// Randomized: until -fault.seeds seeds or -fault.duration,
+			// whichever comes first (0 means no bound of that kind).
+			if (*flagSeeds > 0 && i >= *flagSeeds) || (*flagDuration > 0 && time.Now().After(deadline)) {
+				break
+			}
 			seed = rng.Int64N(1 << 40)
-		default:
-			goto done
 		}
 		runs++
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -66,7 +76,6 @@ func TestFault(t *testing.T) {
 			}
 		})
 	}
-done:
 	line := fmt.Sprintf("fault: seeds=%d ops=%d failures=%d", runs, ops, failed)
 	t.Log(line)
 	fmt.Println(line)
@@ -94,5 +103,41 @@ func report(t *testing.T, res Result) {
 		res.Seed, ConfigFor(res.Seed).Variant, strings.Join(res.Failures, "\n  "), strings.Join(res.Schedule, " "), res.Seed)
 	for _, p := range res.VisPaths {
 		t.Logf("porcupine visualization: %s", p)
+	}
+}
+
+// TestSchedule_FixedSeedsCoverEveryFaultKind: the fixed seeds of `make test`
+// schedule every fault kind and a crash at every catalog failpoint, on both
+// variants, and the same seed always yields the same schedule.
+func TestSchedule_FixedSeedsCoverEveryFaultKind(t *testing.T) {
+	kinds := map[faultKind]bool{}
+	points := map[string]bool{}
+	variants := map[Variant]bool{}
+	for _, seed := range fixedSeeds {
+		cfg := ConfigFor(seed)
+		variants[cfg.Variant] = true
+		a, b := makeSchedule(cfg), makeSchedule(cfg)
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("seed %d: schedule differs between two derivations at step %d", seed, i)
+			}
+			kinds[a[i].Kind] = true
+			if a[i].Kind == faultCrashAt {
+				points[a[i].Point] = true
+			}
+		}
+	}
+	for k := faultKind(0); k < faultKinds; k++ {
+		if !kinds[k] {
+			t.Errorf("no fixed seed schedules %s", k)
+		}
+	}
+	for _, p := range crashPoints() {
+		if !points[p] {
+			t.Errorf("no fixed seed crashes at %s", p)
+		}
+	}
+	if len(variants) != 2 {
+		t.Errorf("fixed seeds cover variants %v", variants)
 	}
 }
