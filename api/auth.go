@@ -56,8 +56,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		principal := Anonymous
 		if s.opts.Tokens != nil {
-			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			p, known := s.opts.Tokens[strings.TrimSpace(token)]
+			token, ok := bearerToken(r.Header.Get("Authorization"))
+			p, known := s.opts.Tokens[token]
 			if !ok || !known {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="idem"`)
 				writeCodeError(w, code.Errorf(code.Unauthenticated, "a valid Authorization: Bearer token is required"))
@@ -67,4 +67,15 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, principal)))
 	})
+}
+
+// bearerToken extracts the token of `Authorization: Bearer <token>`. The
+// scheme is matched case-insensitively (RFC 9110 §11.1).
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }

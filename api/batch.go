@@ -24,6 +24,9 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, code.InvalidKey, "Idempotency-Key must be one header of 1..255 visible ASCII characters")
 			return
 		}
+		// Echo the key on every answer of the keyed route, including the
+		// 400 and 413 answers given before a receipt exists.
+		w.Header().Set(headerIdempotencyKey, key)
 	}
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -49,7 +52,6 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		Principal: principalOf(r.Context()), Table: tbl, Key: key, Batch: b, Wait: wait,
 	})
 	if err != nil {
-		w.Header().Set(headerIdempotencyKey, key)
 		s.writeError(w, r, err)
 		return
 	}

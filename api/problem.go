@@ -49,6 +49,7 @@ var titles = map[code.Code]string{
 	code.NotFound:            "Not found",
 	code.MethodNotAllowed:    "Method not allowed",
 	code.Internal:            "Internal error",
+	code.Unavailable:         "Service unavailable",
 }
 
 func title(c code.Code) string {

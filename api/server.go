@@ -29,7 +29,10 @@ type Options struct {
 	RequestTimeout time.Duration
 	// EngineStats, if set, feeds the WAL metrics.
 	EngineStats func() engine.Stats
-	Logger      *slog.Logger
+	// Health, if set, is checked by /healthz: an error answers 503
+	// unavailable (e.g. the engine fail-stopped and needs a restart).
+	Health func() error
+	Logger *slog.Logger
 }
 
 const (
@@ -150,6 +153,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Health != nil {
+		if err := s.opts.Health(); err != nil {
+			writeProblem(w, code.Unavailable, err.Error())
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.svc.Owner().String()})
 }
 

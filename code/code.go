@@ -13,7 +13,8 @@ type Code string
 
 // The codes of DESIGN §8, plus transaction_aborted (presumed abort and the
 // schema-1 legacy fallback), payload_too_large (413), receipt_not_found,
-// and the router's not_found and method_not_allowed.
+// the router's not_found and method_not_allowed, and unavailable (503 from
+// /healthz when the store fail-stopped).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -30,6 +31,7 @@ const (
 	ReceiptNotFound     Code = "receipt_not_found"
 	NotFound            Code = "not_found"
 	MethodNotAllowed    Code = "method_not_allowed"
+	Unavailable         Code = "unavailable"
 	Internal            Code = "internal"
 )
 
@@ -65,6 +67,7 @@ var registry = map[Code]Info{
 	ReceiptNotFound:     {404, false, None},
 	NotFound:            {404, false, None},
 	MethodNotAllowed:    {405, false, None},
+	Unavailable:         {503, true, SameKey},
 	Internal:            {500, true, SameKey},
 }
 

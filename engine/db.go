@@ -247,3 +247,18 @@ func (db *DB) Stats() Stats {
 	db.treeMu.RUnlock()
 	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied}
 }
+
+// Health reports why the store cannot take writes: nil when healthy,
+// ErrClosed, or an error wrapping ErrFailStopped after an I/O failure (the
+// store must be closed and reopened).
+func (db *DB) Health() error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.failed != nil {
+		return fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
+	}
+	return nil
+}

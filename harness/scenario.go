@@ -210,13 +210,13 @@ func (sc *scenario) step(i int) {
 		return
 	}
 	sc.disarm(e, hits)
-	sc.checkArmed(i)
 	if e.Kind == faultExpire {
 		sc.advance(2 * leaseTTL)
 	}
 	if e.Kind == faultClean {
 		sc.clean()
 	}
+	sc.checkArmed(i, false)
 	sc.checkStarted()
 }
 
@@ -269,13 +269,19 @@ func (sc *scenario) disarm(e event, hitsBefore int64) {
 // fail at it, else the schedule's node — or the whole store for WAL and
 // engine failpoints — then restarts it. A failpoint that has not fired
 // within crashArmedSteps steps is disarmed.
-func (sc *scenario) checkArmed(step int) {
+func (sc *scenario) checkArmed(step int, final bool) {
 	e := sc.armed
 	if e == nil {
+		if sc.cl.db.Health() != nil {
+			// The store fail-stopped (a failure injected elsewhere, e.g. a
+			// failed publication while a WAL write was in flight): like an
+			// operator, restart the process on the same data dir.
+			sc.crashAll()
+		}
 		return
 	}
 	if fault.Hits(e.Point) == sc.armedHits {
-		if step-sc.armedStep >= crashArmedSteps {
+		if final || step-sc.armedStep >= crashArmedSteps {
 			_ = fault.Disable(e.Point)
 			sc.armed = nil
 		}
@@ -285,11 +291,9 @@ func (sc *scenario) checkArmed(step int) {
 	sc.armed = nil
 	sc.faults["crash-fired"]++
 	layer := layerOf(e.Point)
-	if sc.cfg.Variant == Standalone || layer == "wal" || layer == "engine" {
-		if err := sc.cl.crashStore(); err != nil {
-			sc.violate("crash and reopen of the store: " + err.Error())
-			return
-		}
+	if sc.cfg.Variant == Standalone || layer == "wal" || layer == "engine" || sc.cl.db.Health() != nil {
+		sc.crashAll()
+		return
 	} else {
 		targets := sc.crashNodes
 		if len(targets) == 0 {
@@ -298,6 +302,15 @@ func (sc *scenario) checkArmed(step int) {
 		for i := range targets {
 			sc.cl.crashNode(i)
 		}
+	}
+	sc.restart()
+}
+
+// crashAll crashes the store and every node, then restarts them.
+func (sc *scenario) crashAll() {
+	if err := sc.cl.crashStore(); err != nil {
+		sc.violate("crash and reopen of the store: " + err.Error())
+		return
 	}
 	sc.restart()
 }
@@ -390,10 +403,7 @@ func (sc *scenario) clean() {
 // stabilize clears every fault, restarts what is down, and lets time and
 // maintenance run until no receipt is mutable and no transaction open.
 func (sc *scenario) stabilize() {
-	if sc.armed != nil {
-		_ = fault.Disable(sc.armed.Point)
-		sc.armed = nil
-	}
+	sc.checkArmed(sc.cfg.Steps, true)
 	for _, n := range sc.cl.nodes {
 		if n.up {
 			n.store.setFaults(storeFaults{})

@@ -131,7 +131,9 @@ func (s *Service) countMaintained(ans Answer, err error, ms *MaintainStats) {
 // releaseDecisions releases retained decisions whose receipts are terminal
 // and debt-free, in batches of ReleaseBatchMax: first those queued by this
 // process, then — so that nothing is forgotten across restarts — a bounded
-// scan of txn/v1/dec.
+// scan of txn/v1/dec. Each release is conditioned on the receipt being the
+// very version judged releasable (or still absent): the same key may have
+// started a new transaction meanwhile, whose decision must stay.
 func (s *Service) releaseDecisions(ctx context.Context) (int, error) {
 	s.releaseMu.Lock()
 	n := min(len(s.releaseQ), ReleaseBatchMax)
@@ -139,18 +141,39 @@ func (s *Service) releaseDecisions(ctx context.Context) (int, error) {
 	s.releaseQ = s.releaseQ[n:]
 	s.releaseMu.Unlock()
 	if len(ids) < ReleaseBatchMax {
-		more, err := s.scanReleasable(ctx, ReleaseBatchMax-len(ids))
+		more, err := s.scanDecisions(ctx)
 		if err != nil {
 			return 0, err
 		}
 		ids = append(ids, more...)
 	}
-	return s.releaseBatch(ctx, ids)
+	var cands []releasable
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] || len(cands) >= ReleaseBatchMax {
+			continue
+		}
+		seen[id] = true
+		rec, ver, err := s.load(ctx, id)
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			cands = append(cands, releasable{id: id})
+		case err == nil && rec.State == Terminal && rec.Debt == 0:
+			cands = append(cands, releasable{id: id, receipt: ver})
+		}
+	}
+	return s.releaseBatch(ctx, cands)
 }
 
-// scanReleasable continues a cursor over retained decisions and returns
-// those whose receipt is terminal and debt-free (or gone).
-func (s *Service) scanReleasable(ctx context.Context, limit int) ([]string, error) {
+// releasable is a decision to release and the receipt version that allows it
+// (0: the receipt is gone).
+type releasable struct {
+	id      string
+	receipt engine.Version
+}
+
+// scanDecisions continues a cursor over retained decisions.
+func (s *Service) scanDecisions(ctx context.Context) ([]string, error) {
 	prefix := engine.NSTxn.Prefix("dec")
 	start := s.decCursor
 	if start == nil {
@@ -165,50 +188,44 @@ func (s *Service) scanReleasable(ctx context.Context, limit int) ([]string, erro
 	} else {
 		s.decCursor = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
-	var out []string
+	out := make([]string, 0, len(items))
 	for _, it := range items {
-		if len(out) >= limit {
-			break
-		}
-		id := string(it.Key[len(prefix):])
-		rec, _, err := s.load(ctx, id)
-		if errors.Is(err, engine.ErrNotFound) || (err == nil && rec.State == Terminal && rec.Debt == 0) {
-			out = append(out, id)
-		}
+		out = append(out, string(it.Key[len(prefix):]))
 	}
 	return out, nil
 }
 
 // releaseBatch releases decisions with one Apply, dropping any whose
-// transaction still has unresolved participants.
-func (s *Service) releaseBatch(ctx context.Context, ids []string) (int, error) {
-	for len(ids) > 0 {
+// receipt changed or whose transaction still has unresolved participants.
+func (s *Service) releaseBatch(ctx context.Context, cands []releasable) (int, error) {
+	for len(cands) > 0 {
 		b := new(engine.Batch)
-		for _, id := range ids {
-			twopc.ReleaseInto(b, id)
+		for _, c := range cands {
+			b.AtVersion(receiptKey(c.id), c.receipt)
+			twopc.ReleaseInto(b, c.id)
 		}
 		if err := fault.Inject(fault.ReceiptReleaseBefore); err != nil {
 			return 0, err
 		}
 		_, err := s.store.Apply(ctx, b)
 		if err == nil {
-			s.stats.released.Add(uint64(len(ids)))
-			return len(ids), nil
+			s.stats.released.Add(uint64(len(cands)))
+			return len(cands), nil
 		}
 		key, ok := engine.FailedKey(err)
 		if !ok {
 			return 0, err
 		}
-		kept := ids[:0]
-		for _, id := range ids {
-			if !strings.HasSuffix(string(key), "/"+id) {
-				kept = append(kept, id)
+		kept := cands[:0]
+		for _, c := range cands {
+			if !strings.HasSuffix(string(key), "/"+c.id) {
+				kept = append(kept, c)
 			}
 		}
-		if len(kept) == len(ids) {
+		if len(kept) == len(cands) {
 			return 0, err
 		}
-		ids = kept
+		cands = kept
 	}
 	return 0, nil
 }

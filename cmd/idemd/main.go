@@ -140,21 +140,24 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer svc.Close()
 	srv := &http.Server{
 		Handler: api.New(svc, api.Options{Tokens: tokens, BodyBytesMax: c.bodyMax, RequestTimeout: c.requestTimeout,
-			EngineStats: db.Stats, Logger: log}),
+			EngineStats: db.Stats, Health: db.Health, Logger: log}),
 		ReadHeaderTimeout: c.headerTimeout,
 		ReadTimeout:       c.requestTimeout,
 		WriteTimeout:      c.requestTimeout + 5*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Catch signals before announcing the address: a supervisor may signal
+	// as soon as it reads the line, and the default action would kill the
+	// process without a graceful shutdown.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
 	log.Info("idemd: listening", "addr", ln.Addr().String(), "data", c.data, "owner", svc.Owner().String())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

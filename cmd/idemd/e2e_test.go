@@ -1,0 +1,415 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/internal/apitest"
+)
+
+// The process-level E2E of SEED.txt: real idemd processes on one data
+// directory, stopped by SIGKILL or SIGTERM and restarted; every keyed
+// answer — a missing table, a commit, a transaction_conflict abort — is
+// replayed byte for byte by the next process. Every exchange is checked
+// against api/openapi.yaml.
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// idemdBinary builds ./cmd/idemd once per test binary.
+func idemdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			buildErr = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		root := filepath.Dir(strings.TrimSpace(string(out)))
+		if buildDir, buildErr = os.MkdirTemp("", "idemd-e2e-"); buildErr != nil {
+			return
+		}
+		bin := filepath.Join(buildDir, "idemd")
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/idemd")...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/idemd: %w\n%s", err, out)
+			return
+		}
+		builtBin = bin
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// proc is one running idemd.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	addr   string
+	logs   *syncBuffer
+	exited chan struct{}
+	err    error // Wait's result, once exited is closed
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const startTimeout = 20 * time.Second
+
+// startIdemd starts idemd on a free loopback port and waits until /healthz
+// answers. env adds environment variables (GO_FAILPOINTS is never
+// inherited from the test's own environment).
+func startIdemd(t *testing.T, c *apitest.Client, data string, env []string, args ...string) *proc {
+	t.Helper()
+	p := launchIdemd(t, data, env, args...)
+	deadline := time.Now().Add(startTimeout)
+	for {
+		r, err := c.WithBase(p.base()).Try("GET", "/healthz", nil)
+		if err == nil && r.Status == 200 {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idemd /healthz did not answer 200 within %v: %v\n%s", startTimeout, err, p.logs.String())
+		}
+		time.Sleep(5 * time.Millisecond) // poll step, bounded by the deadline
+	}
+}
+
+// launchIdemd starts idemd and returns as soon as it logs its address.
+func launchIdemd(t *testing.T, data string, env []string, args ...string) *proc {
+	t.Helper()
+	argv := append([]string{"-addr", "127.0.0.1:0", "-data", data, "-log-format", "json",
+		// Long leases: no background maintenance pass runs during a test,
+		// so every state change is one the test caused.
+		"-lease-ttl", "60s", "-shutdown-timeout", "10s"}, args...)
+	cmd := exec.Command(idemdBinary(t), argv...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout = p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			p.logs.Write(append(append([]byte{}, line...), '\n'))
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "idemd: listening" {
+				select {
+				case addrs <- rec.Addr:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("idemd %s logs:\n%s", p.addr, p.logs.String())
+		}
+	})
+	select {
+	case p.addr = <-addrs:
+	case <-p.exited:
+		t.Fatalf("idemd exited before listening: %v\n%s", p.err, p.logs.String())
+	case <-time.After(startTimeout):
+		t.Fatalf("idemd did not announce its address within %v\n%s", startTimeout, p.logs.String())
+	}
+	return p
+}
+
+func (p *proc) base() string { return "http://" + p.addr }
+
+// kill stops the process with SIGKILL: no shutdown code runs.
+func (p *proc) kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatal(err)
+	}
+	<-p.exited
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		p.t.Fatalf("after SIGKILL: %v", p.cmd.ProcessState)
+	}
+}
+
+// term stops the process with SIGTERM and requires a clean, graceful exit.
+func (p *proc) term() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(startTimeout):
+		p.t.Fatalf("idemd did not exit within %v of SIGTERM", startTimeout)
+	}
+	if p.err != nil {
+		p.t.Fatalf("idemd exited with %v after SIGTERM\n%s", p.err, p.logs.String())
+	}
+	if !strings.Contains(p.logs.String(), `"msg":"idemd: stopped cleanly"`) {
+		p.t.Fatalf("no clean-stop log line\n%s", p.logs.String())
+	}
+}
+
+type answer struct {
+	name string
+	key  string
+	tbl  string
+	body string
+	r    *apitest.Response
+}
+
+type problemView struct {
+	Code          string `json:"code"`
+	Detail        string `json:"detail"`
+	Status        int    `json:"status"`
+	Retryable     bool   `json:"retryable"`
+	RetryWith     string `json:"retry_with"`
+	Outcome       string `json:"outcome"`
+	TransactionID string `json:"transaction_id"`
+}
+
+// TestE2E_RestartReplaysEveryTerminalAnswer is the process-level regression
+// of SEED.txt, once per way of stopping the process.
+func TestE2E_RestartReplaysEveryTerminalAnswer(t *testing.T) {
+	idemdBinary(t) // build before the parallel subtests start their clocks
+	spec := apitest.MustLoad(t)
+	for _, v := range []struct {
+		name   string
+		tokens bool
+		stop   func(*proc)
+	}{
+		{"SIGKILL", false, (*proc).kill},
+		{"SIGTERM", true, (*proc).term},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			data := t.TempDir()
+			var args []string
+			c := apitest.NewClient(t, spec, "http://unused")
+			if v.tokens {
+				file := filepath.Join(t.TempDir(), "tokens")
+				if err := os.WriteFile(file, []byte("# e2e\nalice:tok-a\n\nbob:tok-b\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "-tokens", file)
+				c = c.WithToken("tok-a")
+			}
+			restartReplays(t, c, data, v.stop, args)
+		})
+	}
+}
+
+func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*proc), args []string) {
+	// The first process fails its first decision (receipt/decide-before
+	// fires once): that request answers 500 and leaves its receipt started
+	// with intents prepared on doc x — an open transaction for the next
+	// batch on x to conflict with. (A `sleep` term would do the same after
+	// a delay: fault.Inject reports any term that fires as an error.)
+	p1 := startIdemd(t, c, data, []string{`GO_FAILPOINTS=receipt/decide-before=1*return(true)`}, args...)
+	c1 := c.WithBase(p1.base())
+	post := func(cl *apitest.Client, tbl, key, body string) *apitest.Response {
+		return cl.Do("POST", "/v1/tables/"+tbl+"/batch", body, "Idempotency-Key", key)
+	}
+	incX := `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
+
+	var answers []answer
+	keep := func(name, tbl, key, body string, r *apitest.Response) *apitest.Response {
+		answers = append(answers, answer{name, key, tbl, body, r})
+		return r
+	}
+	// 1. A keyed batch on a missing table: terminal not_applied.
+	if r := keep("missing table", "late", "k-missing", incX, post(c1, "late", "k-missing", incX)); r.Status != 404 {
+		t.Fatalf("missing table: %d %s", r.Status, r.Body)
+	}
+	c1.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	// 2. Batch A fails its decision and keeps x's intent open.
+	if a := post(c1, "t", "k-a", incX); a.Status < 500 {
+		t.Fatalf("batch A with the armed failpoint: %d %s", a.Status, a.Body)
+	}
+	var ra struct {
+		State string `json:"state"`
+	}
+	c1.Do("GET", "/v1/receipts/t/k-a", nil).JSON(t, 200, &ra)
+	if ra.State != "started" {
+		t.Fatalf("batch A's receipt is %s, want started (intents open)", ra.State)
+	}
+	// 3. Batch B on x conflicts: terminal aborted transaction_conflict.
+	if r := keep("conflict", "t", "k-b", incX, post(c1, "t", "k-b", incX)); r.Status != 409 {
+		t.Fatalf("batch B: %d %s", r.Status, r.Body)
+	}
+	// 4. A's retry reconciles it from the retained record: committed once.
+	if r := keep("reconciled", "t", "k-a", incX, post(c1, "t", "k-a", incX)); r.Status != 201 {
+		t.Fatalf("batch A retried: %d %s", r.Status, r.Body)
+	}
+	// 5. A plain keyed commit, and a fast-path batch.
+	commit := `{"inserts":[{"id":"y","doc":{"v":"ü<&>"}}],"deletes":["gone"],"transforms":[{"id":"z","ops":[{"op":"$max","path":"m","value":7}],"upsert":true}]}`
+	c1.Do("POST", "/v1/tables/t/batch", `{"inserts":[{"id":"gone","doc":{}}]}`).JSON(t, 201, nil)
+	if r := keep("commit", "t", "k-commit", commit, post(c1, "t", "k-commit", commit)); r.Status != 201 {
+		t.Fatalf("commit: %d %s", r.Status, r.Body)
+	}
+	for _, ans := range answers {
+		if ans.r.Header.Get("Idempotent-Replayed") != "" || len(ans.r.Header.Get("Idem-Transaction-Id")) != 32 ||
+			ans.r.Header.Get("Idempotency-Key") != ans.key {
+			t.Fatalf("%s: first answer headers %v", ans.name, ans.r.Header)
+		}
+	}
+	var h1 struct{ Owner string }
+	c1.Do("GET", "/healthz", nil).JSON(t, 200, &h1)
+
+	stop(p1)
+
+	p2 := startIdemd(t, c, data, nil, args...)
+	c2 := c.WithBase(p2.base())
+	var h2 struct{ Owner string }
+	c2.Do("GET", "/healthz", nil).JSON(t, 200, &h2)
+	if h2.Owner == h1.Owner {
+		t.Fatalf("same owner incarnation after restart: %s", h2.Owner)
+	}
+	// The missing table exists now; its key still answers table_not_found.
+	c2.Do("PUT", "/v1/tables/late", nil).JSON(t, 201, nil)
+	for _, ans := range answers {
+		r := post(c2, ans.tbl, ans.key, ans.body)
+		if r.Status != ans.r.Status || !bytes.Equal(r.Body, ans.r.Body) {
+			t.Fatalf("%s: replay after restart\n got  %d %s\n want %d %s", ans.name, r.Status, r.Body, ans.r.Status, ans.r.Body)
+		}
+		if r.Header.Get("Idempotent-Replayed") != "true" ||
+			r.Header.Get("Idem-Transaction-Id") != ans.r.Header.Get("Idem-Transaction-Id") ||
+			r.Header.Get("Content-Type") != ans.r.Header.Get("Content-Type") || r.Header.Get("Idempotency-Key") != ans.key {
+			t.Fatalf("%s: replay headers %v, first %v", ans.name, r.Header, ans.r.Header)
+		}
+		if r.Status >= 400 {
+			var was, is problemView
+			if err := json.Unmarshal(ans.r.Body, &was); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(r.Body, &is); err != nil {
+				t.Fatal(err)
+			}
+			if is != was || is.TransactionID != r.Header.Get("Idem-Transaction-Id") {
+				t.Fatalf("%s: %+v, first %+v", ans.name, is, was)
+			}
+		}
+	}
+	checkProblem(t, answers[0].r.Body, problemView{Code: "table_not_found", Status: 404, RetryWith: "new_key", Outcome: "not_applied",
+		Detail: `table "late" does not exist`})
+	checkProblem(t, answers[1].r.Body, problemView{Code: "transaction_conflict", Status: 409, Retryable: true, RetryWith: "new_key",
+		Outcome: "aborted", Detail: `document "x" is being written by another transaction`})
+	if string(answers[2].r.Body) != `{"inserted":0,"deleted":0,"transformed":1}` ||
+		string(answers[3].r.Body) != `{"inserted":1,"deleted":1,"transformed":1}` {
+		t.Fatalf("committed bodies %s, %s", answers[2].r.Body, answers[3].r.Body)
+	}
+	// Effects: A once, B never; the commit's documents are there.
+	var x, y struct {
+		Doc map[string]any `json:"doc"`
+	}
+	c2.Do("GET", "/v1/tables/t/docs/x", nil).JSON(t, 200, &x)
+	c2.Do("GET", "/v1/tables/t/docs/y", nil).JSON(t, 200, &y)
+	if x.Doc["n"] != float64(1) || y.Doc["v"] != "ü<&>" {
+		t.Fatalf("docs after restart: x=%v y=%v", x.Doc, y.Doc)
+	}
+	c2.Do("GET", "/v1/tables/t/docs/gone", nil).Problem(t, 404)
+	// The receipt view survives too, and a new key runs against the
+	// now-existing table.
+	var rv struct {
+		State    string `json:"state"`
+		Envelope struct {
+			Code string `json:"code"`
+		} `json:"envelope"`
+	}
+	c2.Do("GET", "/v1/receipts/t/k-b", nil).JSON(t, 200, &rv)
+	if rv.State != "terminal" || rv.Envelope.Code != "transaction_conflict" {
+		t.Fatalf("receipt k-b after restart: %+v", rv)
+	}
+	post(c2, "late", "k-new", incX).JSON(t, 201, nil)
+	if c.Tr.Checked() == 0 {
+		t.Fatal("no exchange was checked against the spec")
+	}
+}
+
+func checkProblem(t *testing.T, body []byte, want problemView) {
+	t.Helper()
+	var p problemView
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatal(err)
+	}
+	want.TransactionID = p.TransactionID
+	if p != want || len(p.TransactionID) != 32 {
+		t.Fatalf("problem %+v, want %+v", p, want)
+	}
+}
+
+// TestE2E_SIGTERMAsSoonAsListeningIsGraceful: a supervisor may signal as soon
+// as it reads the listening line; the process must already be catching the
+// signal and stop cleanly (exit 0, "stopped cleanly").
+func TestE2E_SIGTERMAsSoonAsListeningIsGraceful(t *testing.T) {
+	t.Parallel()
+	launchIdemd(t, t.TempDir(), nil).term()
+}

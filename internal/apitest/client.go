@@ -1,0 +1,225 @@
+package apitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Transport is an http.RoundTripper that checks every exchange against the
+// spec and reports mismatches with T.Errorf (safe from any goroutine).
+type Transport struct {
+	Spec *Spec
+	Base http.RoundTripper // nil: http.DefaultTransport
+	T    testing.TB
+
+	checked atomic.Int64
+}
+
+// RoundTrip implements http.RoundTripper. It buffers both bodies.
+func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	base := tr.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(withBody(req, body).WithContext(req.Context()))
+	if err != nil {
+		return nil, err
+	}
+	rb, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(rb))
+	if err := tr.Spec.Check(Exchange{Request: req, RequestBody: body, Status: resp.StatusCode, Header: resp.Header, Body: rb}); err != nil {
+		tr.T.Errorf("openapi: %s %s → %d does not match %s:\n%v\nresponse body: %s",
+			req.Method, req.URL.RequestURI(), resp.StatusCode, SpecFile, err, clip(rb))
+	}
+	tr.checked.Add(1)
+	return resp, nil
+}
+
+// Checked is how many exchanges the transport has checked.
+func (tr *Transport) Checked() int64 { return tr.checked.Load() }
+
+// Client sends requests to one server through a checking Transport.
+type Client struct {
+	T     testing.TB
+	Base  string // e.g. "http://127.0.0.1:8420"
+	Token string // if set, sent as Authorization: Bearer unless a request sets Authorization
+	HTTP  *http.Client
+	Tr    *Transport
+}
+
+// NewClient returns a client for base whose every exchange is checked.
+func NewClient(t testing.TB, spec *Spec, base string) *Client {
+	tr := &Transport{Spec: spec, T: t, Base: &http.Transport{
+		Proxy:               nil,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     30 * time.Second,
+	}}
+	t.Cleanup(func() { tr.Base.(*http.Transport).CloseIdleConnections() })
+	return &Client{T: t, Base: strings.TrimRight(base, "/"), Tr: tr,
+		HTTP: &http.Client{Transport: tr, Timeout: 60 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// WithBase returns a copy of c aimed at another server (same checks).
+func (c *Client) WithBase(base string) *Client {
+	cc := *c
+	cc.Base = strings.TrimRight(base, "/")
+	return &cc
+}
+
+// WithToken returns a copy of c sending another bearer token.
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.Token = token
+	return &cc
+}
+
+// Response is a fully read response.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Try sends a request. body is nil, a string or a []byte (sent as
+// application/json); headers are name, value pairs (a header given with an
+// empty name list is not sent; give "Authorization", "" to send none).
+func (c *Client) Try(method, path string, body any, headers ...string) (*Response, error) {
+	var rd io.Reader
+	var n int
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd, n = strings.NewReader(b), len(b)
+	case []byte:
+		rd, n = bytes.NewReader(b), len(b)
+	default:
+		return nil, fmt.Errorf("apitest: body of type %T", body)
+	}
+	req, err := http.NewRequest(method, c.Base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if len(headers)%2 != 0 {
+		return nil, fmt.Errorf("apitest: odd header list %q", headers)
+	}
+	auth := true
+	for i := 0; i < len(headers); i += 2 {
+		if http.CanonicalHeaderKey(headers[i]) == "Authorization" {
+			auth = false
+			if headers[i+1] == "" {
+				continue
+			}
+		}
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	if auth && c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: rb}, nil
+}
+
+// Do is Try that fails the test on a transport error. Call it from the
+// test's goroutine only (it may call T.Fatalf); use Try elsewhere.
+func (c *Client) Do(method, path string, body any, headers ...string) *Response {
+	c.T.Helper()
+	r, err := c.Try(method, path, body, headers...)
+	if err != nil {
+		c.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// Problem is an RFC 9457 problem body with Idem's members.
+type Problem struct {
+	Type          string `json:"type"`
+	Title         string `json:"title"`
+	Status        int    `json:"status"`
+	Detail        string `json:"detail"`
+	Code          string `json:"code"`
+	Retryable     bool   `json:"retryable"`
+	RetryWith     string `json:"retry_with"`
+	Outcome       string `json:"outcome"`
+	TransactionID string `json:"transaction_id"`
+
+	// Members lists the members present in the body.
+	Members map[string]bool `json:"-"`
+}
+
+// Problem decodes r as a problem, failing the test unless the status is
+// status, the Content-Type is application/problem+json and the body's
+// status member equals the HTTP status.
+func (r *Response) Problem(t testing.TB, status int) Problem {
+	t.Helper()
+	var p Problem
+	if r.Status != status {
+		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json; body %s", ct, r.Body)
+	}
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("problem body %s: %v", r.Body, err)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &members); err != nil {
+		t.Fatalf("problem body %s: %v", r.Body, err)
+	}
+	p.Members = map[string]bool{}
+	for m := range members {
+		p.Members[m] = true
+	}
+	if p.Status != r.Status {
+		t.Fatalf("problem status member %d, HTTP status %d", p.Status, r.Status)
+	}
+	return p
+}
+
+// JSON decodes r's body into v, failing the test unless the status is
+// status and the Content-Type application/json.
+func (r *Response) JSON(t testing.TB, status int, v any) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json; body %s", ct, r.Body)
+	}
+	if v != nil {
+		if err := json.Unmarshal(r.Body, v); err != nil {
+			t.Fatalf("body %s: %v", r.Body, err)
+		}
+	}
+}
