@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +92,157 @@ func keys(m map[string]map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestBench_EverySuiteRunsAndReports runs every suite for a few
+// milliseconds per case on tiny stores (the peer without -pg, so skipped)
+// and checks each JSON line against the contract, the cases each suite
+// promises, the ratios the receipts and http suites add, that `all` runs
+// reopen and renewal once (in their own suites), and the -out report.
+func TestBench_EverySuiteRunsAndReports(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out", "report.md")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-suite", "all", "-duration", "20ms", "-concurrency", "1,2",
+		"-keys", "2000", "-receipts", "2000", "-replay-keys", "32", "-json", "-dir", filepath.Join(dir, "data"), "-out", out}
+	if dsn := os.Getenv("IDEM_BENCH_PG"); dsn != "" {
+		args = append(args, "-pg", dsn)
+	}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	required := []string{"suite", "case", "concurrency", "ops", "seconds", "ops_per_sec",
+		"p50_us", "p99_us", "fsyncs_per_sec", "go_version", "gomaxprocs", "fs"}
+	seen := map[string]map[string]any{}
+	count := map[string]int{}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("line is not a JSON object: %v\n%s", err, line)
+		}
+		for _, f := range required {
+			if _, ok := obj[f]; !ok {
+				t.Errorf("line lacks %q: %s", f, line)
+			}
+		}
+		key := fmt.Sprintf("%v/%v/%v", obj["suite"], obj["case"], obj["concurrency"])
+		seen[key] = obj
+		count[fmt.Sprint(obj["case"])]++
+		if obj["floor"] == true || obj["skipped"] == true {
+			continue
+		}
+		if ops, _ := obj["ops"].(float64); ops <= 0 {
+			t.Errorf("no ops measured: %s", line)
+		}
+	}
+	var want []string
+	for _, s := range []string{"wal", "engine", "twopc", "receipts", "http", "recovery", "renewal", "peer"} {
+		want = append(want, s+"/fsync-serial/1", s+"/fsync-group/64", s+"/tidwall-batch64/1")
+	}
+	for _, c := range []string{"1", "2"} {
+		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c,
+			"receipts/keyed/"+c, "receipts/fast/"+c, "receipts/replay/"+c,
+			"http/keyed/"+c, "http/fast/"+c, "http/replay/"+c)
+	}
+	want = append(want, "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "renewal/renewal/1")
+	if os.Getenv("IDEM_BENCH_PG") == "" {
+		want = append(want, "peer/skipped/0")
+	} else {
+		for _, c := range []string{"1", "2"} {
+			want = append(want, "peer/pg-keyed/"+c, "peer/pg-keyed-pipe/"+c, "peer/pg-nokey/"+c, "peer/pg-replay/"+c)
+		}
+	}
+	for _, k := range want {
+		if _, ok := seen[k]; !ok {
+			t.Errorf("missing result %s", k)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("got %d distinct results, want %d: %v", len(seen), len(want), keys(seen))
+	}
+	// -suite all measures the heavy cases once, in their own suites.
+	for _, c := range []string{"recovery", "reopen-2k-receipts", "renewal"} {
+		if count[c] != 1 {
+			t.Errorf("case %s reported %d times, want once", c, count[c])
+		}
+	}
+	for _, k := range []string{"receipts/keyed/1", "http/keyed/1"} {
+		r := seen[k]
+		for _, f := range []string{"keyed_over_fast_rate", "fsync_waits_p50", "fsyncs_per_op", "targets"} {
+			if r != nil && r[f] == nil {
+				t.Errorf("%s lacks %s: %v", k, f, r)
+			}
+		}
+	}
+	if r := seen["twopc/twopc/1"]; r != nil && (r["fsync_waits_p50"] == nil || r["ratio_to_floor"] == nil) {
+		t.Errorf("twopc lacks fsync_waits_p50 or ratio_to_floor: %v", r)
+	}
+	if r := seen["recovery/reopen-2k-receipts/1"]; r != nil {
+		if b, _ := r["bytes_per_receipt"].(float64); b <= 0 {
+			t.Errorf("reopen bytes_per_receipt = %v, want > 0", r["bytes_per_receipt"])
+		}
+		if e, _ := r["envelope_bytes"].(float64); e != reopenEnvelopeBytes {
+			t.Errorf("reopen envelope_bytes = %v, want %d", r["envelope_bytes"], reopenEnvelopeBytes)
+		}
+	}
+	if r := seen["renewal/renewal/1"]; r != nil {
+		if a, _ := r["applies_per_pass"].(float64); a != 1 {
+			t.Errorf("renewal applies_per_pass = %v, want 1", r["applies_per_pass"])
+		}
+		if ops, _ := r["ops"].(float64); int(ops)%renewalSetSize != 0 {
+			t.Errorf("renewal ops = %v, want whole rounds of %d", ops, renewalSetSize)
+		}
+	}
+	if r := seen["peer/skipped/0"]; r != nil && !strings.Contains(fmt.Sprint(r["reason"]), "-pg postgres://") {
+		t.Errorf("peer skip line lacks the -pg hint: %v", r)
+	}
+	if !strings.Contains(stderr.String(), "skipped: pass -pg postgres://") && os.Getenv("IDEM_BENCH_PG") == "" {
+		t.Errorf("no skip line in the peer table:\n%s", stderr.String())
+	}
+
+	// The report: machine, targets, a table per suite, charts beside it.
+	md, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"## Machine", "| CPU |", "## Targets", "## Suite `receipts`", "| keyed | 2 |", "receipts-throughput.png", "http-latency.png"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	pngs, _ := filepath.Glob(filepath.Join(dir, "out", "report-*.png"))
+	if len(pngs) < 8 {
+		t.Errorf("got %d charts, want one or two per suite: %v", len(pngs), pngs)
+	}
+	for _, p := range pngs {
+		if b, err := os.ReadFile(p); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s is not a PNG (%v)", p, err)
+		}
+	}
+}
+
+// TestBench_PeerRunsLast: a suite that compares with the others of the
+// same run goes last whatever order -suite gave.
+func TestBench_PeerRunsLast(t *testing.T) {
+	ss, err := selectSuites("peer,receipts,http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, ","); got != "receipts,http,peer" {
+		t.Errorf("order %s, want receipts,http,peer", got)
+	}
+	if n := reopenCaseName(1_000_000); n != "reopen-1M-receipts" {
+		t.Errorf("reopenCaseName(1M) = %s", n)
+	}
+	if n := reopenCaseName(100_000); n != "reopen-100k-receipts" {
+		t.Errorf("reopenCaseName(100k) = %s", n)
+	}
 }

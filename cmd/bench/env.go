@@ -15,9 +15,18 @@ import (
 type Options struct {
 	Duration    time.Duration // measured time per case, after warm-up
 	Concurrency []int         // closed-loop worker counts
-	ValueBytes  int           // size of each written value / record
-	Keys        int           // store size for recovery cases
-	JSON        bool          // one JSON object per result line on stdout
+	// ConcurrencySet: -concurrency was given, so suites with their own
+	// default list (http: 1,8,32) use Concurrency instead.
+	ConcurrencySet bool
+	ValueBytes     int    // size of each written value / record
+	Keys           int    // store size for recovery cases
+	Receipts       int    // terminal receipts for the reopen case
+	BatchDocs      int    // documents per batch (twopc, receipts, http, peer)
+	ReplayKeys     int    // pre-created keys that replay cases cycle through
+	JSON           bool   // one JSON object per result line on stdout
+	PG             string // PostgreSQL DSN for the peer suite; "" skips it
+	// Quick marks the no-flag tour: short cases and scaled-down stores.
+	Quick bool
 }
 
 // runState is shared by all suites of one invocation: the floors are
@@ -34,6 +43,24 @@ type runState struct {
 	floorOnce sync.Once
 	floors    *Floors
 	floorErr  error
+
+	selected map[string]bool // suites of this invocation
+	suites   []suiteRun      // finished suites, in run order (for -out)
+	all      []Result        // every reported result, floors included
+
+	loadStart, loadEnd float64 // 1-minute load average around the run
+
+	progressMu   sync.Mutex
+	progressLast time.Time
+}
+
+// suiteRun is one finished suite: what it reported and how it ended.
+type suiteRun struct {
+	Name    string
+	Doc     string
+	Results []Result
+	Skipped string // reason, when the suite did not run
+	Err     error
 }
 
 func newRunState(opts Options, baseDir string, out, diag io.Writer) *runState {
@@ -55,6 +82,7 @@ type Env struct {
 	suite   string
 	run     *runState
 	results []Result
+	skipped string
 }
 
 func newEnv(ctx context.Context, run *runState, suite string) *Env {
@@ -63,6 +91,40 @@ func newEnv(ctx context.Context, run *runState, suite string) *Env {
 
 // Suite is the name of the running suite.
 func (e *Env) Suite() string { return e.suite }
+
+// Selected reports whether suite name runs in this invocation. Suites use it
+// to leave out a heavy case that another selected suite measures (receipts
+// leaves reopen to recovery and renewal to renewal), so `-suite all` runs
+// each case once.
+func (e *Env) Selected(name string) bool { return e.run.selected[name] }
+
+// Earlier returns the results reported so far in this run by suite (not
+// its floor lines), for cross-suite ratios such as Idem against the peer.
+func (e *Env) Earlier(suite string) []Result {
+	var out []Result
+	for _, r := range e.run.all {
+		if r.Suite == suite && !r.Floor {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Skip records that the suite did not run, with the reason: a line in the
+// table and, with -json, a JSON line carrying "skipped":true.
+func (e *Env) Skip(reason string) {
+	e.skipped = reason
+	r := Result{Suite: e.suite, Case: "skipped", NoFloorRatio: true}
+	r.Set("skipped", true)
+	r.Set("reason", reason)
+	if e.Opts.JSON {
+		line, err := r.json(e.run)
+		if err != nil {
+			panic(err)
+		}
+		e.run.out.Write(append(line, '\n'))
+	}
+}
 
 // Value is a shared read-only value of -value-bytes random bytes. Callers
 // must not modify it.
@@ -89,8 +151,16 @@ func (e *Env) Progress(format string, args ...any) {
 	if e.Opts.JSON {
 		return
 	}
+	// At most ten updates a second: a build loop may report every batch.
+	e.run.progressMu.Lock()
+	defer e.run.progressMu.Unlock()
+	now := time.Now()
+	if now.Sub(e.run.progressLast) < 100*time.Millisecond {
+		return
+	}
+	e.run.progressLast = now
 	line := fmt.Sprintf(format, args...)
-	fmt.Fprintf(e.run.diag, "\r%-79s", line)
+	fmt.Fprintf(e.run.diag, "\r%-79.79s", line)
 }
 
 // ProgressDone erases the progress line.
@@ -98,5 +168,8 @@ func (e *Env) ProgressDone() {
 	if e.Opts.JSON {
 		return
 	}
+	e.run.progressMu.Lock()
+	defer e.run.progressMu.Unlock()
+	e.run.progressLast = time.Time{}
 	fmt.Fprintf(e.run.diag, "\r%s\r", strings.Repeat(" ", 79))
 }

@@ -16,10 +16,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemdb/idem/table"
 )
 
 func main() {
@@ -41,16 +45,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		suiteList = fs.String("suite", "", "comma-separated suites to run (default: all registered: "+suiteNames()+")")
-		duration  = fs.Duration("duration", 2*time.Second, "measured time per case, after a warm-up of min(duration/10, 200ms)")
-		concList  = fs.String("concurrency", "1,8,64", "comma-separated closed-loop worker counts")
+		suiteList = fs.String("suite", "", "comma-separated suites to run, or all (default: a quick tour of all: "+suiteNames()+")")
+		duration  = fs.Duration("duration", 2*time.Second, "measured time per case, after a warm-up of min(duration/10, 200ms) (quick tour: "+quickDuration.String()+")")
+		concList  = fs.String("concurrency", "1,8,64", "comma-separated closed-loop worker counts (http defaults to 1,8,32)")
 		jsonOut   = fs.Bool("json", false, "print one JSON object per result on stdout (tables go to stderr)")
 		dir       = fs.String("dir", "", "directory for data (default: a temp dir under "+os.TempDir()+", removed afterwards)")
-		valueB    = fs.Int("value-bytes", 200, "bytes per written value or record")
-		keys      = fs.Int("keys", 1_000_000, "keys in the store for recovery cases")
+		valueB    = fs.Int("value-bytes", 200, "bytes per written value or record (wal, engine)")
+		keys      = fs.Int("keys", 1_000_000, "keys in the store for the engine recovery case (quick tour: 100000)")
+		receipts  = fs.Int("receipts", 1_000_000, "terminal receipts for the reopen case (quick tour: 100000)")
+		replayN   = fs.Int("replay-keys", 4096, "terminal receipts (or peer key rows) that replay cases create first and cycle through (quick tour: 512)")
+		batchDocs = fs.Int("batch-docs", 10, "documents per batch (twopc, receipts, http, peer), each of about 190 bytes")
+		pgDSN     = fs.String("pg", "", "PostgreSQL DSN (postgres://...) for the peer suite; see cmd/bench/pg-throwaway.sh")
+		outPath   = fs.String("out", "", "write a Markdown report (machine, tables, targets) here, with PNG charts beside it")
+		cpuProf   = fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: bench [flags]\n\nsuites:\n")
+		fmt.Fprintf(fs.Output(), "usage: bench [flags]\n\nWithout -suite: a quick tour of every suite (%s per case, 100k-key stores).\n\nsuites:\n", quickDuration)
 		for _, s := range allSuites() {
 			fmt.Fprintf(fs.Output(), "  %-10s %s\n", s.Name, s.Doc)
 		}
@@ -63,18 +73,54 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	conc, err := parseConcurrency(*concList)
 	if err != nil {
 		return err
 	}
-	if *duration <= 0 || *valueB < 0 || *keys < 1 {
-		return fmt.Errorf("need -duration > 0, -value-bytes >= 0, -keys >= 1")
+	if *duration <= 0 || *valueB < 0 || *keys < 1 || *receipts < 1 || *replayN < 1 || *batchDocs < 1 || *batchDocs > table.BatchDocsMax {
+		return fmt.Errorf("need -duration > 0, -value-bytes >= 0, -keys, -receipts, -replay-keys >= 1, -batch-docs in 1..%d", table.BatchDocsMax)
 	}
 	suites, err := selectSuites(*suiteList)
 	if err != nil {
 		return err
 	}
-	opts := Options{Duration: *duration, Concurrency: conc, ValueBytes: *valueB, Keys: *keys, JSON: *jsonOut}
+	opts := Options{Duration: *duration, Concurrency: conc, ConcurrencySet: set["concurrency"],
+		ValueBytes: *valueB, Keys: *keys, Receipts: *receipts, BatchDocs: *batchDocs, ReplayKeys: *replayN,
+		JSON: *jsonOut, PG: *pgDSN}
+	// The quick tour: no suite named, so every suite runs briefly. Flags
+	// given explicitly still win.
+	if !set["suite"] {
+		opts.Quick = true
+		if !set["duration"] {
+			opts.Duration = quickDuration
+		}
+		if !set["keys"] {
+			opts.Keys = quickStoreSize
+		}
+		if !set["receipts"] {
+			opts.Receipts = quickStoreSize
+		}
+		if !set["replay-keys"] {
+			opts.ReplayKeys = quickReplayKeys
+		}
+	}
+
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 
 	base := *dir
 	if base == "" {
@@ -91,13 +137,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tables = stderr // keep stdout machine-readable
 	}
 	rs := newRunState(opts, base, stdout, stderr)
+	rs.selected = map[string]bool{}
 	for _, s := range suites {
-		if err := runSuite(ctx, rs, s, tables); err != nil {
-			return err
+		rs.selected[s.Name] = true
+	}
+	if opts.Quick && !opts.JSON {
+		fmt.Fprintf(tables, "quick tour of every suite (%s per case, %d-key stores); name suites with -suite for full runs, -h for flags\n",
+			opts.Duration, opts.Keys)
+	}
+	if load, ok := loadAverage(); ok && load > float64(runtime.NumCPU()) {
+		fmt.Fprintf(stderr, "warning: load average %.1f on %d cores: other work on this machine will skew the numbers\n", load, runtime.NumCPU())
+	}
+	rs.loadStart, _ = loadAverage()
+	start := time.Now()
+	for _, s := range suites {
+		err = runSuite(ctx, rs, s, tables)
+		if err != nil {
+			break
 		}
 	}
-	return nil
+	rs.loadEnd, _ = loadAverage()
+	if *outPath != "" {
+		if werr := writeMarkdown(*outPath, rs, args, time.Since(start)); werr != nil && err == nil {
+			err = werr
+		} else if werr == nil {
+			fmt.Fprintf(stderr, "report written to %s\n", *outPath)
+		}
+	}
+	return err
 }
+
+// The quick tour's scale.
+const (
+	quickDuration   = 300 * time.Millisecond
+	quickStoreSize  = 100_000
+	quickReplayKeys = 512
+)
 
 // runSuite prints the floors, runs the suite and prints its table, also
 // when the suite failed part way (what was measured is still worth seeing).
@@ -112,6 +187,7 @@ func runSuite(ctx context.Context, rs *runState, s Suite, tables io.Writer) erro
 	}
 	err = s.Run(env)
 	env.printTable(tables)
+	rs.suites = append(rs.suites, suiteRun{Name: s.Name, Doc: s.Doc, Results: env.results, Skipped: env.skipped, Err: err})
 	if err != nil {
 		return fmt.Errorf("suite %s: %w", s.Name, err)
 	}

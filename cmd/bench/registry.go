@@ -14,6 +14,9 @@ type Suite struct {
 	// Rank orders the suites of a default run: lower layers first, so a
 	// reader meets the numbers the later suites build on before those suites.
 	Rank int
+	// RunsLast puts the suite after every other selected one, because it
+	// compares its results with theirs (the peer suite).
+	RunsLast bool
 	// Doc is one line for -h.
 	Doc string
 	// Run measures the suite's cases and reports each through env.Report.
@@ -69,6 +72,17 @@ func selectSuites(list string) ([]Suite, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no suite selected (have: %s)", suiteNames())
 	}
+	// Suites that compare against the others' results of the same run (the
+	// peer) go last, whatever order the user gave.
+	slices.SortStableFunc(out, func(a, b Suite) int {
+		if a.RunsLast != b.RunsLast {
+			if a.RunsLast {
+				return 1
+			}
+			return -1
+		}
+		return 0
+	})
 	return out, nil
 }
 

@@ -25,6 +25,8 @@ type Result struct {
 	P50us        float64
 	P99us        float64
 	FsyncsPerSec float64
+	// P90us and P999us complete the latency picture (JSON extras, charts).
+	P90us, P999us float64
 
 	// Floor marks a physical floor line.
 	Floor bool
@@ -67,6 +69,7 @@ func (e *Env) Report(r Result) {
 		r.ratioToFloor = r.OpsPerSec / f.Group.OpsPerSec
 	}
 	e.results = append(e.results, r)
+	e.run.all = append(e.run.all, r)
 	if e.Opts.JSON {
 		line, err := r.json(e.run)
 		if err != nil {
@@ -108,9 +111,14 @@ func (r Result) json(run *runState) ([]byte, error) {
 		{"seconds", round(r.Seconds, 4)}, {"ops_per_sec", round(r.OpsPerSec, 1)},
 		{"p50_us", round(r.P50us, 1)}, {"p99_us", round(r.P99us, 1)},
 		{"fsyncs_per_sec", round(r.FsyncsPerSec, 1)},
+	}
+	if r.P90us > 0 || r.P999us > 0 {
+		fields = append(fields, field{"p90_us", round(r.P90us, 1)}, field{"p999_us", round(r.P999us, 1)})
+	}
+	fields = append(fields, []field{
 		{"go_version", runtime.Version()}, {"gomaxprocs", runtime.GOMAXPROCS(0)}, {"fs", run.fs},
 		{"value_bytes", run.opts.ValueBytes},
-	}
+	}...)
 	if r.Floor {
 		fields = append(fields, field{"floor", true})
 	}
@@ -211,6 +219,9 @@ func (e *Env) printTable(w io.Writer) {
 		}
 	}
 	tw.Flush()
+	if e.skipped != "" {
+		fmt.Fprintf(w, "  skipped: %s\n", e.skipped)
+	}
 	if len(targets) > 0 {
 		fmt.Fprintln(w, strings.Join(targets, "\n"))
 	}

@@ -197,6 +197,8 @@ func (m Measured) Result(caseName string, concurrency int) Result {
 	if m.Hist != nil && m.Hist.TotalCount() > 0 {
 		r.P50us = float64(m.Hist.ValueAtQuantile(50)) / 1e3
 		r.P99us = float64(m.Hist.ValueAtQuantile(99)) / 1e3
+		r.P90us = float64(m.Hist.ValueAtQuantile(90)) / 1e3
+		r.P999us = float64(m.Hist.ValueAtQuantile(99.9)) / 1e3
 	}
 	return r
 }

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// writeMarkdown writes the -out report: the machine, a summary of every
+// target, and per suite its table, notes and charts (PNG files beside the
+// report, named after it).
+func writeMarkdown(path string, rs *runState, args []string, took time.Duration) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	var b strings.Builder
+	m := describeMachine()
+	fmt.Fprintf(&b, "# Idem benchmark report\n\n")
+	fmt.Fprintf(&b, "Generated %s by `go run ./cmd/bench %s` (%s).\n\n", time.Now().Format(time.RFC3339), strings.Join(args, " "), took.Round(time.Second))
+	fmt.Fprintf(&b, "Every number below comes from this one run: the physical floors (raw fdatasync, raw group commit, raw tidwall batches) were measured on the same disk minutes apart from the cases they judge, because the disk's speed drifts from day to day. Latencies are HDR-histogram percentiles of the measured window; warm-up is excluded.\n\n")
+	fmt.Fprintf(&b, "## Machine\n\n| | |\n|---|---|\n")
+	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| RAM | %s |\n| kernel | %s |\n| OS/arch | %s |\n", m.CPU, m.Cores, m.RAM, m.Kernel, m.OS)
+	fmt.Fprintf(&b, "| data dir file system | %s |\n| Go | %s, GOMAXPROCS=%d |\n", rs.fs, runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&b, "| load average (1 min) at start / end | %.2f / %.2f |\n", rs.loadStart, rs.loadEnd)
+	fmt.Fprintf(&b, "| measured time per case | %s |\n| batch | %d documents of %d bytes |\n\n", rs.opts.Duration, rs.opts.BatchDocs, docBytes)
+	if rs.opts.Quick {
+		fmt.Fprintf(&b, "> Quick tour: short cases and %d-key stores. Name suites with `-suite` for full-size runs.\n\n", rs.opts.Keys)
+	}
+
+	// Every target in one table, so a reader sees what held at a glance.
+	fmt.Fprintf(&b, "## Targets (DESIGN §12)\n\n")
+	var rows []string
+	for _, s := range rs.suites {
+		for _, r := range s.Results {
+			for _, t := range r.Targets {
+				v := "met"
+				if !t.Met {
+					v = "**missed**"
+				}
+				rows = append(rows, fmt.Sprintf("| %s | %s@%d | %s | %s | %s |", s.Name, r.Case, r.Concurrency, mdEscape(t.Want), mdEscape(t.Got), v))
+			}
+		}
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(&b, "No target applied to this run's cases.\n\n")
+	} else {
+		fmt.Fprintf(&b, "| suite | case | target | got | verdict |\n|---|---|---|---|---|\n%s\n\n", strings.Join(rows, "\n"))
+	}
+
+	base := strings.TrimSuffix(path, filepath.Ext(path))
+	for _, s := range rs.suites {
+		fmt.Fprintf(&b, "## Suite `%s`\n\n%s.\n\n", s.Name, s.Doc)
+		if s.Skipped != "" {
+			fmt.Fprintf(&b, "Skipped: %s.\n\n", s.Skipped)
+		}
+		if s.Err != nil {
+			fmt.Fprintf(&b, "**The suite failed:** %s\n\n", mdEscape(s.Err.Error()))
+		}
+		if len(s.Results) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| case | conc | ops | seconds | ops/s | p50 µs | p90 µs | p99 µs | p99.9 µs | fsyncs/s | ops/fsync | × fsync-group |\n")
+		fmt.Fprintf(&b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		var notes []string
+		for _, r := range s.Results {
+			name := r.Case
+			if r.Floor {
+				name += " (floor)"
+			}
+			perFsync, ratio := "", ""
+			if r.FsyncsPerSec > 0 {
+				perFsync = fmt.Sprintf("%.1f", r.OpsPerSec/r.FsyncsPerSec)
+			}
+			if r.floorCase != "" {
+				ratio = fmt.Sprintf("%.3f", r.ratioToFloor)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %.3f | %.0f | %.1f | %.1f | %.1f | %.1f | %.0f | %s | %s |\n",
+				name, r.Concurrency, r.Ops, r.Seconds, r.OpsPerSec, r.P50us, r.P90us, r.P99us, r.P999us, r.FsyncsPerSec, perFsync, ratio)
+			for _, t := range r.Targets {
+				v := "met"
+				if !t.Met {
+					v = "**missed**"
+				}
+				notes = append(notes, fmt.Sprintf("- %s — %s: %s", v, mdEscape(t.Want), mdEscape(t.Got)))
+			}
+			if x := r.extraText(); x != "" && !r.Floor {
+				notes = append(notes, fmt.Sprintf("- %s@%d: %s", r.Case, r.Concurrency, mdEscape(x)))
+			}
+		}
+		fmt.Fprintf(&b, "\n")
+		if len(notes) > 0 {
+			fmt.Fprintf(&b, "%s\n\n", strings.Join(notes, "\n"))
+		}
+		charts, err := suiteCharts(base, s)
+		if err != nil {
+			return fmt.Errorf("charts of %s: %w", s.Name, err)
+		}
+		for _, c := range charts {
+			fmt.Fprintf(&b, "![%s](%s)\n", c.title, filepath.Base(c.file))
+		}
+		if len(charts) > 0 {
+			fmt.Fprintf(&b, "\n")
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o640)
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+type chart struct{ title, file string }
+
+// suiteCharts draws throughput against concurrency (cases measured at more
+// than one concurrency, with the fsync-group floor as a line) and the
+// latency percentiles of every case.
+func suiteCharts(base string, s suiteRun) ([]chart, error) {
+	var out []chart
+	byName := map[string][]Result{}
+	var order []string
+	var group *Result
+	for i, r := range s.Results {
+		if r.Floor {
+			if r.Case == floorGroup {
+				group = &s.Results[i]
+			}
+			continue
+		}
+		if _, ok := byName[r.Case]; !ok {
+			order = append(order, r.Case)
+		}
+		byName[r.Case] = append(byName[r.Case], r)
+	}
+
+	// Throughput vs concurrency.
+	var lines []any
+	concs := map[int]bool{}
+	for _, name := range order {
+		rs := byName[name]
+		if len(rs) < 2 {
+			continue
+		}
+		slices.SortFunc(rs, func(a, b Result) int { return a.Concurrency - b.Concurrency })
+		var xy plotter.XYs
+		for _, r := range rs {
+			if r.OpsPerSec > 0 {
+				xy = append(xy, plotter.XY{X: float64(r.Concurrency), Y: r.OpsPerSec})
+				concs[r.Concurrency] = true
+			}
+		}
+		if len(xy) >= 2 {
+			lines = append(lines, name, xy)
+		}
+	}
+	if len(lines) > 0 {
+		p := plot.New()
+		p.Title.Text = s.Name + ": throughput vs concurrency"
+		p.X.Label.Text = "concurrency (closed-loop workers)"
+		p.Y.Label.Text = "ops/s"
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		var ticks []plot.Tick
+		var cs []int
+		for c := range concs {
+			cs = append(cs, c)
+		}
+		slices.Sort(cs)
+		for _, c := range cs {
+			ticks = append(ticks, plot.Tick{Value: float64(c), Label: strconv.Itoa(c)})
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		if err := plotutil.AddLinePoints(p, lines...); err != nil {
+			return nil, err
+		}
+		if group != nil && group.OpsPerSec > 0 && len(cs) > 0 {
+			fl, err := plotter.NewLine(plotter.XYs{{X: float64(cs[0]), Y: group.OpsPerSec}, {X: float64(cs[len(cs)-1]), Y: group.OpsPerSec}})
+			if err != nil {
+				return nil, err
+			}
+			fl.Color = color.Gray{Y: 128}
+			fl.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+			p.Add(fl)
+			p.Legend.Add("fsync-group floor", fl)
+		}
+		// Headroom above the highest line for the legend (log scale).
+		p.Y.Max *= 6
+		p.Legend.Top = true
+		p.Legend.Left = true
+		p.Legend.TextStyle.Font.Size = vg.Points(9)
+		file := base + "-" + s.Name + "-throughput.png"
+		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, file); err != nil {
+			return nil, err
+		}
+		out = append(out, chart{s.Name + " throughput", file})
+	}
+
+	// Latency percentiles: one line per case and concurrency.
+	pcts := []struct {
+		label string
+		x     float64 // -log10(1-q): 50% → 0.3, 99.9% → 3
+	}{{"p50", -math.Log10(0.5)}, {"p90", 1}, {"p99", 2}, {"p99.9", 3}}
+	lines = lines[:0]
+	for _, name := range order {
+		for _, r := range byName[name] {
+			vals := []float64{r.P50us, r.P90us, r.P99us, r.P999us}
+			var xy plotter.XYs
+			for i, v := range vals {
+				if v > 0 {
+					xy = append(xy, plotter.XY{X: pcts[i].x, Y: v})
+				}
+			}
+			if len(xy) == len(vals) {
+				lines = append(lines, fmt.Sprintf("%s c=%d", name, r.Concurrency), xy)
+			}
+		}
+	}
+	if len(lines) > 0 {
+		p := plot.New()
+		p.Title.Text = s.Name + ": latency percentiles"
+		p.X.Label.Text = "percentile"
+		p.Y.Label.Text = "latency per call (µs)"
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		var ticks []plot.Tick
+		for _, pc := range pcts {
+			ticks = append(ticks, plot.Tick{Value: pc.x, Label: pc.label})
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		p.X.Min, p.X.Max = 0, 3.9 // room for the legend
+		if err := plotutil.AddLinePoints(p, lines...); err != nil {
+			return nil, err
+		}
+		p.Legend.Top = false
+		p.Legend.Left = false
+		p.Legend.TextStyle.Font.Size = vg.Points(8)
+		file := base + "-" + s.Name + "-latency.png"
+		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, file); err != nil {
+			return nil, err
+		}
+		out = append(out, chart{s.Name + " latency percentiles", file})
+	}
+	return out, nil
+}

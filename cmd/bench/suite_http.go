@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/idemdb/idem/api"
+	"github.com/idemdb/idem/receipt"
+)
+
+func init() {
+	register(Suite{
+		Name: "http",
+		Rank: 50,
+		Doc:  "api over loopback HTTP/1.1: closed-loop clients posting keyed, key-less and replayed batches (default concurrency 1,8,32)",
+		Run:  runHTTP,
+	})
+}
+
+// Targets of issue 5 (DESIGN §12), at concurrency 32.
+const (
+	targetHTTPKeyed  = 5_000
+	targetHTTPReplay = 25_000
+	httpTargetConc   = 32
+)
+
+var httpDefaultConcurrency = []int{1, 8, 32}
+
+func runHTTP(env *Env) error {
+	concs := env.concurrencies(httpDefaultConcurrency)
+	var results []*Result
+	fail := func(err error) error {
+		env.reportAll(results)
+		return err
+	}
+	for _, name := range []string{"keyed", "fast"} {
+		for _, c := range concs {
+			st, srv, err := openHTTP(env, name, c)
+			if err != nil {
+				return fail(err)
+			}
+			r, err := httpCase(env, srv, name, c, newWorkload(env.Opts.BatchDocs), 0)
+			if cerr := srv.close(st); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fail(err)
+			}
+			results = append(results, &r)
+		}
+	}
+	rs, err := httpReplay(env, concs)
+	results = append(results, rs...)
+	if err != nil {
+		return fail(err)
+	}
+	keyedRatios(env, results, targetHTTPKeyed, httpTargetConc)
+	if r := indexResults(results).get("replay", httpTargetConc); r != nil {
+		rateTarget(r, fmt.Sprintf("http replay@%d", httpTargetConc), targetHTTPReplay)
+	}
+	env.reportAll(results)
+	return nil
+}
+
+// httpServer is api.New on a real loopback listener and a client whose
+// pool keeps one connection per worker.
+type httpServer struct {
+	url    string
+	srv    *http.Server
+	client *http.Client
+	tr     *http.Transport
+	fsyncs func() uint64 // the store's WAL fsyncs
+}
+
+func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
+	st, err := openStack(env, "http-"+name, receipt.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.close()
+		return nil, nil, err
+	}
+	h := api.New(st.svc, api.Options{EngineStats: st.db.Stats, Logger: discardLogger})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	tr := &http.Transport{
+		MaxIdleConns:        maxConc * 2,
+		MaxIdleConnsPerHost: maxConc * 2,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	return st, &httpServer{
+		url:    "http://" + ln.Addr().String() + "/v1/tables/" + benchTable + "/batch",
+		srv:    srv,
+		client: &http.Client{Transport: tr, Timeout: time.Minute},
+		tr:     tr,
+		fsyncs: st.fsyncs,
+	}, nil
+}
+
+func (s *httpServer) close(st *stack) error {
+	s.tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if cerr := st.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// post sends one batch and checks the answer: 201, and on a keyed request
+// whether it was a replay.
+func (s *httpServer) post(ctx context.Context, body []byte, key string, replay bool) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	// Drain so the connection goes back to the pool.
+	var buf [4096]byte
+	n, _ := io.ReadFull(resp.Body, buf[:])
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("POST %s (key %q): status %d: %s", s.url, key, resp.StatusCode, buf[:n])
+	}
+	if key != "" && (resp.Header.Get("Idempotent-Replayed") == "true") != replay {
+		return fmt.Errorf("POST (key %q): Idempotent-Replayed=%q, want replay=%v", key, resp.Header.Get("Idempotent-Replayed"), replay)
+	}
+	return nil
+}
+
+// httpCase runs closed-loop clients against srv: keyed (a new key per
+// call), fast (no key) or replay (n pre-created keys).
+func httpCase(env *Env, srv *httpServer, name string, concurrency int, wl *workload, n int) (Result, error) {
+	bufs := make([][]byte, concurrency)
+	var bodies [][]byte
+	var keys []string
+	if name == "replay" {
+		bodies, keys = make([][]byte, n), make([]string, n)
+		for k := range n {
+			bodies[k], keys[k] = wl.appendBody(nil, 0, uint64(k)), wl.key(0, uint64(k))
+		}
+	}
+	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: srv.fsyncs},
+		func(ctx context.Context, w int, i uint64) error {
+			switch name {
+			case "replay":
+				k := replayIndex(w, i, n)
+				return srv.post(ctx, bodies[k], keys[k], true)
+			case "keyed":
+				bufs[w] = wl.appendBody(bufs[w][:0], w, i)
+				return srv.post(ctx, bufs[w], wl.key(w, i), false)
+			}
+			bufs[w] = wl.appendBody(bufs[w][:0], w, i)
+			return srv.post(ctx, bufs[w], "", false)
+		})
+	if err != nil {
+		return Result{}, err
+	}
+	r := m.Result(name, concurrency)
+	if name == "replay" {
+		r.Set("replay_set", n)
+	}
+	return r, nil
+}
+
+// httpReplay pre-creates terminal receipts through the API and replays
+// them at each concurrency on the same server.
+func httpReplay(env *Env, concs []int) ([]*Result, error) {
+	maxC := 1
+	for _, c := range concs {
+		maxC = max(maxC, c)
+	}
+	st, srv, err := openHTTP(env, "replay", max(maxC, 16))
+	if err != nil {
+		return nil, err
+	}
+	wl := newWorkload(env.Opts.BatchDocs)
+	n := env.Opts.ReplayKeys
+	env.Progress("%s/replay creating %d receipts", env.Suite(), n)
+	err = precreate(env.Ctx, n, func(ctx context.Context, k uint64) error {
+		return srv.post(ctx, wl.appendBody(nil, 0, k), wl.key(0, k), false)
+	})
+	env.ProgressDone()
+	var out []*Result
+	for _, c := range concs {
+		if err != nil {
+			break
+		}
+		var r Result
+		r, err = httpCase(env, srv, "replay", c, wl, n)
+		if err == nil {
+			out = append(out, &r)
+		}
+	}
+	if cerr := srv.close(st); err == nil {
+		err = cerr
+	}
+	return out, err
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
+)
+
+func init() {
+	register(Suite{
+		Name: "receipts",
+		Rank: 40,
+		Doc:  "receipt.Service: keyed Execute, ExecuteFast, replay of terminal keys (+ renewal and reopen unless those suites run)",
+		Run:  runReceipts,
+	})
+}
+
+// Targets of issue 4 and DESIGN §12.
+const (
+	targetKeyedP50us        = 1000   // keyed p50@1, µs
+	targetKeyedWaitsMax     = 3.0    // keyed p50@1 in fsync-serial p50s (issue 4)
+	targetKeyedWaitsDesign  = 2.0    // the design goal (DESIGN §12)
+	targetKeyedFsyncsPerOp  = 2.0    // WAL fsyncs per keyed request at c=1
+	targetKeyedRate         = 10_000 // keyed@64, req/s
+	targetReplayRate        = 200_000
+	targetReceiptsFastBatch = targetFastBatches
+)
+
+func runReceipts(env *Env) error {
+	var results []*Result
+	fail := func(err error) error {
+		env.reportAll(results)
+		return err
+	}
+	for _, name := range []string{"keyed", "fast"} {
+		for _, c := range env.Opts.Concurrency {
+			r, err := receiptsCase(env, name, c)
+			if err != nil {
+				return fail(err)
+			}
+			results = append(results, &r)
+		}
+	}
+	rs, err := receiptsReplay(env, env.Opts.Concurrency)
+	results = append(results, rs...)
+	if err != nil {
+		return fail(err)
+	}
+	keyedRatios(env, results, targetKeyedRate, 64)
+	idx := indexResults(results)
+	if r := idx.get("fast", 64); r != nil {
+		rateTarget(r, "receipts fast@64 batches", targetReceiptsFastBatch)
+	}
+	if r := idx.best("replay"); r != nil {
+		rateTarget(r, fmt.Sprintf("in-process replay (best, here c=%d)", r.Concurrency), targetReplayRate)
+	}
+	env.reportAll(results)
+
+	// The heavy cases run here only when their own suites do not.
+	if !env.Selected("renewal") {
+		if err := renewalCase(env); err != nil {
+			return err
+		}
+	}
+	if !env.Selected("recovery") {
+		if err := reopenReceipts(env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyedRatios adds, for the receipts and http suites, the ratio keyed/fast
+// at each concurrency, the fsync waits of every case, and the keyed
+// targets: p50@1 and fsyncs per keyed request at c=1, rate at rateConc.
+func keyedRatios(env *Env, results []*Result, rate float64, rateConc int) {
+	idx := indexResults(results)
+	for _, r := range results {
+		r.Set("fsync_waits_p50", round(env.fsyncWaits(r.P50us), 2))
+		if r.Case != "keyed" {
+			continue
+		}
+		if f := idx.get("fast", r.Concurrency); f != nil && f.OpsPerSec > 0 && f.P50us > 0 {
+			r.Set("keyed_over_fast_rate", round(r.OpsPerSec/f.OpsPerSec, 3))
+			r.Set("keyed_over_fast_p50", round(r.P50us/f.P50us, 2))
+		}
+		if r.Ops > 0 {
+			perOp := r.FsyncsPerSec / r.OpsPerSec
+			r.Set("fsyncs_per_op", round(perOp, 2))
+		}
+	}
+	if r := idx.get("keyed", 1); r != nil && env.Floors() != nil {
+		w := env.fsyncWaits(r.P50us)
+		serial := env.Floors().Serial.P50us
+		got := fmt.Sprintf("%.2f waits (%.0f / %.0f µs)", w, r.P50us, serial)
+		r.Targets = append(r.Targets,
+			Target{Want: fmt.Sprintf("keyed p50@1 <= %.1f ms", targetKeyedP50us/1000.0),
+				Got: fmt.Sprintf("%.3f ms (%.2fx the bound)", r.P50us/1000, r.P50us/targetKeyedP50us),
+				Met: r.P50us <= targetKeyedP50us},
+			Target{Want: fmt.Sprintf("keyed p50@1 <= %.0f sequential fsync waits (x %s p50)", targetKeyedWaitsMax, floorSerial),
+				Got: got, Met: w <= targetKeyedWaitsMax},
+			Target{Want: fmt.Sprintf("keyed p50@1 <= %.0f sequential fsync waits (design goal)", targetKeyedWaitsDesign),
+				Got: got, Met: w <= targetKeyedWaitsDesign},
+		)
+		if r.OpsPerSec > 0 {
+			perOp := r.FsyncsPerSec / r.OpsPerSec
+			r.Targets = append(r.Targets, Target{
+				Want: fmt.Sprintf("keyed@1 WAL fsyncs per request <= %.0f (durable points)", targetKeyedFsyncsPerOp),
+				Got:  fmt.Sprintf("%.2f", perOp),
+				Met:  perOp <= targetKeyedFsyncsPerOp+0.05,
+			})
+		}
+	}
+	if r := idx.get("keyed", rateConc); r != nil {
+		rateTarget(r, fmt.Sprintf("keyed@%d", rateConc), rate)
+	}
+}
+
+// receiptsCase measures keyed Execute (a new key per call) or ExecuteFast
+// on a fresh store.
+func receiptsCase(env *Env, name string, concurrency int) (Result, error) {
+	st, err := openStack(env, name, receipt.Options{})
+	if err != nil {
+		return Result{}, err
+	}
+	wl := newWorkload(env.Opts.BatchDocs)
+	svc := st.svc
+	op := func(ctx context.Context, w int, i uint64) error {
+		ans, err := svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable, Key: wl.key(w, i), Batch: wl.batch(w, i)})
+		if err != nil {
+			return err
+		}
+		return checkCommitted(ans, false)
+	}
+	if name == "fast" {
+		op = func(ctx context.Context, w int, i uint64) error {
+			_, err := svc.ExecuteFast(ctx, benchTable, wl.batch(w, i))
+			return err
+		}
+	}
+	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: st.fsyncs}, op)
+	if cerr := st.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return m.Result(name, concurrency), nil
+}
+
+// receiptsReplay pre-creates a set of terminal receipts on one store and
+// replays them (same key, same request) at each concurrency: lookup,
+// fingerprint compare and the stored envelope, no execution.
+func receiptsReplay(env *Env, concs []int) ([]*Result, error) {
+	st, err := openStack(env, "replay", receipt.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	wl := newWorkload(env.Opts.BatchDocs)
+	n := env.Opts.ReplayKeys
+	env.Progress("%s/replay creating %d receipts", env.Suite(), n)
+	// The requests are built once: a replay measures the library (validate,
+	// fingerprint, lookup, compare, envelope), not the building of requests.
+	keys, batches := make([]string, n), make([]*table.Batch, n)
+	for k := range n {
+		keys[k], batches[k] = wl.key(0, uint64(k)), wl.batch(0, uint64(k))
+	}
+	execute := func(ctx context.Context, k uint64, replay bool) error {
+		ans, err := st.svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable, Key: keys[k], Batch: batches[k]})
+		if err != nil {
+			return err
+		}
+		return checkCommitted(ans, replay)
+	}
+	if err := precreate(env.Ctx, n, func(ctx context.Context, k uint64) error { return execute(ctx, k, false) }); err != nil {
+		env.ProgressDone()
+		return nil, err
+	}
+	env.ProgressDone()
+	var out []*Result
+	for _, c := range concs {
+		m, err := env.Loop(Loop{Case: "replay", Concurrency: c, Fsyncs: st.fsyncs},
+			func(ctx context.Context, w int, i uint64) error {
+				return execute(ctx, replayIndex(w, i, n), true)
+			})
+		if err != nil {
+			return out, err
+		}
+		r := m.Result("replay", c)
+		r.Set("replay_set", n)
+		out = append(out, &r)
+	}
+	return out, nil
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/receipt"
+)
+
+func init() {
+	register(Suite{
+		Name: "recovery",
+		Rank: 60,
+		Doc:  "reopen: the engine's recovery of -keys keys, and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt)",
+		Run: func(env *Env) error {
+			if err := engineRecovery(env); err != nil {
+				return err
+			}
+			return reopenReceipts(env)
+		},
+	})
+}
+
+// Targets of DESIGN §12.
+const (
+	targetReopenReceiptsPer1M = 3.0 // seconds
+	targetBytesPerReceipt     = 600 // heap bytes per retained terminal receipt (aim)
+	// reopenEnvelopeBytes is the encoded size of each receipt's envelope.
+	reopenEnvelopeBytes = 300
+)
+
+// reopenCaseName names the case by its size: reopen-1M-receipts at the
+// default, reopen-100k-receipts in the quick tour.
+func reopenCaseName(n int) string {
+	switch {
+	case n%1_000_000 == 0:
+		return "reopen-" + strconv.Itoa(n/1_000_000) + "M-receipts"
+	case n%1000 == 0:
+		return "reopen-" + strconv.Itoa(n/1000) + "k-receipts"
+	}
+	return "reopen-" + strconv.Itoa(n) + "-receipts"
+}
+
+// reopenReceipts writes -receipts terminal receipts the way the service
+// stores them (rcpt/v1/<txn_id> with a ~300-byte envelope, and its
+// exp/v1/<deadline>/<txn_id> entry), checkpoints, closes, and times what a
+// restart does: engine.Open (checkpoint load) + receipt.Open. It reports
+// the heap that the retained receipts cost.
+func reopenReceipts(env *Env) error {
+	n := env.Opts.Receipts
+	name := reopenCaseName(n)
+	dir, cleanup, err := env.DataDir("reopen")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	tmpl, err := newReceiptTemplate()
+	if err != nil {
+		return err
+	}
+	buildStart := time.Now()
+	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger})
+	if err != nil {
+		return err
+	}
+	err = putReceipts(env, db, tmpl, n, name)
+	if err == nil {
+		env.Progress("%s/%s checkpoint", env.Suite(), name)
+		err = db.Checkpoint()
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	env.ProgressDone()
+	if err != nil {
+		return err
+	}
+	buildSeconds := time.Since(buildStart).Seconds()
+
+	env.Progress("%s/%s reopening", env.Suite(), name)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	db, err = engine.Open(dir, engine.Options{Logger: discardLogger})
+	if err != nil {
+		env.ProgressDone()
+		return fmt.Errorf("reopen: %w", err)
+	}
+	engineSeconds := time.Since(start).Seconds()
+	svc, err := receipt.Open(env.Ctx, db, receipt.Options{Logger: discardLogger})
+	openSeconds := time.Since(start).Seconds()
+	if err != nil {
+		db.Close()
+		env.ProgressDone()
+		return fmt.Errorf("reopen: receipt.Open: %w", err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// Prove the receipts are there: the first and last replay.
+	for _, i := range []int{0, n - 1} {
+		v, err := svc.Lookup(env.Ctx, benchPrincipal, benchTable, tmpl.key(i))
+		if err == nil && (v.State != receipt.Terminal || v.Envelope == nil || v.Envelope.Status != 201) {
+			err = fmt.Errorf("state %v", v.State)
+		}
+		if err != nil {
+			svc.Close()
+			db.Close()
+			env.ProgressDone()
+			return fmt.Errorf("reopen: receipt %d: %w", i, err)
+		}
+	}
+	st := db.Stats()
+	svc.Close()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	env.ProgressDone()
+
+	r := Result{Case: name, Concurrency: 1, Ops: uint64(n), Seconds: openSeconds, OpsPerSec: float64(n) / openSeconds,
+		NoFloorRatio: true}
+	r.Set("open_seconds", round(openSeconds, 4))
+	r.Set("engine_open_seconds", round(engineSeconds, 4))
+	perReceipt := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+	r.Set("bytes_per_receipt", round(perReceipt, 1))
+	r.Set("record_bytes", tmpl.recordBytes)
+	r.Set("envelope_bytes", tmpl.envelopeBytes)
+	r.Set("keys", st.Keys)
+	r.Set("build_seconds", round(buildSeconds, 2))
+	r.Set("disk_bytes", dirBytes(dir))
+	if ck, _ := filepath.Glob(filepath.Join(dir, "ckpt-*")); len(ck) > 0 {
+		// The checkpoint image is what the open loads into memory.
+		var size int64
+		for _, f := range ck {
+			if info, err := os.Stat(f); err == nil {
+				size += info.Size()
+			}
+		}
+		r.Set("checkpoint_bytes_per_receipt", round(float64(size)/float64(n), 1))
+	}
+	if n != 1_000_000 {
+		r.Set("note", fmt.Sprintf("scaled: %d receipts instead of 1M; the time bound scales with it", n))
+	}
+	limit := targetReopenReceiptsPer1M * float64(n) / 1e6
+	r.Targets = append(r.Targets,
+		Target{
+			Want: fmt.Sprintf("reopen %d receipts <= %.2fs (%.0fs per 1M)", n, limit, targetReopenReceiptsPer1M),
+			Got:  fmt.Sprintf("%.3fs (%.2fx the bound)", openSeconds, openSeconds/limit),
+			Met:  openSeconds <= limit,
+		},
+		Target{
+			Want: fmt.Sprintf("RAM per retained terminal receipt <= %d B (aim, %d-byte envelope)", targetBytesPerReceipt, reopenEnvelopeBytes),
+			Got:  fmt.Sprintf("%.0f B (%.2fx the aim)", perReceipt, perReceipt/targetBytesPerReceipt),
+			Met:  perReceipt <= targetBytesPerReceipt,
+		})
+	env.Report(r)
+	return nil
+}
+
+// receiptTemplate makes terminal records that differ only in key, binding
+// and fingerprint.
+type receiptTemplate struct {
+	now                        time.Time
+	result                     []byte
+	recordBytes, envelopeBytes int
+}
+
+func (t *receiptTemplate) key(i int) string { return "r-" + strconv.Itoa(i) }
+
+func (t *receiptTemplate) record(i int) (id string, rec *receipt.Record) {
+	key := t.key(i)
+	id = receipt.Bind(benchPrincipal, benchTable, key)
+	fp := sha256.Sum256([]byte(key))
+	// Completed over the last day, so deadlines spread like real ones.
+	completed := t.now.Add(-time.Duration(splitmix64(uint64(i)) % uint64(24*time.Hour)))
+	rec = &receipt.Record{
+		Schema: receipt.SchemaCurrent, Principal: benchPrincipal, Table: benchTable, Key: key,
+		Fingerprint: fp[:], State: receipt.Terminal,
+		Created: completed.Add(-2 * time.Millisecond).UnixMilli(), Started: completed.Add(-time.Millisecond).UnixMilli(),
+		Completed: completed.UnixMilli(), RetainUntil: completed.Add(24 * time.Hour).UnixMilli(),
+		Envelope: &receipt.StoredEnvelope{Status: 201, Outcome: receipt.OutcomeCommitted, RetryWith: "none", Result: t.result},
+	}
+	return id, rec
+}
+
+// newReceiptTemplate pads a committed result so that the encoded envelope
+// is reopenEnvelopeBytes long.
+func newReceiptTemplate() (*receiptTemplate, error) {
+	t := &receiptTemplate{now: time.Now()}
+	pad := 0
+	for range 4 {
+		t.result = []byte(`{"inserted":10,"deleted":0,"transformed":0,"note":"` + strings.Repeat("x", pad) + `"}`)
+		_, rec := t.record(0)
+		full, err := receipt.EncodeRecord(rec)
+		if err != nil {
+			return nil, err
+		}
+		rec.Envelope = nil
+		bare, err := receipt.EncodeRecord(rec)
+		if err != nil {
+			return nil, err
+		}
+		t.recordBytes, t.envelopeBytes = len(full), len(full)-len(bare)
+		if t.envelopeBytes == reopenEnvelopeBytes {
+			break
+		}
+		pad = max(pad+reopenEnvelopeBytes-t.envelopeBytes, 0)
+	}
+	return t, nil
+}
+
+// putReceipts writes n receipts in batches of recoveryBatchKeys from a few
+// goroutines, so encoding overlaps the group commit.
+func putReceipts(env *Env, db *engine.DB, t *receiptTemplate, n int, name string) error {
+	var (
+		next  atomic.Int64
+		done  atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range recoveryBuilders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b engine.Batch
+			for {
+				lo := int(next.Add(recoveryBatchKeys)) - recoveryBatchKeys
+				if lo >= n || env.Ctx.Err() != nil {
+					return
+				}
+				hi := min(lo+recoveryBatchKeys, n)
+				b.Reset()
+				for i := lo; i < hi; i++ {
+					id, rec := t.record(i)
+					val, err := receipt.EncodeRecord(rec)
+					if err != nil {
+						mu.Lock()
+						first = err
+						mu.Unlock()
+						return
+					}
+					b.Put(engine.NSReceipt.Key(id), val).
+						Put(engine.NSExpiry.Key(fmt.Sprintf("%020d", rec.RetainUntil), id), nil)
+				}
+				if _, err := db.Apply(env.Ctx, &b); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+				env.Progress("%s/%s building: %d of %d", env.Suite(), name, done.Add(int64(hi-lo)), n)
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return env.Ctx.Err()
+}
