@@ -130,7 +130,7 @@ func (sc *scenario) checkInvariants() {
 // checkHistory checks both models; a failing or inconclusive check is a
 // failure, with its visualization written to OutDir.
 func (sc *scenario) checkHistory() []string {
-	h := sc.rec.history()
+	h := clipUnknowns(sc.rec.history())
 	var vis []string
 	for _, m := range []struct {
 		name  string

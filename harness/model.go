@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"hash/fnv"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -60,6 +61,10 @@ func docModel() porcupine.Model {
 			}
 			return []interface{}{s, applied}
 		},
+		Hash: func(state interface{}) uint64 {
+			s := state.(docState)
+			return uint64(s.value)*0x9e3779b97f4a7c15 ^ s.applied
+		},
 		DescribeOperation: describeOp,
 		DescribeState: func(state interface{}) string {
 			s := state.(docState)
@@ -84,6 +89,11 @@ func keyModel() porcupine.Model {
 				return true, out.Env
 			}
 			return out.Env == first, first
+		},
+		Hash: func(state interface{}) uint64 {
+			h := fnv.New64a()
+			h.Write([]byte(state.(string)))
+			return h.Sum64()
 		},
 		DescribeOperation: describeOp,
 		DescribeState:     func(state interface{}) string { return "first=" + state.(string) },

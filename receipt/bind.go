@@ -53,16 +53,19 @@ type canonicalRequest struct {
 }
 
 // Canonical encodes a validated batch for table canonically and returns the
-// bytes and their fingerprint.
+// bytes and their fingerprint: {"table":<table>,"batch":<canonical batch>}
+// (table names need no escaping: see table.ValidTableName).
 func Canonical(tbl string, b *table.Batch) ([]byte, [32]byte, error) {
 	cb, err := b.Canonical()
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
-	enc, err := json.Marshal(canonicalRequest{Table: tbl, Batch: cb})
-	if err != nil {
-		return nil, [32]byte{}, err
-	}
+	enc := make([]byte, 0, len(tbl)+len(cb)+22)
+	enc = append(enc, `{"table":"`...)
+	enc = append(enc, tbl...)
+	enc = append(enc, `","batch":`...)
+	enc = append(enc, cb...)
+	enc = append(enc, '}')
 	return enc, sha256.Sum256(enc), nil
 }
 

@@ -5,16 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
+	"strconv"
 
 	"github.com/idemdb/idem/code"
 )
 
 // Batch is the body of POST /v1/tables/{table}/batch.
+//
+// A Batch must not be modified once it has been validated: validation
+// computes, once, the canonical form of every document and value (see
+// canon.go) that preflight, fingerprints and storage reuse.
 type Batch struct {
 	Inserts    []Insert    `json:"inserts,omitempty"`
 	Deletes    []string    `json:"deletes,omitempty"`
 	Transforms []Transform `json:"transforms,omitempty"`
+
+	canon          *canonBatch
+	canonicalInput bool // documents and values are canonical already (DecodeBatch)
 }
 
 // Insert creates or replaces a document.
@@ -50,29 +57,22 @@ func (r Result) Add(o Result) Result {
 	return Result{r.Inserted + o.Inserted, r.Deleted + o.Deleted, r.Transformed + o.Transformed}
 }
 
-// DecodeBatch parses a request body strictly: one JSON object, no unknown
-// members, no trailing data. Failures are *code.Error invalid_request.
-func DecodeBatch(data []byte) (*Batch, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	var b Batch
-	if err := dec.Decode(&b); err != nil {
-		return nil, invalid("malformed batch body: %s", jsonErrText(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, invalid("malformed batch body: trailing data after the JSON object")
-	}
-	return &b, nil
+// AppendJSON appends r as {"inserted":n,"deleted":n,"transformed":n}.
+func (r Result) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"inserted":`...)
+	dst = strconv.AppendInt(dst, int64(r.Inserted), 10)
+	dst = append(dst, `,"deleted":`...)
+	dst = strconv.AppendInt(dst, int64(r.Deleted), 10)
+	dst = append(dst, `,"transformed":`...)
+	dst = strconv.AppendInt(dst, int64(r.Transformed), 10)
+	return append(dst, '}')
 }
 
-func jsonErrText(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return se.Error()
-	}
-	s := err.Error()
-	return strings.TrimPrefix(s, "json: ")
+// canonBatch is what validation computed, once.
+type canonBatch struct {
+	err   *code.Error
+	docs  [][]byte // canonical document of each insert
+	bytes []byte   // canonical encoding of the whole batch
 }
 
 // docCount is the number of documents the batch touches.
@@ -81,12 +81,36 @@ func (b *Batch) docCount() int { return len(b.Inserts) + len(b.Deletes) + len(b.
 // Validate checks everything about the batch that does not depend on stored
 // data. It is deterministic: the same batch always gets the same answer.
 func (b *Batch) Validate() *code.Error {
+	if b.canon == nil {
+		b.canon = b.prepare()
+	}
+	return b.canon.err
+}
+
+// Canonical returns the batch in canonical JSON: every document and value
+// re-encoded canonically (sorted object keys, no whitespace, numbers as
+// written), so that two requests that mean the same thing have the same bytes
+// (and so the same fingerprint). The batch must be valid.
+func (b *Batch) Canonical() ([]byte, error) {
+	if cerr := b.Validate(); cerr != nil {
+		return nil, cerr
+	}
+	return b.canon.bytes, nil
+}
+
+// canonicalDoc is insert i's canonical document (after Validate).
+func (b *Batch) canonicalDoc(i int) []byte { return b.canon.docs[i] }
+
+func (b *Batch) prepare() *canonBatch {
+	c := &canonBatch{}
 	n := b.docCount()
 	if n == 0 {
-		return invalid("batch is empty: give inserts, deletes or transforms")
+		c.err = invalid("batch is empty: give inserts, deletes or transforms")
+		return c
 	}
 	if n > BatchDocsMax {
-		return invalid("batch touches %d documents (max %d)", n, BatchDocsMax)
+		c.err = invalid("batch touches %d documents (max %d)", n, BatchDocsMax)
+		return c
 	}
 	seen := make(map[string]string, n)
 	use := func(id, where string) *code.Error {
@@ -99,80 +123,154 @@ func (b *Batch) Validate() *code.Error {
 		seen[id] = where
 		return nil
 	}
-	for i, in := range b.Inserts {
-		where := "inserts[" + itoa(i) + "]"
-		if err := use(in.ID, where); err != nil {
-			return err
-		}
-		if len(in.Doc) > DocBytesMax {
-			return invalid("%s: document of %d bytes (max %d)", where, len(in.Doc), DocBytesMax)
-		}
-		if _, err := decodeObject(in.Doc); err != nil {
-			return invalid("%s: doc must be a JSON object", where)
-		}
-	}
-	for i, id := range b.Deletes {
-		if err := use(id, "deletes["+itoa(i)+"]"); err != nil {
-			return err
-		}
-	}
-	for i, tr := range b.Transforms {
-		where := "transforms[" + itoa(i) + "]"
-		if err := use(tr.ID, where); err != nil {
-			return err
-		}
-		if len(tr.Ops) == 0 || len(tr.Ops) > TransformOpsMax {
-			return invalid("%s: %d ops (1..%d)", where, len(tr.Ops), TransformOpsMax)
-		}
-		for j, op := range tr.Ops {
-			if err := op.validate(where + ".ops[" + itoa(j) + "]"); err != nil {
-				return err
+	// One buffer holds the canonical batch; documents alias into it.
+	out := make([]byte, 0, 64+b.rawSize())
+	out = append(out, '{')
+	if len(b.Inserts) > 0 {
+		out = append(out, `"inserts":[`...)
+		c.docs = make([][]byte, len(b.Inserts))
+		for i, in := range b.Inserts {
+			where := "inserts[" + strconv.Itoa(i) + "]"
+			if c.err = use(in.ID, where); c.err != nil {
+				return c
 			}
+			if len(in.Doc) > DocBytesMax {
+				c.err = invalid("%s: document of %d bytes (max %d)", where, len(in.Doc), DocBytesMax)
+				return c
+			}
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"id":`...)
+			out = appendJSONString(out, []byte(in.ID))
+			out = append(out, `,"doc":`...)
+			start := len(out)
+			var err error
+			if out, err = b.appendDoc(out, in.Doc); err != nil {
+				c.err = invalid("%s: doc must be a JSON object (%v)", where, err)
+				return c
+			}
+			c.docs[i] = out[start:len(out):len(out)]
+			out = append(out, '}')
 		}
+		out = append(out, ']')
 	}
-	return nil
+	if len(b.Deletes) > 0 {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, `"deletes":[`...)
+		for i, id := range b.Deletes {
+			if c.err = use(id, "deletes["+strconv.Itoa(i)+"]"); c.err != nil {
+				return c
+			}
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendJSONString(out, []byte(id))
+		}
+		out = append(out, ']')
+	}
+	if len(b.Transforms) > 0 {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, `"transforms":[`...)
+		for i, tr := range b.Transforms {
+			where := "transforms[" + strconv.Itoa(i) + "]"
+			if c.err = use(tr.ID, where); c.err != nil {
+				return c
+			}
+			if len(tr.Ops) == 0 || len(tr.Ops) > TransformOpsMax {
+				c.err = invalid("%s: %d ops (1..%d)", where, len(tr.Ops), TransformOpsMax)
+				return c
+			}
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"id":`...)
+			out = appendJSONString(out, []byte(tr.ID))
+			out = append(out, `,"ops":[`...)
+			for j, op := range tr.Ops {
+				if j > 0 {
+					out = append(out, ',')
+				}
+				var cerr *code.Error
+				if out, cerr = op.appendCanonical(out, where+".ops["+strconv.Itoa(j)+"]", b.canonicalInput); cerr != nil {
+					c.err = cerr
+					return c
+				}
+			}
+			out = append(out, ']')
+			if tr.Upsert {
+				out = append(out, `,"upsert":true`...)
+			}
+			out = append(out, '}')
+		}
+		out = append(out, ']')
+	}
+	c.bytes = append(out, '}')
+	return c
 }
 
-// Canonical returns the batch in canonical JSON: documents and values
-// re-encoded with sorted object keys, so that two requests that mean the same
-// thing have the same bytes (and so the same fingerprint). The batch must
-// have passed Validate.
-func (b *Batch) Canonical() ([]byte, error) {
-	c := Batch{Deletes: b.Deletes}
+func (b *Batch) rawSize() int {
+	n := 0
 	for _, in := range b.Inserts {
-		doc, err := canonicalJSON(in.Doc)
-		if err != nil {
-			return nil, err
-		}
-		c.Inserts = append(c.Inserts, Insert{ID: in.ID, Doc: doc})
+		n += len(in.ID) + len(in.Doc) + 20
+	}
+	for _, id := range b.Deletes {
+		n += len(id) + 3
 	}
 	for _, tr := range b.Transforms {
-		ct := Transform{ID: tr.ID, Upsert: tr.Upsert, Ops: make([]Op, len(tr.Ops))}
-		for i, op := range tr.Ops {
-			ct.Ops[i] = Op{Op: op.Op, Path: op.Path}
-			if len(op.Value) > 0 {
-				v, err := canonicalJSON(op.Value)
-				if err != nil {
-					return nil, err
-				}
-				ct.Ops[i].Value = v
-			}
+		n += len(tr.ID) + 30
+		for _, op := range tr.Ops {
+			n += len(op.Op) + len(op.Path) + len(op.Value) + 30
 		}
-		c.Transforms = append(c.Transforms, ct)
 	}
-	return json.Marshal(c)
+	return n
 }
 
-// canonicalJSON re-encodes a JSON value with sorted keys and numbers kept
-// as written.
-func canonicalJSON(raw []byte) ([]byte, error) {
-	v, err := decodeValue(raw)
+// appendDoc appends a document's canonical form; one DecodeBatch produced is
+// canonical already (canonicalization is idempotent) and only copied.
+func (b *Batch) appendDoc(dst, doc []byte) ([]byte, error) {
+	if b.canonicalInput {
+		if len(doc) == 0 || doc[0] != '{' {
+			return nil, errors.New("not an object")
+		}
+		return append(dst, doc...), nil
+	}
+	return appendCanonicalObject(dst, doc)
+}
+
+// appendCanonicalObject is appendCanonical for a value that must be an object.
+func appendCanonicalObject(dst, src []byte) ([]byte, error) {
+	i := 0
+	for i < len(src) && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	if i >= len(src) || src[i] != '{' {
+		return nil, errors.New("not an object")
+	}
+	return appendCanonical(dst, src)
+}
+
+// DecodeBatch parses a request body strictly: one JSON object, no unknown
+// members, no trailing data. Failures are *code.Error invalid_request. The
+// batch comes back validated-shape-wise and with its documents already in
+// canonical form; Validate still checks the limits.
+func DecodeBatch(data []byte) (*Batch, error) {
+	d := batchDecoder{p: canonParser{src: data}}
+	b, err := d.batch()
 	if err != nil {
-		return nil, err
+		return nil, invalid("malformed batch body: %v", err)
 	}
-	return marshalValue(v)
+	return b, nil
 }
 
+// canonicalJSON re-encodes a JSON value canonically.
+func canonicalJSON(raw []byte) ([]byte, error) { return appendCanonical(nil, raw) }
+
+// decodeValue decodes a JSON value for transforms (numbers as json.Number).
 func decodeValue(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -198,7 +296,7 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// marshalValue encodes without HTML escaping (documents are data, not HTML).
+// marshalValue encodes canonically (sorted keys, no HTML escaping).
 func marshalValue(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -209,9 +307,4 @@ func marshalValue(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
-}
+func itoa(i int) string { return strconv.Itoa(i) }

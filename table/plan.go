@@ -46,11 +46,7 @@ func (t *Tables) Preflight(ctx context.Context, table string, b *Batch) (*Plan, 
 	if err != nil {
 		return nil, err
 	}
-	canon, err := b.Canonical()
-	if err != nil {
-		return nil, invalid("batch cannot be encoded: %v", err)
-	}
-	p := &Plan{Table: m, Batch: b, Canonical: canon}
+	p := &Plan{Table: m, Batch: b, Canonical: b.canon.bytes}
 	byShard := map[int]*Shard{}
 	add := func(w docWork) {
 		n := ShardOf(w.id, m.Shards)
@@ -61,12 +57,8 @@ func (t *Tables) Preflight(ctx context.Context, table string, b *Batch) (*Plan, 
 		}
 		s.docs = append(s.docs, w)
 	}
-	for _, in := range b.Inserts {
-		doc, err := canonicalJSON(in.Doc)
-		if err != nil {
-			return nil, invalid("document %q: %v", in.ID, err)
-		}
-		add(docWork{id: in.ID, kind: kindInsert, doc: doc})
+	for i, in := range b.Inserts {
+		add(docWork{id: in.ID, kind: kindInsert, doc: b.canonicalDoc(i)})
 	}
 	for _, id := range b.Deletes {
 		add(docWork{id: id, kind: kindDelete})

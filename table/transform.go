@@ -20,44 +20,56 @@ const (
 	OpAddToSet = "$addToSet" // append value to an array unless an equal element exists
 )
 
-// validate checks an op without looking at any document.
-func (op Op) validate(where string) *code.Error {
+// appendCanonical validates an op without looking at any document and
+// appends its canonical form {"op":…,"path":…[,"value":…]}.
+func (op Op) appendCanonical(dst []byte, where string, canonicalInput bool) ([]byte, *code.Error) {
 	if err := validatePath(op.Path); err != nil {
-		return invalid("%s: %s", where, err.Message)
+		return nil, invalid("%s: %s", where, err.Message)
 	}
-	has := len(op.Value) > 0
 	switch op.Op {
-	case OpUnset:
-		if has {
-			return invalid("%s: %s takes no value", where, op.Op)
-		}
-		return nil
-	case OpSet, OpAddToSet:
-		if !has {
-			return invalid("%s: %s needs a value", where, op.Op)
-		}
-		if _, err := decodeValue(op.Value); err != nil {
-			return invalid("%s: value is not JSON", where)
-		}
-	case OpInc:
-		v, err := decodeValue(op.Value)
-		if _, ok := v.(json.Number); !has || err != nil || !ok {
-			return invalid("%s: %s needs a number value", where, op.Op)
-		}
-	case OpMax, OpMin:
-		v, err := decodeValue(op.Value)
-		switch v.(type) {
-		case json.Number, string:
-		default:
-			return invalid("%s: %s needs a number or string value", where, op.Op)
-		}
-		if !has || err != nil {
-			return invalid("%s: %s needs a number or string value", where, op.Op)
-		}
+	case OpSet, OpUnset, OpInc, OpMax, OpMin, OpAddToSet:
 	default:
-		return invalid("%s: unknown op %q (one of $set $unset $inc $max $min $addToSet)", where, op.Op)
+		return nil, invalid("%s: unknown op %q (one of $set $unset $inc $max $min $addToSet)", where, op.Op)
 	}
-	return nil
+	dst = append(dst, `{"op":`...)
+	dst = appendJSONString(dst, []byte(op.Op))
+	dst = append(dst, `,"path":`...)
+	dst = appendJSONString(dst, []byte(op.Path))
+	has := len(op.Value) > 0
+	if op.Op == OpUnset {
+		if has {
+			return nil, invalid("%s: %s takes no value", where, op.Op)
+		}
+		return append(dst, '}'), nil
+	}
+	if !has {
+		switch op.Op {
+		case OpInc:
+			return nil, invalid("%s: %s needs a number value", where, op.Op)
+		case OpMax, OpMin:
+			return nil, invalid("%s: %s needs a number or string value", where, op.Op)
+		}
+		return nil, invalid("%s: %s needs a value", where, op.Op)
+	}
+	dst = append(dst, `,"value":`...)
+	start := len(dst)
+	if canonicalInput {
+		dst = append(dst, op.Value...)
+	} else {
+		var err error
+		if dst, err = appendCanonical(dst, op.Value); err != nil {
+			return nil, invalid("%s: value is not JSON (%v)", where, err)
+		}
+	}
+	first := dst[start]
+	number := first == '-' || (first >= '0' && first <= '9')
+	switch {
+	case op.Op == OpInc && !number:
+		return nil, invalid("%s: %s needs a number value", where, op.Op)
+	case (op.Op == OpMax || op.Op == OpMin) && !number && first != '"':
+		return nil, invalid("%s: %s needs a number or string value", where, op.Op)
+	}
+	return append(dst, '}'), nil
 }
 
 func validatePath(p string) *code.Error {
