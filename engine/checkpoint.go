@@ -81,6 +81,9 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 		f.Close()
 		return err
 	}
+	if fi, err := f.Stat(); err == nil {
+		db.ckptSize.Store(fi.Size())
+	}
 	if err := fault.Inject(fault.CkptSyncBefore); err != nil {
 		f.Close()
 		return err
@@ -237,6 +240,7 @@ func (db *DB) loadNewestCheckpoint() (uint64, error) {
 		}
 		db.tree = tree
 		db.applied = at
+		db.ckptSize.Store(int64(len(data)))
 		return uint64(at), nil
 	}
 	return 0, nil

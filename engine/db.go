@@ -42,6 +42,7 @@ type DB struct {
 	ckptMu        sync.Mutex // one checkpoint at a time
 	loggedBytes   atomic.Int64
 	ckptLogBytes  atomic.Int64  // loggedBytes at the last checkpoint
+	ckptSize      atomic.Int64  // bytes of the last checkpoint written
 	ckptRequests  chan struct{} // never closed: onDurable may send until the log is drained
 	ckptStop      chan struct{} // closed by Close and CrashForTesting
 	ckptDone      chan struct{}
@@ -206,8 +207,11 @@ func (db *DB) onDurable(entries []wal.Entry) {
 		}
 	}
 	db.mu.Unlock()
+	// A checkpoint rewrites the whole store, so it waits until the log has
+	// grown by at least the last checkpoint's size: writing amplification
+	// stays bounded (≤ 2×) however large the store gets.
 	if logged := db.loggedBytes.Add(bytes); db.opts.CheckpointLogBytes > 0 &&
-		logged-db.ckptLogBytes.Load() >= db.opts.CheckpointLogBytes {
+		logged-db.ckptLogBytes.Load() >= max(db.opts.CheckpointLogBytes, db.ckptSize.Load()) {
 		select {
 		case db.ckptRequests <- struct{}{}:
 		default:

@@ -23,8 +23,9 @@ const (
 // Options configure a DB. Zero fields take defaults.
 type Options struct {
 	// CheckpointLogBytes triggers a background checkpoint once this many
-	// bytes were logged since the last one. Negative disables automatic
-	// checkpoints. Default 64 MiB.
+	// bytes — or the size of the last checkpoint, if larger — were logged
+	// since the last one. Negative disables automatic checkpoints. Default
+	// 64 MiB.
 	CheckpointLogBytes int64
 	// WAL passes options through to the log (OnDurable is the engine's own).
 	WAL wal.Options

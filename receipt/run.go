@@ -45,7 +45,10 @@ func (s *Service) createStarted(ctx context.Context, id string, rec *Record, pla
 	b := new(engine.Batch).Absent(receiptKey(id))
 	held := lease.ClaimNew(b, id, s.owner, until)
 	claim := held.Claim()
-	rec.State, rec.Owner, rec.Started = Started, &claim, start.UnixMilli()
+	// A started receipt never executes again — recovery reconciles it
+	// through the 2PC record written in the same Apply — so it does not
+	// carry the canonical request (only pending receipts need it).
+	rec.State, rec.Owner, rec.Started, rec.Request = Started, &claim, start.UnixMilli(), nil
 	val, err := EncodeRecord(rec)
 	if err != nil {
 		return Answer{}, err
@@ -148,7 +151,7 @@ func (s *Service) executePending(ctx context.Context, id string, rec *Record, ve
 	}
 	st := *rec
 	claim := held.Claim()
-	st.State, st.Owner, st.Started = Started, &claim, start.UnixMilli()
+	st.State, st.Owner, st.Started, st.Request = Started, &claim, start.UnixMilli(), nil
 	val, err := EncodeRecord(&st)
 	if err != nil {
 		return Answer{}, err

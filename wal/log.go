@@ -282,9 +282,20 @@ func (l *Log) Enqueue(kind Kind, body []byte, tag any) (uint64, Commit, error) {
 	return index, Commit{g}, nil
 }
 
-// run is the writer goroutine: it owns the tidwall log's write side.
+// run is the writer goroutine: it owns the tidwall log's write side. A
+// durable group goes to the publisher goroutine (publish), so the next
+// group's write and fsync overlap the previous group's OnDurable work; the
+// publisher keeps log order, and nobody is released before their group
+// was both durable and published.
 func (l *Log) run() {
 	defer close(l.writerDone)
+	durable := make(chan *group, publishQueueMax)
+	published := make(chan struct{})
+	go l.publish(durable, published)
+	defer func() {
+		close(durable)
+		<-published
+	}()
 	for {
 		l.mu.Lock()
 		for len(l.queue) == 0 && !l.closing {
@@ -311,9 +322,22 @@ func (l *Log) run() {
 				l.mu.Unlock()
 				g.err = fmt.Errorf("%w: %w", ErrAmbiguous, err)
 				l.opts.Logger.Error("wal: fail-stop", "err", err, "first_index", g.entries[0].Index)
-			} else if l.opts.OnDurable != nil {
-				l.opts.OnDurable(g.entries)
 			}
+		}
+		durable <- g
+	}
+}
+
+// publishQueueMax bounds groups written but not yet published.
+const publishQueueMax = 4
+
+// publish runs OnDurable for each durable group in log order, then
+// releases the group's appenders and their queue slots.
+func (l *Log) publish(durable <-chan *group, done chan<- struct{}) {
+	defer close(done)
+	for g := range durable {
+		if g.err == nil && l.opts.OnDurable != nil {
+			l.opts.OnDurable(g.entries)
 		}
 		for range g.entries {
 			<-l.slots
