@@ -24,6 +24,12 @@ type Shard struct {
 	shard  int
 	docs   []docWork
 	result Result // what Prepare computed
+
+	// What Prepare staged, and the version Begin wrote it at (0 until the
+	// coordinator reports it): Resolve then needs no reads.
+	staged     []staged
+	stagedTxn  string
+	preparedAt engine.Version
 }
 
 // intent is a document's staged new state under a transaction.
@@ -140,11 +146,13 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
 	b := new(engine.Batch).AtVersion(metaKey(s.meta.Name), s.meta.Version)
 	s.result = Result{}
+	s.staged, s.stagedTxn, s.preparedAt = s.staged[:0], txnID, 0
 	for _, w := range s.docs {
 		st, err := s.stage(ctx, w, &s.result)
 		if err != nil {
 			return nil, err
 		}
+		s.staged = append(s.staged, st)
 		b.Absent(st.intentKey)
 		if st.condOnBase {
 			b.AtVersion(st.docKey, st.base)
@@ -164,6 +172,21 @@ func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error
 // Resolve is idempotent; an empty batch means nothing is left to do.
 func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error) {
 	b := new(engine.Batch)
+	if s.preparedAt != 0 && s.stagedTxn == txnID {
+		// The intents are exactly what this Shard staged, at the version
+		// Begin wrote them; the conditions still guard against any change.
+		for _, st := range s.staged {
+			b.AtVersion(st.intentKey, s.preparedAt).Delete(st.intentKey)
+			if commit {
+				if st.deleted {
+					b.Delete(st.docKey)
+				} else {
+					b.Put(st.docKey, st.doc)
+				}
+			}
+		}
+		return b, nil
+	}
 	for _, w := range s.docs {
 		ik := intentKey(s.meta.ID, s.shard, w.id)
 		it, err := s.tables.store.Get(ctx, ik)
@@ -191,6 +214,14 @@ func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine
 		}
 	}
 	return b, nil
+}
+
+// Prepared records that Begin made this shard's staged intents durable at
+// version v (twopc calls it), so that Resolve can skip reading them back.
+func (s *Shard) Prepared(txnID string, v engine.Version) {
+	if txnID == s.stagedTxn {
+		s.preparedAt = v
+	}
 }
 
 // Refusal explains a failed condition on one of this shard's keys: the table

@@ -100,6 +100,11 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 		}
 		v, err := c.store.Apply(ctx, b)
 		if err == nil {
+			for _, p := range txn.Participants {
+				if pp, ok := p.(Preparer); ok {
+					pp.Prepared(txn.ID, v)
+				}
+			}
 			if err := fault.Inject(fault.TwoPCBeginAfter); err != nil {
 				return BeginResult{}, err
 			}

@@ -49,3 +49,9 @@ type Participant interface {
 // Resolver rebuilds a participant from its Ref, for resolution after the
 // process that began the transaction is gone.
 type Resolver func(ref []byte) (Participant, error)
+
+// Preparer is implemented by participants that want to know the version at
+// which Begin made their intents durable (to resolve without reading them).
+type Preparer interface {
+	Prepared(txnID string, v engine.Version)
+}

@@ -103,6 +103,7 @@ type Log struct {
 	frameBuf    []byte
 
 	writerDone chan struct{}
+	publishing atomic.Int64 // groups handed to the publisher, not yet published
 	groups     atomic.Uint64
 	entries    atomic.Uint64
 	fsyncs     atomic.Uint64
@@ -324,6 +325,18 @@ func (l *Log) run() {
 				l.opts.Logger.Error("wal: fail-stop", "err", err, "first_index", g.entries[0].Index)
 			}
 		}
+		// With nothing else waiting to be written and the publisher idle,
+		// publishing here saves a goroutine handoff on the latency path of
+		// a lone writer; otherwise the publisher overlaps it with the next
+		// group's fsync.
+		l.mu.Lock()
+		idle := len(l.queue) == 0
+		l.mu.Unlock()
+		if idle && l.publishing.Load() == 0 {
+			l.publishGroup(g)
+			continue
+		}
+		l.publishing.Add(1)
 		durable <- g
 	}
 }
@@ -336,14 +349,19 @@ const publishQueueMax = 4
 func (l *Log) publish(durable <-chan *group, done chan<- struct{}) {
 	defer close(done)
 	for g := range durable {
-		if g.err == nil && l.opts.OnDurable != nil {
-			l.opts.OnDurable(g.entries)
-		}
-		for range g.entries {
-			<-l.slots
-		}
-		close(g.done)
+		l.publishGroup(g)
+		l.publishing.Add(-1)
 	}
+}
+
+func (l *Log) publishGroup(g *group) {
+	if g.err == nil && l.opts.OnDurable != nil {
+		l.opts.OnDurable(g.entries)
+	}
+	for range g.entries {
+		<-l.slots
+	}
+	close(g.done)
 }
 
 // writeGroup writes one group with one WriteBatch and one fsync.
