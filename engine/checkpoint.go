@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/wal"
 )
 
 // A checkpoint is every key of the store at one log index, in key order:
@@ -104,7 +105,7 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 	if err := fault.Inject(fault.CkptDirSyncBefore); err != nil {
 		return err
 	}
-	return syncDir(db.dir)
+	return wal.SyncDir(db.dir)
 }
 
 // encodeCheckpoint streams snap to w.
@@ -261,7 +262,7 @@ func (db *DB) removeCheckpointsBefore(v Version) error {
 		}
 	}
 	if removed {
-		return syncDir(db.dir)
+		return wal.SyncDir(db.dir)
 	}
 	return nil
 }
@@ -279,16 +280,4 @@ func (db *DB) checkpointer() {
 			}
 		}
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

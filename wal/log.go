@@ -116,7 +116,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, RepairReport{}, err
 	}
-	if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+	if err := SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
 		return nil, RepairReport{}, err
 	}
 	segs, startIndex, err := listSegments(dir)
@@ -151,7 +151,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		return nil, rep, err
 	}
 	// tidwall may have created the first segment or finished a truncation.
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		tw.Close()
 		return nil, rep, err
 	}
@@ -416,7 +416,7 @@ func (l *Log) writeGroup(g *group) error {
 		if err := fault.Inject(fault.WALDirSyncBefore); err != nil {
 			return err
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			return err
 		}
 		l.fsyncs.Add(1)
@@ -465,7 +465,7 @@ func (l *Log) TruncateFront(index uint64) error {
 	if err := fault.Inject(fault.WALTruncateAfter); err != nil {
 		return err
 	}
-	return syncDir(l.dir)
+	return SyncDir(l.dir)
 }
 
 // Replay calls fn for every entry with index ≥ from, in order. It must run

@@ -133,7 +133,7 @@ func repairTail(dir string, seg segmentFile, maxTornBytes int) (RepairReport, er
 	if err := truncateSync(path, int64(r.validEnd)); err != nil {
 		return RepairReport{}, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return RepairReport{}, err
 	}
 	return RepairReport{Segment: seg.name, CutOffset: int64(r.validEnd), DroppedLen: int64(len(tail)), BrokenCopy: broken}, nil
@@ -182,9 +182,9 @@ func truncateSync(path string, size int64) error {
 	return f.Close()
 }
 
-// syncDir fsyncs a directory so that file creations, renames and removals in
-// it are durable.
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory so that file creations, renames and removals
+// in it are durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
