@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/idemdb/idem/code"
 )
@@ -20,8 +21,8 @@ type Batch struct {
 	Deletes    []string    `json:"deletes,omitempty"`
 	Transforms []Transform `json:"transforms,omitempty"`
 
-	canon          *canonBatch
-	canonicalInput bool // documents and values are canonical already (DecodeBatch)
+	canon          atomic.Pointer[canonBatch] // set once by Validate; safe to share
+	canonicalInput bool                       // documents and values are canonical already (DecodeBatch)
 }
 
 // Insert creates or replaces a document.
@@ -81,10 +82,13 @@ func (b *Batch) docCount() int { return len(b.Inserts) + len(b.Deletes) + len(b.
 // Validate checks everything about the batch that does not depend on stored
 // data. It is deterministic: the same batch always gets the same answer.
 func (b *Batch) Validate() *code.Error {
-	if b.canon == nil {
-		b.canon = b.prepare()
+	c := b.canon.Load()
+	if c == nil {
+		// Concurrent first calls compute the same value; one is kept.
+		b.canon.CompareAndSwap(nil, b.prepare())
+		c = b.canon.Load()
 	}
-	return b.canon.err
+	return c.err
 }
 
 // Canonical returns the batch in canonical JSON: every document and value
@@ -95,11 +99,11 @@ func (b *Batch) Canonical() ([]byte, error) {
 	if cerr := b.Validate(); cerr != nil {
 		return nil, cerr
 	}
-	return b.canon.bytes, nil
+	return b.canon.Load().bytes, nil
 }
 
 // canonicalDoc is insert i's canonical document (after Validate).
-func (b *Batch) canonicalDoc(i int) []byte { return b.canon.docs[i] }
+func (b *Batch) canonicalDoc(i int) []byte { return b.canon.Load().docs[i] }
 
 func (b *Batch) prepare() *canonBatch {
 	c := &canonBatch{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -81,6 +82,32 @@ func TestDecodeBatch_MatchesEncodingJSONShape(t *testing.T) {
 	for _, bad := range []string{`{"INSERTS":[]}`, `{"inserts":[{"id":"a","doc":{},"x":1}]}`, `{"inserts":[],"inserts":[]}`, `[]`, `{"deletes":[1]}`} {
 		if _, err := DecodeBatch([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
+		}
+	}
+}
+
+// TestValidate_SharedBatchIsRaceFree: a validated batch may be shared by
+// goroutines (duplicate requests reuse one decoded body); validation is
+// computed once and read safely (run under -race).
+func TestValidate_SharedBatchIsRaceFree(t *testing.T) {
+	b := &Batch{Inserts: []Insert{{ID: "a", Doc: []byte(`{"z":1,"a":2}`)}}}
+	var wg sync.WaitGroup
+	out := make([][]byte, 8)
+	for i := range out {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, err := b.Canonical()
+			if err != nil {
+				t.Error(err)
+			}
+			out[i] = c
+		}(i)
+	}
+	wg.Wait()
+	for _, c := range out {
+		if string(c) != `{"inserts":[{"id":"a","doc":{"a":2,"z":1}}]}` {
+			t.Fatalf("canonical %s", c)
 		}
 	}
 }

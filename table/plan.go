@@ -46,7 +46,7 @@ func (t *Tables) Preflight(ctx context.Context, table string, b *Batch) (*Plan, 
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Table: m, Batch: b, Canonical: b.canon.bytes}
+	p := &Plan{Table: m, Batch: b, Canonical: b.canon.Load().bytes}
 	byShard := map[int]*Shard{}
 	add := func(w docWork) {
 		n := ShardOf(w.id, m.Shards)

@@ -1,19 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/idemdb/idem/internal/apitest"
 )
@@ -24,198 +16,10 @@ import (
 // replayed byte for byte by the next process. Every exchange is checked
 // against api/openapi.yaml.
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildDir  string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	apitest.RemoveBuilds()
 	os.Exit(code)
-}
-
-// idemdBinary builds ./cmd/idemd once per test binary.
-func idemdBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
-		if buildDir, buildErr = os.MkdirTemp("", "idemd-e2e-"); buildErr != nil {
-			return
-		}
-		bin := filepath.Join(buildDir, "idemd")
-		args := []string{"build", "-o", bin}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, "./cmd/idemd")...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/idemd: %w\n%s", err, out)
-			return
-		}
-		builtBin = bin
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
-
-// proc is one running idemd.
-type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	addr   string
-	logs   *syncBuffer
-	exited chan struct{}
-	err    error // Wait's result, once exited is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-const startTimeout = 20 * time.Second
-
-// startIdemd starts idemd on a free loopback port and waits until /healthz
-// answers. env adds environment variables (GO_FAILPOINTS is never
-// inherited from the test's own environment).
-func startIdemd(t *testing.T, c *apitest.Client, data string, env []string, args ...string) *proc {
-	t.Helper()
-	p := launchIdemd(t, data, env, args...)
-	deadline := time.Now().Add(startTimeout)
-	for {
-		r, err := c.WithBase(p.base()).Try("GET", "/healthz", nil)
-		if err == nil && r.Status == 200 {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idemd /healthz did not answer 200 within %v: %v\n%s", startTimeout, err, p.logs.String())
-		}
-		time.Sleep(5 * time.Millisecond) // poll step, bounded by the deadline
-	}
-}
-
-// launchIdemd starts idemd and returns as soon as it logs its address.
-func launchIdemd(t *testing.T, data string, env []string, args ...string) *proc {
-	t.Helper()
-	argv := append([]string{"-addr", "127.0.0.1:0", "-data", data, "-log-format", "json",
-		// Long leases: no background maintenance pass runs during a test,
-		// so every state change is one the test caused.
-		"-lease-ttl", "60s", "-shutdown-timeout", "10s"}, args...)
-	cmd := exec.Command(idemdBinary(t), argv...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout = p.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addrs := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			p.logs.Write(append(append([]byte{}, line...), '\n'))
-			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "idemd: listening" {
-				select {
-				case addrs <- rec.Addr:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("idemd %s logs:\n%s", p.addr, p.logs.String())
-		}
-	})
-	select {
-	case p.addr = <-addrs:
-	case <-p.exited:
-		t.Fatalf("idemd exited before listening: %v\n%s", p.err, p.logs.String())
-	case <-time.After(startTimeout):
-		t.Fatalf("idemd did not announce its address within %v\n%s", startTimeout, p.logs.String())
-	}
-	return p
-}
-
-func (p *proc) base() string { return "http://" + p.addr }
-
-// kill stops the process with SIGKILL: no shutdown code runs.
-func (p *proc) kill() {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		p.t.Fatal(err)
-	}
-	<-p.exited
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		p.t.Fatalf("after SIGKILL: %v", p.cmd.ProcessState)
-	}
-}
-
-// term stops the process with SIGTERM and requires a clean, graceful exit.
-func (p *proc) term() {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		p.t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(startTimeout):
-		p.t.Fatalf("idemd did not exit within %v of SIGTERM", startTimeout)
-	}
-	if p.err != nil {
-		p.t.Fatalf("idemd exited with %v after SIGTERM\n%s", p.err, p.logs.String())
-	}
-	if !strings.Contains(p.logs.String(), `"msg":"idemd: stopped cleanly"`) {
-		p.t.Fatalf("no clean-stop log line\n%s", p.logs.String())
-	}
 }
 
 type answer struct {
@@ -239,15 +43,15 @@ type problemView struct {
 // TestE2E_RestartReplaysEveryTerminalAnswer is the process-level regression
 // of SEED.txt, once per way of stopping the process.
 func TestE2E_RestartReplaysEveryTerminalAnswer(t *testing.T) {
-	idemdBinary(t) // build before the parallel subtests start their clocks
+	apitest.BuildIdemd(t) // build before the parallel subtests start their clocks
 	spec := apitest.MustLoad(t)
 	for _, v := range []struct {
 		name   string
 		tokens bool
-		stop   func(*proc)
+		stop   func(*apitest.Proc)
 	}{
-		{"SIGKILL", false, (*proc).kill},
-		{"SIGTERM", true, (*proc).term},
+		{"SIGKILL", false, (*apitest.Proc).Kill},
+		{"SIGTERM", true, (*apitest.Proc).Term},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
@@ -267,14 +71,14 @@ func TestE2E_RestartReplaysEveryTerminalAnswer(t *testing.T) {
 	}
 }
 
-func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*proc), args []string) {
+func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*apitest.Proc), args []string) {
 	// The first process fails its first decision (receipt/decide-before
 	// fires once): that request answers 500 and leaves its receipt started
 	// with intents prepared on doc x — an open transaction for the next
 	// batch on x to conflict with. (A `sleep` term would do the same after
 	// a delay: fault.Inject reports any term that fires as an error.)
-	p1 := startIdemd(t, c, data, []string{`GO_FAILPOINTS=receipt/decide-before=1*return(true)`}, args...)
-	c1 := c.WithBase(p1.base())
+	p1 := apitest.Start(t, c, data, []string{`GO_FAILPOINTS=receipt/decide-before=1*return(true)`}, args...)
+	c1 := c.WithBase(p1.Base())
 	post := func(cl *apitest.Client, tbl, key, body string) *apitest.Response {
 		return cl.Do("POST", "/v1/tables/"+tbl+"/batch", body, "Idempotency-Key", key)
 	}
@@ -324,10 +128,11 @@ func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*pro
 	var h1 struct{ Owner string }
 	c1.Do("GET", "/healthz", nil).JSON(t, 200, &h1)
 
+	c1.CloseIdleConnections() // a graceful stop would wait for a parked, unused connection
 	stop(p1)
 
-	p2 := startIdemd(t, c, data, nil, args...)
-	c2 := c.WithBase(p2.base())
+	p2 := apitest.Start(t, c, data, nil, args...)
+	c2 := c.WithBase(p2.Base())
 	var h2 struct{ Owner string }
 	c2.Do("GET", "/healthz", nil).JSON(t, 200, &h2)
 	if h2.Owner == h1.Owner {
@@ -411,5 +216,5 @@ func checkProblem(t *testing.T, body []byte, want problemView) {
 // signal and stop cleanly (exit 0, "stopped cleanly").
 func TestE2E_SIGTERMAsSoonAsListeningIsGraceful(t *testing.T) {
 	t.Parallel()
-	launchIdemd(t, t.TempDir(), nil).term()
+	apitest.Launch(t, t.TempDir(), nil).Term()
 }

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -139,8 +140,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer svc.Close()
 	srv := &http.Server{
-		Handler: api.New(svc, api.Options{Tokens: tokens, BodyBytesMax: c.bodyMax, RequestTimeout: c.requestTimeout,
-			EngineStats: db.Stats, Health: db.Health, Logger: log}),
+		Handler: crashOnPanic(api.New(svc, api.Options{Tokens: tokens, BodyBytesMax: c.bodyMax, RequestTimeout: c.requestTimeout,
+			EngineStats: db.Stats, Health: db.Health, Logger: log}), stderr),
 		ReadHeaderTimeout: c.headerTimeout,
 		ReadTimeout:       c.requestTimeout,
 		WriteTimeout:      c.requestTimeout + 5*time.Second,
@@ -178,4 +179,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("idemd: stopped cleanly")
 	return nil
+}
+
+// crashOnPanic turns a panic while serving a request into a process crash,
+// as a panic anywhere else would be. net/http would recover it and carry
+// on; but a panic means a broken invariant, and carrying on with a half-done
+// request's in-memory state is worse than restarting: recovery rebuilds
+// everything from the store, and leases hand the work to the next
+// incarnation at once.
+func crashOnPanic(h http.Handler, stderr io.Writer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v) // net/http's own way to abort a response
+			}
+			fmt.Fprintf(stderr, "panic: %v\n\n%s", v, debug.Stack())
+			os.Exit(2)
+		}()
+		h.ServeHTTP(w, r)
+	})
 }

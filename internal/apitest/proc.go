@@ -1,0 +1,371 @@
+package apitest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process-level test support: the real idemd binary, built once per test
+// binary, started on a free loopback port and stopped by SIGKILL or SIGTERM.
+
+// StartTimeout bounds how long a process may take to announce its address,
+// answer /healthz, or stop after SIGTERM.
+const StartTimeout = 20 * time.Second
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildMu   sync.Mutex
+	buildDir  string
+)
+
+// BuildIdemd builds ./cmd/idemd once per test binary and returns its path.
+// The child is race-enabled when the test binary is, so that it reuses the
+// packages the test build already compiled. Call RemoveBuilds from TestMain
+// after m.Run to delete the build directory.
+func BuildIdemd(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := ModuleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "idemd-build-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildMu.Lock()
+		buildDir = dir
+		buildMu.Unlock()
+		bin := filepath.Join(dir, "idemd")
+		args := []string{"build", "-o", bin}
+		if RaceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/idemd")...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/idemd: %w\n%s", err, out)
+			return
+		}
+		builtBin = bin
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// RemoveBuilds deletes what BuildIdemd built (call it from TestMain once
+// every test has finished).
+func RemoveBuilds() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+}
+
+// Proc is one running idemd.
+type Proc struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	addr   string
+	logs   *logBuffer
+	exited chan struct{}
+	err    error // Wait's result, once exited is closed
+}
+
+// logBuffer collects a process's output; waiters learn of every write.
+type logBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed (and replaced) at every write
+}
+
+func newLogBuffer() *logBuffer { return &logBuffer{changed: make(chan struct{})} }
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return l.b.Write(p)
+}
+
+// look reports whether the logs contain s, and a channel closed at the next
+// write.
+func (l *logBuffer) look(s string) (bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Contains(l.b.Bytes(), []byte(s)), l.changed
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Start starts idemd (see Launch) and waits until /healthz answers 200
+// through c (aimed at the new process).
+func Start(t testing.TB, c *Client, data string, env []string, args ...string) *Proc {
+	t.Helper()
+	p := Launch(t, data, env, args...)
+	p.WaitHealthy(c)
+	return p
+}
+
+// WaitHealthy polls /healthz through c until it answers 200, failing the
+// test after StartTimeout.
+func (p *Proc) WaitHealthy(c *Client) {
+	p.t.Helper()
+	deadline := time.Now().Add(StartTimeout)
+	for {
+		r, err := c.WithBase(p.Base()).Try("GET", "/healthz", nil)
+		if err == nil && r.Status == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("idemd /healthz did not answer 200 within %v: %v\n%s", StartTimeout, err, p.Logs())
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("idemd exited before /healthz answered: %v\n%s", p.err, p.Logs())
+		case <-time.After(5 * time.Millisecond): // poll step, bounded by the deadline
+		}
+	}
+}
+
+// Launch starts idemd on a free loopback port with data directory data and
+// returns as soon as it logs its address. Defaults: JSON logs, a 60 s lease
+// TTL (no background maintenance pass runs during a short test, so every
+// state change is one the test caused) and a 10 s shutdown timeout; args
+// come after them and override them. env adds environment variables:
+// GO_FAILPOINTS and GO_FAILPOINTS_HTTP are never inherited from the test's
+// own environment, only passed explicitly.
+func Launch(t testing.TB, data string, env []string, args ...string) *Proc {
+	t.Helper()
+	p, err := TryLaunch(t, data, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TryLaunch is Launch that returns an error, rather than failing the test,
+// when the process exits before announcing its address (a failpoint may
+// crash it while it starts); the exited process is then available from
+// the error (see *EarlyExit).
+func TryLaunch(t testing.TB, data string, env []string, args ...string) (*Proc, error) {
+	t.Helper()
+	argv := append([]string{"-addr", "127.0.0.1:0", "-data", data, "-log-format", "json",
+		"-lease-ttl", "60s", "-shutdown-timeout", "10s"}, args...)
+	cmd := exec.Command(BuildIdemd(t), argv...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") && !strings.HasPrefix(kv, "GO_FAILPOINTS_HTTP=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if RaceEnabled {
+		// A race-enabled binary sleeps 1 s at exit by default (to catch
+		// races at exit); every graceful stop would pay it.
+		if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+			cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(g+" atexit_sleep_ms=0"))
+		}
+	}
+	cmd.Env = append(cmd.Env, env...) // later entries win
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{t: t, cmd: cmd, logs: newLogBuffer(), exited: make(chan struct{})}
+	cmd.Stdout = p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			p.logs.Write(append(append([]byte{}, line...), '\n'))
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "idemd: listening" {
+				select {
+				case addrs <- rec.Addr:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(p.logs, stderr) // a line longer than the scanner's buffer
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if strings.Contains(p.logs.String(), "WARNING: DATA RACE") {
+			// A killed race-enabled child never reaches its exit status
+			// 66: its report is only in its output.
+			t.Errorf("the race detector reported a data race in idemd %s", p.addr)
+		}
+		if t.Failed() {
+			t.Logf("idemd %s logs:\n%s", p.addr, p.logs.String())
+		}
+	})
+	timer := time.NewTimer(StartTimeout)
+	defer timer.Stop()
+	select {
+	case p.addr = <-addrs:
+		return p, nil
+	case <-p.exited:
+		return nil, &EarlyExit{Proc: p}
+	case <-timer.C:
+		return nil, fmt.Errorf("idemd did not announce its address within %v\n%s", StartTimeout, p.logs.String())
+	}
+}
+
+// EarlyExit is TryLaunch's error for a process that exited before it
+// announced its address.
+type EarlyExit struct{ Proc *Proc }
+
+func (e *EarlyExit) Error() string {
+	return fmt.Sprintf("idemd exited before listening: %v\n%s", e.Proc.err, e.Proc.Logs())
+}
+
+// Base is the process's base URL.
+func (p *Proc) Base() string { return "http://" + p.addr }
+
+// Addr is the address the process listens on.
+func (p *Proc) Addr() string { return p.addr }
+
+// Logs is everything the process wrote so far (stdout and stderr).
+func (p *Proc) Logs() string { return p.logs.String() }
+
+// Exited is closed once the process has exited and its output is read.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// State is the exited process's state (nil while it runs).
+func (p *Proc) State() *os.ProcessState {
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState
+	default:
+		return nil
+	}
+}
+
+// WaitLog waits until the process's output contains s, up to timeout. It
+// returns false on timeout, or if the process exited without writing s.
+func (p *Proc) WaitLog(s string, timeout time.Duration) bool {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		found, changed := p.logs.look(s)
+		if found {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			found, _ := p.logs.look(s) // every byte is in once exited is closed
+			return found
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// Kill stops the process with SIGKILL (no shutdown code runs) and waits for
+// it to exit.
+func (p *Proc) Kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatalf("SIGKILL: %v\n%s", err, p.Logs())
+	}
+	<-p.exited
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		p.t.Fatalf("after SIGKILL: %v\n%s", p.cmd.ProcessState, p.Logs())
+	}
+}
+
+// Term stops the process with SIGTERM and requires a clean, graceful exit
+// (status 0 and the "idemd: stopped cleanly" log line).
+func (p *Proc) Term() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatalf("SIGTERM: %v\n%s", err, p.Logs())
+	}
+	timer := time.NewTimer(StartTimeout)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+	case <-timer.C:
+		p.t.Fatalf("idemd did not exit within %v of SIGTERM\n%s", StartTimeout, p.Logs())
+	}
+	if p.err != nil {
+		p.t.Fatalf("idemd exited with %v after SIGTERM\n%s", p.err, p.Logs())
+	}
+	if !strings.Contains(p.Logs(), `"msg":"idemd: stopped cleanly"`) {
+		p.t.Fatalf("no clean-stop log line\n%s", p.Logs())
+	}
+}
+
+// Err is the process's exit error (nil for status 0), once it has exited.
+func (p *Proc) Err() error {
+	select {
+	case <-p.exited:
+		return p.err
+	default:
+		return errors.New("apitest: idemd is still running")
+	}
+}
+
+// WithFreshConnections returns a copy of c, with the same spec checks, that
+// opens a new connection for every request. A test that crashes the server
+// mid-request needs it: net/http silently resends a request carrying an
+// Idempotency-Key when a reused connection fails before the response
+// arrives, so the test would see the retry's answer instead of the failure
+// (and the retry would reach the dying process).
+func (c *Client) WithFreshConnections() *Client {
+	tr := &Transport{Spec: c.Tr.Spec, T: c.Tr.T, Base: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	cc := *c
+	cc.Tr = tr
+	cc.HTTP = &http.Client{Transport: tr, Timeout: c.HTTP.Timeout, CheckRedirect: c.HTTP.CheckRedirect}
+	return &cc
+}
+
+// CloseIdleConnections closes c's idle keep-alive connections. Call it
+// before stopping a server gracefully: http.Server.Shutdown waits up to 5 s
+// for a connection that was opened but never carried a request (the client
+// transport dials ahead and may park such a connection in its pool).
+func (c *Client) CloseIdleConnections() {
+	if tr, ok := c.Tr.Base.(*http.Transport); ok {
+		tr.CloseIdleConnections()
+	}
+}
