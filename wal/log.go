@@ -325,14 +325,15 @@ func (l *Log) run() {
 				l.opts.Logger.Error("wal: fail-stop", "err", err, "first_index", g.entries[0].Index)
 			}
 		}
-		// With nothing else waiting to be written and the publisher idle,
-		// publishing here saves a goroutine handoff on the latency path of
-		// a lone writer; otherwise the publisher overlaps it with the next
-		// group's fsync.
+		// A lone appender (a one-entry group, nothing queued behind it, the
+		// publisher idle) is published here, saving a goroutine handoff on
+		// its latency path. Under load the publisher does it, overlapping
+		// the next group's write and fsync — publishing inline then would
+		// stretch every group cycle.
 		l.mu.Lock()
 		idle := len(l.queue) == 0
 		l.mu.Unlock()
-		if idle && l.publishing.Load() == 0 {
+		if idle && len(g.entries) == 1 && l.publishing.Load() == 0 {
 			l.publishGroup(g)
 			continue
 		}

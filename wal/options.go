@@ -25,7 +25,7 @@ type Options struct {
 }
 
 const (
-	defaultSegmentBytes    = 32 << 20
+	defaultSegmentBytes    = 8 << 20
 	defaultGroupEntriesMax = 1024
 	defaultGroupBytesMax   = 4 << 20
 	defaultQueueEntriesMax = 8192
