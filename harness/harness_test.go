@@ -18,9 +18,15 @@ var (
 	flagFindSeeds = flag.Bool("findseeds", false, "list the seeds that catch each planted bug")
 )
 
-// fixedSeeds run under `make test`: both variants, small executors, and
-// every fault kind (see TestSchedule_FixedSeedsCoverEveryFaultKind).
-var fixedSeeds = seedRange(1, 48)
+// fixedSeeds run under `make test`: both variants, small executors, every
+// fault kind and catalog failpoint (TestSchedule_FixedSeedsCoverEveryFaultKind),
+// and the seeds that once found bugs.
+var fixedSeeds = append(seedRange(1, 96), regressionSeeds...)
+
+// regressionSeeds found bugs (each also has a deterministic unit test):
+// a stale release of a newer transaction's retained decision
+// (receipt.TestRelease_NeverTakesANewerTransactionsDecision).
+var regressionSeeds = []int64{214309875047, 537599306475}
 
 func seedRange(from, to int64) []int64 {
 	var out []int64

@@ -1,0 +1,100 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
+)
+
+// TestRelease_NeverTakesANewerTransactionsDecision is the regression test of
+// a bug the fault harness found (seeds 214309875047, 537599306475): a
+// decision queued for release when its receipt became terminal was released
+// after retention had deleted that receipt and the same key had started a
+// new transaction — whose retained decision the release then deleted,
+// leaving a started receipt with no 2PC record. A release is now
+// conditioned on the receipt version it judged releasable.
+func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
+	ctx := context.Background()
+	db, err := engine.Open(t.TempDir(), engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	clock := lease.NewSim(time.Unix(1_700_000_000, 0))
+	s, err := Open(ctx, db, Options{Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Tables().Create(ctx, "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(body string) *table.Batch {
+		b, err := table.DecodeBatch([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	req := Request{Principal: "p", Table: "t", Key: "k", Batch: batch(`{"inserts":[{"id":"x","doc":{}}]}`)}
+	if ans, err := s.Execute(ctx, req); err != nil || ans.Outcome != OutcomeCommitted {
+		t.Fatalf("first execution: %+v %v", ans, err)
+	}
+	id := Bind("p", "t", "k")
+	// Retention ends; the cleaner deletes the receipt (and its decision).
+	// The release queued by the first execution is still pending.
+	clock.Advance(2 * time.Hour)
+	if n, err := s.CleanOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("clean: %d %v", n, err)
+	}
+	// The same key, a new request: refused by an open intent on x, its
+	// abort decision durable with the started receipt, the terminal write
+	// failing — the receipt stays started, held by its decision.
+	open := batch(`{"transforms":[{"id":"x","ops":[{"op":"$set","path":"v","value":1}]}]}`)
+	plan, err := s.Tables().Preflight(ctx, "t", open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Coordinator().Begin(ctx, txnFor("blocker", plan), nil); err != nil || !res.Prepared {
+		t.Fatalf("blocker: %+v %v", res, err)
+	}
+	if err := fault.Enable(fault.ReceiptTerminalBefore, `1*return("eio")`); err != nil {
+		t.Fatal(err)
+	}
+	req.Batch = batch(`{"deletes":["x"]}`)
+	_, err = s.Execute(ctx, req)
+	fault.Disable(fault.ReceiptTerminalBefore)
+	if !errors.Is(err, fault.ErrInjected) {
+		t.Fatalf("second execution: %v, want the injected terminal failure", err)
+	}
+	if st, err := s.Coordinator().Lookup(ctx, id); err != nil || st.Decision == nil {
+		t.Fatalf("the new transaction is %+v (%v), want decided", st, err)
+	}
+	if _, err := s.releaseDecisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Coordinator().Lookup(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, aborted := st.Decision.(twopc.Aborted); !aborted {
+		t.Fatalf("after release the new transaction's decision is %v; a stale release took it", st.Decision)
+	}
+	// Recovery still publishes the exact refusal.
+	if _, err := s.MaintainOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := s.Execute(ctx, req)
+	if err != nil || !ans.Replayed || ans.Code != "transaction_conflict" {
+		t.Fatalf("replay: %+v %v", ans, err)
+	}
+}
