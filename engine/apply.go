@@ -108,7 +108,7 @@ func (db *DB) checkConds(conds []Condition) (*wal.Commit, error) {
 			if !p.deleted {
 				found = p.version
 			}
-		} else if it, ok := db.tree.Get(index.KV{Key: c.Key}); ok {
+		} else if it, ok := db.tree.Get(index.Probe(c.Key)); ok {
 			found = Version(it.Version)
 		}
 		ok := false

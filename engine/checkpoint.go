@@ -22,14 +22,17 @@ import (
 
 // A checkpoint is every key of the store at one log index, in key order:
 //
-//	header  "IDEMCKP1" | index u64 | count u64
-//	records count × ( uvarint(len key) | key | uvarint(len value) | value | uvarint(version) )
+//	header  "IDEMCKP2" | index u64 | count u64
+//	records count × ( uvarint(len key) | uvarint(len value) | key | value | uvarint(version) )
+//
+// Key and value are adjacent so that the loaded tree's items alias the image
+// (index.KV keeps key ‖ value in one slice).
 //	footer  crc32c(header ‖ records) u32 | "IDEMEND1"
 //
 // It is written to ckpt-<index>.tmp, fsynced, renamed to ckpt-<index>.ckpt
 // and the directory fsynced; only then may the WAL drop what it covers.
 const (
-	ckptMagic     = "IDEMCKP1"
+	ckptMagic     = "IDEMCKP2"
 	ckptEndMagic  = "IDEMEND1"
 	ckptHeaderLen = 8 + 8 + 8
 	ckptFooterLen = 4 + 8
@@ -117,14 +120,14 @@ func encodeCheckpoint(w io.Writer, snap *Snapshot) error {
 	binary.LittleEndian.PutUint64(hdr[8:], uint64(snap.version))
 	binary.LittleEndian.PutUint64(hdr[16:], uint64(snap.Len()))
 	bw.Write(hdr[:])
-	var scratch [binary.MaxVarintLen64]byte
-	putBytes := func(b []byte) {
-		bw.Write(scratch[:binary.PutUvarint(scratch[:], uint64(len(b)))])
-		bw.Write(b)
-	}
+	var scratch [3 * binary.MaxVarintLen64]byte
 	snap.tree.AscendAll(func(it index.KV) bool {
-		putBytes(it.Key)
-		putBytes(it.Value)
+		key, val := it.Key(), it.Value()
+		n := binary.PutUvarint(scratch[:], uint64(len(key)))
+		n += binary.PutUvarint(scratch[n:], uint64(len(val)))
+		bw.Write(scratch[:n])
+		bw.Write(key)
+		bw.Write(val)
 		bw.Write(scratch[:binary.PutUvarint(scratch[:], it.Version)])
 		return true
 	})
@@ -141,7 +144,7 @@ func encodeCheckpoint(w io.Writer, snap *Snapshot) error {
 var _ hash.Hash32 = crc32.New(castagnoli)
 
 // decodeCheckpoint validates a whole checkpoint image and calls fn for each
-// record in order. Keys and values alias data.
+// record in order. Keys and values alias data, the value right after its key.
 func decodeCheckpoint(data []byte, fn func(key, value []byte, version Version)) (Version, error) {
 	if len(data) < ckptHeaderLen+ckptFooterLen {
 		return 0, errors.New("short file")
@@ -161,14 +164,21 @@ func decodeCheckpoint(data []byte, fn func(key, value []byte, version Version)) 
 	rest := body[ckptHeaderLen:]
 	var prev []byte
 	for i := uint64(0); i < count; i++ {
-		key, r, ok := cutBytes(rest)
-		if !ok || len(key) == 0 {
-			return 0, fmt.Errorf("record %d: bad key", i)
+		klen, n1 := binary.Uvarint(rest)
+		if n1 <= 0 {
+			return 0, fmt.Errorf("record %d: bad key length", i)
 		}
-		val, r, ok := cutBytes(r)
-		if !ok {
-			return 0, fmt.Errorf("record %d: bad value", i)
+		vlen, n2 := binary.Uvarint(rest[n1:])
+		if n2 <= 0 {
+			return 0, fmt.Errorf("record %d: bad value length", i)
 		}
+		r := rest[n1+n2:]
+		if klen == 0 || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
+			return 0, fmt.Errorf("record %d: bad key or value", i)
+		}
+		// The key's capacity spans its value: the two can be taken as one slice.
+		key, val := r[:klen:klen+vlen], r[klen:klen+vlen:klen+vlen]
+		r = r[klen+vlen:]
 		ver, n := binary.Uvarint(r)
 		if n <= 0 || ver == 0 || Version(ver) > at {
 			return 0, fmt.Errorf("record %d: bad version", i)
@@ -230,7 +240,8 @@ func (db *DB) loadNewestCheckpoint() (uint64, error) {
 		tree := index.NewKeySpace()
 		at, err := decodeCheckpoint(data, func(k, v []byte, ver Version) {
 			// Records alias data: one allocation holds the whole image.
-			tree.Put(index.KV{Key: k[:len(k):len(k)], Value: v[:len(v):len(v)], Version: uint64(ver)})
+			// k and v are adjacent in the image: one item aliases both.
+			tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
 		})
 		if err == nil && at != want {
 			err = fmt.Errorf("header index %d does not match file name", at)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"unsafe"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -153,8 +154,9 @@ func walErr(err error) error {
 	return err
 }
 
-// ownOps copies ops' keys and values into one allocation per op, so that the
-// tree never aliases a caller's buffer or a large log buffer.
+// ownOps copies ops' keys and values into one allocation per op (key ‖
+// value, the layout of index.KV), so that the tree never aliases a caller's
+// buffer or a large log buffer.
 func ownOps(ops []Op) []Op {
 	out := make([]Op, len(ops))
 	for i, op := range ops {
@@ -163,10 +165,18 @@ func ownOps(ops []Op) []Op {
 		copy(buf[n:], op.Value)
 		out[i] = Op{Key: buf[:n:n], Delete: op.Delete}
 		if !op.Delete {
-			out[i].Value = buf[n:]
+			out[i].Value = buf[n:len(buf):len(buf)]
 		}
 	}
 	return out
+}
+
+// packed is an owned op's key ‖ value as one slice (see ownOps).
+func packed(op Op) []byte {
+	if len(op.Value) == 0 {
+		return op.Key
+	}
+	return unsafe.Slice(unsafe.SliceData(op.Key), len(op.Key)+len(op.Value))
 }
 
 // applyToTree installs a durable batch. Caller holds treeMu or is the sole
@@ -174,9 +184,9 @@ func ownOps(ops []Op) []Op {
 func (db *DB) applyToTree(v Version, ops []Op) {
 	for _, op := range ops {
 		if op.Delete {
-			db.tree.Delete(index.KV{Key: op.Key})
+			db.tree.Delete(index.Probe(op.Key))
 		} else {
-			db.tree.Put(index.KV{Key: op.Key, Value: op.Value, Version: uint64(v)})
+			db.tree.Put(index.PackedKV(packed(op), len(op.Key), uint64(v)))
 		}
 	}
 	db.applied = v

@@ -20,7 +20,7 @@ type ckptRec struct {
 func snapshotOf(at Version, recs []ckptRec) *Snapshot {
 	tree := index.NewKeySpace()
 	for _, r := range recs {
-		tree.Put(index.KV{Key: r.key, Value: r.val, Version: uint64(r.ver)})
+		tree.Put(index.NewKV(r.key, r.val, uint64(r.ver)))
 	}
 	return &Snapshot{tree: tree, version: at}
 }
@@ -106,7 +106,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		snap := snapshotOf(v, recsFrom(recBytes, v))
 		var want []ckptRec
 		snap.tree.AscendAll(func(kv index.KV) bool {
-			want = append(want, ckptRec{kv.Key, kv.Value, Version(kv.Version)})
+			want = append(want, ckptRec{kv.Key(), kv.Value(), Version(kv.Version)})
 			return true
 		})
 		img := encodeCkpt(t, snap)

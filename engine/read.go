@@ -13,12 +13,12 @@ func (db *DB) Get(_ context.Context, key []byte) (Item, error) {
 		return Item{}, ErrClosed
 	}
 	db.treeMu.RLock()
-	it, ok := db.tree.Get(index.KV{Key: key})
+	it, ok := db.tree.Get(index.Probe(key))
 	db.treeMu.RUnlock()
 	if !ok {
 		return Item{}, ErrNotFound
 	}
-	return Item{Key: it.Key, Value: it.Value, Version: Version(it.Version)}, nil
+	return Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)}, nil
 }
 
 // Scan implements Store.
@@ -31,15 +31,15 @@ func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, err
 	}
 	out := make([]Item, 0, min(limit, 64))
 	collect := func(it index.KV) bool {
-		out = append(out, Item{Key: it.Key, Value: it.Value, Version: Version(it.Version)})
+		out = append(out, Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)})
 		return len(out) < limit
 	}
 	db.treeMu.RLock()
 	defer db.treeMu.RUnlock()
 	if end == nil {
-		db.tree.Ascend(index.KV{Key: start}, collect)
+		db.tree.Ascend(index.Probe(start), collect)
 	} else {
-		db.tree.AscendRange(index.KV{Key: start}, index.KV{Key: end}, collect)
+		db.tree.AscendRange(index.Probe(start), index.Probe(end), collect)
 	}
 	return out, nil
 }
@@ -66,7 +66,7 @@ func (s *Snapshot) Len() int { return s.tree.Len() }
 
 // Ascend calls fn for each item with key ≥ start, in order, until fn returns false.
 func (s *Snapshot) Ascend(start []byte, fn func(Item) bool) {
-	s.tree.Ascend(index.KV{Key: start}, func(it index.KV) bool {
-		return fn(Item{Key: it.Key, Value: it.Value, Version: Version(it.Version)})
+	s.tree.Ascend(index.Probe(start), func(it index.KV) bool {
+		return fn(Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)})
 	})
 }

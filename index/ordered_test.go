@@ -150,7 +150,7 @@ func TestNextAfter_EdgeCases(t *testing.T) {
 func TestClone_IsIsolated(t *testing.T) {
 	ks := NewKeySpace()
 	for i := 0; i < 5000; i++ {
-		ks.Put(KV{Key: []byte{byte(i >> 8), byte(i)}, Value: []byte("v0"), Version: 1})
+		ks.Put(NewKV([]byte{byte(i >> 8), byte(i)}, []byte("v0"), 1))
 	}
 	snap := ks.Clone()
 
@@ -161,8 +161,8 @@ func TestClone_IsIsolated(t *testing.T) {
 		for round := 0; round < 20; round++ {
 			n := 0
 			snap.AscendAll(func(kv KV) bool {
-				if string(kv.Value) != "v0" || kv.Version != 1 {
-					t.Errorf("clone sees a later write: %x = %q@%d", kv.Key, kv.Value, kv.Version)
+				if string(kv.Value()) != "v0" || kv.Version != 1 {
+					t.Errorf("clone sees a later write: %x = %q@%d", kv.Key(), kv.Value(), kv.Version)
 					return false
 				}
 				n++
@@ -177,21 +177,21 @@ func TestClone_IsIsolated(t *testing.T) {
 	for i := 0; i < 5000; i++ {
 		k := []byte{byte(i >> 8), byte(i)}
 		if i%3 == 0 {
-			ks.Delete(KV{Key: k})
+			ks.Delete(Probe(k))
 		} else {
-			ks.Put(KV{Key: k, Value: []byte("v1"), Version: 2})
+			ks.Put(NewKV(k, []byte("v1"), 2))
 		}
-		ks.Put(KV{Key: append(k, 'x'), Value: []byte("new"), Version: 2})
+		ks.Put(NewKV(append(k, 'x'), []byte("new"), 2))
 	}
 	wg.Wait()
 
 	// Writes to the clone do not reach the original either.
-	snap.Put(KV{Key: []byte("only-in-clone"), Version: 3})
-	snap.Delete(KV{Key: []byte{0, 1}})
-	if _, ok := ks.Get(KV{Key: []byte("only-in-clone")}); ok {
+	snap.Put(NewKV([]byte("only-in-clone"), nil, 3))
+	snap.Delete(Probe([]byte{0, 1}))
+	if _, ok := ks.Get(Probe([]byte("only-in-clone"))); ok {
 		t.Fatalf("a write to the clone reached the original")
 	}
-	if it, ok := ks.Get(KV{Key: []byte{0, 1}}); !ok || string(it.Value) != "v1" {
+	if it, ok := ks.Get(Probe([]byte{0, 1})); !ok || string(it.Value()) != "v1" {
 		t.Fatalf("a delete in the clone reached the original: %v %v", it, ok)
 	}
 	if got, want := ks.Len(), 5000-1667+5000; got != want {

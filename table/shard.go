@@ -96,10 +96,12 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 		return st, err
 	}
 	var cur []byte
-	if it, err := store.Get(ctx, st.docKey); err == nil {
-		st.base, cur = it.Version, it.Value
-	} else if !errors.Is(err, engine.ErrNotFound) {
-		return st, err
+	if w.kind != kindInsert { // an insert replaces whatever is there: no read
+		if it, err := store.Get(ctx, st.docKey); err == nil {
+			st.base, cur = it.Version, it.Value
+		} else if !errors.Is(err, engine.ErrNotFound) {
+			return st, err
+		}
 	}
 	switch w.kind {
 	case kindInsert:
