@@ -27,6 +27,7 @@ import (
 //
 // Key and value are adjacent so that the loaded tree's items alias the image
 // (index.KV keeps key ‖ value in one slice).
+//
 //	footer  crc32c(header ‖ records) u32 | "IDEMEND1"
 //
 // It is written to ckpt-<index>.tmp, fsynced, renamed to ckpt-<index>.ckpt

@@ -2,13 +2,13 @@ package engine
 
 import (
 	"errors"
-	"unsafe"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/wal"
