@@ -24,13 +24,10 @@ import (
 //
 //	header  "IDEMCKP2" | index u64 | count u64
 //	records count × ( uvarint(len key) | uvarint(len value) | key | value | uvarint(version) )
-//
-// Key and value are adjacent so that the loaded tree's items alias the image
-// (index.KV keeps key ‖ value in one slice).
-//
 //	footer  crc32c(header ‖ records) u32 | "IDEMEND1"
 //
-// It is written to ckpt-<index>.tmp, fsynced, renamed to ckpt-<index>.ckpt
+// Key and value are adjacent so that the loaded tree's items alias the image
+// (index.KV keeps key ‖ value in one slice). It is written to ckpt-<index>.tmp, fsynced, renamed to ckpt-<index>.ckpt
 // and the directory fsynced; only then may the WAL drop what it covers.
 const (
 	ckptMagic     = "IDEMCKP2"
