@@ -67,14 +67,18 @@ func (r *recorder) record(client int, in opInput, call int64, out opOutput, ret 
 
 // clipUnknowns narrows batches with unknown outcomes using what the history
 // proves about their (key, generation): all attempts of one key share one
-// effect, and a terminal answer is only given once that effect is settled.
+// effect, settled at some time t — the effect (if any) lands between the
+// first attempt's call and the return of the first terminal answer, and no
+// terminal answer is given before it. So, for an attempt with an unknown
+// outcome:
 //
-//   - a terminal answer that returned before the attempt was called: the
-//     attempt changed nothing (its effect was settled before it began);
-//   - otherwise, if the key's terminal answers say not applied: the attempt
-//     never applied;
-//   - otherwise its effect, if it was the one, took place before the first
-//     terminal answer returned after its call: that bounds its return.
+//   - a terminal answer returned before the attempt was called: the attempt
+//     changed nothing; it reads as that answer (a no-op replay);
+//   - otherwise its return is clipped to the first terminal answer returned
+//     after its call (t lies before it), and it takes that answer's class:
+//     "not applied" never applies; "committed" applies if not yet applied —
+//     whichever attempt's interval holds t, every attempt's clipped interval
+//     ends after t, so a linearization exists exactly when one did before.
 //
 // Without this, each unknown attempt stays concurrent with the rest of the
 // history and the checker's search grows with 2^unknowns.
@@ -95,29 +99,25 @@ func clipUnknowns(h []porcupine.Operation) []porcupine.Operation {
 		if in.Kind != opBatch || o.Class != outUnknown || len(ts) == 0 {
 			continue
 		}
-		ret := op.Metadata.(int64)
-		clip := int64(math.MaxInt64)
-		for _, t := range ts {
+		var before, after *porcupine.Operation
+		for j := range ts {
+			t := &ts[j]
 			switch {
 			case t.Return < op.Call:
-				// Settled before this attempt: a no-op replay of that answer.
-				out[i].Output = opOutput{Class: t.Output.(opOutput).Class, Env: t.Output.(opOutput).Env}
-				out[i].Return = ret
-				clip = -1
-			case t.Return < clip && clip >= 0:
-				clip = t.Return
-			}
-			if clip < 0 {
-				break
+				if before == nil || t.Return < before.Return {
+					before = t
+				}
+			case after == nil || t.Return < after.Return:
+				after = t
 			}
 		}
 		switch {
-		case clip < 0:
-		case ts[0].Output.(opOutput).Class == outNotApplied:
-			out[i].Output = opOutput{Class: outNotApplied, Env: ts[0].Output.(opOutput).Env}
-			out[i].Return = max(ret, op.Call)
-		default:
-			out[i].Return = clip
+		case before != nil:
+			out[i].Output = before.Output
+			out[i].Return = op.Metadata.(int64)
+		case after != nil:
+			out[i].Output = after.Output
+			out[i].Return = max(after.Return, op.Call)
 		}
 	}
 	return out
