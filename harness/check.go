@@ -52,6 +52,32 @@ func (sc *scenario) checkStarted() {
 	}
 }
 
+// observeSettled records, for every key sent in its current generation,
+// when its receipt is first seen terminal (see clipUnknowns).
+func (sc *scenario) observeSettled() {
+	ctx := context.Background()
+	for k := 0; k < sc.cfg.Keys; k++ {
+		kg := keyGen{k, sc.gens[k]}
+		if _, done := sc.seen[kg]; done || !sc.sent[k] {
+			continue
+		}
+		it, err := sc.cl.db.Get(ctx, receiptKey(k))
+		if err != nil {
+			continue
+		}
+		rec, err := receipt.DecodeRecord(it.Value)
+		if err != nil || rec.State != receipt.Terminal {
+			continue
+		}
+		e := receipt.EnvelopeOf(rec, txnOf(k))
+		class := outNotApplied
+		if e.Outcome == receipt.OutcomeCommitted {
+			class = outCommitted
+		}
+		sc.seen[kg] = settled{at: sc.rec.now(), class: class, env: envString(e)}
+	}
+}
+
 // unstable lists what keeps the system from being stable.
 func (sc *scenario) unstable() []string {
 	var out []string
@@ -130,7 +156,7 @@ func (sc *scenario) checkInvariants() {
 // checkHistory checks both models; a failing or inconclusive check is a
 // failure, with its visualization written to OutDir.
 func (sc *scenario) checkHistory() []string {
-	h := clipUnknowns(sc.rec.history())
+	h := clipUnknowns(sc.rec.history(), sc.seen)
 	var vis []string
 	for _, m := range []struct {
 		name  string

@@ -65,59 +65,71 @@ func (r *recorder) record(client int, in opInput, call int64, out opOutput, ret 
 	r.mu.Unlock()
 }
 
-// clipUnknowns narrows batches with unknown outcomes using what the history
+// settled is when the harness first saw a (key, generation)'s receipt
+// terminal in the store, and with which class: its effect, if any, landed
+// before that moment.
+type settled struct {
+	at    int64
+	class outClass
+	env   string
+}
+
+type keyGen struct{ key, gen int }
+
+// clipUnknowns narrows batches with unknown outcomes using what the run
 // proves about their (key, generation): all attempts of one key share one
-// effect, settled at some time t — the effect (if any) lands between the
-// first attempt's call and the return of the first terminal answer, and no
-// terminal answer is given before it. So, for an attempt with an unknown
-// outcome:
+// effect, which lands (if at all) before the first terminal answer for the
+// key returns and before the harness first saw its receipt terminal.
 //
 //   - a terminal answer returned before the attempt was called: the attempt
 //     changed nothing; it reads as that answer (a no-op replay);
-//   - otherwise its return is clipped to the first terminal answer returned
-//     after its call (t lies before it), and it takes that answer's class:
-//     "not applied" never applies; "committed" applies if not yet applied —
-//     whichever attempt's interval holds t, every attempt's clipped interval
-//     ends after t, so a linearization exists exactly when one did before.
+//   - otherwise its return is clipped to the earliest such bound after its
+//     call, and it takes that bound's class: "not applied" never applies;
+//     "committed" applies if not yet applied — whichever attempt's interval
+//     holds the effect, every attempt's clipped interval ends after it, so a
+//     linearization exists exactly when one did before.
 //
 // Without this, each unknown attempt stays concurrent with the rest of the
-// history and the checker's search grows with 2^unknowns.
-func clipUnknowns(h []porcupine.Operation) []porcupine.Operation {
-	type kg struct{ key, gen int }
-	terminal := map[kg][]porcupine.Operation{}
+// history and the checker's search grows exponentially.
+func clipUnknowns(h []porcupine.Operation, seen map[keyGen]settled) []porcupine.Operation {
+	terminal := map[keyGen][]porcupine.Operation{}
 	for _, op := range h {
 		in, out := op.Input.(opInput), op.Output.(opOutput)
 		if in.Kind == opBatch && out.Class != outUnknown {
-			terminal[kg{in.Key, in.Gen}] = append(terminal[kg{in.Key, in.Gen}], op)
+			terminal[keyGen{in.Key, in.Gen}] = append(terminal[keyGen{in.Key, in.Gen}], op)
 		}
 	}
 	out := make([]porcupine.Operation, len(h))
 	for i, op := range h {
 		out[i] = op
 		in, o := op.Input.(opInput), op.Output.(opOutput)
-		ts := terminal[kg{in.Key, in.Gen}]
-		if in.Kind != opBatch || o.Class != outUnknown || len(ts) == 0 {
+		if in.Kind != opBatch || o.Class != outUnknown {
 			continue
 		}
-		var before, after *porcupine.Operation
-		for j := range ts {
-			t := &ts[j]
+		kg := keyGen{in.Key, in.Gen}
+		var before *porcupine.Operation
+		after, afterOut := int64(math.MaxInt64), opOutput{}
+		for j := range terminal[kg] {
+			t := &terminal[kg][j]
 			switch {
 			case t.Return < op.Call:
 				if before == nil || t.Return < before.Return {
 					before = t
 				}
-			case after == nil || t.Return < after.Return:
-				after = t
+			case t.Return < after:
+				after, afterOut = t.Return, t.Output.(opOutput)
 			}
+		}
+		if s, ok := seen[kg]; ok && s.at > op.Call && s.at < after {
+			after, afterOut = s.at, opOutput{Class: s.class, Env: s.env}
 		}
 		switch {
 		case before != nil:
 			out[i].Output = before.Output
 			out[i].Return = op.Metadata.(int64)
-		case after != nil:
-			out[i].Output = after.Output
-			out[i].Return = max(after.Return, op.Call)
+		case after != math.MaxInt64:
+			out[i].Output = afterOut
+			out[i].Return = after
 		}
 	}
 	return out

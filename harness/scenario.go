@@ -87,6 +87,8 @@ type scenario struct {
 	failures   []string
 	crashNodes map[int]bool
 
+	seen map[keyGen]settled // when each (key, gen) was first seen terminal
+
 	armed     *event // a crash failpoint still waiting to fire
 	armedHits int64  // its hit count when armed
 	armedStep int
@@ -109,7 +111,8 @@ func Run(cfg Config) Result {
 		cfg.Log = io.Discard
 	}
 	sc := &scenario{cfg: cfg, rec: &recorder{}, schedule: makeSchedule(cfg),
-		gens: make([]int, cfg.Keys), sent: make([]bool, cfg.Keys), faults: map[string]int{}}
+		gens: make([]int, cfg.Keys), sent: make([]bool, cfg.Keys), faults: map[string]int{},
+		seen: map[keyGen]settled{}}
 	res := Result{Seed: cfg.Seed}
 	for _, e := range sc.schedule {
 		res.Schedule = append(res.Schedule, e.String())
@@ -218,6 +221,7 @@ func (sc *scenario) step(i int) {
 	}
 	sc.checkArmed(i, false)
 	sc.checkStarted()
+	sc.observeSettled()
 }
 
 // arm injects e; it returns the failpoint's hit count before arming.

@@ -73,9 +73,9 @@ const (
 	legacyAbortedMessage  = "the transaction was aborted"
 )
 
-// envelopeFromRecord rebuilds the answer a terminal record stores; schema-1
-// records get the generic fallback.
-func envelopeFromRecord(r *Record, txnID string) Envelope {
+// EnvelopeOf is the answer a terminal record stores; schema-1 records get
+// the generic fallback.
+func EnvelopeOf(r *Record, txnID string) Envelope {
 	if se := r.Envelope; se != nil {
 		return Envelope{Status: se.Status, Outcome: se.Outcome, Code: code.Code(se.Code), Message: se.Message,
 			Retryable: se.Retryable, RetryWith: code.RetryWith(se.RetryWith), TxnID: txnID, Result: se.Result}

@@ -64,7 +64,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 				_, _ = s.ExecuteFast(ctx, req.Table, req.Batch) // planted bug: the harness must catch it
 			}
 			s.stats.replayed.Add(1)
-			return Answer{Envelope: envelopeFromRecord(rec, id), Terminal: true, Replayed: true}, nil
+			return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, nil
 		default:
 			ans, err = s.takeOver(ctx, id, rec, ver, deadline)
 		}

@@ -173,7 +173,7 @@ func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View,
 	}
 	v := View{TxnID: id, State: rec.State, Owner: rec.Owner, Created: time.UnixMilli(rec.Created), Debt: rec.Debt}
 	if rec.State == Terminal {
-		e := envelopeFromRecord(rec, id)
+		e := EnvelopeOf(rec, id)
 		v.Envelope = &e
 	} else if st, err := lease.Read(ctx, s.store, id); err == nil && st.ClaimVersion != 0 {
 		v.Owner = &st.Claim
