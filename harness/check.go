@@ -52,16 +52,22 @@ func (sc *scenario) checkStarted() {
 	}
 }
 
-// observeSettled records, for every key sent in its current generation,
-// when its receipt is first seen terminal (see clipUnknowns).
-func (sc *scenario) observeSettled() {
+// observe records, for every key sent in its current generation, when its
+// receipt is first seen terminal, and when it was last seen absent (see
+// clipUnknowns). It runs between steps, when no client operation is in
+// flight.
+func (sc *scenario) observe() {
 	ctx := context.Background()
 	for k := 0; k < sc.cfg.Keys; k++ {
 		kg := keyGen{k, sc.gens[k]}
-		if _, done := sc.seen[kg]; done || !sc.sent[k] {
+		if _, done := sc.obs.settled[kg]; done || !sc.sent[k] {
 			continue
 		}
 		it, err := sc.cl.db.Get(ctx, receiptKey(k))
+		if errors.Is(err, engine.ErrNotFound) {
+			sc.obs.absent[kg] = sc.rec.now()
+			continue
+		}
 		if err != nil {
 			continue
 		}
@@ -74,7 +80,7 @@ func (sc *scenario) observeSettled() {
 		if e.Outcome == receipt.OutcomeCommitted {
 			class = outCommitted
 		}
-		sc.seen[kg] = settled{at: sc.rec.now(), class: class, env: envString(e)}
+		sc.obs.settled[kg] = settled{at: sc.rec.now(), class: class, env: envString(e)}
 	}
 }
 
@@ -156,7 +162,7 @@ func (sc *scenario) checkInvariants() {
 // checkHistory checks both models; a failing or inconclusive check is a
 // failure, with its visualization written to OutDir.
 func (sc *scenario) checkHistory() []string {
-	h := clipUnknowns(sc.rec.history(), sc.seen)
+	h := clipUnknowns(sc.rec.history(), sc.obs)
 	var vis []string
 	for _, m := range []struct {
 		name  string

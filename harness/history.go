@@ -76,6 +76,12 @@ type settled struct {
 
 type keyGen struct{ key, gen int }
 
+// observations is what the harness saw in the store between steps.
+type observations struct {
+	settled map[keyGen]settled // first seen terminal
+	absent  map[keyGen]int64   // last seen without any receipt
+}
+
 // clipUnknowns narrows batches with unknown outcomes using what the run
 // proves about their (key, generation): all attempts of one key share one
 // effect, which lands (if at all) before the first terminal answer for the
@@ -91,7 +97,12 @@ type keyGen struct{ key, gen int }
 //
 // Without this, each unknown attempt stays concurrent with the rest of the
 // history and the checker's search grows exponentially.
-func clipUnknowns(h []porcupine.Operation, seen map[keyGen]settled) []porcupine.Operation {
+//
+// And an attempt that had returned when the harness last saw no receipt at
+// all for its (key, generation) had no effect and never will: nothing
+// executes without a receipt, and only the cleaner deletes receipts (which
+// starts a new generation).
+func clipUnknowns(h []porcupine.Operation, obs observations) []porcupine.Operation {
 	terminal := map[keyGen][]porcupine.Operation{}
 	for _, op := range h {
 		in, out := op.Input.(opInput), op.Output.(opOutput)
@@ -107,6 +118,11 @@ func clipUnknowns(h []porcupine.Operation, seen map[keyGen]settled) []porcupine.
 			continue
 		}
 		kg := keyGen{in.Key, in.Gen}
+		if x, ok := obs.absent[kg]; ok && x > op.Metadata.(int64) {
+			out[i].Output = opOutput{Class: outNotApplied} // no Env: not an answer to compare
+			out[i].Return = op.Metadata.(int64)
+			continue
+		}
 		var before *porcupine.Operation
 		after, afterOut := int64(math.MaxInt64), opOutput{}
 		for j := range terminal[kg] {
@@ -120,7 +136,7 @@ func clipUnknowns(h []porcupine.Operation, seen map[keyGen]settled) []porcupine.
 				after, afterOut = t.Return, t.Output.(opOutput)
 			}
 		}
-		if s, ok := seen[kg]; ok && s.at > op.Call && s.at < after {
+		if s, ok := obs.settled[kg]; ok && s.at > op.Call && s.at < after {
 			after, afterOut = s.at, opOutput{Class: s.class, Env: s.env}
 		}
 		switch {

@@ -82,8 +82,8 @@ func keyModel() porcupine.Model {
 		Init:      func() interface{} { return "" },
 		Step: func(state, input, output interface{}) (bool, interface{}) {
 			first, out := state.(string), output.(opOutput)
-			if out.Class == outUnknown {
-				return true, first
+			if out.Class == outUnknown || out.Env == "" {
+				return true, first // not a terminal answer (or one the harness inferred)
 			}
 			if first == "" {
 				return true, out.Env

@@ -43,7 +43,7 @@ func TestModels_ClipUnknownsKeepsVerdicts(t *testing.T) {
 			batchOp(0, 1, 1, outCommitted, 2), readOp(1, 3, 0, 4)}, false},
 	}
 	for _, c := range cases {
-		if got := porcupine.CheckOperations(docModel(), clipUnknowns(c.h, nil)); got != c.ok {
+		if got := porcupine.CheckOperations(docModel(), clipUnknowns(c.h, observations{})); got != c.ok {
 			t.Errorf("%s: linearizable=%v, want %v", c.name, got, c.ok)
 		}
 		// Clipping only ever removes linearizations that the key's terminal

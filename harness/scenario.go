@@ -87,7 +87,7 @@ type scenario struct {
 	failures   []string
 	crashNodes map[int]bool
 
-	seen map[keyGen]settled // when each (key, gen) was first seen terminal
+	obs observations // what the store showed between steps
 
 	armed     *event // a crash failpoint still waiting to fire
 	armedHits int64  // its hit count when armed
@@ -112,7 +112,7 @@ func Run(cfg Config) Result {
 	}
 	sc := &scenario{cfg: cfg, rec: &recorder{}, schedule: makeSchedule(cfg),
 		gens: make([]int, cfg.Keys), sent: make([]bool, cfg.Keys), faults: map[string]int{},
-		seen: map[keyGen]settled{}}
+		obs: observations{settled: map[keyGen]settled{}, absent: map[keyGen]int64{}}}
 	res := Result{Seed: cfg.Seed}
 	for _, e := range sc.schedule {
 		res.Schedule = append(res.Schedule, e.String())
@@ -213,15 +213,17 @@ func (sc *scenario) step(i int) {
 		return
 	}
 	sc.disarm(e, hits)
+	sc.checkArmed(i, false)
+	// Observe before anything can delete a receipt (the cleaner below).
+	sc.observe()
+	sc.checkStarted()
 	if e.Kind == faultExpire {
 		sc.advance(2 * leaseTTL)
 	}
 	if e.Kind == faultClean {
 		sc.clean()
+		sc.checkArmed(i, false)
 	}
-	sc.checkArmed(i, false)
-	sc.checkStarted()
-	sc.observeSettled()
 }
 
 // arm injects e; it returns the failpoint's hit count before arming.
