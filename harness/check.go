@@ -53,9 +53,8 @@ func (sc *scenario) checkStarted() {
 }
 
 // observe records, for every key sent in its current generation, when its
-// receipt is first seen terminal, and when it was last seen absent (see
-// clipUnknowns). It runs between steps, when no client operation is in
-// flight.
+// receipt is first seen terminal (see effectHistory). It runs between steps,
+// before anything can delete a receipt.
 func (sc *scenario) observe() {
 	ctx := context.Background()
 	for k := 0; k < sc.cfg.Keys; k++ {
@@ -64,10 +63,6 @@ func (sc *scenario) observe() {
 			continue
 		}
 		it, err := sc.cl.db.Get(ctx, receiptKey(k))
-		if errors.Is(err, engine.ErrNotFound) {
-			sc.obs.absent[kg] = sc.rec.now()
-			continue
-		}
 		if err != nil {
 			continue
 		}
@@ -162,13 +157,14 @@ func (sc *scenario) checkInvariants() {
 // checkHistory checks both models; a failing or inconclusive check is a
 // failure, with its visualization written to OutDir.
 func (sc *scenario) checkHistory() []string {
-	h := clipUnknowns(sc.rec.history(), sc.obs)
+	h := sc.rec.history()
 	var vis []string
 	for _, m := range []struct {
-		name  string
-		model porcupine.Model
-	}{{"keys", keyModel()}, {"docs", docModel()}} {
-		res, info := porcupine.CheckOperationsVerbose(m.model, h, checkTimeout)
+		name    string
+		model   porcupine.Model
+		history []porcupine.Operation
+	}{{"keys", keyModel(), h}, {"docs", docModel(), effectHistory(h, sc.obs)}} {
+		res, info := porcupine.CheckOperationsVerbose(m.model, m.history, checkTimeout)
 		if res == porcupine.Ok {
 			continue
 		}

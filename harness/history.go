@@ -56,12 +56,11 @@ func (r *recorder) newClient() int { return int(r.clients.Add(1) - 1) }
 // record adds one operation. An operation with an unknown outcome returns
 // at math.MaxInt64: it may take effect at any time after its call.
 func (r *recorder) record(client int, in opInput, call int64, out opOutput, ret int64) {
-	var meta any
 	if out.Class == outUnknown && in.Kind == opBatch {
-		meta, ret = ret, math.MaxInt64 // keep when the call came back, for clipUnknowns
+		ret = math.MaxInt64
 	}
 	r.mu.Lock()
-	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: meta})
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	r.mu.Unlock()
 }
 
@@ -79,74 +78,65 @@ type keyGen struct{ key, gen int }
 // observations is what the harness saw in the store between steps.
 type observations struct {
 	settled map[keyGen]settled // first seen terminal
-	absent  map[keyGen]int64   // last seen without any receipt
 }
 
-// clipUnknowns narrows batches with unknown outcomes using what the run
-// proves about their (key, generation): all attempts of one key share one
-// effect, which lands (if at all) before the first terminal answer for the
-// key returns and before the harness first saw its receipt terminal.
+// effectHistory turns the recorded history into the one the document model
+// checks: every attempt of a (key, generation) shares a single effect, so
+// the attempts are replaced by one operation that stands for that effect,
+// over the one interval the run proves it lies in —
 //
-//   - a terminal answer returned before the attempt was called: the attempt
-//     changed nothing; it reads as that answer (a no-op replay);
-//   - otherwise its return is clipped to the earliest such bound after its
-//     call, and it takes that bound's class: "not applied" never applies;
-//     "committed" applies if not yet applied — whichever attempt's interval
-//     holds the effect, every attempt's clipped interval ends after it, so a
-//     linearization exists exactly when one did before.
+//   - from the first attempt's call (nothing executes before it),
+//   - to the earliest of: the return of the first terminal answer, and the
+//     moment the harness first saw the receipt terminal (an answer is only
+//     given, and a receipt only becomes terminal, once the effect is settled).
 //
-// Without this, each unknown attempt stays concurrent with the rest of the
-// history and the checker's search grows exponentially.
+// Its class is the key's terminal class; a key whose answers say "not
+// applied" contributes no effect at all, and one never settled stays
+// unknown (it may apply at any time after its first call). Reads are kept
+// as they are. The per-attempt answers are checked separately (keyModel).
 //
-// And an attempt that had returned when the harness last saw no receipt at
-// all for its (key, generation) had no effect and never will: nothing
-// executes without a receipt, and only the cleaner deletes receipts (which
-// starts a new generation).
-func clipUnknowns(h []porcupine.Operation, obs observations) []porcupine.Operation {
-	terminal := map[keyGen][]porcupine.Operation{}
-	for _, op := range h {
-		in, out := op.Input.(opInput), op.Output.(opOutput)
-		if in.Kind == opBatch && out.Class != outUnknown {
-			terminal[keyGen{in.Key, in.Gen}] = append(terminal[keyGen{in.Key, in.Gen}], op)
-		}
+// With one operation per key instead of one per attempt, the checker's
+// search no longer grows with the retries of slow keys.
+func effectHistory(h []porcupine.Operation, obs observations) []porcupine.Operation {
+	type effect struct {
+		call, ret int64
+		class     outClass
+		docs      []int
+		key, gen  int
 	}
-	out := make([]porcupine.Operation, len(h))
-	for i, op := range h {
-		out[i] = op
+	effects := map[keyGen]*effect{}
+	var order []keyGen
+	var out []porcupine.Operation
+	for _, op := range h {
 		in, o := op.Input.(opInput), op.Output.(opOutput)
-		if in.Kind != opBatch || o.Class != outUnknown {
+		if in.Kind != opBatch {
+			out = append(out, op)
 			continue
 		}
 		kg := keyGen{in.Key, in.Gen}
-		if x, ok := obs.absent[kg]; ok && x > op.Metadata.(int64) {
-			out[i].Output = opOutput{Class: outNotApplied} // no Env: not an answer to compare
-			out[i].Return = op.Metadata.(int64)
+		e := effects[kg]
+		if e == nil {
+			e = &effect{call: op.Call, ret: math.MaxInt64, class: outUnknown, docs: in.Docs, key: in.Key, gen: in.Gen}
+			effects[kg] = e
+			order = append(order, kg)
+		}
+		e.call = min(e.call, op.Call)
+		if o.Class != outUnknown && o.Env != "" && op.Return < e.ret {
+			e.ret, e.class = op.Return, o.Class
+		}
+	}
+	for _, kg := range order {
+		e := effects[kg]
+		if s, ok := obs.settled[kg]; ok && s.at < e.ret {
+			e.ret, e.class = s.at, s.class
+		}
+		if e.class == outNotApplied {
 			continue
 		}
-		var before *porcupine.Operation
-		after, afterOut := int64(math.MaxInt64), opOutput{}
-		for j := range terminal[kg] {
-			t := &terminal[kg][j]
-			switch {
-			case t.Return < op.Call:
-				if before == nil || t.Return < before.Return {
-					before = t
-				}
-			case t.Return < after:
-				after, afterOut = t.Return, t.Output.(opOutput)
-			}
-		}
-		if s, ok := obs.settled[kg]; ok && s.at > op.Call && s.at < after {
-			after, afterOut = s.at, opOutput{Class: s.class, Env: s.env}
-		}
-		switch {
-		case before != nil:
-			out[i].Output = before.Output
-			out[i].Return = op.Metadata.(int64)
-		case after != math.MaxInt64:
-			out[i].Output = afterOut
-			out[i].Return = after
-		}
+		op := porcupine.Operation{ClientId: len(out) + 1<<20, Call: e.call, Return: max(e.ret, e.call),
+			Input:  opInput{Kind: opBatch, Key: e.key, Gen: e.gen, Docs: e.docs},
+			Output: opOutput{Class: e.class}}
+		out = append(out, op)
 	}
 	return out
 }

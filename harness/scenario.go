@@ -112,7 +112,7 @@ func Run(cfg Config) Result {
 	}
 	sc := &scenario{cfg: cfg, rec: &recorder{}, schedule: makeSchedule(cfg),
 		gens: make([]int, cfg.Keys), sent: make([]bool, cfg.Keys), faults: map[string]int{},
-		obs: observations{settled: map[keyGen]settled{}, absent: map[keyGen]int64{}}}
+		obs: observations{settled: map[keyGen]settled{}}}
 	res := Result{Seed: cfg.Seed}
 	for _, e := range sc.schedule {
 		res.Schedule = append(res.Schedule, e.String())
