@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -42,6 +43,7 @@ type Tables struct {
 	store     engine.Store
 	now       func() time.Time
 	decisions DecisionReader
+	metas     sync.Map // name -> Meta as decoded at its Version; one entry per existing table
 }
 
 // New returns a table manager. decisions may be nil until SetDecisionReader
@@ -71,16 +73,23 @@ func (t *Tables) Meta(ctx context.Context, name string) (Meta, error) {
 	}
 	it, err := t.store.Get(ctx, metaKey(name))
 	if errors.Is(err, engine.ErrNotFound) {
+		t.metas.Delete(name)
 		return Meta{}, tableNotFound(name)
 	}
 	if err != nil {
 		return Meta{}, err
+	}
+	// Metadata changes only when a table is created or dropped, and the
+	// store's version says when: a decoded copy is reused until it moves.
+	if c, ok := t.metas.Load(name); ok && c.(Meta).Version == it.Version {
+		return c.(Meta), nil
 	}
 	var m Meta
 	if err := cbor.Unmarshal(it.Value, &m); err != nil {
 		return Meta{}, fmt.Errorf("table: decode meta of %q: %w", name, err)
 	}
 	m.Version = it.Version
+	t.metas.Store(name, m)
 	return m, nil
 }
 
