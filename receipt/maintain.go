@@ -175,7 +175,11 @@ type releasable struct {
 // scanDecisions continues a cursor over retained decisions.
 func (s *Service) scanDecisions(ctx context.Context) ([]string, error) {
 	prefix := engine.NSTxn.Prefix("dec")
+	// Passes may overlap (the maintenance loop and a direct caller); the
+	// cursor is shared state.
+	s.releaseMu.Lock()
 	start := s.decCursor
+	s.releaseMu.Unlock()
 	if start == nil {
 		start = prefix
 	}
@@ -183,11 +187,13 @@ func (s *Service) scanDecisions(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(items) < MaintainPageMax {
-		s.decCursor = nil // wrap around next time
-	} else {
-		s.decCursor = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	var next []byte // nil: wrap around next time
+	if len(items) == MaintainPageMax {
+		next = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
+	s.releaseMu.Lock()
+	s.decCursor = next
+	s.releaseMu.Unlock()
 	out := make([]string, 0, len(items))
 	for _, it := range items {
 		out = append(out, string(it.Key[len(prefix):]))

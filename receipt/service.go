@@ -37,7 +37,7 @@ type Service struct {
 
 	releaseMu sync.Mutex
 	releaseQ  []string
-	decCursor []byte // maintenance scan position in txn/v1/dec
+	decCursor []byte // maintenance scan position in txn/v1/dec (under releaseMu)
 
 	stats counters
 	stop  chan struct{}

@@ -49,6 +49,8 @@ type group struct {
 	bytes   int
 	done    chan struct{}
 	err     error
+	self    *Log        // set when an appender writes it itself (see Enqueue)
+	claimed atomic.Bool // the one waiter that writes a self group took it
 }
 
 // Commit is the handle of one enqueued entry.
@@ -58,6 +60,13 @@ type Commit struct{ g *group }
 // or ErrFailStopped), or ctx ends (ctx.Err(): the entry may still become
 // durable).
 func (c Commit) Wait(ctx context.Context) error {
+	if l := c.g.self; l != nil && c.g.claimed.CompareAndSwap(false, true) {
+		// The first waiter writes the entry (its appender, or anyone
+		// waiting on it first): a write is never abandoned half-way, so
+		// it runs to the end whatever ctx says.
+		l.writeSelf(c.g)
+		return c.g.err
+	}
 	select {
 	case <-c.g.done:
 		return c.g.err
@@ -93,7 +102,12 @@ type Log struct {
 	next    uint64   // index of the next Enqueue
 	failed  error
 	closing bool
-	started bool // an Enqueue happened: Replay is no longer allowed
+	// writerBusy: the writer holds a group it has not yet handed on;
+	// selfWriting: an appender is writing its own group. Either one keeps
+	// the other from writing, which keeps log order (see Enqueue).
+	writerBusy  bool
+	selfWriting bool
+	started     bool // an Enqueue happened: Replay is no longer allowed
 
 	ioMu        sync.Mutex // held by the writer during a group and by TruncateFront
 	segs        []segmentFile
@@ -262,6 +276,21 @@ func (l *Log) Enqueue(kind Kind, body []byte, tag any) (uint64, Commit, error) {
 		return 0, Commit{}, err
 	}
 	size := frameSize(len(body))
+	index := l.next
+	if len(l.queue) == 0 && !l.writerBusy && !l.selfWriting && l.publishing.Load() == 0 {
+		// The log is idle: this appender writes and publishes its own
+		// entry in Commit.Wait, saving the two goroutine handoffs of a
+		// round trip through the writer. Entries enqueued meanwhile wait in
+		// the queue; the writer starts on them once this one is published,
+		// so log order and publication order stay the index order.
+		l.selfWriting = true
+		l.next++
+		l.started = true
+		g := &group{done: make(chan struct{}), self: l, bytes: size,
+			entries: []Entry{{Index: index, Kind: kind, Body: body, Tag: tag}}}
+		l.mu.Unlock()
+		return index, Commit{g}, nil
+	}
 	var g *group
 	if n := len(l.queue); n > 0 {
 		last := l.queue[n-1]
@@ -274,7 +303,6 @@ func (l *Log) Enqueue(kind Kind, body []byte, tag any) (uint64, Commit, error) {
 		l.queue = append(l.queue, g)
 		l.cond.Signal()
 	}
-	index := l.next
 	l.next++
 	l.started = true
 	g.entries = append(g.entries, Entry{Index: index, Kind: kind, Body: body, Tag: tag})
@@ -299,7 +327,7 @@ func (l *Log) run() {
 	}()
 	for {
 		l.mu.Lock()
-		for len(l.queue) == 0 && !l.closing {
+		for l.selfWriting || (len(l.queue) == 0 && !l.closing) {
 			l.cond.Wait()
 		}
 		if len(l.queue) == 0 {
@@ -310,6 +338,7 @@ func (l *Log) run() {
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
 		failed := l.failed
+		l.writerBusy = true
 		l.mu.Unlock()
 
 		switch {
@@ -335,11 +364,57 @@ func (l *Log) run() {
 		l.mu.Unlock()
 		if idle && len(g.entries) == 1 && l.publishing.Load() == 0 {
 			l.publishGroup(g)
-			continue
+		} else {
+			l.publishing.Add(1)
+			durable <- g
 		}
-		l.publishing.Add(1)
-		durable <- g
+		l.mu.Lock()
+		l.writerBusy = false
+		l.mu.Unlock()
 	}
+}
+
+// writeSelf writes and publishes a group its own appender holds (see
+// Enqueue), then lets the writer go on with whatever queued meanwhile.
+func (l *Log) writeSelf(g *group) {
+	defer func() {
+		// A panic mid-write (a failpoint armed with `panic`, a bug) must
+		// not strand the writer behind selfWriting, or every deferred
+		// Close on the way up would hang: fail-stop the log as an I/O error
+		// would, release the group, and let the panic go on.
+		if r := recover(); r != nil {
+			l.mu.Lock()
+			if l.failed == nil {
+				l.failed = fmt.Errorf("wal: panic while writing: %v", r)
+			}
+			l.selfWriting = false
+			l.cond.Broadcast()
+			l.mu.Unlock()
+			g.err = fmt.Errorf("%w: panic while writing", ErrAmbiguous)
+			for range g.entries {
+				<-l.slots
+			}
+			close(g.done)
+			panic(r)
+		}
+	}()
+	l.mu.Lock()
+	failed := l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		g.err = fmt.Errorf("%w: %w", ErrFailStopped, failed)
+	} else if err := l.writeGroup(g); err != nil {
+		l.mu.Lock()
+		l.failed = err
+		l.mu.Unlock()
+		g.err = fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		l.opts.Logger.Error("wal: fail-stop", "err", err, "first_index", g.entries[0].Index)
+	}
+	l.publishGroup(g)
+	l.mu.Lock()
+	l.selfWriting = false
+	l.cond.Broadcast()
+	l.mu.Unlock()
 }
 
 // publishQueueMax bounds groups written but not yet published.
