@@ -7,6 +7,7 @@
 //	Reserve(ctx)        take one of QueueEntriesMax slots (may block)
 //	Enqueue(...)        assign the next index, join the open group (never blocks)
 //	Commit.Wait(ctx)    the writer wrote and fsynced the group, ran OnDurable
+//	                    (on an idle log the appender does this itself)
 //
 // Enqueue never blocks so that a caller may hold its own lock across it and
 // so keep its sequence order equal to log order, which is what the engine
