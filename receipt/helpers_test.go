@@ -33,13 +33,13 @@ var (
 // env is one data dir shared by the services of a test, with one simulated
 // clock. Services and the engine are closed at cleanup.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	db    *engine.DB
 	clock *lease.Sim
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), clock: lease.NewSim(t0)}
 	e.openDB()
@@ -103,14 +103,14 @@ func (e *env) openOn(store engine.Store, o receipt.Options) *receipt.Service {
 	return svc
 }
 
-func createTable(t *testing.T, svc *receipt.Service, name string) {
+func createTable(t testing.TB, svc *receipt.Service, name string) {
 	t.Helper()
 	if _, _, err := svc.Tables().Create(ctx, name, 0); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func mustBatch(t *testing.T, s string) *table.Batch {
+func mustBatch(t testing.TB, s string) *table.Batch {
 	t.Helper()
 	b, err := table.DecodeBatch([]byte(s))
 	if err != nil {
@@ -155,7 +155,7 @@ func docExists(t *testing.T, svc *receipt.Service, tbl, id string) bool {
 	return err == nil
 }
 
-func mustExecute(t *testing.T, svc *receipt.Service, r receipt.Request) receipt.Answer {
+func mustExecute(t testing.TB, svc *receipt.Service, r receipt.Request) receipt.Answer {
 	t.Helper()
 	a, err := svc.Execute(ctx, r)
 	if err != nil {
@@ -242,7 +242,7 @@ func arm(t *testing.T, name, terms string) (disarm func()) {
 }
 
 // waitFor polls cond with a real-time deadline (never a fixed sleep).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

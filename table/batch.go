@@ -116,8 +116,8 @@ func (b *Batch) prepare() *canonBatch {
 		c.err = invalid("batch touches %d documents (max %d)", n, BatchDocsMax)
 		return c
 	}
-	seen := make(map[string]string, n)
-	use := func(id, where string) *code.Error {
+	seen := make(map[string]place, n)
+	use := func(id string, where place) *code.Error {
 		if !ValidDocID(id) {
 			return invalid("%s: invalid document id %q (1..%d of A-Z a-z 0-9 _ . : @ ~ -)", where, id, DocIDBytesMax)
 		}
@@ -134,7 +134,7 @@ func (b *Batch) prepare() *canonBatch {
 		out = append(out, `"inserts":[`...)
 		c.docs = make([][]byte, len(b.Inserts))
 		for i, in := range b.Inserts {
-			where := "inserts[" + strconv.Itoa(i) + "]"
+			where := place{list: "inserts", i: i, op: -1}
 			if c.err = use(in.ID, where); c.err != nil {
 				return c
 			}
@@ -165,7 +165,7 @@ func (b *Batch) prepare() *canonBatch {
 		}
 		out = append(out, `"deletes":[`...)
 		for i, id := range b.Deletes {
-			if c.err = use(id, "deletes["+strconv.Itoa(i)+"]"); c.err != nil {
+			if c.err = use(id, place{list: "deletes", i: i, op: -1}); c.err != nil {
 				return c
 			}
 			if i > 0 {
@@ -181,7 +181,7 @@ func (b *Batch) prepare() *canonBatch {
 		}
 		out = append(out, `"transforms":[`...)
 		for i, tr := range b.Transforms {
-			where := "transforms[" + strconv.Itoa(i) + "]"
+			where := place{list: "transforms", i: i, op: -1}
 			if c.err = use(tr.ID, where); c.err != nil {
 				return c
 			}
@@ -200,7 +200,7 @@ func (b *Batch) prepare() *canonBatch {
 					out = append(out, ',')
 				}
 				var cerr *code.Error
-				if out, cerr = op.appendCanonical(out, where+".ops["+strconv.Itoa(j)+"]", b.canonicalInput); cerr != nil {
+				if out, cerr = op.appendCanonical(out, place{list: "transforms", i: i, op: j}, b.canonicalInput); cerr != nil {
 					c.err = cerr
 					return c
 				}
@@ -215,6 +215,22 @@ func (b *Batch) prepare() *canonBatch {
 	}
 	c.bytes = append(out, '}')
 	return c
+}
+
+// place names where in a batch a check failed, e.g. transforms[2].ops[0].
+// It is formatted only when an error is: validating a good batch builds no
+// strings.
+type place struct {
+	list  string // inserts, deletes or transforms
+	i, op int    // op < 0: the entry itself
+}
+
+func (p place) String() string {
+	s := p.list + "[" + strconv.Itoa(p.i) + "]"
+	if p.op >= 0 {
+		s += ".ops[" + strconv.Itoa(p.op) + "]"
+	}
+	return s
 }
 
 func (b *Batch) rawSize() int {
@@ -263,7 +279,11 @@ func appendCanonicalObject(dst, src []byte) ([]byte, error) {
 // batch comes back validated-shape-wise and with its documents already in
 // canonical form; Validate still checks the limits.
 func DecodeBatch(data []byte) (*Batch, error) {
-	d := batchDecoder{p: canonParser{src: data}}
+	// Canonical documents are about as long as the body they come from.
+	d := batchDecoder{
+		p:   canonParser{src: data, arena: make([]byte, 0, 256), members: make([]member, 0, 16)},
+		buf: make([]byte, 0, len(data)),
+	}
 	b, err := d.batch()
 	if err != nil {
 		return nil, invalid("malformed batch body: %v", err)

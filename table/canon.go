@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // canonical JSON: one parse over the input that validates it and appends its
@@ -39,6 +41,7 @@ type canonParser struct {
 	key     []byte   // scratch: a decoded string with escapes
 	arena   []byte   // decoded keys of the objects being parsed
 	members []member // members of the objects being parsed (a stack)
+	region  []byte   // scratch: an unsorted object's members while they are reordered
 }
 
 func (p *canonParser) fail(msg string) error { return &syntaxError{off: p.pos, msg: msg} }
@@ -56,7 +59,9 @@ func (p *canonParser) skipSpace() {
 
 // appendCanonical appends the canonical form of the single JSON value src.
 func appendCanonical(dst, src []byte) ([]byte, error) {
-	p := canonParser{src: src}
+	p := parsers.Get().(*canonParser)
+	defer p.release()
+	p.src = src
 	dst, err := p.value(dst)
 	if err != nil {
 		return nil, err
@@ -66,6 +71,22 @@ func appendCanonical(dst, src []byte) ([]byte, error) {
 		return nil, p.fail("trailing data")
 	}
 	return dst, nil
+}
+
+// parsers keeps the scratch stacks of parsers between documents: a batch of
+// ten documents would otherwise grow them ten times.
+var parsers = sync.Pool{New: func() any { return new(canonParser) }}
+
+// parserScratchMax bounds the scratch a pooled parser keeps: one huge
+// document must not pin its stacks for the life of the process.
+const parserScratchMax = 64 << 10
+
+func (p *canonParser) release() {
+	if cap(p.arena)+cap(p.region)+cap(p.members)*int(unsafe.Sizeof(member{})) > parserScratchMax {
+		return
+	}
+	*p = canonParser{arena: p.arena[:0], members: p.members[:0], region: p.region[:0]}
+	parsers.Put(p)
 }
 
 // canonicalObject is appendCanonical for a value that must be an object.
@@ -379,9 +400,12 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 	}
 	if !sorted {
 		ms := p.members[first:]
-		sort.SliceStable(ms, func(i, j int) bool { return bytes.Compare(p.keyOf(ms[i]), p.keyOf(ms[j])) < 0 })
+		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(p.keyOf(a), p.keyOf(b)) })
 		base := open + 1
-		region := append([]byte(nil), dst[base:]...)
+		// Nested objects reorder inside their own members before this one
+		// runs, so one scratch buffer per parser serves every depth.
+		p.region = append(p.region[:0], dst[base:]...)
+		region := p.region
 		dst = dst[:base]
 		for i, m := range ms {
 			if i > 0 {

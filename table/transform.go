@@ -22,7 +22,7 @@ const (
 
 // appendCanonical validates an op without looking at any document and
 // appends its canonical form {"op":…,"path":…[,"value":…]}.
-func (op Op) appendCanonical(dst []byte, where string, canonicalInput bool) ([]byte, *code.Error) {
+func (op Op) appendCanonical(dst []byte, where place, canonicalInput bool) ([]byte, *code.Error) {
 	if err := validatePath(op.Path); err != nil {
 		return nil, invalid("%s: %s", where, err.Message)
 	}
