@@ -32,12 +32,7 @@ func storeDump(t *testing.T, s engine.Store) map[string]engine.Version {
 // incarnation's pass deletes the expired receipts.
 func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), engine.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	clock := lease.NewSim(time.Unix(1_700_000_000, 0))
+	db, clock := internalStore(t)
 	opts := Options{Node: "node-0", Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)}
 	a, err := Open(ctx, db, opts)
@@ -93,4 +88,16 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 			t.Fatalf("%s not cleaned: %v", k, err)
 		}
 	}
+}
+
+// internalStore is an engine on a temp dir, closed at cleanup, and a
+// simulated clock for the services of an internal test.
+func internalStore(t *testing.T) (*engine.DB, *lease.Sim) {
+	t.Helper()
+	db, err := engine.Open(t.TempDir(), engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, lease.NewSim(time.Unix(1_700_000_000, 0))
 }

@@ -95,11 +95,7 @@ func TestFencing_StaleIncarnationCannotDecideOrRenew(t *testing.T) {
 // finishes, the old owner's renewal is fenced (lost, out of the active set)
 // and its late decision changes nothing.
 func TestFencing_PartitionedOwnerLosesToAdopterAfterExpiry(t *testing.T) {
-	e := newEnv(t)
-	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0"})
-	n1 := e.open(receipt.Options{Node: "node-1"})
-	createTable(t, a, "t")
+	e, hs, a, n1 := twoNodes(t)
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
 	g := hs.block(t, decisionKey(id))

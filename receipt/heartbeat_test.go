@@ -82,11 +82,7 @@ func keepsLease(t *testing.T, e *env, a, n1 *receipt.Service, id string, steps, 
 // lease through the supervisor — across one transient lease-store failure —
 // so no other node can adopt, and it then completes committed.
 func TestHeartbeat_ForegroundExecutionOutlivesTwoLeasePeriods(t *testing.T) {
-	e := newEnv(t)
-	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0"})
-	n1 := e.open(receipt.Options{Node: "node-1"})
-	createTable(t, a, "t")
+	e, hs, a, n1 := twoNodes(t)
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
 
@@ -217,11 +213,7 @@ func TestSupervisor_RenewsIndependentlyOfBlockedMaintenance(t *testing.T) {
 // is ever missing from the set), so the lease keeps being renewed while the
 // execution continues.
 func TestSupervisor_NewClaimIsNotDroppedWhilePublishing(t *testing.T) {
-	e := newEnv(t)
-	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0"})
-	n1 := e.open(receipt.Options{Node: "node-1"})
-	createTable(t, a, "t")
+	e, hs, a, n1 := twoNodes(t)
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
 

@@ -293,6 +293,18 @@ type result struct {
 	err error
 }
 
+// twoNodes opens node-0 on a hookStore (its writes can be held at a gate)
+// and node-1 on the bare engine, sharing one store with table "t".
+func twoNodes(t *testing.T) (e *env, hs *hookStore, n0, n1 *receipt.Service) {
+	t.Helper()
+	e = newEnv(t)
+	hs = &hookStore{Store: e.db}
+	n0 = e.openOn(hs, receipt.Options{Node: "node-0"})
+	n1 = e.open(receipt.Options{Node: "node-1"})
+	createTable(t, n0, "t")
+	return e, hs, n0, n1
+}
+
 func goExecute(svc *receipt.Service, r receipt.Request) <-chan result {
 	ch := make(chan result, 1)
 	go func() {

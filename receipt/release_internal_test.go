@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
-	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -23,12 +21,7 @@ import (
 // conditioned on the receipt version it judged releasable.
 func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), engine.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	clock := lease.NewSim(time.Unix(1_700_000_000, 0))
+	db, clock := internalStore(t)
 	s, err := Open(ctx, db, Options{Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

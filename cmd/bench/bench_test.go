@@ -27,30 +27,7 @@ func TestBench_JSONLinesMeetTheContract(t *testing.T) {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
 
-	required := []string{"suite", "case", "concurrency", "ops", "seconds", "ops_per_sec",
-		"p50_us", "p99_us", "fsyncs_per_sec", "go_version", "gomaxprocs", "fs"}
-	seen := map[string]map[string]any{}
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(line), &obj); err != nil {
-			t.Fatalf("line is not a JSON object: %v\n%s", err, line)
-		}
-		for _, f := range required {
-			if _, ok := obj[f]; !ok {
-				t.Errorf("line lacks %q: %s", f, line)
-			}
-		}
-		key := fmt.Sprintf("%v/%v/%v", obj["suite"], obj["case"], obj["concurrency"])
-		seen[key] = obj
-		if obj["floor"] == true {
-			continue
-		}
-		if ops, _ := obj["ops"].(float64); ops <= 0 {
-			t.Errorf("no ops measured: %s", line)
-		}
-	}
+	seen, _ := contractLines(t, &stdout)
 	want := []string{
 		"wal/fsync-serial/1", "wal/fsync-group/64", "wal/tidwall-batch64/1",
 		"wal/append/1", "wal/append/2",
@@ -86,6 +63,42 @@ func TestBench_JSONLinesMeetTheContract(t *testing.T) {
 	}
 }
 
+// contractLines checks every stdout line against the DESIGN §11 contract:
+// one JSON object with the required fields, and ops measured unless it is a
+// floor or a skipped suite. It returns the lines by suite/case/concurrency
+// and how many lines each case printed.
+func contractLines(t *testing.T, stdout *bytes.Buffer) (seen map[string]map[string]any, count map[string]int) {
+	t.Helper()
+	required := []string{"suite", "case", "concurrency", "ops", "seconds", "ops_per_sec",
+		"p50_us", "p99_us", "fsyncs_per_sec", "go_version", "gomaxprocs", "fs"}
+	seen, count = map[string]map[string]any{}, map[string]int{}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("line is not a JSON object: %v\n%s", err, line)
+		}
+		for _, f := range required {
+			if _, ok := obj[f]; !ok {
+				t.Errorf("line lacks %q: %s", f, line)
+			}
+		}
+		seen[fmt.Sprintf("%v/%v/%v", obj["suite"], obj["case"], obj["concurrency"])] = obj
+		count[fmt.Sprint(obj["case"])]++
+		if obj["floor"] == true || obj["skipped"] == true {
+			continue
+		}
+		if ops, _ := obj["ops"].(float64); ops <= 0 {
+			t.Errorf("no ops measured: %s", line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading stdout: %v", err)
+	}
+	return seen, count
+}
+
 func keys(m map[string]map[string]any) []string {
 	var out []string
 	for k := range m {
@@ -113,32 +126,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	required := []string{"suite", "case", "concurrency", "ops", "seconds", "ops_per_sec",
-		"p50_us", "p99_us", "fsyncs_per_sec", "go_version", "gomaxprocs", "fs"}
-	seen := map[string]map[string]any{}
-	count := map[string]int{}
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(line), &obj); err != nil {
-			t.Fatalf("line is not a JSON object: %v\n%s", err, line)
-		}
-		for _, f := range required {
-			if _, ok := obj[f]; !ok {
-				t.Errorf("line lacks %q: %s", f, line)
-			}
-		}
-		key := fmt.Sprintf("%v/%v/%v", obj["suite"], obj["case"], obj["concurrency"])
-		seen[key] = obj
-		count[fmt.Sprint(obj["case"])]++
-		if obj["floor"] == true || obj["skipped"] == true {
-			continue
-		}
-		if ops, _ := obj["ops"].(float64); ops <= 0 {
-			t.Errorf("no ops measured: %s", line)
-		}
-	}
+	seen, count := contractLines(t, &stdout)
 	var want []string
 	for _, s := range []string{"wal", "engine", "twopc", "receipts", "http", "recovery", "renewal", "peer"} {
 		want = append(want, s+"/fsync-serial/1", s+"/fsync-group/64", s+"/tidwall-batch64/1")

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/idemdb/idem/engine"
 )
@@ -139,9 +139,7 @@ func engineRecovery(env *Env) error {
 	buildSeconds := time.Since(buildStart).Seconds()
 
 	env.Progress("%s/recovery reopening %d keys", env.Suite(), total)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := liveHeap()
 	start := time.Now()
 	db, err := engine.Open(dir, engine.Options{})
 	openSeconds := time.Since(start).Seconds()
@@ -149,8 +147,7 @@ func engineRecovery(env *Env) error {
 		env.ProgressDone()
 		return fmt.Errorf("reopen: %w", err)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	after := liveHeap()
 	st := db.Stats()
 	if err := db.Close(); err != nil {
 		return err
@@ -171,7 +168,7 @@ func engineRecovery(env *Env) error {
 		NoFloorRatio: true,
 	}
 	r.Set("open_seconds", round(openSeconds, 4))
-	r.Set("bytes_per_key", round((float64(after.HeapAlloc)-float64(before.HeapAlloc))/float64(total), 1))
+	r.Set("bytes_per_key", round((float64(after)-float64(before))/float64(total), 1))
 	r.Set("keys_checkpoint", base)
 	r.Set("keys_tail", tail)
 	r.Set("build_seconds", round(buildSeconds, 2))
@@ -209,55 +206,62 @@ func buildRecoveryStore(env *Env, dir string, base, tail int) error {
 	return err
 }
 
-// putKeys writes keys [from, to) in batches of recoveryBatchKeys from a few
-// goroutines, so encoding overlaps the group commit.
+// putKeys writes keys [from, to) with env.Value() values.
 func putKeys(env *Env, db *engine.DB, from, to int) error {
-	var (
-		next  atomic.Int64
-		done  atomic.Int64
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	next.Store(int64(from))
 	value := env.Value()
+	newFiller := func() batchFiller {
+		keyBuf := make([]byte, 0, recoveryBatchKeys*recoveryKeyLen)
+		return func(b *engine.Batch, lo, hi int) error {
+			keyBuf = keyBuf[:0]
+			for i := lo; i < hi; i++ {
+				start := len(keyBuf)
+				keyBuf = appendRecoveryKey(keyBuf, uint64(i))
+				b.Put(keyBuf[start:len(keyBuf):len(keyBuf)], value)
+			}
+			return nil
+		}
+	}
+	return applyInBatches(env, db, from, to, newFiller, func(done int) {
+		env.Progress("%s/recovery building keys %d..%d: %d", env.Suite(), from, to, from+done)
+	})
+}
+
+// batchFiller adds the writes of items [lo, hi) to an empty batch.
+type batchFiller func(b *engine.Batch, lo, hi int) error
+
+// applyInBatches writes items [from, to) in Applies of recoveryBatchKeys
+// from recoveryBuilders goroutines, so encoding overlaps the group commit.
+// Each goroutine gets its own filler (and so its own scratch); progress
+// hears the running count of items written. The first error stops all.
+func applyInBatches(env *Env, db *engine.DB, from, to int, newFiller func() batchFiller, progress func(done int)) error {
+	var next, done atomic.Int64
+	next.Store(int64(from))
+	g, ctx := errgroup.WithContext(env.Ctx)
 	for range recoveryBuilders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		fill := newFiller()
+		g.Go(func() error {
 			var b engine.Batch
-			keyBuf := make([]byte, 0, recoveryBatchKeys*recoveryKeyLen)
 			for {
 				lo := int(next.Add(recoveryBatchKeys)) - recoveryBatchKeys
-				if lo >= to || env.Ctx.Err() != nil {
-					return
+				if lo >= to {
+					return nil
+				}
+				if err := ctx.Err(); err != nil {
+					return err
 				}
 				hi := min(lo+recoveryBatchKeys, to)
 				b.Reset()
-				keyBuf = keyBuf[:0]
-				for i := lo; i < hi; i++ {
-					start := len(keyBuf)
-					keyBuf = appendRecoveryKey(keyBuf, uint64(i))
-					b.Put(keyBuf[start:len(keyBuf):len(keyBuf)], value)
+				if err := fill(&b, lo, hi); err != nil {
+					return err
 				}
-				if _, err := db.Apply(env.Ctx, &b); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
+				if _, err := db.Apply(ctx, &b); err != nil {
+					return err
 				}
-				n := done.Add(int64(hi - lo))
-				env.Progress("%s/recovery building keys %d..%d: %d", env.Suite(), from, to, int64(from)+n)
+				progress(int(done.Add(int64(hi - lo))))
 			}
-		}()
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return env.Ctx.Err()
+	return g.Wait()
 }
 
 // Recovery keys look like receipt keys: the namespace and 32 hex digits of

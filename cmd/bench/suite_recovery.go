@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemdb/idem/engine"
@@ -88,9 +86,7 @@ func reopenReceipts(env *Env) error {
 	buildSeconds := time.Since(buildStart).Seconds()
 
 	env.Progress("%s/%s reopening", env.Suite(), name)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := liveHeap()
 	start := time.Now()
 	db, err = engine.Open(dir, engine.Options{Logger: discardLogger})
 	if err != nil {
@@ -105,8 +101,7 @@ func reopenReceipts(env *Env) error {
 		env.ProgressDone()
 		return fmt.Errorf("reopen: receipt.Open: %w", err)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	after := liveHeap()
 	// Prove the receipts are there: the first and last replay.
 	for _, i := range []int{0, n - 1} {
 		v, err := svc.Lookup(env.Ctx, benchPrincipal, benchTable, tmpl.key(i))
@@ -131,7 +126,7 @@ func reopenReceipts(env *Env) error {
 		NoFloorRatio: true}
 	r.Set("open_seconds", round(openSeconds, 4))
 	r.Set("engine_open_seconds", round(engineSeconds, 4))
-	perReceipt := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+	perReceipt := (float64(after) - float64(before)) / float64(n)
 	r.Set("bytes_per_receipt", round(perReceipt, 1))
 	r.Set("record_bytes", tmpl.recordBytes)
 	r.Set("envelope_bytes", tmpl.envelopeBytes)
@@ -219,55 +214,30 @@ func newReceiptTemplate() (*receiptTemplate, error) {
 	return t, nil
 }
 
-// putReceipts writes n receipts in batches of recoveryBatchKeys from a few
-// goroutines, so encoding overlaps the group commit.
+// putReceipts writes n receipts, each with its retention entry.
 func putReceipts(env *Env, db *engine.DB, t *receiptTemplate, n int, name string) error {
-	var (
-		next  atomic.Int64
-		done  atomic.Int64
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for range recoveryBuilders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var b engine.Batch
-			for {
-				lo := int(next.Add(recoveryBatchKeys)) - recoveryBatchKeys
-				if lo >= n || env.Ctx.Err() != nil {
-					return
-				}
-				hi := min(lo+recoveryBatchKeys, n)
-				b.Reset()
-				for i := lo; i < hi; i++ {
-					id, rec := t.record(i)
-					val, err := receipt.EncodeRecord(rec)
-					if err != nil {
-						mu.Lock()
-						first = err
-						mu.Unlock()
-						return
-					}
-					b.Put(engine.NSReceipt.Key(id), val).
-						Put(engine.NSExpiry.Key(fmt.Sprintf("%020d", rec.RetainUntil), id), nil)
-				}
-				if _, err := db.Apply(env.Ctx, &b); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-				env.Progress("%s/%s building: %d of %d", env.Suite(), name, done.Add(int64(hi-lo)), n)
+	fill := func(b *engine.Batch, lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			id, rec := t.record(i)
+			val, err := receipt.EncodeRecord(rec)
+			if err != nil {
+				return err
 			}
-		}()
+			b.Put(engine.NSReceipt.Key(id), val).
+				Put(engine.NSExpiry.Key(fmt.Sprintf("%020d", rec.RetainUntil), id), nil)
+		}
+		return nil
 	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return env.Ctx.Err()
+	return applyInBatches(env, db, 0, n, func() batchFiller { return fill }, func(done int) {
+		env.Progress("%s/%s building: %d of %d", env.Suite(), name, done, n)
+	})
+}
+
+// liveHeap is the heap still reachable after a full collection: the
+// difference across a reopen is what the reopened state costs in RAM.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
