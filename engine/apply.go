@@ -52,19 +52,27 @@ func (db *DB) Apply(ctx context.Context, b *Batch) (Version, error) {
 	}
 	db.mu.Unlock()
 
-	if err := commit.Wait(ctx); err != nil {
-		switch {
-		case errors.Is(err, wal.ErrAmbiguous):
-			db.failStop(err)
-			return 0, fmt.Errorf("%w: %w", ErrAmbiguous, err)
-		case errors.Is(err, wal.ErrFailStopped):
-			db.failStop(err)
-			return 0, fmt.Errorf("%w: %w", ErrFailStopped, err)
-		default: // ctx ended after submission
-			return 0, fmt.Errorf("%w: %w", ErrAmbiguous, err)
-		}
+	if err := db.awaitDurable(ctx, commit); err != nil {
+		return 0, err
 	}
 	return v, nil
+}
+
+// awaitDurable waits for a sequenced batch and maps the log's answer.
+func (db *DB) awaitDurable(ctx context.Context, commit wal.Commit) error {
+	err := commit.Wait(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, wal.ErrAmbiguous):
+		db.failStop(err)
+		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+	case errors.Is(err, wal.ErrFailStopped):
+		db.failStop(err)
+		return fmt.Errorf("%w: %w", ErrFailStopped, err)
+	default: // ctx ended after submission
+		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+	}
 }
 
 // submitErr maps a failure before the batch reached the log: nothing was
@@ -96,6 +104,12 @@ func (db *DB) failStop(err error) {
 // pending writes. Caller holds mu. When the failing condition was decided by
 // a pending write, that write's commit is returned too (see settleCondition).
 func (db *DB) checkConds(conds []Condition) (*wal.Commit, error) {
+	return db.checkCondsAfter(conds, nil)
+}
+
+// checkCondsAfter is checkConds with the writes of earlier links of a chain
+// (not yet in pending) overlaid on top.
+func (db *DB) checkCondsAfter(conds []Condition, earlier []chainLink) (*wal.Commit, error) {
 	if len(conds) == 0 {
 		return nil, nil
 	}
@@ -103,13 +117,22 @@ func (db *DB) checkConds(conds []Condition) (*wal.Commit, error) {
 	defer db.treeMu.RUnlock()
 	for _, c := range conds {
 		var found Version
+		w, inChain := lastWrite(earlier, c.Key)
 		p, isPending := db.pending[string(c.Key)]
-		if isPending {
+		switch {
+		case inChain:
+			isPending = false // decided by this very chain: nothing to settle
+			if !w.deleted {
+				found = w.version
+			}
+		case isPending:
 			if !p.deleted {
 				found = p.version
 			}
-		} else if it, ok := db.tree.Get(index.Probe(c.Key)); ok {
-			found = Version(it.Version)
+		default:
+			if it, ok := db.tree.Get(index.Probe(c.Key)); ok {
+				found = Version(it.Version)
+			}
 		}
 		ok := false
 		switch c.Kind {

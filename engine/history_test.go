@@ -251,18 +251,24 @@ func (w *workload) run(t *testing.T, seed uint64, stop func() bool) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
 			for n := 1; n <= w.maxOps; n++ {
-				b, hb := w.genBatch(ctx, rng)
-				w.h.add(hb)
-				v, err := w.db.Apply(ctx, b)
-				out, ok := classify(err)
-				if !ok {
-					t.Errorf("batch %d: Apply returned %v, which the contract does not allow", hb.id, err)
-					return
+				var err error
+				if rng.IntN(4) == 0 {
+					err = w.applyChain(ctx, t, rng)
+				} else {
+					b, hb := w.genBatch(ctx, rng)
+					w.h.add(hb)
+					var v Version
+					v, err = w.db.Apply(ctx, b)
+					out, ok := classify(err)
+					if !ok {
+						t.Errorf("batch %d: Apply returned %v, which the contract does not allow", hb.id, err)
+						return
+					}
+					if out == outAcked && v == 0 {
+						t.Errorf("batch %d acknowledged at version 0", hb.id)
+					}
+					w.h.settle(hb, out, v)
 				}
-				if out == outAcked && v == 0 {
-					t.Errorf("batch %d acknowledged at version 0", hb.id)
-				}
-				w.h.settle(hb, out, v)
 				if w.ckptEvery > 0 && n%w.ckptEvery == 0 {
 					if err := w.db.Checkpoint(); err != nil && !errors.Is(err, fault.ErrInjected) && !errors.Is(err, ErrClosed) {
 						t.Errorf("checkpoint: %v", err)
@@ -275,6 +281,42 @@ func (w *workload) run(t *testing.T, seed uint64, stop func() bool) {
 		}()
 	}
 	wg.Wait()
+}
+
+// applyChain applies 2-3 generated batches as one ApplyChain and settles
+// each link with the chain's outcome. A later link sometimes requires a key
+// an earlier link wrote (present: holds through the chain's overlay) or
+// deleted (present: fails, so the whole chain is rejected).
+func (w *workload) applyChain(ctx context.Context, t *testing.T, rng *rand.Rand) error {
+	n := 2 + rng.IntN(2)
+	bs := make([]*Batch, n)
+	hbs := make([]*hbatch, n)
+	for i := range bs {
+		bs[i], hbs[i] = w.genBatch(ctx, rng)
+		if i > 0 && rng.IntN(2) == 0 {
+			prev := hbs[i-1].ops[rng.IntN(len(hbs[i-1].ops))]
+			bs[i].Present([]byte(prev.key))
+		}
+		w.h.add(hbs[i])
+	}
+	vs, err := w.db.ApplyChain(ctx, bs...)
+	out, ok := classify(err)
+	if !ok {
+		t.Errorf("chain %d..%d: ApplyChain returned %v, which the contract does not allow", hbs[0].id, hbs[n-1].id, err)
+		return err
+	}
+	for i, hb := range hbs {
+		var v Version
+		if out == outAcked {
+			if len(vs) != n || (i > 0 && vs[i] != vs[i-1]+1) || vs[i] == 0 {
+				t.Errorf("chain %d..%d acknowledged at versions %v", hbs[0].id, hbs[n-1].id, vs)
+			} else {
+				v = vs[i]
+			}
+		}
+		w.h.settle(hb, out, v)
+	}
+	return err
 }
 
 type recBatch struct {

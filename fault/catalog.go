@@ -25,6 +25,8 @@ const (
 	TwoPCResolveAfter  = "twopc/resolve-after"
 	TwoPCReleaseBefore = "twopc/release-before"
 	TwoPCReleaseAfter  = "twopc/release-after"
+	TwoPCChainBefore   = "twopc/chain-before"
+	TwoPCChainAfter    = "twopc/chain-after"
 
 	LeaseRenewBefore = "lease/renew-before"
 
@@ -74,6 +76,8 @@ var Catalog = []Point{
 	{TwoPCResolveAfter, "twopc", "Coordinator.Resolve, after each participant's resolution is durable", "crash part-way through resolution"},
 	{TwoPCReleaseBefore, "twopc", "Coordinator.Release, before deleting the retained decision", "crash before release: the decision stays retained"},
 	{TwoPCReleaseAfter, "twopc", "Coordinator.Release, after the decision is deleted", "crash right after release"},
+	{TwoPCChainBefore, "twopc", "Coordinator.BeginCommit, before the chained begin+decide write", "crash before the transaction exists: nothing durable"},
+	{TwoPCChainAfter, "twopc", "Coordinator.BeginCommit, after prepares and decision are durable (one fsync)", "crash after the commit, before the caller learns it"},
 
 	{LeaseRenewBefore, "lease", "Heartbeat.Renew, before each renewal Apply", "transient lease-store failure: retried while the confirmed lease is valid"},
 

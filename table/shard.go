@@ -173,22 +173,12 @@ func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error
 // unchanged. Intents already resolved or never written are skipped, so
 // Resolve is idempotent; an empty batch means nothing is left to do.
 func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error) {
-	b := new(engine.Batch)
 	if s.preparedAt != 0 && s.stagedTxn == txnID {
 		// The intents are exactly what this Shard staged, at the version
 		// Begin wrote them; the conditions still guard against any change.
-		for _, st := range s.staged {
-			b.AtVersion(st.intentKey, s.preparedAt).Delete(st.intentKey)
-			if commit {
-				if st.deleted {
-					b.Delete(st.docKey)
-				} else {
-					b.Put(st.docKey, st.doc)
-				}
-			}
-		}
-		return b, nil
+		return s.stagedResolution(commit, s.preparedAt), nil
 	}
+	b := new(engine.Batch)
 	for _, w := range s.docs {
 		ik := intentKey(s.meta.ID, s.shard, w.id)
 		it, err := s.tables.store.Get(ctx, ik)
@@ -216,6 +206,39 @@ func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine
 		}
 	}
 	return b, nil
+}
+
+// ResolveStaged returns the resolution of what the last Prepare staged for
+// txnID, before it is durable, for a decision chained right behind it
+// (twopc.StagedResolver): nothing can come between the two, so it carries
+// no conditions on the intents. ok is false if the last Prepare was not
+// txnID's.
+func (s *Shard) ResolveStaged(txnID string, commit bool) (*engine.Batch, bool) {
+	if s.stagedTxn != txnID {
+		return nil, false
+	}
+	return s.stagedResolution(commit, 0), true
+}
+
+// stagedResolution deletes the staged intents and, on commit, installs
+// their documents; at != 0 requires each intent to be unchanged since
+// version at.
+func (s *Shard) stagedResolution(commit bool, at engine.Version) *engine.Batch {
+	b := &engine.Batch{Ops: make([]engine.Op, 0, 2*len(s.staged))}
+	for _, st := range s.staged {
+		if at != 0 {
+			b.AtVersion(st.intentKey, at)
+		}
+		b.Delete(st.intentKey)
+		if commit {
+			if st.deleted {
+				b.Delete(st.docKey)
+			} else {
+				b.Put(st.docKey, st.doc)
+			}
+		}
+	}
+	return b
 }
 
 // Prepared records that Begin made this shard's staged intents durable at

@@ -74,7 +74,7 @@ type BeginResult struct {
 // *ConditionError; ambiguity as engine.ErrAmbiguous.
 func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (BeginResult, error) {
 	for attempt := 0; ; attempt++ {
-		b, err := c.beginBatch(ctx, txn)
+		b, _, err := c.beginBatch(ctx, txn)
 		var ce *code.Error
 		if errors.As(err, &ce) {
 			// A participant may refuse because of this very transaction (its
@@ -146,13 +146,15 @@ func refusalOf(txn Txn, key []byte) (*code.Error, bool, bool) {
 	return nil, false, false
 }
 
-func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, error) {
+// beginBatch prepares every participant and returns the Begin write with
+// the commit result it records.
+func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, []byte, error) {
 	b := new(engine.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
 	rec := record{Schema: schemaV1, Created: c.opts.Now().UnixMilli()}
 	for _, p := range txn.Participants {
 		pb, err := p.Prepare(ctx, txn.ID)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b.Merge(pb)
 		rec.Participants = append(rec.Participants, partRecord{ID: p.ID(), Ref: p.Ref()})
@@ -160,15 +162,15 @@ func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, e
 	if txn.Result != nil {
 		res, err := txn.Result()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rec.Result = res
 	}
 	val, err := cbor.Marshal(rec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return b.Put(recordKey(txn.ID), val), nil
+	return b.Put(recordKey(txn.ID), val), rec.Result, nil
 }
 
 // Decide writes the decision for txnID create-if-absent, atomically with
@@ -187,26 +189,17 @@ func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Particip
 // DecideAt is Decide that also returns the version of the decision write
 // (which every key of `with` gets).
 func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) (engine.Version, error) {
-	val, err := encodeDecision(o, c.opts.Now().UnixMilli())
+	if parts == nil && !c.opts.DeferResolution {
+		var err error
+		if parts, err = c.participantsOf(ctx, txnID); err != nil {
+			return 0, err
+		}
+	}
+	b, err := c.decisionBatch(txnID, o, func(p Participant, commit bool) (*engine.Batch, error) {
+		return p.Resolve(ctx, txnID, commit)
+	}, parts)
 	if err != nil {
 		return 0, err
-	}
-	b := new(engine.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
-	if !c.opts.DeferResolution {
-		if parts == nil {
-			if parts, err = c.participantsOf(ctx, txnID); err != nil {
-				return 0, err
-			}
-		}
-		_, commit := o.(Committed)
-		for _, p := range parts {
-			rb, err := p.Resolve(ctx, txnID, commit)
-			if err != nil {
-				return 0, err
-			}
-			b.Merge(rb)
-		}
-		b.Delete(recordKey(txnID))
 	}
 	b.Merge(with)
 	if err := fault.Inject(fault.TwoPCDecideBefore); err != nil {
@@ -220,6 +213,29 @@ func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Partic
 		return 0, err
 	}
 	return v, fault.Inject(fault.TwoPCDecideAfter)
+}
+
+// decisionBatch is the create-if-absent decision o and — unless
+// DeferResolution is set — each participant's resolution (from resolve)
+// with the coordinator record's deletion.
+func (c *Coordinator) decisionBatch(txnID string, o Outcome, resolve func(Participant, bool) (*engine.Batch, error), parts []Participant) (*engine.Batch, error) {
+	val, err := encodeDecision(o, c.opts.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	b := new(engine.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
+	if c.opts.DeferResolution {
+		return b, nil
+	}
+	_, commit := o.(Committed)
+	for _, p := range parts {
+		rb, err := resolve(p, commit)
+		if err != nil {
+			return nil, err
+		}
+		b.Merge(rb)
+	}
+	return b.Delete(recordKey(txnID)), nil
 }
 
 // DecideOrLearn decides o and, if another writer decided first, reads the

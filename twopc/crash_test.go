@@ -32,6 +32,23 @@ var crashExpectations = map[string][2]crashExpect{
 	fault.TwoPCResolveAfter:  {{}, {step: "resolve", begun: true, decided: true, unresolved: 3}},
 	fault.TwoPCReleaseBefore: {{step: "release", decided: true}, {step: "release", decided: true}},
 	fault.TwoPCReleaseAfter:  {{step: "release"}, {step: "release"}},
+	fault.TwoPCChainBefore:   {{}, {}},
+	fault.TwoPCChainAfter:    {{}, {}},
+}
+
+// chainedExpectations is crashExpectations for the flow BeginCommit →
+// Resolve → Release, where prepares and decision are one chained write.
+var chainedExpectations = map[string][2]crashExpect{
+	fault.TwoPCBeginBefore:   {{}, {}},
+	fault.TwoPCBeginAfter:    {{}, {}},
+	fault.TwoPCDecideBefore:  {{}, {}},
+	fault.TwoPCDecideAfter:   {{}, {}},
+	fault.TwoPCChainBefore:   {{step: "chain"}, {step: "chain"}},
+	fault.TwoPCChainAfter:    {{step: "chain", decided: true}, {step: "chain", begun: true, decided: true, unresolved: 4}},
+	fault.TwoPCResolveBefore: {{}, {step: "resolve", begun: true, decided: true, unresolved: 4}},
+	fault.TwoPCResolveAfter:  {{}, {step: "resolve", begun: true, decided: true, unresolved: 3}},
+	fault.TwoPCReleaseBefore: {{step: "release", decided: true}, {step: "release", decided: true}},
+	fault.TwoPCReleaseAfter:  {{step: "release"}, {step: "release"}},
 }
 
 var policies = []struct {
@@ -41,8 +58,9 @@ var policies = []struct {
 
 // TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably arms every twopc
 // failpoint in turn (crash), runs a 4-shard transaction with $inc
-// transforms through Begin → DecideOrLearn(Committed) → Resolve → Release
-// until the injected error surfaces, then — on the same store or after a
+// transforms through Begin → DecideOrLearn(Committed) → Resolve → Release,
+// or with BeginCommit's chained write in place of the first two, until the
+// injected error surfaces, then — on the same store or after a
 // simulated power loss and reopen — recovers with a new coordinator under
 // both policies, and proves:
 //   - the failpoint fired and left exactly the state its catalog entry
@@ -65,12 +83,14 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 	}
 	for _, name := range names {
 		hits := fault.Hits(name)
-		for _, deferRes := range []bool{false, true} {
-			for _, pol := range policies {
-				for _, crash := range []bool{false, true} {
-					t.Run(fmt.Sprintf("%s/defer=%v/%s/crash=%v", name, deferRes, pol.name, crash), func(t *testing.T) {
-						runCrashScenario(t, name, deferRes, pol.policy, crash)
-					})
+		for _, chained := range []bool{false, true} {
+			for _, deferRes := range []bool{false, true} {
+				for _, pol := range policies {
+					for _, crash := range []bool{false, true} {
+						t.Run(fmt.Sprintf("%s/chained=%v/defer=%v/%s/crash=%v", name, chained, deferRes, pol.name, crash), func(t *testing.T) {
+							runCrashScenario(t, name, chained, deferRes, pol.policy, crash)
+						})
+					}
 				}
 			}
 		}
@@ -80,7 +100,7 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 	}
 }
 
-func runCrashScenario(t *testing.T, name string, deferRes bool, policy twopc.Policy, crash bool) {
+func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy twopc.Policy, crash bool) {
 	ctx := context.Background()
 	n := newNode(t, twopc.Options{DeferResolution: deferRes})
 	work.seed(t, n)
@@ -94,7 +114,7 @@ func runCrashScenario(t *testing.T, name string, deferRes bool, policy twopc.Pol
 
 	disarm := arm(t, name, `return("crash")`)
 	hits := fault.Hits(name)
-	step, pastDecide, flowErr := crashFlow(t, n, txn, committed)
+	step, pastDecide, flowErr := crashFlow(t, n, txn, committed, chained)
 	disarm()
 	if flowErr != nil && !errors.Is(flowErr, fault.ErrInjected) {
 		t.Fatalf("%s: %v is not the injected error", step, flowErr)
@@ -114,7 +134,11 @@ func runCrashScenario(t *testing.T, name string, deferRes bool, policy twopc.Pol
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp, known := crashExpectations[name]
+	expectations := crashExpectations
+	if chained {
+		expectations = chainedExpectations
+	}
+	exp, known := expectations[name]
 	if !known {
 		t.Errorf("no crashExpectations entry for failpoint %s: add one", name)
 	} else {
@@ -219,25 +243,35 @@ func runCrashScenario(t *testing.T, name string, deferRes bool, policy twopc.Pol
 
 // crashFlow runs the transaction until an error surfaces. It returns the
 // step that failed and whether DecideOrLearn reported the commit.
-func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed) (string, bool, error) {
+func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, chained bool) (string, bool, error) {
 	t.Helper()
 	ctx := context.Background()
-	res, err := n.coord.Begin(ctx, txn, nil)
-	if err != nil {
-		return "begin", false, err
-	}
-	if !res.Prepared {
-		t.Fatalf("begin: %+v", res)
-	}
-	o, won, err := n.coord.DecideOrLearn(ctx, txn.ID, txn.Participants, committed, nil)
-	if err != nil {
-		if errors.Is(err, twopc.ErrDecisionConflict) {
-			t.Fatalf("decide: %v", err)
+	if chained {
+		ch, ok, err := n.coord.BeginCommit(ctx, txn, nil, nil)
+		if err != nil {
+			return "chain", false, err
 		}
-		return "decide", false, err
-	}
-	if !won || outcomeString(o) != outcomeString(committed) {
-		t.Fatalf("decide: %s won=%v", outcomeString(o), won)
+		if !ok || string(ch.Result) != string(committed.Result) || ch.Decided != ch.Begun+1 {
+			t.Fatalf("BeginCommit: %+v, ok=%v; want a chained commit of %s", ch, ok, committed.Result)
+		}
+	} else {
+		res, err := n.coord.Begin(ctx, txn, nil)
+		if err != nil {
+			return "begin", false, err
+		}
+		if !res.Prepared {
+			t.Fatalf("begin: %+v", res)
+		}
+		o, won, err := n.coord.DecideOrLearn(ctx, txn.ID, txn.Participants, committed, nil)
+		if err != nil {
+			if errors.Is(err, twopc.ErrDecisionConflict) {
+				t.Fatalf("decide: %v", err)
+			}
+			return "decide", false, err
+		}
+		if !won || outcomeString(o) != outcomeString(committed) {
+			t.Fatalf("decide: %s won=%v", outcomeString(o), won)
+		}
 	}
 	if _, err := n.coord.Resolve(ctx, txn.ID); err != nil {
 		return "resolve", true, err

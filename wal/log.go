@@ -96,6 +96,9 @@ type Log struct {
 	opts  Options
 	tw    *tidwall.Log
 	slots chan struct{}
+	// reserveN serializes multi-slot reservations: two of them each holding
+	// part of what they need could otherwise wait on each other forever.
+	reserveN sync.Mutex
 
 	mu      sync.Mutex
 	cond    sync.Cond
@@ -243,6 +246,30 @@ func (l *Log) Reserve(ctx context.Context) error {
 // Unreserve returns a slot taken by Reserve that was not used.
 func (l *Log) Unreserve() { <-l.slots }
 
+// ReserveN takes n slots for a following EnqueueAll of n entries, all or
+// none: on error no slot is held. n must be in 1..QueueEntriesMax.
+func (l *Log) ReserveN(ctx context.Context, n int) error {
+	if n < 1 || n > l.opts.QueueEntriesMax {
+		return fmt.Errorf("wal: reserve %d slots (1..%d)", n, l.opts.QueueEntriesMax)
+	}
+	l.reserveN.Lock()
+	defer l.reserveN.Unlock()
+	for i := range n {
+		if err := l.Reserve(ctx); err != nil {
+			l.UnreserveN(i)
+			return err
+		}
+	}
+	return nil
+}
+
+// UnreserveN returns n slots taken by ReserveN that were not used.
+func (l *Log) UnreserveN(n int) {
+	for range n {
+		<-l.slots
+	}
+}
+
 func (l *Log) writable() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -310,6 +337,56 @@ func (l *Log) Enqueue(kind Kind, body []byte, tag any) (uint64, Commit, error) {
 	g.bytes += size
 	l.mu.Unlock()
 	return index, Commit{g}, nil
+}
+
+// EnqueueAll appends entries back to back, assigning their indexes from
+// first on, all in one group so that one fsync makes them durable together
+// (a crash may still keep a prefix of them). The caller holds one slot per
+// entry (ReserveN); on error they are released. Like Enqueue it never
+// blocks on I/O.
+func (l *Log) EnqueueAll(entries []Entry) (first uint64, c Commit, err error) {
+	l.mu.Lock()
+	if l.closing || l.failed != nil {
+		err := ErrClosed
+		if l.failed != nil {
+			err = fmt.Errorf("%w: %w", ErrFailStopped, l.failed)
+		}
+		l.mu.Unlock()
+		l.UnreserveN(len(entries))
+		return 0, Commit{}, err
+	}
+	first = l.next
+	size := 0
+	for i := range entries {
+		entries[i].Index = first + uint64(i)
+		size += frameSize(len(entries[i].Body))
+	}
+	l.next += uint64(len(entries))
+	l.started = true
+	if len(l.queue) == 0 && !l.writerBusy && !l.selfWriting && l.publishing.Load() == 0 {
+		l.selfWriting = true // see Enqueue
+		g := &group{done: make(chan struct{}), self: l, bytes: size, entries: entries}
+		l.mu.Unlock()
+		return first, Commit{g}, nil
+	}
+	var g *group
+	if n := len(l.queue); n > 0 {
+		last := l.queue[n-1]
+		if len(last.entries)+len(entries) <= l.opts.GroupEntriesMax && last.bytes+size <= l.opts.GroupBytesMax {
+			g = last
+		}
+	}
+	if g == nil {
+		// A new group takes all of them even beyond the group bounds, as
+		// it takes a single entry larger than GroupBytesMax.
+		g = &group{done: make(chan struct{})}
+		l.queue = append(l.queue, g)
+		l.cond.Signal()
+	}
+	g.entries = append(g.entries, entries...)
+	g.bytes += size
+	l.mu.Unlock()
+	return first, Commit{g}, nil
 }
 
 // run is the writer goroutine: it owns the tidwall log's write side. A

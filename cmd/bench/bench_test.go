@@ -132,7 +132,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 		want = append(want, s+"/fsync-serial/1", s+"/fsync-group/64", s+"/tidwall-batch64/1")
 	}
 	for _, c := range []string{"1", "2"} {
-		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c,
+		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c, "twopc/twopc-2w/"+c,
 			"receipts/keyed/"+c, "receipts/fast/"+c, "receipts/replay/"+c,
 			"http/keyed/"+c, "http/fast/"+c, "http/replay/"+c)
 	}

@@ -14,7 +14,7 @@ func init() {
 	register(Suite{
 		Name: "twopc",
 		Rank: 30,
-		Doc:  "tables: a batch through table.ApplyFast (fast) and through 2PC Begin + Decide over 4 shards (twopc), no receipt",
+		Doc:  "tables: a batch through table.ApplyFast (fast), through 2PC over 4 shards with prepares and decision chained in one wait (twopc) and as two writes, Begin then Decide (twopc-2w); no receipt",
 		Run:  runTwoPC,
 	})
 }
@@ -27,7 +27,7 @@ const (
 
 func runTwoPC(env *Env) error {
 	var results []*Result
-	for _, name := range []string{"fast", "twopc"} {
+	for _, name := range []string{"fast", "twopc", "twopc-2w"} {
 		for _, c := range env.Opts.Concurrency {
 			r, err := twopcCase(env, name, c)
 			if err != nil {
@@ -58,9 +58,10 @@ func runTwoPC(env *Env) error {
 }
 
 // twopcCase measures one batch shape on a fresh 4-shard table: through the
-// fast path (one atomic Apply) or through retained 2PC (Begin: record +
-// four prepares in one Apply; DecideOrLearn: decision + resolution in one
-// Apply). Decisions are not released: that happens off the response path.
+// fast path (one atomic Apply) or through retained 2PC — BeginCommit's
+// chain (record + four prepares, then decision + resolution, one wait), or
+// the same two writes as Begin then DecideOrLearn, each waited for.
+// Decisions are not released: that happens off the response path.
 func twopcCase(env *Env, name string, concurrency int) (Result, error) {
 	dir, cleanup, err := env.DataDir(name)
 	if err != nil {
@@ -87,7 +88,7 @@ func twopcCase(env *Env, name string, concurrency int) (Result, error) {
 		_, err = tables.ApplyFast(ctx, plan)
 		return err
 	}
-	if name == "twopc" {
+	if name == "twopc" || name == "twopc-2w" {
 		op = func(ctx context.Context, w int, i uint64) error {
 			plan, err := tables.Preflight(ctx, benchTable, wl.batch(w, i))
 			if err != nil {
@@ -99,6 +100,13 @@ func twopcCase(env *Env, name string, concurrency int) (Result, error) {
 			}
 			result := func() ([]byte, error) { return json.Marshal(plan.Result()) }
 			id := wl.key(w, i)
+			if name == "twopc" {
+				_, ok, err := coord.BeginCommit(ctx, twopc.Txn{ID: id, Participants: parts, Result: result}, nil, nil)
+				if err == nil && !ok {
+					err = fmt.Errorf("begin-commit %s: not chained", id)
+				}
+				return err
+			}
 			res, err := coord.Begin(ctx, twopc.Txn{ID: id, Participants: parts, Result: result}, nil)
 			if err != nil {
 				return err

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idemdb/idem/wal"
+)
+
+// ChainLinksMax bounds the batches of one ApplyChain.
+const ChainLinksMax = 8
+
+// Chainer is implemented by stores whose batches share one log, which lets a
+// caller make several dependent batches durable with one wait. A store that
+// does not implement it (a cluster-shared Store) is used batch by batch.
+type Chainer interface {
+	// ApplyChain sequences links back to back, each atomic with its own
+	// version (returned in order), each link's conditions checked against
+	// the writes of the links before it, and waits once for all of them.
+	//
+	// Sequencing is all or none: a failed condition in any link returns
+	// *ConditionError and nothing is written. Durability follows log
+	// order: a link is never durable without every link before it, though
+	// a crash may keep only a prefix of the chain. Other errors are those of
+	// Apply, and ErrAmbiguous covers every link.
+	ApplyChain(ctx context.Context, links ...*Batch) ([]Version, error)
+}
+
+// chainLink is one sequenced-to-be link while its chain is checked.
+type chainLink struct {
+	ops     []Op
+	body    []byte
+	version Version
+}
+
+// lastWrite is the newest write to key among earlier links, as the pending
+// entry it is about to become.
+func lastWrite(links []chainLink, key []byte) (pendingWrite, bool) {
+	for i := len(links) - 1; i >= 0; i-- {
+		ops := links[i].ops
+		for j := len(ops) - 1; j >= 0; j-- {
+			if string(ops[j].Key) == string(key) {
+				return pendingWrite{version: links[i].version, deleted: ops[j].Delete}, true
+			}
+		}
+	}
+	return pendingWrite{}, false
+}
+
+// ApplyChain implements Chainer. The whole chain counts as one batch
+// against BatchBytesMax, which keeps it within what torn-tail repair
+// accepts as one group.
+func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, error) {
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(batches) == 0 || len(batches) > ChainLinksMax {
+		return nil, fmt.Errorf("%w: chain of %d links (1..%d)", ErrInvalidBatch, len(batches), ChainLinksMax)
+	}
+	links := make([]chainLink, len(batches))
+	total := 0
+	for i, b := range batches {
+		if err := validateBatch(b); err != nil {
+			return nil, err
+		}
+		ops := ownOps(b.Ops)
+		links[i] = chainLink{ops: ops, body: encodeBody(make([]byte, 0, encodedBodySize(ops)), ops)}
+		total += len(links[i].body)
+	}
+	if total > BatchBytesMax {
+		return nil, fmt.Errorf("%w: chain of %d encoded bytes > %d", ErrInvalidBatch, total, BatchBytesMax)
+	}
+	if err := db.log.ReserveN(ctx, len(links)); err != nil {
+		return nil, db.submitErr(err)
+	}
+
+	db.mu.Lock()
+	if db.failed != nil {
+		db.mu.Unlock()
+		db.log.UnreserveN(len(links))
+		return nil, fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
+	}
+	// Under mu nobody else enqueues, so the links get the next indexes.
+	next := Version(db.log.NextIndex())
+	for i := range links {
+		links[i].version = next + Version(i)
+		if pending, err := db.checkCondsAfter(batches[i].Conds, links[:i]); err != nil {
+			db.mu.Unlock()
+			db.log.UnreserveN(len(links))
+			if pending != nil {
+				return nil, db.settleCondition(ctx, err, *pending)
+			}
+			return nil, err
+		}
+	}
+	entries := make([]wal.Entry, len(links))
+	for i, l := range links {
+		entries[i] = wal.Entry{Kind: wal.KindBatch, Body: l.body, Tag: &applyRec{ops: l.ops}}
+	}
+	first, commit, err := db.log.EnqueueAll(entries)
+	if err != nil {
+		db.mu.Unlock()
+		return nil, db.submitErr(err)
+	}
+	versions := make([]Version, len(links))
+	for i, l := range links {
+		versions[i] = Version(first) + Version(i)
+		if versions[i] != l.version {
+			panic(fmt.Sprintf("engine: chain link %d sequenced at %d, checked as %d", i, versions[i], l.version))
+		}
+		for _, op := range l.ops {
+			db.pending[unsafeString(op.Key)] = pendingWrite{version: versions[i], deleted: op.Delete, commit: commit}
+		}
+	}
+	db.mu.Unlock()
+
+	if err := db.awaitDurable(ctx, commit); err != nil {
+		return nil, err
+	}
+	return versions, nil
+}

@@ -1,0 +1,101 @@
+package twopc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+)
+
+// StagedResolver is implemented by participants that can resolve what
+// their last Prepare staged without reading it back, which a decision
+// chained right behind the prepare needs: when it is built, the intents are
+// not written yet.
+type StagedResolver interface {
+	// ResolveStaged returns the writes that apply (commit) or discard the
+	// intents the last Prepare staged for txnID, with no conditions on
+	// them (nothing comes between the two links of a chain). ok is false
+	// if the last Prepare was not txnID's.
+	ResolveStaged(txnID string, commit bool) (b *engine.Batch, ok bool)
+}
+
+// Chained says where BeginCommit's two links were written.
+type Chained struct {
+	Begun   engine.Version // the Begin link: record, prepares, beginWith
+	Decided engine.Version // the decision link: decision, resolution, decideWith
+	Result  []byte         // the committed result, as recorded at Begin
+}
+
+// BeginCommit is Begin followed by Decide(Committed) in one durable wait,
+// for a store whose writes share one log (engine.Chainer) and participants
+// that are StagedResolvers: the Begin write (record, every prepare,
+// beginWith) and the Decide write (create-if-absent decision, every
+// resolution, decideWith) are sequenced back to back as two links of one
+// chain, and one fsync makes both durable.
+//
+// The records are exactly Begin's and Decide's, and log order keeps the
+// prepares ahead of the decision: a crash may keep the Begin link alone —
+// a begun, undecided transaction, which recovery decides as it would after
+// a crash between Begin and Decide — but never the decision without them.
+// decideWith must not have conditions on keys beginWith writes; nothing
+// can come between the links.
+//
+// ok=false with a nil error means nothing was written: the store or a
+// participant cannot chain, a participant voted no, or a condition failed
+// (the transaction already begun or decided, a conflicting intent, a
+// condition of beginWith or decideWith). The caller then goes through Begin
+// and Decide, which tell those cases apart. An ambiguous write returns an
+// error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
+func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith, decideWith *engine.Batch) (Chained, bool, error) {
+	chainer, ok := c.store.(engine.Chainer)
+	if !ok {
+		return Chained{}, false, nil
+	}
+	for _, p := range txn.Participants {
+		if _, ok := p.(StagedResolver); !ok {
+			return Chained{}, false, nil
+		}
+	}
+	begin, result, err := c.beginBatch(ctx, txn)
+	var refusal *code.Error
+	if errors.As(err, &refusal) {
+		return Chained{}, false, nil // Begin reports the vote
+	}
+	if err != nil {
+		return Chained{}, false, err
+	}
+	decide, err := c.decisionBatch(txn.ID, Committed{Result: result}, func(p Participant, commit bool) (*engine.Batch, error) {
+		b, ok := p.(StagedResolver).ResolveStaged(txn.ID, commit)
+		if !ok {
+			return nil, fmt.Errorf("twopc: participant %s lost what it staged for %s", p.ID(), txn.ID)
+		}
+		return b, nil
+	}, txn.Participants)
+	if err != nil {
+		return Chained{}, false, err
+	}
+	begin.Merge(beginWith)
+	decide.Merge(decideWith)
+	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
+		return Chained{}, false, err
+	}
+	vs, err := chainer.ApplyChain(ctx, begin, decide)
+	switch {
+	case errors.Is(err, engine.ErrConditionFailed):
+		return Chained{}, false, nil
+	case errors.Is(err, engine.ErrAmbiguous):
+		return Chained{}, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	case err != nil:
+		return Chained{}, false, err
+	}
+	for _, p := range txn.Participants {
+		if pp, ok := p.(Preparer); ok {
+			pp.Prepared(txn.ID, vs[0])
+		}
+	}
+	ch := Chained{Begun: vs[0], Decided: vs[1], Result: result}
+	return ch, true, fault.Inject(fault.TwoPCChainAfter)
+}

@@ -1,0 +1,169 @@
+package twopc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/twopc"
+	"github.com/idemdb/idem/wal"
+)
+
+// TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide: the chained commit
+// costs one fsync, applies the batch once, and leaves the store as Begin +
+// DecideOrLearn would: the decision retained, no record, no intent.
+func TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, twopc.Options{})
+	work.seed(t, n)
+	txn := txnFor("tx", n.plan(t, work.body()))
+	result, _ := json.Marshal(wantResult)
+	before := n.db.Stats().WAL
+	ch, ok, err := n.coord.BeginCommit(ctx, txn, nil, nil)
+	if err != nil || !ok {
+		t.Fatalf("BeginCommit: %+v, %v, %v", ch, ok, err)
+	}
+	after := n.db.Stats().WAL
+	if f, e := after.Fsyncs-before.Fsyncs, after.Entries-before.Entries; f != 1 || e != 2 {
+		t.Fatalf("chained commit took %d fsyncs for %d log entries, want 1 for 2", f, e)
+	}
+	if string(ch.Result) != string(result) || ch.Decided != ch.Begun+1 {
+		t.Fatalf("chained at %+v, want result %s and consecutive versions", ch, result)
+	}
+	if got := work.state(t, n); got != "new" {
+		t.Fatalf("state %s after the chained commit", got)
+	}
+	if o, err := n.coord.Learn(ctx, "tx"); err != nil || outcomeString(o) != outcomeString(twopc.Committed{Result: result}) {
+		t.Fatalf("learn: %s, %v", outcomeString(o), err)
+	}
+	assertNoIntentsOrRecords(t, n.db)
+	// A retry re-plans from scratch: the decided transaction is never
+	// chained again, and Begin returns its decision without writing.
+	dumped := dump(t, n.db)
+	retry := txnFor("tx", n.plan(t, work.body()))
+	if _, ok, err := n.coord.BeginCommit(ctx, retry, nil, nil); ok || err != nil {
+		t.Fatalf("BeginCommit of a decided txn: ok=%v, %v; want nothing written", ok, err)
+	}
+	if res, err := n.coord.Begin(ctx, retry, nil); err != nil || outcomeString(res.Decided) != outcomeString(twopc.Committed{Result: result}) {
+		t.Fatalf("Begin of a decided txn: %+v, %v", res, err)
+	}
+	if dump(t, n.db) != dumped {
+		t.Fatal("retrying a decided transaction wrote")
+	}
+}
+
+// TestBeginCommit_NothingWrittenWhenItCannotChain: a conflicting open
+// intent, a participant's "no" vote, a failed condition of beginWith, and a
+// store that cannot chain all leave the store untouched with ok=false, so
+// the caller's Begin/Decide path handles them.
+func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, twopc.Options{})
+	n.fast(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"s","doc":{"n":"text"}}]}`)
+	holder := txnFor("H", n.plan(t, `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
+	if res, err := n.coord.Begin(ctx, holder, nil); err != nil || !res.Prepared {
+		t.Fatalf("begin H: %+v %v", res, err)
+	}
+	conflicting := `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":5}]}]}`
+	wrongType := `{"transforms":[{"id":"s","ops":[{"op":"$inc","path":"n","value":5}]}]}`
+	free := `{"inserts":[{"id":"y","doc":{}}]}`
+	for _, c := range []struct {
+		name  string
+		coord *twopc.Coordinator
+		body  string
+		with  *engine.Batch
+	}{
+		{"open intent", n.coord, conflicting, nil},
+		{"no vote", n.coord, wrongType, nil},
+		{"condition of beginWith", n.coord, free, new(engine.Batch).Present([]byte("no/such/key"))},
+		{"store without ApplyChain", n.newCoordinator(struct{ engine.Store }{n.db}), free, nil},
+	} {
+		before := dump(t, n.db)
+		_, ok, err := c.coord.BeginCommit(ctx, txnFor("T", n.plan(t, c.body)), c.with, nil)
+		if ok || err != nil {
+			t.Errorf("%s: ok=%v, %v; want nothing written and no error", c.name, ok, err)
+		}
+		if dump(t, n.db) != before {
+			t.Errorf("%s: BeginCommit wrote", c.name)
+		}
+	}
+}
+
+// TestBeginCommit_TornChainRecoversAtomically: a chained commit written but
+// never fsynced, then cut by a power loss at offsets across its bytes,
+// recovers to one of three states — nothing, begun and undecided (the
+// prepares alone), or committed — never a decision without its prepares;
+// recovery then leaves the batch all applied or not at all, with no intent
+// or record, and every one of the three states is reached.
+func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
+	if !fault.Compiled {
+		t.Skip("failpoints compiled out (-tags nofailpoint)")
+	}
+	ctx := context.Background()
+	result, _ := json.Marshal(wantResult)
+	const stride = 61 // cuts per chain: a few dozen, in both links and at the end
+	run := func(keep func(unsynced int64) int64) (state string, unsynced int64) {
+		n := newNode(t, twopc.Options{})
+		work.seed(t, n)
+		txn := txnFor("tx", n.plan(t, work.body()))
+		disarm := arm(t, fault.WALSyncBefore, `return("power loss")`)
+		_, _, err := n.coord.BeginCommit(ctx, txn, nil, nil)
+		disarm()
+		if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
+			t.Fatalf("BeginCommit whose fsync failed: %v, want ErrOutcomeUnknown", err)
+		}
+		if err := n.db.CrashForTesting(func(path string, durable, size int64) error {
+			unsynced = size - durable
+			return wal.DropUnsynced(path, durable+keep(unsynced), size)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		n.open(t)
+		st, err := n.coord.Lookup(ctx, "tx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case st.Decision != nil && !st.Begun:
+			state = "committed"
+			if outcomeString(st.Decision) != outcomeString(twopc.Committed{Result: result}) {
+				t.Fatalf("decision %s", outcomeString(st.Decision))
+			}
+		case st.Decision == nil && st.Begun && len(st.Unresolved) == 4:
+			state = "begun"
+		case st.Decision == nil && !st.Begun:
+			state = "nothing"
+		default:
+			t.Fatalf("recovered begun=%v decision=%s unresolved=%d: not a prefix of the chain",
+				st.Begun, outcomeString(st.Decision), len(st.Unresolved))
+		}
+		if _, err := n.coord.Recover(ctx, twopc.RecoverOptions{Policy: twopc.PresumeAbort}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"committed": "new", "begun": "old", "nothing": "old"}[state]
+		if got := work.state(t, n); got != want {
+			t.Fatalf("%s chain recovered to documents %s, want %s", state, got, want)
+		}
+		assertNoIntentsOrRecords(t, n.db)
+		return state, unsynced
+	}
+	_, unsynced := run(func(int64) int64 { return 0 })
+	seen := map[string]int{}
+	for keep := int64(0); ; keep += stride {
+		keep = min(keep, unsynced)
+		state, _ := run(func(int64) int64 { return keep })
+		seen[state]++
+		if keep == unsynced {
+			break
+		}
+	}
+	for _, s := range []string{"nothing", "begun", "committed"} {
+		if seen[s] == 0 {
+			t.Errorf("no cut of the %d unsynced bytes recovered to %q (seen %v)", unsynced, s, seen)
+		}
+	}
+	t.Logf("%d unsynced bytes, states by cut: %v", unsynced, seen)
+}
