@@ -27,6 +27,9 @@ type config struct {
 	bodyMax     int64
 	// presumeAbort: recovery aborts begun, undecided transactions.
 	presumeAbort bool
+	// separateDecide: a new receipt's decision is a second write, so a
+	// failpoint between the two can hold or leave the receipt started.
+	separateDecide bool
 }
 
 // node is an api.Server over a real engine and receipt service in a
@@ -60,7 +63,7 @@ func (n *node) open() {
 		n.t.Fatal(err)
 	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax,
-		Clock: n.cfg.clock, Logger: quiet, PresumeAbort: n.cfg.presumeAbort}
+		Clock: n.cfg.clock, Logger: quiet, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide}
 	svc, err := receipt.Open(context.Background(), db, opts)
 	if err != nil {
 		db.Close()

@@ -62,7 +62,7 @@ func checkReleasedPause(t *testing.T, r *apitest.Response) {
 // envelope instead. The batch applies once.
 func TestKeyed_InProgressIs409_PreferWaitGetsTheEnvelope(t *testing.T) {
 	clock := lease.NewSim(time.Unix(1_700_000_000, 0))
-	n := newNode(t, config{clock: clock})
+	n := newNode(t, config{clock: clock, separateDecide: true})
 	n.createTable("t")
 	poll(t, "the renewal supervisor's timer", func() bool { return clock.Timers() >= 1 })
 	base := clock.Timers()
@@ -112,7 +112,7 @@ func TestKeyed_InProgressIs409_PreferWaitGetsTheEnvelope(t *testing.T) {
 // key answers 429 overloaded with Retry-After; its receipt is recorded
 // pending and a retry with the same key executes it.
 func TestKeyed_OverloadedLeavesReceiptPending(t *testing.T) {
-	n := newNode(t, config{executorMax: 1})
+	n := newNode(t, config{executorMax: 1, separateDecide: true})
 	n.createTable("t")
 	unpause := arm(t, fault.ReceiptDecideBefore, "pause")
 	held := goBatch(n, "busy", `{"inserts":[{"id":"busy","doc":{}}]}`)
@@ -153,7 +153,7 @@ func TestKeyed_OverloadedLeavesReceiptPending(t *testing.T) {
 // (retryable, same_key); the receipt stays started and the retry converges
 // on the committed envelope without applying the batch twice.
 func TestKeyed_InternalIsRetryableWithSameKey(t *testing.T) {
-	n := newNode(t, config{})
+	n := newNode(t, config{separateDecide: true})
 	n.createTable("t")
 	arm(t, fault.ReceiptDecideBefore, `1*return("boom")`)
 	r := n.batch("t", "k", incBody)
@@ -177,7 +177,7 @@ func TestKeyed_InternalIsRetryableWithSameKey(t *testing.T) {
 // 409 transaction_aborted (retry with a new key), replayed as stored, the
 // batch not applied.
 func TestKeyed_PresumedAbortIsTransactionAborted(t *testing.T) {
-	n := newNode(t, config{presumeAbort: true})
+	n := newNode(t, config{presumeAbort: true, separateDecide: true})
 	n.createTable("t")
 	disarm := arm(t, fault.ReceiptDecideBefore, `1*return("crash")`)
 	n.batch("t", "k", incBody).Problem(t, 500)
@@ -222,7 +222,7 @@ func TestKeyed_ReceiptPendingConverges(t *testing.T) {
 		converge(t, n, "k", p.TransactionID)
 	})
 	t.Run("decision unknown", func(t *testing.T) {
-		n := newNode(t, config{clock: lease.NewSim(time.Unix(1_700_000_000, 0))})
+		n := newNode(t, config{clock: lease.NewSim(time.Unix(1_700_000_000, 0)), separateDecide: true})
 		n.createTable("t")
 		// Leave the receipt started with its intents prepared and no
 		// decision (the request itself answers 500)...

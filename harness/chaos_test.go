@@ -58,15 +58,22 @@ type chaosVariant struct {
 	// was lost to the crash must reach ("" for no requirement): the
 	// request stopped at the failpoint finishes that way after restart.
 	unknownEnds string
+	// args are extra idemd flags of the crashing process.
+	args []string
 }
 
 var chaosVariants = []chaosVariant{
 	// Receipt started, intents prepared, no decision: the successor
-	// commits it (commit-prepared) without the client re-executing.
-	{name: "started", fp: fault.ReceiptDecideBefore, terms: "5%", mode: processCrash, unknownEnds: "committed"},
+	// commits it (commit-prepared) without the client re-executing. The
+	// decision must be a write of its own for a crash to fall between.
+	{name: "started", fp: fault.ReceiptDecideBefore, terms: "5%", mode: processCrash, unknownEnds: "committed",
+		args: []string{"-separate-decide"}},
 	// Decision (with the terminal receipt, or with the started receipt of
 	// a refused batch) durable, the caller never told.
-	{name: "decided", fp: fault.TwoPCDecideAfter, terms: "5%", mode: processCrash},
+	{name: "decided", fp: fault.TwoPCDecideAfter, terms: "5%", mode: processCrash, args: []string{"-separate-decide"}},
+	// The default chained write (receipt, prepares, decision, terminal
+	// envelope in one fsync) durable, the caller never told.
+	{name: "chain-durable", fp: fault.TwoPCChainAfter, terms: "5%", mode: processCrash},
 	// A participant's "no" vote: abort decision durable with the started
 	// receipt, terminal publication never happened. Reached on the
 	// transaction_conflict path the concurrent $inc on one counter takes;
@@ -352,7 +359,7 @@ func sum(m map[string]int) int {
 func launchCrashing(t *testing.T, c *apitest.Client, data string, env []string, v chaosVariant) (*apitest.Proc, int) {
 	t.Helper()
 	for crashes := 0; ; crashes++ {
-		p, err := apitest.TryLaunch(t, data, env)
+		p, err := apitest.TryLaunch(t, data, env, v.args...)
 		if err == nil {
 			p.WaitHealthy(c)
 			return p, crashes

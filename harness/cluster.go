@@ -49,26 +49,28 @@ type node struct {
 
 // cluster is the system under test.
 type cluster struct {
-	dir   string
-	clock *lease.Sim
-	opts  receipt.Options
-	obs   *observer
-	rng   *rand.Rand
-	log   *slog.Logger
+	dir     string
+	clock   *lease.Sim
+	opts    receipt.Options
+	chained bool // nodes see a store that can chain (see Config.Chained)
+	obs     *observer
+	rng     *rand.Rand
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	db    *engine.DB
 	nodes []*node
 }
 
-func newCluster(dir string, nodes int, opts receipt.Options, seed uint64, logw io.Writer) (*cluster, error) {
+func newCluster(dir string, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
 	c := &cluster{
-		dir:   dir,
-		clock: lease.NewSim(time.Unix(1_800_000_000, 0)),
-		opts:  opts,
-		obs:   &observer{},
-		rng:   rand.New(rand.NewPCG(seed, 0xc1)),
-		log:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: logLevel})),
+		dir:     dir,
+		chained: chained,
+		clock:   lease.NewSim(time.Unix(1_800_000_000, 0)),
+		opts:    opts,
+		obs:     &observer{},
+		rng:     rand.New(rand.NewPCG(seed, 0xc1)),
+		log:     slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: logLevel})),
 	}
 	if err := c.openStore(); err != nil {
 		return nil, err
@@ -98,7 +100,11 @@ func (c *cluster) startNode(i int) error {
 	opts := c.opts
 	opts.Node, opts.Clock, opts.Logger = n.id, c.clock, c.log
 	n.store = newNodeStore(c.db, c.obs, c.rng.Uint64())
-	svc, err := receipt.Open(context.Background(), n.store, opts)
+	var store engine.Store = n.store
+	if c.chained {
+		store = chainStore{n.store}
+	}
+	svc, err := receipt.Open(context.Background(), store, opts)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", n.id, err)
 	}

@@ -6,7 +6,8 @@ import "time"
 // replay needs: odd seeds run the shared-store variant (two or three nodes),
 // even ones the standalone node; every fifth seed runs a tiny executor;
 // seeds ≡ 3 mod 4 keep receipts only briefly and run maintenance rarely, so
-// the cleaner meets receipts whose debt outlives their first deadline.
+// the cleaner meets receipts whose debt outlives their first deadline;
+// two seeds in three chain a new receipt's writes (Config.Chained).
 func ConfigFor(seed int64) Config {
 	u := uint64(seed)
 	c := Config{
@@ -20,6 +21,7 @@ func ConfigFor(seed int64) Config {
 		FaultRate:   0.6,
 		ExecutorMax: 64,
 		Retention:   45 * time.Second,
+		Chained:     u%3 != 0,
 	}
 	if u%4 == 3 {
 		c.Retention, c.MaintainInterval = 4*time.Second, 30*time.Second

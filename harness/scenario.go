@@ -35,6 +35,10 @@ type Config struct {
 	// shorter than the maintenance interval leaves receipts with debt past
 	// their first expiry deadline, which the cleaner must skip.
 	Retention, MaintainInterval time.Duration
+	// Chained gives the nodes a store that chains writes, so new receipts
+	// take the default one-wait path (twopc.BeginCommit); otherwise every
+	// receipt decides in a write of its own.
+	Chained bool
 	// Bugs arms planted-bug failpoints for the whole run (checker self-test).
 	Bugs []string
 	// Dir is the data directory; OutDir receives visualizations on failure.
@@ -127,7 +131,7 @@ func Run(cfg Config) Result {
 	cl, err := newCluster(cfg.Dir, cfg.nodes(), receipt.Options{
 		LeaseTTL: leaseTTL, Retention: cfg.Retention, ExecutorMax: cfg.ExecutorMax,
 		MaintainInterval: cfg.MaintainInterval, CleanInterval: -1, WaitPoll: tick,
-	}, uint64(cfg.Seed), cfg.Log)
+	}, cfg.Chained, uint64(cfg.Seed), cfg.Log)
 	if err != nil {
 		res.Failures = append(res.Failures, "setup: "+err.Error())
 		return res

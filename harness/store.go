@@ -151,6 +151,45 @@ func (s *nodeStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version,
 	return s.inner.Apply(ctx, b)
 }
 
+// chainStore is a nodeStore whose store can chain writes (engine.Chainer),
+// so that the receipt layer takes its default chained path; a chain meets
+// the same faults as an Apply, and like a failed condition of the engine's
+// they leave nothing written.
+type chainStore struct{ *nodeStore }
+
+func (s chainStore) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]engine.Version, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	f := s.faults
+	s.mu.Unlock()
+	if s.roll(f.transient) {
+		return nil, ErrTransient
+	}
+	for _, b := range links {
+		if key, ok := condOn(b, engine.MustBeAbsent, decisionPrefix); ok && s.roll(f.bareConflict) {
+			return nil, &engine.ConditionError{Cond: engine.Condition{Key: key, Kind: engine.MustBeAbsent}}
+		}
+	}
+	inner := s.inner.(engine.Chainer)
+	if _, ok := condOn(links[0], engine.MustBeAbsent, []byte(engine.NSReceipt)); ok && s.roll(f.ambiguousNew) {
+		if f.ambiguousWrote {
+			for _, b := range links {
+				s.obs.checkDeletes(ctx, s.inner, b)
+			}
+			if _, err := inner.ApplyChain(ctx, links...); err != nil {
+				return nil, err
+			}
+		}
+		return nil, engine.ErrAmbiguous
+	}
+	for _, b := range links {
+		s.obs.checkDeletes(ctx, s.inner, b)
+	}
+	return inner.ApplyChain(ctx, links...)
+}
+
 var decisionPrefix = engine.NSTxn.Prefix("dec")
 
 func condOn(b *engine.Batch, kind engine.CondKind, prefix []byte) ([]byte, bool) {

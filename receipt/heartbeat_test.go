@@ -109,7 +109,7 @@ func TestHeartbeat_ForegroundExecutionOutlivesTwoLeasePeriods(t *testing.T) {
 // `pause`: once released, the paused Execute itself commits.
 func TestHeartbeat_PausedAtDecideFailpointKeepsLease(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{Node: "node-0"})
+	a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
 	n1 := e.open(receipt.Options{Node: "node-1"})
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))

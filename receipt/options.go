@@ -44,6 +44,13 @@ type Options struct {
 	// inside the decision write (creates visibility debt; for tests and
 	// remote participants).
 	DeferResolution bool
+	// SeparateDecide makes a new receipt's decision and terminal envelope a
+	// second write, waited for after Begin's, as DESIGN §5 draws the flow.
+	// By default, on a store that shares one log (engine.Chainer), the two
+	// writes are chained into one fsync wait (twopc.BeginCommit) with the
+	// same records and crash states. Tests that hold a receipt in started
+	// between the two writes set it; the harness alternates.
+	SeparateDecide bool
 	// Clock is the time source (default lease.Real).
 	Clock  lease.Clock
 	Logger *slog.Logger

@@ -30,7 +30,7 @@ func TestRecovery_SuccessorCompletesWithoutClientRetry(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			a := e.open(receipt.Options{Node: "node-0"})
+			a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true}) // to crash between the two writes
 			createTable(t, a, "t")
 			r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 			id := receipt.Bind("alice", "t", "k1")
@@ -151,7 +151,7 @@ func TestRecovery_SuccessorExecutesPendingReceiptFromStoredRequest(t *testing.T)
 // through the same create-if-absent decision, and nothing applies.
 func TestRecovery_PresumeAbortOptionAbortsUndecided(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{PresumeAbort: true})
+	a := e.open(receipt.Options{PresumeAbort: true, SeparateDecide: true})
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")

@@ -23,7 +23,10 @@ import (
 //     intent, and the terminal receipt with its complete envelope, fenced
 //     by the lease — one atomic Apply.
 //
-// Releasing the retained decision happens later, off the response path.
+// For a new receipt on a store that shares one log the two are chained
+// (twopc.BeginCommit): sequenced back to back, durable with one fsync wait,
+// and the log never holds the second without the first. Releasing the
+// retained decision happens later, off the response path.
 
 func participantsOf(p *table.Plan) []twopc.Participant {
 	out := make([]twopc.Participant, len(p.Shards))
@@ -60,6 +63,13 @@ func (s *Service) createStarted(ctx context.Context, id string, rec *Record, pla
 		return Answer{}, err
 	}
 	txn := txnFor(id, plan)
+	if !s.opts.SeparateDecide {
+		if a, done, err := s.createCommitted(ctx, id, rec, held, until, txn, b); done {
+			return a, err
+		}
+		// Nothing was written: Begin and Decide tell apart whatever
+		// stopped the chain.
+	}
 	res, err := s.coord.Begin(ctx, txn, b)
 	switch {
 	case err == nil && res.Prepared:
@@ -83,6 +93,38 @@ func (s *Service) createStarted(ctx context.Context, id string, rec *Record, pla
 	}
 	s.active.Remove(id, held)
 	return Answer{}, err
+}
+
+// createCommitted publishes the started receipt with Begin and the
+// committed terminal receipt with the decision as one chain (one wait).
+// done is false when nothing was written and the caller goes on with Begin.
+func (s *Service) createCommitted(ctx context.Context, id string, rec *Record, held *lease.Held, until time.Time, txn twopc.Txn, create *engine.Batch) (a Answer, done bool, err error) {
+	debt := s.opts.DeferResolution
+	var env Envelope
+	terminal := func(result []byte) (*engine.Batch, error) {
+		env = envelopeOf(twopc.Committed{Result: result}, id)
+		// No fence: the claim is written by the chain's first link and
+		// nothing can come between the two.
+		return s.terminalOps(new(engine.Batch), id, rec, held, env, debt)
+	}
+	ch, ok, err := s.coord.BeginCommit(ctx, txn, create, terminal)
+	switch {
+	case ok:
+		held.Confirmed(ch.Begun, until)
+		s.stats.executed.Add(1)
+		s.finished(id, held, env, debt)
+		if err != nil { // a failpoint after the durable chain
+			return Answer{}, true, err
+		}
+		return Answer{Envelope: env, Terminal: true}, true, nil
+	case errors.Is(err, twopc.ErrOutcomeUnknown):
+		held.Unconfirm()
+		return answerPending(id, 0, "publishing the receipt had an unknown outcome; retry with the same key", s.retryAfter()), true, nil
+	case err != nil:
+		s.active.Remove(id, held)
+		return Answer{}, true, err
+	}
+	return Answer{}, false, nil
 }
 
 // publishRefused makes a participant's "no" vote durable the way every
@@ -242,6 +284,13 @@ func (s *Service) terminalWrite(id string, rec *Record, ver engine.Version, held
 	if err := held.Fence(b); err != nil {
 		return nil, err
 	}
+	b.AtVersion(receiptKey(id), ver)
+	return s.terminalOps(b, id, rec, held, env, debt)
+}
+
+// terminalOps adds to b the writes of terminalWrite, without its
+// conditions.
+func (s *Service) terminalOps(b *engine.Batch, id string, rec *Record, held *lease.Held, env Envelope, debt bool) (*engine.Batch, error) {
 	now := s.clock.Now()
 	t := *rec
 	t.State, t.Request, t.Completed, t.Envelope = Terminal, nil, now.UnixMilli(), env.stored()
@@ -257,7 +306,7 @@ func (s *Service) terminalWrite(id string, rec *Record, ver engine.Version, held
 	if err != nil {
 		return nil, err
 	}
-	b.AtVersion(receiptKey(id), ver).Put(receiptKey(id), val)
+	b.Put(receiptKey(id), val)
 	if t.RetainUntil != rec.RetainUntil {
 		b.Delete(expiryKey(rec.RetainUntil, id)).Put(expiryKey(t.RetainUntil, id), nil)
 	}

@@ -245,7 +245,7 @@ func TestDebt_VisibilityDebtPinsReceiptUntilPaid(t *testing.T) {
 // makes it terminal it is retained for a full period from then.
 func TestDebt_StartedReceiptIsNeverCleaned(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{Retention: time.Hour})
+	a := e.open(receipt.Options{Retention: time.Hour, SeparateDecide: true})
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")

@@ -40,8 +40,10 @@ type Chained struct {
 // prepares ahead of the decision: a crash may keep the Begin link alone —
 // a begun, undecided transaction, which recovery decides as it would after
 // a crash between Begin and Decide — but never the decision without them.
-// decideWith must not have conditions on keys beginWith writes; nothing
-// can come between the links.
+// decideWith, if set, is called with the commit result once every
+// participant prepared, for writes to make atomically with the decision
+// (the receipt layer's terminal envelope). It must not condition on keys
+// beginWith writes: nothing can come between the links.
 //
 // ok=false with a nil error means nothing was written: the store or a
 // participant cannot chain, a participant voted no, or a condition failed
@@ -49,7 +51,7 @@ type Chained struct {
 // condition of beginWith or decideWith). The caller then goes through Begin
 // and Decide, which tell those cases apart. An ambiguous write returns an
 // error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
-func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith, decideWith *engine.Batch) (Chained, bool, error) {
+func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *engine.Batch, decideWith func(result []byte) (*engine.Batch, error)) (Chained, bool, error) {
 	chainer, ok := c.store.(engine.Chainer)
 	if !ok {
 		return Chained{}, false, nil
@@ -77,8 +79,14 @@ func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith, decid
 	if err != nil {
 		return Chained{}, false, err
 	}
+	if decideWith != nil {
+		with, err := decideWith(result)
+		if err != nil {
+			return Chained{}, false, err
+		}
+		decide.Merge(with)
+	}
 	begin.Merge(beginWith)
-	decide.Merge(decideWith)
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return Chained{}, false, err
 	}

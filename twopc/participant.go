@@ -11,7 +11,8 @@
 //
 // Every durable step accepts a `with` batch that is applied atomically with
 // it: the receipt layer publishes its receipt with Begin and its terminal
-// envelope with Decide, which is how a keyed request costs two fsync waits.
+// envelope with Decide. On a store that shares one log, BeginCommit chains
+// the two writes into one fsync wait (see chain.go).
 package twopc
 
 import (

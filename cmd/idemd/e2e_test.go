@@ -72,12 +72,12 @@ func TestE2E_RestartReplaysEveryTerminalAnswer(t *testing.T) {
 }
 
 func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*apitest.Proc), args []string) {
-	// The first process fails its first decision (receipt/decide-before
-	// fires once): that request answers 500 and leaves its receipt started
+	// The first process, deciding in a write of its own, fails its first
+	// decision (receipt/decide-before fires once): that request answers 500 and leaves its receipt started
 	// with intents prepared on doc x — an open transaction for the next
 	// batch on x to conflict with. (A `sleep` term would do the same after
 	// a delay: fault.Inject reports any term that fires as an error.)
-	p1 := apitest.Start(t, c, data, []string{`GO_FAILPOINTS=receipt/decide-before=1*return(true)`}, args...)
+	p1 := apitest.Start(t, c, data, []string{`GO_FAILPOINTS=receipt/decide-before=1*return(true)`}, append(args, "-separate-decide")...)
 	c1 := c.WithBase(p1.Base())
 	post := func(cl *apitest.Client, tbl, key, body string) *apitest.Response {
 		return cl.Do("POST", "/v1/tables/"+tbl+"/batch", body, "Idempotency-Key", key)

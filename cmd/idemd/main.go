@@ -44,6 +44,7 @@ type config struct {
 	headerTimeout   time.Duration
 	shutdownTimeout time.Duration
 	checkpointBytes int64
+	separateDecide  bool
 	logLevel        string
 	logFormat       string
 }
@@ -66,6 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables)")
+	fs.BoolVar(&c.separateDecide, "separate-decide", false, "write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, instead of chaining both into one")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -133,7 +135,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer db.Close()
 	svc, err := receipt.Open(ctx, db, receipt.Options{
 		Node: c.node, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
-		ExecutorMax: c.executor, WaitMax: c.waitMax, Logger: log,
+		ExecutorMax: c.executor, WaitMax: c.waitMax, SeparateDecide: c.separateDecide, Logger: log,
 	})
 	if err != nil {
 		return err
