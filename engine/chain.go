@@ -94,8 +94,9 @@ func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, err
 		}
 	}
 	entries := make([]wal.Entry, len(links))
+	live := liveOps(links)
 	for i, l := range links {
-		entries[i] = wal.Entry{Kind: wal.KindBatch, Body: l.body, Tag: &applyRec{ops: l.ops}}
+		entries[i] = wal.Entry{Kind: wal.KindBatch, Body: l.body, Tag: &applyRec{ops: live[i]}}
 	}
 	first, commit, err := db.log.EnqueueAll(entries)
 	if err != nil {
@@ -108,7 +109,7 @@ func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, err
 		if versions[i] != l.version {
 			panic(fmt.Sprintf("engine: chain link %d sequenced at %d, checked as %d", i, versions[i], l.version))
 		}
-		for _, op := range l.ops {
+		for _, op := range live[i] {
 			db.pending[unsafeString(op.Key)] = pendingWrite{version: versions[i], deleted: op.Delete, commit: commit}
 		}
 	}
@@ -118,4 +119,32 @@ func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, err
 		return nil, err
 	}
 	return versions, nil
+}
+
+// liveOps drops, from each link, the writes a later link of the chain
+// overwrites or deletes. The chain is one group, and onDurable installs a
+// group in the tree under one lock hold, so those intermediate values would
+// never be seen by anyone: a chained transaction's intents, record and
+// started receipt, put by the first link and gone after the second, never
+// touch the tree. The log keeps every op, so replay reaches the same state.
+func liveOps(links []chainLink) [][]Op {
+	live := make([][]Op, len(links))
+	live[len(links)-1] = links[len(links)-1].ops
+	later := make(map[string]struct{}, 2*len(links[len(links)-1].ops))
+	for i := len(links) - 1; i >= 0; i-- {
+		ops := links[i].ops
+		if i < len(links)-1 {
+			kept := ops[:0:0]
+			for _, op := range ops {
+				if _, overwritten := later[unsafeString(op.Key)]; !overwritten {
+					kept = append(kept, op)
+				}
+			}
+			live[i] = kept
+		}
+		for _, op := range ops {
+			later[unsafeString(op.Key)] = struct{}{}
+		}
+	}
+	return live
 }

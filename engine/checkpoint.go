@@ -79,7 +79,7 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if err := encodeCheckpoint(f, snap); err != nil {
+	if err := encodeCheckpoint(&writebackFile{f: f}, snap); err != nil {
 		f.Close()
 		return err
 	}
@@ -107,6 +107,27 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 		return err
 	}
 	return wal.SyncDir(db.dir)
+}
+
+// ckptWritebackBytes is how much checkpoint data may be written before its
+// writeback is started (see startWriteback).
+const ckptWritebackBytes = 1 << 20
+
+// writebackFile starts writeback of a checkpoint file every
+// ckptWritebackBytes.
+type writebackFile struct {
+	f             *os.File
+	written, last int64
+}
+
+func (w *writebackFile) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.written += int64(n)
+	if err == nil && w.written-w.last >= ckptWritebackBytes {
+		w.last = w.written
+		err = startWriteback(w.f, w.written)
+	}
+	return n, err
 }
 
 // encodeCheckpoint streams snap to w.

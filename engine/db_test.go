@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/idemdb/idem/wal"
 )
 
 func openT(t *testing.T, dir string, opts Options) *DB {
@@ -76,4 +79,34 @@ func TestCheckpoint_TruncatesAndReopens(t *testing.T) {
 	if it, err := db.Get(ctx, []byte("k099")); err != nil || string(it.Value) != "99" {
 		t.Fatalf("k099: %q %v", it.Value, err)
 	}
+}
+
+// TestCheckpoint_ManyMegabytesRoundTrip: a checkpoint several times
+// ckptWritebackBytes long (its writeback is started chunk by chunk while it
+// is written) reopens to exactly the store it was taken of, with the log
+// before it truncated away.
+func TestCheckpoint_ManyMegabytesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1 << 20}})
+	db := openT(t, dir, opts)
+	val := bytes.Repeat([]byte("v"), 16<<10)
+	for i := range 4 * ckptWritebackBytes / len(val) {
+		if _, err := db.Apply(ctx, new(Batch).Put([]byte(fmt.Sprintf("k%05d", i)), val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := scanAll(t, db)
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if size := db.ckptSize.Load(); size < 4*ckptWritebackBytes {
+		t.Fatalf("checkpoint of %d bytes, want at least %d", size, 4*ckptWritebackBytes)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openT(t, dir, opts)
+	defer db.Close()
+	sameState(t, "reopened from the checkpoint", scanAll(t, db), want)
 }
