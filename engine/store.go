@@ -7,7 +7,10 @@
 // cluster-shared implementation (etcd, DESIGN §14) can replace DB.
 package engine
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // Store is the contract every layer above the engine programs against.
 //
@@ -128,6 +131,14 @@ func (b *Batch) Merge(o *Batch) *Batch {
 		b.Conds = append(b.Conds, o.Conds...)
 		b.Ops = append(b.Ops, o.Ops...)
 	}
+	return b
+}
+
+// Grow makes room for conds more conditions and ops more ops, so that a
+// batch assembled from parts (Merge) is allocated once.
+func (b *Batch) Grow(conds, ops int) *Batch {
+	b.Conds = slices.Grow(b.Conds, conds)
+	b.Ops = slices.Grow(b.Ops, ops)
 	return b
 }
 

@@ -149,15 +149,22 @@ func refusalOf(txn Txn, key []byte) (*code.Error, bool, bool) {
 // beginBatch prepares every participant and returns the Begin write with
 // the commit result it records.
 func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, []byte, error) {
-	b := new(engine.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
-	rec := record{Schema: schemaV1, Created: c.opts.Now().UnixMilli()}
-	for _, p := range txn.Participants {
+	rec := record{Schema: schemaV1, Created: c.opts.Now().UnixMilli(),
+		Participants: make([]partRecord, 0, len(txn.Participants))}
+	prepared := make([]*engine.Batch, len(txn.Participants))
+	conds, ops := 2+withSlack, 1+withSlack
+	for i, p := range txn.Participants {
 		pb, err := p.Prepare(ctx, txn.ID)
 		if err != nil {
 			return nil, nil, err
 		}
-		b.Merge(pb)
+		prepared[i] = pb
+		conds, ops = conds+len(pb.Conds), ops+len(pb.Ops)
 		rec.Participants = append(rec.Participants, partRecord{ID: p.ID(), Ref: p.Ref()})
+	}
+	b := new(engine.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	for _, pb := range prepared {
+		b.Merge(pb)
 	}
 	if txn.Result != nil {
 		res, err := txn.Result()
@@ -223,20 +230,31 @@ func (c *Coordinator) decisionBatch(txnID string, o Outcome, resolve func(Partic
 	if err != nil {
 		return nil, err
 	}
-	b := new(engine.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
 	if c.opts.DeferResolution {
-		return b, nil
+		return new(engine.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val), nil
 	}
 	_, commit := o.(Committed)
-	for _, p := range parts {
+	resolved := make([]*engine.Batch, len(parts))
+	conds, ops := 1+withSlack, 2+withSlack
+	for i, p := range parts {
 		rb, err := resolve(p, commit)
 		if err != nil {
 			return nil, err
 		}
+		resolved[i] = rb
+		conds, ops = conds+len(rb.Conds), ops+len(rb.Ops)
+	}
+	b := new(engine.Batch).Grow(conds, ops).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
+	for _, rb := range resolved {
 		b.Merge(rb)
 	}
 	return b.Delete(recordKey(txnID)), nil
 }
+
+// withSlack is room left in a Begin or Decide batch for the caller's `with`
+// (a receipt's writes: about eight ops), so that merging it rarely grows
+// the batch again.
+const withSlack = 8
 
 // DecideOrLearn decides o and, if another writer decided first, reads the
 // winner. It returns the outcome in force and whether it was ours. When the
