@@ -28,7 +28,7 @@ type Chainer interface {
 
 // chainLink is one sequenced-to-be link while its chain is checked.
 type chainLink struct {
-	ops     []Op
+	ops     []Op // the caller's: valid until ApplyChain returns
 	body    []byte
 	version Version
 }
@@ -57,18 +57,23 @@ func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, err
 	if len(batches) == 0 || len(batches) > ChainLinksMax {
 		return nil, fmt.Errorf("%w: chain of %d links (1..%d)", ErrInvalidBatch, len(batches), ChainLinksMax)
 	}
+	// Links hold the caller's ops while the chain is checked; only the
+	// writes that reach the tree (liveOps) are copied to be kept.
 	links := make([]chainLink, len(batches))
 	total := 0
 	for i, b := range batches {
 		if err := validateBatch(b); err != nil {
 			return nil, err
 		}
-		ops := ownOps(b.Ops)
-		links[i] = chainLink{ops: ops, body: encodeBody(make([]byte, 0, encodedBodySize(ops)), ops)}
+		links[i] = chainLink{ops: b.Ops, body: encodeBody(make([]byte, 0, encodedBodySize(b.Ops)), b.Ops)}
 		total += len(links[i].body)
 	}
 	if total > BatchBytesMax {
 		return nil, fmt.Errorf("%w: chain of %d encoded bytes > %d", ErrInvalidBatch, total, BatchBytesMax)
+	}
+	live := liveOps(links)
+	for i := range live {
+		live[i] = ownOps(live[i])
 	}
 	if err := db.log.ReserveN(ctx, len(links)); err != nil {
 		return nil, db.submitErr(err)
@@ -94,7 +99,6 @@ func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, err
 		}
 	}
 	entries := make([]wal.Entry, len(links))
-	live := liveOps(links)
 	for i, l := range links {
 		entries[i] = wal.Entry{Kind: wal.KindBatch, Body: l.body, Tag: &applyRec{ops: live[i]}}
 	}
