@@ -154,19 +154,31 @@ func walErr(err error) error {
 	return err
 }
 
-// ownOps copies ops' keys and values into one allocation per op (key ‖
-// value, the layout of index.KV), so that the tree never aliases a caller's
-// buffer or a large log buffer.
+// ownOps copies ops' keys and values — a put's into one allocation of its
+// own (key ‖ value, the layout of index.KV) — so that the tree never aliases
+// a caller's buffer or a large log buffer.
 func ownOps(ops []Op) []Op {
 	out := make([]Op, len(ops))
+	// A put's key ‖ value becomes a tree item and lives as long as it, so
+	// each put gets an allocation of its own. A delete's key is only needed
+	// until the batch is published, so all of them share one.
+	deleted := 0
+	for _, op := range ops {
+		if op.Delete {
+			deleted += len(op.Key)
+		}
+	}
+	keys := make([]byte, 0, deleted)
 	for i, op := range ops {
+		if op.Delete {
+			keys = append(keys, op.Key...)
+			out[i] = Op{Key: keys[len(keys)-len(op.Key) : len(keys) : len(keys)], Delete: true}
+			continue
+		}
 		buf := make([]byte, len(op.Key)+len(op.Value))
 		n := copy(buf, op.Key)
 		copy(buf[n:], op.Value)
-		out[i] = Op{Key: buf[:n:n], Delete: op.Delete}
-		if !op.Delete {
-			out[i].Value = buf[n:len(buf):len(buf)]
-		}
+		out[i] = Op{Key: buf[:n:n], Value: buf[n:len(buf):len(buf)]}
 	}
 	return out
 }
