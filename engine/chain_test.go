@@ -113,9 +113,9 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 	requireFailpoints(t)
 	ctx := context.Background()
 	opts := quiet(Options{})
-	// crashAt writes the chain without its fsync, then keeps cut(durable,
-	// size) bytes of the tail, and returns which links survived.
-	crashAt := func(cut func(durable, size int64) int64) (first, second bool, unsynced int64) {
+	// crashAt writes the chain without its fsync, then keeps keep of its
+	// unsynced bytes, and returns which links survived.
+	crashAt := func(keep int64) (first, second bool, unsynced int64) {
 		dir := t.TempDir()
 		db := openT(t, dir, opts)
 		if _, err := db.Apply(ctx, new(Batch).Put([]byte("base"), []byte("0"))); err != nil {
@@ -132,7 +132,7 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 		}
 		if err := db.CrashForTesting(func(path string, durable, size int64) error {
 			unsynced = size - durable
-			return wal.DropUnsynced(path, cut(durable, size), size)
+			return wal.KeepUnsynced(keep)(path, durable, size)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -146,13 +146,13 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 		_, second = got["link1"]
 		return first, second, unsynced
 	}
-	_, _, unsynced := crashAt(func(d, _ int64) int64 { return d })
+	_, _, unsynced := crashAt(0)
 	if unsynced <= 0 {
 		t.Fatalf("the chain left %d unsynced bytes", unsynced)
 	}
 	seen := map[[2]bool]bool{}
-	for keep := int64(0); keep <= unsynced; keep++ {
-		first, second, _ := crashAt(func(d, _ int64) int64 { return d + keep })
+	for _, keep := range wal.CutPoints(unsynced, 1) {
+		first, second, _ := crashAt(keep)
 		if second && !first {
 			t.Fatalf("cut after %d of %d unsynced bytes kept the second link without the first", keep, unsynced)
 		}

@@ -56,7 +56,9 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 		t.Skip("failpoints compiled out (-tags nofailpoint)")
 	}
 	const stride = 97
-	run := func(keep func(unsynced int64) int64) (state string, unsynced int64) {
+	// run cuts the chain's unsynced write after keep bytes and reports the
+	// state recovered and how many bytes the chain left unsynced.
+	run := func(keep int64) (state string, unsynced int64) {
 		e := newEnv(t)
 		a := e.open(receipt.Options{Node: "node-0"})
 		createTable(t, a, "t")
@@ -71,7 +73,7 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 		a.Close()
 		if err := e.db.CrashForTesting(func(path string, durable, size int64) error {
 			unsynced = size - durable
-			return wal.DropUnsynced(path, durable+keep(unsynced), size)
+			return wal.KeepUnsynced(keep)(path, durable, size)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -106,15 +108,11 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 		}
 		return state, unsynced
 	}
-	_, unsynced := run(func(int64) int64 { return 0 })
+	_, unsynced := run(0)
 	seen := map[string]int{}
-	for keep := int64(0); ; keep += stride {
-		keep = min(keep, unsynced)
-		state, _ := run(func(int64) int64 { return keep })
+	for _, keep := range wal.CutPoints(unsynced, stride) {
+		state, _ := run(keep)
 		seen[state]++
-		if keep == unsynced {
-			break
-		}
 	}
 	for _, s := range []string{"lost", receipt.Started.String(), receipt.Terminal.String()} {
 		if seen[s] == 0 {

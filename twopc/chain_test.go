@@ -105,7 +105,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 	ctx := context.Background()
 	result, _ := json.Marshal(wantResult)
 	const stride = 61 // cuts per chain: a few dozen, in both links and at the end
-	run := func(keep func(unsynced int64) int64) (state string, unsynced int64) {
+	run := func(keep int64) (state string, unsynced int64) {
 		n := newNode(t, twopc.Options{})
 		work.seed(t, n)
 		txn := txnFor("tx", n.plan(t, work.body()))
@@ -117,7 +117,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 		}
 		if err := n.db.CrashForTesting(func(path string, durable, size int64) error {
 			unsynced = size - durable
-			return wal.DropUnsynced(path, durable+keep(unsynced), size)
+			return wal.KeepUnsynced(keep)(path, durable, size)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -150,15 +150,11 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 		assertNoIntentsOrRecords(t, n.db)
 		return state, unsynced
 	}
-	_, unsynced := run(func(int64) int64 { return 0 })
+	_, unsynced := run(0)
 	seen := map[string]int{}
-	for keep := int64(0); ; keep += stride {
-		keep = min(keep, unsynced)
-		state, _ := run(func(int64) int64 { return keep })
+	for _, keep := range wal.CutPoints(unsynced, stride) {
+		state, _ := run(keep)
 		seen[state]++
-		if keep == unsynced {
-			break
-		}
 	}
 	for _, s := range []string{"nothing", "begun", "committed"} {
 		if seen[s] == 0 {

@@ -289,16 +289,23 @@ func (l *Log) NextIndex() uint64 {
 	return l.next
 }
 
+// refusal is why an Enqueue is refused, nil if it is not. Caller holds mu.
+func (l *Log) refusal() error {
+	switch {
+	case l.failed != nil:
+		return fmt.Errorf("%w: %w", ErrFailStopped, l.failed)
+	case l.closing:
+		return ErrClosed
+	}
+	return nil
+}
+
 // Enqueue appends an entry to the open group and returns its index. The caller
 // must hold a slot from Reserve; on error the slot is released. Enqueue never
 // blocks on I/O.
 func (l *Log) Enqueue(kind Kind, body []byte, tag any) (uint64, Commit, error) {
 	l.mu.Lock()
-	if l.closing || l.failed != nil {
-		err := ErrClosed
-		if l.failed != nil {
-			err = fmt.Errorf("%w: %w", ErrFailStopped, l.failed)
-		}
+	if err := l.refusal(); err != nil {
 		l.mu.Unlock()
 		<-l.slots
 		return 0, Commit{}, err
@@ -346,11 +353,7 @@ func (l *Log) Enqueue(kind Kind, body []byte, tag any) (uint64, Commit, error) {
 // blocks on I/O.
 func (l *Log) EnqueueAll(entries []Entry) (first uint64, c Commit, err error) {
 	l.mu.Lock()
-	if l.closing || l.failed != nil {
-		err := ErrClosed
-		if l.failed != nil {
-			err = fmt.Errorf("%w: %w", ErrFailStopped, l.failed)
-		}
+	if err := l.refusal(); err != nil {
 		l.mu.Unlock()
 		l.UnreserveN(len(entries))
 		return 0, Commit{}, err
