@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"errors"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
@@ -20,8 +21,8 @@ func (t *Tables) ApplyFast(ctx context.Context, p *Plan) (Result, error) {
 		}
 		if b.Empty() {
 			// Only deletes of documents that do not exist: the reads were
-			// the whole effect.
-			return res, nil
+			// the whole effect, once no transaction holds one of them.
+			return res, t.openIntents(ctx, p, b)
 		}
 		_, err = t.store.Apply(ctx, b)
 		if err == nil {
@@ -33,7 +34,7 @@ func (t *Tables) ApplyFast(ctx context.Context, p *Plan) (Result, error) {
 		}
 		switch {
 		case engine.NSIntent.Has(key):
-			return Result{}, code.Errorf(code.TransactionConflict, "a document of the batch is being written by another transaction")
+			return Result{}, intentConflict(p, key)
 		case engine.NSMeta.Has(key):
 			return Result{}, tableNotFound(p.Table.Name)
 		case attempt+1 >= FastRetriesMax:
@@ -67,4 +68,33 @@ func (t *Tables) fastBatch(ctx context.Context, p *Plan) (*engine.Batch, Result,
 		}
 	}
 	return b, res, nil
+}
+
+// openIntents checks the intent conditions of a batch with nothing to write
+// by reading them: any open intent is a transaction_conflict.
+func (t *Tables) openIntents(ctx context.Context, p *Plan, b *engine.Batch) error {
+	for _, c := range b.Conds {
+		if !engine.NSIntent.Has(c.Key) {
+			continue
+		}
+		_, err := t.store.Get(ctx, c.Key)
+		switch {
+		case err == nil:
+			return intentConflict(p, c.Key)
+		case !errors.Is(err, engine.ErrNotFound):
+			return err
+		}
+	}
+	return nil
+}
+
+// intentConflict is the transaction_conflict of a batch that found an open
+// intent on key, naming its document.
+func intentConflict(p *Plan, key []byte) error {
+	for _, s := range p.Shards {
+		if refusal, _, mine := s.Refusal(key); mine {
+			return refusal
+		}
+	}
+	return code.Errorf(code.TransactionConflict, "a document of the batch is being written by another transaction")
 }

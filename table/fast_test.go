@@ -84,7 +84,7 @@ func TestFast_ConflictsWithOpenIntentUntilDecided(t *testing.T) {
 			f := newFixture(t, twopc.Options{})
 			f.create(t, "t", 4)
 			f.mustFast(t, "t", `{"inserts":[{"id":"X","doc":{"n":1}},{"id":"other","doc":{}}]}`)
-			plan := f.plan(t, "t", `{"transforms":[{"id":"X","ops":[{"op":"$inc","path":"n","value":10}]}]}`)
+			plan := f.plan(t, "t", `{"inserts":[{"id":"Y","doc":{}}],"transforms":[{"id":"X","ops":[{"op":"$inc","path":"n","value":10}]}]}`)
 			txn := txnOf("tx", plan)
 			if res, err := f.coord.Begin(ctx, txn, nil); err != nil || !res.Prepared {
 				t.Fatalf("begin: %+v %v", res, err)
@@ -94,9 +94,15 @@ func TestFast_ConflictsWithOpenIntentUntilDecided(t *testing.T) {
 				`{"inserts":[{"id":"new","doc":{}},{"id":"X","doc":{"n":0}}]}`,
 				`{"deletes":["other","X"]}`,
 				`{"inserts":[{"id":"new","doc":{}}],"transforms":[{"id":"X","ops":[{"op":"$inc","path":"n","value":1}]}]}`,
+				`{"deletes":["Y","missing"]}`, // nothing to write, but Y is being inserted
 			} {
 				_, err := f.fast(t, "t", body)
 				wantCode(t, err, code.TransactionConflict)
+				var ce *code.Error
+				if !errors.As(err, &ce) || !(strings.HasPrefix(ce.Message, `document "X" is being written`) ||
+					strings.HasPrefix(ce.Message, `document "Y" is being written`)) {
+					t.Fatalf("%s: conflict %v does not name the held document", body, err)
+				}
 				if dump(t, f.db) != before {
 					t.Fatalf("conflicting fast batch wrote: %s", body)
 				}

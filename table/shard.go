@@ -83,18 +83,15 @@ type staged struct {
 	doc               []byte
 }
 
-// stage reads one document and computes its new state. An open intent on
-// the document is a transaction_conflict; a transform of a missing document
-// without upsert is document_not_found; a transform type error is
-// invalid_request. All are *code.Error: a participant's "no" vote.
+// stage reads one document and computes its new state. A transform of a
+// missing document without upsert is document_not_found and a transform
+// type error invalid_request: *code.Error, a participant's "no" vote. An
+// open intent on the document is not looked for here: the write that stages
+// the result requires the intent to be absent, atomically, and a failure
+// there is the transaction_conflict vote (Refusal).
 func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, error) {
 	st := staged{docKey: docKey(s.meta.ID, s.shard, w.id), intentKey: intentKey(s.meta.ID, s.shard, w.id)}
 	store := s.tables.store
-	if _, err := store.Get(ctx, st.intentKey); err == nil {
-		return st, code.Errorf(code.TransactionConflict, "document %q is being written by another transaction", w.id)
-	} else if !errors.Is(err, engine.ErrNotFound) {
-		return st, err
-	}
 	var cur []byte
 	if w.kind != kindInsert { // an insert replaces whatever is there: no read
 		if it, err := store.Get(ctx, st.docKey); err == nil {
