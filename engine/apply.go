@@ -11,51 +11,82 @@ import (
 
 // Apply implements Store. See DB for how sequencing and durability fit.
 func (db *DB) Apply(ctx context.Context, b *Batch) (Version, error) {
+	return db.apply(ctx, []*Batch{b})
+}
+
+// apply sequences batches as the links of one chain (a lone Apply is a
+// chain of one) and waits until they are durable, returning the first
+// link's version. The whole chain counts as one batch against
+// BatchBytesMax, which keeps it within what torn-tail repair accepts as one
+// group.
+func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 	if db.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := validateBatch(b); err != nil {
-		return 0, err
+	// Encode outside the lock: nothing of it depends on the sequence.
+	var one [1]chainLink // a lone Apply's, without an allocation
+	links := one[:]
+	if len(batches) > 1 {
+		links = make([]chainLink, len(batches))
 	}
-	// Copy and encode outside the lock: neither depends on the sequence.
-	ops := ownOps(b.Ops)
-	body := encodeBody(make([]byte, 0, encodedBodySize(ops)), ops)
-	if len(body) > BatchBytesMax {
-		return 0, fmt.Errorf("%w: %d encoded bytes > %d", ErrInvalidBatch, len(body), BatchBytesMax)
+	total := 0
+	for i, b := range batches {
+		if err := validateBatch(b); err != nil {
+			return 0, err
+		}
+		links[i] = chainLink{ops: b.Ops, body: encodeBody(make([]byte, 0, encodedBodySize(b.Ops)), b.Ops)}
+		total += len(links[i].body)
 	}
-	if err := db.log.Reserve(ctx); err != nil {
+	if total > BatchBytesMax {
+		return 0, fmt.Errorf("%w: %d encoded bytes > %d", ErrInvalidBatch, total, BatchBytesMax)
+	}
+	liveOps(links)
+	if err := db.log.ReserveN(ctx, len(links)); err != nil {
 		return 0, db.submitErr(err)
 	}
 
 	db.mu.Lock()
 	if db.failed != nil {
 		db.mu.Unlock()
-		db.log.Unreserve()
+		db.log.UnreserveN(len(links))
 		return 0, fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
 	}
-	if pending, err := db.checkConds(b.Conds); err != nil {
-		db.mu.Unlock()
-		db.log.Unreserve()
-		if pending != nil {
-			return 0, db.settleCondition(ctx, err, *pending)
+	// Under mu nobody else enqueues, so the links get the next indexes.
+	next := Version(db.log.NextIndex())
+	for i := range links {
+		links[i].version = next + Version(i)
+		if pending, settle, err := db.checkConds(batches[i].Conds, links[:i]); err != nil {
+			db.mu.Unlock()
+			db.log.UnreserveN(len(links))
+			if settle {
+				return 0, db.settleCondition(ctx, err, pending)
+			}
+			return 0, err
 		}
-		return 0, err
 	}
-	idx, commit, err := db.log.Enqueue(wal.KindBatch, body, &applyRec{ops: ops})
+	entries := make([]wal.Entry, len(links))
+	for i, l := range links {
+		entries[i] = wal.Entry{Kind: wal.KindBatch, Body: l.body, Tag: &applyRec{ops: l.live}}
+	}
+	first, commit, err := db.log.EnqueueAll(entries)
 	if err != nil {
 		db.mu.Unlock()
 		return 0, db.submitErr(err)
 	}
-	v := Version(idx)
-	for _, op := range ops {
-		db.pending[unsafeString(op.Key)] = pendingWrite{version: v, deleted: op.Delete, commit: commit}
+	if Version(first) != next {
+		panic(fmt.Sprintf("engine: chain sequenced at %d, checked as %d", first, next))
+	}
+	for _, l := range links {
+		for _, op := range l.live {
+			db.pending[unsafeString(op.Key)] = pendingWrite{version: l.version, deleted: op.Delete, commit: commit}
+		}
 	}
 	db.mu.Unlock()
 
 	if err := db.awaitDurable(ctx, commit); err != nil {
 		return 0, err
 	}
-	return v, nil
+	return next, nil
 }
 
 // awaitDurable waits for a sequenced batch and maps the log's answer.
@@ -101,17 +132,13 @@ func (db *DB) failStop(err error) {
 }
 
 // checkConds evaluates conditions against durable state overlaid with
-// pending writes. Caller holds mu. When the failing condition was decided by
-// a pending write, that write's commit is returned too (see settleCondition).
-func (db *DB) checkConds(conds []Condition) (*wal.Commit, error) {
-	return db.checkCondsAfter(conds, nil)
-}
-
-// checkCondsAfter is checkConds with the writes of earlier links of a chain
-// (not yet in pending) overlaid on top.
-func (db *DB) checkCondsAfter(conds []Condition, earlier []chainLink) (*wal.Commit, error) {
+// pending writes and, on top, the writes of earlier links of the same chain
+// (not yet in pending). Caller holds mu. When the failing condition was
+// decided by another batch's pending write, that write's commit is returned
+// too, with settle set (see settleCondition).
+func (db *DB) checkConds(conds []Condition, earlier []chainLink) (pending wal.Commit, settle bool, err error) {
 	if len(conds) == 0 {
-		return nil, nil
+		return wal.Commit{}, false, nil
 	}
 	db.treeMu.RLock()
 	defer db.treeMu.RUnlock()
@@ -144,14 +171,10 @@ func (db *DB) checkCondsAfter(conds []Condition, earlier []chainLink) (*wal.Comm
 			ok = found != 0 && found == c.Version
 		}
 		if !ok {
-			err := &ConditionError{Cond: c, Found: found}
-			if isPending {
-				return &p.commit, err
-			}
-			return nil, err
+			return p.commit, isPending, &ConditionError{Cond: c, Found: found}
 		}
 	}
-	return nil, nil
+	return wal.Commit{}, false, nil
 }
 
 // settleCondition reports a condition that failed because of a write not yet
