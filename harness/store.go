@@ -125,30 +125,12 @@ func (s *nodeStore) Scan(ctx context.Context, start, end []byte, limit int) ([]e
 }
 
 func (s *nodeStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
-	if err := s.enter(ctx); err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	f := s.faults
-	s.mu.Unlock()
-	if s.roll(f.transient) {
-		return 0, ErrTransient
-	}
-	if key, ok := condOn(b, engine.MustBeAbsent, decisionPrefix); ok && s.roll(f.bareConflict) {
-		// "Someone else decided" — with no decision anyone can read.
-		return 0, &engine.ConditionError{Cond: engine.Condition{Key: key, Kind: engine.MustBeAbsent}}
-	}
-	if _, ok := condOn(b, engine.MustBeAbsent, []byte(engine.NSReceipt)); ok && s.roll(f.ambiguousNew) {
-		if f.ambiguousWrote {
-			s.obs.checkDeletes(ctx, s.inner, b)
-			if _, err := s.inner.Apply(ctx, b); err != nil {
-				return 0, err
-			}
-		}
-		return 0, engine.ErrAmbiguous
-	}
-	s.obs.checkDeletes(ctx, s.inner, b)
-	return s.inner.Apply(ctx, b)
+	var v engine.Version
+	err := s.write(ctx, []*engine.Batch{b}, func() (err error) {
+		v, err = s.inner.Apply(ctx, b)
+		return err
+	})
+	return v, err
 }
 
 // chainStore is a nodeStore whose store can chain writes (engine.Chainer),
@@ -158,36 +140,49 @@ func (s *nodeStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version,
 type chainStore struct{ *nodeStore }
 
 func (s chainStore) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]engine.Version, error) {
+	var vs []engine.Version
+	err := s.write(ctx, links, func() (err error) {
+		vs, err = s.inner.(engine.Chainer).ApplyChain(ctx, links...)
+		return err
+	})
+	return vs, err
+}
+
+// write makes one write of batches (an Apply, or a chain's links) through
+// apply, unless an armed fault answers for it: a transient error or a bare
+// decision conflict (nothing written), or an ambiguous receipt creation
+// (written first or not, as the faults say).
+func (s *nodeStore) write(ctx context.Context, batches []*engine.Batch, apply func() error) error {
 	if err := s.enter(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
 	f := s.faults
 	s.mu.Unlock()
 	if s.roll(f.transient) {
-		return nil, ErrTransient
+		return ErrTransient
 	}
-	for _, b := range links {
+	for _, b := range batches {
 		if key, ok := condOn(b, engine.MustBeAbsent, decisionPrefix); ok && s.roll(f.bareConflict) {
-			return nil, &engine.ConditionError{Cond: engine.Condition{Key: key, Kind: engine.MustBeAbsent}}
+			// "Someone else decided" — with no decision anyone can read.
+			return &engine.ConditionError{Cond: engine.Condition{Key: key, Kind: engine.MustBeAbsent}}
 		}
 	}
-	inner := s.inner.(engine.Chainer)
-	if _, ok := condOn(links[0], engine.MustBeAbsent, []byte(engine.NSReceipt)); ok && s.roll(f.ambiguousNew) {
+	write := func() error {
+		for _, b := range batches {
+			s.obs.checkDeletes(ctx, s.inner, b)
+		}
+		return apply()
+	}
+	if _, ok := condOn(batches[0], engine.MustBeAbsent, []byte(engine.NSReceipt)); ok && s.roll(f.ambiguousNew) {
 		if f.ambiguousWrote {
-			for _, b := range links {
-				s.obs.checkDeletes(ctx, s.inner, b)
-			}
-			if _, err := inner.ApplyChain(ctx, links...); err != nil {
-				return nil, err
+			if err := write(); err != nil {
+				return err
 			}
 		}
-		return nil, engine.ErrAmbiguous
+		return engine.ErrAmbiguous
 	}
-	for _, b := range links {
-		s.obs.checkDeletes(ctx, s.inner, b)
-	}
-	return inner.ApplyChain(ctx, links...)
+	return write()
 }
 
 var decisionPrefix = engine.NSTxn.Prefix("dec")
