@@ -142,10 +142,7 @@ func TestSupervisor_RenewsIndependentlyOfBlockedMaintenance(t *testing.T) {
 	hs := &hookStore{Store: e.db}
 	a := e.openOn(hs, receipt.Options{Node: "node-0", ExecutorMax: 1})
 	createTable(t, a, "t")
-	busyID := receipt.Bind("alice", "t", "busy")
-	g := hs.block(t, decisionKey(busyID))
-	busy := goExecute(a, req("alice", "t", "busy", incBatch(t, "busy", "ctr-busy")))
-	g.wait(t) // the only executor slot is taken
+	g, busy := occupyExecutor(t, a, hs, "ctr-busy")
 
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")

@@ -426,3 +426,14 @@ func awaitResult(t *testing.T, ch <-chan result) result {
 	}
 	return result{}
 }
+
+// occupyExecutor starts a keyed request (alice/t/busy, incrementing ctr)
+// that takes the only executor slot of svc (opened on hs with ExecutorMax
+// 1) and holds it at its decision write until the returned gate opens.
+func occupyExecutor(t *testing.T, svc *receipt.Service, hs *hookStore, ctr string) (*gate, <-chan result) {
+	t.Helper()
+	g := hs.block(t, decisionKey(receipt.Bind("alice", "t", "busy")))
+	busy := goExecute(svc, req("alice", "t", "busy", incBatch(t, "busy", ctr)))
+	g.wait(t)
+	return g, busy
+}

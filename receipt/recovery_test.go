@@ -118,10 +118,7 @@ func TestRecovery_SuccessorExecutesPendingReceiptFromStoredRequest(t *testing.T)
 	hs := &hookStore{Store: e.db}
 	a := e.openOn(hs, receipt.Options{Node: "node-0", ExecutorMax: 1})
 	createTable(t, a, "t")
-	busy := receipt.Bind("alice", "t", "busy")
-	g := hs.block(t, decisionKey(busy))
-	ch := goExecute(a, req("alice", "t", "busy", incBatch(t, "busy", "ctr-busy")))
-	g.wait(t)
+	g, ch := occupyExecutor(t, a, hs, "ctr-busy")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	ans := mustExecute(t, a, r)
 	if ans.Status != 429 || ans.Code != "overloaded" || ans.State != receipt.Pending || !ans.Retryable || ans.RetryWith != "same_key" {

@@ -48,9 +48,7 @@ func TestKeyMismatch_Is422AndExecutesNothing(t *testing.T) {
 
 	// Pending (executor full) and started (execution blocked).
 	bid := receipt.Bind("alice", "t", "busy")
-	g := hs.block(t, decisionKey(bid))
-	busy := goExecute(a, req("alice", "t", "busy", incBatch(t, "busy", "ctr")))
-	g.wait(t)
+	g, busy := occupyExecutor(t, a, hs, "ctr")
 	pid := receipt.Bind("alice", "t", "k3")
 	if ans := mustExecute(t, a, req("alice", "t", "k3", incBatch(t, "k3", "ctr"))); ans.State != receipt.Pending {
 		t.Fatalf("want a pending receipt: %+v", ans)
@@ -315,9 +313,7 @@ func TestActiveSet_ImmutableReceiptsLeaveAndCostNoRenewals(t *testing.T) {
 	}
 
 	// Pending: in the set (and renewed) until maintenance runs it.
-	g := hs.block(t, decisionKey(receipt.Bind("alice", "t", "busy")))
-	busy := goExecute(a, req("alice", "t", "busy", incBatch(t, "busy", "ctr")))
-	g.wait(t)
+	g, busy := occupyExecutor(t, a, hs, "ctr")
 	if ans := mustExecute(t, a, req("alice", "t", "p", incBatch(t, "p", "ctr"))); ans.State != receipt.Pending {
 		t.Fatalf("pending: %+v", ans)
 	}
