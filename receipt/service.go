@@ -53,10 +53,7 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 	if err != nil {
 		return nil, err
 	}
-	tables := table.New(store, opts.Clock.Now)
-	coord := twopc.New(store, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) },
-		twopc.Options{DeferResolution: opts.DeferResolution, Now: opts.Clock.Now})
-	tables.SetDecisionReader(coord.Committed)
+	tables, coord := table.NewWithCoordinator(store, twopc.Options{DeferResolution: opts.DeferResolution, Now: opts.Clock.Now})
 	s := &Service{
 		store:  store,
 		tables: tables,

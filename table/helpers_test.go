@@ -44,10 +44,7 @@ func (f *fixture) open(t *testing.T) {
 
 // wire builds tables and coordinator on store (the DB or a wrapper of it).
 func (f *fixture) wire(store engine.Store) {
-	f.tables = table.New(store, nil)
-	tables := f.tables
-	f.coord = twopc.New(store, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, f.opts)
-	f.tables.SetDecisionReader(f.coord.Committed)
+	f.tables, f.coord = table.NewWithCoordinator(store, f.opts)
 }
 
 // crashReopen simulates a power loss and recovers the same data dir.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -127,7 +128,7 @@ func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy 
 	if crash {
 		n.crashReopen(t)
 	} else {
-		n.tables, n.coord = wire(n.db, n.opts) // a new coordinator process on the same store
+		n.tables, n.coord = table.NewWithCoordinator(n.db, n.opts) // a new coordinator process on the same store
 	}
 
 	pre, err := n.coord.Lookup(ctx, "tx")

@@ -42,20 +42,12 @@ func (n *node) open(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.db = db
-	n.tables, n.coord = wire(db, n.opts)
-}
-
-// wire builds a table manager and a coordinator on store.
-func wire(store engine.Store, opts twopc.Options) (*table.Tables, *twopc.Coordinator) {
-	tables := table.New(store, nil)
-	coord := twopc.New(store, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, opts)
-	tables.SetDecisionReader(coord.Committed)
-	return tables, coord
+	n.tables, n.coord = table.NewWithCoordinator(db, n.opts)
 }
 
 // newCoordinator is another coordinator process on the same store.
 func (n *node) newCoordinator(store engine.Store) *twopc.Coordinator {
-	_, c := wire(store, n.opts)
+	_, c := table.NewWithCoordinator(store, n.opts)
 	return c
 }
 

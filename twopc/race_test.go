@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -220,7 +221,7 @@ func TestDecide_BareDecisionConflictWithoutReadableWinnerIsUnknown(t *testing.T)
 					t.Fatalf("begin: %+v %v", res, err)
 				}
 				// A winner that cannot be read stays unknown.
-				_, phantom := wire(phantomStore{blindStore{Store: n.db, getErr: getErr}},
+				_, phantom := table.NewWithCoordinator(phantomStore{blindStore{Store: n.db, getErr: getErr}},
 					twopc.Options{DeferResolution: deferRes})
 				before := dump(t, n.db)
 				if err := phantom.Decide(ctx, "tx", txn.Participants, twopc.Committed{}, nil); !errors.Is(err, twopc.ErrDecisionConflict) {

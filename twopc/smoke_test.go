@@ -23,9 +23,7 @@ func newEnv(t *testing.T, opts twopc.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tables := table.New(db, nil)
-	coord := twopc.New(db, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, opts)
-	tables.SetDecisionReader(coord.Committed)
+	tables, coord := table.NewWithCoordinator(db, opts)
 	if _, _, err := tables.Create(context.Background(), "t", 4); err != nil {
 		t.Fatal(err)
 	}

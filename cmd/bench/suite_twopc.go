@@ -72,9 +72,7 @@ func twopcCase(env *Env, name string, concurrency int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	tables := table.New(db, nil)
-	coord := twopc.New(db, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, twopc.Options{})
-	tables.SetDecisionReader(coord.Committed)
+	tables, coord := table.NewWithCoordinator(db, twopc.Options{})
 	if _, _, err := tables.Create(env.Ctx, benchTable, benchShards); err != nil {
 		db.Close()
 		return Result{}, err
