@@ -9,6 +9,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,7 +18,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
-	"github.com/idemdb/idem/wal"
+	"github.com/idemdb/idem/vfs"
 )
 
 // A checkpoint is every key of the store at one log index, in key order:
@@ -75,7 +76,7 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 	if err := fault.Inject(fault.CkptWriteBefore); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	f, err := db.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
 	if err != nil {
 		return err
 	}
@@ -100,13 +101,13 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 	if err := fault.Inject(fault.CkptRenameBefore); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := db.fs.Rename(tmp, final); err != nil {
 		return err
 	}
 	if err := fault.Inject(fault.CkptDirSyncBefore); err != nil {
 		return err
 	}
-	return wal.SyncDir(db.dir)
+	return vfs.SyncDir(db.fs, db.dir)
 }
 
 // ckptWritebackBytes is how much checkpoint data may be written before its
@@ -116,16 +117,16 @@ const ckptWritebackBytes = 1 << 20
 // writebackFile starts writeback of a checkpoint file every
 // ckptWritebackBytes.
 type writebackFile struct {
-	f             *os.File
+	f             vfs.File
 	written, last int64
 }
 
 func (w *writebackFile) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	w.written += int64(n)
-	if err == nil && w.written-w.last >= ckptWritebackBytes {
+	if wb, ok := w.f.(vfs.Writebacker); ok && err == nil && w.written-w.last >= ckptWritebackBytes {
 		w.last = w.written
-		err = startWriteback(w.f, w.written)
+		err = wb.StartWriteback(w.written)
 	}
 	return n, err
 }
@@ -217,8 +218,8 @@ func decodeCheckpoint(data []byte, fn func(key, value []byte, version Version)) 
 
 // listCheckpoints returns checkpoint indexes present in dir, newest first,
 // and removes leftover temporary files.
-func listCheckpoints(dir string) ([]Version, error) {
-	ents, err := os.ReadDir(dir)
+func listCheckpoints(fsys vfs.FS, dir string) ([]Version, error) {
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +230,7 @@ func listCheckpoints(dir string) ([]Version, error) {
 			continue
 		}
 		if strings.HasSuffix(name, ckptTmpSuffix) {
-			os.Remove(filepath.Join(dir, name)) // an interrupted checkpoint
+			fsys.Remove(filepath.Join(dir, name)) // an interrupted checkpoint
 			continue
 		}
 		num := strings.TrimSuffix(strings.TrimPrefix(name, ckptPrefix), ckptSuffix)
@@ -246,13 +247,13 @@ func listCheckpoints(dir string) ([]Version, error) {
 // skipped with a warning; if the WAL no longer covers the gap, replay reports
 // the missing entries as corruption.
 func (db *DB) loadNewestCheckpoint() (uint64, error) {
-	idxs, err := listCheckpoints(db.dir)
+	idxs, err := listCheckpoints(db.fs, db.dir)
 	if err != nil {
 		return 0, err
 	}
 	for _, want := range idxs {
 		name := checkpointName(want)
-		data, err := os.ReadFile(filepath.Join(db.dir, name))
+		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, name))
 		if err != nil {
 			return 0, err
 		}
@@ -278,21 +279,21 @@ func (db *DB) loadNewestCheckpoint() (uint64, error) {
 }
 
 func (db *DB) removeCheckpointsBefore(v Version) error {
-	idxs, err := listCheckpoints(db.dir)
+	idxs, err := listCheckpoints(db.fs, db.dir)
 	if err != nil {
 		return err
 	}
 	removed := false
 	for _, i := range idxs {
 		if i < v {
-			if err := os.Remove(filepath.Join(db.dir, checkpointName(i))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := db.fs.Remove(filepath.Join(db.dir, checkpointName(i))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 			removed = true
 		}
 	}
 	if removed {
-		return wal.SyncDir(db.dir)
+		return vfs.SyncDir(db.fs, db.dir)
 	}
 	return nil
 }

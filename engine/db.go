@@ -3,14 +3,14 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"unsafe"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -29,7 +29,8 @@ type DB struct {
 	dir  string
 	opts Options
 	log  *wal.Log
-	lock *os.File
+	fs   vfs.FS
+	lock io.Closer
 
 	mu      sync.Mutex
 	pending map[string]pendingWrite // latest not-yet-durable write per key
@@ -71,15 +72,19 @@ const (
 // and with ErrCorruption if files are damaged beyond torn-tail repair.
 func Open(dir string, opts Options) (*DB, error) {
 	opts = opts.withDefaults()
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := vfs.MkdirAllSynced(opts.FS, dir, 0o750); err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(dir)
+	lock, err := opts.FS.Lock(filepath.Join(dir, lockFileName))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+	}
 	if err != nil {
 		return nil, err
 	}
 	db := &DB{
 		dir:          dir,
+		fs:           opts.FS,
 		opts:         opts,
 		lock:         lock,
 		pending:      make(map[string]pendingWrite),
@@ -94,21 +99,6 @@ func Open(dir string, opts Options) (*DB, error) {
 	}
 	go db.checkpointer()
 	return db, nil
-}
-
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_CREATE|os.O_RDWR, 0o640)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
-		}
-		return nil, err
-	}
-	return f, nil
 }
 
 // recover loads the newest checkpoint, opens the WAL and replays it.

@@ -3,6 +3,7 @@ package engine
 import (
 	"log/slog"
 
+	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -31,6 +32,9 @@ type Options struct {
 	WAL wal.Options
 	// Logger receives checkpoint, repair and fail-stop reports.
 	Logger *slog.Logger
+	// FS is the file system the data directory lives on (the WAL's too):
+	// nil means vfs.Default. Tests put vfs/memfs or vfs/errorfs here.
+	FS vfs.FS
 }
 
 const defaultCheckpointLogBytes = 64 << 20
@@ -42,6 +46,10 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	o.WAL.FS = o.FS
 	if o.WAL.Logger == nil {
 		o.WAL.Logger = o.Logger
 	}

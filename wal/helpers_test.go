@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemdb/idem/vfs"
 )
 
 // Shared helpers of the wal tests.
@@ -109,7 +111,7 @@ func checkBodies(t *testing.T, got []string, n int) {
 
 func segmentsT(t *testing.T, dir string) []segmentFile {
 	t.Helper()
-	segs, _, err := listSegments(dir)
+	segs, _, err := listSegments(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

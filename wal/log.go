@@ -24,7 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -32,6 +32,7 @@ import (
 	tidwall "github.com/tidwall/wal"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/vfs"
 )
 
 // Entry is one appended record. Body must not be modified until the append
@@ -130,13 +131,11 @@ type Log struct {
 // Open opens or creates the log in dir, repairing a torn tail first.
 func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	opts = opts.withDefaults()
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	fsys := opts.FS
+	if err := vfs.MkdirAllSynced(fsys, dir, 0o750); err != nil {
 		return nil, RepairReport{}, err
 	}
-	if err := SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
-		return nil, RepairReport{}, err
-	}
-	segs, startIndex, err := listSegments(dir)
+	segs, startIndex, err := listSegments(fsys, dir)
 	if err != nil {
 		return nil, RepairReport{}, err
 	}
@@ -144,7 +143,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	// A segment older than an interrupted truncation's START file is deleted
 	// by tidwall's loader, so only a tail after it can be torn.
 	if n := len(segs); n > 0 && segs[n-1].first > startIndex {
-		if rep, err = repairTail(dir, segs[n-1], opts.GroupBytesMax); err != nil {
+		if rep, err = repairTail(fsys, dir, segs[n-1], opts.GroupBytesMax); err != nil {
 			return nil, RepairReport{}, err
 		}
 		if rep.Segment != "" {
@@ -160,6 +159,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		AllowEmpty:       true,
 		DirPerms:         0o750,
 		FilePerms:        0o640,
+		FS:               twFS{fsys},
 	})
 	if err != nil {
 		if errors.Is(err, tidwall.ErrCorrupt) {
@@ -168,7 +168,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		return nil, rep, err
 	}
 	// tidwall may have created the first segment or finished a truncation.
-	if err := SyncDir(dir); err != nil {
+	if err := vfs.SyncDir(fsys, dir); err != nil {
 		tw.Close()
 		return nil, rep, err
 	}
@@ -177,11 +177,11 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		tw.Close()
 		return nil, rep, err
 	}
-	if segs, _, err = listSegments(dir); err != nil {
+	if segs, _, err = listSegments(fsys, dir); err != nil {
 		tw.Close()
 		return nil, rep, err
 	}
-	tailInfo, err := os.Stat(filepath.Join(dir, segs[len(segs)-1].name))
+	tailInfo, err := fsys.Stat(filepath.Join(dir, segs[len(segs)-1].name))
 	if err != nil {
 		tw.Close()
 		return nil, rep, err
@@ -378,7 +378,7 @@ func (l *Log) TruncateFront(index uint64) error {
 		if err := fault.Inject(fault.WALTruncateBefore); err != nil {
 			return err
 		}
-		if err := os.Remove(filepath.Join(l.dir, l.segs[0].name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.opts.FS.Remove(filepath.Join(l.dir, l.segs[0].name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		l.segs = l.segs[1:]
@@ -390,7 +390,7 @@ func (l *Log) TruncateFront(index uint64) error {
 	if err := fault.Inject(fault.WALTruncateAfter); err != nil {
 		return err
 	}
-	return SyncDir(l.dir)
+	return vfs.SyncDir(l.opts.FS, l.dir)
 }
 
 // Replay calls fn for every entry with index ≥ from, in order. It must run
@@ -427,7 +427,7 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 		if end < from || end < s.first {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(l.dir, s.name))
+		data, err := vfs.ReadFile(l.opts.FS, filepath.Join(l.dir, s.name))
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,10 @@
 package wal
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/idemdb/idem/vfs"
+)
 
 // Options configure a Log. Zero fields take the defaults below.
 type Options struct {
@@ -22,6 +26,8 @@ type Options struct {
 	OnDurable func(entries []Entry)
 	// Logger receives repair and fail-stop reports.
 	Logger *slog.Logger
+	// FS is the file system the log lives on; nil means vfs.Default.
+	FS vfs.FS
 }
 
 const (
@@ -46,6 +52,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	return o
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/idemdb/idem/vfs"
 )
 
 // tidwall/wal names a segment by the 20-digit index of its first entry and
@@ -27,8 +30,8 @@ func segmentName(first uint64) string { return fmt.Sprintf("%020d", first) }
 
 // listSegments returns the numbered segment files of dir in index order and
 // the index of an interrupted tidwall truncation (".START" file), or 0.
-func listSegments(dir string) (segs []segmentFile, startIndex uint64, err error) {
-	ents, err := os.ReadDir(dir)
+func listSegments(fsys vfs.FS, dir string) (segs []segmentFile, startIndex uint64, err error) {
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -111,9 +114,9 @@ type RepairReport struct {
 // starts within the final maxTornBytes of the file — no more than one group
 // write can have been in flight when the process stopped. Anything else is
 // corruption and refuses the open. The original is kept as <name>.broken.
-func repairTail(dir string, seg segmentFile, maxTornBytes int) (RepairReport, error) {
+func repairTail(fsys vfs.FS, dir string, seg segmentFile, maxTornBytes int) (RepairReport, error) {
 	path := filepath.Join(dir, seg.name)
-	data, err := os.ReadFile(path)
+	data, err := vfs.ReadFile(fsys, path)
 	if err != nil {
 		return RepairReport{}, err
 	}
@@ -126,14 +129,14 @@ func repairTail(dir string, seg segmentFile, maxTornBytes int) (RepairReport, er
 		return RepairReport{}, &CorruptionError{Segment: seg.name, Index: seg.first + r.entries,
 			Offset: int64(r.validEnd), Reason: fmt.Sprintf("%v, %d bytes before the end of the last segment", r.err, len(tail))}
 	}
-	broken, err := preserveBroken(dir, seg.name, data)
+	broken, err := preserveBroken(fsys, dir, seg.name, data)
 	if err != nil {
 		return RepairReport{}, err
 	}
-	if err := truncateSync(path, int64(r.validEnd)); err != nil {
+	if err := truncateSync(fsys, path, int64(r.validEnd)); err != nil {
 		return RepairReport{}, err
 	}
-	if err := SyncDir(dir); err != nil {
+	if err := vfs.SyncDir(fsys, dir); err != nil {
 		return RepairReport{}, err
 	}
 	return RepairReport{Segment: seg.name, CutOffset: int64(r.validEnd), DroppedLen: int64(len(tail)), BrokenCopy: broken}, nil
@@ -141,14 +144,14 @@ func repairTail(dir string, seg segmentFile, maxTornBytes int) (RepairReport, er
 
 // preserveBroken writes the damaged original beside the segment under a name
 // no later repair overwrites.
-func preserveBroken(dir, name string, data []byte) (string, error) {
+func preserveBroken(fsys vfs.FS, dir, name string, data []byte) (string, error) {
 	for i := 0; ; i++ {
 		p := filepath.Join(dir, name+".broken")
 		if i > 0 {
 			p += "." + strconv.Itoa(i)
 		}
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
-		if errors.Is(err, os.ErrExist) {
+		f, err := fsys.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
@@ -166,8 +169,8 @@ func preserveBroken(dir, name string, data []byte) (string, error) {
 	}
 }
 
-func truncateSync(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func truncateSync(fsys vfs.FS, path string, size int64) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -180,20 +183,6 @@ func truncateSync(path string, size int64) error {
 		return err
 	}
 	return f.Close()
-}
-
-// SyncDir fsyncs a directory so that file creations, renames and removals
-// in it are durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func isSegmentDebris(name string) bool {

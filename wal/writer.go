@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/vfs"
 )
 
 // The writer: one goroutine (or, on an idle log, the appender itself) writes
@@ -192,7 +193,7 @@ func (l *Log) writeGroup(g *group) error {
 		if err := fault.Inject(fault.WALDirSyncBefore); err != nil {
 			return err
 		}
-		if err := SyncDir(l.dir); err != nil {
+		if err := vfs.SyncDir(l.opts.FS, l.dir); err != nil {
 			return err
 		}
 		l.fsyncs.Add(1)

@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/ioutil"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -97,6 +98,51 @@ type Options struct {
 	// Perms represents the datafiles modes and permission bits
 	DirPerms  os.FileMode
 	FilePerms os.FileMode
+	// FS is the file system the log lives on (Idem patch); nil means the
+	// operating system's.
+	FS FS
+}
+
+// FS is the file system a Log uses (Idem patch): the seam that lets a test
+// put a crashable or error-injecting file system under the log.
+type FS interface {
+	MkdirAll(path string, perm os.FileMode) error
+	ReadDir(name string) ([]fs.DirEntry, error)
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	Remove(name string) error
+	Rename(oldpath, newpath string) error
+}
+
+// File is an open segment file (Idem patch).
+type File interface {
+	io.Reader
+	io.Writer
+	io.Seeker
+	Sync() error
+	Close() error
+}
+
+type osFS struct{}
+
+func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func readFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // DefaultOptions for Open().
@@ -121,7 +167,7 @@ type Log struct {
 	segments   []*segment  // all known log segments
 	firstIndex uint64      // index of the first entry in log
 	lastIndex  uint64      // index of the last entry in log
-	sfile      *os.File    // tail segment file handle
+	sfile      File        // tail segment file handle
 	wbatch     Batch       // reusable write batch
 	scache     tinylru.LRU // segment entries cache
 }
@@ -156,6 +202,9 @@ func Open(path string, opts *Options) (*Log, error) {
 	if opts.FilePerms == 0 {
 		opts.FilePerms = DefaultOptions.FilePerms
 	}
+	if opts.FS == nil {
+		opts.FS = osFS{}
+	}
 
 	var err error
 	path, err = abs(path)
@@ -164,7 +213,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	}
 	l := &Log{path: path, opts: *opts}
 	l.scache.Resize(l.opts.SegmentCacheSize)
-	if err := os.MkdirAll(path, l.opts.DirPerms); err != nil {
+	if err := l.opts.FS.MkdirAll(path, l.opts.DirPerms); err != nil {
 		return nil, err
 	}
 	if err := l.load(); err != nil {
@@ -192,7 +241,7 @@ func (l *Log) pushCache(segIdx int) {
 
 // load all the segments. This operation also cleans up any START/END segments.
 func (l *Log) load() error {
-	fis, err := ioutil.ReadDir(l.path)
+	fis, err := l.opts.FS.ReadDir(l.path)
 	if err != nil {
 		return err
 	}
@@ -229,7 +278,7 @@ func (l *Log) load() error {
 		})
 		l.firstIndex = 1
 		l.lastIndex = 0
-		l.sfile, err = os.OpenFile(l.segments[0].path,
+		l.sfile, err = l.opts.FS.OpenFile(l.segments[0].path,
 			os.O_CREATE|os.O_RDWR|os.O_TRUNC, l.opts.FilePerms)
 		return err
 	}
@@ -241,7 +290,7 @@ func (l *Log) load() error {
 		}
 		// Delete all files leading up to START
 		for i := 0; i < startIdx; i++ {
-			if err := os.Remove(l.segments[i].path); err != nil {
+			if err := l.opts.FS.Remove(l.segments[i].path); err != nil {
 				return err
 			}
 		}
@@ -249,7 +298,7 @@ func (l *Log) load() error {
 		// Rename the START segment
 		orgPath := l.segments[0].path
 		finalPath := orgPath[:len(orgPath)-len(".START")]
-		err := os.Rename(orgPath, finalPath)
+		err := l.opts.FS.Rename(orgPath, finalPath)
 		if err != nil {
 			return err
 		}
@@ -258,7 +307,7 @@ func (l *Log) load() error {
 	if endIdx != -1 {
 		// Delete all files following END
 		for i := len(l.segments) - 1; i > endIdx; i-- {
-			if err := os.Remove(l.segments[i].path); err != nil {
+			if err := l.opts.FS.Remove(l.segments[i].path); err != nil {
 				return err
 			}
 		}
@@ -273,7 +322,7 @@ func (l *Log) load() error {
 		// Rename the END segment
 		orgPath := l.segments[len(l.segments)-1].path
 		finalPath := orgPath[:len(orgPath)-len(".END")]
-		err := os.Rename(orgPath, finalPath)
+		err := l.opts.FS.Rename(orgPath, finalPath)
 		if err != nil {
 			return err
 		}
@@ -282,7 +331,7 @@ func (l *Log) load() error {
 	l.firstIndex = l.segments[0].index
 	// Open the last segment for appending
 	lseg := l.segments[len(l.segments)-1]
-	l.sfile, err = os.OpenFile(lseg.path, os.O_WRONLY, l.opts.FilePerms)
+	l.sfile, err = l.opts.FS.OpenFile(lseg.path, os.O_WRONLY, l.opts.FilePerms)
 	if err != nil {
 		return err
 	}
@@ -366,7 +415,7 @@ func (l *Log) cycle() error {
 		path:  filepath.Join(l.path, segmentName(l.lastIndex+1)),
 	}
 	var err error
-	l.sfile, err = os.OpenFile(s.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC,
+	l.sfile, err = l.opts.FS.OpenFile(s.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC,
 		l.opts.FilePerms)
 	if err != nil {
 		return err
@@ -580,7 +629,7 @@ func (l *Log) findSegment(index uint64) int {
 }
 
 func (l *Log) loadSegmentEntries(s *segment) error {
-	data, err := ioutil.ReadFile(s.path)
+	data, err := readFile(l.opts.FS, s.path)
 	if err != nil {
 		return err
 	}
@@ -754,9 +803,9 @@ func (l *Log) clearCache() {
 func (l *Log) atomicWrite(name string, data []byte) error {
 	// Create a TEMP file
 	tempName := name + ".TEMP"
-	defer os.RemoveAll(tempName)
+	defer l.opts.FS.Remove(tempName)
 	if err := func() error {
-		f, err := os.OpenFile(tempName, os.O_CREATE|os.O_RDWR|os.O_TRUNC,
+		f, err := l.opts.FS.OpenFile(tempName, os.O_CREATE|os.O_RDWR|os.O_TRUNC,
 			l.opts.FilePerms)
 		if err != nil {
 			return err
@@ -773,7 +822,7 @@ func (l *Log) atomicWrite(name string, data []byte) error {
 		return err
 	}
 	// Rename the TEMP file to final name
-	return os.Rename(tempName, name)
+	return l.opts.FS.Rename(tempName, name)
 }
 
 // TruncateFront truncates the front of the log by removing all entries that
@@ -848,20 +897,20 @@ func (l *Log) truncateFront(index uint64) (err error) {
 	}
 	// Delete truncated segment files
 	for i := 0; i <= segIdx; i++ {
-		if err = os.Remove(l.segments[i].path); err != nil {
+		if err = l.opts.FS.Remove(l.segments[i].path); err != nil {
 			return err
 		}
 	}
 	// Rename the START file to the final truncated segment name.
 	newName := filepath.Join(l.path, segmentName(index))
-	if err = os.Rename(startName, newName); err != nil {
+	if err = l.opts.FS.Rename(startName, newName); err != nil {
 		return err
 	}
 	s.path = newName
 	s.index = index
 	if segIdx == len(l.segments)-1 {
 		// Reopen the tail segment file
-		l.sfile, err = os.OpenFile(newName, os.O_WRONLY, l.opts.FilePerms)
+		l.sfile, err = l.opts.FS.OpenFile(newName, os.O_WRONLY, l.opts.FilePerms)
 		if err != nil {
 			return err
 		}
@@ -955,17 +1004,17 @@ func (l *Log) truncateBack(index uint64) (err error) {
 	}
 	// Delete truncated segment files
 	for i := segIdx; i < len(l.segments); i++ {
-		if err = os.Remove(l.segments[i].path); err != nil {
+		if err = l.opts.FS.Remove(l.segments[i].path); err != nil {
 			return err
 		}
 	}
 	// Rename the END file to the final truncated segment name.
 	newName := filepath.Join(l.path, segmentName(s.index))
-	if err = os.Rename(endName, newName); err != nil {
+	if err = l.opts.FS.Rename(endName, newName); err != nil {
 		return err
 	}
 	// Reopen the tail segment file
-	l.sfile, err = os.OpenFile(newName, os.O_WRONLY, l.opts.FilePerms)
+	l.sfile, err = l.opts.FS.OpenFile(newName, os.O_WRONLY, l.opts.FilePerms)
 	if err != nil {
 		return err
 	}
