@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
-	"github.com/idemdb/idem/wal"
+	"github.com/idemdb/idem/vfs/memfs"
 )
 
 // TestApplyChain_LaterLinksSeeEarlierWrites: a link's conditions are checked
@@ -115,9 +115,9 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 	opts := quiet(Options{})
 	// crashAt writes the chain without its fsync, then keeps keep of its
 	// unsynced bytes, and returns which links survived.
-	crashAt := func(keep int64) (first, second bool, unsynced int64) {
-		dir := t.TempDir()
-		db := openT(t, dir, opts)
+	crashAt := func(keep int) (first, second bool, unsynced int) {
+		disk := newMemDisk()
+		db := disk.open(t, opts)
 		if _, err := db.Apply(ctx, new(Batch).Put([]byte("base"), []byte("0"))); err != nil {
 			t.Fatal(err)
 		}
@@ -130,13 +130,13 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 		if !errors.Is(err, ErrAmbiguous) {
 			t.Fatalf("ApplyChain whose fsync failed: %v, want ErrAmbiguous", err)
 		}
-		if err := db.CrashForTesting(func(path string, durable, size int64) error {
-			unsynced = size - durable
-			return wal.KeepUnsynced(keep)(path, durable, size)
-		}); err != nil {
+		for _, n := range disk.Crash(db, memfs.KeepUnsynced(keep)) {
+			unsynced += n
+		}
+		db, err = disk.reopen(opts)
+		if err != nil {
 			t.Fatal(err)
 		}
-		db = openT(t, dir, opts)
 		defer db.Close()
 		got := scanAll(t, db)
 		if _, ok := got["base"]; !ok {
@@ -151,7 +151,7 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 		t.Fatalf("the chain left %d unsynced bytes", unsynced)
 	}
 	seen := map[[2]bool]bool{}
-	for _, keep := range wal.CutPoints(unsynced, 1) {
+	for keep := 0; keep <= unsynced; keep++ {
 		first, second, _ := crashAt(keep)
 		if second && !first {
 			t.Fatalf("cut after %d of %d unsynced bytes kept the second link without the first", keep, unsynced)

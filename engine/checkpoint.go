@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,10 +16,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/vfs"
+	"github.com/idemdb/idem/wal"
 )
 
 // A checkpoint is every key of the store at one log index, in key order:
@@ -46,8 +49,13 @@ func checkpointName(index Version) string {
 	return fmt.Sprintf("%s%020d%s", ckptPrefix, index, ckptSuffix)
 }
 
-// Checkpoint writes the current durable state to a new checkpoint file and
-// then truncates the WAL before it. It may run concurrently with Apply.
+// Checkpoint writes the current durable state to a new checkpoint file,
+// records it in the log, and then truncates the log before the previous
+// checkpoint — not before this one: the previous checkpoint and the log
+// from it on are what recovery falls back to if this one is damaged or
+// lost (see recover.go). That costs one more checkpoint file and up to
+// one checkpoint interval of log on disk. It may run concurrently with
+// Apply.
 func (db *DB) Checkpoint() error {
 	if db.closed.Load() {
 		return ErrClosed
@@ -62,15 +70,45 @@ func (db *DB) Checkpoint() error {
 	if err := db.writeCheckpoint(snap); err != nil {
 		return err
 	}
+	prev := db.lastCkptIndex.Load()
 	db.lastCkptIndex.Store(uint64(snap.version))
 	db.ckptLogBytes.Store(logged)
-	if err := db.log.TruncateFront(uint64(snap.version) + 1); err != nil {
+	if err := db.logCheckpoint(uint64(snap.version)); err != nil {
+		return fmt.Errorf("engine: record checkpoint %d in the log: %w", snap.version, err)
+	}
+	if err := db.log.TruncateFront(prev + 1); err != nil {
 		return fmt.Errorf("engine: truncate log after checkpoint %d: %w", snap.version, err)
 	}
-	return db.removeCheckpointsBefore(snap.version)
+	return db.removeCheckpointsBefore(Version(prev))
 }
 
-func (db *DB) writeCheckpoint(snap *Snapshot) error {
+// logCheckpoint appends a wal.KindCheckpoint entry naming the checkpoint
+// at index, so that a later recovery that does not find it knows it is
+// missing. It holds mu like Apply, keeping log order equal to sequence
+// order.
+func (db *DB) logCheckpoint(index uint64) error {
+	ctx := context.Background()
+	if err := db.log.Reserve(ctx); err != nil {
+		return db.submitErr(err)
+	}
+	db.mu.Lock()
+	if db.failed != nil {
+		db.mu.Unlock()
+		db.log.Unreserve()
+		return fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
+	}
+	_, commit, err := db.log.Enqueue(wal.KindCheckpoint, binary.AppendUvarint(nil, index), nil)
+	db.mu.Unlock()
+	if err != nil {
+		return db.submitErr(err)
+	}
+	return db.awaitDurable(ctx, commit)
+}
+
+// writeCheckpoint writes snap to ckpt-<index>.tmp, fsyncs it, renames it
+// into place and fsyncs the directory. On failure the temp file is removed
+// (a full disk must get its space back).
+func (db *DB) writeCheckpoint(snap *Snapshot) (err error) {
 	final := filepath.Join(db.dir, checkpointName(snap.version))
 	tmp := strings.TrimSuffix(final, ckptSuffix) + ckptTmpSuffix
 	if err := fault.Inject(fault.CkptWriteBefore); err != nil {
@@ -80,6 +118,14 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 	if err != nil {
 		return err
 	}
+	renamed := false
+	defer func() {
+		if err != nil && !renamed {
+			if rerr := db.fs.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				db.opts.Logger.Warn("engine: could not remove a failed checkpoint's temp file", "file", tmp, "err", rerr)
+			}
+		}
+	}()
 	if err := encodeCheckpoint(&writebackFile{f: f}, snap); err != nil {
 		f.Close()
 		return err
@@ -104,6 +150,7 @@ func (db *DB) writeCheckpoint(snap *Snapshot) error {
 	if err := db.fs.Rename(tmp, final); err != nil {
 		return err
 	}
+	renamed = true
 	if err := fault.Inject(fault.CkptDirSyncBefore); err != nil {
 		return err
 	}
@@ -242,42 +289,8 @@ func listCheckpoints(fsys vfs.FS, dir string) ([]Version, error) {
 	return out, nil
 }
 
-// loadNewestCheckpoint fills the tree from the newest checkpoint that
-// decodes, and returns its index (0 if none). A damaged newer checkpoint is
-// skipped with a warning; if the WAL no longer covers the gap, replay reports
-// the missing entries as corruption.
-func (db *DB) loadNewestCheckpoint() (uint64, error) {
-	idxs, err := listCheckpoints(db.fs, db.dir)
-	if err != nil {
-		return 0, err
-	}
-	for _, want := range idxs {
-		name := checkpointName(want)
-		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, name))
-		if err != nil {
-			return 0, err
-		}
-		tree := index.NewKeySpace()
-		at, err := decodeCheckpoint(data, func(k, v []byte, ver Version) {
-			// Records alias data: one allocation holds the whole image.
-			// k and v are adjacent in the image: one item aliases both.
-			tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
-		})
-		if err == nil && at != want {
-			err = fmt.Errorf("header index %d does not match file name", at)
-		}
-		if err != nil {
-			db.opts.Logger.Warn("engine: skipping damaged checkpoint", "file", name, "err", err)
-			continue
-		}
-		db.tree = tree
-		db.applied = at
-		db.ckptSize.Store(int64(len(data)))
-		return uint64(at), nil
-	}
-	return 0, nil
-}
-
+// removeCheckpointsBefore removes checkpoints older than v, and damaged
+// ones moved aside that v supersedes.
 func (db *DB) removeCheckpointsBefore(v Version) error {
 	idxs, err := listCheckpoints(db.fs, db.dir)
 	if err != nil {
@@ -292,23 +305,56 @@ func (db *DB) removeCheckpointsBefore(v Version) error {
 			removed = true
 		}
 	}
+	ents, err := db.fs.ReadDir(db.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		num, ok := strings.CutSuffix(strings.TrimPrefix(name, ckptPrefix), ckptSuffix+damagedSuffix)
+		if n, err := strconv.ParseUint(num, 10, 64); ok && err == nil && Version(n) < v {
+			if err := db.fs.Remove(filepath.Join(db.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			removed = true
+		}
+	}
 	if removed {
 		return vfs.SyncDir(db.fs, db.dir)
 	}
 	return nil
 }
 
+// Retry bounds of automatic checkpoints: a failed checkpoint (a full
+// disk, say) is retried after ckptRetryMin, doubling up to ckptRetryMax,
+// instead of at every group commit.
+const (
+	ckptRetryMin = time.Second
+	ckptRetryMax = time.Minute
+)
+
 // checkpointer runs automatic checkpoints when enough log has accumulated.
 func (db *DB) checkpointer() {
 	defer close(db.ckptDone)
+	backoff := time.Duration(0)
 	for {
 		select {
 		case <-db.ckptStop:
 			return
 		case <-db.ckptRequests:
-			if err := db.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
-				db.opts.Logger.Error("engine: checkpoint failed", "err", err)
-			}
+		}
+		err := db.Checkpoint()
+		if err == nil || errors.Is(err, ErrClosed) {
+			backoff = 0
+			continue
+		}
+		backoff = min(max(2*backoff, ckptRetryMin), ckptRetryMax)
+		db.opts.Logger.Error("engine: checkpoint failed", "err", err, "retry_in", backoff)
+		select {
+		case <-db.ckptStop:
+			return
+		case <-time.After(backoff):
+			db.maybeRequestCheckpoint()
 		}
 	}
 }

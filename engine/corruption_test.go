@@ -1,25 +1,34 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/vfs"
+	"github.com/idemdb/idem/vfs/errorfs"
+	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
 
-// Damaged files on open: what the torn-tail repair may cut is cut (with a
-// .broken copy), a damaged checkpoint is skipped when the log still covers
-// it, and anything else refuses the open with a typed corruption error that
-// names the file — never a silent open with data missing.
+// Damaged files on open: what the torn-tail repair may cut is cut (keeping
+// the cut bytes), a damaged or missing checkpoint falls back to the
+// previous one and the log kept from it, and anything else refuses the open
+// with a typed corruption error that names the file — never a silent open
+// with data missing.
 
 // fillStore writes n acknowledged single-key batches k000.. and returns
 // the resulting state.
@@ -76,116 +85,112 @@ func wantCorruption(t *testing.T, err error) *wal.CorruptionError {
 	return we
 }
 
-// truncatedLogStore leaves a closed store whose WAL no longer starts at 1:
-// a checkpoint covered the front and let it go.
-func truncatedLogStore(t *testing.T) (dir string, opts Options, state map[string]Item) {
+// logBuffer captures a store's log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// twoCheckpointStore leaves a closed store with two checkpoints whose log
+// was truncated before the older one: the newest checkpoint covers
+// entries the log no longer has, the older one and the log after it
+// cover everything.
+func twoCheckpointStore(t *testing.T) (dir string, opts Options, state map[string]Item, ckpts []string) {
 	t.Helper()
 	dir = t.TempDir()
 	opts = quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}})
 	db := openT(t, dir, opts)
-	fillStore(t, db, 300)
-	if err := db.Checkpoint(); err != nil {
-		t.Fatal(err)
+	for range 3 {
+		fillStore(t, db, 150)
+		if err := db.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	state = fillStore(t, db, 20)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if segs := walSegments(t, dir); len(segs) == 0 || segs[0] == fmt.Sprintf("%020d", 1) {
-		t.Fatalf("checkpoint did not truncate the log (segments %v)", segs)
+		t.Fatalf("checkpoints did not truncate the log (segments %v)", segs)
 	}
-	if n := len(checkpointFiles(t, dir, ckptSuffix)); n != 1 {
-		t.Fatalf("%d checkpoints, want 1", n)
+	ckpts = checkpointFiles(t, dir, ckptSuffix)
+	if len(ckpts) != 2 {
+		t.Fatalf("checkpoints %v, want the newest two", ckpts)
 	}
-	return dir, opts, state
+	return dir, opts, state, ckpts
 }
 
-func TestOpen_MissingCheckpointAfterTruncationIsCorruption(t *testing.T) {
-	dir, opts, state := truncatedLogStore(t)
-	ckpt := checkpointFiles(t, dir, ckptSuffix)[0]
-	aside := filepath.Join(t.TempDir(), "saved.ckpt")
-	if err := os.Rename(ckpt, aside); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Open(dir, opts)
-	we := wantCorruption(t, err)
-	if we == nil || we.Index != 1 || we.Segment != walSegments(t, dir)[0] {
-		t.Fatalf("corruption %+v, want entries from 1 missing before segment %s", we, walSegments(t, dir)[0])
-	}
-	// Refusing to open destroyed nothing: with the checkpoint back, every
-	// acknowledged write is there.
-	if err := os.Rename(aside, ckpt); err != nil {
-		t.Fatal(err)
-	}
-	db := openT(t, dir, opts)
-	defer db.Close()
-	sameState(t, "checkpoint restored", scanAll(t, db), state)
+// damages are what can happen to a checkpoint file.
+var damages = []struct {
+	name string
+	do   func(t *testing.T, path string)
+}{
+	{"deleted", func(t *testing.T, path string) {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"cut-to-half", func(t *testing.T, path string) {
+		fi, _ := os.Stat(path)
+		if err := os.Truncate(path, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"footer-missing", func(t *testing.T, path string) {
+		fi, _ := os.Stat(path)
+		if err := os.Truncate(path, fi.Size()-ckptFooterLen); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"flipped-bit", func(t *testing.T, path string) {
+		b, _ := os.ReadFile(path)
+		b[len(b)/2] ^= 1
+		os.WriteFile(path, b, 0o640)
+	}},
+	{"wrong-name", func(t *testing.T, path string) {
+		b, _ := os.ReadFile(path)
+		at := binary.LittleEndian.Uint64(b[8:])
+		os.Remove(path)
+		os.WriteFile(filepath.Join(filepath.Dir(path), checkpointName(Version(at+1))), b, 0o640)
+	}},
 }
 
-func TestOpen_HalfWrittenCheckpointAfterTruncationIsCorruption(t *testing.T) {
-	dir, opts, _ := truncatedLogStore(t)
-	ckpt := checkpointFiles(t, dir, ckptSuffix)[0]
-	fi, err := os.Stat(ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(ckpt, fi.Size()/2); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Open(dir, opts)
-	if we := wantCorruption(t, err); we == nil || we.Index != 1 {
-		t.Fatalf("corruption %+v, want entries from 1 missing", we)
-	}
-}
-
-// With the log still whole (no segment ever cut), a damaged checkpoint is
-// skipped and the log replayed from the start.
-func TestOpen_HalfWrittenCheckpointIsSkippedWhileLogCoversIt(t *testing.T) {
-	for _, damage := range []struct {
-		name string
-		do   func(t *testing.T, path string)
-	}{
-		{"truncated", func(t *testing.T, path string) {
-			fi, _ := os.Stat(path)
-			if err := os.Truncate(path, fi.Size()/2); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"footer-missing", func(t *testing.T, path string) {
-			fi, _ := os.Stat(path)
-			if err := os.Truncate(path, fi.Size()-ckptFooterLen); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"flipped-bit", func(t *testing.T, path string) {
-			b, _ := os.ReadFile(path)
-			b[len(b)/2] ^= 1
-			os.WriteFile(path, b, 0o640)
-		}},
-		{"wrong-name", func(t *testing.T, path string) {
-			b, _ := os.ReadFile(path)
-			at := binary.LittleEndian.Uint64(b[8:])
-			os.Remove(path)
-			os.WriteFile(filepath.Join(filepath.Dir(path), checkpointName(Version(at+1))), b, 0o640)
-		}},
-	} {
+// TestOpen_DamagedOrMissingNewestCheckpointFallsBackLosingNothing: the
+// previous checkpoint and the log from it on were kept, so recovery from
+// them loses nothing; the warning names both files.
+func TestOpen_DamagedOrMissingNewestCheckpointFallsBackLosingNothing(t *testing.T) {
+	for _, damage := range damages {
 		t.Run(damage.name, func(t *testing.T) {
-			dir := t.TempDir()
-			opts := quiet(Options{CheckpointLogBytes: -1}) // default segments: the log keeps everything
+			dir, opts, state, ckpts := twoCheckpointStore(t)
+			newest, older := ckpts[1], ckpts[0]
+			damage.do(t, newest)
+			var logs logBuffer
+			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			db := openT(t, dir, opts)
-			fillStore(t, db, 150)
-			if err := db.Checkpoint(); err != nil {
+			sameState(t, "fallen back", scanAll(t, db), state)
+			for _, name := range []string{filepath.Base(newest), filepath.Base(older)} {
+				if !strings.Contains(logs.String(), name) {
+					t.Errorf("the warning does not name %s:\n%s", name, logs.String())
+				}
+			}
+			// The next checkpoint supersedes the damaged one, and a reopen
+			// uses it.
+			if _, err := db.Apply(context.Background(), new(Batch).Put([]byte("after"), []byte("x"))); err != nil {
 				t.Fatal(err)
 			}
-			state := fillStore(t, db, 30)
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			damage.do(t, checkpointFiles(t, dir, ckptSuffix)[0])
-
-			db = openT(t, dir, opts)
-			sameState(t, "damaged checkpoint skipped", scanAll(t, db), state)
-			// The next checkpoint replaces it, and a reopen uses that one.
+			state = scanAll(t, db)
 			if err := db.Checkpoint(); err != nil {
 				t.Fatal(err)
 			}
@@ -199,59 +204,199 @@ func TestOpen_HalfWrittenCheckpointIsSkippedWhileLogCoversIt(t *testing.T) {
 	}
 }
 
+func TestOpen_BothCheckpointsDamagedIsRefusedNamingThem(t *testing.T) {
+	for _, damage := range damages[:3] {
+		t.Run(damage.name, func(t *testing.T) {
+			dir, opts, _, ckpts := twoCheckpointStore(t)
+			for _, c := range ckpts {
+				damage.do(t, c)
+			}
+			before := dirListing(t, dir)
+			_, err := Open(dir, opts)
+			wantCorruption(t, err)
+			for _, c := range ckpts {
+				if damage.name != "deleted" && !strings.Contains(err.Error(), filepath.Base(c)) {
+					t.Errorf("the error does not name %s: %v", filepath.Base(c), err)
+				}
+			}
+			if !strings.Contains(err.Error(), "checkpoint") || !strings.Contains(err.Error(), "backup") {
+				t.Errorf("the error does not say what is missing and what to do: %v", err)
+			}
+			if after := dirListing(t, dir); !slices.Equal(after, before) {
+				t.Fatalf("refusing to open changed the data dir:\n%v\n%v", before, after)
+			}
+		})
+	}
+}
+
+// dirListing lists every file under dir with its size.
+func dirListing(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			fi, _ := d.Info()
+			out = append(out, fmt.Sprintf("%s %d", strings.TrimPrefix(p, dir), fi.Size()))
+		}
+		return nil
+	})
+	return out
+}
+
+// TestCheckpoint_KeepsThePreviousCheckpointAndTheLogFromIt: whatever the
+// number of checkpoints, two are kept, and the log from the older on.
+func TestCheckpoint_KeepsThePreviousCheckpointAndTheLogFromIt(t *testing.T) {
+	dir := t.TempDir()
+	opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}})
+	db := openT(t, dir, opts)
+	defer db.Close()
+	var idx []Version
+	for range 5 {
+		fillStore(t, db, 120)
+		if err := db.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		idx = append(idx, db.Stats().Checkpoint)
+		ckpts := checkpointFiles(t, dir, ckptSuffix)
+		if len(idx) >= 2 && len(ckpts) != 2 {
+			t.Fatalf("after %d checkpoints: %v, want the newest two", len(idx), ckpts)
+		}
+		if len(idx) >= 2 {
+			prev := idx[len(idx)-2]
+			if first := db.log.FirstIndex(); first > uint64(prev)+1 {
+				t.Fatalf("the log starts at %d, after the previous checkpoint %d", first, prev)
+			}
+			if want := filepath.Join(dir, checkpointName(prev)); ckpts[0] != want {
+				t.Fatalf("older checkpoint kept is %s, want %s", ckpts[0], want)
+			}
+		}
+	}
+}
+
+// With the log still whole (no segment ever cut), a damaged only
+// checkpoint is moved aside and the log replayed from the start.
+func TestOpen_DamagedOnlyCheckpointIsSkippedWhileTheLogCoversIt(t *testing.T) {
+	for _, damage := range damages {
+		t.Run(damage.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := quiet(Options{CheckpointLogBytes: -1}) // default segments: the log keeps everything
+			db := openT(t, dir, opts)
+			fillStore(t, db, 150)
+			if err := db.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			state := fillStore(t, db, 30)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			damage.do(t, checkpointFiles(t, dir, ckptSuffix)[0])
+			db = openT(t, dir, opts)
+			defer db.Close()
+			sameState(t, "damaged checkpoint skipped", scanAll(t, db), state)
+			if left := checkpointFiles(t, dir, ckptSuffix); len(left) != 0 {
+				t.Fatalf("damaged checkpoint still in place: %v", left)
+			}
+		})
+	}
+}
+
+// A checkpoint that fails (a full disk) removes its temp file, changes
+// nothing else, and the store keeps serving; the next one succeeds.
+func TestCheckpoint_AFailedCheckpointRemovesItsTempFile(t *testing.T) {
+	disk := newMemDisk()
+	efs := errorfs.Wrap(disk.FS())
+	o := quiet(Options{CheckpointLogBytes: -1, FS: efs})
+	db := openT(t, memDataDir, o)
+	defer db.Close()
+	fillStore(t, db, 300)
+	efs.Add(errorfs.Rule{Op: errorfs.OpWrite, PathContains: ckptTmpSuffix, Err: errorfs.ENOSPC, Sticky: true})
+	if err := db.Checkpoint(); !errors.Is(err, errorfs.ENOSPC) {
+		t.Fatalf("checkpoint on a full disk: %v, want ENOSPC", err)
+	}
+	ents, err := disk.FS().ReadDir(memDataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ckptTmpSuffix) || strings.HasSuffix(e.Name(), ckptSuffix) {
+			t.Fatalf("failed checkpoint left %s", e.Name())
+		}
+	}
+	state := fillStore(t, db, 10)
+	efs.Clear()
+	if err := db.Checkpoint(); err != nil {
+		t.Fatalf("checkpoint once space is back: %v", err)
+	}
+	sameState(t, "after the failed checkpoint", scanAll(t, db), state)
+}
+
 // A checkpoint interrupted before its rename leaves ckpt-*.tmp: Open
 // removes it and recovers from the log, which was not truncated.
 func TestOpen_LeftoverCheckpointTmpIsRemoved(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}})
-	db := openT(t, dir, opts)
+	disk := newMemDisk()
+	opts := Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}}
+	efs := errorfs.Wrap(disk.FS())
+	o := quiet(opts)
+	o.FS = efs
+	db := openT(t, memDataDir, o)
 	fillStore(t, db, 100)
 	if err := db.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	fillStore(t, db, 150)
-	disarm := arm(t, fault.CkptRenameBefore, `return("crash")`)
-	if err := db.Checkpoint(); !errors.Is(err, fault.ErrInjected) {
-		t.Fatalf("checkpoint: %v, want the injected crash", err)
+	// The process dies between the temp file's fsync and its rename: the
+	// rename never happens, and neither does the clean-up.
+	efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptTmpSuffix, Err: errorfs.EIO})
+	efs.Add(errorfs.Rule{Op: errorfs.OpRemove, PathContains: ckptTmpSuffix, Err: errorfs.EIO})
+	if err := db.Checkpoint(); !errors.Is(err, errorfs.EIO) {
+		t.Fatalf("checkpoint: %v, want the failed rename", err)
 	}
-	disarm()
+	efs.Clear()
 	if _, err := db.Apply(ctx, new(Batch).Put([]byte("last"), []byte("x"))); err != nil {
 		t.Fatal(err)
 	}
 	state := scanAll(t, db)
-	if err := db.CrashForTesting(wal.DropUnsynced); err != nil {
+	// The temp file's directory entry was never synced: sync it so that
+	// the crash keeps it (half-written, as a power loss may), and add an
+	// unrelated stray temp file.
+	fs := disk.FS()
+	if err := vfs.SyncDir(fs, memDataDir); err != nil {
 		t.Fatal(err)
 	}
-	tmps := checkpointFiles(t, dir, ckptTmpSuffix)
-	if len(tmps) != 1 {
-		t.Fatalf("interrupted checkpoint left %v, want one temp file", tmps)
-	}
-	// Half of it, as a power loss before its fsync might leave it, plus
-	// an unrelated stray temp file.
-	if err := os.Truncate(tmps[0], 100); err != nil {
+	if err := vfs.WriteFileSynced(fs, filepath.Join(memDataDir, ckptPrefix+"junk"+ckptTmpSuffix), []byte("junk"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ckptPrefix+"junk"+ckptTmpSuffix), []byte("junk"), 0o640); err != nil {
-		t.Fatal(err)
+	disk.Crash(db, memfs.KeepUnsynced(100))
+	tmps := 0
+	ents, _ := disk.FS().ReadDir(memDataDir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ckptTmpSuffix) {
+			tmps++
+		}
 	}
-
-	db = openT(t, dir, opts)
+	if tmps != 2 {
+		t.Fatalf("the crash left %d temp checkpoints, want 2", tmps)
+	}
+	db = disk.open(t, opts)
 	defer db.Close()
-	if left := checkpointFiles(t, dir, ckptTmpSuffix); len(left) != 0 {
-		t.Fatalf("temp checkpoints left after open: %v", left)
+	ents, _ = disk.FS().ReadDir(memDataDir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ckptTmpSuffix) {
+			t.Fatalf("temp checkpoint %s left after open", e.Name())
+		}
 	}
 	sameState(t, "after the interrupted checkpoint", scanAll(t, db), state)
 }
 
 // A group whose fsync failed is cut mid-frame by the power loss: the open
-// repairs the tail (keeping a .broken copy) and every acknowledged batch is
+// repairs the tail (keeping the cut bytes) and every acknowledged batch is
 // intact.
 func TestOpen_TornTailIsRepaired(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1 << 20}})
-	db := openT(t, dir, opts)
+	disk := newMemDisk()
+	opts := Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1 << 20}}
+	db := disk.open(t, opts)
 	state := fillStore(t, db, 50)
 	disarm := arm(t, fault.WALSyncBefore, `return("crash")`)
 	big := []byte(strings.Repeat("z", 2000))
@@ -259,26 +404,29 @@ func TestOpen_TornTailIsRepaired(t *testing.T) {
 		t.Fatalf("Apply: %v, want ErrAmbiguous", err)
 	}
 	disarm()
-	var cut int64
-	if err := db.CrashForTesting(func(path string, durable, size int64) error {
-		if size-durable < 4000 {
-			return fmt.Errorf("unsynced region of %d bytes, want the whole frame", size-durable)
-		}
-		cut = durable + (size-durable)/2
-		return os.Truncate(path, cut)
-	}); err != nil {
-		t.Fatal(err)
+	unsynced := 0
+	disk.Crash(db, func(_ string, _ int64, b []byte) []byte {
+		unsynced = len(b)
+		return b[:len(b)/2]
+	})
+	if unsynced < 4000 {
+		t.Fatalf("unsynced region of %d bytes, want the whole frame", unsynced)
 	}
-
-	db = openT(t, dir, opts)
+	db = disk.open(t, opts)
 	defer db.Close()
 	sameState(t, "after repair", scanAll(t, db), state)
-	broken, _ := filepath.Glob(filepath.Join(dir, walDirName, "*.broken"))
-	if len(broken) != 1 {
-		t.Fatalf("want one .broken copy, have %v", broken)
+	ents, _ := disk.FS().ReadDir(filepath.Join(memDataDir, walDirName))
+	var torn []string
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".torn-") {
+			torn = append(torn, e.Name())
+			if fi, _ := e.Info(); fi.Size() != int64(unsynced/2) {
+				t.Fatalf("kept %d cut bytes, want the %d torn ones", fi.Size(), unsynced/2)
+			}
+		}
 	}
-	if fi, err := os.Stat(broken[0]); err != nil || fi.Size() != cut {
-		t.Fatalf(".broken copy: %v %v, want the %d-byte torn original", fi, err, cut)
+	if len(torn) != 1 {
+		t.Fatalf("want the cut bytes kept once, have %v", torn)
 	}
 	if _, err := db.Apply(ctx, new(Batch).Absent([]byte("torn/a")).Put([]byte("torn/a"), []byte("ok"))); err != nil {
 		t.Fatalf("Apply after repair: %v", err)

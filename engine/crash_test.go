@@ -3,21 +3,18 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
 
 // Crash tests: a workload of concurrent conditional batches (and
-// checkpoints) runs until a failpoint fires, then the store loses power
-// (CrashForTesting with a tear of the unsynced log tail) and is reopened;
+// checkpoints) runs until a failpoint fires, then the store loses power —
+// on a memfs disk that keeps only what was fsynced: file data, creations,
+// renames and removals, whatever the store believed — and is reopened;
 // verifyRecovered proves every acknowledged batch survived, nothing rejected
 // or refused appeared, and every batch is all there or not at all.
 
@@ -25,95 +22,22 @@ import (
 // directory fsyncs, whole-segment truncation) and small checkpoint
 // intervals on top of the workers' explicit checkpoints.
 func crashOpts() Options {
-	return quiet(Options{CheckpointLogBytes: 8 << 10, WAL: wal.Options{SegmentBytes: 4096}})
+	return Options{CheckpointLogBytes: 8 << 10, WAL: wal.Options{SegmentBytes: 4096}}
 }
 
-// crashTear is one way the disk may keep the unsynced tail of the log.
+// crashTear is one way the disk may keep what was written after the last
+// fsync of each file: nothing, a prefix, or a prefix then zero-filled
+// blocks. (A disk that changes bytes is corruption, tested in wal.)
 type crashTear struct {
 	name string
-	make func(rng *rand.Rand) wal.Tear
+	make func(rng *rand.Rand) memfs.Tear
 }
 
 var crashTears = []crashTear{
-	{"drop-unsynced", func(*rand.Rand) wal.Tear { return wal.DropUnsynced }},
-	{"keep-random", func(rng *rand.Rand) wal.Tear { return damageTail(rng, nil) }},
-	{"zero-fill", func(rng *rand.Rand) wal.Tear { return damageTail(rng, func([]byte) {}) }},
-	{"garbage-fill", func(rng *rand.Rand) wal.Tear {
-		return damageTail(rng, func(b []byte) {
-			for i := range b {
-				b[i] = byte(rng.Uint32())
-			}
-		})
-	}},
-}
-
-// damageTail keeps a random amount of the unsynced region; with fill set,
-// it then overwrites a random suffix of what it kept (and sometimes a few
-// bytes beyond the old end, as preallocated blocks would) with fill's bytes.
-func damageTail(rng *rand.Rand, fill func([]byte)) wal.Tear {
-	return func(path string, durable, size int64) error {
-		if durable < 0 || durable > size {
-			return fmt.Errorf("tear: durable size %d outside the %d-byte tail %s", durable, size, path)
-		}
-		keep := durable + rng.Int64N(size-durable+1)
-		if err := os.Truncate(path, keep); err != nil {
-			return err
-		}
-		if fill == nil {
-			return nil
-		}
-		end := keep
-		if rng.IntN(3) == 0 {
-			end += 1 + rng.Int64N(64)
-		}
-		if end == durable {
-			return nil
-		}
-		from := durable + rng.Int64N(end-durable)
-		junk := make([]byte, end-from)
-		fill(junk)
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		if _, err := f.WriteAt(junk, from); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-}
-
-// loseUnsyncedCheckpointWork applies to checkpoint files what a power loss
-// may do to their unsynced state: a temp file keeps a random prefix, and
-// the newest rename may be undone when no directory fsync followed it —
-// that is, when the dirsync failpoint fired for every checkpoint since it
-// was armed (always set). Otherwise a later checkpoint may have completed,
-// truncated the log and made every earlier rename durable.
-func loseUnsyncedCheckpointWork(t *testing.T, rng *rand.Rand, dir, failpoint string, always bool) {
-	t.Helper()
-	tmps, _ := filepath.Glob(filepath.Join(dir, ckptPrefix+"*"+ckptTmpSuffix))
-	for _, p := range tmps {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(p, rng.Int64N(fi.Size()+1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if failpoint != fault.CkptDirSyncBefore || !always || rng.IntN(2) == 0 {
-		return
-	}
-	ckpts, _ := filepath.Glob(filepath.Join(dir, ckptPrefix+"*"+ckptSuffix))
-	if len(ckpts) == 0 {
-		return
-	}
-	sort.Strings(ckpts)
-	newest := ckpts[len(ckpts)-1]
-	if err := os.Rename(newest, strings.TrimSuffix(newest, ckptSuffix)+ckptTmpSuffix); err != nil {
-		t.Fatal(err)
-	}
+	{"drop-unsynced", func(*rand.Rand) memfs.Tear { return memfs.DropUnsynced }},
+	{"keep-random", func(rng *rand.Rand) memfs.Tear { return seededTear(rng, false) }},
+	{"zero-fill", func(rng *rand.Rand) memfs.Tear { return seededTear(rng, true) }},
+	{"keep-all", func(*rand.Rand) memfs.Tear { return memfs.KeepAll }},
 }
 
 // TestCrash_EveryFailpointRecoversAcknowledgedWrites arms, one at a time,
@@ -143,9 +67,9 @@ func TestCrash_EveryFailpointRecoversAcknowledgedWrites(t *testing.T) {
 }
 
 func crashAtFailpoint(t *testing.T, rng *rand.Rand, name string, tear crashTear) {
-	dir := t.TempDir()
+	disk := newMemDisk()
 	opts := crashOpts()
-	db := openT(t, dir, opts)
+	db := disk.open(t, opts)
 	h := newHistory()
 	w := &workload{db: db, h: h, keys: 12, workers: 4, ckptEvery: 8, maxOps: 2000}
 
@@ -161,19 +85,16 @@ func crashAtFailpoint(t *testing.T, rng *rand.Rand, name string, tear crashTear)
 	if fault.Hits(name) == before {
 		t.Fatalf("failpoint %s (%s) never fired (%v)", name, terms, h.counts())
 	}
-	if err := db.CrashForTesting(tear.make(rng)); err != nil {
-		t.Fatalf("crash: %v", err)
-	}
+	disk.Crash(db, tear.make(rng))
 	disarm()
-	loseUnsyncedCheckpointWork(t, rng, dir, name, terms == `return("crash")`)
 
-	db, err := Open(dir, opts)
+	db, err := disk.reopen(opts)
 	if err != nil {
 		t.Fatalf("reopen after %s fired (%s, %s): %v", name, terms, tear.name, err)
 	}
 	state := verifyRecovered(t, db, h, true)
 	t.Logf("%s fired %d× (%s); outcomes %v; %d keys recovered", name, fault.Hits(name)-before, terms, h.counts(), len(state))
-	afterRecovery(t, dir, opts, db, state)
+	afterRecovery(t, memDataDir, disk.opts(opts), db, state)
 }
 
 // TestCrash_PowerLossMidWorkloadKeepsAcknowledgedWrites cuts the power at a
@@ -188,34 +109,31 @@ func TestCrash_PowerLossMidWorkloadKeepsAcknowledgedWrites(t *testing.T) {
 		tear := crashTears[i%len(crashTears)]
 		t.Run(fmt.Sprintf("%d-%s", i, tear.name), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
-			dir := t.TempDir()
+			disk := newMemDisk()
 			opts := crashOpts()
-			db := openT(t, dir, opts)
+			db := disk.open(t, opts)
 			h := newHistory()
 			w := &workload{db: db, h: h, keys: 12, workers: 4, maxOps: 5000}
 			crashAt := int64(50 + rng.IntN(150))
 			seedW := rng.Uint64()
 			tr := tear.make(rng)
-			var once sync.Once
-			crashed, crashErr := false, error(nil)
+			fs := disk.FS()
 			w.run(t, seedW, func() bool {
 				if h.acked.Load() >= crashAt {
 					// The other workers race on into the crash.
-					once.Do(func() { crashed, crashErr = true, db.CrashForTesting(tr) })
+					fs.Crash()
 				}
 				return false
 			})
-			if !crashed {
+			if !fs.Crashed() {
 				t.Fatalf("workload ended before the crash (%v)", h.counts())
 			}
-			if crashErr != nil {
-				t.Fatalf("crash: %v", crashErr)
-			}
-			db, err := Open(dir, opts)
+			disk.Crash(db, tr)
+			db, err := disk.reopen(opts)
 			if err != nil {
 				t.Fatalf("reopen: %v", err)
 			}
-			afterRecovery(t, dir, opts, db, verifyRecovered(t, db, h, true))
+			afterRecovery(t, memDataDir, disk.opts(opts), db, verifyRecovered(t, db, h, true))
 		})
 	}
 }

@@ -46,9 +46,10 @@ type DB struct {
 	ckptLogBytes  atomic.Int64  // loggedBytes at the last checkpoint
 	ckptSize      atomic.Int64  // bytes of the last checkpoint written
 	ckptRequests  chan struct{} // never closed: onDurable may send until the log is drained
-	ckptStop      chan struct{} // closed by Close and CrashForTesting
+	ckptStop      chan struct{} // closed by Close
 	ckptDone      chan struct{}
 	lastCkptIndex atomic.Uint64
+	recovery      RecoveryStats // set by recover, then read-only
 }
 
 type pendingWrite struct {
@@ -98,50 +99,8 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	go db.checkpointer()
+	db.maybeRequestCheckpoint()
 	return db, nil
-}
-
-// recover loads the newest checkpoint, opens the WAL and replays it.
-func (db *DB) recover() error {
-	ckptIndex, err := db.loadNewestCheckpoint()
-	if err != nil {
-		return err
-	}
-	walOpts := db.opts.WAL
-	walOpts.OnDurable = db.onDurable
-	log, _, err := wal.Open(filepath.Join(db.dir, walDirName), walOpts)
-	if err != nil {
-		return walErr(err)
-	}
-	err = log.Replay(ckptIndex+1, func(index uint64, kind wal.Kind, body []byte) error {
-		if kind != wal.KindBatch {
-			return nil
-		}
-		var rec applyRec
-		if err := decodeBody(body, func(op Op) { rec.ops = append(rec.ops, op) }); err != nil {
-			return &CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
-		}
-		// Bodies are only valid during the callback; the tree keeps copies.
-		db.applyToTree(Version(index), ownOps(rec.ops))
-		return nil
-	})
-	if err != nil {
-		log.Close()
-		return walErr(err)
-	}
-	if last := Version(log.NextIndex() - 1); last > db.applied {
-		db.applied = last
-	}
-	db.log = log
-	db.lastCkptIndex.Store(ckptIndex)
-	return nil
-}
-
-func walErr(err error) error {
-	if errors.Is(err, wal.ErrCorruption) && !errors.Is(err, ErrCorruption) {
-		return &CorruptionError{File: walDirName, Reason: "write-ahead log", Err: err}
-	}
-	return err
 }
 
 // ownOps copies ops' keys and values — a put's into one allocation of its
@@ -219,11 +178,20 @@ func (db *DB) onDurable(entries []wal.Entry) {
 		}
 	}
 	db.mu.Unlock()
-	// A checkpoint rewrites the whole store, so it waits until the log has
-	// grown by at least the last checkpoint's size: writing amplification
-	// stays bounded (≤ 2×) however large the store gets.
-	if logged := db.loggedBytes.Add(bytes); db.opts.CheckpointLogBytes > 0 &&
-		logged-db.ckptLogBytes.Load() >= max(db.opts.CheckpointLogBytes, db.ckptSize.Load()) {
+	db.loggedBytes.Add(bytes)
+	db.maybeRequestCheckpoint()
+}
+
+// maybeRequestCheckpoint asks the checkpointer for a checkpoint once the log
+// after the last one — the tail replayed at open included — has grown by
+// CheckpointLogBytes or by the last checkpoint's size, if larger: a
+// checkpoint rewrites the whole store, so write amplification stays
+// bounded (≤ 2×) however large the store gets.
+func (db *DB) maybeRequestCheckpoint() {
+	if db.opts.CheckpointLogBytes <= 0 {
+		return
+	}
+	if db.loggedBytes.Load()-db.ckptLogBytes.Load() >= max(db.opts.CheckpointLogBytes, db.ckptSize.Load()) {
 		select {
 		case db.ckptRequests <- struct{}{}:
 		default:
@@ -254,6 +222,18 @@ type Stats struct {
 	WAL     wal.Stats
 	Keys    int
 	Applied Version
+	// Checkpoint is the index of the newest checkpoint (written, or loaded
+	// at open); 0 if none.
+	Checkpoint Version
+	// Recovery describes the last open.
+	Recovery RecoveryStats
+}
+
+// RecoveryStats says what the open that started this DB replayed.
+type RecoveryStats struct {
+	FromCheckpoint  Version // the checkpoint loaded (0: none)
+	ReplayedEntries int64   // log entries replayed after it
+	ReplayedBytes   int64   // their body bytes
 }
 
 // Stats returns current counters.
@@ -261,7 +241,8 @@ func (db *DB) Stats() Stats {
 	db.treeMu.RLock()
 	n, applied := db.tree.Len(), db.applied
 	db.treeMu.RUnlock()
-	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied}
+	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied,
+		Checkpoint: Version(db.lastCkptIndex.Load()), Recovery: db.recovery}
 }
 
 // Health reports why the store cannot take writes: nil when healthy,

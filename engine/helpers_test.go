@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/vfs/memfs"
 )
 
 // Shared helpers of the engine tests. No engine test calls t.Parallel:
@@ -114,5 +116,39 @@ func sameState(t *testing.T, what string, got, want map[string]Item) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("%s: unexpected key %q = %q@%d", what, k, g.Value, g.Version)
 		}
+	}
+}
+
+// memDisk is a data directory on a crashable in-memory disk: a crash keeps
+// exactly what was fsynced — file data, creations, renames, removals.
+type memDisk struct{ *memfs.Disk }
+
+const memDataDir = "/data"
+
+func newMemDisk() memDisk { return memDisk{memfs.NewDisk()} }
+
+// opts returns o on the disk as it is now.
+func (d memDisk) opts(o Options) Options {
+	o.FS = d.FS()
+	return quiet(o)
+}
+
+func (d memDisk) open(t *testing.T, o Options) *DB {
+	t.Helper()
+	return openT(t, memDataDir, d.opts(o))
+}
+
+func (d memDisk) reopen(o Options) (*DB, error) { return Open(memDataDir, d.opts(o)) }
+
+// seededTear keeps a random prefix of every unsynced append, as a torn
+// write does; with zeroFill, the rest of the written length reads as
+// zero-filled blocks instead of being gone.
+func seededTear(rng *rand.Rand, zeroFill bool) memfs.Tear {
+	return func(name string, off int64, b []byte) []byte {
+		keep := rng.IntN(len(b) + 1)
+		if zeroFill {
+			return memfs.ZeroFill(keep, 4096)(name, off, b)
+		}
+		return b[:keep]
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -44,7 +45,7 @@ type propRun struct {
 	t     *testing.T
 	rng   *rand.Rand
 	seed  uint64
-	dir   string
+	disk  memDisk
 	opts  Options
 	db    *DB
 	model map[string]modelItem
@@ -66,7 +67,7 @@ func (p *propRun) note(format string, args ...any) {
 
 func (p *propRun) run(steps int) {
 	p.t.Helper()
-	p.dir = p.t.TempDir()
+	p.disk = newMemDisk()
 	p.opts = quiet(Options{
 		CheckpointLogBytes: []int64{-1, 2 << 10, 0}[p.rng.IntN(3)],
 		WAL:                wal.Options{SegmentBytes: []int{512, 4096, 0}[p.rng.IntN(3)]},
@@ -102,9 +103,7 @@ func (p *propRun) run(steps int) {
 		case n < 96:
 			p.note("power loss (drop unsynced) + reopen")
 			p.stats["power-loss"]++
-			if err := p.db.CrashForTesting(wal.DropUnsynced); err != nil {
-				p.fail("crash: %v", err)
-			}
+			p.disk.Crash(p.db, memfs.DropUnsynced)
 			p.open()
 		default:
 			p.invalid(ctx)
@@ -116,7 +115,7 @@ func (p *propRun) run(steps int) {
 
 func (p *propRun) open() {
 	p.t.Helper()
-	db, err := Open(p.dir, p.opts)
+	db, err := p.disk.reopen(p.opts)
 	if err != nil {
 		p.fail("open: %v", err)
 	}

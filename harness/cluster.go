@@ -6,13 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -47,9 +47,10 @@ type node struct {
 	up    bool
 }
 
-// cluster is the system under test.
+// cluster is the system under test. Its engine lives on a crashable
+// in-memory disk: a crash keeps exactly what was fsynced.
 type cluster struct {
-	dir     string
+	disk    *memfs.Disk
 	clock   *lease.Sim
 	opts    receipt.Options
 	chained bool // nodes see a store that can chain (see Config.Chained)
@@ -62,9 +63,9 @@ type cluster struct {
 	nodes []*node
 }
 
-func newCluster(dir string, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
+func newCluster(nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
 	c := &cluster{
-		dir:     dir,
+		disk:    memfs.NewDisk(),
 		chained: chained,
 		clock:   lease.NewSim(time.Unix(1_800_000_000, 0)),
 		opts:    opts,
@@ -85,8 +86,8 @@ func newCluster(dir string, nodes int, opts receipt.Options, chained bool, seed 
 }
 
 func (c *cluster) openStore() error {
-	db, err := engine.Open(c.dir, engine.Options{Logger: c.log, CheckpointLogBytes: 256 << 10,
-		WAL: wal.Options{SegmentBytes: 64 << 10}})
+	db, err := engine.Open(dataDir, engine.Options{Logger: c.log, CheckpointLogBytes: 256 << 10,
+		WAL: wal.Options{SegmentBytes: 64 << 10}, FS: c.disk.FS()})
 	if err != nil {
 		return err
 	}
@@ -124,42 +125,33 @@ func (c *cluster) crashNode(i int) {
 	n.up = false
 }
 
-// crashStore crashes every node and the engine, dropping unsynced bytes
-// (tear decides how the torn tail looks), then reopens the engine. Nodes are
-// restarted by the caller.
+// dataDir is where the engine lives on the cluster's disk.
+const dataDir = "/data"
+
+// crashStore crashes every node and the engine — a power loss: what was
+// not fsynced is gone, or torn as pickTear says — then reopens the engine.
+// Nodes are restarted by the caller.
 func (c *cluster) crashStore() error {
 	for i := range c.nodes {
 		c.crashNode(i)
 	}
-	tear := c.pickTear()
-	if err := c.db.CrashForTesting(tear); err != nil && err != engine.ErrClosed {
-		return err
-	}
+	c.disk.Crash(c.db, c.pickTear())
 	return c.openStore()
 }
 
-// pickTear chooses what survives of the unsynced tail.
-func (c *cluster) pickTear() wal.Tear {
+// pickTear chooses what survives of bytes written after each file's last
+// fsync: nothing, a random prefix (a torn write), or a prefix followed by
+// zero-filled blocks.
+func (c *cluster) pickTear() memfs.Tear {
+	r := c.rng.Float64()
 	switch c.rng.IntN(3) {
 	case 0:
-		return wal.DropUnsynced
-	case 1: // keep a random part of the unsynced bytes (a torn write)
-		r := c.rng.Float64()
-		return func(path string, durable, size int64) error {
-			return os.Truncate(path, durable+int64(r*float64(size-durable)))
-		}
-	default: // the unsynced region reads back as zeros
-		return func(path string, durable, size int64) error {
-			if size == durable {
-				return nil
-			}
-			f, err := os.OpenFile(path, os.O_WRONLY, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = f.WriteAt(make([]byte, size-durable), durable)
-			return err
+		return memfs.DropUnsynced
+	case 1:
+		return func(_ string, _ int64, b []byte) []byte { return b[:int(r*float64(len(b)))] }
+	default:
+		return func(name string, off int64, b []byte) []byte {
+			return memfs.ZeroFill(int(r*float64(len(b))), 4096)(name, off, b)
 		}
 	}
 }

@@ -128,7 +128,7 @@ func Run(cfg Config) Result {
 		}
 		defer fault.Disable(b)
 	}
-	cl, err := newCluster(cfg.Dir, cfg.nodes(), receipt.Options{
+	cl, err := newCluster(cfg.nodes(), receipt.Options{
 		LeaseTTL: leaseTTL, Retention: cfg.Retention, ExecutorMax: cfg.ExecutorMax,
 		MaintainInterval: cfg.MaintainInterval, CleanInterval: -1, WaitPoll: tick,
 	}, cfg.Chained, uint64(cfg.Seed), cfg.Log)

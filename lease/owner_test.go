@@ -11,12 +11,13 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/vfs/memfs"
 )
 
 func TestRegister_BumpsIncarnationDurablyPerNode(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := engine.Open(dir, engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	disk := memfs.NewDisk()
+	db, err := engine.Open("/data", engine.Options{Logger: slog.New(slog.DiscardHandler), FS: disk.FS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,10 +31,8 @@ func TestRegister_BumpsIncarnationDurablyPerNode(t *testing.T) {
 		t.Fatalf("another node's first incarnation = %v %v, want 1", o, err)
 	}
 	// Durable: a crash and reopen continues the sequence.
-	if err := db.CrashForTesting(nil); err != nil {
-		t.Fatal(err)
-	}
-	db, err = engine.Open(dir, engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	disk.Crash(db, nil)
+	db, err = engine.Open("/data", engine.Options{Logger: slog.New(slog.DiscardHandler), FS: disk.FS()})
 	if err != nil {
 		t.Fatal(err)
 	}

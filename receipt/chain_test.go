@@ -6,7 +6,8 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/receipt"
-	"github.com/idemdb/idem/wal"
+	"github.com/idemdb/idem/vfs/memfs"
+	"github.com/idemdb/idem/wal/waltest"
 )
 
 // TestChained_NewKeyCostsOneFsyncWait: by default a new receipt's two
@@ -58,7 +59,7 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 	const stride = 97
 	// run cuts the chain's unsynced write after keep bytes and reports the
 	// state recovered and how many bytes the chain left unsynced.
-	run := func(keep int64) (state string, unsynced int64) {
+	run := func(keep int) (state string, unsynced int) {
 		e := newEnv(t)
 		a := e.open(receipt.Options{Node: "node-0"})
 		createTable(t, a, "t")
@@ -71,12 +72,7 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 			t.Fatalf("Execute whose chain was not fsynced: %+v, %v; want 503 idempotency_receipt_pending", ans, err)
 		}
 		a.Close()
-		if err := e.db.CrashForTesting(func(path string, durable, size int64) error {
-			unsynced = size - durable
-			return wal.KeepUnsynced(keep)(path, durable, size)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		unsynced = e.crashKeeping(memfs.KeepUnsynced(keep))
 		e.openDB()
 		b := e.open(receipt.Options{Node: "node-0"})
 		switch {
@@ -110,7 +106,7 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 	}
 	_, unsynced := run(0)
 	seen := map[string]int{}
-	for _, keep := range wal.CutPoints(unsynced, stride) {
+	for _, keep := range waltest.CutPoints(unsynced, stride) {
 		state, _ := run(keep)
 		seen[state]++
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/vfs/memfs"
+	"github.com/idemdb/idem/wal/waltest"
 )
 
 var (
@@ -34,14 +36,14 @@ var (
 // clock. Services and the engine are closed at cleanup.
 type env struct {
 	t     testing.TB
-	dir   string
+	disk  *memfs.Disk // a crash keeps exactly what was fsynced
 	db    *engine.DB
 	clock *lease.Sim
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), clock: lease.NewSim(t0)}
+	e := &env{t: t, disk: memfs.NewDisk(), clock: lease.NewSim(t0)}
 	e.openDB()
 	t.Cleanup(func() { e.db.Close() })
 	return e
@@ -49,7 +51,7 @@ func newEnv(t testing.TB) *env {
 
 func (e *env) openDB() {
 	e.t.Helper()
-	db, err := engine.Open(e.dir, engine.Options{Logger: quiet})
+	db, err := engine.Open("/data", engine.Options{Logger: quiet, FS: e.disk.FS()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -59,10 +61,14 @@ func (e *env) openDB() {
 // crash simulates a power loss of the engine and reopens the data dir.
 func (e *env) crash() {
 	e.t.Helper()
-	if err := e.db.CrashForTesting(nil); err != nil {
-		e.t.Fatal(err)
-	}
+	e.crashKeeping(nil)
 	e.openDB()
+}
+
+// crashKeeping cuts the power, tear deciding what survives of unsynced
+// appends; it returns how many bytes were unsynced. The caller reopens.
+func (e *env) crashKeeping(tear memfs.Tear) int {
+	return waltest.Total(e.disk.Crash(e.db, tear))
 }
 
 // defaults fills the options every test uses: the simulated clock, a short

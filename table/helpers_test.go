@@ -12,12 +12,13 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
+	"github.com/idemdb/idem/vfs/memfs"
 )
 
 // fixture is one engine with a table manager and a 2PC coordinator wired as
 // the server wires them (resolve-on-read through the coordinator).
 type fixture struct {
-	dir    string
+	disk   *memfs.Disk // a crash keeps exactly what was fsynced
 	db     *engine.DB
 	tables *table.Tables
 	coord  *twopc.Coordinator
@@ -26,7 +27,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts twopc.Options) *fixture {
 	t.Helper()
-	f := &fixture{dir: t.TempDir(), opts: opts}
+	f := &fixture{disk: memfs.NewDisk(), opts: opts}
 	f.open(t)
 	t.Cleanup(func() { f.db.Close() })
 	return f
@@ -34,7 +35,7 @@ func newFixture(t *testing.T, opts twopc.Options) *fixture {
 
 func (f *fixture) open(t *testing.T) {
 	t.Helper()
-	db, err := engine.Open(f.dir, engine.Options{})
+	db, err := engine.Open("/data", engine.Options{FS: f.disk.FS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +51,7 @@ func (f *fixture) wire(store engine.Store) {
 // crashReopen simulates a power loss and recovers the same data dir.
 func (f *fixture) crashReopen(t *testing.T) {
 	t.Helper()
-	if err := f.db.CrashForTesting(nil); err != nil {
-		t.Fatal(err)
-	}
+	f.disk.Crash(f.db, nil)
 	f.open(t)
 }
 

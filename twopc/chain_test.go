@@ -9,7 +9,8 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/twopc"
-	"github.com/idemdb/idem/wal"
+	"github.com/idemdb/idem/vfs/memfs"
+	"github.com/idemdb/idem/wal/waltest"
 )
 
 // TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide: the chained commit
@@ -105,7 +106,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 	ctx := context.Background()
 	result, _ := json.Marshal(wantResult)
 	const stride = 61 // cuts per chain: a few dozen, in both links and at the end
-	run := func(keep int64) (state string, unsynced int64) {
+	run := func(keep int) (state string, unsynced int) {
 		n := newNode(t, twopc.Options{})
 		work.seed(t, n)
 		txn := txnFor("tx", n.plan(t, work.body()))
@@ -115,12 +116,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 		if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
 			t.Fatalf("BeginCommit whose fsync failed: %v, want ErrOutcomeUnknown", err)
 		}
-		if err := n.db.CrashForTesting(func(path string, durable, size int64) error {
-			unsynced = size - durable
-			return wal.KeepUnsynced(keep)(path, durable, size)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		unsynced = waltest.Total(n.disk.Crash(n.db, memfs.KeepUnsynced(keep)))
 		n.open(t)
 		st, err := n.coord.Lookup(ctx, "tx")
 		if err != nil {
@@ -152,7 +148,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 	}
 	_, unsynced := run(0)
 	seen := map[string]int{}
-	for _, keep := range wal.CutPoints(unsynced, stride) {
+	for _, keep := range waltest.CutPoints(unsynced, stride) {
 		state, _ := run(keep)
 		seen[state]++
 	}

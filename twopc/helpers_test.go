@@ -12,12 +12,13 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
+	"github.com/idemdb/idem/vfs/memfs"
 )
 
 // node is one engine on a data dir with tables and a coordinator wired as
 // the server wires them; it can crash and reopen.
 type node struct {
-	dir    string
+	disk   *memfs.Disk // a crash keeps exactly what was fsynced
 	db     *engine.DB
 	tables *table.Tables
 	coord  *twopc.Coordinator
@@ -26,7 +27,7 @@ type node struct {
 
 func newNode(t *testing.T, opts twopc.Options) *node {
 	t.Helper()
-	n := &node{dir: t.TempDir(), opts: opts}
+	n := &node{disk: memfs.NewDisk(), opts: opts}
 	n.open(t)
 	t.Cleanup(func() { n.db.Close() })
 	if _, _, err := n.tables.Create(context.Background(), "t", 4); err != nil {
@@ -37,7 +38,7 @@ func newNode(t *testing.T, opts twopc.Options) *node {
 
 func (n *node) open(t *testing.T) {
 	t.Helper()
-	db, err := engine.Open(n.dir, engine.Options{})
+	db, err := engine.Open("/data", engine.Options{FS: n.disk.FS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +56,7 @@ func (n *node) newCoordinator(store engine.Store) *twopc.Coordinator {
 // fresh table manager and coordinator.
 func (n *node) crashReopen(t *testing.T) {
 	t.Helper()
-	if err := n.db.CrashForTesting(nil); err != nil {
-		t.Fatal(err)
-	}
+	n.disk.Crash(n.db, nil)
 	n.open(t)
 }
 

@@ -18,9 +18,6 @@ var (
 	// file system but whose durability is unknown because the write or the
 	// fsync failed: after recovery the entry may or may not be present.
 	ErrAmbiguous = errors.New("wal: outcome unknown")
-	// ErrQueueFull is returned by TryReserve when the append queue is at its
-	// bound.
-	ErrQueueFull = errors.New("wal: append queue full")
 )
 
 // FrameError says why one frame failed to decode.
@@ -34,18 +31,27 @@ func (e *FrameError) Error() string { return fmt.Sprintf("wal: frame %d: %s", e.
 // Is makes every FrameError a corruption error.
 func (e *FrameError) Is(target error) bool { return target == ErrCorruption }
 
-// CorruptionError names the segment file and entry index where the log is
-// damaged beyond the torn-tail repair allows.
+// CorruptionError names the segment file, byte offset and entry index
+// where the log is damaged beyond what torn-write repair may cut, and says
+// what an operator can do. Nothing was changed on disk.
 type CorruptionError struct {
 	Segment string // file name of the segment
+	Path    string // the segment's path, if known
 	Index   uint64 // first entry index that failed, 0 if not known
 	Offset  int64  // byte offset within the segment
 	Reason  string
 }
 
 func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("wal: corruption in segment %s at entry %d (offset %d): %s",
-		e.Segment, e.Index, e.Offset, e.Reason)
+	file := e.Path
+	if file == "" {
+		file = e.Segment
+	}
+	return fmt.Sprintf("wal: corruption in segment %s at entry %d (offset %d): %s. Nothing was changed. "+
+		"Restore the data directory from a backup; or, to give up every entry from %d on (acknowledged writes "+
+		"among them are lost), stop the server, cut the segment to %d bytes (truncate -s %d %s), delete any later "+
+		"segment and the log's %s file, and start again",
+		file, e.Index, e.Offset, e.Reason, e.Index, e.Offset, e.Offset, file, markerName)
 }
 
 // Is makes every CorruptionError match ErrCorruption.

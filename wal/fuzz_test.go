@@ -15,31 +15,31 @@ import (
 // at another index, and that whatever decodes is exactly what appendFrame
 // would have written (no second encoding of the same entry is accepted).
 func FuzzDecodeFrame(f *testing.F) {
-	f.Add(uint64(1), uint8(KindBatch), []byte("hello"), []byte{}, uint64(2))
-	f.Add(uint64(0), uint8(KindNoop), []byte{}, []byte{frameMagic0, frameMagic1, frameVersion, 2, 0, 0, 0, 0, 0}, uint64(1))
-	f.Add(uint64(1<<40), uint8(KindBatch), bytes.Repeat([]byte{0}, 64), make([]byte, 64), uint64(1<<40+1))
-	f.Add(uint64(7), uint8(0), []byte("x"), appendFrame(nil, 7, KindBatch, []byte("x")), uint64(7))
-	f.Add(uint64(7), uint8(3), []byte("x"), appendFrame(nil, 8, KindNoop, nil), uint64(0xffffffff00000007))
-	f.Add(^uint64(0), uint8(KindBatch), []byte{0xff}, []byte{0xD1, 0xE3, 1, 1, 1, 1, 2, 3, 4}, uint64(0))
-	f.Fuzz(func(t *testing.T, index uint64, kind uint8, body, raw []byte, other uint64) {
+	f.Add(uint64(1), uint8(KindBatch), []byte("hello"), uint32(0), []byte{}, uint64(2))
+	f.Add(uint64(0), uint8(KindNoop), []byte{}, uint32(14), []byte{frameMagic0, frameMagic1, frameVersion, 2, 0, 0, 0, 0, 0}, uint64(1))
+	f.Add(uint64(1<<40), uint8(KindBatch), bytes.Repeat([]byte{0}, 64), uint32(4096), make([]byte, 64), uint64(1<<40+1))
+	f.Add(uint64(7), uint8(0), []byte("x"), uint32(0), appendFrame(nil, 7, KindBatch, []byte("x"), 0), uint64(7))
+	f.Add(uint64(7), uint8(3), []byte("x"), uint32(99), appendFrame(nil, 8, KindNoop, nil, 12), uint64(0xffffffff00000007))
+	f.Add(^uint64(0), uint8(KindBatch), []byte{0xff}, uint32(1), []byte{0xD1, 0xE3, 1, 1, 1, 1, 2, 3, 4}, uint64(0))
+	f.Fuzz(func(t *testing.T, index uint64, kind uint8, body []byte, part uint32, raw []byte, other uint64) {
 		// Arbitrary bytes: no panic, and success means canonical.
-		if k, b, err := decodeFrame(index, raw); err == nil {
-			if re := appendFrame(nil, index, k, b); !bytes.Equal(re, raw) {
-				t.Fatalf("decoded %x as kind %d body %x, which encodes as %x", raw, k, b, re)
+		if fr, err := decodeFrame(index, raw); err == nil {
+			if re := appendFrame(nil, index, fr.kind, fr.body, fr.part); !bytes.Equal(re, raw) {
+				t.Fatalf("decoded %x as %+v, which encodes as %x", raw, fr, re)
 			}
 		}
 
-		fr := appendFrame(nil, index, Kind(kind), body)
-		if len(fr) != frameSize(len(body)) {
-			t.Fatalf("frame of %d bytes, frameSize says %d", len(fr), frameSize(len(body)))
+		fr := appendFrame(nil, index, Kind(kind), body, part)
+		if len(fr) != frameSize(len(body), part > 0) {
+			t.Fatalf("frame of %d bytes, frameSize says %d", len(fr), frameSize(len(body), part > 0))
 		}
-		k, b, err := decodeFrame(index, fr)
+		got, err := decodeFrame(index, fr)
 		valid := Kind(kind) != KindInvalid && Kind(kind) <= kindMax
 		switch {
 		case valid && err != nil:
 			t.Fatalf("own frame (index %d kind %d) does not decode: %v", index, kind, err)
-		case valid && (k != Kind(kind) || !bytes.Equal(b, body)):
-			t.Fatalf("decoded kind %d body %x, want %d %x", k, b, kind, body)
+		case valid && (got.kind != Kind(kind) || !bytes.Equal(got.body, body) || got.part != part):
+			t.Fatalf("decoded %+v, want kind %d body %x part %d", got, kind, body, part)
 		case !valid && err == nil:
 			t.Fatalf("frame with invalid kind %d decoded", kind)
 		}
@@ -49,7 +49,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		// differences may collide by the pigeonhole principle; they must
 		// still not panic.
 		if d := index ^ other; d != 0 {
-			_, _, err := decodeFrame(other, fr)
+			_, err := decodeFrame(other, fr)
 			if bits.Len64(d)-bits.TrailingZeros64(d) <= 32 && err == nil {
 				t.Fatalf("frame of index %d decoded at index %d", index, other)
 			}
@@ -59,7 +59,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		// so it must merely not panic.
 		if len(fr) > 0 {
 			cut := int(other % uint64(len(fr)))
-			if _, _, err := decodeFrame(index, fr[:cut]); err == nil && cut < frameHeader {
+			if _, err := decodeFrame(index, fr[:cut]); err == nil && cut < frameHeader {
 				t.Fatalf("prefix of %d/%d bytes decoded", cut, len(fr))
 			}
 		}
@@ -71,7 +71,7 @@ func FuzzDecodeFrame(f *testing.F) {
 func FuzzScanSegment(f *testing.F) {
 	var seg []byte
 	for i := uint64(1); i <= 3; i++ {
-		fr := appendFrame(nil, i, KindBatch, body(i))
+		fr := appendFrame(nil, i, KindBatch, body(i), 0)
 		seg = binary.AppendUvarint(seg, uint64(len(fr)))
 		seg = append(seg, fr...)
 	}

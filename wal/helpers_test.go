@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/vfs"
+	"github.com/idemdb/idem/vfs/errorfs"
+	"github.com/idemdb/idem/vfs/memfs"
 )
 
 // Shared helpers of the wal tests.
@@ -162,11 +164,118 @@ func flipBit(t *testing.T, path string, sp span) {
 	writeFileT(t, path, data)
 }
 
-func brokenCopies(t *testing.T, dir string) []string {
+// memDisk is a log directory on a crashable in-memory disk (vfs/memfs),
+// opened through an error-injecting layer (vfs/errorfs) whose rules a test
+// arms. A crash keeps exactly what was fsynced, whatever the log believes.
+type memDisk struct {
+	fs  *memfs.FS
+	efs *errorfs.FS // of the latest open
+}
+
+const memDir = "/data/wal"
+
+func newMemDisk() *memDisk { return &memDisk{fs: memfs.New()} }
+
+func (d *memDisk) open(opts Options) (*Log, RepairReport, error) {
+	d.efs = errorfs.Wrap(d.fs)
+	opts.FS = d.efs
+	return Open(memDir, quiet(opts))
+}
+
+func (d *memDisk) mustOpen(t *testing.T, opts Options) (*Log, RepairReport) {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.broken*"))
+	l, rep, err := d.open(opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return l, rep
+}
+
+// crash cuts the power under l (nil: no log open) and returns the crashed
+// file system, whose Recover gives what a restart finds. The disk is left
+// on Recover(tear).
+func (d *memDisk) crash(l *Log, tear memfs.Tear) *memfs.FS {
+	crashed := d.fs
+	crashed.Crash()
+	if l != nil {
+		l.Close()
+	}
+	d.fs = crashed.Recover(tear)
+	return crashed
+}
+
+func (d *memDisk) path(name string) string { return filepath.Join(memDir, name) }
+
+func (d *memDisk) read(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := vfs.ReadFile(d.fs, d.path(name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return b
+}
+
+// write replaces a file's content, durably (damage done to a stopped log).
+func (d *memDisk) write(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if err := vfs.WriteFileSynced(d.fs, d.path(name), b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *memDisk) names(t *testing.T) []string {
+	t.Helper()
+	ents, err := d.fs.ReadDir(memDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func (d *memDisk) segments(t *testing.T) []segmentFile {
+	t.Helper()
+	segs, _, err := listSegments(d.fs, memDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segs
+}
+
+// replay opens the disk and returns every body in order.
+func (d *memDisk) replay(opts Options) ([]string, RepairReport, error) {
+	l, rep, err := d.open(opts)
+	if err != nil {
+		return nil, rep, err
+	}
+	defer l.Close()
+	var out []string
+	err = l.Replay(1, func(index uint64, _ Kind, b []byte) error {
+		if want := uint64(len(out) + 1); index != want {
+			return fmt.Errorf("replayed index %d, want %d", index, want)
+		}
+		out = append(out, string(b))
+		return nil
+	})
+	return out, rep, err
+}
+
+// appendGroup appends bodies as one group (EnqueueAll) and waits.
+func appendGroup(l *Log, bodies ...[]byte) error {
+	ctx := context.Background()
+	if err := l.ReserveN(ctx, len(bodies)); err != nil {
+		return err
+	}
+	entries := make([]Entry, len(bodies))
+	for i, b := range bodies {
+		entries[i] = Entry{Kind: KindBatch, Body: b}
+	}
+	_, c, err := l.EnqueueAll(entries)
+	if err != nil {
+		return err
+	}
+	return c.Wait(ctx)
 }

@@ -112,13 +112,14 @@ type Log struct {
 	writerBusy  bool
 	selfWriting bool
 	started     bool // an Enqueue happened: Replay is no longer allowed
+	openedClean bool // Open found a valid close marker (and removed it)
 
-	ioMu        sync.Mutex // held by the writer during a group and by TruncateFront
-	segs        []segmentFile
-	tailBytes   int // bytes in the tail segment, mirroring tidwall's cycling rule
-	durableSize int64
-	twBatch     tidwall.Batch
-	frameBuf    []byte
+	ioMu      sync.Mutex // held by the writer during a group and by TruncateFront
+	segs      []segmentFile
+	tailBytes int // bytes in the tail segment, mirroring tidwall's cycling rule
+	twBatch   tidwall.Batch
+	frameBuf  []byte
+	parts     []groupPart // scratch of writeGroup
 
 	writerDone chan struct{}
 	publishing atomic.Int64 // groups handed to the publisher, not yet published
@@ -128,7 +129,9 @@ type Log struct {
 	bytes      atomic.Uint64
 }
 
-// Open opens or creates the log in dir, repairing a torn tail first.
+// Open opens or creates the log in dir. A torn final group write is cut
+// first (see tail.go); damage that is not one fails with a
+// *CorruptionError and changes nothing.
 func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	opts = opts.withDefaults()
 	fsys := opts.FS
@@ -139,16 +142,25 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	if err != nil {
 		return nil, RepairReport{}, err
 	}
+	marker, closed, err := readMarker(fsys, dir)
+	if err != nil {
+		return nil, RepairReport{}, err
+	}
 	var rep RepairReport
-	// A segment older than an interrupted truncation's START file is deleted
-	// by tidwall's loader, so only a tail after it can be torn.
-	if n := len(segs); n > 0 && segs[n-1].first > startIndex {
-		if rep, err = repairTail(fsys, dir, segs[n-1], opts.GroupBytesMax); err != nil {
+	switch n := len(segs); {
+	case n == 0 && closed == closedCleanly:
+		return nil, rep, &CorruptionError{Segment: segmentName(marker.tailFirst), Path: filepath.Join(dir, segmentName(marker.tailFirst)),
+			Index: marker.lastIndex, Reason: "the log was closed cleanly, but it has no segments now"}
+	case n > 0 && segs[n-1].first > startIndex:
+		// A segment older than an interrupted truncation's START file is
+		// deleted by tidwall's loader, so only a tail after it can be torn.
+		rep, err = repairTail(fsys, dir, segs[n-1], marker, closed, 2*int64(opts.GroupBytesMax), opts.Logger)
+		if err != nil {
 			return nil, RepairReport{}, err
 		}
 		if rep.Segment != "" {
 			opts.Logger.Warn("wal: cut torn tail", "segment", rep.Segment, "offset", rep.CutOffset,
-				"dropped_bytes", rep.DroppedLen, "original", rep.BrokenCopy)
+				"dropped_bytes", rep.DroppedLen, "kept", rep.TornCopy, "why", rep.Why)
 		}
 	}
 	tw, err := tidwall.Open(dir, &tidwall.Options{
@@ -163,43 +175,66 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	})
 	if err != nil {
 		if errors.Is(err, tidwall.ErrCorrupt) {
-			return nil, rep, &CorruptionError{Segment: dir, Reason: "tidwall: " + err.Error()}
+			return nil, rep, &CorruptionError{Segment: dir, Path: dir, Reason: "tidwall: " + err.Error()}
 		}
 		return nil, rep, err
 	}
-	// tidwall may have created the first segment or finished a truncation.
-	if err := vfs.SyncDir(fsys, dir); err != nil {
+	l, err := newLog(dir, opts, tw)
+	if err != nil {
 		tw.Close()
 		return nil, rep, err
+	}
+	if closed != notClosed {
+		// From the first write on, a stop is a crash again.
+		if err := removeMarker(fsys, dir); err != nil {
+			tw.Close()
+			return nil, rep, err
+		}
+		l.openedClean = closed == closedCleanly
+	}
+	if files, err := damageFiles(fsys, dir); err == nil && len(files) > 0 {
+		var total int64
+		names := make([]string, len(files))
+		for i, f := range files {
+			names[i], total = f.Name, total+f.Bytes
+		}
+		opts.Logger.Warn("wal: damage files kept for inspection (safe to delete; removed with their segment)",
+			"dir", dir, "files", names, "bytes", total)
+	}
+	go l.run()
+	return l, rep, nil
+}
+
+// newLog builds the Log over an open tidwall log.
+func newLog(dir string, opts Options, tw *tidwall.Log) (*Log, error) {
+	// tidwall may have created the first segment.
+	if err := vfs.SyncDir(opts.FS, dir); err != nil {
+		return nil, err
 	}
 	last, err := tw.LastIndex()
 	if err != nil {
-		tw.Close()
-		return nil, rep, err
+		return nil, err
 	}
-	if segs, _, err = listSegments(fsys, dir); err != nil {
-		tw.Close()
-		return nil, rep, err
-	}
-	tailInfo, err := fsys.Stat(filepath.Join(dir, segs[len(segs)-1].name))
+	segs, _, err := listSegments(opts.FS, dir)
 	if err != nil {
-		tw.Close()
-		return nil, rep, err
+		return nil, err
+	}
+	tailInfo, err := opts.FS.Stat(filepath.Join(dir, segs[len(segs)-1].name))
+	if err != nil {
+		return nil, err
 	}
 	l := &Log{
-		dir:         dir,
-		opts:        opts,
-		tw:          tw,
-		slots:       make(chan struct{}, opts.QueueEntriesMax),
-		next:        last + 1,
-		segs:        segs,
-		tailBytes:   int(tailInfo.Size()),
-		durableSize: tailInfo.Size(),
-		writerDone:  make(chan struct{}),
+		dir:        dir,
+		opts:       opts,
+		tw:         tw,
+		slots:      make(chan struct{}, opts.QueueEntriesMax),
+		next:       last + 1,
+		segs:       segs,
+		tailBytes:  int(tailInfo.Size()),
+		writerDone: make(chan struct{}),
 	}
 	l.cond.L = &l.mu
-	go l.run()
-	return l, rep, nil
+	return l, nil
 }
 
 // FirstIndex is the index of the oldest entry still on disk (it may precede
@@ -324,7 +359,7 @@ func (l *Log) EnqueueAll(entries []Entry) (first uint64, c Commit, err error) {
 	size := 0
 	for i := range entries {
 		entries[i].Index = first + uint64(i)
-		size += frameSize(len(entries[i].Body))
+		size += frameSize(len(entries[i].Body), false)
 	}
 	l.next += uint64(len(entries))
 	l.started = true
@@ -359,15 +394,6 @@ func (l *Log) EnqueueAll(entries []Entry) (first uint64, c Commit, err error) {
 	return first, Commit{g}, nil
 }
 
-// DurableTail names the tail segment and how many of its bytes are known to
-// be durable. Crash tests cut the file back to anywhere at or past this size
-// to simulate the loss of unsynced writes.
-func (l *Log) DurableTail() (path string, size int64) {
-	l.ioMu.Lock()
-	defer l.ioMu.Unlock()
-	return filepath.Join(l.dir, l.segs[len(l.segs)-1].name), l.durableSize
-}
-
 // TruncateFront removes whole segments all of whose entries precede index
 // (the first index a checkpoint does not cover). The tail segment always stays.
 func (l *Log) TruncateFront(index uint64) error {
@@ -379,6 +405,9 @@ func (l *Log) TruncateFront(index uint64) error {
 			return err
 		}
 		if err := l.opts.FS.Remove(filepath.Join(l.dir, l.segs[0].name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := removeDamageFilesOf(l.opts.FS, l.dir, l.segs[0].name); err != nil {
 			return err
 		}
 		l.segs = l.segs[1:]
@@ -451,8 +480,10 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 	return nil
 }
 
-// Close waits for queued groups, then closes the files. After a fail-stop it
-// does not fsync again (see the package comment).
+// Close waits for queued groups, then closes the files and makes the close
+// marker durable (see marker.go). After a fail-stop it does neither, and
+// does not fsync again (see the package comment): the next Open treats the
+// stop as the crash it was.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closing {
@@ -464,12 +495,27 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	<-l.writerDone
 	l.mu.Lock()
-	failed := l.failed
+	failed, started := l.failed, l.started
 	l.mu.Unlock()
 	if failed != nil {
 		// tidwall's Close would fsync; its file handle is left to the
 		// runtime's finalizer instead.
 		return nil
 	}
-	return l.tw.Close()
+	if err := l.tw.Close(); err != nil {
+		return err
+	}
+	if !started && !l.openedClean {
+		// Nothing was written since a crash (say recovery refused the
+		// replay): leave the directory as Open found it.
+		return nil
+	}
+	l.ioMu.Lock()
+	tail := l.segs[len(l.segs)-1]
+	l.ioMu.Unlock()
+	fi, err := l.opts.FS.Stat(filepath.Join(l.dir, tail.name))
+	if err != nil {
+		return err
+	}
+	return writeMarker(l.opts.FS, l.dir, closeMarker{tailFirst: tail.first, tailSize: fi.Size(), lastIndex: l.LastIndex()})
 }

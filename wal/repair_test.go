@@ -3,225 +3,467 @@ package wal
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/idemdb/idem/vfs/errorfs"
+	"github.com/idemdb/idem/vfs/memfs"
 )
 
-// Repair on open (DESIGN §3): a torn or zero tail of the last segment is cut
-// back to the last valid frame, keeping the original as .broken; damage
-// anywhere else refuses the open (or the replay) with a *CorruptionError that
-// names segment and entry.
+// Repair on open (DESIGN §3): only the final group write, which may have
+// been in flight at a crash, may be cut, and only when no valid frame
+// follows the damage and the log was not closed cleanly. Anything else
+// refuses the open with a *CorruptionError naming file, offset and entry,
+// and changes nothing.
 
-const repairEntries = 100
+var oneSegment = Options{SegmentBytes: 1 << 20}
 
-var repairOpts = Options{SegmentBytes: 1024}
-
-// multiSegmentLog writes repairEntries entries into several segments.
-func multiSegmentLog(t *testing.T) (dir string, segs []segmentFile) {
+// groupedLog writes groups of 1, 3 and 2 entries in turn (acknowledged)
+// and returns the bodies in log order.
+func groupedLog(t *testing.T, d *memDisk, l *Log, groups int) []string {
 	t.Helper()
-	dir = t.TempDir()
-	writeLog(t, dir, repairOpts, repairEntries)
-	segs = segmentsT(t, dir)
-	if len(segs) < 3 {
-		t.Fatalf("want at least 3 segments, got %d", len(segs))
+	var bodies []string
+	for g := 0; g < groups; g++ {
+		var batch [][]byte
+		for range []int{1, 3, 2}[g%3] {
+			b := body(uint64(len(bodies) + 1))
+			bodies = append(bodies, string(b))
+			batch = append(batch, b)
+		}
+		if err := appendGroup(l, batch...); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return dir, segs
+	return bodies
 }
 
-func TestOpen_TornTailIsRepaired(t *testing.T) {
-	dir, segs := multiSegmentLog(t)
-	last := segs[len(segs)-1]
-	path := filepath.Join(dir, last.name)
-	orig := readFileT(t, path)
-	sp := spansOf(t, orig)
-	lastSpan := sp[len(sp)-1]
-	if len(sp) < 2 {
-		t.Fatalf("last segment holds %d entries, want ≥ 2", len(sp))
+// inFlight writes one more group whose fsync fails: its bytes are written,
+// never acknowledged.
+func inFlight(t *testing.T, d *memDisk, l *Log, first uint64, n int) {
+	t.Helper()
+	d.efs.Add(errorfs.Rule{Op: errorfs.OpSync, Err: errorfs.EIO})
+	var batch [][]byte
+	for i := range n {
+		batch = append(batch, body(first+uint64(i)))
 	}
-	// Cut the last frame in the middle, as a crash during its write would.
-	torn := orig[:lastSpan.frame+(lastSpan.end-lastSpan.frame)/2]
-	writeFileT(t, path, torn)
+	if err := appendGroup(l, batch...); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("group whose fsync failed: %v, want ErrAmbiguous", err)
+	}
+}
 
-	got, rep, err := replayAll(t, dir, repairOpts)
-	if err != nil {
-		t.Fatalf("open with torn tail: %v", err)
+// wantAcknowledged checks that got starts with every acknowledged body and
+// that what follows is a prefix of the unacknowledged ones.
+func wantAcknowledged(t *testing.T, what string, got, acked, unacked []string) {
+	t.Helper()
+	if len(got) < len(acked) || !slices.Equal(got[:len(acked)], acked) {
+		t.Fatalf("%s: %d entries recovered, not all %d acknowledged ones", what, len(got), len(acked))
 	}
-	checkBodies(t, got, repairEntries-1)
-	if rep.Segment != last.name || rep.CutOffset != int64(lastSpan.start) || rep.DroppedLen != int64(len(torn)-lastSpan.start) {
-		t.Fatalf("repair report %+v, want segment %s cut at %d dropping %d", rep, last.name, lastSpan.start, len(torn)-lastSpan.start)
+	if rest := got[len(acked):]; len(rest) > len(unacked) || !slices.Equal(rest, unacked[:len(rest)]) {
+		t.Fatalf("%s: %d entries after the acknowledged ones are not a prefix of the unacknowledged", what, len(rest))
 	}
-	if b := readFileT(t, rep.BrokenCopy); !bytes.Equal(b, torn) {
-		t.Fatalf(".broken copy %s holds %d bytes, want the %d-byte torn original", rep.BrokenCopy, len(b), len(torn))
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(lastSpan.start) {
-		t.Fatalf("segment after repair: %v, %v; want %d bytes", fi, err, lastSpan.start)
-	}
+}
 
-	// The repaired log takes the lost index again and survives a reopen
-	// without another repair.
-	l, rep := openLogT(t, dir, repairOpts)
-	if rep.Segment != "" {
-		t.Fatalf("second open repaired again: %+v", rep)
+func TestOpen_EveryCutOfTheFinalGroupIsRepaired(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	acked := groupedLog(t, d, l, 9)
+	var unacked []string
+	for i := range 4 {
+		unacked = append(unacked, string(body(uint64(len(acked)+1+i))))
 	}
-	if idx := appendSync(t, l, body(repairEntries)); idx != repairEntries {
-		t.Fatalf("append after repair got index %d, want %d", idx, repairEntries)
+	inFlight(t, d, l, uint64(len(acked)+1), 4)
+	crashed := d.crash(l, nil)
+	seg := d.segments(t)[0]
+	unsynced := crashed.Unsynced()[d.path(seg.name)]
+	if unsynced == 0 {
+		t.Fatal("the in-flight group left no unsynced bytes")
 	}
+	tears := map[string]func(k int) memfs.Tear{
+		"prefix":    func(k int) memfs.Tear { return memfs.KeepUnsynced(k) },
+		"zero-fill": func(k int) memfs.Tear { return memfs.ZeroFill(k, zeroBlockBytes) },
+	}
+	kept := map[int]bool{}
+	for name, tear := range tears {
+		for k := 0; k <= unsynced; k++ {
+			d.fs = crashed.Recover(tear(k))
+			got, rep, err := d.replay(oneSegment)
+			if err != nil {
+				t.Fatalf("%s cut after %d of %d unsynced bytes: %v", name, k, unsynced, err)
+			}
+			wantAcknowledged(t, fmt.Sprintf("%s cut %d", name, k), got, acked, unacked)
+			kept[len(got)-len(acked)] = true
+			if rep.Segment != "" && rep.TornCopy == "" {
+				t.Fatalf("cut %d: repaired without keeping the cut bytes: %+v", k, rep)
+			}
+			// Repaired once: a second open finds nothing to cut, and the
+			// log takes new entries at the next index.
+			l, rep := d.mustOpen(t, oneSegment)
+			if rep.Segment != "" {
+				t.Fatalf("%s cut %d: second open repaired again: %+v", name, k, rep)
+			}
+			if idx := appendSync(t, l, []byte("after")); idx != uint64(len(got)+1) {
+				t.Fatalf("append after repair at %d, want %d", idx, len(got)+1)
+			}
+			l.Close()
+		}
+	}
+	for n := 0; n <= len(unacked); n++ {
+		if !kept[n] {
+			t.Errorf("no cut recovered exactly %d of the in-flight group's entries", n)
+		}
+	}
+}
+
+// position is a byte of a segment worth damaging.
+type position struct {
+	what   string
+	offset int
+}
+
+// groupsOf splits a segment's frames into its group writes (a head starts
+// each) and returns, for the first, a middle and the last group, bytes of
+// each part of a frame: length prefix, magic, kind, flags, checksum, the
+// head's length field, the body's first, middle and last byte.
+func groupsOf(t *testing.T, data []byte, groups int) [][]position {
+	t.Helper()
+	var spans [][]span
+	for _, sp := range spansOf(t, data) {
+		if data[sp.frame+4]&flagHead != 0 {
+			spans = append(spans, nil)
+		}
+		spans[len(spans)-1] = append(spans[len(spans)-1], sp)
+	}
+	if len(spans) != groups {
+		t.Fatalf("segment holds %d group writes, want %d", len(spans), groups)
+	}
+	var out [][]position
+	for _, g := range [][]span{spans[0], spans[len(spans)/2], spans[len(spans)-1]} {
+		var ps []position
+		for i, sp := range g {
+			bodyAt := sp.frame + frameHeader
+			if i == 0 {
+				ps = append(ps, position{"head length field", sp.frame + frameHeader + 1})
+				bodyAt += framePartLen
+			}
+			ps = append(ps,
+				position{"length prefix", sp.start}, position{"magic", sp.frame}, position{"kind", sp.frame + 3},
+				position{"flags", sp.frame + 4}, position{"checksum", sp.frame + frameCRCStart + 2},
+				position{"body start", bodyAt}, position{"body middle", (bodyAt + sp.end) / 2}, position{"body end", sp.end - 1})
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+func flipped(data []byte, off int) []byte {
+	b := append([]byte(nil), data...)
+	b[off] ^= 0x5a
+	return b
+}
+
+func TestOpen_AnyDamageAfterACleanCloseIsRefused(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	groupedLog(t, d, l, 9)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err = replayAll(t, dir, repairOpts)
+	seg := d.segments(t)[0]
+	orig := d.read(t, seg.name)
+	clean := d.fs.Recover(memfs.KeepAll)
+	for gi, ps := range groupsOf(t, orig, 9) {
+		for _, p := range ps {
+			d.fs = clean.Recover(memfs.KeepAll)
+			damaged := flipped(orig, p.offset)
+			d.write(t, seg.name, damaged)
+			before := d.names(t)
+			_, _, err := d.replay(oneSegment)
+			ce := wantCorruption(t, err)
+			if ce.Path != d.path(seg.name) || ce.Offset > int64(p.offset) || ce.Index == 0 {
+				t.Fatalf("group %d %s (offset %d): corruption %+v does not name the file, the damage and the entry", gi, p.what, p.offset, ce)
+			}
+			if !strings.Contains(err.Error(), "truncate -s") || !strings.Contains(err.Error(), "backup") {
+				t.Fatalf("the error does not say what an operator can do: %v", err)
+			}
+			if !bytes.Equal(d.read(t, seg.name), damaged) || !slices.Equal(d.names(t), before) {
+				t.Fatalf("group %d %s: refusing to open changed the log directory", gi, p.what)
+			}
+		}
+	}
+}
+
+func TestOpen_ASegmentCutShortAfterACleanCloseIsRefused(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	groupedLog(t, d, l, 9)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := d.segments(t)[0]
+	data := d.read(t, seg.name)
+	sp := spansOf(t, data)
+	d.write(t, seg.name, data[:sp[len(sp)-2].start]) // a clean frame boundary
+	_, _, err := d.replay(oneSegment)
+	if ce := wantCorruption(t, err); !strings.Contains(ce.Reason, "closed cleanly") {
+		t.Fatalf("corruption %+v does not say the log was closed cleanly", ce)
+	}
+}
+
+// After a crash with a group in flight, damage to an acknowledged group is
+// followed by the in-flight group's frames: refused. Damage to the
+// in-flight group may be cut. Either way nothing acknowledged is lost.
+func TestOpen_DamageAfterACrashNeverLosesAnAcknowledgedWrite(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	acked := groupedLog(t, d, l, 8)
+	inFlight(t, d, l, uint64(len(acked)+1), 3)
+	crashed := d.crash(l, memfs.KeepAll)
+	seg := d.segments(t)[0]
+	orig := d.read(t, seg.name)
+	refused, opened := 0, 0
+	for gi, ps := range groupsOf(t, orig, 9) {
+		for _, p := range ps {
+			d.fs = crashed.Recover(memfs.KeepAll)
+			d.write(t, seg.name, flipped(orig, p.offset))
+			got, _, err := d.replay(oneSegment)
+			inFlightGroup := gi == 2
+			switch {
+			case err != nil:
+				wantCorruption(t, err)
+				refused++
+			case !inFlightGroup:
+				t.Fatalf("group %d %s (offset %d): damage to an acknowledged group was cut", gi, p.what, p.offset)
+			default:
+				wantAcknowledged(t, p.what, got, acked, nil)
+				opened++
+			}
+		}
+	}
+	t.Logf("%d damaged opens refused, %d cut the in-flight group", refused, opened)
+
+	// The in-flight group torn short: damage to the acknowledged groups is
+	// still refused, since the damaged group is followed by bytes.
+	unsynced := crashed.Unsynced()[d.path(seg.name)]
+	for gi, ps := range groupsOf(t, orig, 9)[:2] {
+		for _, p := range ps {
+			d.fs = crashed.Recover(memfs.KeepUnsynced(unsynced - 5))
+			data := d.read(t, seg.name)
+			d.write(t, seg.name, flipped(data, p.offset))
+			if _, _, err := d.replay(oneSegment); err == nil {
+				t.Fatalf("torn in-flight group, damage to acknowledged group %d %s was cut", gi, p.what)
+			}
+		}
+	}
+}
+
+// After a process kill the page cache reaches the disk: the final group
+// is whole, so damage to it is not a torn write, whatever byte it hit.
+func TestOpen_DamageToAWholeFinalGroupIsRefused(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	groupedLog(t, d, l, 9)
+	crashed := d.crash(l, memfs.KeepAll)
+	seg := d.segments(t)[0]
+	orig := d.read(t, seg.name)
+	last := groupsOf(t, orig, 9)[2]
+	for _, p := range last {
+		d.fs = crashed.Recover(memfs.KeepAll)
+		d.write(t, seg.name, flipped(orig, p.offset))
+		if _, _, err := d.replay(oneSegment); err == nil {
+			t.Fatalf("%s (offset %d) of an acknowledged, whole final group was cut", p.what, p.offset)
+		} else {
+			wantCorruption(t, err)
+		}
+	}
+}
+
+func TestOpen_ZerosBeyondOneGroupWriteAreRefused(t *testing.T) {
+	d := newMemDisk()
+	opts := Options{SegmentBytes: 1 << 20, GroupBytesMax: 256}
+	l, _ := d.mustOpen(t, opts)
+	groupedLog(t, d, l, 6)
+	crashed := d.crash(l, nil)
+	seg := d.segments(t)[0]
+	orig := d.read(t, seg.name)
+	for _, tc := range []struct {
+		zeros int
+		cut   bool
+	}{{100, true}, {512, true}, {4096, false}} {
+		d.fs = crashed.Recover(nil)
+		d.write(t, seg.name, append(append([]byte(nil), orig...), make([]byte, tc.zeros)...))
+		got, rep, err := d.replay(opts)
+		if !tc.cut {
+			wantCorruption(t, err)
+			continue
+		}
+		if err != nil || rep.DroppedLen != int64(tc.zeros) || len(got) != 12 {
+			t.Fatalf("%d zeros: %d entries, %+v, %v", tc.zeros, len(got), rep, err)
+		}
+	}
+}
+
+func TestOpen_CutBytesAreBoundedAndRepeatedFailedOpensLeaveNoJunk(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	acked := groupedLog(t, d, l, 6)
+	inFlight(t, d, l, uint64(len(acked)+1), 2)
+	crashed := d.crash(l, memfs.KeepUnsynced(30))
+	d.fs = crashed.Recover(memfs.KeepUnsynced(30))
+	for range 5 {
+		// Every open fails after keeping the cut bytes, before cutting.
+		d.efs = nil
+		ef := errorfs.Wrap(d.fs, errorfs.Rule{Op: errorfs.OpTruncate, Err: errorfs.EIO})
+		opts := oneSegment
+		opts.FS = ef
+		if _, _, err := Open(memDir, quiet(opts)); err == nil {
+			t.Fatal("open with a failing truncate succeeded")
+		}
+	}
+	names := d.names(t)
+	got, rep, err := d.replay(oneSegment)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkBodies(t, got, repairEntries)
+	wantAcknowledged(t, "after failed opens", got, acked, nil)
+	var torn []string
+	for _, n := range d.names(t) {
+		if strings.Contains(n, tornInfix) {
+			torn = append(torn, n)
+		}
+	}
+	if len(torn) != 1 || d.path(torn[0]) != rep.TornCopy {
+		t.Fatalf("after 5 failed opens and one good one: cut-byte files %v (before the good one: %v), report %+v", torn, names, rep)
+	}
+	if n := len(d.read(t, torn[0])); n != int(rep.DroppedLen) || n > tornKeepBytesMax {
+		t.Fatalf("kept %d cut bytes, dropped %d", n, rep.DroppedLen)
+	}
 }
 
-func TestOpen_ZeroTailIsRepaired(t *testing.T) {
-	dir, segs := multiSegmentLog(t)
-	path := filepath.Join(dir, segs[len(segs)-1].name)
-	orig := readFileT(t, path)
-	// Far more zeros than GroupBytesMax: a zero-filled tail is debris at any
-	// length (tidwall alone would read it as thousands of empty entries).
-	opts := repairOpts
-	opts.GroupBytesMax = 256
-	writeFileT(t, path, append(append([]byte(nil), orig...), make([]byte, 8192)...))
-
-	got, rep, err := replayAll(t, dir, opts)
+// A full disk must not keep a store from opening: cutting a torn tail
+// needs no free space, and a failed write fail-stops until space is freed.
+func TestOpen_OnAFullDiskCutsWithoutSpaceAndRecoversOnceFreed(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	acked := groupedLog(t, d, l, 6)
+	d.fs.SetCapacity(d.fs.Used() + 40) // room for part of one more group
+	err := appendGroup(l, body(100), body(101))
+	if !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("append on a full disk: %v, want ErrAmbiguous", err)
+	}
+	d.crash(l, memfs.KeepAll)
+	d.fs.SetCapacity(d.fs.Used()) // still full after the restart
+	l, rep := d.mustOpen(t, oneSegment)
+	if rep.Segment == "" || rep.TornCopy != "" {
+		t.Fatalf("repair on a full disk: %+v, want a cut without a kept copy", rep)
+	}
+	d.fs.SetCapacity(d.fs.Used())
+	if err := appendGroup(l, body(200)); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("append while still full: %v, want ErrAmbiguous", err)
+	}
+	d.crash(l, memfs.KeepAll)
+	d.fs.SetCapacity(0) // space freed
+	l, _ = d.mustOpen(t, oneSegment)
+	if err := appendGroup(l, body(300)); err != nil {
+		t.Fatalf("append once space is freed: %v", err)
+	}
+	l.Close()
+	got, _, err := d.replay(oneSegment)
 	if err != nil {
-		t.Fatalf("open with zero tail: %v", err)
+		t.Fatal(err)
 	}
-	checkBodies(t, got, repairEntries)
-	if rep.Segment != segs[len(segs)-1].name || rep.CutOffset != int64(len(orig)) || rep.DroppedLen != 8192 {
-		t.Fatalf("repair report %+v", rep)
-	}
-	if len(brokenCopies(t, dir)) != 1 {
-		t.Fatalf("want one .broken copy, have %v", brokenCopies(t, dir))
-	}
-	if b := readFileT(t, path); !bytes.Equal(b, orig) {
-		t.Fatalf("segment not cut back to its %d valid bytes (has %d)", len(orig), len(b))
+	wantAcknowledged(t, "after freeing space", got[:len(got)-1], acked, nil)
+	if got[len(got)-1] != string(body(300)) {
+		t.Fatalf("last entry %q, want the one written after freeing space", got[len(got)-1])
 	}
 }
 
-func TestOpen_FlippedBitInLastFrameIsRepaired(t *testing.T) {
-	dir, segs := multiSegmentLog(t)
-	path := filepath.Join(dir, segs[len(segs)-1].name)
-	sp := spansOf(t, readFileT(t, path))
-	flipBit(t, path, sp[len(sp)-1])
-
-	got, rep, err := replayAll(t, dir, repairOpts)
-	if err != nil {
-		t.Fatalf("open with a bad last frame: %v", err)
+func TestOpen_ADamagedCloseMarkerOnAnIntactLogOpens(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	acked := groupedLog(t, d, l, 3)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
-	checkBodies(t, got, repairEntries-1)
-	if rep.Segment == "" || rep.BrokenCopy == "" {
-		t.Fatalf("no repair reported: %+v", rep)
+	d.write(t, markerName, []byte("garbage"))
+	l, _ = d.mustOpen(t, oneSegment)
+	if slices.Contains(d.names(t), markerName) {
+		t.Fatal("the damaged marker outlived the open")
+	}
+	l.Close()
+	got, _, err := d.replay(oneSegment)
+	if err != nil || !slices.Equal(got, acked) {
+		t.Fatalf("intact log with a damaged marker: %d entries, %v", len(got), err)
 	}
 }
 
-// A truncated segment that is not the last cannot be a torn write: tidwall
-// fsyncs a segment before it starts the next one.
-func TestOpen_TruncatedNonLastSegmentIsCorruption(t *testing.T) {
+// The marker goes, durably, before the first write after an open: a crash
+// then is a crash, and its torn tail is cut, not refused.
+func TestOpen_TheCloseMarkerDoesNotOutliveTheOpen(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	acked := groupedLog(t, d, l, 3)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, _ = d.mustOpen(t, oneSegment)
+	inFlight(t, d, l, uint64(len(acked)+1), 2)
+	d.crash(l, memfs.KeepUnsynced(25))
+	got, rep, err := d.replay(oneSegment)
+	if err != nil || rep.Segment == "" {
+		t.Fatalf("torn tail after a reopened clean close: %+v, %v", rep, err)
+	}
+	wantAcknowledged(t, "reopened", got, acked, nil)
+}
+
+// Older segments are fsynced before the next one starts, so no damage
+// there is ever a torn write.
+func TestOpen_DamageBeforeTheLastSegmentIsCorruption(t *testing.T) {
+	opts := Options{SegmentBytes: 1024}
 	for _, tc := range []struct {
-		name string
-		cut  func(sp []span) int // new length of the first segment
+		name   string
+		damage func(t *testing.T, data []byte) []byte
 	}{
-		{"mid-frame", func(sp []span) int { return sp[len(sp)-1].end - 3 }},
-		{"frame-boundary", func(sp []span) int { return sp[len(sp)-1].start }},
+		{"cut mid-frame", func(t *testing.T, data []byte) []byte { sp := spansOf(t, data); return data[:sp[len(sp)-1].end-3] }},
+		{"cut at a frame boundary", func(t *testing.T, data []byte) []byte { sp := spansOf(t, data); return data[:sp[len(sp)-1].start] }},
+		{"flipped byte", func(t *testing.T, data []byte) []byte { return flipped(data, spansOf(t, data)[2].frame+frameHeader+2) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, segs := multiSegmentLog(t)
-			first := segs[0]
-			path := filepath.Join(dir, first.name)
-			data := readFileT(t, path)
-			sp := spansOf(t, data)
-			writeFileT(t, path, data[:tc.cut(sp)])
-
-			_, _, err := replayAll(t, dir, repairOpts)
-			ce := wantCorruption(t, err)
-			if ce.Segment != first.name {
-				t.Fatalf("corruption names segment %q, want %q", ce.Segment, first.name)
+			d := newMemDisk()
+			l, _ := d.mustOpen(t, opts)
+			groupedLog(t, d, l, 40)
+			d.crash(l, nil) // not a clean close: only the tail may be torn
+			segs := d.segments(t)
+			if len(segs) < 3 {
+				t.Fatalf("want at least 3 segments, have %d", len(segs))
 			}
-			if want := first.first + uint64(len(sp)) - 1; ce.Index != want {
-				t.Fatalf("corruption at entry %d, want %d (%v)", ce.Index, want, err)
+			seg := segs[1]
+			d.write(t, seg.name, tc.damage(t, d.read(t, seg.name)))
+			before := d.names(t)
+			_, _, err := d.replay(opts)
+			if ce := wantCorruption(t, err); ce.Segment != seg.name {
+				t.Fatalf("corruption names segment %q, want %q", ce.Segment, seg.name)
 			}
-			if len(brokenCopies(t, dir)) != 0 {
-				t.Fatalf("a non-last segment was treated as a torn tail")
+			if !slices.Equal(d.names(t), before) {
+				t.Fatal("refusing to open changed the log directory")
 			}
 		})
 	}
 }
 
-func TestOpen_FlippedBitMidLogIsCorruption(t *testing.T) {
-	dir, segs := multiSegmentLog(t)
-	seg := segs[1]
-	path := filepath.Join(dir, seg.name)
-	orig := readFileT(t, path)
-	sp := spansOf(t, orig)
-	flipBit(t, path, sp[2])
-	damaged := readFileT(t, path)
-
-	_, _, err := replayAll(t, dir, repairOpts)
-	ce := wantCorruption(t, err)
-	if ce.Segment != seg.name || ce.Index != seg.first+2 || ce.Offset != int64(sp[2].start) {
-		t.Fatalf("corruption %+v, want segment %s entry %d offset %d", ce, seg.name, seg.first+2, sp[2].start)
-	}
-	if ce.Reason == "" {
-		t.Fatalf("corruption does not say why: %v", err)
-	}
-	if b := readFileT(t, path); !bytes.Equal(b, damaged) || len(brokenCopies(t, dir)) != 0 {
-		t.Fatalf("refusing to open modified the damaged segment")
-	}
-}
-
-// Damage in the last segment further from its end than one group write
-// (GroupBytesMax) cannot be a torn write either.
-func TestOpen_FlippedBitFarFromTailIsCorruption(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{SegmentBytes: 1 << 20, GroupBytesMax: 512}
-	writeLog(t, dir, opts, 300)
-	segs := segmentsT(t, dir)
-	if len(segs) != 1 {
-		t.Fatalf("want one segment, have %d", len(segs))
-	}
-	path := filepath.Join(dir, segs[0].name)
-	sp := spansOf(t, readFileT(t, path))
-	flipBit(t, path, sp[4])
-	damaged := readFileT(t, path)
-
-	_, _, err := replayAll(t, dir, opts)
-	ce := wantCorruption(t, err)
-	if ce.Segment != segs[0].name || ce.Index != 5 || ce.Offset != int64(sp[4].start) {
-		t.Fatalf("corruption %+v, want segment %s entry 5 offset %d", ce, segs[0].name, sp[4].start)
-	}
-	if b := readFileT(t, path); !bytes.Equal(b, damaged) || len(brokenCopies(t, dir)) != 0 {
-		t.Fatalf("refusing to open modified the damaged segment")
-	}
-
-	// The same damage within the last GroupBytesMax bytes is a torn tail.
-	dir2 := t.TempDir()
-	writeLog(t, dir2, opts, 300)
-	path2 := filepath.Join(dir2, segs[0].name)
-	sp2 := spansOf(t, readFileT(t, path2))
-	flipBit(t, path2, sp2[len(sp2)-3])
-	got, rep, err := replayAll(t, dir2, opts)
-	if err != nil {
-		t.Fatalf("damage near the tail: %v", err)
-	}
-	checkBodies(t, got, 297)
-	if rep.Segment == "" {
-		t.Fatalf("no repair reported")
-	}
-}
-
 func TestReplay_MissingFrontIsCorruption(t *testing.T) {
-	dir, segs := multiSegmentLog(t)
-	if err := os.Remove(filepath.Join(dir, segs[0].name)); err != nil {
+	opts := Options{SegmentBytes: 1024}
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, opts)
+	groupedLog(t, d, l, 40)
+	l.Close()
+	segs := d.segments(t)
+	if err := d.fs.Remove(d.path(segs[0].name)); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := replayAll(t, dir, repairOpts)
-	ce := wantCorruption(t, err)
-	if ce.Index != 1 || ce.Segment != segs[1].name {
+	_, _, err := d.replay(opts)
+	if ce := wantCorruption(t, err); ce.Index != 1 || ce.Segment != segs[1].name {
 		t.Fatalf("corruption %+v, want entry 1 missing before segment %s", ce, segs[1].name)
 	}
 }

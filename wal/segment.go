@@ -2,14 +2,9 @@ package wal
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/idemdb/idem/vfs"
 )
@@ -60,131 +55,50 @@ type scanResult struct {
 	entries  uint64 // valid frames decoded
 	validEnd int    // byte offset just past the last valid frame
 	err      error  // why decoding stopped early (nil if it reached the end)
+	// The part of a group write that holds the last valid frame: the
+	// offset of its head and the end the head declares. Both are -1 when
+	// that frame lies in no declared part (frames written before heads
+	// existed, or no valid frame at all).
+	partStart, partEnd int
 }
 
 // scanSegment decodes the entries of one segment whose first entry has index
 // first. fn, if not nil, sees each valid frame in order; an error from fn stops
 // the scan and is returned as is. Bodies alias data.
 func scanSegment(data []byte, first uint64, fn func(index uint64, kind Kind, body []byte) error) (scanResult, error) {
-	var r scanResult
+	r := scanResult{partStart: -1, partEnd: -1}
 	for pos := 0; pos < len(data); {
-		size, n := binary.Uvarint(data[pos:])
-		if n <= 0 || uint64(len(data)-pos-n) < size {
-			r.err = &FrameError{Index: first + r.entries, Reason: "truncated entry"}
-			return r, nil
-		}
-		entry := data[pos+n : pos+n+int(size)]
 		index := first + r.entries
-		kind, body, err := decodeFrame(index, entry)
+		f, n, err := frameAt(data, pos, index)
 		if err != nil {
 			r.err = err
 			return r, nil
 		}
+		switch {
+		case f.part > 0:
+			r.partStart, r.partEnd = pos, pos+int(f.part)
+		case pos >= r.partEnd:
+			r.partStart, r.partEnd = -1, -1
+		}
 		if fn != nil {
-			if err := fn(index, kind, body); err != nil {
+			if err := fn(index, f.kind, f.body); err != nil {
 				return r, err
 			}
 		}
-		pos += n + int(size)
+		pos += n
 		r.entries++
 		r.validEnd = pos
 	}
 	return r, nil
 }
 
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
+// frameAt decodes the length-prefixed frame at pos as entry index and
+// returns it with its on-disk size.
+func frameAt(data []byte, pos int, index uint64) (frame, int, error) {
+	size, n := binary.Uvarint(data[pos:])
+	if n <= 0 || uint64(len(data)-pos-n) < size {
+		return frame{}, 0, &FrameError{Index: index, Reason: "truncated entry"}
 	}
-	return true
-}
-
-// RepairReport says what repair on open did to the last segment.
-type RepairReport struct {
-	Segment    string // segment that was cut, "" if none
-	CutOffset  int64  // new length of the segment
-	DroppedLen int64  // bytes removed
-	BrokenCopy string // path of the preserved original
-}
-
-// repairTail cuts a torn or zero-filled tail off the last segment. Damage is a
-// torn tail when everything after the last valid frame is zero, or when it
-// starts within the final maxTornBytes of the file — no more than one group
-// write can have been in flight when the process stopped. Anything else is
-// corruption and refuses the open. The original is kept as <name>.broken.
-func repairTail(fsys vfs.FS, dir string, seg segmentFile, maxTornBytes int) (RepairReport, error) {
-	path := filepath.Join(dir, seg.name)
-	data, err := vfs.ReadFile(fsys, path)
-	if err != nil {
-		return RepairReport{}, err
-	}
-	r, _ := scanSegment(data, seg.first, nil)
-	if r.err == nil {
-		return RepairReport{}, nil
-	}
-	tail := data[r.validEnd:]
-	if !allZero(tail) && len(tail) > maxTornBytes {
-		return RepairReport{}, &CorruptionError{Segment: seg.name, Index: seg.first + r.entries,
-			Offset: int64(r.validEnd), Reason: fmt.Sprintf("%v, %d bytes before the end of the last segment", r.err, len(tail))}
-	}
-	broken, err := preserveBroken(fsys, dir, seg.name, data)
-	if err != nil {
-		return RepairReport{}, err
-	}
-	if err := truncateSync(fsys, path, int64(r.validEnd)); err != nil {
-		return RepairReport{}, err
-	}
-	if err := vfs.SyncDir(fsys, dir); err != nil {
-		return RepairReport{}, err
-	}
-	return RepairReport{Segment: seg.name, CutOffset: int64(r.validEnd), DroppedLen: int64(len(tail)), BrokenCopy: broken}, nil
-}
-
-// preserveBroken writes the damaged original beside the segment under a name
-// no later repair overwrites.
-func preserveBroken(fsys vfs.FS, dir, name string, data []byte) (string, error) {
-	for i := 0; ; i++ {
-		p := filepath.Join(dir, name+".broken")
-		if i > 0 {
-			p += "." + strconv.Itoa(i)
-		}
-		f, err := fsys.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		if _, err := f.Write(data); err != nil {
-			f.Close()
-			return "", err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return "", err
-		}
-		return p, f.Close()
-	}
-}
-
-func truncateSync(fsys vfs.FS, path string, size int64) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func isSegmentDebris(name string) bool {
-	return strings.HasSuffix(name, ".TEMP")
+	f, err := decodeFrame(index, data[pos+n:pos+n+int(size)])
+	return f, n + int(size), err
 }

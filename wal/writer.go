@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/idemdb/idem/fault"
@@ -141,6 +140,43 @@ func (l *Log) publishGroup(g *group) {
 	close(g.done)
 }
 
+// groupPart is the run of a group's entries that tidwall writes into one
+// segment; its first entry is the head that declares the run's bytes.
+type groupPart struct {
+	first int // index into the group's entries
+	bytes int // on-disk bytes of the run, length prefixes included
+}
+
+// planParts splits g into the runs tidwall will write to each segment,
+// mirroring tidwall's cycling rule, and records the segments it will
+// create. It returns the tail segment's size after the group and whether
+// a segment was created. Caller holds ioMu.
+func (l *Log) planParts(g *group) (tail int, cycled bool) {
+	tail = l.tailBytes
+	if tail > l.opts.SegmentBytes {
+		// tidwall starts a new segment before writing into an overfull one.
+		l.segs = append(l.segs, segmentFile{name: segmentName(g.entries[0].Index), first: g.entries[0].Index})
+		tail, cycled = 0, true
+	}
+	l.parts = append(l.parts[:0], groupPart{first: 0})
+	for i, e := range g.entries {
+		p := &l.parts[len(l.parts)-1]
+		n := onDiskSize(frameSize(len(e.Body), i == p.first))
+		p.bytes += n
+		tail += n
+		if tail >= l.opts.SegmentBytes {
+			// tidwall cycles as soon as a segment reaches its size (and
+			// fsyncs the segment it leaves).
+			l.segs = append(l.segs, segmentFile{name: segmentName(e.Index + 1), first: e.Index + 1})
+			tail, cycled = 0, true
+			if i+1 < len(g.entries) {
+				l.parts = append(l.parts, groupPart{first: i + 1})
+			}
+		}
+	}
+	return tail, cycled
+}
+
 // writeGroup writes one group with one WriteBatch and one fsync.
 func (l *Log) writeGroup(g *group) error {
 	l.ioMu.Lock()
@@ -148,28 +184,18 @@ func (l *Log) writeGroup(g *group) error {
 	if err := fault.Inject(fault.WALWriteBefore); err != nil {
 		return err
 	}
+	tail, cycled := l.planParts(g)
 	l.twBatch.Clear()
-	tail, cycled := l.tailBytes, false
-	if tail > l.opts.SegmentBytes {
-		// tidwall starts a new segment before writing into an overfull one.
-		l.segs = append(l.segs, segmentFile{name: segmentName(g.entries[0].Index), first: g.entries[0].Index})
-		tail, cycled = 0, true
-		l.durableSize = 0 // nothing of the new tail is durable until this group is
-	}
-	var written int
-	for _, e := range g.entries {
-		l.frameBuf = appendFrame(l.frameBuf[:0], e.Index, e.Kind, e.Body)
-		l.twBatch.Write(e.Index, l.frameBuf)
-		n := uvarintLen(uint64(len(l.frameBuf))) + len(l.frameBuf)
-		written += n
-		tail += n
-		if tail >= l.opts.SegmentBytes {
-			// tidwall cycles as soon as a segment reaches its size (and
-			// fsyncs the segment it leaves).
-			l.segs = append(l.segs, segmentFile{name: segmentName(e.Index + 1), first: e.Index + 1})
-			tail, cycled = 0, true
-			l.durableSize = 0
+	written, next := 0, 0
+	for i, e := range g.entries {
+		part := uint32(0)
+		if next < len(l.parts) && l.parts[next].first == i {
+			part = uint32(l.parts[next].bytes)
+			next++
 		}
+		l.frameBuf = appendFrame(l.frameBuf[:0], e.Index, e.Kind, e.Body, part)
+		l.twBatch.Write(e.Index, l.frameBuf)
+		written += onDiskSize(len(l.frameBuf))
 	}
 	if err := l.tw.WriteBatch(&l.twBatch); err != nil {
 		return err
@@ -199,14 +225,8 @@ func (l *Log) writeGroup(g *group) error {
 		l.fsyncs.Add(1)
 	}
 	l.tailBytes = tail
-	l.durableSize = int64(tail)
 	l.groups.Add(1)
 	l.entries.Add(uint64(len(g.entries)))
 	l.bytes.Add(uint64(written))
 	return nil
-}
-
-func uvarintLen(x uint64) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], x)
 }
