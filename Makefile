@@ -7,22 +7,30 @@ DURATION ?= 60s
 
 .PHONY: build test lint bench fault run
 
+# The release binary bin/idemd: failpoints compiled out (GO_FAILPOINTS does
+# nothing, pingcap/failpoint is not linked) and planted bugs absent. Also
+# type-checks the whole module both ways.
 build:
 	$(GO) build ./...
 	$(GO) build -tags nofailpoint ./...
+	$(GO) build -tags nofailpoint -o bin/idemd ./cmd/idemd
 
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags idem_selftest ./...
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# vet + gofmt + the race-enabled test suite (short randomized runs).
+# vet + gofmt + the race-enabled test suite (short randomized runs), then the
+# harness's planted-bug self-test, which exists only under -tags idem_selftest.
 test: lint
 	$(GO) build -tags nofailpoint ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 -timeout 10m -tags idem_selftest -run 'TestSelfTest' ./fault ./harness
 
-# The server on an embedded data dir (./data), 127.0.0.1:8420.
+# The release server (as `make build`) on an embedded data dir (./data),
+# 127.0.0.1:8420.
 run:
-	$(GO) run ./cmd/idemd
+	$(GO) run -tags nofailpoint ./cmd/idemd
 
 bench:
 	$(GO) run ./cmd/bench

@@ -37,12 +37,6 @@ const (
 	ReceiptReleaseBefore  = "receipt/release-before"
 	ReceiptCleanBefore    = "receipt/clean-before"
 	ReceiptMaintainBefore = "receipt/maintain-before"
-
-	// Planted bugs: armed only by the harness's checker self-test, to prove
-	// the checks catch what they are meant to catch.
-	BugReexecuteOnReplay = "bug/receipt-reexecute-on-replay"
-	BugConflictAsAbort   = "bug/twopc-conflict-as-abort"
-	BugCleanIgnoresDebt  = "bug/receipt-clean-ignores-debt"
 )
 
 // Point documents one failpoint.
@@ -53,7 +47,8 @@ type Point struct {
 	Simulates string
 }
 
-// Catalog lists every failpoint.
+// Catalog lists every failpoint. The planted bugs are not failpoints: see
+// planted.go (and PlantedCatalog, in the idem_selftest build only).
 var Catalog = []Point{
 	{WALWriteBefore, "wal", "Log.writeGroup, before the group's WriteBatch", "write error with nothing written: the group's callers get ErrAmbiguous, the log fail-stops"},
 	{WALWriteAfter, "wal", "Log.writeGroup, after WriteBatch, before the fsync", "crash or error with the group in the page cache only"},
@@ -88,10 +83,6 @@ var Catalog = []Point{
 	{ReceiptReleaseBefore, "receipt", "Service.releaseDecisions, before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
 	{ReceiptCleanBefore, "receipt", "Service.CleanOnce, before each cleanup Apply", "crash of the cleaner mid-pass"},
 	{ReceiptMaintainBefore, "receipt", "Service.MaintainOnce, at the start of a recovery pass", "a blocked or failing recovery pass (renewal must not depend on it)"},
-
-	{BugReexecuteOnReplay, "bug", "Service.Execute, replay branch", "planted bug: a replay executes the batch again (fast path)"},
-	{BugConflictAsAbort, "bug", "Coordinator.DecideOrLearn, on ErrDecisionConflict", "planted bug: a decision conflict is taken as proof of abort"},
-	{BugCleanIgnoresDebt, "bug", "Service.cleanable", "planted bug: the cleaner deletes receipts with debt"},
 }
 
 // Names returns the names of every cataloged failpoint in the given layer

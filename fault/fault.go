@@ -8,7 +8,11 @@
 // armed, Eval is one atomic load. Failpoints are armed by Enable in tests and by
 // the GO_FAILPOINTS environment variable in processes (parsed by
 // pingcap/failpoint itself). Building with -tags nofailpoint compiles the seam
-// away.
+// away and links no pingcap/failpoint code at all: that is the release build
+// (`make build`), in which GO_FAILPOINTS does nothing.
+//
+// Planted bugs (planted.go) are not failpoints: they exist only in a build
+// with -tags idem_selftest, for the harness's checker self-test.
 package fault
 
 import (
@@ -40,8 +44,10 @@ func init() {
 }
 
 // Eval reports whether the named failpoint is enabled and, if so, the value
-// its terms produced. The name must be listed in the catalog.
-func Eval(name string) (failpoint.Value, bool) {
+// its terms produced. The name must be listed in the catalog. The value is a
+// plain any (not failpoint.Value) so that the seam's signature, and the
+// nofailpoint build, do not depend on pingcap/failpoint.
+func Eval(name string) (any, bool) {
 	if armed.Load() == 0 {
 		return nil, false
 	}

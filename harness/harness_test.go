@@ -12,10 +12,9 @@ import (
 )
 
 var (
-	flagSeeds     = flag.Int("fault.seeds", 0, "randomized seeds to run (0: the fixed set)")
-	flagDuration  = flag.Duration("fault.duration", 0, "keep running randomized seeds for this long")
-	flagSeed      = flag.Int64("fault.seed", -1, "replay exactly this seed")
-	flagFindSeeds = flag.Bool("findseeds", false, "list the seeds that catch each planted bug")
+	flagSeeds    = flag.Int("fault.seeds", 0, "randomized seeds to run (0: the fixed set)")
+	flagDuration = flag.Duration("fault.duration", 0, "keep running randomized seeds for this long")
+	flagSeed     = flag.Int64("fault.seed", -1, "replay exactly this seed")
 )
 
 // fixedSeeds run under `make test`: both variants, small executors, every

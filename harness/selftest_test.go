@@ -1,11 +1,22 @@
+//go:build idem_selftest
+
+// The checker self-test exists only in the self-test build: the planted bugs
+// it arms are compiled in only under -tags idem_selftest (fault/planted.go).
+// `make test` runs it as
+//
+//	go test -race -count=1 -tags idem_selftest -run TestSelfTest ./fault ./harness
+
 package harness
 
 import (
+	"flag"
 	"strings"
 	"testing"
 
 	"github.com/idemdb/idem/fault"
 )
+
+var flagFindSeeds = flag.Bool("findseeds", false, "list the seeds that catch each planted bug")
 
 // plantedBugs maps each planted bug to fixed seeds on which the checks must
 // catch it; the same seeds pass without the bug (TestFault covers them or
@@ -19,13 +30,16 @@ var plantedBugs = []struct {
 	{fault.BugCleanIgnoresDebt, []int64{35, 47, 55}},
 }
 
-// TestChecker_CatchesPlantedBugs proves the harness is not vacuous: a
+// TestSelfTest_CatchesPlantedBugs proves the harness is not vacuous: a
 // receipt layer that re-executes on replay, a coordinator that takes a
 // decision conflict for an abort, and a cleaner that ignores debt are each
 // caught by one of their fixed seeds, every one of which passes when the bug
 // is not planted. (Interleavings vary between runs, so a bug is listed with
 // several seeds; each alone caught it in 10 of 10 runs when chosen.)
-func TestChecker_CatchesPlantedBugs(t *testing.T) {
+func TestSelfTest_CatchesPlantedBugs(t *testing.T) {
+	if !fault.Compiled {
+		t.Skip("failpoints compiled out: nothing can plant a bug")
+	}
 	for _, pb := range plantedBugs {
 		t.Run(pb.bug, func(t *testing.T) {
 			caught := 0
@@ -50,7 +64,7 @@ func TestChecker_CatchesPlantedBugs(t *testing.T) {
 }
 
 // TestSelfTest_FindSeeds is a tool, not a check: it lists which seeds catch
-// each bug (go test ./harness -run FindSeeds -findseeds).
+// each bug (go test -tags idem_selftest ./harness -run FindSeeds -findseeds).
 func TestSelfTest_FindSeeds(t *testing.T) {
 	if !*flagFindSeeds {
 		t.Skip("pass -findseeds")

@@ -266,7 +266,7 @@ func (c *Coordinator) DecideOrLearn(ctx context.Context, txnID string, parts []P
 	case err == nil:
 		return o, true, nil
 	case errors.Is(err, ErrDecisionConflict):
-		if _, planted := fault.Eval(fault.BugConflictAsAbort); planted {
+		if fault.Planted(fault.BugConflictAsAbort) { // planted only under -tags idem_selftest
 			// Planted bug: treats the conflict as proof of abort.
 			return Aborted{Code: code.TransactionAborted, Message: "decision conflict"}, true, nil
 		}

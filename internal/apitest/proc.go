@@ -25,55 +25,94 @@ import (
 // answer /healthz, or stop after SIGTERM.
 const StartTimeout = 20 * time.Second
 
+// build is one way of building ./cmd/idemd, done at most once per test
+// binary.
+type build struct {
+	file string // name in the build directory
+	tags string // -tags value, "" for none
+	once sync.Once
+	bin  string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildMu   sync.Mutex
-	buildDir  string
+	defaultBuild = &build{file: "idemd"}
+	releaseBuild = &build{file: "idemd-release", tags: "nofailpoint"}
+
+	buildMu  sync.Mutex
+	buildDir string // shared by every build, created by the first
 )
 
 // BuildIdemd builds ./cmd/idemd once per test binary and returns its path.
-// The child is race-enabled when the test binary is, so that it reuses the
-// packages the test build already compiled. Call RemoveBuilds from TestMain
-// after m.Run to delete the build directory.
+// This is the test build: failpoints compiled in, armed only by an explicit
+// GO_FAILPOINTS (see Launch). The child is race-enabled when the test binary
+// is, so that it reuses the packages the test build already compiled. Call
+// RemoveBuilds from TestMain after m.Run to delete the build directory.
 func BuildIdemd(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return defaultBuild.get(t)
+}
+
+// BuildIdemdRelease builds ./cmd/idemd as `make build` does, with
+// -tags nofailpoint (failpoints compiled out: GO_FAILPOINTS does nothing),
+// once per test binary, and returns its path. Start it with StartBinary or
+// TryLaunchBinary. It is race-enabled when the test binary is, as BuildIdemd.
+func BuildIdemdRelease(t testing.TB) string {
+	t.Helper()
+	return releaseBuild.get(t)
+}
+
+func (b *build) get(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
 		root, err := ModuleRoot()
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "idemd-build-")
+		dir, err := sharedBuildDir()
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		buildMu.Lock()
-		buildDir = dir
-		buildMu.Unlock()
-		bin := filepath.Join(dir, "idemd")
+		bin := filepath.Join(dir, b.file)
 		args := []string{"build", "-o", bin}
 		if RaceEnabled {
 			args = append(args, "-race")
 		}
-		cmd := exec.Command("go", append(args, "./cmd/idemd")...)
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
+		}
+		args = append(args, "./cmd/idemd")
+		cmd := exec.Command("go", args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/idemd: %w\n%s", err, out)
+			b.err = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 			return
 		}
-		builtBin = bin
+		b.bin = bin
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return builtBin
+	return b.bin
 }
 
-// RemoveBuilds deletes what BuildIdemd built (call it from TestMain once
-// every test has finished).
+func sharedBuildDir() (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildDir == "" {
+		dir, err := os.MkdirTemp("", "idemd-build-")
+		if err != nil {
+			return "", err
+		}
+		buildDir = dir
+	}
+	return buildDir, nil
+}
+
+// RemoveBuilds deletes what BuildIdemd and BuildIdemdRelease built (call it
+// from TestMain once every test has finished).
 func RemoveBuilds() {
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -127,7 +166,16 @@ func (l *logBuffer) String() string {
 // through c (aimed at the new process).
 func Start(t testing.TB, c *Client, data string, env []string, args ...string) *Proc {
 	t.Helper()
-	p := Launch(t, data, env, args...)
+	return StartBinary(t, c, BuildIdemd(t), data, env, args...)
+}
+
+// StartBinary is Start with the idemd binary bin (e.g. BuildIdemdRelease's).
+func StartBinary(t testing.TB, c *Client, bin, data string, env []string, args ...string) *Proc {
+	t.Helper()
+	p, err := TryLaunchBinary(t, bin, data, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.WaitHealthy(c)
 	return p
 }
@@ -175,9 +223,16 @@ func Launch(t testing.TB, data string, env []string, args ...string) *Proc {
 // the error (see *EarlyExit).
 func TryLaunch(t testing.TB, data string, env []string, args ...string) (*Proc, error) {
 	t.Helper()
+	return TryLaunchBinary(t, BuildIdemd(t), data, env, args...)
+}
+
+// TryLaunchBinary is TryLaunch with the idemd binary bin (e.g.
+// BuildIdemdRelease's).
+func TryLaunchBinary(t testing.TB, bin, data string, env []string, args ...string) (*Proc, error) {
+	t.Helper()
 	argv := append([]string{"-addr", "127.0.0.1:0", "-data", data, "-log-format", "json",
 		"-lease-ttl", "60s", "-shutdown-timeout", "10s"}, args...)
-	cmd := exec.Command(BuildIdemd(t), argv...)
+	cmd := exec.Command(bin, argv...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") && !strings.HasPrefix(kv, "GO_FAILPOINTS_HTTP=") {
 			cmd.Env = append(cmd.Env, kv)

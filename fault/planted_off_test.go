@@ -1,0 +1,24 @@
+//go:build !idem_selftest
+
+package fault
+
+import "testing"
+
+// TestPlanted_NeverOutsideTheSelfTestBuild: without -tags idem_selftest a
+// planted bug cannot be activated, not even by arming its name the way the
+// harness (or GO_FAILPOINTS) would.
+func TestPlanted_NeverOutsideTheSelfTestBuild(t *testing.T) {
+	if PlantedCompiled {
+		t.Fatal("PlantedCompiled is true without -tags idem_selftest")
+	}
+	for _, name := range constsIn(t, "planted.go") {
+		if err := Enable(name, "return(true)"); err != nil {
+			t.Fatal(err)
+		}
+		got := Planted(name)
+		Disable(name)
+		if got {
+			t.Errorf("planted bug %s fired outside the self-test build", name)
+		}
+	}
+}
