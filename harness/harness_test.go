@@ -89,7 +89,6 @@ func TestFault(t *testing.T) {
 
 func runSeed(t *testing.T, seed int64) Result {
 	cfg := ConfigFor(seed)
-	cfg.Dir = t.TempDir()
 	cfg.OutDir = failureDir()
 	if testing.Verbose() {
 		cfg.Log = os.Stderr

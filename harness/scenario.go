@@ -41,9 +41,10 @@ type Config struct {
 	Chained bool
 	// Bugs arms planted-bug failpoints for the whole run (checker self-test).
 	Bugs []string
-	// Dir is the data directory; OutDir receives visualizations on failure.
-	Dir, OutDir string
-	Log         io.Writer
+	// OutDir receives visualizations on failure. (The engine lives on an
+	// in-memory disk that crashes honestly: see cluster.)
+	OutDir string
+	Log    io.Writer
 }
 
 func (c Config) nodes() int {

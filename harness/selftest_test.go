@@ -45,11 +45,9 @@ func TestSelfTest_CatchesPlantedBugs(t *testing.T) {
 			caught := 0
 			for _, seed := range pb.seeds {
 				cfg := ConfigFor(seed)
-				cfg.Dir = t.TempDir()
 				if res := Run(cfg); len(res.Failures) > 0 {
 					t.Fatalf("control run of seed %d fails without the bug: %s", seed, strings.Join(res.Failures, "; "))
 				}
-				cfg.Dir = t.TempDir()
 				cfg.Bugs = []string{pb.bug}
 				if res := Run(cfg); len(res.Failures) > 0 {
 					caught++
@@ -73,7 +71,6 @@ func TestSelfTest_FindSeeds(t *testing.T) {
 		var caught []int64
 		for seed := int64(1); seed <= 60; seed++ {
 			cfg := ConfigFor(seed)
-			cfg.Dir = t.TempDir()
 			cfg.Bugs = []string{pb.bug}
 			if res := Run(cfg); len(res.Failures) > 0 {
 				caught = append(caught, seed)
