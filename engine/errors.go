@@ -61,7 +61,10 @@ type CorruptionError struct {
 }
 
 func (e *CorruptionError) Error() string {
-	if e.Err != nil {
+	switch {
+	case e.Err != nil && e.Reason == "":
+		return fmt.Sprintf("engine: corruption in %s: %v", e.File, e.Err)
+	case e.Err != nil:
 		return fmt.Sprintf("engine: corruption in %s: %s: %v", e.File, e.Reason, e.Err)
 	}
 	return fmt.Sprintf("engine: corruption in %s: %s", e.File, e.Reason)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idemdb/idem/index"
@@ -37,7 +38,7 @@ func (db *DB) recover() error {
 	if err != nil {
 		return walErr(err)
 	}
-	ckpt, err := db.loadCheckpoint(log.FirstIndex())
+	ckpt, err := db.loadCheckpoint(log.FirstIndex(), func() []uint64 { return recordedCheckpoints(log) })
 	if err != nil {
 		log.Close()
 		return err
@@ -100,8 +101,9 @@ func (c loadedCheckpoint) name() string {
 }
 
 // loadCheckpoint fills the tree from the newest usable checkpoint. The log
-// holds entries from logFirst on.
-func (db *DB) loadCheckpoint(logFirst uint64) (loadedCheckpoint, error) {
+// holds entries from logFirst on; recorded lists the checkpoints the log
+// says were written (read only to explain a refusal).
+func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (loadedCheckpoint, error) {
 	idxs, err := listCheckpoints(db.fs, db.dir)
 	if err != nil {
 		return loadedCheckpoint{}, err
@@ -139,18 +141,39 @@ func (db *DB) loadCheckpoint(logFirst uint64) (loadedCheckpoint, error) {
 		db.tree = index.NewKeySpace()
 		return loadedCheckpoint{}, nil
 	}
-	found := "none"
-	if len(idxs) > 0 {
-		var names []string
-		for _, v := range idxs {
-			names = append(names, checkpointName(v))
+	var what []string
+	if len(tried) > 0 {
+		what = append(what, "damaged: "+strings.Join(tried, "; "))
+	}
+	var missing []string
+	for _, v := range recorded() {
+		if !slices.Contains(idxs, Version(v)) {
+			missing = append(missing, checkpointName(Version(v)))
 		}
-		found = strings.Join(names, ", ")
+	}
+	if len(missing) > 0 {
+		what = append(what, "missing, though the log records writing them: "+strings.Join(missing, ", "))
+	}
+	if len(what) == 0 {
+		what = append(what, "no checkpoint file is present")
 	}
 	return loadedCheckpoint{}, &CorruptionError{File: db.dir, Reason: fmt.Sprintf(
-		"no usable checkpoint: the log starts at entry %d, so entries before it exist only in a checkpoint, "+
-			"and none covers them (present: %s; damaged: %s). Nothing was changed. Restore the data directory "+
-			"from a backup, or put back a checkpoint file ckpt-<index>.ckpt with index ≥ %d", logFirst, found, strings.Join(tried, "; "), logFirst-1)}
+		"no usable checkpoint (%s): the log starts at entry %d, so the entries before it exist only in a checkpoint. "+
+			"Nothing was changed. Restore the data directory from a backup, or put back a checkpoint file "+
+			"ckpt-<index>.ckpt with index ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
+}
+
+// recordedCheckpoints lists the checkpoints the log records writing
+// (wal.KindCheckpoint entries), oldest first.
+func recordedCheckpoints(log *wal.Log) []uint64 {
+	var out []uint64
+	_ = log.Replay(log.FirstIndex(), func(_ uint64, kind wal.Kind, body []byte) error {
+		if n, k := binary.Uvarint(body); kind == wal.KindCheckpoint && k > 0 {
+			out = append(out, n)
+		}
+		return nil
+	})
+	return out
 }
 
 // errCheckpointDamaged marks a checkpoint file that does not decode.
@@ -217,7 +240,7 @@ func (db *DB) reportDamageFiles() {
 
 func walErr(err error) error {
 	if errors.Is(err, wal.ErrCorruption) && !errors.Is(err, ErrCorruption) {
-		return &CorruptionError{File: walDirName, Reason: "write-ahead log", Err: err}
+		return &CorruptionError{File: walDirName, Err: err}
 	}
 	return err
 }

@@ -441,11 +441,11 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 		from = 1
 	}
 	if segs[0].first > from {
-		return &CorruptionError{Segment: segs[0].name, Index: from,
+		return &CorruptionError{Segment: segs[0].name, Path: filepath.Join(l.dir, segs[0].name), Index: from,
 			Reason: fmt.Sprintf("entries %d..%d are missing (log starts at %d)", from, segs[0].first-1, segs[0].first)}
 	}
 	if last+1 < from {
-		return &CorruptionError{Segment: segs[len(segs)-1].name, Index: last + 1,
+		return &CorruptionError{Segment: segs[len(segs)-1].name, Path: filepath.Join(l.dir, segs[len(segs)-1].name), Index: last + 1,
 			Reason: fmt.Sprintf("log ends at %d but entries up to %d were acknowledged", last, from-1)}
 	}
 	for i, s := range segs {
@@ -470,10 +470,11 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 			return err
 		}
 		if r.err != nil {
-			return &CorruptionError{Segment: s.name, Index: s.first + r.entries, Offset: int64(r.validEnd), Reason: r.err.Error()}
+			return &CorruptionError{Segment: s.name, Path: filepath.Join(l.dir, s.name), Index: s.first + r.entries, Offset: int64(r.validEnd),
+				Reason: r.err.Error() + "; only the last segment can be torn by a crash"}
 		}
 		if want := end - s.first + 1; r.entries != want {
-			return &CorruptionError{Segment: s.name, Index: s.first + r.entries, Offset: int64(r.validEnd),
+			return &CorruptionError{Segment: s.name, Path: filepath.Join(l.dir, s.name), Index: s.first + r.entries, Offset: int64(r.validEnd),
 				Reason: fmt.Sprintf("segment holds %d entries, want %d", r.entries, want)}
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/wal"
 )
 
 type config struct {
@@ -44,6 +45,7 @@ type config struct {
 	headerTimeout   time.Duration
 	shutdownTimeout time.Duration
 	checkpointBytes int64
+	segmentBytes    int
 	separateDecide  bool
 	logLevel        string
 	logFormat       string
@@ -67,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables)")
+	fs.IntVar(&c.segmentBytes, "wal-segment-bytes", 8<<20, "size of one WAL segment file; truncation after a checkpoint removes whole segments")
 	fs.BoolVar(&c.separateDecide, "separate-decide", false, "write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, instead of chaining both into one")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -128,7 +131,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	} else {
 		log.Warn("auth: no -tokens file: every request is the single principal \"anonymous\"")
 	}
-	db, err := engine.Open(c.data, engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log})
+	db, err := engine.Open(c.data, engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log,
+		WAL: wal.Options{SegmentBytes: c.segmentBytes}})
 	if err != nil {
 		return fmt.Errorf("open %s: %w", c.data, err)
 	}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/idemdb/idem/internal/apitest"
+)
+
+// TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch is the outside
+// probe of issue 11: keyed batches are acknowledged by a real idemd, which
+// is stopped cleanly; a copy of its data dir is damaged — a byte flipped in
+// the newest WAL segment, the newest checkpoint cut short or deleted — and
+// a new idemd starts on the copy. It must refuse to open, naming the file,
+// or serve every acknowledged batch: never serve with one missing.
+func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
+	apitest.BuildIdemd(t)
+	spec := apitest.MustLoad(t)
+	c := apitest.NewClient(t, spec, "http://unused")
+	data := t.TempDir()
+	// Small checkpoints and segments, so that the log is truncated behind
+	// several checkpoints: a lost checkpoint then really needs its
+	// predecessor and the log kept from it.
+	args := []string{"-checkpoint-bytes", "65536", "-wal-segment-bytes", "32768"}
+	p := apitest.Start(t, c, data, nil, args...)
+	cl := c.WithBase(p.Base())
+	cl.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	const batches, writers = 400, 8
+	var mu sync.Mutex
+	var acked []string
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < batches; i += writers {
+				key := fmt.Sprintf("k%04d", i)
+				r, err := cl.Try("POST", "/v1/tables/t/batch", batchBody(i), "Idempotency-Key", key)
+				if err != nil || r.Status != 201 {
+					t.Errorf("batch %d: %v %v", i, r, err)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, key)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	p.Term()
+	if !strings.Contains(p.Logs(), "stopped cleanly") {
+		t.Fatalf("idemd did not stop cleanly:\n%s", p.Logs())
+	}
+	ckpts := filesMatching(t, data, "ckpt-*.ckpt")
+	segs := filesMatching(t, filepath.Join(data, "wal"), "[0-9]*")
+	if len(ckpts) != 2 || len(segs) < 2 || filepath.Base(segs[0]) == fmt.Sprintf("%020d", 1) {
+		t.Fatalf("want two checkpoints and a truncated log of several segments; have %v and %v", ckpts, segs)
+	}
+	newestSeg, newestCkpt := segs[len(segs)-1], ckpts[len(ckpts)-1]
+
+	for _, tc := range []struct {
+		name   string
+		damage func(copy string)
+		refuse string // "" when the copy must serve; else a file the refusal names
+	}{
+		{"flip at 25% of the newest segment", flipAt(newestSeg, 0.25), filepath.Base(newestSeg)},
+		{"flip at 75% of the newest segment", flipAt(newestSeg, 0.75), filepath.Base(newestSeg)},
+		{"flip in the last byte of the newest segment", flipAt(newestSeg, 1), filepath.Base(newestSeg)},
+		{"newest checkpoint cut to half", cutCheckpoint(newestCkpt), ""},
+		{"newest checkpoint deleted", removeFile(newestCkpt), ""},
+		{"both checkpoints deleted", func(copy string) {
+			removeFile(ckpts[0])(copy)
+			removeFile(ckpts[1])(copy)
+		}, "checkpoint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			copy := t.TempDir()
+			copyDir(t, data, copy)
+			tc.damage(copy)
+			q, err := apitest.TryLaunch(t, copy, nil, args...)
+			if tc.refuse != "" {
+				var early *apitest.EarlyExit
+				if !errors.As(err, &early) {
+					if err == nil {
+						t.Fatalf("idemd served a damaged copy (%s)", tc.name)
+					}
+					t.Fatal(err)
+				}
+				if logs := early.Proc.Logs(); !strings.Contains(logs, "corruption") || !strings.Contains(logs, tc.refuse) {
+					t.Fatalf("the refusal does not name %s as corrupt:\n%s", tc.refuse, logs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("idemd refused a copy it can recover (%s): %v", tc.name, err)
+			}
+			q.WaitHealthy(c)
+			cq := c.WithBase(q.Base())
+			for _, key := range acked {
+				var i int
+				fmt.Sscanf(key, "k%04d", &i)
+				r := cq.Do("POST", "/v1/tables/t/batch", batchBody(i), "Idempotency-Key", key)
+				if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" {
+					t.Fatalf("acknowledged batch %s: %d replayed=%q %s", key, r.Status, r.Header.Get("Idempotent-Replayed"), r.Body)
+				}
+				cq.Do("GET", fmt.Sprintf("/v1/tables/t/docs/d%04d", i), nil).JSON(t, 200, nil)
+			}
+			if !strings.Contains(q.Logs(), filepath.Base(newestCkpt)) {
+				t.Errorf("the fallback's warning does not name %s:\n%s", filepath.Base(newestCkpt), q.Logs())
+			}
+			q.Kill()
+		})
+	}
+}
+
+func batchBody(i int) string {
+	return fmt.Sprintf(`{"inserts":[{"id":"d%04d","doc":{"n":%d,"pad":%q}}]}`, i, i, strings.Repeat("p", 150))
+}
+
+func filesMatching(t *testing.T, dir, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range m {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && !strings.Contains(filepath.Base(p), ".") {
+			out = append(out, p)
+		} else if strings.HasSuffix(p, ".ckpt") {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// inCopy maps a path under the original data dir to the same path in copy.
+func inCopy(orig, copy string) string {
+	i := strings.Index(orig, string(filepath.Separator)+"wal"+string(filepath.Separator))
+	if strings.HasSuffix(orig, ".ckpt") || i < 0 {
+		return filepath.Join(copy, filepath.Base(orig))
+	}
+	return filepath.Join(copy, "wal", filepath.Base(orig))
+}
+
+func flipAt(seg string, at float64) func(copy string) {
+	return func(copy string) {
+		p := inCopy(seg, copy)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			panic(err)
+		}
+		i := min(int(at*float64(len(b))), len(b)-1)
+		b[i] ^= 0x20
+		if err := os.WriteFile(p, b, 0o640); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func cutCheckpoint(ckpt string) func(copy string) {
+	return func(copy string) {
+		p := inCopy(ckpt, copy)
+		fi, err := os.Stat(p)
+		if err != nil {
+			panic(err)
+		}
+		if err := os.Truncate(p, fi.Size()/2); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func removeFile(f string) func(copy string) {
+	return func(copy string) {
+		if err := os.Remove(inCopy(f, copy)); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.Walk(from, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(dst, 0o750)
+		}
+		if fi.Name() == "LOCK" {
+			return nil
+		}
+		src, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		out, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, src); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
