@@ -33,23 +33,22 @@ func (f *file) check(write bool) error {
 }
 
 func (f *file) Read(p []byte) (int, error) {
-	f.m.mu.Lock()
-	defer f.m.mu.Unlock()
-	if err := f.m.alive(); err != nil {
-		return 0, err
+	n, err := f.readAt(p, 0, true)
+	if err == io.EOF && n > 0 {
+		err = nil // Read reports EOF only when nothing is left
 	}
-	if err := f.check(false); err != nil {
-		return 0, err
-	}
-	if f.pos >= int64(len(f.n.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, f.n.data[f.pos:])
-	f.pos += int64(n)
-	return n, nil
+	return n, err
 }
 
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	return f.readAt(p, off, false)
+}
+
+// readAt reads at off, or at and past the file position if atPos.
+func (f *file) readAt(p []byte, off int64, atPos bool) (int, error) {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
 	if err := f.m.alive(); err != nil {
@@ -57,11 +56,17 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if err := f.check(false); err != nil {
 		return 0, err
+	}
+	if atPos {
+		off = f.pos
 	}
 	if off >= int64(len(f.n.data)) {
 		return 0, io.EOF
 	}
 	n := copy(p, f.n.data[off:])
+	if atPos {
+		f.pos += int64(n)
+	}
 	if n < len(p) {
 		return n, io.EOF
 	}

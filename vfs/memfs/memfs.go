@@ -173,6 +173,14 @@ func (m *FS) walk(name string) (parent *node, base string, err error) {
 	return n, base, nil
 }
 
+// live resolves name on a file system that has not crashed. Caller holds mu.
+func (m *FS) live(name string) (*node, error) {
+	if err := m.alive(); err != nil {
+		return nil, err
+	}
+	return m.lookup(name)
+}
+
 func (m *FS) lookup(name string) (*node, error) {
 	parent, base, err := m.walk(name)
 	if err != nil {
@@ -231,10 +239,7 @@ func (m *FS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error)
 func (m *FS) OpenDir(name string) (vfs.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.alive(); err != nil {
-		return nil, err
-	}
-	n, err := m.lookup(name)
+	n, err := m.live(name)
 	if err != nil {
 		return nil, err
 	}
@@ -337,10 +342,7 @@ func (m *FS) MkdirAll(dir string, perm fs.FileMode) error {
 func (m *FS) ReadDir(dir string) ([]fs.DirEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.alive(); err != nil {
-		return nil, err
-	}
-	n, err := m.lookup(dir)
+	n, err := m.live(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -359,10 +361,7 @@ func (m *FS) ReadDir(dir string) ([]fs.DirEntry, error) {
 func (m *FS) Stat(name string) (fs.FileInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.alive(); err != nil {
-		return nil, err
-	}
-	n, err := m.lookup(name)
+	n, err := m.live(name)
 	if err != nil {
 		return nil, err
 	}
