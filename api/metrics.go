@@ -83,6 +83,12 @@ func newMetrics(svc *receipt.Service, engineStats func() engine.Stats) *metrics 
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idem_engine_keys", Help: "Keys in the store.",
 		}, func() float64 { return float64(engineStats().Keys) }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idem_engine_log_since_checkpoint_entries", Help: "Log positions after the newest checkpoint: about what a restart now would replay.",
+		}, func() float64 { st := engineStats(); return float64(st.Applied - min(st.Checkpoint, st.Applied)) }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idem_engine_recovery_replayed_bytes", Help: "Log bytes the open that started this process replayed after its checkpoint.",
+		}, func() float64 { return float64(engineStats().Recovery.ReplayedBytes) }))
 	}
 	return m
 }
