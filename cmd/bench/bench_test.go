@@ -234,3 +234,103 @@ func TestBench_PeerRunsLast(t *testing.T) {
 		t.Errorf("reopenCaseName(100k) = %s", n)
 	}
 }
+
+// TestBench_CrashloopKillsRestartsAndReplays runs the crashloop suite in a
+// tiny configuration — the real idemd, built here, SIGKILLed 3 times under
+// 4 keyed clients — and checks its report lines and that every sampled
+// acknowledged key replayed its 201. It asserts no timing.
+func TestBench_CrashloopKillsRestartsAndReplays(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds idemd and crash-loops it: about 3 s with a warm build cache, much longer on a cold one")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"-suite", "crashloop", "-duration", "20ms", "-crashloop-kills", "3",
+		"-crashloop-interval", "300ms-500ms", "-crashloop-clients", "4", "-json", "-dir", t.TempDir()}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	seen, _ := contractLines(t, &stdout)
+	want := []string{"crashloop/fsync-serial/1", "crashloop/fsync-group/64", "crashloop/tidwall-batch64/1",
+		"crashloop/healthy-after-kill-1/4", "crashloop/healthy-after-kill-3/4", "crashloop/healthy-ratio/4",
+		"crashloop/disk/4", "crashloop/keyed-load/4", "crashloop/exactly-once/4"}
+	for _, k := range want {
+		if _, ok := seen[k]; !ok {
+			t.Errorf("missing result %s; have %v", k, keys(seen))
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("got %d distinct results, want %d: %v", len(seen), len(want), keys(seen))
+	}
+	for _, k := range []string{"crashloop/healthy-after-kill-1/4", "crashloop/healthy-after-kill-3/4"} {
+		if r := seen[k]; r != nil {
+			if p, _ := r["p50_us"].(float64); p <= 0 {
+				t.Errorf("%s: p50_us (time to healthy) = %v, want > 0", k, r["p50_us"])
+			}
+		}
+	}
+	if r := seen["crashloop/healthy-ratio/4"]; r != nil {
+		for _, f := range []string{"first_ms", "last_ms", "ratio", "median_first10_ms", "median_last10_ms", "targets"} {
+			if r[f] == nil {
+				t.Errorf("healthy-ratio lacks %s: %v", f, r)
+			}
+		}
+		if k, _ := r["kills"].(float64); k != 3 {
+			t.Errorf("healthy-ratio kills = %v, want 3", r["kills"])
+		}
+	}
+	if r := seen["crashloop/disk/4"]; r != nil {
+		if b, _ := r["max_wal_bytes"].(float64); b <= 0 {
+			t.Errorf("disk max_wal_bytes = %v, want > 0", r["max_wal_bytes"])
+		}
+		if d, w := r["max_data_bytes"].(float64), r["max_wal_bytes"].(float64); d < w {
+			t.Errorf("disk max_data_bytes %v < max_wal_bytes %v", d, w)
+		}
+	}
+	if r := seen["crashloop/keyed-load/4"]; r != nil {
+		if a, _ := r["acked"].(float64); a <= 0 {
+			t.Errorf("keyed-load acked = %v, want > 0", r["acked"])
+		}
+	}
+	if r := seen["crashloop/exactly-once/4"]; r != nil {
+		s, _ := r["sampled"].(float64)
+		if s <= 0 || r["replayed_201"] != s || r["documents_present"] != s || r["mismatches"] != 0.0 {
+			t.Errorf("exactly-once sample did not pass: %v", r)
+		}
+	}
+}
+
+// TestBench_CrashloopIsOptIn: the default run and -suite all leave the
+// crashloop suite out; naming it runs it.
+func TestBench_CrashloopIsOptIn(t *testing.T) {
+	for _, list := range []string{"", "all"} {
+		ss, err := selectSuites(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ss {
+			if s.Name == "crashloop" {
+				t.Errorf("selectSuites(%q) includes crashloop", list)
+			}
+		}
+	}
+	if ss, err := selectSuites("crashloop"); err != nil || len(ss) != 1 || ss[0].Name != "crashloop" {
+		t.Errorf("selectSuites(crashloop) = %v, %v", ss, err)
+	}
+	for _, c := range []struct {
+		in     string
+		lo, hi time.Duration
+		bad    bool
+	}{
+		{in: "2s-5s", lo: 2 * time.Second, hi: 5 * time.Second},
+		{in: "300ms-500ms", lo: 300 * time.Millisecond, hi: 500 * time.Millisecond},
+		{in: "3s", lo: 3 * time.Second, hi: 3 * time.Second},
+		{in: "5s-2s", bad: true}, {in: "0s", bad: true}, {in: "x", bad: true}, {in: "1s-", bad: true},
+	} {
+		lo, hi, err := parseCrashInterval(c.in)
+		if (err != nil) != c.bad || (!c.bad && (lo != c.lo || hi != c.hi)) {
+			t.Errorf("parseCrashInterval(%q) = %v, %v, %v", c.in, lo, hi, err)
+		}
+	}
+}

@@ -27,6 +27,8 @@ type Options struct {
 	PG             string // PostgreSQL DSN for the peer suite; "" skips it
 	// Quick marks the no-flag tour: short cases and scaled-down stores.
 	Quick bool
+	// Crashloop holds the -crashloop-* flags of the opt-in crashloop suite.
+	Crashloop CrashloopOptions
 }
 
 // runState is shared by all suites of one invocation: the floors are

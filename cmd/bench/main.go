@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		suiteList = fs.String("suite", "", "comma-separated suites to run, or all (default: a quick tour of all: "+suiteNames()+")")
+		suiteList = fs.String("suite", "", "comma-separated suites to run, or all (default: a quick tour of all: "+defaultNames()+"; opt-in, run only when named: "+optionalNames()+")")
 		duration  = fs.Duration("duration", 2*time.Second, "measured time per case, after a warm-up of min(duration/10, 200ms) (quick tour: "+quickDuration.String()+")")
 		concList  = fs.String("concurrency", "1,8,64", "comma-separated closed-loop worker counts (http defaults to 1,8,32)")
 		jsonOut   = fs.Bool("json", false, "print one JSON object per result on stdout (tables go to stderr)")
@@ -54,10 +54,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		keys      = fs.Int("keys", 1_000_000, "keys in the store for the engine recovery case (quick tour: 100000)")
 		receipts  = fs.Int("receipts", 1_000_000, "terminal receipts for the reopen case (quick tour: 100000)")
 		replayN   = fs.Int("replay-keys", 4096, "terminal receipts (or peer key rows) that replay cases create first and cycle through (quick tour: 512)")
-		batchDocs = fs.Int("batch-docs", 10, "documents per batch (twopc, receipts, http, peer), each of about 190 bytes")
+		batchDocs = fs.Int("batch-docs", 10, "documents per batch (twopc, receipts, http, peer, crashloop), each of about 190 bytes")
 		pgDSN     = fs.String("pg", "", "PostgreSQL DSN (postgres://...) for the peer suite; see cmd/bench/pg-throwaway.sh")
 		outPath   = fs.String("out", "", "write a Markdown report (machine, tables, targets) here, with PNG charts beside it")
 		cpuProf   = fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
+
+		crashKills    = fs.Int("crashloop-kills", 100, "crashloop: SIGKILLs of idemd under load (the suite stops after the last restart is healthy)")
+		crashInterval = fs.String("crashloop-interval", "2s-5s", "crashloop: load time between a restart answering /healthz and the next SIGKILL: MIN-MAX (uniform, seeded) or one duration")
+		crashClients  = fs.Int("crashloop-clients", 16, "crashloop: HTTP clients, each posting keyed -batch-docs batches back to back")
+		crashSeed     = fs.Uint64("crashloop-seed", 1, "crashloop: seed of the kill intervals and of the exactly-once sample")
+		crashMax      = fs.Duration("crashloop-max", time.Hour, "crashloop: wall-clock cap of the kill loop; it stops early (fewer kills, reported) when the next interval would pass it")
+		crashCkpt     = fs.Int64("crashloop-checkpoint-bytes", 0, "crashloop: idemd -checkpoint-bytes (0: idemd's default, 64 MiB)")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bench [flags]\n\nWithout -suite: a quick tour of every suite (%s per case, 100k-key stores).\n\nsuites:\n", quickDuration)
@@ -82,13 +89,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *duration <= 0 || *valueB < 0 || *keys < 1 || *receipts < 1 || *replayN < 1 || *batchDocs < 1 || *batchDocs > table.BatchDocsMax {
 		return fmt.Errorf("need -duration > 0, -value-bytes >= 0, -keys, -receipts, -replay-keys >= 1, -batch-docs in 1..%d", table.BatchDocsMax)
 	}
+	crash := CrashloopOptions{Kills: *crashKills, Clients: *crashClients, Seed: *crashSeed, MaxWall: *crashMax,
+		CheckpointBytes: *crashCkpt}
+	if crash.IntervalMin, crash.IntervalMax, err = parseCrashInterval(*crashInterval); err != nil {
+		return fmt.Errorf("-crashloop-interval: %w", err)
+	}
+	if crash.Kills < 1 || crash.Clients < 1 || crash.MaxWall <= 0 || crash.CheckpointBytes < 0 {
+		return errors.New("need -crashloop-kills, -crashloop-clients >= 1, -crashloop-max > 0, -crashloop-checkpoint-bytes >= 0")
+	}
 	suites, err := selectSuites(*suiteList)
 	if err != nil {
 		return err
 	}
 	opts := Options{Duration: *duration, Concurrency: conc, ConcurrencySet: set["concurrency"],
 		ValueBytes: *valueB, Keys: *keys, Receipts: *receipts, BatchDocs: *batchDocs, ReplayKeys: *replayN,
-		JSON: *jsonOut, PG: *pgDSN}
+		JSON: *jsonOut, PG: *pgDSN, Crashloop: crash}
 	// The quick tour: no suite named, so every suite runs briefly. Flags
 	// given explicitly still win.
 	if !set["suite"] {

@@ -54,3 +54,9 @@ func fsType(dir string) string {
 // so that writeback left over from the previous case (or from building this
 // binary) does not land inside the next measurement.
 func quiesce() { syscall.Sync() }
+
+// childProcAttr makes a child process die with the bench: an interrupted
+// or timed-out run must not leave an idemd behind (crashloop).
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -2,7 +2,10 @@
 
 package main
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
 // fdatasync falls back to a full fsync where fdatasync(2) is not offered.
 func fdatasync(f *os.File) error { return f.Sync() }
@@ -12,3 +15,7 @@ func fsType(string) string { return "unknown" }
 
 // quiesce is a no-op where sync(2) is not offered through package syscall.
 func quiesce() {}
+
+// childProcAttr sets nothing here: Pdeathsig is Linux's; elsewhere the
+// crashloop suite kills its idemd on every way out it controls.
+func childProcAttr() *syscall.SysProcAttr { return nil }

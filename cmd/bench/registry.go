@@ -8,7 +8,8 @@ import (
 
 // Suite is one family of benchmark cases. Each suite lives in its own
 // suite_<name>.go file and registers itself from init, so adding a suite
-// (twopc, receipts, http, recovery, renewal, peer) touches no other file.
+// (twopc, receipts, http, recovery, renewal, peer) touches no other file
+// (a suite with flags of its own also adds them to main.go and Options).
 type Suite struct {
 	Name string
 	// Rank orders the suites of a default run: lower layers first, so a
@@ -17,6 +18,10 @@ type Suite struct {
 	// RunsLast puts the suite after every other selected one, because it
 	// compares its results with theirs (the peer suite).
 	RunsLast bool
+	// Optional keeps the suite out of the quick tour and out of -suite all:
+	// it runs only when -suite names it. For suites that take minutes
+	// whatever -duration says (crashloop: 100 SIGKILLs of a real idemd).
+	Optional bool
 	// Doc is one line for -h.
 	Doc string
 	// Run measures the suite's cases and reports each through env.Report.
@@ -49,11 +54,24 @@ func allSuites() []Suite {
 	return out
 }
 
+// defaultSuites is every suite but the optional ones, in default order:
+// what the quick tour and -suite all run.
+func defaultSuites() []Suite {
+	var out []Suite
+	for _, s := range allSuites() {
+		if !s.Optional {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // selectSuites resolves a -suite list, keeping the order the user gave.
-// An empty list or "all" selects every registered suite.
+// An empty list or "all" selects every registered suite that is not
+// Optional; an optional suite runs only when named.
 func selectSuites(list string) ([]Suite, error) {
 	if list == "" || list == "all" {
-		return allSuites(), nil
+		return defaultSuites(), nil
 	}
 	var out []Suite
 	seen := map[string]bool{}
@@ -86,10 +104,19 @@ func selectSuites(list string) ([]Suite, error) {
 	return out, nil
 }
 
-func suiteNames() string {
+// suiteNames lists every registered suite.
+func suiteNames() string { return joinNames(allSuites(), func(Suite) bool { return true }) }
+
+// defaultNames and optionalNames split suiteNames for -h.
+func defaultNames() string  { return joinNames(allSuites(), func(s Suite) bool { return !s.Optional }) }
+func optionalNames() string { return joinNames(allSuites(), func(s Suite) bool { return s.Optional }) }
+
+func joinNames(ss []Suite, keep func(Suite) bool) string {
 	var names []string
-	for _, s := range allSuites() {
-		names = append(names, s.Name)
+	for _, s := range ss {
+		if keep(s) {
+			names = append(names, s.Name)
+		}
 	}
 	return strings.Join(names, ",")
 }
