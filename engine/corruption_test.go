@@ -60,14 +60,14 @@ func walSegments(t *testing.T, dir string) []string {
 	return out
 }
 
-func checkpointFiles(t *testing.T, dir, suffix string) []string {
+// generationsT lists the checkpoints in dir, newest first.
+func generationsT(t *testing.T, dir string) []generation {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, ckptPrefix+"*"+suffix))
+	gens, err := listGenerations(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(m)
-	return m
+	return gens
 }
 
 // wantCorruption asserts err is a typed engine corruption error and returns
@@ -103,14 +103,20 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
+// ckptTestOpts make checkpoints of several parts and a log of several
+// segments.
+func ckptTestOpts() Options {
+	return quiet(Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 1024}})
+}
+
 // twoCheckpointStore leaves a closed store with two checkpoints whose log
 // was truncated before the older one: the newest checkpoint covers
 // entries the log no longer has, the older one and the log after it
 // cover everything.
-func twoCheckpointStore(t *testing.T) (dir string, opts Options, state map[string]Item, ckpts []string) {
+func twoCheckpointStore(t *testing.T) (dir string, opts Options, state map[string]Item, gens []generation) {
 	t.Helper()
 	dir = t.TempDir()
-	opts = quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}})
+	opts = ckptTestOpts()
 	db := openT(t, dir, opts)
 	for range 3 {
 		fillStore(t, db, 150)
@@ -125,45 +131,55 @@ func twoCheckpointStore(t *testing.T) (dir string, opts Options, state map[strin
 	if segs := walSegments(t, dir); len(segs) == 0 || segs[0] == fmt.Sprintf("%020d", 1) {
 		t.Fatalf("checkpoints did not truncate the log (segments %v)", segs)
 	}
-	ckpts = checkpointFiles(t, dir, ckptSuffix)
-	if len(ckpts) != 2 {
-		t.Fatalf("checkpoints %v, want the newest two", ckpts)
+	gens = generationsT(t, dir)
+	if len(gens) != 2 || !gens[0].complete() || !gens[1].complete() || len(gens[0].parts) < 3 {
+		t.Fatalf("checkpoints %+v, want the newest two, complete, of several parts", gens)
 	}
-	return dir, opts, state, ckpts
+	return dir, opts, state, gens
 }
 
-// damages are what can happen to a checkpoint file.
+// damages are what can happen to a checkpoint's files.
 var damages = []struct {
 	name string
-	do   func(t *testing.T, path string)
+	do   func(t *testing.T, dir string, g generation)
 }{
-	{"deleted", func(t *testing.T, path string) {
-		if err := os.Remove(path); err != nil {
+	{"deleted", func(t *testing.T, dir string, g generation) {
+		for _, p := range g.parts {
+			if err := os.Remove(filepath.Join(dir, p.name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}},
+	{"last-part-deleted", func(t *testing.T, dir string, g generation) {
+		if err := os.Remove(filepath.Join(dir, g.parts[len(g.parts)-1].name)); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"cut-to-half", func(t *testing.T, path string) {
-		fi, _ := os.Stat(path)
-		if err := os.Truncate(path, fi.Size()/2); err != nil {
+	{"part-cut-to-half", func(t *testing.T, dir string, g generation) {
+		p := filepath.Join(dir, g.parts[len(g.parts)/2].name)
+		fi, _ := os.Stat(p)
+		if err := os.Truncate(p, fi.Size()/2); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"footer-missing", func(t *testing.T, path string) {
-		fi, _ := os.Stat(path)
-		if err := os.Truncate(path, fi.Size()-ckptFooterLen); err != nil {
+	{"trailer-missing", func(t *testing.T, dir string, g generation) {
+		p := filepath.Join(dir, g.parts[len(g.parts)-1].name)
+		fi, _ := os.Stat(p)
+		if err := os.Truncate(p, fi.Size()-partTrailerLen); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"flipped-bit", func(t *testing.T, path string) {
-		b, _ := os.ReadFile(path)
+	{"flipped-bit", func(t *testing.T, dir string, g generation) {
+		p := filepath.Join(dir, g.parts[0].name)
+		b, _ := os.ReadFile(p)
 		b[len(b)/2] ^= 1
-		os.WriteFile(path, b, 0o640)
+		os.WriteFile(p, b, 0o640)
 	}},
-	{"wrong-name", func(t *testing.T, path string) {
-		b, _ := os.ReadFile(path)
-		at := binary.LittleEndian.Uint64(b[8:])
-		os.Remove(path)
-		os.WriteFile(filepath.Join(filepath.Dir(path), checkpointName(Version(at+1))), b, 0o640)
+	{"wrong-name", func(t *testing.T, dir string, g generation) {
+		p := g.parts[0]
+		if err := os.Rename(filepath.Join(dir, p.name), filepath.Join(dir, partName(p.v0+1, p.seq))); err != nil {
+			t.Fatal(err)
+		}
 	}},
 }
 
@@ -173,14 +189,14 @@ var damages = []struct {
 func TestOpen_DamagedOrMissingNewestCheckpointFallsBackLosingNothing(t *testing.T) {
 	for _, damage := range damages {
 		t.Run(damage.name, func(t *testing.T) {
-			dir, opts, state, ckpts := twoCheckpointStore(t)
-			newest, older := ckpts[1], ckpts[0]
-			damage.do(t, newest)
+			dir, opts, state, gens := twoCheckpointStore(t)
+			newest, older := gens[0], gens[1]
+			damage.do(t, dir, newest)
 			var logs logBuffer
 			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			db := openT(t, dir, opts)
 			sameState(t, "fallen back", scanAll(t, db), state)
-			for _, name := range []string{filepath.Base(newest), filepath.Base(older)} {
+			for _, name := range []string{genName(newest.v0), genName(older.v0)} {
 				if !strings.Contains(logs.String(), name) {
 					t.Errorf("the warning does not name %s:\n%s", name, logs.String())
 				}
@@ -205,18 +221,18 @@ func TestOpen_DamagedOrMissingNewestCheckpointFallsBackLosingNothing(t *testing.
 }
 
 func TestOpen_BothCheckpointsDamagedIsRefusedNamingThem(t *testing.T) {
-	for _, damage := range damages[:3] {
+	for _, damage := range damages {
 		t.Run(damage.name, func(t *testing.T) {
-			dir, opts, _, ckpts := twoCheckpointStore(t)
-			for _, c := range ckpts {
-				damage.do(t, c)
+			dir, opts, _, gens := twoCheckpointStore(t)
+			for _, g := range gens {
+				damage.do(t, dir, g)
 			}
 			before := dirListing(t, dir)
 			_, err := Open(dir, opts)
 			wantCorruption(t, err)
-			for _, c := range ckpts {
-				if damage.name != "deleted" && !strings.Contains(err.Error(), filepath.Base(c)) {
-					t.Errorf("the error does not name %s: %v", filepath.Base(c), err)
+			for _, g := range gens {
+				if !strings.Contains(err.Error(), genName(g.v0)) {
+					t.Errorf("the error does not name %s: %v", genName(g.v0), err)
 				}
 			}
 			if !strings.Contains(err.Error(), "checkpoint") || !strings.Contains(err.Error(), "backup") {
@@ -247,7 +263,7 @@ func dirListing(t *testing.T, dir string) []string {
 // number of checkpoints, two are kept, and the log from the older on.
 func TestCheckpoint_KeepsThePreviousCheckpointAndTheLogFromIt(t *testing.T) {
 	dir := t.TempDir()
-	opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}})
+	opts := ckptTestOpts()
 	db := openT(t, dir, opts)
 	defer db.Close()
 	var idx []Version
@@ -257,17 +273,22 @@ func TestCheckpoint_KeepsThePreviousCheckpointAndTheLogFromIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		idx = append(idx, db.Stats().Checkpoint)
-		ckpts := checkpointFiles(t, dir, ckptSuffix)
-		if len(idx) >= 2 && len(ckpts) != 2 {
-			t.Fatalf("after %d checkpoints: %v, want the newest two", len(idx), ckpts)
+		gens := generationsT(t, dir)
+		if len(idx) >= 2 && len(gens) != 2 {
+			t.Fatalf("after %d checkpoints: %+v, want the newest two", len(idx), gens)
+		}
+		for _, g := range gens {
+			if !g.complete() {
+				t.Fatalf("checkpoint %s is incomplete after Checkpoint returned", genName(g.v0))
+			}
 		}
 		if len(idx) >= 2 {
 			prev := idx[len(idx)-2]
 			if first := db.log.FirstIndex(); first > uint64(prev)+1 {
 				t.Fatalf("the log starts at %d, after the previous checkpoint %d", first, prev)
 			}
-			if want := filepath.Join(dir, checkpointName(prev)); ckpts[0] != want {
-				t.Fatalf("older checkpoint kept is %s, want %s", ckpts[0], want)
+			if gens[1].v0 != prev || gens[0].v0 != idx[len(idx)-1] {
+				t.Fatalf("checkpoints kept are %s and %s, want %s and %s", genName(gens[0].v0), genName(gens[1].v0), genName(idx[len(idx)-1]), genName(prev))
 			}
 		}
 	}
@@ -279,7 +300,8 @@ func TestOpen_DamagedOnlyCheckpointIsSkippedWhileTheLogCoversIt(t *testing.T) {
 	for _, damage := range damages {
 		t.Run(damage.name, func(t *testing.T) {
 			dir := t.TempDir()
-			opts := quiet(Options{CheckpointLogBytes: -1}) // default segments: the log keeps everything
+			opts := ckptTestOpts()
+			opts.WAL = wal.Options{} // default segments: the log keeps everything
 			db := openT(t, dir, opts)
 			fillStore(t, db, 150)
 			if err := db.Checkpoint(); err != nil {
@@ -289,13 +311,21 @@ func TestOpen_DamagedOnlyCheckpointIsSkippedWhileTheLogCoversIt(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			damage.do(t, checkpointFiles(t, dir, ckptSuffix)[0])
+			damage.do(t, dir, generationsT(t, dir)[0])
+			db = openT(t, dir, opts)
+			sameState(t, "damaged checkpoint skipped", scanAll(t, db), state)
+			if db.Stats().Recovery.FromCheckpoint != 0 {
+				t.Fatalf("recovered from checkpoint %d, want the whole log", db.Stats().Recovery.FromCheckpoint)
+			}
+			if err := db.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
 			db = openT(t, dir, opts)
 			defer db.Close()
-			sameState(t, "damaged checkpoint skipped", scanAll(t, db), state)
-			if left := checkpointFiles(t, dir, ckptSuffix); len(left) != 0 {
-				t.Fatalf("damaged checkpoint still in place: %v", left)
-			}
+			sameState(t, "after a new checkpoint", scanAll(t, db), state)
 		})
 	}
 }
@@ -318,7 +348,7 @@ func TestCheckpoint_AFailedCheckpointRemovesItsTempFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ckptTmpSuffix) || strings.HasSuffix(e.Name(), ckptSuffix) {
+		if strings.HasSuffix(e.Name(), ckptTmpSuffix) || strings.HasSuffix(e.Name(), ckptPartSuffix) {
 			t.Fatalf("failed checkpoint left %s", e.Name())
 		}
 	}

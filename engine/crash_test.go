@@ -20,9 +20,10 @@ import (
 
 // crashOpts makes every durable step frequent: small segments (cycling,
 // directory fsyncs, whole-segment truncation) and small checkpoint
-// intervals on top of the workers' explicit checkpoints.
+// intervals on top of the workers' explicit checkpoints, of many parts (so
+// that crashes land between them and later checkpoints resume).
 func crashOpts() Options {
-	return Options{CheckpointLogBytes: 8 << 10, WAL: wal.Options{SegmentBytes: 4096}}
+	return Options{CheckpointLogBytes: 8 << 10, CheckpointPartBytes: 512, WAL: wal.Options{SegmentBytes: 4096}}
 }
 
 // crashTear is one way the disk may keep what was written after the last

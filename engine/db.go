@@ -49,6 +49,7 @@ type DB struct {
 	ckptStop      chan struct{} // closed by Close
 	ckptDone      chan struct{}
 	lastCkptIndex atomic.Uint64
+	ckptPending   *pendingGen   // an incomplete checkpoint to resume; under ckptMu
 	recovery      RecoveryStats // set by recover, then read-only
 }
 
@@ -99,6 +100,9 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	go db.checkpointer()
+	if db.ckptPending != nil && opts.CheckpointLogBytes > 0 {
+		db.ckptRequests <- struct{}{} // resume the checkpoint a crash interrupted
+	}
 	db.maybeRequestCheckpoint()
 	return db, nil
 }

@@ -126,10 +126,14 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 				t.Fatalf("step with %s armed: %v, want the injected failure", tc.failpoint, err)
 			}
 			disk.Crash(db, memfs.KeepAll)
+			gens, err := listGenerations(disk.FS(), memDataDir)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var ckpts []string
-			for _, n := range names(disk.FS(), memDataDir) {
-				if strings.HasPrefix(n, ckptPrefix) && strings.HasSuffix(n, ckptSuffix) {
-					ckpts = append(ckpts, n)
+			for _, g := range gens {
+				if g.complete() {
+					ckpts = append(ckpts, genName(g.v0))
 				}
 			}
 			if err := tc.undone(before, names(disk.FS(), walDir), ckpts); err != nil {

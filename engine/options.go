@@ -28,6 +28,9 @@ type Options struct {
 	// since the last one. Negative disables automatic checkpoints. Default
 	// 64 MiB.
 	CheckpointLogBytes int64
+	// CheckpointPartBytes bounds one part of a checkpoint: the progress a
+	// crash cannot take away (see ckptfile.go). Default 32 MiB.
+	CheckpointPartBytes int
 	// WAL passes options through to the log (OnDurable is the engine's own).
 	WAL wal.Options
 	// Logger receives checkpoint, repair and fail-stop reports.
@@ -37,11 +40,17 @@ type Options struct {
 	FS vfs.FS
 }
 
-const defaultCheckpointLogBytes = 64 << 20
+const (
+	defaultCheckpointLogBytes  = 64 << 20
+	defaultCheckpointPartBytes = 32 << 20
+)
 
 func (o Options) withDefaults() Options {
 	if o.CheckpointLogBytes == 0 {
 		o.CheckpointLogBytes = defaultCheckpointLogBytes
+	}
+	if o.CheckpointPartBytes <= 0 {
+		o.CheckpointPartBytes = defaultCheckpointPartBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

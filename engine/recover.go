@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/idemdb/idem/index"
@@ -72,7 +71,7 @@ func (db *DB) recover() error {
 	}
 	if newest > ckpt.index {
 		db.opts.Logger.Warn("engine: the newest checkpoint is missing or damaged; recovered everything from an older one and the log after it",
-			"missing", checkpointName(Version(newest)), "used", ckpt.name())
+			"missing", genName(Version(newest)), "used", ckpt.name())
 	}
 	if last := Version(log.NextIndex() - 1); last > db.applied {
 		db.applied = last
@@ -97,70 +96,117 @@ func (c loadedCheckpoint) name() string {
 	if c.index == 0 {
 		return "(none: the whole log)"
 	}
-	return checkpointName(Version(c.index))
+	return genName(Version(c.index))
 }
 
-// loadCheckpoint fills the tree from the newest usable checkpoint. The log
-// holds entries from logFirst on; recorded lists the checkpoints the log
-// says were written (read only to explain a refusal).
+// filesOf names a generation's files for an operator.
+func filesOf(g generation) string {
+	if len(g.parts) == 1 {
+		return g.parts[0].name
+	}
+	return fmt.Sprintf("%s-*%s (%d parts)", genName(g.v0), ckptPartSuffix, len(g.parts))
+}
+
+// loadCheckpoint fills the tree from the newest usable checkpoint and
+// finds an incomplete newer one to resume. The log holds entries from
+// logFirst on; recorded lists the checkpoints the log says were written
+// (read only to explain a refusal).
 func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (loadedCheckpoint, error) {
-	idxs, err := listCheckpoints(db.fs, db.dir)
+	gens, err := listGenerations(db.fs, db.dir)
 	if err != nil {
 		return loadedCheckpoint{}, err
 	}
 	var tried []string
-	for i, want := range idxs {
-		name := checkpointName(want)
-		if uint64(want)+1 < logFirst {
-			// Older than the log: it cannot be completed by replay, and
-			// neither can anything older.
+	var damaged []generation
+	chosen := -1
+	for i, g := range gens {
+		if !g.complete() {
+			continue // being written, or lost a part: replay covers it
+		}
+		if uint64(g.v0)+1 < logFirst {
+			// Older than the log: replay cannot complete it, nor anything older.
 			break
 		}
-		err := db.loadCheckpointFile(name, want)
+		err := db.loadGeneration(g)
 		if err == nil {
-			c := loadedCheckpoint{index: uint64(want)}
-			if len(tried) > 0 {
-				db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
-					"damaged", tried, "used", name)
-				db.moveAside(idxs[:i])
-			}
-			return c, nil
+			chosen = i
+			break
 		}
 		if !errors.Is(err, errCheckpointDamaged) {
 			return loadedCheckpoint{}, err
 		}
-		db.opts.Logger.Warn("engine: checkpoint does not load", "file", name, "err", err)
-		tried = append(tried, name+" ("+err.Error()+")")
+		db.opts.Logger.Warn("engine: checkpoint does not load", "files", filesOf(g), "err", err)
+		tried = append(tried, filesOf(g)+" ("+err.Error()+")")
+		damaged = append(damaged, g)
 	}
-	if logFirst <= 1 {
-		if len(tried) > 0 {
-			db.opts.Logger.Warn("engine: no checkpoint loads; the log holds every entry, so recovery replays it all",
-				"damaged", tried)
-			db.moveAside(idxs)
-		}
+	if chosen < 0 && logFirst > 1 {
+		return loadedCheckpoint{}, db.noUsableCheckpoint(gens, tried, logFirst, recorded())
+	}
+	c := loadedCheckpoint{}
+	if chosen >= 0 {
+		c.index = uint64(gens[chosen].v0)
+	} else {
 		db.tree = index.NewKeySpace()
-		return loadedCheckpoint{}, nil
 	}
+	if len(tried) > 0 {
+		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
+			"damaged", tried, "used", c.name())
+		db.moveAside(damaged)
+	}
+	if len(gens) > 0 && !gens[0].complete() && gens[0].v0 > Version(c.index) {
+		db.resume(gens[0])
+	}
+	return c, nil
+}
+
+// resume makes g, an incomplete checkpoint, the one the next Checkpoint
+// continues: after its leading contiguous parts. Parts beyond them could
+// never join a complete generation and are removed.
+func (db *DB) resume(g generation) {
+	n := g.resumable()
+	if n == 0 {
+		return // nothing to build on; the next checkpoint starts afresh
+	}
+	var stale []string
+	for _, p := range g.parts[n:] {
+		stale = append(stale, p.name)
+	}
+	if len(stale) > 0 {
+		if err := removeFiles(db.fs, db.dir, stale); err != nil {
+			db.opts.Logger.Warn("engine: could not remove parts of an interrupted checkpoint", "err", err)
+			return
+		}
+	}
+	p := g.parts[n-1]
+	db.ckptPending = &pendingGen{v0: g.v0, seq: n, start: p.end, bytes: generation{parts: g.parts[:n]}.bytes()}
+	db.opts.Logger.Info("engine: resuming an interrupted checkpoint", "checkpoint", genName(g.v0), "parts_done", n)
+}
+
+func (db *DB) noUsableCheckpoint(gens []generation, tried []string, logFirst uint64, recorded []uint64) error {
 	var what []string
 	if len(tried) > 0 {
 		what = append(what, "damaged: "+strings.Join(tried, "; "))
 	}
+	complete := map[Version]bool{}
+	for _, g := range gens {
+		complete[g.v0] = g.complete()
+	}
 	var missing []string
-	for _, v := range recorded() {
-		if !slices.Contains(idxs, Version(v)) {
-			missing = append(missing, checkpointName(Version(v)))
+	for _, v := range recorded {
+		if !complete[Version(v)] {
+			missing = append(missing, genName(Version(v)))
 		}
 	}
 	if len(missing) > 0 {
-		what = append(what, "missing, though the log records writing them: "+strings.Join(missing, ", "))
+		what = append(what, "missing or incomplete, though the log records writing them: "+strings.Join(missing, ", "))
 	}
 	if len(what) == 0 {
 		what = append(what, "no checkpoint file is present")
 	}
-	return loadedCheckpoint{}, &CorruptionError{File: db.dir, Reason: fmt.Sprintf(
+	return &CorruptionError{File: db.dir, Reason: fmt.Sprintf(
 		"no usable checkpoint (%s): the log starts at entry %d, so the entries before it exist only in a checkpoint. "+
-			"Nothing was changed. Restore the data directory from a backup, or put back a checkpoint file "+
-			"ckpt-<index>.ckpt with index ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
+			"Nothing was changed. Restore the data directory from a backup, or put back the files of a checkpoint "+
+			"ckpt-<index>-*.part with index ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
 }
 
 // recordedCheckpoints lists the checkpoints the log records writing
@@ -176,44 +222,48 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 	return out
 }
 
-// errCheckpointDamaged marks a checkpoint file that does not decode.
+// errCheckpointDamaged marks a checkpoint that does not decode.
 var errCheckpointDamaged = errors.New("damaged checkpoint")
 
-// loadCheckpointFile decodes one checkpoint into the tree.
-func (db *DB) loadCheckpointFile(name string, want Version) error {
-	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: vanished", errCheckpointDamaged)
-	}
-	if err != nil {
-		return err
-	}
+// loadGeneration decodes every part of g into a new tree.
+func (db *DB) loadGeneration(g generation) error {
 	tree := index.NewKeySpace()
-	at, err := decodeCheckpoint(data, func(k, v []byte, ver Version) {
-		// Records alias data: one allocation holds the whole image.
-		// k and v are adjacent in the image: one item aliases both.
-		tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
-	})
-	if err == nil && at != want {
-		err = fmt.Errorf("header index %d does not match file name", at)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", errCheckpointDamaged, err)
+	applied := g.v0
+	for _, p := range g.parts {
+		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
+		}
+		if err != nil {
+			return err
+		}
+		err = decodePart(data, p, func(k, v []byte, ver Version) {
+			// Records alias data: one allocation holds the whole part.
+			// k and v are adjacent in the image: one item aliases both.
+			tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
+		}
+		applied = max(applied, p.version)
 	}
 	db.tree = tree
-	db.applied = at
-	db.ckptSize.Store(int64(len(data)))
+	db.applied = applied
+	db.ckptSize.Store(g.bytes())
 	return nil
 }
 
-// moveAside renames damaged checkpoints to <name>.damaged: out of every
-// later choice, kept for an operator until newer checkpoints supersede
-// them. A failure only costs a warning: the next open skips them again.
-func (db *DB) moveAside(idxs []Version) {
-	for _, v := range idxs {
-		p := filepath.Join(db.dir, checkpointName(v))
-		if err := db.fs.Rename(p, p+damagedSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			db.opts.Logger.Warn("engine: could not move a damaged checkpoint aside", "file", p, "err", err)
+// moveAside renames damaged checkpoints' files to <name>.damaged: out of
+// every later choice, kept for an operator until newer checkpoints
+// supersede them. A failure only costs a warning: the next open skips them
+// again.
+func (db *DB) moveAside(gens []generation) {
+	for _, g := range gens {
+		for _, part := range g.parts {
+			p := filepath.Join(db.dir, part.name)
+			if err := db.fs.Rename(p, p+damagedSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				db.opts.Logger.Warn("engine: could not move a damaged checkpoint aside", "file", p, "err", err)
+			}
 		}
 	}
 	if err := vfs.SyncDir(db.fs, db.dir); err != nil {

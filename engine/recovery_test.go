@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -75,4 +77,111 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestCheckpoint_ACrashMidCheckpointKeepsItsParts: a checkpoint cut short
+// by a crash is resumed by the next process from its last durable part —
+// not restarted — and the generation it completes, written by two
+// processes from two snapshots, recovers the exact state.
+func TestCheckpoint_ACrashMidCheckpointKeepsItsParts(t *testing.T) {
+	ctx := context.Background()
+	disk := newMemDisk()
+	opts := Options{CheckpointLogBytes: -1, CheckpointPartBytes: 1 << 10, WAL: wal.Options{SegmentBytes: 4 << 10}}
+	efs := errorfs.Wrap(disk.FS())
+	o := disk.opts(opts)
+	o.FS = efs
+	db := openT(t, memDataDir, o)
+	fillStore(t, db, 200)
+	// The third part's rename fails: two parts are durable, then the power goes.
+	efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptPartSuffix + ckptTmpSuffix, Nth: 3, Err: errorfs.EIO})
+	if err := db.Checkpoint(); !errors.Is(err, errorfs.EIO) {
+		t.Fatalf("checkpoint whose third part fails: %v", err)
+	}
+	for i := range 50 {
+		k := []byte(fmt.Sprintf("k%03d", i))
+		if _, err := db.Apply(ctx, new(Batch).Put(k, []byte(fmt.Sprintf("changed-after-the-first-parts-%d", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := scanAll(t, db)
+	disk.Crash(db, memfs.DropUnsynced)
+
+	db = disk.open(t, opts)
+	sameState(t, "after the crash", scanAll(t, db), state)
+	gens, err := listGenerations(disk.FS(), memDataDir)
+	if err != nil || len(gens) != 1 || gens[0].complete() || len(gens[0].parts) != 2 {
+		t.Fatalf("after the crash: %+v, %v; want one incomplete checkpoint of two parts", gens, err)
+	}
+	interrupted := gens[0]
+	if db.ckptPending == nil || db.ckptPending.v0 != interrupted.v0 || db.ckptPending.seq != 2 {
+		t.Fatalf("the open does not resume the interrupted checkpoint: %+v", db.ckptPending)
+	}
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	gens, _ = listGenerations(disk.FS(), memDataDir)
+	if len(gens) != 1 || !gens[0].complete() || gens[0].v0 != interrupted.v0 {
+		t.Fatalf("after resuming: %+v, want the interrupted checkpoint completed", gens)
+	}
+	for i, p := range gens[0].parts[:2] {
+		if p.version != interrupted.parts[i].version {
+			t.Fatalf("part %d was rewritten (version %d, was %d): progress was lost", i, p.version, interrupted.parts[i].version)
+		}
+	}
+	if last := gens[0].parts[len(gens[0].parts)-1]; last.version <= interrupted.parts[0].version {
+		t.Fatalf("the resumed parts come from the old snapshot (version %d)", last.version)
+	}
+	disk.Crash(db, memfs.DropUnsynced)
+	db = disk.open(t, opts)
+	defer db.Close()
+	if got := db.Stats().Recovery.FromCheckpoint; got != interrupted.v0 {
+		t.Fatalf("recovered from checkpoint %d, want the one two processes wrote (%d)", got, interrupted.v0)
+	}
+	sameState(t, "from the checkpoint two processes wrote", scanAll(t, db), state)
+}
+
+// TestOpen_RecoveryStaysBoundedWhenACheckpointOutlastsALife: every process
+// lives long enough to write two parts of a checkpoint of many, then
+// crashes. Checkpoints still complete — each life adds its parts — so the
+// log a restart replays stays bounded however many lives there are.
+func TestOpen_RecoveryStaysBoundedWhenACheckpointOutlastsALife(t *testing.T) {
+	ctx := context.Background()
+	disk := newMemDisk()
+	opts := Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 8 << 10}}
+	value := []byte(strings.Repeat("v", 200))
+	const lives, perLife = 60, 30
+	maxReplayed, completed := int64(0), map[Version]bool{}
+	for life := range lives {
+		efs := errorfs.Wrap(disk.FS())
+		o := disk.opts(opts)
+		o.FS = efs
+		db, err := Open(memDataDir, o)
+		if err != nil {
+			t.Fatalf("life %d: %v", life, err)
+		}
+		maxReplayed = max(maxReplayed, db.Stats().Recovery.ReplayedBytes)
+		for i := range perLife {
+			k := fmt.Appendf(nil, "k%03d", (life*perLife+i)%300) // a ~70 KiB store: many parts
+			if _, err := db.Apply(ctx, new(Batch).Put(k, value)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptPartSuffix + ckptTmpSuffix, Nth: 3, Err: errorfs.EIO})
+		switch err := db.Checkpoint(); {
+		case err == nil:
+			completed[db.Stats().Checkpoint] = true
+		case !errors.Is(err, errorfs.EIO):
+			t.Fatalf("life %d: checkpoint: %v", life, err)
+		}
+		disk.Crash(db, memfs.DropUnsynced)
+	}
+	if len(completed) < 3 {
+		t.Fatalf("%d checkpoints completed in %d lives of two parts each", len(completed), lives)
+	}
+	// A checkpoint of ~35 parts takes ~18 lives; the log replayed spans at
+	// most two checkpoints' worth of lives.
+	if limit := int64(2 * 20 * perLife * 230); maxReplayed > limit {
+		t.Fatalf("an open replayed %d bytes, want at most %d", maxReplayed, limit)
+	}
+	t.Logf("%d checkpoints completed; max replayed %d bytes", len(completed), maxReplayed)
 }

@@ -65,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		crashSeed     = fs.Uint64("crashloop-seed", 1, "crashloop: seed of the kill intervals and of the exactly-once sample")
 		crashMax      = fs.Duration("crashloop-max", time.Hour, "crashloop: wall-clock cap of the kill loop; it stops early (fewer kills, reported) when the next interval would pass it")
 		crashCkpt     = fs.Int64("crashloop-checkpoint-bytes", 0, "crashloop: idemd -checkpoint-bytes (0: idemd's default, 64 MiB)")
+		crashDocs     = fs.Int("crashloop-docs", 0, "crashloop: documents the batches write, ids reused round-robin, so the store stops growing (0: every batch inserts new documents)")
+		crashRetain   = fs.Duration("crashloop-retention", 0, "crashloop: idemd -retention of terminal receipts (0: idemd's default, 24h); short with -crashloop-docs keeps the store's size steady")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bench [flags]\n\nWithout -suite: a quick tour of every suite (%s per case, 100k-key stores).\n\nsuites:\n", quickDuration)
@@ -90,12 +92,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("need -duration > 0, -value-bytes >= 0, -keys, -receipts, -replay-keys >= 1, -batch-docs in 1..%d", table.BatchDocsMax)
 	}
 	crash := CrashloopOptions{Kills: *crashKills, Clients: *crashClients, Seed: *crashSeed, MaxWall: *crashMax,
-		CheckpointBytes: *crashCkpt}
+		CheckpointBytes: *crashCkpt, Docs: *crashDocs, Retention: *crashRetain}
 	if crash.IntervalMin, crash.IntervalMax, err = parseCrashInterval(*crashInterval); err != nil {
 		return fmt.Errorf("-crashloop-interval: %w", err)
 	}
-	if crash.Kills < 1 || crash.Clients < 1 || crash.MaxWall <= 0 || crash.CheckpointBytes < 0 {
-		return errors.New("need -crashloop-kills, -crashloop-clients >= 1, -crashloop-max > 0, -crashloop-checkpoint-bytes >= 0")
+	if crash.Kills < 1 || crash.Clients < 1 || crash.MaxWall <= 0 || crash.CheckpointBytes < 0 || crash.Docs < 0 || crash.Retention < 0 {
+		return errors.New("need -crashloop-kills, -crashloop-clients >= 1, -crashloop-max > 0, -crashloop-checkpoint-bytes, -crashloop-docs, -crashloop-retention >= 0")
 	}
 	suites, err := selectSuites(*suiteList)
 	if err != nil {

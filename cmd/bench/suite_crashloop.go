@@ -46,6 +46,8 @@ type CrashloopOptions struct {
 	Seed                     uint64        // kill intervals and the exactly-once sample
 	MaxWall                  time.Duration // cap of the kill loop
 	CheckpointBytes          int64         // idemd -checkpoint-bytes; 0 keeps idemd's default
+	Docs                     int           // document ids reused round-robin (0: new ones per batch)
+	Retention                time.Duration // idemd -retention; 0 keeps idemd's default
 }
 
 // parseCrashInterval reads "2s-5s" (uniform between the two) or "3s".
@@ -143,6 +145,9 @@ func runCrashloop(env *Env) error {
 	var extra []string
 	if o.CheckpointBytes > 0 {
 		extra = append(extra, "-checkpoint-bytes", strconv.FormatInt(o.CheckpointBytes, 10))
+	}
+	if o.Retention > 0 {
+		extra = append(extra, "-retention", o.Retention.String())
 	}
 	logs := newCrashLogs()
 	health := newHealthClient()
@@ -499,19 +504,23 @@ func slope(v []float64) float64 {
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
-// checkpointFiles counts the data dir's checkpoints, names and sizes the
-// newest, and counts the temp files of unfinished ones.
+// checkpointFiles counts the data dir's checkpoints (ckpt-<index>-<n>.part
+// files grouped by index; complete or being written), names and sizes the
+// newest, and counts the temp files of unfinished parts.
 func checkpointFiles(data string) (n int, newest string, size int64, tmps int) {
-	names, _ := filepath.Glob(filepath.Join(data, "ckpt-*.ckpt"))
+	names, _ := filepath.Glob(filepath.Join(data, "ckpt-*.part"))
 	slices.Sort(names) // zero-padded indexes: the newest sorts last
-	if len(names) > 0 {
-		newest = filepath.Base(names[len(names)-1])
-		if info, err := os.Stat(names[len(names)-1]); err == nil {
-			size = info.Size()
+	sizes := map[string]int64{}
+	for _, p := range names {
+		base := filepath.Base(p)
+		gen := base[:min(len(base), len("ckpt-")+20)]
+		if info, err := os.Stat(p); err == nil {
+			sizes[gen] += info.Size()
 		}
+		newest = gen
 	}
 	tmp, _ := filepath.Glob(filepath.Join(data, "ckpt-*.tmp"))
-	return len(names), newest, size, len(tmp)
+	return len(sizes), newest, sizes[newest], len(tmp)
 }
 
 // moduleRoot is the directory of the idem module's go.mod: `go env GOMOD`
@@ -847,7 +856,11 @@ func newCrashLoad(env *Env, o CrashloopOptions) *crashLoad {
 		DisableCompression:  true,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 	}
-	l := &crashLoad{clients: o.Clients, seed: o.Seed, wl: newWorkload(env.Opts.BatchDocs),
+	wl := newWorkload(env.Opts.BatchDocs)
+	if o.Docs > 0 {
+		wl.perWorker = uint64(max(o.Docs/o.Clients, 10*env.Opts.BatchDocs))
+	}
+	l := &crashLoad{clients: o.Clients, seed: o.Seed, wl: wl,
 		client: &http.Client{Transport: tr, Timeout: time.Minute}, tr: tr, failed: make(chan struct{})}
 	for range o.Clients {
 		l.hists = append(l.hists, newHist())

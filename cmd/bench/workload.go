@@ -32,9 +32,13 @@ const (
 // workload builds the batches of one case. IDs embed a per-workload tag,
 // so cases that share a store never touch each other's documents or keys.
 type workload struct {
-	docs int
-	doc  json.RawMessage // one ≈190-byte document, shared read-only
-	tag  string
+	docs  int
+	doc   json.RawMessage // one ≈190-byte document, shared read-only
+	tag   string
+	// perWorker, if > 0, makes each worker reuse its own perWorker document
+	// ids round-robin: the store stops growing, and no two workers' batches
+	// touch the same document (which would abort one as a conflict).
+	perWorker uint64
 }
 
 var workloadSeq = rand.New(rand.NewPCG(7, uint64(rand.Uint32())))
@@ -56,6 +60,10 @@ func (wl *workload) appendDocID(dst []byte, w int, i uint64, j int) []byte {
 	dst = append(dst, 'd')
 	dst = append(dst, wl.tag...)
 	dst = append(dst, '-')
+	if wl.perWorker > 0 {
+		n := uint64(w)*wl.perWorker + (i*uint64(wl.docs)+uint64(j))%wl.perWorker
+		return strconv.AppendUint(dst, n, 10)
+	}
 	dst = strconv.AppendInt(dst, int64(w), 10)
 	dst = append(dst, '-')
 	dst = strconv.AppendUint(dst, i, 10)

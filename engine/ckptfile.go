@@ -1,0 +1,462 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/vfs"
+)
+
+// Checkpoint files.
+//
+// A checkpoint is a generation of parts. Each part holds, in key order, the
+// keys of one range [start, end) as of its own snapshot version; the parts
+// of a generation cover the key space in order, and the generation is
+// named by v0, the snapshot version of its first part:
+//
+//	ckpt-<v0>-<seq>.part
+//	header   "IDEMCKP3" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
+//	records  count × ( uvarint(len key) | uvarint(len value) | key | value | uvarint(version) )
+//	trailer  end | len(end) u32 | last u8 | count u64 | crc32c(header ‖ records) u32
+//	         | crc32c(end ‖ len(end) ‖ last ‖ count ‖ that crc) u32 | "IDEMEND3"
+//
+// Parts are fuzzy: a later part is taken from a later snapshot, perhaps
+// by a later process. Recovery loads every part and replays the log from
+// v0 + 1, the oldest of their versions. That is exact: a key's last write
+// in the log after v0 is either newer than its part's snapshot, and the
+// replay puts it back last, or not, and then the part already holds what
+// it wrote. So a checkpoint's progress survives a crash — each process
+// adds parts to the generation the last one left — and a store that is
+// killed more often than it can write a whole checkpoint still completes
+// one. Each part is written to <name>.tmp, fsynced, renamed and the
+// directory fsynced; the trailer alone says where the part ends, so a
+// generation's progress is read without reading its records.
+//
+// A checkpoint written by earlier versions, ckpt-<index>.ckpt (format
+// IDEMCKP2: header "IDEMCKP2" | index | count, records, crc32c, "IDEMEND1"),
+// is read as a complete generation of one part at v0 = index.
+const (
+	ckptPrefix     = "ckpt-"
+	ckptPartSuffix = ".part"
+	ckptSuffix     = ".ckpt" // legacy single-file checkpoints
+	ckptTmpSuffix  = ".tmp"
+
+	partMagic      = "IDEMCKP3"
+	partEndMagic   = "IDEMEND3"
+	partHeaderMin  = 8 + 8 + 4 + 8
+	partTrailerLen = 4 + 1 + 8 + 4 + 4 + 8
+
+	legacyMagic     = "IDEMCKP2"
+	legacyEndMagic  = "IDEMEND1"
+	legacyHeaderLen = 8 + 8 + 8
+	legacyFooterLen = 4 + 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// genName names a generation in messages: the prefix its files share.
+func genName(v0 Version) string { return fmt.Sprintf("%s%020d", ckptPrefix, v0) }
+
+func partName(v0 Version, seq int) string {
+	return fmt.Sprintf("%s-%06d%s", genName(v0), seq, ckptPartSuffix)
+}
+
+func legacyName(index Version) string { return genName(index) + ckptSuffix }
+
+// partMeta is what a part's header and trailer say, read without its
+// records.
+type partMeta struct {
+	name       string
+	v0         Version
+	seq        int
+	version    Version
+	start, end []byte
+	last       bool
+	count      uint64
+	size       int64
+	legacy     bool
+}
+
+// generation is one checkpoint: its parts in order.
+type generation struct {
+	v0    Version
+	parts []partMeta
+}
+
+// complete reports whether the parts cover the whole key space.
+func (g generation) complete() bool {
+	if len(g.parts) == 0 {
+		return false
+	}
+	for i, p := range g.parts {
+		if p.seq != i || (i == 0 && len(p.start) != 0) || (i > 0 && !bytes.Equal(p.start, g.parts[i-1].end)) {
+			return false
+		}
+	}
+	return g.parts[len(g.parts)-1].last
+}
+
+// resumable returns how many leading parts a resumed checkpoint can build
+// on: contiguous from the start, the last of them not the last part.
+func (g generation) resumable() int {
+	n := 0
+	for i, p := range g.parts {
+		if p.seq != i || p.last || (i == 0 && len(p.start) != 0) || (i > 0 && !bytes.Equal(p.start, g.parts[i-1].end)) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+func (g generation) bytes() int64 {
+	var n int64
+	for _, p := range g.parts {
+		n += p.size
+	}
+	return n
+}
+
+// listGenerations returns the generations in dir, newest first, with the
+// parts whose header or trailer cannot be read left out (they make their
+// generation incomplete), and removes the temporary files of interrupted
+// checkpoints.
+func listGenerations(fsys vfs.FS, dir string) ([]generation, error) {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	byV0 := map[Version]*generation{}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, ckptPrefix) {
+			continue
+		}
+		if strings.HasSuffix(name, ckptTmpSuffix) {
+			fsys.Remove(filepath.Join(dir, name)) // an interrupted checkpoint
+			continue
+		}
+		var m partMeta
+		switch {
+		case strings.HasSuffix(name, ckptSuffix):
+			v, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, ckptPrefix), ckptSuffix), 10, 64)
+			if err != nil {
+				continue
+			}
+			m = partMeta{name: name, v0: Version(v), version: Version(v), last: true, legacy: true}
+			if fi, err := e.Info(); err == nil {
+				m.size = fi.Size()
+			}
+		case strings.HasSuffix(name, ckptPartSuffix):
+			if m, err = readPartMeta(fsys, dir, name); err != nil {
+				continue
+			}
+		default:
+			continue
+		}
+		g := byV0[m.v0]
+		if g == nil {
+			g = &generation{v0: m.v0}
+			byV0[m.v0] = g
+		}
+		g.parts = append(g.parts, m)
+	}
+	out := make([]generation, 0, len(byV0))
+	for _, g := range byV0 {
+		sort.Slice(g.parts, func(i, j int) bool { return g.parts[i].seq < g.parts[j].seq })
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].v0 > out[j].v0 })
+	return out, nil
+}
+
+// parsePartName returns the v0 and seq a part's name gives.
+func parsePartName(name string) (Version, int, bool) {
+	rest := strings.TrimSuffix(strings.TrimPrefix(name, ckptPrefix), ckptPartSuffix)
+	v, s, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	v0, err1 := strconv.ParseUint(v, 10, 64)
+	seq, err2 := strconv.Atoi(s)
+	return Version(v0), seq, err1 == nil && err2 == nil && seq >= 0
+}
+
+// readPartMeta reads a part's header and trailer, not its records.
+func readPartMeta(fsys vfs.FS, dir, name string) (partMeta, error) {
+	v0, seq, ok := parsePartName(name)
+	if !ok {
+		return partMeta{}, errors.New("not a part name")
+	}
+	f, err := fsys.OpenFile(filepath.Join(dir, name), os.O_RDONLY, 0)
+	if err != nil {
+		return partMeta{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return partMeta{}, err
+	}
+	size := fi.Size()
+	if size < partHeaderMin+1+partTrailerLen {
+		return partMeta{}, errors.New("short part")
+	}
+	tail := make([]byte, min(size-partHeaderMin, partTrailerLen+KeyBytesMax))
+	if _, err := f.ReadAt(tail, size-int64(len(tail))); err != nil {
+		return partMeta{}, err
+	}
+	hdr := make([]byte, min(size, partHeaderMin+binary.MaxVarintLen64+KeyBytesMax))
+	if _, err := f.ReadAt(hdr, 0); err != nil && !errors.Is(err, io.EOF) {
+		return partMeta{}, err
+	}
+	m, err := partMetaOf(hdr, tail, size)
+	if err != nil {
+		return partMeta{}, err
+	}
+	if m.v0 != v0 || m.seq != seq {
+		return partMeta{}, fmt.Errorf("header says part %d of %d, the name part %d of %d", m.seq, m.v0, seq, v0)
+	}
+	m.name = name
+	return m, nil
+}
+
+// partMetaOf decodes a part's meta from the start of its image (hdr), the
+// end of it (tail, at least the trailer) and its size.
+func partMetaOf(hdr, tail []byte, size int64) (partMeta, error) {
+	if len(tail) < partTrailerLen {
+		return partMeta{}, errors.New("short part")
+	}
+	tr := tail[len(tail)-partTrailerLen:]
+	endLen := int(binary.LittleEndian.Uint32(tr[0:]))
+	if string(tr[partTrailerLen-8:]) != partEndMagic || endLen > len(tail)-partTrailerLen {
+		return partMeta{}, errors.New("no trailer (incomplete write)")
+	}
+	end := tail[len(tail)-partTrailerLen-endLen : len(tail)-partTrailerLen]
+	if binary.LittleEndian.Uint32(tr[17:]) != crc32.Update(crc32.Checksum(end, castagnoli), castagnoli, tr[:17]) {
+		return partMeta{}, errors.New("trailer checksum mismatch")
+	}
+	m, _, err := parsePartHeader(hdr)
+	if err != nil {
+		return partMeta{}, err
+	}
+	m.size, m.end = size, append([]byte(nil), end...)
+	m.last = tr[4] == 1
+	m.count = binary.LittleEndian.Uint64(tr[5:])
+	if m.last && len(end) != 0 {
+		return partMeta{}, errors.New("a last part with an end key")
+	}
+	return m, nil
+}
+
+// parsePartHeader decodes a part's header and returns its length.
+func parsePartHeader(b []byte) (partMeta, int, error) {
+	if len(b) < partHeaderMin || string(b[:8]) != partMagic {
+		return partMeta{}, 0, errors.New("bad magic")
+	}
+	m := partMeta{
+		v0:      Version(binary.LittleEndian.Uint64(b[8:])),
+		seq:     int(binary.LittleEndian.Uint32(b[16:])),
+		version: Version(binary.LittleEndian.Uint64(b[20:])),
+	}
+	n, k := binary.Uvarint(b[partHeaderMin:])
+	if k <= 0 || n > KeyBytesMax || uint64(len(b)-partHeaderMin-k) < n {
+		return partMeta{}, 0, errors.New("bad start key")
+	}
+	at := partHeaderMin + k
+	m.start = append([]byte(nil), b[at:at+int(n)]...)
+	if m.version < m.v0 {
+		return partMeta{}, 0, errors.New("part older than its generation")
+	}
+	return m, at + int(n), nil
+}
+
+// decodePart validates a whole part image against its meta and calls fn
+// for each record in order. Keys and values alias data, the value right
+// after its key.
+func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Version)) error {
+	if m.legacy {
+		at, err := decodeLegacy(data, fn)
+		if err == nil && at != m.v0 {
+			err = fmt.Errorf("header index %d does not match file name", at)
+		}
+		return err
+	}
+	if int64(len(data)) != m.size {
+		return fmt.Errorf("%d bytes, %d when listed", len(data), m.size)
+	}
+	bodyEnd := len(data) - partTrailerLen - len(m.end)
+	tr := data[len(data)-partTrailerLen:]
+	if binary.LittleEndian.Uint32(tr[13:]) != crc32.Checksum(data[:bodyEnd], castagnoli) {
+		return errors.New("checksum mismatch")
+	}
+	_, at, err := parsePartHeader(data[:bodyEnd])
+	if err != nil {
+		return err
+	}
+	prev := m.start
+	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, func(k, v []byte, ver Version) error {
+		if bytes.Compare(k, prev) < 0 || (len(m.end) > 0 && bytes.Compare(k, m.end) >= 0) {
+			return fmt.Errorf("key %q outside the part's range", k)
+		}
+		prev = k
+		fn(k, v, ver)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n != bodyEnd-at {
+		return fmt.Errorf("%d trailing bytes", bodyEnd-at-n)
+	}
+	return nil
+}
+
+// decodeRecords decodes count records no newer than at, in strictly
+// increasing key order, and returns how many bytes they took.
+func decodeRecords(rest []byte, count uint64, at Version, fn func(key, value []byte, version Version) error) (int, error) {
+	total := len(rest)
+	var prev []byte
+	for i := uint64(0); i < count; i++ {
+		klen, n1 := binary.Uvarint(rest)
+		if n1 <= 0 {
+			return 0, fmt.Errorf("record %d: bad key length", i)
+		}
+		vlen, n2 := binary.Uvarint(rest[n1:])
+		if n2 <= 0 {
+			return 0, fmt.Errorf("record %d: bad value length", i)
+		}
+		r := rest[n1+n2:]
+		if klen == 0 || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
+			return 0, fmt.Errorf("record %d: bad key or value", i)
+		}
+		// The key's capacity spans its value: the two can be taken as one slice.
+		key, val := r[:klen:klen+vlen], r[klen:klen+vlen:klen+vlen]
+		r = r[klen+vlen:]
+		ver, n := binary.Uvarint(r)
+		if n <= 0 || ver == 0 || Version(ver) > at {
+			return 0, fmt.Errorf("record %d: bad version", i)
+		}
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			return 0, fmt.Errorf("record %d: keys out of order", i)
+		}
+		prev = key
+		rest = r[n:]
+		if err := fn(key, val, Version(ver)); err != nil {
+			return 0, err
+		}
+	}
+	return total - len(rest), nil
+}
+
+// decodeLegacy validates an IDEMCKP2 checkpoint and calls fn for each record.
+func decodeLegacy(data []byte, fn func(key, value []byte, version Version)) (Version, error) {
+	if len(data) < legacyHeaderLen+legacyFooterLen {
+		return 0, errors.New("short file")
+	}
+	if string(data[:8]) != legacyMagic {
+		return 0, errors.New("bad magic")
+	}
+	body, ftr := data[:len(data)-legacyFooterLen], data[len(data)-legacyFooterLen:]
+	if string(ftr[4:]) != legacyEndMagic {
+		return 0, errors.New("missing end marker (incomplete write)")
+	}
+	if binary.LittleEndian.Uint32(ftr[:4]) != crc32.Checksum(body, castagnoli) {
+		return 0, errors.New("checksum mismatch")
+	}
+	at := Version(binary.LittleEndian.Uint64(body[8:]))
+	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at,
+		func(k, v []byte, ver Version) error { fn(k, v, ver); return nil })
+	if err != nil {
+		return 0, err
+	}
+	if n != len(body)-legacyHeaderLen {
+		return 0, fmt.Errorf("%d trailing bytes", len(body)-legacyHeaderLen-n)
+	}
+	return at, nil
+}
+
+// partWriter streams one part: header, records, trailer.
+type partWriter struct {
+	w     io.Writer
+	crc   hashWriter
+	bw    *bufio.Writer
+	count uint64
+	bytes int
+	buf   [3 * binary.MaxVarintLen64]byte
+}
+
+type hashWriter interface {
+	io.Writer
+	Sum32() uint32
+}
+
+func newPartWriter(w io.Writer, v0 Version, seq int, version Version, start []byte) *partWriter {
+	p := &partWriter{w: w, crc: crc32.New(castagnoli)}
+	p.bw = bufio.NewWriterSize(io.MultiWriter(w, p.crc), 1<<20)
+	var hdr [partHeaderMin]byte
+	copy(hdr[:8], partMagic)
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(v0))
+	binary.LittleEndian.PutUint32(hdr[16:], uint32(seq))
+	binary.LittleEndian.PutUint64(hdr[20:], uint64(version))
+	p.bw.Write(hdr[:])
+	p.bw.Write(binary.AppendUvarint(p.buf[:0], uint64(len(start))))
+	p.bw.Write(start)
+	return p
+}
+
+func (p *partWriter) add(it index.KV) {
+	key, val := it.Key(), it.Value()
+	n := binary.PutUvarint(p.buf[:], uint64(len(key)))
+	n += binary.PutUvarint(p.buf[n:], uint64(len(val)))
+	p.bw.Write(p.buf[:n])
+	p.bw.Write(key)
+	p.bw.Write(val)
+	p.bw.Write(p.buf[:binary.PutUvarint(p.buf[:], it.Version)])
+	p.count++
+	p.bytes += n + len(key) + len(val)
+}
+
+// finish writes the trailer: end is the first key of the next part (nil
+// for the last part).
+func (p *partWriter) finish(end []byte, last bool) error {
+	if err := p.bw.Flush(); err != nil {
+		return err
+	}
+	tr := make([]byte, 0, len(end)+partTrailerLen)
+	tr = append(tr, end...)
+	tr = binary.LittleEndian.AppendUint32(tr, uint32(len(end)))
+	if last {
+		tr = append(tr, 1)
+	} else {
+		tr = append(tr, 0)
+	}
+	tr = binary.LittleEndian.AppendUint64(tr, p.count)
+	tr = binary.LittleEndian.AppendUint32(tr, p.crc.Sum32())
+	tr = binary.LittleEndian.AppendUint32(tr, crc32.Checksum(tr, castagnoli))
+	tr = append(tr, partEndMagic...)
+	_, err := p.w.Write(tr)
+	return err
+}
+
+// removeFiles removes a generation's files (best effort is not enough: an
+// error is returned, and the next checkpoint tries again).
+func removeFiles(fsys vfs.FS, dir string, names []string) error {
+	for _, name := range names {
+		if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
