@@ -32,9 +32,9 @@ const (
 // workload builds the batches of one case. IDs embed a per-workload tag,
 // so cases that share a store never touch each other's documents or keys.
 type workload struct {
-	docs  int
-	doc   json.RawMessage // one ≈190-byte document, shared read-only
-	tag   string
+	docs int
+	doc  json.RawMessage // one ≈190-byte document, shared read-only
+	tag  string
 	// perWorker, if > 0, makes each worker reuse its own perWorker document
 	// ids round-robin: the store stops growing, and no two workers' batches
 	// touch the same document (which would abort one as a conflict).
