@@ -291,7 +291,7 @@ func runChaos(t *testing.T, spec *apitest.Spec, v chaosVariant, seed uint64) {
 
 	// Restart without failpoints; a short lease TTL so background
 	// maintenance runs too (the new incarnation may adopt at once anyway).
-	p2 := apitest.Start(t, c, data, nil, "-lease-ttl", "2s")
+	p2 := apitest.Start(t, c, data, nil, "-lease-ttl", "2s", "-maintain-interval", "1s")
 	restartedAt := time.Since(began)
 	c2 := c.WithBase(p2.Base())
 	converge(t, c2, keys)

@@ -86,8 +86,14 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 	return s, nil
 }
 
-// startLoop runs fn every interval on its own goroutine until Close; a
-// negative interval disables it.
+// firstPassMax bounds how long after open a background loop first runs.
+// A process that lives less than an interval — one killed every few
+// seconds — must still recover its predecessor's receipts and clean
+// expired ones, or the store grows with every restart.
+const firstPassMax = time.Second
+
+// startLoop runs fn every interval on its own goroutine until Close, the
+// first time after at most firstPassMax; a negative interval disables it.
 func (s *Service) startLoop(interval time.Duration, fn func(context.Context)) {
 	if interval < 0 {
 		return
@@ -101,13 +107,15 @@ func (s *Service) startLoop(interval time.Duration, fn func(context.Context)) {
 			<-s.stop
 			cancel()
 		}()
+		wait := min(interval, firstPassMax)
 		for {
 			select {
 			case <-s.stop:
 				return
-			case <-s.clock.After(interval):
+			case <-s.clock.After(wait):
 			}
 			fn(ctx)
+			wait = interval
 		}
 	}()
 }

@@ -203,9 +203,9 @@ func (p *Proc) WaitHealthy(c *Client) {
 
 // Launch starts idemd on a free loopback port with data directory data and
 // returns as soon as it logs its address. Defaults: JSON logs, a 60 s lease
-// TTL (no background maintenance pass runs during a short test, so every
-// state change is one the test caused) and a 10 s shutdown timeout; args
-// come after them and override them. env adds environment variables:
+// TTL, no background recovery or cleaner pass (every state change is one
+// the test caused; pass -maintain-interval to have one) and a 10 s
+// shutdown timeout; args come after them and override them. env adds environment variables:
 // GO_FAILPOINTS and GO_FAILPOINTS_HTTP are never inherited from the test's
 // own environment, only passed explicitly.
 func Launch(t testing.TB, data string, env []string, args ...string) *Proc {
@@ -231,7 +231,7 @@ func TryLaunch(t testing.TB, data string, env []string, args ...string) (*Proc, 
 func TryLaunchBinary(t testing.TB, bin, data string, env []string, args ...string) (*Proc, error) {
 	t.Helper()
 	argv := append([]string{"-addr", "127.0.0.1:0", "-data", data, "-log-format", "json",
-		"-lease-ttl", "60s", "-shutdown-timeout", "10s"}, args...)
+		"-lease-ttl", "60s", "-maintain-interval", "-1s", "-clean-interval", "-1s", "-shutdown-timeout", "10s"}, args...)
 	cmd := exec.Command(bin, argv...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") && !strings.HasPrefix(kv, "GO_FAILPOINTS_HTTP=") {
