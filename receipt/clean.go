@@ -22,22 +22,60 @@ const cleanerJob = "cleaner"
 // pinned and skipped. Every batch is fenced by the cleaner's job lease, so a
 // stale incarnation's cleaner cannot delete anything.
 func (s *Service) CleanOnce(ctx context.Context) (int, error) {
+	n, _, err := s.cleanPass(ctx, nil)
+	return n, err
+}
+
+// cleanPass is CleanOnce from the expiry entry from on (nil: the first);
+// next, when not nil, is where a pass that stopped at CleanScanMax would
+// go on.
+func (s *Service) cleanPass(ctx context.Context, from []byte) (n int, next []byte, err error) {
 	now := s.clock.Now()
 	jobVer, ok, err := lease.AcquireJob(ctx, s.store, cleanerJob, s.owner, now, s.opts.LeaseTTL)
 	if err != nil || !ok {
-		return 0, err
+		return 0, nil, err
 	}
-	return s.cleanWithJob(ctx, jobVer, now)
+	return s.cleanFrom(ctx, jobVer, now, from)
+}
+
+// cleanPassesMax bounds the passes one tick of the cleaner loop runs back
+// to back while expired entries remain: at most CleanScanMax ×
+// cleanPassesMax entries per CleanInterval, so that the cleaner keeps up
+// with a write rate far above CleanScanMax per interval.
+const cleanPassesMax = 64
+
+// cleanTick runs passes, each going on where the last stopped, until the
+// expired entries are walked, or cleanPassesMax.
+func (s *Service) cleanTick(ctx context.Context) (int, error) {
+	total := 0
+	var from []byte
+	for range cleanPassesMax {
+		n, next, err := s.cleanPass(ctx, from)
+		total += n
+		if err != nil || next == nil {
+			return total, err
+		}
+		from = next
+	}
+	return total, nil
 }
 
 func (s *Service) cleanWithJob(ctx context.Context, jobVer engine.Version, now time.Time) (int, error) {
+	n, _, err := s.cleanFrom(ctx, jobVer, now, nil)
+	return n, err
+}
+
+func (s *Service) cleanFrom(ctx context.Context, jobVer engine.Version, now time.Time, from []byte) (int, []byte, error) {
 	start := []byte(engine.NSExpiry)
+	if from != nil {
+		start = from
+	}
 	end := expiryKey(now.UnixMilli()+1, "")
 	cleaned, scanned := 0, 0
 	for scanned < CleanScanMax {
 		items, err := s.store.Scan(ctx, start, end, CleanBatchMax)
 		if err != nil {
-			return cleaned, err
+			return cleaned, nil, err
 		}
 		var victims []victim
 		for _, it := range items {
@@ -49,14 +87,14 @@ func (s *Service) cleanWithJob(ctx context.Context, jobVer engine.Version, now t
 		n, err := s.deleteVictims(ctx, jobVer, victims)
 		cleaned += n
 		if err != nil {
-			return cleaned, err
+			return cleaned, nil, err
 		}
 		if len(items) < CleanBatchMax {
-			break
+			return cleaned, nil, nil
 		}
 		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
-	return cleaned, nil
+	return cleaned, start, nil
 }
 
 // victim is one expiry entry to delete, with its receipt if it has one.

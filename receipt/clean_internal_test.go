@@ -3,6 +3,7 @@ package receipt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"testing"
@@ -100,4 +101,46 @@ func internalStore(t *testing.T) (*engine.DB, *lease.Sim) {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db, lease.NewSim(time.Unix(1_700_000_000, 0))
+}
+
+// TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds: one tick of the cleaner
+// loop walks far more expired entries than one pass may scan
+// (CleanScanMax), each pass going on where the last stopped — past any
+// receipts pinned by debt — so that retention keeps up with a write rate
+// above CleanScanMax per CleanInterval.
+func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
+	ctx := context.Background()
+	db, clock := internalStore(t)
+	s, err := Open(ctx, db, Options{Node: "node-0", Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Expiry entries whose receipts are gone (the cheapest to clean): three
+	// passes' worth, in batches of one Apply each.
+	const n = 3*CleanScanMax + 100
+	for i := 0; i < n; i += CleanBatchMax {
+		b := new(engine.Batch)
+		for j := i; j < min(i+CleanBatchMax, n); j++ {
+			b.Put(expiryKey(clock.Now().UnixMilli(), Bind("p", "t", fmt.Sprint("k", j))), []byte{1})
+		}
+		if _, err := db.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(2 * time.Hour)
+	left := func() int {
+		items, err := db.Scan(ctx, []byte(engine.NSExpiry), engine.PrefixEnd([]byte(engine.NSExpiry)), engine.ScanLimitMax)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(items)
+	}
+	if _, err := s.CleanOnce(ctx); err != nil || left() != n-CleanScanMax {
+		t.Fatalf("one pass left %d entries (%v); want all but CleanScanMax: %d", left(), err, n-CleanScanMax)
+	}
+	if _, err := s.cleanTick(ctx); err != nil || left() != 0 {
+		t.Fatalf("one tick left %d entries, %v; want none", left(), err)
+	}
 }

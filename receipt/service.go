@@ -77,7 +77,7 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 		}
 	})
 	s.startLoop(opts.CleanInterval, func(ctx context.Context) {
-		if _, err := s.CleanOnce(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.cleanTick(ctx); err != nil && ctx.Err() == nil {
 			opts.Logger.Warn("receipt: cleaner pass failed", "err", err)
 		}
 	})
