@@ -207,15 +207,7 @@ func TestOpen_DamagedOrMissingNewestCheckpointFallsBackLosingNothing(t *testing.
 				t.Fatal(err)
 			}
 			state = scanAll(t, db)
-			if err := db.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db = openT(t, dir, opts)
-			defer db.Close()
-			sameState(t, "after a new checkpoint", scanAll(t, db), state)
+			checkpointAndReopen(t, db, dir, opts, state)
 		})
 	}
 }
@@ -243,6 +235,21 @@ func TestOpen_BothCheckpointsDamagedIsRefusedNamingThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkpointAndReopen checks that a new checkpoint supersedes whatever
+// recovery fell back from: closed and reopened, db holds state.
+func checkpointAndReopen(t *testing.T, db *DB, dir string, opts Options, state map[string]Item) {
+	t.Helper()
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openT(t, dir, opts)
+	defer db.Close()
+	sameState(t, "after a new checkpoint", scanAll(t, db), state)
 }
 
 // dirListing lists every file under dir with its size.
@@ -317,15 +324,7 @@ func TestOpen_DamagedOnlyCheckpointIsSkippedWhileTheLogCoversIt(t *testing.T) {
 			if db.Stats().Recovery.FromCheckpoint != 0 {
 				t.Fatalf("recovered from checkpoint %d, want the whole log", db.Stats().Recovery.FromCheckpoint)
 			}
-			if err := db.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db = openT(t, dir, opts)
-			defer db.Close()
-			sameState(t, "after a new checkpoint", scanAll(t, db), state)
+			checkpointAndReopen(t, db, dir, opts, state)
 		})
 	}
 }

@@ -157,6 +157,18 @@ func groupsOf(t *testing.T, data []byte, groups int) [][]position {
 	return out
 }
 
+// cleanlyClosedLog writes nine groups into one segment and closes the log.
+func cleanlyClosedLog(t *testing.T) (*memDisk, segmentFile) {
+	t.Helper()
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	groupedLog(t, d, l, 9)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return d, d.segments(t)[0]
+}
+
 func flipped(data []byte, off int) []byte {
 	b := append([]byte(nil), data...)
 	b[off] ^= 0x5a
@@ -164,13 +176,7 @@ func flipped(data []byte, off int) []byte {
 }
 
 func TestOpen_AnyDamageAfterACleanCloseIsRefused(t *testing.T) {
-	d := newMemDisk()
-	l, _ := d.mustOpen(t, oneSegment)
-	groupedLog(t, d, l, 9)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	seg := d.segments(t)[0]
+	d, seg := cleanlyClosedLog(t)
 	orig := d.read(t, seg.name)
 	clean := d.fs.Recover(memfs.KeepAll)
 	for gi, ps := range groupsOf(t, orig, 9) {
@@ -195,13 +201,7 @@ func TestOpen_AnyDamageAfterACleanCloseIsRefused(t *testing.T) {
 }
 
 func TestOpen_ASegmentCutShortAfterACleanCloseIsRefused(t *testing.T) {
-	d := newMemDisk()
-	l, _ := d.mustOpen(t, oneSegment)
-	groupedLog(t, d, l, 9)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	seg := d.segments(t)[0]
+	d, seg := cleanlyClosedLog(t)
 	data := d.read(t, seg.name)
 	sp := spansOf(t, data)
 	d.write(t, seg.name, data[:sp[len(sp)-2].start]) // a clean frame boundary
