@@ -26,7 +26,7 @@ import (
 // of a generation cover the key space in order, and the generation is
 // named by v0, the snapshot version of its first part:
 //
-//	ckpt-<v0>-<seq>.part
+//	ckpt-<v0>-<seq>.ckpt
 //	header   "IDEMCKP3" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
 //	records  count × ( uvarint(len key) | uvarint(len value) | key | value | uvarint(version) )
 //	trailer  end | len(end) u32 | last u8 | count u64 | crc32c(header ‖ records) u32
@@ -49,8 +49,8 @@ import (
 // is read as a complete generation of one part at v0 = index.
 const (
 	ckptPrefix     = "ckpt-"
-	ckptPartSuffix = ".part"
-	ckptSuffix     = ".ckpt" // legacy single-file checkpoints
+	ckptSuffix     = ".ckpt" // parts, and the single-file checkpoints of earlier versions
+	ckptPartSuffix = ckptSuffix
 	ckptTmpSuffix  = ".tmp"
 
 	partMagic      = "IDEMCKP3"
@@ -149,8 +149,14 @@ func listGenerations(fsys vfs.FS, dir string) ([]generation, error) {
 			continue
 		}
 		var m partMeta
-		switch {
-		case strings.HasSuffix(name, ckptSuffix):
+		if !strings.HasSuffix(name, ckptSuffix) {
+			continue
+		}
+		if _, _, ok := parsePartName(name); ok {
+			if m, err = readPartMeta(fsys, dir, name); err != nil {
+				continue
+			}
+		} else {
 			v, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, ckptPrefix), ckptSuffix), 10, 64)
 			if err != nil {
 				continue
@@ -159,12 +165,6 @@ func listGenerations(fsys vfs.FS, dir string) ([]generation, error) {
 			if fi, err := e.Info(); err == nil {
 				m.size = fi.Size()
 			}
-		case strings.HasSuffix(name, ckptPartSuffix):
-			if m, err = readPartMeta(fsys, dir, name); err != nil {
-				continue
-			}
-		default:
-			continue
 		}
 		g := byV0[m.v0]
 		if g == nil {

@@ -206,7 +206,7 @@ func (db *DB) noUsableCheckpoint(gens []generation, tried []string, logFirst uin
 	return &CorruptionError{File: db.dir, Reason: fmt.Sprintf(
 		"no usable checkpoint (%s): the log starts at entry %d, so the entries before it exist only in a checkpoint. "+
 			"Nothing was changed. Restore the data directory from a backup, or put back the files of a checkpoint "+
-			"ckpt-<index>-*.part with index ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
+			"ckpt-<index>-*.ckpt with index ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
 }
 
 // recordedCheckpoints lists the checkpoints the log records writing

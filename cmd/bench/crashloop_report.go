@@ -216,11 +216,11 @@ func slope(v []float64) float64 {
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
-// checkpointFiles counts the data dir's checkpoints (ckpt-<index>-<n>.part
+// checkpointFiles counts the data dir's checkpoints (ckpt-<index>-<n>.ckpt
 // files grouped by index; complete or being written), names and sizes the
 // newest, and counts the temp files of unfinished parts.
 func checkpointFiles(data string) (n int, newest string, size int64, tmps int) {
-	names, _ := filepath.Glob(filepath.Join(data, "ckpt-*.part"))
+	names, _ := filepath.Glob(filepath.Join(data, "ckpt-*.ckpt"))
 	slices.Sort(names) // zero-padded indexes: the newest sorts last
 	sizes := map[string]int64{}
 	for _, p := range names {

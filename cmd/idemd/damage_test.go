@@ -63,7 +63,7 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 		t.Fatalf("idemd did not stop cleanly:\n%s", p.Logs())
 	}
 	// Each checkpoint here is one part: the store is far below a part's size.
-	ckpts := filesMatching(t, data, "ckpt-*.part")
+	ckpts := filesMatching(t, data, "ckpt-*.ckpt")
 	segs := filesMatching(t, filepath.Join(data, "wal"), "[0-9]*")
 	if len(ckpts) != 2 || len(segs) < 2 || filepath.Base(segs[0]) == fmt.Sprintf("%020d", 1) {
 		t.Fatalf("want two checkpoints and a truncated log of several segments; have %v and %v", ckpts, segs)
@@ -146,7 +146,7 @@ func filesMatching(t *testing.T, dir, pattern string) []string {
 	for _, p := range m {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && !strings.Contains(filepath.Base(p), ".") {
 			out = append(out, p)
-		} else if strings.HasSuffix(p, ".part") {
+		} else if strings.HasSuffix(p, ".ckpt") {
 			out = append(out, p)
 		}
 	}
@@ -157,7 +157,7 @@ func filesMatching(t *testing.T, dir, pattern string) []string {
 // inCopy maps a path under the original data dir to the same path in copy.
 func inCopy(orig, copy string) string {
 	i := strings.Index(orig, string(filepath.Separator)+"wal"+string(filepath.Separator))
-	if strings.HasSuffix(orig, ".part") || i < 0 {
+	if strings.HasSuffix(orig, ".ckpt") || i < 0 {
 		return filepath.Join(copy, filepath.Base(orig))
 	}
 	return filepath.Join(copy, "wal", filepath.Base(orig))
