@@ -129,10 +129,16 @@ func Run(cfg Config) Result {
 		}
 		defer fault.Disable(b)
 	}
-	cl, err := newCluster(cfg.nodes(), receipt.Options{
+	opts := receipt.Options{
 		LeaseTTL: leaseTTL, Retention: cfg.Retention, ExecutorMax: cfg.ExecutorMax,
 		MaintainInterval: cfg.MaintainInterval, CleanInterval: -1, WaitPoll: tick,
-	}, cfg.Chained, uint64(cfg.Seed), cfg.Log)
+	}
+	if cfg.MaintainInterval > 0 {
+		// A slow recovery pass, so that the cleaner meets debt outliving a
+		// deadline: no early first pass either.
+		opts.FirstPassMax = -1
+	}
+	cl, err := newCluster(cfg.nodes(), opts, cfg.Chained, uint64(cfg.Seed), cfg.Log)
 	if err != nil {
 		res.Failures = append(res.Failures, "setup: "+err.Error())
 		return res

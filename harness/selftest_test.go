@@ -27,7 +27,7 @@ var plantedBugs = []struct {
 }{
 	{fault.BugReexecuteOnReplay, []int64{1}},
 	{fault.BugConflictAsAbort, []int64{7, 8}},
-	{fault.BugCleanIgnoresDebt, []int64{35, 47, 55}},
+	{fault.BugCleanIgnoresDebt, []int64{35, 55, 63, 115, 147, 179}},
 }
 
 // TestSelfTest_CatchesPlantedBugs proves the harness is not vacuous: a

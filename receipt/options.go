@@ -33,6 +33,12 @@ type Options struct {
 	// (tests drive MaintainOnce/CleanOnce by hand).
 	MaintainInterval time.Duration
 	CleanInterval    time.Duration
+	// FirstPassMax bounds how long after Open each of those loops first
+	// runs (default 1s): a process that lives less than an interval — one
+	// killed every few seconds — must still recover its predecessor's
+	// receipts and clean expired ones, or the store grows with every
+	// restart. Negative: the first pass waits a whole interval.
+	FirstPassMax time.Duration
 	// PresumeAbort makes recovery abort a begun, undecided transaction
 	// instead of committing it. The default (false) is twopc.CommitPrepared:
 	// Begin makes every prepare durable in one write, so a successor may
@@ -100,6 +106,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaintainInterval == 0 {
 		o.MaintainInterval = o.LeaseTTL / 2
+	}
+	if o.FirstPassMax == 0 {
+		o.FirstPassMax = defaultFirstPassMax
 	}
 	if o.CleanInterval == 0 {
 		o.CleanInterval = time.Minute

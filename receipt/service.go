@@ -86,14 +86,12 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 	return s, nil
 }
 
-// firstPassMax bounds how long after open a background loop first runs.
-// A process that lives less than an interval — one killed every few
-// seconds — must still recover its predecessor's receipts and clean
-// expired ones, or the store grows with every restart.
-const firstPassMax = time.Second
+// defaultFirstPassMax is Options.FirstPassMax's default.
+const defaultFirstPassMax = time.Second
 
 // startLoop runs fn every interval on its own goroutine until Close, the
-// first time after at most firstPassMax; a negative interval disables it.
+// first time after at most Options.FirstPassMax; a negative interval
+// disables it.
 func (s *Service) startLoop(interval time.Duration, fn func(context.Context)) {
 	if interval < 0 {
 		return
@@ -107,7 +105,10 @@ func (s *Service) startLoop(interval time.Duration, fn func(context.Context)) {
 			<-s.stop
 			cancel()
 		}()
-		wait := min(interval, firstPassMax)
+		wait := interval
+		if s.opts.FirstPassMax > 0 {
+			wait = min(interval, s.opts.FirstPassMax)
+		}
 		for {
 			select {
 			case <-s.stop:
