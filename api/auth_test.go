@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/idemdb/idem/internal/apitest"
@@ -58,14 +59,15 @@ func TestAuth_MissingOrUnknownBearerIs401(t *testing.T) {
 	}
 }
 
-// TestAuth_ReceiptsAreScopedByPrincipal: the same key from two principals
-// is two receipts (two transaction IDs, the batch applied twice), and a
-// principal cannot see another's receipt.
+// TestAuth_ReceiptsAreScopedByPrincipal: the same key from two principals,
+// each on a table "t" of its own, is two receipts (two transaction IDs, one
+// execution in each table), and a principal cannot see another's receipt.
 func TestAuth_ReceiptsAreScopedByPrincipal(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, config{tokens: tokens})
 	alice, bob, carol := n.c.WithToken("tok-alice"), n.c.WithToken("tok-bob"), n.c.WithToken("tok-carol")
 	alice.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	bob.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
 
 	a := alice.Do("POST", "/v1/tables/t/batch", incBody, "Idempotency-Key", "shared")
 	b := bob.Do("POST", "/v1/tables/t/batch", incBody, "Idempotency-Key", "shared")
@@ -75,12 +77,14 @@ func TestAuth_ReceiptsAreScopedByPrincipal(t *testing.T) {
 	if ta == "" || ta == tb || hasHeader(b, "Idempotent-Replayed") {
 		t.Fatalf("alice %s, bob %s (bob replayed: %v)", ta, tb, hasHeader(b, "Idempotent-Replayed"))
 	}
-	var d struct {
-		Doc map[string]any `json:"doc"`
-	}
-	carol.Do("GET", "/v1/tables/t/docs/c", nil).JSON(t, 200, &d)
-	if d.Doc["n"] != float64(2) {
-		t.Fatalf("n = %v, want 2 (two principals, two executions)", d.Doc["n"])
+	for _, c := range []*apitest.Client{alice, bob} {
+		var d struct {
+			Doc map[string]any `json:"doc"`
+		}
+		c.Do("GET", "/v1/tables/t/docs/c", nil).JSON(t, 200, &d)
+		if d.Doc["n"] != float64(1) {
+			t.Fatalf("n = %v, want 1 (one execution in each principal's table)", d.Doc["n"])
+		}
 	}
 	// Each replays their own.
 	if r := alice.Do("POST", "/v1/tables/t/batch", incBody, "Idempotency-Key", "shared"); r.Header.Get("Idem-Transaction-Id") != ta ||
@@ -104,6 +108,101 @@ func TestAuth_ReceiptsAreScopedByPrincipal(t *testing.T) {
 		p := c.who.Do("GET", "/v1/receipts/t/"+c.key, nil).Problem(t, 404)
 		if p.Code != "receipt_not_found" {
 			t.Fatalf("%s sees %s: %+v", c.name, c.key, p)
+		}
+	}
+}
+
+// TestAuth_APrincipalIsATenant: on every route, another principal's table
+// does not exist (404 table_not_found), two principals' tables of one name
+// are two tables, and tokens of one principal share its tables.
+func TestAuth_APrincipalIsATenant(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, config{tokens: map[string]string{"tok-alice": "alice", "tok-alice-2": "alice", "tok-bob": "bob", "tok-carol": "carol"}})
+	alice, alice2, bob, carol := n.c.WithToken("tok-alice"), n.c.WithToken("tok-alice-2"), n.c.WithToken("tok-bob"), n.c.WithToken("tok-carol")
+	alice.Do("PUT", "/v1/tables/orders", nil).JSON(t, 201, nil)
+	bob.Do("PUT", "/v1/tables/orders", nil).JSON(t, 201, nil) // his own, not alice's (200)
+	alice2.Do("PUT", "/v1/tables/orders", nil).JSON(t, 200, nil)
+
+	alice.Do("POST", "/v1/tables/orders/batch", `{"inserts":[{"id":"x","doc":{"by":"alice"}}]}`).JSON(t, 201, nil)
+	bob.Do("POST", "/v1/tables/orders/batch", `{"inserts":[{"id":"x","doc":{"by":"bob"}}]}`, "Idempotency-Key", "k").JSON(t, 201, nil)
+	alice.Do("POST", "/v1/tables/orders/batch", `{"inserts":[{"id":"y","doc":{"by":"alice"}}]}`, "Idempotency-Key", "k").JSON(t, 201, nil)
+	for _, c := range []struct {
+		who  *apitest.Client
+		want string
+	}{{alice, "alice"}, {alice2, "alice"}, {bob, "bob"}} {
+		var d struct {
+			Doc map[string]string `json:"doc"`
+		}
+		c.who.Do("GET", "/v1/tables/orders/docs/x", nil).JSON(t, 200, &d)
+		if d.Doc["by"] != c.want {
+			t.Fatalf("read %v, want %s's document", d.Doc, c.want)
+		}
+	}
+	bob.Do("GET", "/v1/tables/orders/docs/y", nil).Problem(t, 404) // alice's keyed write is not in bob's table
+
+	// Carol has no table of that name: every route says so, and changes nothing.
+	notFound := func(r *apitest.Response) {
+		t.Helper()
+		if p := r.Problem(t, 404); p.Code != "table_not_found" {
+			t.Fatalf("carol got %+v, want table_not_found", p)
+		}
+	}
+	notFound(carol.Do("GET", "/v1/tables/orders/docs/x", nil))
+	notFound(carol.Do("POST", "/v1/tables/orders/batch", `{"deletes":["x"]}`))
+	notFound(carol.Do("POST", "/v1/tables/orders/batch", `{"deletes":["x"]}`, "Idempotency-Key", "k"))
+	notFound(carol.Do("DELETE", "/v1/tables/orders", nil))
+	var list struct {
+		Tables []struct{ Name string } `json:"tables"`
+	}
+	carol.Do("GET", "/v1/tables", nil).JSON(t, 200, &list)
+	if len(list.Tables) != 0 {
+		t.Fatalf("carol lists %v", list.Tables)
+	}
+	alice2.Do("GET", "/v1/tables", nil).JSON(t, 200, &list)
+	if len(list.Tables) != 1 || list.Tables[0].Name != "orders" {
+		t.Fatalf("alice lists %v", list.Tables)
+	}
+	// Bob dropping his orders leaves alice's.
+	if r := bob.Do("DELETE", "/v1/tables/orders", nil); r.Status != 204 {
+		t.Fatalf("bob's drop: %d %s", r.Status, r.Body)
+	}
+	alice.Do("GET", "/v1/tables/orders/docs/x", nil).JSON(t, 200, nil)
+	notFound(bob.Do("GET", "/v1/tables/orders/docs/x", nil))
+}
+
+// TestTables_ListPages: GET /v1/tables pages with limit and after.
+func TestTables_ListPages(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, config{})
+	for _, name := range []string{"c", "a", "e", "b", "d"} {
+		n.c.Do("PUT", "/v1/tables/"+name, nil).JSON(t, 201, nil)
+	}
+	var got []string
+	after := ""
+	for page := 0; page < 4; page++ {
+		var l struct {
+			Tables []struct{ Name string } `json:"tables"`
+			Next   string                  `json:"next"`
+		}
+		path := "/v1/tables?limit=2"
+		if after != "" {
+			path += "&after=" + after
+		}
+		n.c.Do("GET", path, nil).JSON(t, 200, &l)
+		for _, tb := range l.Tables {
+			got = append(got, tb.Name)
+		}
+		if l.Next == "" {
+			break
+		}
+		after = l.Next
+	}
+	if fmt.Sprint(got) != "[a b c d e]" {
+		t.Fatalf("pages gave %v", got)
+	}
+	for _, bad := range []string{"limit=0", "limit=1001", "limit=x", "after=a.b"} {
+		if p := n.c.Do("GET", "/v1/tables?"+bad, nil).Problem(t, 400); p.Code != "invalid_request" {
+			t.Fatalf("%s: %+v", bad, p)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	tbl := r.PathValue("table")
 	if !keyed {
-		res, err := s.svc.ExecuteFast(r.Context(), tbl, b)
+		res, err := s.svc.ExecuteFast(r.Context(), principalOf(r.Context()), tbl, b)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

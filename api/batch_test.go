@@ -270,7 +270,7 @@ func (n *node) openIntent(tbl, id string) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	plan, err := n.svc.Tables().Preflight(ctx, tbl, b)
+	plan, err := n.svc.Tables().Preflight(ctx, "anonymous", tbl, b)
 	if err != nil {
 		n.t.Fatal(err)
 	}

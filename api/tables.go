@@ -3,12 +3,15 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
 )
 
 type tableJSON struct {
@@ -34,7 +37,7 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	m, created, err := s.svc.Tables().Create(r.Context(), r.PathValue("table"), req.Shards)
+	m, created, err := s.svc.Tables().Create(r.Context(), principalOf(r.Context()), r.PathValue("table"), req.Shards)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -47,22 +50,40 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Tables().Drop(r.Context(), r.PathValue("table")); err != nil {
+	if err := s.svc.Tables().Drop(r.Context(), principalOf(r.Context()), r.PathValue("table")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// listTables serves GET /v1/tables?limit=N&after=NAME: a page of the
+// caller's tables.
 func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
-	ms, err := s.svc.Tables().List(r.Context())
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > table.TablesListMax {
+			writeProblem(w, code.InvalidRequest, fmt.Sprintf("limit must be an integer in 1..%d", table.TablesListMax))
+			return
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	if after != "" && !table.ValidTableName(after) {
+		writeProblem(w, code.InvalidRequest, fmt.Sprintf("after must be a table name (1..%d of A-Z a-z 0-9 _ -)", table.TableNameBytesMax))
+		return
+	}
+	ms, next, err := s.svc.Tables().List(r.Context(), principalOf(r.Context()), after, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	out := struct {
 		Tables []tableJSON `json:"tables"`
-	}{Tables: make([]tableJSON, 0, len(ms))}
+		Next   string      `json:"next,omitempty"`
+	}{Tables: make([]tableJSON, 0, len(ms)), Next: next}
 	for _, m := range ms {
 		out.Tables = append(out.Tables, tableJSON{Name: m.Name, Shards: m.Shards})
 	}
@@ -71,7 +92,7 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	doc, err := s.svc.Tables().Get(r.Context(), r.PathValue("table"), id)
+	doc, err := s.svc.Tables().Get(r.Context(), principalOf(r.Context()), r.PathValue("table"), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

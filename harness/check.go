@@ -110,7 +110,7 @@ func (sc *scenario) checkInvariants() {
 	markers := map[[2]int]bool{}
 	for k := 0; k < sc.cfg.Keys; k++ {
 		for g := 0; g <= sc.gens[k]; g++ {
-			if _, err := tables.Get(ctx, tableName, markerID(k, g)); err == nil {
+			if _, err := tables.Get(ctx, principal, tableName, markerID(k, g)); err == nil {
 				markers[[2]int{k, g}] = true
 			} else if !isCode(err, "document_not_found") {
 				sc.violate(fmt.Sprintf("read marker %s: %v", markerID(k, g), err))
@@ -143,7 +143,7 @@ func (sc *scenario) checkInvariants() {
 			}
 		}
 		got := 0
-		if doc, err := tables.Get(ctx, tableName, counterID(d)); err == nil {
+		if doc, err := tables.Get(ctx, principal, tableName, counterID(d)); err == nil {
 			var v struct{ N int }
 			_ = jsonUnmarshal(doc, &v)
 			got = v.N

@@ -145,7 +145,7 @@ func Run(cfg Config) Result {
 	}
 	sc.cl = cl
 	defer cl.close()
-	if _, _, err := cl.nodes[0].svc.Tables().Create(context.Background(), tableName, 4); err != nil {
+	if _, _, err := cl.nodes[0].svc.Tables().Create(context.Background(), principal, tableName, 4); err != nil {
 		res.Failures = append(res.Failures, "setup: "+err.Error())
 		return res
 	}

@@ -89,7 +89,7 @@ func (sc *scenario) doBatch(ctx context.Context, cl *client, n *node, k int) boo
 func (sc *scenario) doRead(ctx context.Context, cl *client, n *node, d int) {
 	in := opInput{Kind: opRead, Docs: []int{d}}
 	call := sc.rec.now()
-	doc, err := n.svc.Tables().Get(ctx, tableName, counterID(d))
+	doc, err := n.svc.Tables().Get(ctx, principal, tableName, counterID(d))
 	ret := sc.rec.now()
 	value := 0
 	switch {

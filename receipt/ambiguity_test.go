@@ -83,7 +83,7 @@ func TestAmbiguity_BareDecisionConflictKeepsReceiptStarted(t *testing.T) {
 // transaction_conflict.
 func blockDoc(t *testing.T, svc *receipt.Service, tbl, doc string) string {
 	t.Helper()
-	plan, err := svc.Tables().Preflight(ctx, tbl, mustBatch(t, fmt.Sprintf(`{"inserts":[{"id":%q,"doc":{"by":"blocker"}}]}`, doc)))
+	plan, err := svc.Tables().Preflight(ctx, alice, tbl, mustBatch(t, fmt.Sprintf(`{"inserts":[{"id":%q,"doc":{"by":"blocker"}}]}`, doc)))
 	if err != nil {
 		t.Fatal(err)
 	}

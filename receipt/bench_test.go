@@ -48,7 +48,7 @@ func BenchmarkExecuteKeyed(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			n := seq.Add(1)
-			a, err := svc.Execute(ctx, req("p", "bench", "k"+strconv.FormatUint(n, 10), benchBatch(n)))
+			a, err := svc.Execute(ctx, req(alice, "bench", "k"+strconv.FormatUint(n, 10), benchBatch(n)))
 			if err != nil || !a.Terminal || a.Status != 201 {
 				b.Fatalf("Execute: %+v, %v", a, err)
 			}
@@ -65,7 +65,7 @@ func BenchmarkExecuteFast(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := svc.ExecuteFast(ctx, "bench", benchBatch(seq.Add(1))); err != nil {
+			if _, err := svc.ExecuteFast(ctx, alice, "bench", benchBatch(seq.Add(1))); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -79,7 +79,7 @@ func BenchmarkReplay(b *testing.B) {
 	const keys = 1024
 	reqs := make([]receipt.Request, keys)
 	for n := range reqs {
-		reqs[n] = req("p", "bench", "k"+strconv.Itoa(n), benchBatch(uint64(n)))
+		reqs[n] = req(alice, "bench", "k"+strconv.Itoa(n), benchBatch(uint64(n)))
 		if a := mustExecute(b, svc, reqs[n]); a.Status != 201 {
 			b.Fatalf("precreate: %+v", a)
 		}

@@ -41,7 +41,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if _, _, err := a.Tables().Create(ctx, "t", 0); err != nil {
+	if _, _, err := a.Tables().Create(ctx, "p", "t", 0); err != nil {
 		t.Fatal(err)
 	}
 	batch, _ := table.DecodeBatch([]byte(`{"inserts":[{"id":"a","doc":{}}]}`))

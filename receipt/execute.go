@@ -61,7 +61,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 			return answerMismatch(id), nil
 		case rec.State == Terminal:
 			if fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
-				_, _ = s.ExecuteFast(ctx, req.Table, req.Batch) // planted bug: the harness must catch it
+				_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch) // planted bug: the harness must catch it
 			}
 			s.stats.replayed.Add(1)
 			return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, nil
@@ -101,7 +101,7 @@ func (s *Service) create(ctx context.Context, req Request, id string, canon, fp 
 	now := s.clock.Now()
 	rec := &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table, Key: req.Key,
 		Fingerprint: fp, Created: now.UnixMilli(), RetainUntil: now.Add(s.opts.Retention).UnixMilli()}
-	plan, err := s.tables.Preflight(ctx, req.Table, req.Batch)
+	plan, err := s.tables.Preflight(ctx, req.Principal, req.Table, req.Batch)
 	var ce *code.Error
 	if errors.As(err, &ce) {
 		return s.publishNotApplied(ctx, id, rec, ce)

@@ -109,9 +109,18 @@ func (e *env) openOn(store engine.Store, o receipt.Options) *receipt.Service {
 	return svc
 }
 
+// alice is the principal most tests send as; her tables are the ones
+// createTable creates and counter reads.
+const alice = "alice"
+
 func createTable(t testing.TB, svc *receipt.Service, name string) {
 	t.Helper()
-	if _, _, err := svc.Tables().Create(ctx, name, 0); err != nil {
+	createTableFor(t, svc, alice, name)
+}
+
+func createTableFor(t testing.TB, svc *receipt.Service, principal, name string) {
+	t.Helper()
+	if _, _, err := svc.Tables().Create(ctx, principal, name, 0); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -140,7 +149,13 @@ func req(principal, tbl, key string, b *table.Batch) receipt.Request {
 // counter reads the $inc counter of doc id (0 if the doc does not exist).
 func counter(t *testing.T, svc *receipt.Service, tbl, id string) int {
 	t.Helper()
-	raw, err := svc.Tables().Get(ctx, tbl, id)
+	return counterOf(t, svc, alice, tbl, id)
+}
+
+// counterOf reads the counter in principal's table.
+func counterOf(t *testing.T, svc *receipt.Service, principal, tbl, id string) int {
+	t.Helper()
+	raw, err := svc.Tables().Get(ctx, principal, tbl, id)
 	if err != nil {
 		var ce *code.Error
 		if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
@@ -157,7 +172,7 @@ func counter(t *testing.T, svc *receipt.Service, tbl, id string) int {
 
 func docExists(t *testing.T, svc *receipt.Service, tbl, id string) bool {
 	t.Helper()
-	_, err := svc.Tables().Get(ctx, tbl, id)
+	_, err := svc.Tables().Get(ctx, alice, tbl, id)
 	return err == nil
 }
 

@@ -33,6 +33,10 @@ type Options struct {
 	// (tests drive MaintainOnce/CleanOnce by hand).
 	MaintainInterval time.Duration
 	CleanInterval    time.Duration
+	// LegacyTableOwner is the principal that Open gives the tables created
+	// before tables had owners (DESIGN §8: a principal is a tenant).
+	// Default "anonymous", the principal of a server without tokens.
+	LegacyTableOwner string
 	// FirstPassMax bounds how long after Open each of those loops first
 	// runs (default 1s): a process that lives less than an interval — one
 	// killed every few seconds — must still recover its predecessor's
@@ -106,6 +110,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaintainInterval == 0 {
 		o.MaintainInterval = o.LeaseTTL / 2
+	}
+	if o.LegacyTableOwner == "" {
+		o.LegacyTableOwner = "anonymous"
 	}
 	if o.FirstPassMax == 0 {
 		o.FirstPassMax = defaultFirstPassMax

@@ -28,7 +28,7 @@ func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, _, err := s.Tables().Create(ctx, "t", 0); err != nil {
+	if _, _, err := s.Tables().Create(ctx, "p", "t", 0); err != nil {
 		t.Fatal(err)
 	}
 	batch := func(body string) *table.Batch {
@@ -53,7 +53,7 @@ func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	// abort decision durable with the started receipt, the terminal write
 	// failing — the receipt stays started, held by its decision.
 	open := batch(`{"transforms":[{"id":"x","ops":[{"op":"$set","path":"v","value":1}]}]}`)
-	plan, err := s.Tables().Preflight(ctx, "t", open)
+	plan, err := s.Tables().Preflight(ctx, "p", "t", open)
 	if err != nil {
 		t.Fatal(err)
 	}

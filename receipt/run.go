@@ -177,7 +177,7 @@ func (s *Service) executePending(ctx context.Context, id string, rec *Record, ve
 	if err != nil {
 		return Answer{}, err
 	}
-	plan, err := s.tables.Preflight(ctx, tbl, batch)
+	plan, err := s.tables.Preflight(ctx, rec.Principal, tbl, batch)
 	var ce *code.Error
 	if errors.As(err, &ce) {
 		return s.terminalize(ctx, id, rec, ver, held, notApplied(ce, id), false)

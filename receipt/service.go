@@ -54,6 +54,12 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 		return nil, err
 	}
 	tables, coord := table.NewWithCoordinator(store, twopc.Options{DeferResolution: opts.DeferResolution, Now: opts.Clock.Now})
+	if n, err := tables.MigrateLegacy(ctx, opts.LegacyTableOwner); err != nil {
+		return nil, err
+	} else if n > 0 {
+		opts.Logger.Info("receipt: tables created before tables had owners now belong to one principal",
+			"tables", n, "owner", opts.LegacyTableOwner)
+	}
 	s := &Service{
 		store:  store,
 		tables: tables,
@@ -148,8 +154,8 @@ func (s *Service) Active() *lease.ActiveSet { return s.active }
 
 // ExecuteFast runs a key-less batch on the fast path: preflight and one
 // atomic Apply, no receipt. Failures are *code.Error where typed.
-func (s *Service) ExecuteFast(ctx context.Context, tbl string, b *table.Batch) (table.Result, error) {
-	plan, err := s.tables.Preflight(ctx, tbl, b)
+func (s *Service) ExecuteFast(ctx context.Context, principal, tbl string, b *table.Batch) (table.Result, error) {
+	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
 	if err != nil {
 		return table.Result{}, err
 	}

@@ -36,7 +36,7 @@ func TestSmoke_KeyedCommitReplayMismatch(t *testing.T) {
 	if err != nil || ans.Status != 404 || ans.Code != "table_not_found" || !ans.Terminal {
 		t.Fatalf("missing table: %+v %v", ans, err)
 	}
-	if _, _, err := svc.Tables().Create(ctx, "t", 0); err != nil {
+	if _, _, err := svc.Tables().Create(ctx, "p", "t", 0); err != nil {
 		t.Fatal(err)
 	}
 	again, err := svc.Execute(ctx, req)
@@ -52,7 +52,7 @@ func TestSmoke_KeyedCommitReplayMismatch(t *testing.T) {
 	if err != nil || !ans2.Replayed || string(ans2.Result) != string(ans.Result) {
 		t.Fatalf("replay: %+v %v", ans2, err)
 	}
-	doc, err := svc.Tables().Get(ctx, "t", "c")
+	doc, err := svc.Tables().Get(ctx, "p", "t", "c")
 	if err != nil || string(doc) != `{"n":1}` {
 		t.Fatalf("doc c = %s %v", doc, err)
 	}

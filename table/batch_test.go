@@ -101,7 +101,7 @@ func TestPreflight_RejectsWithDeterministicTypedErrors(t *testing.T) {
 				if i%2 == 1 {
 					b = decode(t, c.body)
 				}
-				p, err := f.tables.Preflight(ctx, tbl, b)
+				p, err := f.tables.Preflight(ctx, tenant, tbl, b)
 				if p != nil {
 					t.Fatalf("got a plan for an invalid batch")
 				}
@@ -142,7 +142,7 @@ func TestPreflight_AcceptsLimitsExactly(t *testing.T) {
 		"depth-max":  pathBody(strings.Repeat("a.", table.PathDepthMax-1) + "a"),
 		"path-max":   pathBody(strings.Repeat("a", table.PathBytesMax)),
 	} {
-		if _, err := f.tables.Preflight(context.Background(), "t", decode(t, body)); err != nil {
+		if _, err := f.tables.Preflight(context.Background(), tenant, "t", decode(t, body)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

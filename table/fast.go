@@ -47,7 +47,7 @@ func (t *Tables) fastBatch(ctx context.Context, p *Plan) (*engine.Batch, Result,
 	var res Result
 	n := p.Batch.docCount()
 	b := &engine.Batch{Conds: make([]engine.Condition, 0, 2*n+1), Ops: make([]engine.Op, 0, n)}
-	b.AtVersion(metaKey(p.Table.Name), p.Table.Version)
+	b.AtVersion(metaKey(p.Table.Tenant, p.Table.Name), p.Table.Version)
 	for _, s := range p.Shards {
 		for _, w := range s.docs {
 			st, err := s.stage(ctx, w, &res)

@@ -143,7 +143,7 @@ func TestFast_ConcurrentIncrementsLoseNoUpdates(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				p, err := f.tables.Preflight(context.Background(), "t", decode(t, `{"transforms":[{"id":"c","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
+				p, err := f.tables.Preflight(context.Background(), tenant, "t", decode(t, `{"transforms":[{"id":"c","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
 				if err != nil {
 					t.Error(err)
 					return

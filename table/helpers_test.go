@@ -15,6 +15,9 @@ import (
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
+// tenant owns the tables these tests create.
+const tenant = "p1"
+
 // fixture is one engine with a table manager and a 2PC coordinator wired as
 // the server wires them (resolve-on-read through the coordinator).
 type fixture struct {
@@ -57,7 +60,7 @@ func (f *fixture) crashReopen(t *testing.T) {
 
 func (f *fixture) create(t *testing.T, name string, shards int) table.Meta {
 	t.Helper()
-	m, _, err := f.tables.Create(context.Background(), name, shards)
+	m, _, err := f.tables.Create(context.Background(), tenant, name, shards)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +78,7 @@ func decode(t *testing.T, body string) *table.Batch {
 
 func (f *fixture) plan(t *testing.T, tbl, body string) *table.Plan {
 	t.Helper()
-	p, err := f.tables.Preflight(context.Background(), tbl, decode(t, body))
+	p, err := f.tables.Preflight(context.Background(), tenant, tbl, decode(t, body))
 	if err != nil {
 		t.Fatalf("preflight %s: %v", body, err)
 	}
@@ -100,7 +103,7 @@ func (f *fixture) mustFast(t *testing.T, tbl, body string) table.Result {
 // doc reads a document; "" means document_not_found.
 func (f *fixture) doc(t *testing.T, tbl, id string) string {
 	t.Helper()
-	d, err := f.tables.Get(context.Background(), tbl, id)
+	d, err := f.tables.Get(context.Background(), tenant, tbl, id)
 	var ce *code.Error
 	if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
 		return ""

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,15 +19,21 @@ import (
 // Meta describes a table. Documents are keyed by ID, not name, so a table
 // that is dropped and created again starts empty even if a purge of the old
 // one has not finished.
+//
+// A table belongs to a tenant — the principal that created it (DESIGN §8: a
+// principal is a tenant) — and its name is unique within that tenant only:
+// another tenant's table of the same name is another table, and to every
+// other tenant a table does not exist.
 type Meta struct {
 	Name    string         `cbor:"1,keyasint" json:"name"`
 	ID      string         `cbor:"2,keyasint" json:"-"`
 	Shards  int            `cbor:"3,keyasint" json:"shards"`
 	Created int64          `cbor:"4,keyasint" json:"created_unix_ms"`
+	Tenant  string         `cbor:"5,keyasint,omitempty" json:"-"`
 	Version engine.Version `cbor:"-" json:"-"`
 }
 
-// TablesListMax bounds how many tables List returns.
+// TablesListMax bounds how many tables one List page returns.
 const TablesListMax = 1000
 
 // purgeBatchMax bounds the deletes of one purge Apply.
@@ -43,7 +50,7 @@ type Tables struct {
 	store     engine.Store
 	now       func() time.Time
 	decisions DecisionReader
-	metas     sync.Map // name -> Meta as decoded at its Version; one entry per existing table
+	metas     sync.Map // cacheKey(tenant, name) -> Meta as decoded at its Version; one entry per existing table
 }
 
 // New returns a table manager. decisions may be nil until SetDecisionReader
@@ -58,22 +65,44 @@ func New(store engine.Store, now func() time.Time) *Tables {
 // SetDecisionReader installs the 2PC decision lookup used by resolve-on-read.
 func (t *Tables) SetDecisionReader(d DecisionReader) { t.decisions = d }
 
-func metaKey(name string) []byte      { return engine.NSMeta.Key("table", name) }
+// metaKey is where a tenant's table lives: meta/v1/tenant/<hex tenant>/<name>.
+// The tenant is hex-encoded so that no principal's name, whatever its
+// bytes, can reach into another's key range.
+func metaKey(tenant, name string) []byte {
+	return engine.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), name)
+}
+
+func tenantPrefix(tenant string) []byte {
+	return engine.NSMeta.Prefix("tenant", hex.EncodeToString([]byte(tenant)))
+}
+
+// legacyMetaKey is where tables lived before they had tenants:
+// meta/v1/table/<name> (see MigrateLegacy).
+func legacyMetaKey(name string) []byte { return engine.NSMeta.Key("table", name) }
+
 func droppedKey(id string) []byte     { return engine.NSMeta.Key("dropped", id) }
 func docPrefix(tableID string) []byte { return engine.NSTable.Prefix(tableID) }
+
+func cacheKey(tenant, name string) string { return tenant + "\x00" + name }
 
 func tableNotFound(name string) *code.Error {
 	return code.Errorf(code.TableNotFound, "table %q does not exist", name)
 }
 
-// Meta returns a table's metadata, or a *code.Error table_not_found.
-func (t *Tables) Meta(ctx context.Context, name string) (Meta, error) {
+// invalidTableName is the invalid_request of a table name that breaks the rule.
+func invalidTableName(name string) *code.Error {
+	return invalid("invalid table name %q (1..%d of A-Z a-z 0-9 _ -)", name, TableNameBytesMax)
+}
+
+// Meta returns tenant's table name, or a *code.Error table_not_found.
+func (t *Tables) Meta(ctx context.Context, tenant, name string) (Meta, error) {
 	if !ValidTableName(name) {
-		return Meta{}, invalid("invalid table name %q (1..%d of A-Z a-z 0-9 _ -)", name, TableNameBytesMax)
+		return Meta{}, invalidTableName(name)
 	}
-	it, err := t.store.Get(ctx, metaKey(name))
+	ck := cacheKey(tenant, name)
+	it, err := t.store.Get(ctx, metaKey(tenant, name))
 	if errors.Is(err, engine.ErrNotFound) {
-		t.metas.Delete(name)
+		t.metas.Delete(ck)
 		return Meta{}, tableNotFound(name)
 	}
 	if err != nil {
@@ -81,23 +110,26 @@ func (t *Tables) Meta(ctx context.Context, name string) (Meta, error) {
 	}
 	// Metadata changes only when a table is created or dropped, and the
 	// store's version says when: a decoded copy is reused until it moves.
-	if c, ok := t.metas.Load(name); ok && c.(Meta).Version == it.Version {
+	if c, ok := t.metas.Load(ck); ok && c.(Meta).Version == it.Version {
 		return c.(Meta), nil
 	}
 	var m Meta
 	if err := cbor.Unmarshal(it.Value, &m); err != nil {
 		return Meta{}, fmt.Errorf("table: decode meta of %q: %w", name, err)
 	}
+	if m.Tenant != tenant || m.Name != name {
+		return Meta{}, fmt.Errorf("table: meta at %q names table %q of another tenant", metaKey(tenant, name), m.Name)
+	}
 	m.Version = it.Version
-	t.metas.Store(name, m)
+	t.metas.Store(ck, m)
 	return m, nil
 }
 
-// Create creates a table with the given number of shards (0 = DefaultShards).
-// Creating an existing table returns it with created=false.
-func (t *Tables) Create(ctx context.Context, name string, shards int) (m Meta, created bool, err error) {
+// Create creates tenant's table with the given number of shards (0 =
+// DefaultShards). Creating an existing table returns it with created=false.
+func (t *Tables) Create(ctx context.Context, tenant, name string, shards int) (m Meta, created bool, err error) {
 	if !ValidTableName(name) {
-		return Meta{}, false, invalid("invalid table name %q (1..%d of A-Z a-z 0-9 _ -)", name, TableNameBytesMax)
+		return Meta{}, false, invalidTableName(name)
 	}
 	if shards == 0 {
 		shards = DefaultShards
@@ -109,14 +141,15 @@ func (t *Tables) Create(ctx context.Context, name string, shards int) (m Meta, c
 	if _, err := rand.Read(id[:]); err != nil {
 		return Meta{}, false, err
 	}
-	m = Meta{Name: name, ID: hex.EncodeToString(id[:]), Shards: shards, Created: t.now().UnixMilli()}
+	m = Meta{Name: name, ID: hex.EncodeToString(id[:]), Shards: shards, Created: t.now().UnixMilli(), Tenant: tenant}
 	val, err := cbor.Marshal(m)
 	if err != nil {
 		return Meta{}, false, err
 	}
-	v, err := t.store.Apply(ctx, new(engine.Batch).Absent(metaKey(name)).Put(metaKey(name), val))
+	key := metaKey(tenant, name)
+	v, err := t.store.Apply(ctx, new(engine.Batch).Absent(key).Put(key, val))
 	if errors.Is(err, engine.ErrConditionFailed) {
-		existing, err := t.Meta(ctx, name)
+		existing, err := t.Meta(ctx, tenant, name)
 		return existing, false, err
 	}
 	if err != nil {
@@ -126,16 +159,16 @@ func (t *Tables) Create(ctx context.Context, name string, shards int) (m Meta, c
 	return m, true, nil
 }
 
-// Drop removes a table. Its documents are purged in bounded batches; if the
-// process stops part-way, Purge finishes the job later.
-func (t *Tables) Drop(ctx context.Context, name string) error {
-	m, err := t.Meta(ctx, name)
+// Drop removes tenant's table. Its documents are purged in bounded
+// batches; if the process stops part-way, Purge finishes the job later.
+func (t *Tables) Drop(ctx context.Context, tenant, name string) error {
+	m, err := t.Meta(ctx, tenant, name)
 	if err != nil {
 		return err
 	}
 	_, err = t.store.Apply(ctx, new(engine.Batch).
-		AtVersion(metaKey(name), m.Version).
-		Delete(metaKey(name)).
+		AtVersion(metaKey(tenant, name), m.Version).
+		Delete(metaKey(tenant, name)).
 		Put(droppedKey(m.ID), []byte(name)))
 	if errors.Is(err, engine.ErrConditionFailed) {
 		return tableNotFound(name) // dropped (or recreated) concurrently
@@ -188,21 +221,77 @@ func (t *Tables) purge(ctx context.Context, id string) error {
 	return err
 }
 
-// List returns up to TablesListMax tables in name order.
-func (t *Tables) List(ctx context.Context) ([]Meta, error) {
-	prefix := engine.NSMeta.Prefix("table")
-	items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), TablesListMax)
-	if err != nil {
-		return nil, err
+// List returns tenant's tables in name order after the name after ("" for
+// the first), at most limit of them (1..TablesListMax; 0 means
+// TablesListMax), and the name to pass as after for the next page ("" when
+// there is none).
+func (t *Tables) List(ctx context.Context, tenant, after string, limit int) ([]Meta, string, error) {
+	if limit <= 0 || limit > TablesListMax {
+		limit = TablesListMax
 	}
+	prefix := tenantPrefix(tenant)
+	start := prefix
+	if after != "" {
+		start = append(metaKey(tenant, after), 0)
+	}
+	items, err := t.store.Scan(ctx, start, engine.PrefixEnd(prefix), limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	more := len(items) > limit
+	items = items[:min(len(items), limit)]
 	out := make([]Meta, 0, len(items))
 	for _, it := range items {
 		var m Meta
 		if err := cbor.Unmarshal(it.Value, &m); err != nil {
-			return nil, fmt.Errorf("table: decode meta %q: %w", it.Key, err)
+			return nil, "", fmt.Errorf("table: decode meta %q: %w", it.Key, err)
 		}
 		m.Version = it.Version
 		out = append(out, m)
 	}
-	return out, nil
+	next := ""
+	if more && len(out) > 0 {
+		next = out[len(out)-1].Name
+	}
+	return out, next, nil
+}
+
+// migrateBatchMax bounds the tables one MigrateLegacy Apply moves.
+const migrateBatchMax = 64
+
+// MigrateLegacy gives every table created before tables had tenants to
+// owner, moving its metadata to owner's namespace (its documents, keyed by
+// table ID, stay where they are). Each move is atomic and conditioned on
+// both keys, so a crash part-way leaves every table in exactly one place
+// and a later call finishes the job. It reports how many tables it moved.
+func (t *Tables) MigrateLegacy(ctx context.Context, owner string) (int, error) {
+	prefix := engine.NSMeta.Prefix("table")
+	moved := 0
+	for {
+		items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), migrateBatchMax)
+		if err != nil || len(items) == 0 {
+			return moved, err
+		}
+		b := new(engine.Batch)
+		for _, it := range items {
+			var m Meta
+			if err := cbor.Unmarshal(it.Value, &m); err != nil {
+				return moved, fmt.Errorf("table: decode legacy meta %q: %w", it.Key, err)
+			}
+			m.Tenant = owner
+			val, err := cbor.Marshal(m)
+			if err != nil {
+				return moved, err
+			}
+			key := metaKey(owner, m.Name)
+			b.AtVersion(it.Key, it.Version).Delete(it.Key).Absent(key).Put(key, val)
+		}
+		if _, err := t.store.Apply(ctx, b); err != nil {
+			if k, ok := engine.FailedKey(err); ok && engine.NSMeta.Has(k) && !bytes.HasPrefix(k, prefix) {
+				return moved, fmt.Errorf("table: cannot give a legacy table to %q: it already has a table of that name (%q)", owner, k)
+			}
+			return moved, err
+		}
+		moved += len(items)
+	}
 }

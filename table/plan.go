@@ -35,14 +35,14 @@ type docWork struct {
 	upsert bool
 }
 
-// Preflight validates batch against table: the table exists and every op is
+// Preflight validates batch against tenant's table: the table exists and every op is
 // valid. Failures are *code.Error (table_not_found, invalid_request with the
 // offending op) and are deterministic for a given batch and table state.
-func (t *Tables) Preflight(ctx context.Context, table string, b *Batch) (*Plan, error) {
+func (t *Tables) Preflight(ctx context.Context, tenant, table string, b *Batch) (*Plan, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := t.Meta(ctx, table)
+	m, err := t.Meta(ctx, tenant, table)
 	if err != nil {
 		return nil, err
 	}

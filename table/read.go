@@ -12,12 +12,12 @@ import (
 	"github.com/idemdb/idem/engine"
 )
 
-// Get reads a document. An intent on it is resolved on the fly: if its
+// Get reads a document of tenant's table. An intent on it is resolved on the fly: if its
 // transaction committed, the intent's state is the document's state even
 // before resolution has written it; otherwise the stored document is.
 // Missing documents are *code.Error document_not_found.
-func (t *Tables) Get(ctx context.Context, table, id string) (json.RawMessage, error) {
-	m, err := t.Meta(ctx, table)
+func (t *Tables) Get(ctx context.Context, tenant, table, id string) (json.RawMessage, error) {
+	m, err := t.Meta(ctx, tenant, table)
 	if err != nil {
 		return nil, err
 	}

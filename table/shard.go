@@ -46,6 +46,7 @@ type shardRef struct {
 	Shard   int      `cbor:"2,keyasint"`
 	Docs    []string `cbor:"3,keyasint"`
 	Table   string   `cbor:"4,keyasint,omitempty"`
+	Tenant  string   `cbor:"5,keyasint,omitempty"`
 }
 
 // ID names the participant: <table id>/<shard>.
@@ -53,7 +54,7 @@ func (s *Shard) ID() string { return s.meta.ID + "/" + strconv.Itoa(s.shard) }
 
 // Ref encodes what Resolve needs, for the coordinator record.
 func (s *Shard) Ref() []byte {
-	r := shardRef{TableID: s.meta.ID, Shard: s.shard, Table: s.meta.Name}
+	r := shardRef{TableID: s.meta.ID, Shard: s.shard, Table: s.meta.Name, Tenant: s.meta.Tenant}
 	for _, d := range s.docs {
 		r.Docs = append(r.Docs, d.id)
 	}
@@ -67,7 +68,7 @@ func (t *Tables) Participant(ref []byte) (*Shard, error) {
 	if err := cbor.Unmarshal(ref, &r); err != nil {
 		return nil, fmt.Errorf("table: decode participant ref: %w", err)
 	}
-	s := &Shard{tables: t, meta: Meta{ID: r.TableID, Name: r.Table}, shard: r.Shard}
+	s := &Shard{tables: t, meta: Meta{ID: r.TableID, Name: r.Table, Tenant: r.Tenant}, shard: r.Shard}
 	for _, id := range r.Docs {
 		s.docs = append(s.docs, docWork{id: id})
 	}
@@ -143,7 +144,7 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 // writes (with their conditions) that make the vote durable. A *code.Error is
 // a "no" vote; any other error is an error.
 func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
-	b := new(engine.Batch).AtVersion(metaKey(s.meta.Name), s.meta.Version)
+	b := new(engine.Batch).AtVersion(metaKey(s.meta.Tenant, s.meta.Name), s.meta.Version)
 	s.result = Result{}
 	s.staged, s.stagedTxn, s.preparedAt = s.staged[:0], txnID, 0
 	for _, w := range s.docs {
@@ -253,7 +254,7 @@ func (s *Shard) Prepared(txnID string, v engine.Version) {
 func (s *Shard) Refusal(key []byte) (*code.Error, bool, bool) {
 	sh := strconv.Itoa(s.shard)
 	switch {
-	case s.meta.Name != "" && bytes.Equal(key, metaKey(s.meta.Name)):
+	case s.meta.Name != "" && bytes.Equal(key, metaKey(s.meta.Tenant, s.meta.Name)):
 		return tableNotFound(s.meta.Name), false, true
 	case bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, sh)):
 		return code.Errorf(code.TransactionConflict, "document %q is being written by another transaction",

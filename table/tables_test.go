@@ -2,6 +2,7 @@ package table_test
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"testing"
@@ -18,23 +19,23 @@ import (
 func TestTables_CreateIsIdempotentAndListed(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, twopc.Options{})
-	m1, created, err := f.tables.Create(ctx, "b", 8)
+	m1, created, err := f.tables.Create(ctx, tenant, "b", 8)
 	if err != nil || !created || m1.Shards != 8 || m1.Name != "b" || m1.ID == "" {
 		t.Fatalf("create: %+v %v %v", m1, created, err)
 	}
-	m2, created, err := f.tables.Create(ctx, "b", 2)
+	m2, created, err := f.tables.Create(ctx, tenant, "b", 2)
 	if err != nil || created {
 		t.Fatalf("second create: created=%v %v", created, err)
 	}
 	if m2.ID != m1.ID || m2.Shards != 8 || m2.Version != m1.Version {
 		t.Fatalf("second create returned %+v, want the existing %+v", m2, m1)
 	}
-	if m, _, err := f.tables.Create(ctx, "a", 0); err != nil || m.Shards != table.DefaultShards {
+	if m, _, err := f.tables.Create(ctx, tenant, "a", 0); err != nil || m.Shards != table.DefaultShards {
 		t.Fatalf("default shards: %+v %v", m, err)
 	}
-	list, err := f.tables.List(ctx)
-	if err != nil {
-		t.Fatal(err)
+	list, next, err := f.tables.List(ctx, tenant, "", 0)
+	if err != nil || next != "" {
+		t.Fatal(next, err)
 	}
 	if len(list) != 2 || list[0].Name != "a" || list[1].Name != "b" || list[1].Shards != 8 {
 		t.Fatalf("list = %+v", list)
@@ -43,7 +44,7 @@ func TestTables_CreateIsIdempotentAndListed(t *testing.T) {
 		name   string
 		shards int
 	}{{"", 1}, {"a.b", 1}, {"a/b", 1}, {string(make([]byte, table.TableNameBytesMax+1)), 1}, {"ok", -1}, {"ok", table.ShardsMax + 1}} {
-		_, _, err := f.tables.Create(ctx, bad.name, bad.shards)
+		_, _, err := f.tables.Create(ctx, tenant, bad.name, bad.shards)
 		wantCode(t, err, code.InvalidRequest)
 	}
 }
@@ -58,25 +59,25 @@ func TestTables_DropHidesTableAndRecreateStartsEmpty(t *testing.T) {
 	old := f.create(t, "t", 4)
 	f.mustFast(t, "t", `{"inserts":[{"id":"a","doc":{"v":1}},{"id":"b","doc":{"v":2}},{"id":"c","doc":{"v":3}}]}`)
 	stale := f.plan(t, "t", `{"inserts":[{"id":"x","doc":{}}]}`)
-	if err := f.tables.Drop(ctx, "t"); err != nil {
+	if err := f.tables.Drop(ctx, tenant, "t"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.tables.Meta(ctx, "t")
+	_, err := f.tables.Meta(ctx, tenant, "t")
 	wantCode(t, err, code.TableNotFound)
-	_, err = f.tables.Get(ctx, "t", "a")
+	_, err = f.tables.Get(ctx, tenant, "t", "a")
 	wantCode(t, err, code.TableNotFound)
-	wantCode(t, f.tables.Drop(ctx, "t"), code.TableNotFound)
-	_, err = f.tables.Preflight(ctx, "t", decode(t, `{"deletes":["a"]}`))
+	wantCode(t, f.tables.Drop(ctx, tenant, "t"), code.TableNotFound)
+	_, err = f.tables.Preflight(ctx, tenant, "t", decode(t, `{"deletes":["a"]}`))
 	wantCode(t, err, code.TableNotFound)
 	// A plan made before the drop cannot write into the dropped table.
 	_, err = f.tables.ApplyFast(ctx, stale)
 	wantCode(t, err, code.TableNotFound)
-	if list, _ := f.tables.List(ctx); len(list) != 0 {
+	if list, _, _ := f.tables.List(ctx, tenant, "", 0); len(list) != 0 {
 		t.Fatalf("list after drop = %+v", list)
 	}
 	assertPurged(t, f.db, old.ID)
 
-	m, created, err := f.tables.Create(ctx, "t", 4)
+	m, created, err := f.tables.Create(ctx, tenant, "t", 4)
 	if err != nil || !created || m.ID == old.ID {
 		t.Fatalf("recreate: %+v %v %v", m, created, err)
 	}
@@ -129,7 +130,7 @@ func TestTables_PurgeFinishesAnInterruptedDrop(t *testing.T) {
 		t.Fatalf("intents = %q", k)
 	}
 	// The drop's first write, as Drop makes it, then a crash.
-	meta, err := f.db.Get(ctx, engine.NSMeta.Key("table", "t"))
+	meta, err := f.db.Get(ctx, engine.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), "t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestTables_PurgeFinishesAnInterruptedDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.crashReopen(t)
-	_, err = f.tables.Meta(ctx, "t")
+	_, err = f.tables.Meta(ctx, tenant, "t")
 	wantCode(t, err, code.TableNotFound)
 	if k := keysUnder(t, f.db, engine.NSTable.Prefix(m.ID)); len(k) != 600 {
 		t.Fatalf("%d documents before purge, want 600", len(k))
@@ -201,7 +202,7 @@ func TestTables_DropLeavesNothingWhenResolutionRacesThePurge(t *testing.T) {
 				}
 			}
 		}}, nil)
-		if err := hooked.Drop(ctx, "t"); err != nil {
+		if err := hooked.Drop(ctx, tenant, "t"); err != nil {
 			t.Fatal(err)
 		}
 		if !fired {
@@ -238,7 +239,7 @@ func TestTables_ConcurrentCreateHasOneCreatorAndNoErrors(t *testing.T) {
 		for r := range racers {
 			wg.Go(func() {
 				<-start
-				metas[r], created[r], errs[r] = f.tables.Create(ctx, name, 2)
+				metas[r], created[r], errs[r] = f.tables.Create(ctx, tenant, name, 2)
 			})
 		}
 		close(start)

@@ -15,6 +15,9 @@ import (
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
+// tenant owns the tables these tests create.
+const tenant = "p1"
+
 // node is one engine on a data dir with tables and a coordinator wired as
 // the server wires them; it can crash and reopen.
 type node struct {
@@ -30,7 +33,7 @@ func newNode(t *testing.T, opts twopc.Options) *node {
 	n := &node{disk: memfs.NewDisk(), opts: opts}
 	n.open(t)
 	t.Cleanup(func() { n.db.Close() })
-	if _, _, err := n.tables.Create(context.Background(), "t", 4); err != nil {
+	if _, _, err := n.tables.Create(context.Background(), tenant, "t", 4); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -66,7 +69,7 @@ func (n *node) plan(t *testing.T, body string) *table.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := n.tables.Preflight(context.Background(), "t", b)
+	p, err := n.tables.Preflight(context.Background(), tenant, "t", b)
 	if err != nil {
 		t.Fatalf("preflight %s: %v", body, err)
 	}
@@ -83,7 +86,7 @@ func (n *node) fast(t *testing.T, body string) {
 // doc reads a document through resolve-on-read; "" means not found.
 func (n *node) doc(t *testing.T, id string) string {
 	t.Helper()
-	d, err := n.tables.Get(context.Background(), "t", id)
+	d, err := n.tables.Get(context.Background(), tenant, "t", id)
 	var ce *code.Error
 	if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
 		return ""

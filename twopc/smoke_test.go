@@ -24,7 +24,7 @@ func newEnv(t *testing.T, opts twopc.Options) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	tables, coord := table.NewWithCoordinator(db, opts)
-	if _, _, err := tables.Create(context.Background(), "t", 4); err != nil {
+	if _, _, err := tables.Create(context.Background(), tenant, "t", 4); err != nil {
 		t.Fatal(err)
 	}
 	return &env{db, tables, coord}
@@ -45,7 +45,7 @@ func TestSmoke_BeginDecideRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := e.tables.Preflight(ctx, "t", b)
+	plan, err := e.tables.Preflight(ctx, tenant, "t", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,14 +55,14 @@ func TestSmoke_BeginDecideRead(t *testing.T) {
 		t.Fatalf("begin: %+v %v", res, err)
 	}
 	// Uncommitted intents are invisible.
-	if _, err := e.tables.Get(ctx, "t", "a"); err == nil {
+	if _, err := e.tables.Get(ctx, tenant, "t", "a"); err == nil {
 		t.Fatal("read saw an uncommitted insert")
 	}
 	o, won, err := e.coord.DecideOrLearn(ctx, "tx1", txn.Participants, twopc.Committed{Result: []byte("r")}, nil)
 	if err != nil || !won {
 		t.Fatalf("decide: %v %v %v", o, won, err)
 	}
-	doc, err := e.tables.Get(ctx, "t", "d")
+	doc, err := e.tables.Get(ctx, tenant, "t", "d")
 	if err != nil || string(doc) != `{"n":5}` {
 		t.Fatalf("d = %s, %v", doc, err)
 	}
@@ -71,7 +71,7 @@ func TestSmoke_BeginDecideRead(t *testing.T) {
 	if err != nil || res.Decided == nil {
 		t.Fatalf("re-begin: %+v %v", res, err)
 	}
-	doc, _ = e.tables.Get(ctx, "t", "d")
+	doc, _ = e.tables.Get(ctx, tenant, "t", "d")
 	if string(doc) != `{"n":5}` {
 		t.Fatalf("d after re-begin = %s", doc)
 	}

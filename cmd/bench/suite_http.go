@@ -82,6 +82,12 @@ func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// The server has no tokens: its requests are the anonymous principal's,
+	// and so must the table be.
+	if _, _, err := st.svc.Tables().Create(env.Ctx, api.Anonymous, benchTable, benchShards); err != nil {
+		st.close()
+		return nil, nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		st.close()

@@ -136,7 +136,7 @@ func receiptsCase(env *Env, name string, concurrency int) (Result, error) {
 	}
 	if name == "fast" {
 		op = func(ctx context.Context, w int, i uint64) error {
-			_, err := svc.ExecuteFast(ctx, benchTable, wl.batch(w, i))
+			_, err := svc.ExecuteFast(ctx, benchPrincipal, benchTable, wl.batch(w, i))
 			return err
 		}
 	}

@@ -73,13 +73,13 @@ func twopcCase(env *Env, name string, concurrency int) (Result, error) {
 		return Result{}, err
 	}
 	tables, coord := table.NewWithCoordinator(db, twopc.Options{})
-	if _, _, err := tables.Create(env.Ctx, benchTable, benchShards); err != nil {
+	if _, _, err := tables.Create(env.Ctx, benchPrincipal, benchTable, benchShards); err != nil {
 		db.Close()
 		return Result{}, err
 	}
 	wl := newWorkload(env.Opts.BatchDocs)
 	op := func(ctx context.Context, w int, i uint64) error {
-		plan, err := tables.Preflight(ctx, benchTable, wl.batch(w, i))
+		plan, err := tables.Preflight(ctx, benchPrincipal, benchTable, wl.batch(w, i))
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func twopcCase(env *Env, name string, concurrency int) (Result, error) {
 	}
 	if name == "twopc" || name == "twopc-2w" {
 		op = func(ctx context.Context, w int, i uint64) error {
-			plan, err := tables.Preflight(ctx, benchTable, wl.batch(w, i))
+			plan, err := tables.Preflight(ctx, benchPrincipal, benchTable, wl.batch(w, i))
 			if err != nil {
 				return err
 			}

@@ -136,7 +136,7 @@ func openStack(env *Env, name string, opts receipt.Options) (*stack, error) {
 		cleanup()
 		return nil, err
 	}
-	if _, _, err := svc.Tables().Create(env.Ctx, benchTable, benchShards); err != nil {
+	if _, _, err := svc.Tables().Create(env.Ctx, benchPrincipal, benchTable, benchShards); err != nil {
 		svc.Close()
 		db.Close()
 		cleanup()

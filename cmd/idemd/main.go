@@ -38,6 +38,7 @@ type config struct {
 	leaseTTL        time.Duration
 	renewInterval   time.Duration
 	retention       time.Duration
+	legacyOwner     string
 	maintainEvery   time.Duration
 	cleanEvery      time.Duration
 	executor        int
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, "lease TTL of a receipt's owner; a successor may adopt after it lapses")
 	fs.DurationVar(&c.renewInterval, "renew-interval", 0, "lease renewal interval (0 or more than lease-ttl/3 means lease-ttl/3)")
 	fs.DurationVar(&c.retention, "retention", 24*time.Hour, "how long terminal receipts are kept for replay")
+	fs.StringVar(&c.legacyOwner, "legacy-table-owner", "anonymous", "principal that owns the tables created before tables had owners (moved to it at start)")
 	fs.DurationVar(&c.maintainEvery, "maintain-interval", 0, "how often the recovery pass runs, the first time at most 1s after start (0: lease-ttl/2; negative: never)")
 	fs.DurationVar(&c.cleanEvery, "clean-interval", 0, "how often expired receipts are cleaned, the first time at most 1s after start (0: 1m; negative: never)")
 	fs.IntVar(&c.executor, "executor", 256, "maximum keyed batches executing at once; beyond it receipts wait pending (429)")
@@ -143,7 +145,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer db.Close()
 	svc, err := receipt.Open(ctx, db, receipt.Options{
 		Node: c.node, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
-		MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery,
+		MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SeparateDecide: c.separateDecide, Logger: log,
 	})
 	if err != nil {
