@@ -119,7 +119,7 @@ func (b *Batch) prepare() *canonBatch {
 	seen := make(map[string]place, n)
 	use := func(id string, where place) *code.Error {
 		if !ValidDocID(id) {
-			return invalid("%s: invalid document id %q (1..%d of A-Z a-z 0-9 _ . : @ ~ -)", where, id, DocIDBytesMax)
+			return invalid("%s: invalid document id %q (1..%d of A-Z a-z 0-9 _ . : @ ~ -, not \".\" or \"..\")", where, id, DocIDBytesMax)
 		}
 		if prev, dup := seen[id]; dup {
 			return invalid("%s: document %q is also touched by %s", where, id, prev)

@@ -48,6 +48,8 @@ var preflightCases = []struct {
 	{name: "empty-arrays", body: `{"inserts":[],"deletes":[],"transforms":[]}`, code: code.InvalidRequest, msg: "empty"},
 	{name: "doc-id-empty", body: `{"deletes":[""]}`, code: code.InvalidRequest, msg: "deletes[0]: invalid document id"},
 	{name: "doc-id-slash", body: `{"deletes":["a/b"]}`, code: code.InvalidRequest, msg: "deletes[0]: invalid document id"},
+	{name: "doc-id-dot", body: `{"inserts":[{"id":".","doc":{}}]}`, code: code.InvalidRequest, msg: "inserts[0]: invalid document id"},
+	{name: "doc-id-dot-dot", body: `{"deletes":[".."]}`, code: code.InvalidRequest, msg: "deletes[0]: invalid document id"},
 	{name: "doc-id-space", body: `{"inserts":[{"id":"a b","doc":{}}]}`, code: code.InvalidRequest, msg: "inserts[0]: invalid document id"},
 	{name: "doc-id-non-ascii", body: `{"transforms":[{"id":"é","ops":[{"op":"$unset","path":"a"}]}]}`, code: code.InvalidRequest, msg: "transforms[0]: invalid document id"},
 	{name: "doc-id-too-long", body: `{"deletes":["` + strings.Repeat("x", table.DocIDBytesMax+1) + `"]}`, code: code.InvalidRequest, msg: "invalid document id"},

@@ -47,9 +47,11 @@ func ValidTableName(s string) bool {
 	return true
 }
 
-// ValidDocID reports whether s is a valid document ID.
+// ValidDocID reports whether s is a valid document ID: 1..DocIDBytesMax of
+// A-Z a-z 0-9 _ . : @ ~ -, but not "." or "..", which HTTP clients
+// normalise away, so that a document so named could never be read back.
 func ValidDocID(s string) bool {
-	if len(s) == 0 || len(s) > DocIDBytesMax {
+	if len(s) == 0 || len(s) > DocIDBytesMax || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
