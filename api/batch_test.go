@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -366,5 +367,39 @@ func TestBatch_RefusedTransformIsTerminalInvalidRequest(t *testing.T) {
 	var raw map[string]any
 	if err := json.Unmarshal(first.Body, &raw); err != nil || raw["outcome"] != "aborted" {
 		t.Fatalf("body %s", first.Body)
+	}
+}
+
+// TestBatch_ABodyThatIsNotJSONIs415: a body whose Content-Type is not JSON,
+// or that has none, is refused before anything else — no receipt, no write
+// — on every route that takes one; JSON with parameters and
+// application/*+json are read as JSON.
+func TestBatch_ABodyThatIsNotJSONIs415(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, config{})
+	n.c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	body := `{"inserts":[{"id":"a","doc":{"v":1}}]}`
+	for i, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "multipart/form-data; boundary=x", "json", "application/json;;", ""} {
+		for _, key := range []string{"", fmt.Sprint("k", i)} {
+			var hdr []string
+			if key != "" {
+				hdr = []string{"Idempotency-Key", key}
+			}
+			r := n.c.Do("POST", "/v1/tables/t/batch", body, append(hdr, "Content-Type", ct)...)
+			checkProblem(t, r.Problem(t, 415), "unsupported_media_type", 415, false, "none")
+			if key != "" {
+				if p := n.c.Do("GET", "/v1/receipts/t/"+key, nil).Problem(t, 404); p.Code != "receipt_not_found" {
+					t.Fatalf("%s: a refused body left a receipt: %+v", ct, p)
+				}
+			}
+		}
+		r := n.c.Do("PUT", "/v1/tables/u", `{"shards":2}`, "Content-Type", ct)
+		checkProblem(t, r.Problem(t, 415), "unsupported_media_type", 415, false, "none")
+	}
+	n.c.Do("GET", "/v1/tables/t/docs/a", nil).Problem(t, 404)
+	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "APPLICATION/JSON", "application/merge-patch+json"} {
+		id := fmt.Sprintf("d%d", i)
+		n.c.Do("POST", "/v1/tables/t/batch", `{"inserts":[{"id":"`+id+`","doc":{}}]}`, "Content-Type", ct).JSON(t, 201, nil)
+		n.c.Do("GET", "/v1/tables/t/docs/"+id, nil).JSON(t, 200, nil)
 	}
 }

@@ -45,6 +45,7 @@ var titles = map[code.Code]string{
 	code.Overloaded:          "Overloaded",
 	code.ReceiptPending:      "Outcome pending",
 	code.PayloadTooLarge:     "Payload too large",
+	code.UnsupportedMedia:    "Unsupported media type",
 	code.ReceiptNotFound:     "Receipt not found",
 	code.NotFound:            "Not found",
 	code.MethodNotAllowed:    "Method not allowed",

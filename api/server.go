@@ -7,9 +7,12 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemdb/idem/code"
@@ -116,7 +119,8 @@ func (p *statusProbe) Header() http.Header         { return p.header }
 func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
-// readBody reads at most BodyBytesMax bytes; a larger body is answered 413.
+// readBody reads at most BodyBytesMax bytes of a JSON body; a larger body
+// is answered 413, one whose Content-Type is not JSON 415.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.BodyBytesMax))
 	var tooBig *http.MaxBytesError
@@ -128,7 +132,27 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 		writeProblem(w, code.InvalidRequest, "reading the request body failed")
 		return nil, false
 	}
+	if ct := r.Header.Get("Content-Type"); len(body) > 0 && !isJSON(ct) {
+		msg := fmt.Sprintf("the body must be JSON (Content-Type application/json or application/*+json), not %q", ct)
+		if ct == "" {
+			msg = "a body needs Content-Type: application/json"
+		}
+		writeProblem(w, code.UnsupportedMedia, msg)
+		return nil, false
+	}
 	return body, true
+}
+
+// isJSON reports whether a Content-Type names JSON: application/json or
+// any application/*+json, parameters (charset) allowed. A body without a
+// Content-Type is not: curl -d, for one, would otherwise pass a form for
+// JSON; every client of ours says what it sends.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
 
 // writeError answers an error from the service layer: typed codes keep

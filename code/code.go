@@ -13,8 +13,9 @@ type Code string
 
 // The codes of DESIGN §8, plus transaction_aborted (presumed abort and the
 // schema-1 legacy fallback), payload_too_large (413), receipt_not_found,
-// the router's not_found and method_not_allowed, and unavailable (503 from
-// /healthz when the store fail-stopped).
+// the router's not_found and method_not_allowed, unsupported_media_type
+// (415: a body that is not JSON), and unavailable (503 from /healthz when
+// the store fail-stopped).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -28,6 +29,7 @@ const (
 	Overloaded          Code = "overloaded"
 	ReceiptPending      Code = "idempotency_receipt_pending"
 	PayloadTooLarge     Code = "payload_too_large"
+	UnsupportedMedia    Code = "unsupported_media_type"
 	ReceiptNotFound     Code = "receipt_not_found"
 	NotFound            Code = "not_found"
 	MethodNotAllowed    Code = "method_not_allowed"
@@ -64,6 +66,7 @@ var registry = map[Code]Info{
 	Overloaded:          {429, true, SameKey},
 	ReceiptPending:      {503, true, SameKey},
 	PayloadTooLarge:     {413, false, None},
+	UnsupportedMedia:    {415, false, None},
 	ReceiptNotFound:     {404, false, None},
 	NotFound:            {404, false, None},
 	MethodNotAllowed:    {405, false, None},

@@ -128,8 +128,14 @@ func (c *Client) Try(method, path string, body any, headers ...string) (*Respons
 	}
 	auth := true
 	for i := 0; i < len(headers); i += 2 {
-		if http.CanonicalHeaderKey(headers[i]) == "Authorization" {
+		switch http.CanonicalHeaderKey(headers[i]) {
+		case "Authorization":
 			auth = false
+			if headers[i+1] == "" {
+				continue
+			}
+		case "Content-Type": // replaces the default; "" sends none
+			req.Header.Del("Content-Type")
 			if headers[i+1] == "" {
 				continue
 			}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -179,8 +180,17 @@ func (s *Spec) Check(ex Exchange) error {
 		}
 	}
 	var errs []error
+	vreq := withBody(req, ex.RequestBody)
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err == nil &&
+		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json") {
+		// The spec lists the media range application/*+json, which
+		// kin-openapi does not match: such a body is checked as the JSON
+		// it is.
+		vreq.Header = vreq.Header.Clone()
+		vreq.Header.Set("Content-Type", "application/json")
+	}
 	in := &openapi3filter.RequestValidationInput{
-		Request:    withBody(req, ex.RequestBody),
+		Request:    vreq,
 		PathParams: params,
 		Route:      route,
 		Options:    &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
