@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -245,12 +246,9 @@ func ckptOwner(name string) Version {
 	if len(rest) < 20 {
 		return 0
 	}
-	var v uint64
-	for _, c := range rest[:20] {
-		if c < '0' || c > '9' {
-			return 0
-		}
-		v = v*10 + uint64(c-'0')
+	v, err := strconv.ParseUint(rest[:20], 10, 64)
+	if err != nil {
+		return 0
 	}
 	return Version(v)
 }

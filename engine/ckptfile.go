@@ -48,10 +48,9 @@ import (
 // IDEMCKP2: header "IDEMCKP2" | index | count, records, crc32c, "IDEMEND1"),
 // is read as a complete generation of one part at v0 = index.
 const (
-	ckptPrefix     = "ckpt-"
-	ckptSuffix     = ".ckpt" // parts, and the single-file checkpoints of earlier versions
-	ckptPartSuffix = ckptSuffix
-	ckptTmpSuffix  = ".tmp"
+	ckptPrefix    = "ckpt-"
+	ckptSuffix    = ".ckpt" // parts, and the single-file checkpoints of earlier versions
+	ckptTmpSuffix = ".tmp"
 
 	partMagic      = "IDEMCKP3"
 	partEndMagic   = "IDEMEND3"
@@ -70,7 +69,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func genName(v0 Version) string { return fmt.Sprintf("%s%020d", ckptPrefix, v0) }
 
 func partName(v0 Version, seq int) string {
-	return fmt.Sprintf("%s-%06d%s", genName(v0), seq, ckptPartSuffix)
+	return fmt.Sprintf("%s-%06d%s", genName(v0), seq, ckptSuffix)
 }
 
 func legacyName(index Version) string { return genName(index) + ckptSuffix }
@@ -184,7 +183,7 @@ func listGenerations(fsys vfs.FS, dir string) ([]generation, error) {
 
 // parsePartName returns the v0 and seq a part's name gives.
 func parsePartName(name string) (Version, int, bool) {
-	rest := strings.TrimSuffix(strings.TrimPrefix(name, ckptPrefix), ckptPartSuffix)
+	rest := strings.TrimSuffix(strings.TrimPrefix(name, ckptPrefix), ckptSuffix)
 	v, s, ok := strings.Cut(rest, "-")
 	if !ok {
 		return 0, 0, false

@@ -347,7 +347,7 @@ func TestCheckpoint_AFailedCheckpointRemovesItsTempFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ckptTmpSuffix) || strings.HasSuffix(e.Name(), ckptPartSuffix) {
+		if strings.HasSuffix(e.Name(), ckptTmpSuffix) || strings.HasSuffix(e.Name(), ckptSuffix) {
 			t.Fatalf("failed checkpoint left %s", e.Name())
 		}
 	}

@@ -37,24 +37,20 @@ func (db *DB) recover() error {
 	if err != nil {
 		return walErr(err)
 	}
-	ckpt, err := db.loadCheckpoint(log.FirstIndex(), func() []uint64 { return recordedCheckpoints(log) })
+	ckpt, fellBack, err := db.loadCheckpoint(log.FirstIndex(), func() []uint64 { return recordedCheckpoints(log) })
 	if err != nil {
 		log.Close()
 		return err
 	}
 	var replayed, entries int64
 	newest := uint64(0) // the newest checkpoint the log says was written
-	err = log.Replay(ckpt.index+1, func(index uint64, kind wal.Kind, body []byte) error {
+	err = log.Replay(ckpt+1, func(index uint64, kind wal.Kind, body []byte) error {
 		replayed += int64(len(body))
 		entries++
-		switch kind {
-		case wal.KindCheckpoint:
-			if n, k := binary.Uvarint(body); k > 0 {
-				newest = max(newest, n)
-			}
-			return nil
-		case wal.KindBatch:
-		default:
+		if n, k := binary.Uvarint(body); kind == wal.KindCheckpoint && k > 0 {
+			newest = max(newest, n)
+		}
+		if kind != wal.KindBatch {
 			return nil
 		}
 		var rec applyRec
@@ -69,34 +65,33 @@ func (db *DB) recover() error {
 		log.Close()
 		return walErr(err)
 	}
-	if newest > ckpt.index {
+	if newest > ckpt && !fellBack {
+		// A checkpoint the log says was completed is gone or lost a part
+		// (a damaged one was reported as it was skipped).
 		db.opts.Logger.Warn("engine: the newest checkpoint is missing or damaged; recovered everything from an older one and the log after it",
-			"missing", genName(Version(newest)), "used", ckpt.name())
+			"missing", genName(Version(newest)), "used", checkpointLabel(ckpt))
 	}
 	if last := Version(log.NextIndex() - 1); last > db.applied {
 		db.applied = last
 	}
 	db.log = log
-	db.lastCkptIndex.Store(ckpt.index)
+	db.lastCkptIndex.Store(ckpt)
 	// The replayed tail counts towards the next checkpoint, so that a
 	// crash loop cannot keep the log growing: recovery time stays bounded
 	// by one checkpoint interval however often the process dies.
 	db.loggedBytes.Store(replayed)
-	db.recovery = RecoveryStats{FromCheckpoint: Version(ckpt.index), ReplayedEntries: entries, ReplayedBytes: replayed}
+	db.recovery = RecoveryStats{FromCheckpoint: Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed}
 	db.reportDamageFiles()
 	return nil
 }
 
-// loadedCheckpoint is what recovery started from.
-type loadedCheckpoint struct {
-	index uint64 // 0: no checkpoint, the log from entry 1
-}
-
-func (c loadedCheckpoint) name() string {
-	if c.index == 0 {
+// checkpointLabel names what recovery started from: checkpoint index v, or
+// the whole log (0).
+func checkpointLabel(v uint64) string {
+	if v == 0 {
 		return "(none: the whole log)"
 	}
-	return genName(Version(c.index))
+	return genName(Version(v))
 }
 
 // filesOf names a generation's files for an operator.
@@ -104,17 +99,18 @@ func filesOf(g generation) string {
 	if len(g.parts) == 1 {
 		return g.parts[0].name
 	}
-	return fmt.Sprintf("%s-*%s (%d parts)", genName(g.v0), ckptPartSuffix, len(g.parts))
+	return fmt.Sprintf("%s-*%s (%d parts)", genName(g.v0), ckptSuffix, len(g.parts))
 }
 
-// loadCheckpoint fills the tree from the newest usable checkpoint and
-// finds an incomplete newer one to resume. The log holds entries from
-// logFirst on; recorded lists the checkpoints the log says were written
-// (read only to explain a refusal).
-func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (loadedCheckpoint, error) {
+// loadCheckpoint fills the tree from the newest usable checkpoint, returns
+// its index v0 (0: none, replay the whole log) and whether it skipped damaged
+// newer ones, and finds an incomplete newer one to resume. The log holds
+// entries from logFirst on; recorded lists the checkpoints the log says
+// were written (read only to explain a refusal).
+func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (v0 uint64, fellBack bool, err error) {
 	gens, err := listGenerations(db.fs, db.dir)
 	if err != nil {
-		return loadedCheckpoint{}, err
+		return 0, false, err
 	}
 	var tried []string
 	var damaged []generation
@@ -133,30 +129,29 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (loadedC
 			break
 		}
 		if !errors.Is(err, errCheckpointDamaged) {
-			return loadedCheckpoint{}, err
+			return 0, false, err
 		}
 		db.opts.Logger.Warn("engine: checkpoint does not load", "files", filesOf(g), "err", err)
 		tried = append(tried, filesOf(g)+" ("+err.Error()+")")
 		damaged = append(damaged, g)
 	}
 	if chosen < 0 && logFirst > 1 {
-		return loadedCheckpoint{}, db.noUsableCheckpoint(gens, tried, logFirst, recorded())
+		return 0, false, db.noUsableCheckpoint(gens, tried, logFirst, recorded())
 	}
-	c := loadedCheckpoint{}
 	if chosen >= 0 {
-		c.index = uint64(gens[chosen].v0)
+		v0 = uint64(gens[chosen].v0)
 	} else {
 		db.tree = index.NewKeySpace()
 	}
 	if len(tried) > 0 {
 		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
-			"damaged", tried, "used", c.name())
+			"damaged", tried, "used", checkpointLabel(v0))
 		db.moveAside(damaged)
 	}
-	if len(gens) > 0 && !gens[0].complete() && gens[0].v0 > Version(c.index) {
+	if len(gens) > 0 && !gens[0].complete() && gens[0].v0 > Version(v0) {
 		db.resume(gens[0])
 	}
-	return c, nil
+	return v0, len(tried) > 0, nil
 }
 
 // resume makes g, an incomplete checkpoint, the one the next Checkpoint

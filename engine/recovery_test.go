@@ -93,7 +93,7 @@ func TestCheckpoint_ACrashMidCheckpointKeepsItsParts(t *testing.T) {
 	db := openT(t, memDataDir, o)
 	fillStore(t, db, 200)
 	// The third part's rename fails: two parts are durable, then the power goes.
-	efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptPartSuffix + ckptTmpSuffix, Nth: 3, Err: errorfs.EIO})
+	efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptSuffix + ckptTmpSuffix, Nth: 3, Err: errorfs.EIO})
 	if err := db.Checkpoint(); !errors.Is(err, errorfs.EIO) {
 		t.Fatalf("checkpoint whose third part fails: %v", err)
 	}
@@ -166,7 +166,7 @@ func TestOpen_RecoveryStaysBoundedWhenACheckpointOutlastsALife(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptPartSuffix + ckptTmpSuffix, Nth: 3, Err: errorfs.EIO})
+		efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptSuffix + ckptTmpSuffix, Nth: 3, Err: errorfs.EIO})
 		switch err := db.Checkpoint(); {
 		case err == nil:
 			completed[db.Stats().Checkpoint] = true

@@ -2,10 +2,6 @@
 
 package fault
 
-// PlantedCompiled reports whether planted bugs are compiled in (true only
-// under -tags idem_selftest).
-const PlantedCompiled = true
-
 // Planted reports whether the named planted bug is armed (by Enable, as the
 // harness self-test does, or by GO_FAILPOINTS). It exists only in the
 // self-test build; elsewhere Planted is the constant false.

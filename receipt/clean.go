@@ -60,11 +60,6 @@ func (s *Service) cleanTick(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-func (s *Service) cleanWithJob(ctx context.Context, jobVer engine.Version, now time.Time) (int, error) {
-	n, _, err := s.cleanFrom(ctx, jobVer, now, nil)
-	return n, err
-}
-
 func (s *Service) cleanFrom(ctx context.Context, jobVer engine.Version, now time.Time, from []byte) (int, []byte, error) {
 	start := []byte(engine.NSExpiry)
 	if from != nil {

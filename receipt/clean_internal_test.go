@@ -69,7 +69,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 		t.Fatalf("B acquires: %v %v", ok, err)
 	}
 	before := storeDump(t, db)
-	n, err := a.cleanWithJob(ctx, va, now)
+	n, _, err := a.cleanFrom(ctx, va, now, nil)
 	if n != 0 || !errors.Is(err, lease.ErrFenced) {
 		t.Fatalf("stale pass: %d %v, want 0 and ErrFenced", n, err)
 	}
@@ -80,7 +80,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 	if n, err := a.CleanOnce(ctx); n != 0 || err != nil {
 		t.Fatalf("stale CleanOnce: %d %v", n, err)
 	}
-	if n, err := b.cleanWithJob(ctx, vb, now); n != 2 || err != nil {
+	if n, _, err := b.cleanFrom(ctx, vb, now, nil); n != 2 || err != nil {
 		t.Fatalf("current pass: %d %v, want 2", n, err)
 	}
 	for _, k := range []string{"k1", "k2"} {

@@ -76,10 +76,6 @@ func tenantPrefix(tenant string) []byte {
 	return engine.NSMeta.Prefix("tenant", hex.EncodeToString([]byte(tenant)))
 }
 
-// legacyMetaKey is where tables lived before they had tenants:
-// meta/v1/table/<name> (see MigrateLegacy).
-func legacyMetaKey(name string) []byte { return engine.NSMeta.Key("table", name) }
-
 func droppedKey(id string) []byte     { return engine.NSMeta.Key("dropped", id) }
 func docPrefix(tableID string) []byte { return engine.NSTable.Prefix(tableID) }
 
@@ -265,6 +261,7 @@ const migrateBatchMax = 64
 // both keys, so a crash part-way leaves every table in exactly one place
 // and a later call finishes the job. It reports how many tables it moved.
 func (t *Tables) MigrateLegacy(ctx context.Context, owner string) (int, error) {
+	// Where tables lived before they had tenants: meta/v1/table/<name>.
 	prefix := engine.NSMeta.Prefix("table")
 	moved := 0
 	for {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,20 +57,6 @@ func appendSync(t *testing.T, l *Log, b []byte) uint64 {
 	return idx
 }
 
-// writeLog creates a log in dir holding entries 1..n with body(i), closed.
-func writeLog(t *testing.T, dir string, opts Options, n int) {
-	t.Helper()
-	l, _ := openLogT(t, dir, opts)
-	for i := 1; i <= n; i++ {
-		if idx := appendSync(t, l, body(uint64(i))); idx != uint64(i) {
-			t.Fatalf("appended at %d, want %d", idx, i)
-		}
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // replayAll opens dir and replays everything; it returns the bodies in
 // order, the repair report and the first error of Open or Replay.
 func replayAll(t *testing.T, dir string, opts Options) ([]string, RepairReport, error) {
@@ -111,15 +96,6 @@ func checkBodies(t *testing.T, got []string, n int) {
 	}
 }
 
-func segmentsT(t *testing.T, dir string) []segmentFile {
-	t.Helper()
-	segs, _, err := listSegments(vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return segs
-}
-
 // span locates one tidwall entry in a segment: the uvarint length starts at
 // start, the frame occupies [frame, end).
 type span struct{ start, frame, end int }
@@ -136,32 +112,6 @@ func spansOf(t *testing.T, data []byte) []span {
 		pos += n + int(size)
 	}
 	return out
-}
-
-func readFileT(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func writeFileT(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flipBit flips one bit inside the CRC-covered part (header CRC or body) of
-// the frame at sp in the segment file at path.
-func flipBit(t *testing.T, path string, sp span) {
-	t.Helper()
-	data := readFileT(t, path)
-	off := sp.frame + frameCRCStart + (sp.end-sp.frame-frameCRCStart)/2
-	data[off] ^= 0x10
-	writeFileT(t, path, data)
 }
 
 // memDisk is a log directory on a crashable in-memory disk (vfs/memfs),

@@ -59,10 +59,9 @@ type tailFacts struct {
 	claimEnd int64
 	// Start of the block-aligned run of zeros that ends the segment
 	// (damageAt if every damaged byte is zero, size if there is no run).
-	zeroFrom      int64
-	closed        closeState
-	maxTornBytes  int64 // the most a single group write can put down
-	segment, path string
+	zeroFrom     int64
+	closed       closeState
+	maxTornBytes int64 // the most a single group write can put down
 }
 
 // judgeTail decides whether the damage described by f is a torn final

@@ -65,13 +65,11 @@ type FS struct {
 	inner vfs.FS
 	mu    sync.Mutex
 	rules []*armed
-	hits  [opCount]int
 }
 
 type armed struct {
 	Rule
-	seen  int
-	fired int
+	seen int
 }
 
 // Wrap returns an FS that passes every call to inner until a rule fires.
@@ -100,35 +98,15 @@ func (f *FS) Clear() {
 	f.rules = nil
 }
 
-// Fired is how many calls the rules failed so far.
-func (f *FS) Fired() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, r := range f.rules {
-		n += r.fired
-	}
-	return n
-}
-
-// Calls is how many calls of kind op were seen (failed or not).
-func (f *FS) Calls(op Op) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.hits[op]
-}
-
 func (f *FS) maybe(op Op, path string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.hits[op]++
 	for _, r := range f.rules {
 		if r.Op != op || !strings.Contains(path, r.PathContains) {
 			continue
 		}
 		r.seen++
 		if r.seen == r.Nth || r.Sticky && r.seen > r.Nth {
-			r.fired++
 			return &fs.PathError{Op: "errorfs " + op.String(), Path: path, Err: r.Err}
 		}
 	}

@@ -88,17 +88,10 @@ func (m *FS) Used() int64 {
 	return m.used
 }
 
-// Calls is how many mutating calls (create, write, sync, truncate, rename,
-// remove, mkdir) were made so far; CrashAt counts the same calls.
-func (m *FS) Calls() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.calls
-}
-
-// CrashAt arms a crash at the n-th mutating call from now (n ≥ 1): that
-// call fails with ErrCrashed without taking effect, and so does every
-// later call.
+// CrashAt arms a crash at the n-th mutating call from now (n ≥ 1; the
+// mutating calls are create, write, sync, truncate, rename, remove and
+// mkdir): that call fails with ErrCrashed without taking effect, and so
+// does every later call.
 func (m *FS) CrashAt(n int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
