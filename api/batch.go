@@ -16,17 +16,18 @@ import (
 // Malformed input is answered 400 before any receipt exists, so a corrected
 // retry with the same key works.
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
-	keys, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]
+	values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]
 	key := ""
 	if keyed {
-		key = keys[0]
-		if len(keys) != 1 || !receipt.ValidKey(key) {
-			writeProblem(w, code.InvalidKey, "Idempotency-Key must be one header of 1..255 visible ASCII characters")
+		var err error
+		if key, err = parseIdempotencyKey(values); err != nil {
+			writeProblem(w, code.InvalidKey, err.Error())
 			return
 		}
-		// Echo the key on every answer of the keyed route, including the
-		// 400 and 413 answers given before a receipt exists.
-		w.Header().Set(headerIdempotencyKey, key)
+		// Echo the key, as the client wrote it, on every answer of the keyed
+		// route, including the 400 and 413 answers given before a receipt
+		// exists: that makes each of them a keyed answer.
+		w.Header().Set(headerIdempotencyKey, strings.Trim(values[0], " \t"))
 	}
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -47,27 +48,41 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, res)
 		return
 	}
-	wait := preferWait(r.Header.Values("Prefer"))
+	wait, asked := preferWait(r.Header.Values("Prefer"))
+	wait = min(wait, s.svc.WaitMax())
+	principal := principalOf(r.Context())
 	ans, err := s.svc.Execute(r.Context(), receipt.Request{
-		Principal: principalOf(r.Context()), Table: tbl, Key: key, Batch: b, Wait: wait,
+		Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait,
 	})
 	if err != nil {
-		s.writeError(w, r, err)
+		// The failure came after the key was bound, so its transaction is
+		// known; its outcome is not (a retry with the same key learns it).
+		txnID := receipt.Bind(principal, tbl, key)
+		w.Header().Set(headerTxnID, txnID)
+		writeTxnProblem(w, s.classify(r, err), txnID)
 		return
 	}
-	if wait > 0 {
+	if ans.Code == code.Unavailable {
+		s.noteUnavailable(s.health())
+	}
+	if asked {
+		// The wait granted, which -wait-max may have cut, on every answer
+		// to a request that asked: an answer that came sooner was still
+		// given under that bound.
 		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
 	}
 	s.metrics.keyed(ans)
-	writeAnswer(w, key, ans)
+	writeAnswer(w, ans)
 }
 
 // preferWaitMax bounds the wait a client may ask for before the service's
-// own WaitMax applies.
+// own WaitMax applies; it keeps the conversion to a Duration from
+// overflowing.
 const preferWaitMax = time.Hour
 
-// preferWait parses RFC 7240 `Prefer: wait=N` (seconds).
-func preferWait(values []string) time.Duration {
+// preferWait parses RFC 7240 `Prefer: wait=N` (seconds) and reports whether
+// the request asked for a wait.
+func preferWait(values []string) (time.Duration, bool) {
 	for _, v := range values {
 		for _, pref := range strings.Split(v, ",") {
 			name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
@@ -79,8 +94,8 @@ func preferWait(values []string) time.Duration {
 			if err != nil || n < 0 {
 				continue
 			}
-			return min(time.Duration(n)*time.Second, preferWaitMax)
+			return time.Duration(min(n, int(preferWaitMax/time.Second))) * time.Second, true
 		}
 	}
-	return 0
+	return 0, false
 }

@@ -96,8 +96,26 @@ func TestBatch_KeyMismatchIs422(t *testing.T) {
 	r := n.batch("t", "k", `{"transforms":[{"id":"c","ops":[{"op":"$inc","path":"n","value":2}],"upsert":true}]}`)
 	p := r.Problem(t, 422)
 	checkProblem(t, p, "idempotency_key_mismatch", 422, false, "none")
-	checkKeyed(t, r, p, "not_applied")
-	if p.TransactionID != first.Header.Get("Idem-Transaction-Id") || r.Header.Get("Idempotency-Key") != "k" || hasHeader(r, "Idempotent-Replayed") {
+	// This request was not applied; the original, which committed, is
+	// reported in its own member, not as this answer's transaction.
+	var body struct {
+		Outcome  string `json:"outcome"`
+		Original struct {
+			TransactionID string `json:"transaction_id"`
+			State         string `json:"state"`
+			Outcome       string `json:"outcome"`
+		} `json:"original_receipt"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Outcome != "not_applied" || p.Members["transaction_id"] || hasHeader(r, "Idem-Transaction-Id") {
+		t.Fatalf("mismatch answer claims a transaction: %s %v", r.Body, r.Header)
+	}
+	if o := body.Original; o.TransactionID != first.Header.Get("Idem-Transaction-Id") || o.State != "terminal" || o.Outcome != "committed" {
+		t.Fatalf("original_receipt %+v, want the committed original %s", o, first.Header.Get("Idem-Transaction-Id"))
+	}
+	if r.Header.Get("Idempotency-Key") != "k" || hasHeader(r, "Idempotent-Replayed") {
 		t.Fatalf("mismatch headers %v", r.Header)
 	}
 	// The receipt keeps its first answer.
@@ -162,7 +180,12 @@ func TestBatch_InvalidRequestCreatesNoReceipt(t *testing.T) {
 	// too, without a receipt.
 	r := n.batch("bad.table", "k", incBody)
 	checkProblem(t, r.Problem(t, 400), "invalid_request", 400, false, "none")
-	n.noReceipt("bad.table", "k")
+	// Looking up its receipt is 400 too: no such table name can exist.
+	p := n.receipt("bad.table", "k").Problem(t, 400)
+	checkProblem(t, p, "invalid_request", 400, false, "none")
+	if !contains(p.Detail, "A-Z a-z 0-9 _ -") {
+		t.Fatalf("detail %q does not state the rule", p.Detail)
+	}
 }
 
 func TestBatch_InvalidIdempotencyKey(t *testing.T) {

@@ -2,36 +2,120 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/wal"
 )
 
 // metrics is the server's Prometheus registry. Counters the service and
-// engine already keep are exported as CounterFuncs, read at scrape time, so
-// the hot path pays nothing for them.
+// engine already keep are read at scrape time (CounterFuncs, and one
+// collector for engine.Stats), so the hot path pays nothing for them.
 type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	outcomes *prometheus.CounterVec
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	durations *prometheus.HistogramVec
+	outcomes  *prometheus.CounterVec
+}
+
+// routePatterns are the patterns server.go registers; a test holds the two
+// lists equal. With unmatchedRoute and malformedRoute they are the route
+// label's values, which the request metrics' HELP lists.
+var routePatterns = []string{
+	"PUT /v1/tables/{table}",
+	"DELETE /v1/tables/{table}",
+	"GET /v1/tables",
+	"POST /v1/tables/{table}/batch",
+	"GET /v1/tables/{table}/docs/{id}",
+	"GET /v1/receipts/{table}/{key...}",
+	"GET /healthz",
+	"GET /metrics",
+}
+
+// successStatuses are the statuses of the answers that are not problems;
+// with every problem code's status (code.Lookup) they are the code label's
+// values.
+var successStatuses = []int{http.StatusOK, http.StatusCreated, http.StatusNoContent}
+
+// requestDurationBuckets are the bounds, in seconds, of
+// idem_http_request_duration_seconds: from 0.5 ms, a read served from
+// memory, through the milliseconds of an fsynced write, to 60 s, the
+// default RequestTimeout that bounds a request's work (a longer configured
+// timeout's stragglers land in +Inf). Steps of about 2–2.5×.
+var requestDurationBuckets = []float64{
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 30, defaultRequestTimeout.Seconds(),
+}
+
+// Outcome label values of idem_keyed_answers_total besides an envelope's
+// own outcome.
+const (
+	// outcomeMismatch: 422 idempotency_key_mismatch, the key reused with a
+	// different request. Its envelope says not_applied; counted apart, a
+	// client bug does not hide among the batches refused on their merits.
+	outcomeMismatch = "mismatch"
+	// outcomeRejected: an answer without an outcome (refused before a
+	// receipt existed).
+	outcomeRejected = "rejected"
+)
+
+// keyedOutcomes are the outcome label's values.
+var keyedOutcomes = []string{
+	receipt.OutcomeCommitted, receipt.OutcomeAborted, receipt.OutcomeNotApplied, receipt.OutcomePending,
+	outcomeMismatch, outcomeRejected,
+}
+
+// requestLabelsHelp lists the values of the request metrics' labels.
+func requestLabelsHelp() string {
+	routes := append(slices.Clone(routePatterns), unmatchedRoute, malformedRoute)
+	statuses := slices.Clone(successStatuses)
+	for _, c := range code.All() {
+		statuses = append(statuses, code.Lookup(c).Status)
+	}
+	slices.Sort(statuses)
+	codes := make([]string, 0, len(statuses))
+	for _, st := range slices.Compact(statuses) {
+		codes = append(codes, strconv.Itoa(st))
+	}
+	return ` route: the pattern served, "` + strings.Join(routes, `", "`) +
+		`" ("` + unmatchedRoute + `": no route, answered 404 or 405; "` + malformedRoute +
+		`": net/http could not parse the request). code: the status the client got, ` +
+		strings.Join(codes, ", ") + "."
 }
 
 func newMetrics(svc *receipt.Service, engineStats func() engine.Stats) *metrics {
+	labels := requestLabelsHelp()
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "idem_http_requests_total", Help: "HTTP requests by route pattern and status code.",
+			Name: "idem_http_requests_total", Help: "HTTP requests by route pattern and status code." + labels,
+		}, []string{"route", "code"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idem_http_request_duration_seconds", Help: "HTTP request latency, from routing to the handler's return, by route pattern and status code." + labels,
+			Buckets: requestDurationBuckets,
 		}, []string{"route", "code"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "idem_keyed_answers_total", Help: "Keyed batch answers by outcome (committed, aborted, not_applied, pending) and whether replayed.",
+			Name: "idem_keyed_answers_total", Help: "Keyed batch answers by outcome and whether replayed. " +
+				"outcome: committed, aborted, not_applied, pending (the envelope's outcome), " +
+				"mismatch (422 idempotency_key_mismatch), rejected (refused without an outcome). replayed: true, false.",
 		}, []string{"outcome", "replayed"}),
 	}
-	m.reg.MustRegister(m.requests, m.outcomes,
+	// Every keyed series exists from the start, so that rates over them do
+	// not begin with a gap.
+	for _, o := range keyedOutcomes {
+		m.outcomes.WithLabelValues(o, "true")
+		m.outcomes.WithLabelValues(o, "false")
+	}
+	m.reg.MustRegister(m.requests, m.durations, m.outcomes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	counter := func(name, help string, f func(receipt.Stats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
@@ -63,69 +147,149 @@ func newMetrics(svc *receipt.Service, engineStats func() engine.Stats) *metrics 
 		Name: "idem_active_leases", Help: "Receipts in the renewal active set.",
 	}, func() float64 { return float64(svc.Active().Len()) }))
 	if engineStats != nil {
-		wal := func(name, help string, f func(engine.Stats) uint64) {
-			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-				func() float64 { return float64(f(engineStats())) }))
-		}
-		wal("idem_wal_fsyncs_total", "fsync calls of the WAL (segments and directory).", func(s engine.Stats) uint64 { return s.WAL.Fsyncs })
-		wal("idem_wal_groups_total", "WAL group commits.", func(s engine.Stats) uint64 { return s.WAL.Groups })
-		wal("idem_wal_entries_total", "WAL entries (engine batches); entries/groups is the mean group size.", func(s engine.Stats) uint64 { return s.WAL.Entries })
-		wal("idem_wal_bytes_total", "WAL frame bytes written.", func(s engine.Stats) uint64 { return s.WAL.Bytes })
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "idem_wal_group_size_mean", Help: "Mean entries per WAL group commit since start.",
-		}, func() float64 {
-			st := engineStats()
-			if st.WAL.Groups == 0 {
-				return 0
-			}
-			return float64(st.WAL.Entries) / float64(st.WAL.Groups)
-		}))
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "idem_engine_keys", Help: "Keys in the store.",
-		}, func() float64 { return float64(engineStats().Keys) }))
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "idem_engine_log_since_checkpoint_entries", Help: "Log positions after the newest checkpoint: about what a restart now would replay.",
-		}, func() float64 { st := engineStats(); return float64(st.Applied - min(st.Checkpoint, st.Applied)) }))
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "idem_engine_recovery_replayed_bytes", Help: "Log bytes the open that started this process replayed after its checkpoint.",
-		}, func() float64 { return float64(engineStats().Recovery.ReplayedBytes) }))
+		m.reg.MustRegister(newEngineCollector(engineStats))
 	}
 	return m
 }
 
 type supStats struct{ Passes, Renewed, Fenced, Writes uint64 }
 
+// engineCollector exports engine.Stats, read once per scrape: one reading
+// costs a lock of the tree and copies of three histograms, and every
+// engine metric of a scrape then comes from the same instant.
+type engineCollector struct {
+	stats      func() engine.Stats
+	scalars    []engineScalar
+	histograms []engineHistogram
+}
+
+type engineScalar struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(engine.Stats) float64
+}
+
+type engineHistogram struct {
+	desc *prometheus.Desc
+	// per is how many of the snapshot's units make one of the metric's:
+	// nanosPerSecond for the duration histograms. (Dividing keeps bounds
+	// such as 30 s exact, where multiplying by 1e-9 would not.)
+	per      float64
+	snapshot func(engine.Stats) wal.HistogramSnapshot
+}
+
+// nanosPerSecond converts the duration histograms' nanoseconds to seconds.
+const nanosPerSecond = 1e9
+
+func newEngineCollector(stats func() engine.Stats) *engineCollector {
+	c := &engineCollector{stats: stats}
+	scalar := func(kind prometheus.ValueType, name, help string, f func(engine.Stats) float64) {
+		c.scalars = append(c.scalars, engineScalar{prometheus.NewDesc(name, help, nil, nil), kind, f})
+	}
+	counter := func(name, help string, f func(engine.Stats) uint64) {
+		scalar(prometheus.CounterValue, name, help, func(s engine.Stats) float64 { return float64(f(s)) })
+	}
+	gauge := func(name, help string, f func(engine.Stats) float64) { scalar(prometheus.GaugeValue, name, help, f) }
+	histogram := func(name, help string, per float64, f func(engine.Stats) wal.HistogramSnapshot) {
+		c.histograms = append(c.histograms, engineHistogram{prometheus.NewDesc(name, help, nil, nil), per, f})
+	}
+	counter("idem_wal_fsyncs_total", "fsync calls of the WAL (segments and directory).", func(s engine.Stats) uint64 { return s.WAL.Fsyncs })
+	counter("idem_wal_groups_total", "WAL group commits.", func(s engine.Stats) uint64 { return s.WAL.Groups })
+	counter("idem_wal_entries_total", "WAL entries (engine batches); entries/groups is the mean group size.", func(s engine.Stats) uint64 { return s.WAL.Entries })
+	counter("idem_wal_bytes_total", "WAL frame bytes written.", func(s engine.Stats) uint64 { return s.WAL.Bytes })
+	histogram("idem_wal_fsync_duration_seconds", "Latency of each WAL fsync (segments, tidwall's own included, and directory), failed ones included.",
+		nanosPerSecond, func(s engine.Stats) wal.HistogramSnapshot { return s.WAL.FsyncDuration })
+	histogram("idem_wal_group_entries", "Entries per WAL group commit.",
+		1, func(s engine.Stats) wal.HistogramSnapshot { return s.WAL.GroupEntries })
+	counter("idem_checkpoints_total", "Checkpoints completed.", func(s engine.Stats) uint64 { return s.Checkpoints.Completed })
+	counter("idem_checkpoint_failures_total", "Checkpoint attempts that failed, in writing or in truncating the log after (automatic ones are retried with backoff).", func(s engine.Stats) uint64 { return s.Checkpoints.Failed })
+	counter("idem_checkpoint_bytes_total", "Checkpoint bytes made durable.", func(s engine.Stats) uint64 { return s.Checkpoints.BytesWritten })
+	histogram("idem_checkpoint_duration_seconds", "Duration of each completed checkpoint.",
+		nanosPerSecond, func(s engine.Stats) wal.HistogramSnapshot { return s.Checkpoints.Duration })
+	gauge("idem_checkpoint_size_bytes", "Size of the newest complete checkpoint (written, or loaded at open).",
+		func(s engine.Stats) float64 { return float64(s.Checkpoints.Bytes) })
+	gauge("idem_engine_keys", "Keys in the store.", func(s engine.Stats) float64 { return float64(s.Keys) })
+	gauge("idem_engine_log_since_checkpoint_entries", "Log positions after the newest checkpoint: about what a restart now would replay.",
+		func(s engine.Stats) float64 { return float64(s.Applied - min(s.Checkpoint, s.Applied)) })
+	gauge("idem_engine_recovery_replayed_bytes", "Log bytes the open that started this process replayed after its checkpoint.",
+		func(s engine.Stats) float64 { return float64(s.Recovery.ReplayedBytes) })
+	gauge("idem_engine_fail_stopped", "1 when the engine fail-stopped after an I/O error and refuses writes until restarted, else 0.",
+		func(s engine.Stats) float64 {
+			if s.FailStopped {
+				return 1
+			}
+			return 0
+		})
+	return c
+}
+
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range c.scalars {
+		ch <- s.desc
+	}
+	for _, h := range c.histograms {
+		ch <- h.desc
+	}
+}
+
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for _, s := range c.scalars {
+		ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.value(st))
+	}
+	for _, h := range c.histograms {
+		snap := h.snapshot(st)
+		buckets := make(map[float64]uint64, len(snap.Bounds))
+		for i, b := range snap.Bounds {
+			buckets[float64(b)/h.per] = snap.Cumulative[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(h.desc, snap.Count, float64(snap.Sum)/h.per, buckets)
+	}
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// instrument counts requests of one route by status code.
-func (m *metrics) instrument(route string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(sw, r)
-		m.count(route, sw.status)
-	})
+// observe records one answered request: its route pattern (or
+// "unmatched"), the status the client got and how long it took.
+func (m *metrics) observe(route string, status int, elapsed time.Duration) {
+	sc := strconv.Itoa(status)
+	m.requests.WithLabelValues(route, sc).Inc()
+	m.durations.WithLabelValues(route, sc).Observe(elapsed.Seconds())
 }
 
-func (m *metrics) count(route string, status int) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-}
-
+// keyed counts one keyed answer by outcome (see keyedOutcomes).
 func (m *metrics) keyed(a receipt.Answer) {
 	outcome := a.Outcome
-	if outcome == "" {
-		outcome = "rejected"
+	switch {
+	case a.Code == code.KeyMismatch:
+		outcome = outcomeMismatch
+	case outcome == "":
+		outcome = outcomeRejected
 	}
 	m.outcomes.WithLabelValues(outcome, strconv.FormatBool(a.Replayed)).Inc()
 }
 
+// statusWriter remembers the status of the first header written: the one
+// the client got.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  bool
 }
 
 func (w *statusWriter) WriteHeader(status int) {
-	w.status = status
+	if !w.wrote {
+		w.status, w.wrote = status, true
+	}
 	w.ResponseWriter.WriteHeader(status)
 }
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

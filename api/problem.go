@@ -16,15 +16,16 @@ import (
 // members. Its field order is fixed, so the same envelope always renders to
 // the same bytes — which is what makes a replay byte-for-byte.
 type problem struct {
-	Type          string `json:"type"`
-	Title         string `json:"title"`
-	Status        int    `json:"status"`
-	Detail        string `json:"detail,omitempty"`
-	Code          string `json:"code"`
-	Retryable     bool   `json:"retryable"`
-	RetryWith     string `json:"retry_with"`
-	Outcome       string `json:"outcome,omitempty"`
-	TransactionID string `json:"transaction_id,omitempty"`
+	Type          string        `json:"type"`
+	Title         string        `json:"title"`
+	Status        int           `json:"status"`
+	Detail        string        `json:"detail,omitempty"`
+	Code          string        `json:"code"`
+	Retryable     bool          `json:"retryable"`
+	RetryWith     string        `json:"retry_with,omitempty"` // keyed answers only
+	Original      *originalJSON `json:"original_receipt,omitempty"`
+	Outcome       string        `json:"outcome,omitempty"`
+	TransactionID string        `json:"transaction_id,omitempty"`
 }
 
 const problemContentType = "application/problem+json"
@@ -46,6 +47,8 @@ var titles = map[code.Code]string{
 	code.ReceiptPending:      "Outcome pending",
 	code.PayloadTooLarge:     "Payload too large",
 	code.UnsupportedMedia:    "Unsupported media type",
+	code.HeadersTooLarge:     "Request header fields too large",
+	code.NotImplemented:      "Not implemented",
 	code.ReceiptNotFound:     "Receipt not found",
 	code.NotFound:            "Not found",
 	code.MethodNotAllowed:    "Method not allowed",
@@ -70,28 +73,70 @@ func renderJSON(v any) []byte {
 }
 
 // writeProblem answers with a problem for code c (no receipt involved).
+// An answer is keyed when it echoes an Idempotency-Key; only a keyed
+// answer says how to retry with respect to the key (retry_with), since the
+// choice means nothing without one. Unkeyed answers say retryable alone.
 func writeProblem(w http.ResponseWriter, c code.Code, detail string) {
+	keyed := w.Header().Get(headerIdempotencyKey) != ""
+	status := code.Lookup(c).Status
+	setRetryAfter(w, status, 0)
+	writeBody(w, status, problemContentType, problemBody(c, detail, keyed))
+}
+
+// problemBody renders the problem of code c.
+func problemBody(c code.Code, detail string, keyed bool) []byte {
 	info := code.Lookup(c)
-	writeBody(w, info.Status, problemContentType, renderJSON(problem{
+	p := problem{
 		Type: problemTypeBase + string(c), Title: title(c), Status: info.Status, Detail: detail,
-		Code: string(c), Retryable: info.Retryable, RetryWith: string(info.RetryWith),
+		Code: string(c), Retryable: info.Retryable,
+	}
+	if keyed {
+		p.RetryWith = string(info.RetryWith)
+	}
+	return renderJSON(p)
+}
+
+// writeTxnProblem answers a keyed request whose transaction is known but
+// whose outcome is not.
+func writeTxnProblem(w http.ResponseWriter, e *code.Error, txnID string) {
+	info := code.Lookup(e.Code)
+	writeBody(w, info.Status, problemContentType, renderJSON(problem{
+		Type: problemTypeBase + string(e.Code), Title: title(e.Code), Status: info.Status, Detail: e.Message,
+		Code: string(e.Code), Retryable: info.Retryable, RetryWith: string(info.RetryWith), TransactionID: txnID,
 	}))
 }
 
 // writeCodeError answers with a *code.Error.
 func writeCodeError(w http.ResponseWriter, e *code.Error) { writeProblem(w, e.Code, e.Message) }
 
+// originalJSON is the original_receipt member of a 422 key mismatch: the
+// receipt the key is bound to, reported apart from this request's own
+// outcome (not_applied).
+type originalJSON struct {
+	TransactionID string `json:"transaction_id"`
+	State         string `json:"state"`
+	Outcome       string `json:"outcome,omitempty"`
+}
+
 // envelopeBody renders a keyed answer: the result for a commit, a problem
-// otherwise. It depends on the envelope alone.
-func envelopeBody(e receipt.Envelope) (status int, contentType string, body []byte) {
+// otherwise. It depends on the envelope (and, for a mismatch, the original
+// receipt's state) alone.
+func envelopeBody(e receipt.Envelope, orig *receipt.Original) (status int, contentType string, body []byte) {
 	if e.Outcome == receipt.OutcomeCommitted {
 		return e.Status, "application/json", e.Result
 	}
 	return e.Status, problemContentType, renderJSON(problem{
 		Type: problemTypeBase + string(e.Code), Title: title(e.Code), Status: e.Status, Detail: e.Message,
 		Code: string(e.Code), Retryable: e.Retryable, RetryWith: string(e.RetryWith),
-		Outcome: e.Outcome, TransactionID: e.TxnID,
+		Outcome: e.Outcome, TransactionID: e.TxnID, Original: originalOf(orig),
 	})
+}
+
+func originalOf(o *receipt.Original) *originalJSON {
+	if o == nil {
+		return nil
+	}
+	return &originalJSON{TransactionID: o.TxnID, State: o.State.String(), Outcome: o.Outcome}
 }
 
 // Response headers of the keyed route.
@@ -102,9 +147,10 @@ const (
 	headerRetryAfter     = "Retry-After"
 )
 
-func writeAnswer(w http.ResponseWriter, key string, a receipt.Answer) {
+// writeAnswer renders a keyed answer; the caller has set the
+// Idempotency-Key echo.
+func writeAnswer(w http.ResponseWriter, a receipt.Answer) {
 	h := w.Header()
-	h.Set(headerIdempotencyKey, key)
 	if a.TxnID != "" {
 		h.Set(headerTxnID, a.TxnID)
 	}
@@ -112,7 +158,7 @@ func writeAnswer(w http.ResponseWriter, key string, a receipt.Answer) {
 		h.Set(headerReplayed, "true")
 	}
 	setRetryAfter(w, a.Status, a.RetryAfter)
-	status, ct, body := envelopeBody(a.Envelope)
+	status, ct, body := envelopeBody(a.Envelope, a.Original)
 	writeBody(w, status, ct, body)
 }
 

@@ -2,9 +2,6 @@ package api_test
 
 import (
 	"net/url"
-	"os"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -101,56 +98,6 @@ func TestHealthz(t *testing.T) {
 	n.c.Do("GET", "/healthz", nil).JSON(t, 200, &h)
 	if h.Status != "ok" || h.Owner != n.svc.Owner().String() {
 		t.Fatalf("healthz %+v", h)
-	}
-}
-
-// TestMetrics_ExposeEveryMetricOfMetricsGo: after traffic of every kind,
-// /metrics contains every metric name api/metrics.go registers.
-func TestMetrics_ExposeEveryMetricOfMetricsGo(t *testing.T) {
-	t.Parallel()
-	src, err := os.ReadFile("metrics.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, m := range regexp.MustCompile(`"(idem_[a-z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
-		names[m[1]] = true
-	}
-	if len(names) < 20 {
-		t.Fatalf("found only %d metric names in metrics.go", len(names))
-	}
-	n := newNode(t, config{})
-	n.createTable("t")
-	n.batch("t", "", incBody).JSON(t, 201, nil)
-	n.batch("t", "k", incBody).JSON(t, 201, nil)
-	n.batch("t", "k", incBody).JSON(t, 201, nil)
-	n.batch("t", "k", `{"deletes":["c"]}`).Problem(t, 422)
-	n.c.Do("GET", "/nope", nil).Problem(t, 404)
-	r := n.c.Do("GET", "/metrics", nil)
-	if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain") {
-		t.Fatalf("metrics: %d %s", r.Status, r.Header.Get("Content-Type"))
-	}
-	body := string(r.Body)
-	var missing []string
-	for name := range names {
-		if !regexp.MustCompile(`(?m)^` + name + `[ {]`).MatchString(body) {
-			missing = append(missing, name)
-		}
-	}
-	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Fatalf("metrics missing: %v", missing)
-	}
-	for _, want := range []string{
-		`idem_replays_total 1`,
-		`idem_key_mismatches_total 1`,
-		`idem_keyed_answers_total{outcome="committed",replayed="true"} 1`,
-		`idem_http_requests_total{code="201",route="POST /v1/tables/{table}/batch"} 3`,
-		`idem_http_requests_total{code="404",route="unmatched"} 1`,
-	} {
-		if !strings.Contains(body, want+"\n") {
-			t.Fatalf("metrics lack %q", want)
-		}
 	}
 }
 

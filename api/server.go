@@ -50,6 +50,8 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	metrics *metrics
+	// unavailable counts writes refused by a store that accepts none.
+	unavailable unavailableLog
 }
 
 // New builds the server and its routes.
@@ -78,35 +80,58 @@ func New(svc *receipt.Service, opts Options) *Server {
 	return s
 }
 
+// route registers h for pattern. Every registered handler is a *route, so
+// serve can tell a direct match from the mux's own redirects and fallbacks.
 func (s *Server) route(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.metrics.instrument(pattern, h))
+	s.mux.Handle(pattern, &route{pattern: pattern, h: h})
 }
+
+// route is one registered pattern's handler.
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.h.ServeHTTP(w, r) }
+
+// unmatchedRoute labels the metrics of requests no pattern matched.
+const unmatchedRoute = "unmatched"
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// serve routes a request; unknown paths and methods get problem bodies
-// instead of the mux's plain text.
+// serve routes a request and records it, labelled by the status the client
+// got.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	h, pattern := s.mux.Handler(r)
-	if pattern != "" {
-		// Serve through the mux (not h) so that it sets the path values.
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	route := s.dispatch(sw, r)
+	s.metrics.observe(route, sw.status, time.Since(start))
+}
+
+// dispatch serves a request through its route, or answers a problem when
+// none matches. It never redirects: the mux would send a path that is not
+// canonical (dot segments, doubled slashes) or lacks a trailing slash
+// elsewhere with a 307, which an API client either does not follow or
+// follows to a 404. Such a path is not one of ours and gets 404 here.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
+	h, _ := s.mux.Handler(r)
+	if rt, ok := h.(*route); ok {
+		// Serve through the mux (not rt) so that it sets the path values.
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 		defer cancel()
 		s.mux.ServeHTTP(w, r.WithContext(ctx))
-		return
+		return rt.pattern
 	}
 	probe := &statusProbe{header: http.Header{}}
 	h.ServeHTTP(probe, r)
-	if allow := probe.header.Get("Allow"); allow != "" {
-		w.Header().Set("Allow", allow)
-	}
-	s.metrics.count("unmatched", probe.status)
 	if probe.status == http.StatusMethodNotAllowed {
-		writeProblem(w, code.MethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
-		return
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeProblem(w, code.MethodNotAllowed, r.Method+" is not allowed on "+r.URL.EscapedPath())
+		return unmatchedRoute
 	}
-	writeProblem(w, code.NotFound, "no route for "+r.URL.Path)
+	writeProblem(w, code.NotFound, "no route for "+r.URL.EscapedPath())
+	return unmatchedRoute
 }
 
 // statusProbe captures what the mux's fallback handler would answer.
@@ -158,22 +183,41 @@ func isJSON(contentType string) bool {
 // writeError answers an error from the service layer: typed codes keep
 // their status; anything else is internal (and logged).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	writeCodeError(w, s.classify(r, err))
+}
+
+// classify turns a failure of the service layer into its problem: typed
+// codes keep theirs; a store that fail-stopped (or is closing) is
+// unavailable, counted and logged once; anything else is internal and
+// logged.
+func (s *Server) classify(r *http.Request, err error) *code.Error {
 	var ce *code.Error
-	if errors.As(err, &ce) {
-		writeCodeError(w, ce)
-		return
+	switch {
+	case errors.As(err, &ce):
+		if ce.Code == code.Unavailable {
+			s.noteUnavailable(s.health())
+		}
+		return ce
+	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
+		s.noteUnavailable(err)
+		return code.Errorf(code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts")
 	}
 	msg := "internal error"
 	switch {
 	case errors.Is(err, engine.ErrAmbiguous):
 		msg = "the write's outcome is unknown"
-	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
-		msg = "the store is unavailable"
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "the request timed out"
 	}
 	s.opts.Logger.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeProblem(w, code.Internal, msg)
+	return code.Errorf(code.Internal, "%s", msg)
+}
+
+func (s *Server) health() error {
+	if s.opts.Health == nil {
+		return nil
+	}
+	return s.opts.Health()
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -206,8 +206,9 @@ func TestSpec_ErrorCodesMatchRegistry(t *testing.T) {
 }
 
 // TestWriteError_UnknownErrorsAreInternal: errors without a code answer
-// 500 internal (retryable with the same key), with a message by kind;
-// coded errors keep their code. Every answer matches the spec of the batch
+// 500 internal (retryable), with a message by kind; a store that accepts no
+// writes is 503 unavailable; coded errors keep their code. An unkeyed
+// answer has no retry_with. Every answer matches the spec of the batch
 // route.
 func TestWriteError_UnknownErrorsAreInternal(t *testing.T) {
 	spec := apitest.MustLoad(t)
@@ -219,8 +220,8 @@ func TestWriteError_UnknownErrorsAreInternal(t *testing.T) {
 	}{
 		{errors.New("boom"), code.Internal, "internal error"},
 		{fmt.Errorf("apply: %w", engine.ErrAmbiguous), code.Internal, "the write's outcome is unknown"},
-		{engine.ErrFailStopped, code.Internal, "the store is unavailable"},
-		{engine.ErrClosed, code.Internal, "the store is unavailable"},
+		{engine.ErrFailStopped, code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts"},
+		{engine.ErrClosed, code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts"},
 		{context.DeadlineExceeded, code.Internal, "the request timed out"},
 		{fmt.Errorf("wrapped: %w", code.Errorf(code.TableNotFound, "table %q does not exist", "t")), code.TableNotFound, `table "t" does not exist`},
 	} {
@@ -231,8 +232,8 @@ func TestWriteError_UnknownErrorsAreInternal(t *testing.T) {
 		res := w.Result()
 		body := w.Body.Bytes()
 		info := code.Lookup(c.code)
-		want := fmt.Sprintf(`{"type":"urn:idem:problem:%s","title":%q,"status":%d,"detail":%q,"code":"%s","retryable":%v,"retry_with":"%s"}`,
-			c.code, title(c.code), info.Status, c.detail, c.code, info.Retryable, info.RetryWith)
+		want := fmt.Sprintf(`{"type":"urn:idem:problem:%s","title":%q,"status":%d,"detail":%q,"code":"%s","retryable":%v}`,
+			c.code, title(c.code), info.Status, c.detail, c.code, info.Retryable)
 		if res.StatusCode != info.Status || string(body) != want || res.Header.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%v: %d %s\nwant %d %s", c.err, res.StatusCode, body, info.Status, want)
 		}

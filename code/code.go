@@ -30,6 +30,8 @@ const (
 	ReceiptPending      Code = "idempotency_receipt_pending"
 	PayloadTooLarge     Code = "payload_too_large"
 	UnsupportedMedia    Code = "unsupported_media_type"
+	HeadersTooLarge     Code = "header_fields_too_large"
+	NotImplemented      Code = "not_implemented"
 	ReceiptNotFound     Code = "receipt_not_found"
 	NotFound            Code = "not_found"
 	MethodNotAllowed    Code = "method_not_allowed"
@@ -67,6 +69,8 @@ var registry = map[Code]Info{
 	ReceiptPending:      {503, true, SameKey},
 	PayloadTooLarge:     {413, false, None},
 	UnsupportedMedia:    {415, false, None},
+	HeadersTooLarge:     {431, false, None},
+	NotImplemented:      {501, false, None},
 	ReceiptNotFound:     {404, false, None},
 	NotFound:            {404, false, None},
 	MethodNotAllowed:    {405, false, None},

@@ -125,6 +125,7 @@ func (db *DB) failStop(err error) {
 	db.mu.Lock()
 	if db.failed == nil {
 		db.failed = err
+		db.stopped.Store(true)
 		db.opts.Logger.Error("engine: fail-stop", "err", err)
 	}
 	clear(db.pending)

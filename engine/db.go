@@ -35,6 +35,7 @@ type DB struct {
 	mu      sync.Mutex
 	pending map[string]pendingWrite // latest not-yet-durable write per key
 	failed  error                   // set once the log fail-stopped
+	stopped atomic.Bool             // failed != nil, readable without mu
 	closed  atomic.Bool
 
 	treeMu  sync.RWMutex
@@ -50,6 +51,7 @@ type DB struct {
 	ckptDone      chan struct{}
 	lastCkptIndex atomic.Uint64
 	ckptPending   *pendingGen   // an incomplete checkpoint to resume; under ckptMu
+	ckpt          *ckptStats    // ckptstats.go
 	recovery      RecoveryStats // set by recover, then read-only
 }
 
@@ -94,6 +96,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		ckptRequests: make(chan struct{}, 1),
 		ckptStop:     make(chan struct{}),
 		ckptDone:     make(chan struct{}),
+		ckpt:         newCkptStats(),
 	}
 	if err := db.recover(); err != nil {
 		lock.Close()
@@ -231,6 +234,11 @@ type Stats struct {
 	Checkpoint Version
 	// Recovery describes the last open.
 	Recovery RecoveryStats
+	// Checkpoints count the checkpoints written since open.
+	Checkpoints CheckpointStats
+	// FailStopped: Health reports ErrFailStopped (the store needs a
+	// restart).
+	FailStopped bool
 }
 
 // RecoveryStats says what the open that started this DB replayed.
@@ -246,7 +254,8 @@ func (db *DB) Stats() Stats {
 	n, applied := db.tree.Len(), db.applied
 	db.treeMu.RUnlock()
 	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied,
-		Checkpoint: Version(db.lastCkptIndex.Load()), Recovery: db.recovery}
+		Checkpoint: Version(db.lastCkptIndex.Load()), Recovery: db.recovery,
+		Checkpoints: db.checkpointStats(), FailStopped: errors.Is(db.Health(), ErrFailStopped)}
 }
 
 // Health reports why the store cannot take writes: nil when healthy,
@@ -255,6 +264,9 @@ func (db *DB) Stats() Stats {
 func (db *DB) Health() error {
 	if db.closed.Load() {
 		return ErrClosed
+	}
+	if !db.stopped.Load() {
+		return nil
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()

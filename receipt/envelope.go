@@ -39,6 +39,18 @@ type Answer struct {
 	State State
 	// RetryAfter suggests when to retry a non-terminal answer.
 	RetryAfter time.Duration
+	// Original describes the receipt the key is bound to when this request
+	// is refused for not being that receipt's request (a key mismatch).
+	// It belongs to the original request, not to this one: this request
+	// was not applied, whatever became of the original.
+	Original *Original
+}
+
+// Original is the state of the receipt a mismatched request collided with.
+type Original struct {
+	TxnID   string
+	State   State
+	Outcome string // the terminal outcome; "" while the receipt is not terminal
 }
 
 func fromCode(c code.Code, msg, txnID, outcome string) Envelope {
@@ -106,6 +118,14 @@ func answerOverloaded(txnID string, retryAfter time.Duration) Answer {
 		State: Pending, RetryAfter: retryAfter}
 }
 
-func answerMismatch(txnID string) Answer {
-	return Answer{Envelope: fromCode(code.KeyMismatch, "this Idempotency-Key was used with a different request", txnID, OutcomeNotApplied)}
+// answerMismatch refuses a request whose key is bound to another request.
+// Its envelope carries no transaction ID: this request has none, and the
+// original's belongs in Original, beside its own state.
+func answerMismatch(txnID string, rec *Record) Answer {
+	o := &Original{TxnID: txnID, State: rec.State}
+	if rec.State == Terminal {
+		o.Outcome = EnvelopeOf(rec, txnID).Outcome // legacy schemas too
+	}
+	return Answer{Envelope: fromCode(code.KeyMismatch, "this Idempotency-Key was used with a different request", "", OutcomeNotApplied),
+		Original: o}
 }

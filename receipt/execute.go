@@ -34,7 +34,8 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		return answerInvalid(code.InvalidKey, "Idempotency-Key must be 1..255 visible ASCII characters"), nil
 	}
 	if !table.ValidTableName(req.Table) {
-		return answerInvalid(code.InvalidRequest, "invalid table name"), nil
+		cerr := table.InvalidTableName(req.Table)
+		return answerInvalid(cerr.Code, cerr.Message), nil
 	}
 	if req.Batch == nil {
 		return answerInvalid(code.InvalidRequest, "missing batch"), nil
@@ -51,20 +52,28 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	for attempt := 0; attempt < ExecuteAttemptsMax; attempt++ {
 		rec, ver, err := s.load(ctx, id)
 		var ans Answer
+		// A store that accepts no writes still replays terminal receipts
+		// and refuses mismatches; nothing else can be served until it is
+		// reopened.
+		refused := s.refusesWrites() != nil
 		switch {
+		case refused && errors.Is(err, engine.ErrNotFound):
+			return answerUnavailable(id, false), nil
 		case errors.Is(err, engine.ErrNotFound):
 			ans, err = s.create(ctx, req, id, canon, fp[:], deadline)
 		case err != nil:
 			return Answer{}, err
 		case !bytes.Equal(rec.Fingerprint, fp[:]):
 			s.stats.mismatches.Add(1)
-			return answerMismatch(id), nil
+			return answerMismatch(id, rec), nil
 		case rec.State == Terminal:
 			if fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
 				_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch) // planted bug: the harness must catch it
 			}
 			s.stats.replayed.Add(1)
 			return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, nil
+		case refused:
+			return answerUnavailable(id, true), nil
 		default:
 			ans, err = s.takeOver(ctx, id, rec, ver, deadline)
 		}

@@ -201,7 +201,7 @@ func TestGolden_TerminalFixturesReplayExactly(t *testing.T) {
 			}
 			// A different request under the same key is still a mismatch.
 			other := mustExecute(t, svc, req("alice", goldenTable, g.key, mustBatch(t, `{"deletes":["zzz"]}`)))
-			wantMismatch(t, other, id)
+			wantMismatch(t, other, id, receipt.Terminal, g.replay.Outcome)
 		})
 	}
 }

@@ -10,10 +10,17 @@ import (
 	"github.com/idemdb/idem/receipt"
 )
 
-func wantMismatch(t *testing.T, a receipt.Answer, id string) {
+// wantMismatch asserts a 422 that claims no transaction of its own (this
+// request was not applied) and reports the original receipt id in state
+// (and, once terminal, outcome).
+func wantMismatch(t *testing.T, a receipt.Answer, id string, state receipt.State, outcome string) {
 	t.Helper()
-	if a.Status != 422 || a.Code != "idempotency_key_mismatch" || a.Retryable || a.RetryWith != "none" || a.Terminal || a.Replayed || a.TxnID != id {
+	if a.Status != 422 || a.Code != "idempotency_key_mismatch" || a.Retryable || a.RetryWith != "none" || a.Terminal || a.Replayed ||
+		a.TxnID != "" || a.Outcome != receipt.OutcomeNotApplied {
 		t.Fatalf("answer %+v, want 422 idempotency_key_mismatch", a)
+	}
+	if o := a.Original; o == nil || *o != (receipt.Original{TxnID: id, State: state, Outcome: outcome}) {
+		t.Fatalf("original %+v, want %s in state %s with outcome %q", a.Original, id, state, outcome)
 	}
 }
 
@@ -31,7 +38,7 @@ func TestKeyMismatch_Is422AndExecutesNothing(t *testing.T) {
 	wantCommitted(t, mustExecute(t, a, req("alice", "t", "k1", incBatch(t, "k1", "ctr"))), id, false)
 	_, ver := record(t, e.db, id)
 	executed := a.Stats().Executed
-	wantMismatch(t, mustExecute(t, a, req("alice", "t", "k1", incBatch(t, "other", "ctr"))), id)
+	wantMismatch(t, mustExecute(t, a, req("alice", "t", "k1", incBatch(t, "other", "ctr"))), id, receipt.Terminal, receipt.OutcomeCommitted)
 	if docExists(t, a, "t", "doc-other") || counter(t, a, "t", "ctr") != 1 || a.Stats().Executed != executed {
 		t.Fatal("a mismatched request executed")
 	}
@@ -44,7 +51,7 @@ func TestKeyMismatch_Is422AndExecutesNothing(t *testing.T) {
 	if a := mustExecute(t, a, req("alice", "nope", "k2", incBatch(t, "k2", "ctr"))); a.Code != "table_not_found" {
 		t.Fatalf("missing table: %+v", a)
 	}
-	wantMismatch(t, mustExecute(t, a, req("alice", "nope", "k2", incBatch(t, "zzz", "ctr"))), nid)
+	wantMismatch(t, mustExecute(t, a, req("alice", "nope", "k2", incBatch(t, "zzz", "ctr"))), nid, receipt.Terminal, receipt.OutcomeNotApplied)
 
 	// Pending (executor full) and started (execution blocked).
 	bid := receipt.Bind("alice", "t", "busy")
@@ -54,8 +61,8 @@ func TestKeyMismatch_Is422AndExecutesNothing(t *testing.T) {
 		t.Fatalf("want a pending receipt: %+v", ans)
 	}
 	_, pver := record(t, e.db, pid)
-	wantMismatch(t, mustExecute(t, a, req("alice", "t", "k3", incBatch(t, "k3-other", "ctr"))), pid)
-	wantMismatch(t, mustExecute(t, a, req("alice", "t", "busy", incBatch(t, "busy-other", "ctr"))), bid)
+	wantMismatch(t, mustExecute(t, a, req("alice", "t", "k3", incBatch(t, "k3-other", "ctr"))), pid, receipt.Pending, "")
+	wantMismatch(t, mustExecute(t, a, req("alice", "t", "busy", incBatch(t, "busy-other", "ctr"))), bid, receipt.Started, "")
 	if _, v := record(t, e.db, pid); v != pver {
 		t.Fatal("the mismatch changed the pending receipt")
 	}

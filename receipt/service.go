@@ -152,9 +152,18 @@ func (s *Service) Supervisor() *lease.Supervisor { return s.sup }
 // Active is the renewal active set (for metrics and tests).
 func (s *Service) Active() *lease.ActiveSet { return s.active }
 
+// WaitMax is the longest wait a keyed request is granted (Options.WaitMax):
+// a Request.Wait beyond it is cut to it.
+func (s *Service) WaitMax() time.Duration { return s.opts.WaitMax }
+
 // ExecuteFast runs a key-less batch on the fast path: preflight and one
 // atomic Apply, no receipt. Failures are *code.Error where typed.
 func (s *Service) ExecuteFast(ctx context.Context, principal, tbl string, b *table.Batch) (table.Result, error) {
+	// A batch with nothing to write never reaches the store, which would
+	// answer it 201 while it accepts no writes.
+	if s.refusesWrites() != nil {
+		return table.Result{}, errUnavailable()
+	}
 	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
 	if err != nil {
 		return table.Result{}, err
@@ -177,6 +186,9 @@ type View struct {
 func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View, error) {
 	if !ValidKey(key) {
 		return View{}, code.Errorf(code.InvalidKey, "Idempotency-Key must be 1..%d visible ASCII characters", KeyBytesMax)
+	}
+	if !table.ValidTableName(tbl) {
+		return View{}, table.InvalidTableName(tbl)
 	}
 	id := Bind(principal, tbl, key)
 	rec, _, err := s.load(ctx, id)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type Batch struct {
 
 	canon          atomic.Pointer[canonBatch] // set once by Validate; safe to share
 	canonicalInput bool                       // documents and values are canonical already (DecodeBatch)
+	numErr         error                      // DecodeBatch read a number beyond the number limits
 }
 
 // Insert creates or replaces a document.
@@ -116,6 +118,10 @@ func (b *Batch) prepare() *canonBatch {
 		c.err = invalid("batch touches %d documents (max %d)", n, BatchDocsMax)
 		return c
 	}
+	if b.numErr != nil {
+		c.err = invalid("batch body: %v", b.numErr)
+		return c
+	}
 	seen := make(map[string]place, n)
 	use := func(id string, where place) *code.Error {
 		if !ValidDocID(id) {
@@ -151,7 +157,7 @@ func (b *Batch) prepare() *canonBatch {
 			start := len(out)
 			var err error
 			if out, err = b.appendDoc(out, in.Doc); err != nil {
-				c.err = invalid("%s: doc must be a JSON object (%v)", where, err)
+				c.err = invalid("%s: doc %v", where, err)
 				return c
 			}
 			c.docs[i] = out[start:len(out):len(out)]
@@ -251,27 +257,50 @@ func (b *Batch) rawSize() int {
 }
 
 // appendDoc appends a document's canonical form; one DecodeBatch produced is
-// canonical already (canonicalization is idempotent) and only copied.
+// canonical already (canonicalization is idempotent) and only copied. Its
+// error completes "doc …".
 func (b *Batch) appendDoc(dst, doc []byte) ([]byte, error) {
+	switch k := jsonKind(doc); {
+	case len(bytes.TrimLeft(doc, jsonSpace)) == 0:
+		return nil, errors.New("must be a JSON object and is missing")
+	case k != "an object" && k != "":
+		return nil, errors.New("must be a JSON object, not " + k)
+	}
 	if b.canonicalInput {
-		if len(doc) == 0 || doc[0] != '{' {
-			return nil, errors.New("not an object")
-		}
 		return append(dst, doc...), nil
 	}
-	return appendCanonicalObject(dst, doc)
+	dst, err := appendCanonical(dst, doc)
+	if err != nil {
+		return nil, fmt.Errorf("is not acceptable JSON: %w", err)
+	}
+	return dst, nil
 }
 
-// appendCanonicalObject is appendCanonical for a value that must be an object.
-func appendCanonicalObject(dst, src []byte) ([]byte, error) {
-	i := 0
-	for i < len(src) && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
-		i++
+const jsonSpace = " \t\n\r"
+
+// jsonKind names the type of the JSON value raw starts with ("" if it
+// starts none), for messages that say what was given instead of what was
+// wanted.
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimLeft(raw, jsonSpace)
+	if len(raw) == 0 {
+		return ""
 	}
-	if i >= len(src) || src[i] != '{' {
-		return nil, errors.New("not an object")
+	switch c := raw[0]; {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
 	}
-	return appendCanonical(dst, src)
+	return ""
 }
 
 // DecodeBatch parses a request body strictly: one JSON object, no unknown
@@ -315,7 +344,7 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, errors.New("not an object")
+		return nil, errors.New("it is " + typeName(v))
 	}
 	return m, nil
 }

@@ -43,7 +43,7 @@ var preflightCases = []struct {
 	msg   string
 }{
 	{name: "missing-table", table: "nope", body: `{"deletes":["a"]}`, code: code.TableNotFound, msg: `"nope"`},
-	{name: "invalid-table-name", table: "a/b", body: `{"deletes":["a"]}`, code: code.InvalidRequest, msg: "table name"},
+	{name: "invalid-table-name", table: "a/b", body: `{"deletes":["a"]}`, code: code.InvalidRequest, msg: `invalid table name "a/b" (1..64 of A-Z a-z 0-9 _ -)`},
 	{name: "empty-batch", body: `{}`, code: code.InvalidRequest, msg: "empty"},
 	{name: "empty-arrays", body: `{"inserts":[],"deletes":[],"transforms":[]}`, code: code.InvalidRequest, msg: "empty"},
 	{name: "doc-id-empty", body: `{"deletes":[""]}`, code: code.InvalidRequest, msg: "deletes[0]: invalid document id"},
@@ -57,11 +57,18 @@ var preflightCases = []struct {
 	{name: "duplicate-delete", body: `{"deletes":["a","b","a"]}`, code: code.InvalidRequest, msg: `deletes[2]: document "a" is also touched by deletes[0]`},
 	{name: "duplicate-transform", body: `{"transforms":[{"id":"a","ops":[{"op":"$unset","path":"x"}]},{"id":"a","ops":[{"op":"$unset","path":"y"}]}]}`, code: code.InvalidRequest, msg: "also touched by transforms[0]"},
 	{name: "too-many-docs", body: deletesBody(table.BatchDocsMax + 1), code: code.InvalidRequest, msg: fmt.Sprintf("max %d", table.BatchDocsMax)},
-	{name: "non-object-doc-array", body: `{"inserts":[{"id":"a","doc":[1]}]}`, code: code.InvalidRequest, msg: "inserts[0]: doc must be a JSON object"},
-	{name: "non-object-doc-number", body: `{"inserts":[{"id":"a","doc":1}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object"},
-	{name: "non-object-doc-string", body: `{"inserts":[{"id":"a","doc":"x"}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object"},
-	{name: "null-doc", body: `{"inserts":[{"id":"a","doc":null}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object"},
-	{name: "missing-doc", body: `{"inserts":[{"id":"a"}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object"},
+	{name: "non-object-doc-array", body: `{"inserts":[{"id":"a","doc":[1]}]}`, code: code.InvalidRequest, msg: "inserts[0]: doc must be a JSON object, not an array"},
+	{name: "non-object-doc-number", body: `{"inserts":[{"id":"a","doc":1}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object, not a number"},
+	{name: "non-object-doc-string", body: `{"inserts":[{"id":"a","doc":"x"}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object, not a string"},
+	{name: "non-object-doc-boolean", body: `{"inserts":[{"id":"a","doc":false}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object, not a boolean"},
+	{name: "null-doc", body: `{"inserts":[{"id":"a","doc":null}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object, not null"},
+	{name: "missing-doc", body: `{"inserts":[{"id":"a"}]}`, code: code.InvalidRequest, msg: "doc must be a JSON object and is missing"},
+	{name: "doc-number-101-digits", body: `{"inserts":[{"id":"a","doc":{"n":` + nines100 + `9}}]}`, code: code.InvalidRequest, msg: "number has 101 digits (max 100 before the exponent) at offset 33"},
+	{name: "doc-number-101-digits-with-fraction", body: `{"inserts":[{"id":"a","doc":{"n":[0.` + nines100 + `]}}]}`, code: code.InvalidRequest, msg: "number has 101 digits (max 100 before the exponent) at offset 34"},
+	{name: "doc-number-exponent-1001", body: `{"inserts":[{"id":"a","doc":{"n":1e-1001}}]}`, code: code.InvalidRequest, msg: "number exponent is beyond ±1000 at offset 33"},
+	{name: "doc-number-exponent-huge", body: `{"inserts":[{"id":"a","doc":{"n":1E+99999999999999999999}}]}`, code: code.InvalidRequest, msg: "number exponent is beyond ±1000"},
+	{name: "op-value-101-digits", body: `{"transforms":[{"id":"a","ops":[{"op":"$inc","path":"n","value":-` + nines100 + `9}]}]}`, code: code.InvalidRequest, msg: "number has 101 digits"},
+	{name: "set-value-exponent-1001", body: `{"transforms":[{"id":"a","ops":[{"op":"$set","path":"n","value":{"x":[1e1001]}}]}]}`, code: code.InvalidRequest, msg: "number exponent is beyond ±1000"},
 	{name: "doc-too-large", body: `{"inserts":[{"id":"a","doc":{"s":"` + strings.Repeat("x", table.DocBytesMax) + `"}}]}`, code: code.InvalidRequest, msg: "bytes (max"},
 	{name: "unknown-op", body: `{"transforms":[{"id":"a","ops":[{"op":"$push","path":"x","value":1}]}]}`, code: code.InvalidRequest, msg: `unknown op "$push"`},
 	{name: "op-without-dollar", body: `{"transforms":[{"id":"a","ops":[{"op":"set","path":"x","value":1}]}]}`, code: code.InvalidRequest, msg: "unknown op"},
@@ -79,7 +86,7 @@ var preflightCases = []struct {
 	{name: "path-leading-dot", body: pathBody(".a"), code: code.InvalidRequest, msg: "empty segment"},
 	{name: "path-too-deep", body: pathBody(strings.Repeat("a.", table.PathDepthMax) + "a"), code: code.InvalidRequest, msg: "deeper than"},
 	{name: "path-too-long", body: pathBody(strings.Repeat("a", table.PathBytesMax+1)), code: code.InvalidRequest, msg: "path must be"},
-	{name: "first-error-wins", body: `{"inserts":[{"id":"a","doc":1}],"deletes":["a/b"],"transforms":[{"id":"c","ops":[]}]}`, code: code.InvalidRequest, msg: "inserts[0]: doc must be a JSON object"},
+	{name: "first-error-wins", body: `{"inserts":[{"id":"a","doc":1}],"deletes":["a/b"],"transforms":[{"id":"c","ops":[]}]}`, code: code.InvalidRequest, msg: "inserts[0]: doc must be a JSON object, not a number"},
 }
 
 // TestPreflight_RejectsWithDeterministicTypedErrors proves every invalid

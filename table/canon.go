@@ -2,7 +2,6 @@ package table
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,12 +17,11 @@ import (
 // decode into map[string]any and a re-encode, which cost a dozen allocations
 // per document on the request path; fingerprints and stored documents are
 // both made of it. Duplicate object keys are rejected (RFC 8259 says names
-// SHOULD be unique; accepting them would make "the same request" ambiguous).
+// SHOULD be unique; accepting them would make "the same request" ambiguous),
+// and so are escapes of lone UTF-16 surrogates (encoding/json reads each as
+// U+FFFD, which would make "\ud800" and "\udc00" the same request).
 
-// canonDepthMax bounds nesting.
-const canonDepthMax = 64
-
-var errCanonDepth = errors.New("nesting deeper than 64")
+var errCanonDepth = fmt.Errorf("nesting deeper than %d levels (the limit for any document or value)", DocDepthMax)
 
 // syntaxError says where JSON input is malformed.
 type syntaxError struct {
@@ -42,6 +40,10 @@ type canonParser struct {
 	arena   []byte   // decoded keys of the objects being parsed
 	members []member // members of the objects being parsed (a stack)
 	region  []byte   // scratch: an unsorted object's members while they are reordered
+	// numErr is the first number beyond the number limits. It does not stop
+	// the parse: DecodeBatch still reads such a batch (a receipt stored
+	// before the limits existed must stay readable) and Validate refuses it.
+	numErr error
 }
 
 func (p *canonParser) fail(msg string) error { return &syntaxError{off: p.pos, msg: msg} }
@@ -70,6 +72,9 @@ func appendCanonical(dst, src []byte) ([]byte, error) {
 	if p.pos != len(src) {
 		return nil, p.fail("trailing data")
 	}
+	if p.numErr != nil {
+		return nil, p.numErr
+	}
 	return dst, nil
 }
 
@@ -87,16 +92,6 @@ func (p *canonParser) release() {
 	}
 	*p = canonParser{arena: p.arena[:0], members: p.members[:0], region: p.region[:0]}
 	parsers.Put(p)
-}
-
-// canonicalObject is appendCanonical for a value that must be an object.
-func canonicalObject(src []byte) ([]byte, error) {
-	p := canonParser{src: src}
-	p.skipSpace()
-	if p.pos >= len(src) || src[p.pos] != '{' {
-		return nil, errors.New("not an object")
-	}
-	return appendCanonical(make([]byte, 0, len(src)), src)
 }
 
 func (p *canonParser) value(dst []byte) ([]byte, error) {
@@ -135,46 +130,19 @@ func (p *canonParser) literal(dst []byte, lit string) ([]byte, error) {
 	return append(dst, lit...), nil
 }
 
-// number validates the JSON number grammar and appends it verbatim.
+// number validates the JSON number grammar and appends it verbatim; a
+// literal beyond the number limits is recorded in numErr.
 func (p *canonParser) number(dst []byte) ([]byte, error) {
-	start, s := p.pos, p.src
-	i := p.pos
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	default:
+	start := p.pos
+	n, ok := scanNumber(p.src, start)
+	if !ok {
 		return nil, p.fail("invalid number")
 	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return nil, p.fail("invalid number")
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+	if msg := n.limitError(); msg != "" && p.numErr == nil {
+		p.numErr = &syntaxError{off: start, msg: msg}
 	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return nil, p.fail("invalid number")
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	}
-	p.pos = i
-	return append(dst, s[start:i]...), nil
+	p.pos = n.end
+	return append(dst, p.src[start:n.end]...), nil
 }
 
 // str parses a string token and returns its decoded bytes (aliasing src when
@@ -186,10 +154,10 @@ func (p *canonParser) str() ([]byte, error) {
 	for i < len(s) {
 		c := s[i]
 		if c == '"' {
-			p.pos = i + 1
 			if !utf8.Valid(s[start:i]) {
-				return nil, p.fail("invalid UTF-8 in string")
+				return nil, p.invalidUTF8(start, i)
 			}
+			p.pos = i + 1
 			return s[start:i], nil
 		}
 		if c == '\\' {
@@ -213,10 +181,12 @@ func (p *canonParser) strSlow(start int) ([]byte, error) {
 		c := s[i]
 		switch {
 		case c == '"':
-			p.pos = i + 1
 			if !utf8.Valid(out) {
-				return nil, p.fail("invalid UTF-8 in string")
+				// Escapes decode to whole characters, so the bad byte is
+				// one of the input's own.
+				return nil, p.invalidUTF8(start, i)
 			}
+			p.pos = i + 1
 			p.key = out
 			return out, nil
 		case c < 0x20:
@@ -257,12 +227,15 @@ func (p *canonParser) strSlow(start int) ([]byte, error) {
 				if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
 					r2, ok2 = hex4(s, i+2)
 				}
-				if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
-					r = dec
-					i += 6
-				} else {
-					r = utf8.RuneError // a lone surrogate, as encoding/json reads it
+				dec := utf16.DecodeRune(r, r2)
+				if !ok2 || dec == utf8.RuneError {
+					// encoding/json would read U+FFFD, so "\ud800" and
+					// "\udc00" would be one request: refused instead.
+					p.pos = i - 6
+					return nil, p.fail("lone UTF-16 surrogate escape " + string(s[i-6:i]) + " (only a high-low pair encodes a character)")
 				}
+				r = dec
+				i += 6
 			}
 			out = utf8.AppendRune(out, r)
 		default:
@@ -271,6 +244,21 @@ func (p *canonParser) strSlow(start int) ([]byte, error) {
 		}
 	}
 	return nil, p.fail("unterminated string")
+}
+
+// invalidUTF8 is the error of the string src[start:end], naming its first
+// byte that is not UTF-8.
+func (p *canonParser) invalidUTF8(start, end int) error {
+	for i := start; i < end; {
+		r, n := utf8.DecodeRune(p.src[i:end])
+		if r == utf8.RuneError && n == 1 {
+			p.pos = i
+			return p.fail(fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", p.src[i]))
+		}
+		i += n
+	}
+	p.pos = start
+	return p.fail("invalid UTF-8 in string")
 }
 
 func hex4(s []byte, i int) (rune, bool) {
@@ -295,7 +283,7 @@ func hex4(s []byte, i int) (rune, bool) {
 }
 
 func (p *canonParser) array(dst []byte) ([]byte, error) {
-	if p.depth++; p.depth > canonDepthMax {
+	if p.depth++; p.depth > DocDepthMax {
 		return nil, errCanonDepth
 	}
 	defer func() { p.depth-- }()
@@ -338,7 +326,7 @@ type member struct {
 func (p *canonParser) keyOf(m member) []byte { return p.arena[m.kstart:m.kend] }
 
 func (p *canonParser) object(dst []byte) ([]byte, error) {
-	if p.depth++; p.depth > canonDepthMax {
+	if p.depth++; p.depth > DocDepthMax {
 		return nil, errCanonDepth
 	}
 	defer func() { p.depth-- }()

@@ -86,6 +86,7 @@ func (d *batchDecoder) batch() (*Batch, error) {
 	if d.p.pos != len(d.p.src) {
 		return nil, d.p.fail("trailing data after the JSON object")
 	}
+	b.numErr = d.p.numErr
 	return b, nil
 }
 
@@ -101,7 +102,7 @@ func (d *batchDecoder) object(fn func(key string) error) error {
 	if p.pos >= len(p.src) || p.src[p.pos] != '{' {
 		return p.fail("expected an object")
 	}
-	if p.depth++; p.depth > canonDepthMax {
+	if p.depth++; p.depth > DocDepthMax {
 		return errCanonDepth
 	}
 	defer func() { p.depth-- }()
@@ -166,7 +167,7 @@ func (d *batchDecoder) array(fn func() error) error {
 	if p.pos >= len(p.src) || p.src[p.pos] != '[' {
 		return p.fail("expected an array")
 	}
-	if p.depth++; p.depth > canonDepthMax {
+	if p.depth++; p.depth > DocDepthMax {
 		return errCanonDepth
 	}
 	defer func() { p.depth-- }()
@@ -236,9 +237,14 @@ func (d *batchDecoder) boolInto(dst *bool) error {
 }
 
 // rawCanonical consumes one value and returns its canonical bytes (JSON null
-// stays "null", as encoding/json keeps it in a RawMessage).
+// stays "null", as encoding/json keeps it in a RawMessage). Its nesting is
+// counted from the value itself, not from the batch around it, so that the
+// deepest document an insert accepts is the same however it is sent.
 func (d *batchDecoder) rawCanonical() ([]byte, error) {
 	start := len(d.buf)
+	outer := d.p.depth
+	d.p.depth = 0
+	defer func() { d.p.depth = outer }()
 	var err error
 	if d.buf, err = d.p.value(d.buf); err != nil {
 		return nil, err

@@ -45,6 +45,12 @@ var fuzzBatchSeeds = []string{
 	`{"deletes":["` + strings.Repeat("i", table.DocIDBytesMax+1) + `"]}`,
 	`{"inserts":[{"id":"a","doc":{"x":1}}`,
 	"{\"inserts\":[{\"id\":\"a\",\"doc\":{\"\xff\":\"\xfe\"}}]}",
+	`{"inserts":[{"id":"a","doc":{"s":"\ud800","k":"\udc00"}}]}`,
+	`{"transforms":[{"id":"a","ops":[{"op":"$set","path":"\ud83d\ude00","value":"\uD83D\uDE00"}]}]}`,
+	`{"inserts":[{"id":"a","doc":{"n":1` + strings.Repeat("0", table.NumberDigitsMax) + `,"e":1e1001}}]}`,
+	`{"transforms":[{"id":"a","ops":[{"op":"$inc","path":"n","value":1e-1000},{"op":"$addToSet","path":"t","value":[1.0,{"x":1e0}]}]}]}`,
+	`{"inserts":[{"id":"a","doc":` + strings.Repeat(`{"a":`, table.DocDepthMax-1) + `{}` + strings.Repeat(`}`, table.DocDepthMax-1) + `}]}`,
+	`{"inserts":[{"id":"a","doc":` + strings.Repeat(`[`, table.DocDepthMax+1) + strings.Repeat(`]`, table.DocDepthMax+1) + `}]}`,
 }
 
 // FuzzDecodeBatch: decoding, validating and canonicalizing any input never

@@ -27,6 +27,15 @@ const (
 	// ShardsMax bounds a table's shard count; DefaultShards is used when 0.
 	ShardsMax     = 256
 	DefaultShards = 4
+	// DocDepthMax bounds the nesting of a document ({} and [] are one
+	// level each), counted from the document itself, whether it is sent in
+	// an insert, as an op value or built by a transform.
+	DocDepthMax = 64
+	// NumberDigitsMax bounds the digits of a number literal before its
+	// exponent (leading zeros included) and NumberExponentMax its exponent;
+	// they keep exact arithmetic cheap, and bind transform results too.
+	NumberDigitsMax   = 100
+	NumberExponentMax = 1000
 	// FastRetriesMax bounds how often the fast path re-reads a document that
 	// another writer changed between read and write before it reports a
 	// conflict.

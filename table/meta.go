@@ -85,15 +85,16 @@ func tableNotFound(name string) *code.Error {
 	return code.Errorf(code.TableNotFound, "table %q does not exist", name)
 }
 
-// invalidTableName is the invalid_request of a table name that breaks the rule.
-func invalidTableName(name string) *code.Error {
+// InvalidTableName is the invalid_request of a table name that breaks the
+// rule: every route that checks a name answers with it, stating the rule.
+func InvalidTableName(name string) *code.Error {
 	return invalid("invalid table name %q (1..%d of A-Z a-z 0-9 _ -)", name, TableNameBytesMax)
 }
 
 // Meta returns tenant's table name, or a *code.Error table_not_found.
 func (t *Tables) Meta(ctx context.Context, tenant, name string) (Meta, error) {
 	if !ValidTableName(name) {
-		return Meta{}, invalidTableName(name)
+		return Meta{}, InvalidTableName(name)
 	}
 	ck := cacheKey(tenant, name)
 	it, err := t.store.Get(ctx, metaKey(tenant, name))
@@ -125,7 +126,7 @@ func (t *Tables) Meta(ctx context.Context, tenant, name string) (Meta, error) {
 // DefaultShards). Creating an existing table returns it with created=false.
 func (t *Tables) Create(ctx context.Context, tenant, name string, shards int) (m Meta, created bool, err error) {
 	if !ValidTableName(name) {
-		return Meta{}, false, invalidTableName(name)
+		return Meta{}, false, InvalidTableName(name)
 	}
 	if shards == 0 {
 		shards = DefaultShards

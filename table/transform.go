@@ -1,11 +1,12 @@
 package table
 
 import (
-	"bytes"
 	"encoding/json"
-	"math"
-	"strconv"
+	"iter"
+	"maps"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/idemdb/idem/code"
 )
@@ -14,10 +15,10 @@ import (
 const (
 	OpSet      = "$set"      // set path to value, creating intermediate objects
 	OpUnset    = "$unset"    // remove path; a missing path is a no-op
-	OpInc      = "$inc"      // add a number; a missing path starts at 0
-	OpMax      = "$max"      // keep the larger of current and value (numbers or strings)
+	OpInc      = "$inc"      // add a number exactly (number.go); a missing path is set to value
+	OpMax      = "$max"      // keep the larger of current and value (numbers by value, or strings)
 	OpMin      = "$min"      // keep the smaller
-	OpAddToSet = "$addToSet" // append value to an array unless an equal element exists
+	OpAddToSet = "$addToSet" // append value to an array unless an equal element (numbers by value) exists
 )
 
 // appendCanonical validates an op without looking at any document and
@@ -58,7 +59,7 @@ func (op Op) appendCanonical(dst []byte, where place, canonicalInput bool) ([]by
 	} else {
 		var err error
 		if dst, err = appendCanonical(dst, op.Value); err != nil {
-			return nil, invalid("%s: value is not JSON (%v)", where, err)
+			return nil, invalid("%s: value is not acceptable JSON: %v", where, err)
 		}
 	}
 	first := dst[start]
@@ -75,6 +76,9 @@ func (op Op) appendCanonical(dst []byte, where place, canonicalInput bool) ([]by
 func validatePath(p string) *code.Error {
 	if p == "" || len(p) > PathBytesMax {
 		return invalid("path must be 1..%d bytes", PathBytesMax)
+	}
+	if !utf8.ValidString(p) {
+		return invalid("path %q is not valid UTF-8", p)
 	}
 	segs := strings.Split(p, ".")
 	if len(segs) > PathDepthMax {
@@ -96,6 +100,11 @@ func applyTransform(doc map[string]any, id string, ops []Op) *code.Error {
 		if err := applyOp(doc, op); err != nil {
 			return invalid("transform of %q, ops[%d] %s %q: %s", id, i, op.Op, op.Path, err)
 		}
+	}
+	// The result must be a document an insert would accept: a transform
+	// must not store what could not be sent back.
+	if depthOf(doc, DocDepthMax) > DocDepthMax {
+		return invalid("transform of %q: the result nests deeper than %d levels (the limit for any document)", id, DocDepthMax)
 	}
 	return nil
 }
@@ -158,9 +167,8 @@ func applyOp(doc map[string]any, op Op) error {
 		if !ok {
 			return opError("current value is " + typeName(cur) + ", not an array")
 		}
-		enc, _ := marshalValue(val)
 		for _, e := range arr {
-			if ee, _ := marshalValue(e); bytes.Equal(ee, enc) {
+			if equalJSON(e, val) {
 				return nil
 			}
 		}
@@ -196,33 +204,7 @@ func walk(doc map[string]any, segs []string, create bool) (map[string]any, error
 	return cur, nil
 }
 
-func isInteger(n json.Number) bool { return !strings.ContainsAny(string(n), ".eE") }
-
-func addNumbers(a, b json.Number) (json.Number, error) {
-	if isInteger(a) && isInteger(b) {
-		x, errx := strconv.ParseInt(string(a), 10, 64)
-		y, erry := strconv.ParseInt(string(b), 10, 64)
-		if errx == nil && erry == nil {
-			s := x + y
-			if (y > 0 && s < x) || (y < 0 && s > x) {
-				return "", opError("integer overflow")
-			}
-			return json.Number(strconv.FormatInt(s, 10)), nil
-		}
-	}
-	x, errx := a.Float64()
-	y, erry := b.Float64()
-	if errx != nil || erry != nil {
-		return "", opError("number out of range")
-	}
-	s := x + y
-	if math.IsInf(s, 0) || math.IsNaN(s) {
-		return "", opError("number out of range")
-	}
-	return json.Number(strconv.FormatFloat(s, 'g', -1, 64)), nil
-}
-
-// compare orders two numbers or two strings.
+// compare orders two numbers (by value) or two strings.
 func compare(cur, val any) (int, error) {
 	switch v := val.(type) {
 	case json.Number:
@@ -230,16 +212,7 @@ func compare(cur, val any) (int, error) {
 		if !ok {
 			return 0, opError("current value is " + typeName(cur) + ", value is a number")
 		}
-		if isInteger(c) && isInteger(v) {
-			x, errx := strconv.ParseInt(string(c), 10, 64)
-			y, erry := strconv.ParseInt(string(v), 10, 64)
-			if errx == nil && erry == nil {
-				return cmpOrdered(x, y), nil
-			}
-		}
-		x, _ := c.Float64()
-		y, _ := v.Float64()
-		return cmpOrdered(x, y), nil
+		return compareNumbers(c, v)
 	case string:
 		c, ok := cur.(string)
 		if !ok {
@@ -250,14 +223,61 @@ func compare(cur, val any) (int, error) {
 	return 0, opError("value must be a number or a string")
 }
 
-func cmpOrdered[T int64 | float64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// equalJSON is deep equality of decoded values where numbers compare by
+// value: $addToSet must not add 1.0 to [1], nor {"n":1e0} to [{"n":1}].
+func equalJSON(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		return ok && equalNumbers(x, y)
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equalJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			if yv, ok := y[k]; !ok || !equalJSON(xv, yv) {
+				return false
+			}
+		}
+		return true
 	}
-	return 0
+	return a == b // string, bool or nil
+}
+
+// depthOf is the nesting of v as the canonical parser counts it (a scalar
+// is 0, {} and [] are 1), exact up to limit; past it, some value > limit.
+func depthOf(v any, limit int) int {
+	var kids iter.Seq[any]
+	switch x := v.(type) {
+	case []any:
+		kids = slices.Values(x)
+	case map[string]any:
+		kids = maps.Values(x)
+	default:
+		return 0
+	}
+	if limit <= 0 {
+		return 1 // a container where none fits
+	}
+	d := 0
+	for c := range kids {
+		if d = max(d, depthOf(c, limit-1)); d >= limit {
+			break
+		}
+	}
+	return d + 1
 }
 
 func typeName(v any) string {

@@ -3,6 +3,7 @@ package table_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,12 @@ type transformCase struct {
 	want   string
 	code   code.Code
 	failOp string
+	msg    string // the refusal's message contains it
+}
+
+// allTransformCases is every transform suite: both paths run all of them.
+func allTransformCases() []transformCase {
+	return slices.Concat(transformCases, numberCases, byValueCases)
 }
 
 var transformCases = []transformCase{
@@ -57,9 +64,9 @@ var transformCases = []transformCase{
 	{name: "inc/float-plus-int", before: `{"n":2.25}`, ops: `[{"op":"$inc","path":"n","value":-1}]`, want: `{"n":1.25}`},
 	{name: "inc/exponent-is-float", before: `{"n":1}`, ops: `[{"op":"$inc","path":"n","value":1e1}]`, want: `{"n":11}`},
 	{name: "inc/applied-in-order", before: `{"n":1}`, ops: `[{"op":"$inc","path":"n","value":1},{"op":"$inc","path":"n","value":10}]`, want: `{"n":12}`},
-	{name: "inc/overflow-is-invalid", before: `{"n":9223372036854775807}`, ops: `[{"op":"$inc","path":"n","value":1}]`, code: code.InvalidRequest, failOp: "ops[0] $inc"},
-	{name: "inc/negative-overflow-is-invalid", before: `{"n":-9223372036854775808}`, ops: `[{"op":"$inc","path":"n","value":-1}]`, code: code.InvalidRequest, failOp: "ops[0] $inc"},
-	{name: "inc/float-overflow-is-invalid", before: `{"n":1.7e308}`, ops: `[{"op":"$inc","path":"n","value":1.7e308}]`, code: code.InvalidRequest, failOp: "ops[0] $inc"},
+	{name: "inc/past-int64-max-is-exact", before: `{"n":9223372036854775807}`, ops: `[{"op":"$inc","path":"n","value":1}]`, want: `{"n":9223372036854775808}`},
+	{name: "inc/past-int64-min-is-exact", before: `{"n":-9223372036854775808}`, ops: `[{"op":"$inc","path":"n","value":-1}]`, want: `{"n":-9223372036854775809}`},
+	{name: "inc/past-float64-max-is-exact", before: `{"n":1.7e308}`, ops: `[{"op":"$inc","path":"n","value":1.7e308}]`, want: `{"n":3.4e308}`},
 	{name: "inc/on-string-is-type-error", before: `{"s":"x"}`, ops: `[{"op":"$inc","path":"s","value":1}]`, code: code.InvalidRequest, failOp: "ops[0] $inc"},
 	{name: "inc/on-object-is-type-error", before: `{"o":{}}`, ops: `[{"op":"$inc","path":"o","value":1}]`, code: code.InvalidRequest, failOp: "ops[0] $inc"},
 	{name: "inc/through-string-is-type-error", before: `{"s":"x"}`, ops: `[{"op":"$inc","path":"s.n","value":1}]`, code: code.InvalidRequest, failOp: "ops[0] $inc"},
@@ -125,6 +132,9 @@ func (c transformCase) checkRefusal(t *testing.T, errCode code.Code, msg string)
 	if c.failOp != "" && !strings.Contains(msg, c.failOp) {
 		t.Fatalf("message %q does not name %q", msg, c.failOp)
 	}
+	if !strings.Contains(msg, c.msg) {
+		t.Fatalf("message %q does not contain %q", msg, c.msg)
+	}
 }
 
 // TestTransform_FastPathSemanticsAndTypeErrorsWriteNothing proves every op's
@@ -132,7 +142,7 @@ func (c transformCase) checkRefusal(t *testing.T, errCode code.Code, msg string)
 // is a typed error that leaves the whole store unchanged.
 func TestTransform_FastPathSemanticsAndTypeErrorsWriteNothing(t *testing.T) {
 	f := newFixture(t, twopc.Options{})
-	for i, c := range transformCases {
+	for i, c := range allTransformCases() {
 		t.Run(c.name, func(t *testing.T) {
 			tbl := c.seed(t, f, i)
 			before := dump(t, f.db)
@@ -168,7 +178,7 @@ func TestTransform_FastPathSemanticsAndTypeErrorsWriteNothing(t *testing.T) {
 func TestTransform_TwoPCSemanticsAndTypeErrorsRefuseWithoutWriting(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, twopc.Options{})
-	for i, c := range transformCases {
+	for i, c := range allTransformCases() {
 		t.Run(c.name, func(t *testing.T) {
 			tbl := c.seed(t, f, i)
 			before := dump(t, f.db)

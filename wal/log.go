@@ -85,8 +85,12 @@ func (c Commit) Wait(ctx context.Context) error {
 type Stats struct {
 	Groups  uint64 // group commits written
 	Entries uint64 // entries made durable
-	Fsyncs  uint64 // fsync calls on segment files and the directory
+	Fsyncs  uint64 // fsync calls on segment files (tidwall's included) and the directory; FsyncDuration.Count
 	Bytes   uint64 // frame bytes written
+	// FsyncDuration: nanoseconds per fsync call, failed ones included.
+	FsyncDuration HistogramSnapshot
+	// GroupEntries: entries per group commit (Count is Groups, Sum Entries).
+	GroupEntries HistogramSnapshot
 }
 
 // Log is a write-ahead log. All methods are safe for concurrent use except
@@ -125,8 +129,10 @@ type Log struct {
 	publishing atomic.Int64 // groups handed to the publisher, not yet published
 	groups     atomic.Uint64
 	entries    atomic.Uint64
-	fsyncs     atomic.Uint64
 	bytes      atomic.Uint64
+	// fsyncs times every fsync (stats.go); groupEntries sizes every group.
+	fsyncs       *Histogram
+	groupEntries *Histogram
 }
 
 // Open opens or creates the log in dir. A torn final group write is cut
@@ -163,6 +169,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 				"dropped_bytes", rep.DroppedLen, "kept", rep.TornCopy, "why", rep.Why)
 		}
 	}
+	fsyncs := NewHistogram(fsyncBounds)
 	tw, err := tidwall.Open(dir, &tidwall.Options{
 		NoSync:           true, // we fsync once per group
 		SegmentSize:      opts.SegmentBytes,
@@ -171,7 +178,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		AllowEmpty:       true,
 		DirPerms:         0o750,
 		FilePerms:        0o640,
-		FS:               twFS{fsys},
+		FS:               twFS{fs: fsys, fsyncs: fsyncs},
 	})
 	if err != nil {
 		if errors.Is(err, tidwall.ErrCorrupt) {
@@ -184,6 +191,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		tw.Close()
 		return nil, rep, err
 	}
+	l.fsyncs = fsyncs
 	if closed != notClosed {
 		// From the first write on, a stop is a crash again.
 		if err := removeMarker(fsys, dir); err != nil {
@@ -232,6 +240,8 @@ func newLog(dir string, opts Options, tw *tidwall.Log) (*Log, error) {
 		segs:       segs,
 		tailBytes:  int(tailInfo.Size()),
 		writerDone: make(chan struct{}),
+
+		groupEntries: NewHistogram(groupEntriesBounds),
 	}
 	l.cond.L = &l.mu
 	return l, nil
@@ -254,7 +264,9 @@ func (l *Log) LastIndex() uint64 {
 
 // Stats returns cumulative counters.
 func (l *Log) Stats() Stats {
-	return Stats{Groups: l.groups.Load(), Entries: l.entries.Load(), Fsyncs: l.fsyncs.Load(), Bytes: l.bytes.Load()}
+	fsyncs := l.fsyncs.Snapshot()
+	return Stats{Groups: l.groups.Load(), Entries: l.entries.Load(), Fsyncs: fsyncs.Count, Bytes: l.bytes.Load(),
+		FsyncDuration: fsyncs, GroupEntries: l.groupEntries.Snapshot()}
 }
 
 // Reserve takes one queue slot for a following Enqueue, blocking while
@@ -419,7 +431,7 @@ func (l *Log) TruncateFront(index uint64) error {
 	if err := fault.Inject(fault.WALTruncateAfter); err != nil {
 		return err
 	}
-	return vfs.SyncDir(l.opts.FS, l.dir)
+	return l.syncDir()
 }
 
 // Replay calls fn for every entry with index ≥ from, in order. It must run

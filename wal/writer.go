@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/idemdb/idem/fault"
-	"github.com/idemdb/idem/vfs"
 )
 
 // The writer: one goroutine (or, on an idle log, the appender itself) writes
@@ -206,10 +205,9 @@ func (l *Log) writeGroup(g *group) error {
 	if err := fault.Inject(fault.WALSyncBefore); err != nil {
 		return err
 	}
-	if err := l.tw.Sync(); err != nil {
+	if err := l.tw.Sync(); err != nil { // timed by timedFile
 		return err
 	}
-	l.fsyncs.Add(1)
 	if err := fault.Inject(fault.WALSyncAfter); err != nil {
 		return err
 	}
@@ -219,13 +217,13 @@ func (l *Log) writeGroup(g *group) error {
 		if err := fault.Inject(fault.WALDirSyncBefore); err != nil {
 			return err
 		}
-		if err := vfs.SyncDir(l.opts.FS, l.dir); err != nil {
+		if err := l.syncDir(); err != nil {
 			return err
 		}
-		l.fsyncs.Add(1)
 	}
 	l.tailBytes = tail
 	l.groups.Add(1)
+	l.groupEntries.Observe(int64(len(g.entries)))
 	l.entries.Add(uint64(len(g.entries)))
 	l.bytes.Add(uint64(written))
 	return nil

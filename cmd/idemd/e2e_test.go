@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemdb/idem/internal/apitest"
 )
@@ -217,4 +223,44 @@ func checkProblem(t *testing.T, body []byte, want problemView) {
 func TestE2E_SIGTERMAsSoonAsListeningIsGraceful(t *testing.T) {
 	t.Parallel()
 	apitest.Launch(t, t.TempDir(), nil).Term()
+}
+
+// TestE2E_UnparsableRequestsAnswerProblems: idemd serves through the API's
+// listener, so what net/http answers by itself (a %zz in the path, header
+// fields beyond the limit) is a problem with a registered code as well.
+func TestE2E_UnparsableRequestsAnswerProblems(t *testing.T) {
+	t.Parallel()
+	p := apitest.Launch(t, t.TempDir(), nil)
+	defer p.Term()
+	for _, c := range []struct {
+		request string
+		status  int
+		code    string
+	}{
+		{"GET /v1/tables/t/docs/%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"},
+		{"GET /v1/tables HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 1100<<10) + "\r\n\r\n", 431, "header_fields_too_large"},
+	} {
+		conn, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		go io.WriteString(conn, c.request) // the server may answer before reading it all
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		conn.Close()
+		var got struct {
+			Code   string `json:"code"`
+			Status int    `json:"status"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil || res.StatusCode != c.status ||
+			res.Header.Get("Content-Type") != "application/problem+json" || got.Code != c.code || got.Status != c.status {
+			t.Fatalf("%d %q %s (%v), want %d %s", res.StatusCode, res.Header.Get("Content-Type"), body, err, c.status, c.code)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,11 +11,140 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemdb/idem/internal/apitest"
 )
+
+// runTimeout bounds every wait on an in-process run (start, stop).
+const runTimeout = 20 * time.Second
+
+// logSink collects what run logs and wakes whoever waits for a line.
+type logSink struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced at every write
+}
+
+func newLogSink() *logSink { return &logSink{changed: make(chan struct{})} }
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// record is the first JSON log line whose msg is msg (nil: none yet).
+func (l *logSink) record(msg string) (map[string]any, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range bytes.Split(l.buf.Bytes(), []byte("\n")) {
+		var rec map[string]any
+		if json.Unmarshal(line, &rec) == nil && rec["msg"] == msg {
+			return rec, l.changed
+		}
+	}
+	return nil, l.changed
+}
+
+// inProcess is run on its own goroutine, logging JSON into logs.
+type inProcess struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	logs   *logSink
+	exited chan struct{}
+	err    error // run's result, once exited is closed
+	addr   string
+	d      chan *daemon // the started daemon, once
+}
+
+// startRun starts run with args after JSON logs and no background passes,
+// and waits for its listening line.
+func startRun(t *testing.T, args ...string) *inProcess {
+	t.Helper()
+	p := tryRun(t, args...)
+	p.addr = p.wait("idemd: listening")["addr"].(string)
+	return p
+}
+
+// tryRun starts run without waiting for anything.
+func tryRun(t *testing.T, args ...string) *inProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &inProcess{t: t, cancel: cancel, logs: newLogSink(), exited: make(chan struct{}), d: make(chan *daemon, 1)}
+	argv := append([]string{"-log-format", "json", "-maintain-interval", "-1s", "-clean-interval", "-1s"}, args...)
+	prev := slog.Default()
+	go func() {
+		defer close(p.exited)
+		p.err = runWatched(ctx, argv, io.Discard, p.logs, func(d *daemon) { p.d <- d })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.exited
+		slog.SetDefault(prev)
+	})
+	return p
+}
+
+// wait returns the first log record with msg, failing the test if run
+// returns first or runTimeout passes.
+func (p *inProcess) wait(msg string) map[string]any {
+	p.t.Helper()
+	deadline := time.NewTimer(runTimeout)
+	defer deadline.Stop()
+	for {
+		rec, changed := p.logs.record(msg)
+		if rec != nil {
+			return rec
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			if rec, _ := p.logs.record(msg); rec != nil {
+				return rec
+			}
+			p.t.Fatalf("run returned %v before logging %q\n%s", p.err, msg, p.logs)
+		case <-deadline.C:
+			p.t.Fatalf("no %q line within %v\n%s", msg, runTimeout, p.logs)
+		}
+	}
+}
+
+// daemon is the started daemon (startRun has waited for it to listen).
+func (p *inProcess) daemon(t *testing.T) *daemon {
+	t.Helper()
+	select {
+	case d := <-p.d:
+		return d
+	default:
+		t.Fatal("run has not started a daemon")
+		return nil
+	}
+}
+
+// stop cancels run's context and returns run's result.
+func (p *inProcess) stop() error {
+	p.t.Helper()
+	p.cancel()
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(runTimeout):
+		p.t.Fatalf("run did not return within %v of cancel\n%s", runTimeout, p.logs)
+		return nil
+	}
+}
 
 func TestParseFlags_RequestTimeoutCoversWaitMax(t *testing.T) {
 	c, err := parseFlags([]string{"-wait-max", "90s", "-request-timeout", "30s"}, io.Discard)
@@ -45,26 +173,30 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 		return p
 	}
 	data := filepath.Join(dir, "data")
+	missing := filepath.Join(dir, "missing")
+	empty := write("empty", "# only a comment\n\n   \n# and another\n")
 	for _, c := range []struct {
 		args []string
 		want string
+		code int
 	}{
-		{[]string{"-log-level", "loud"}, "-log-level"},
-		{[]string{"-log-format", "xml"}, "-log-format"},
-		{[]string{"-tokens", filepath.Join(dir, "missing")}, "no such file"},
-		{[]string{"-tokens", write("bad", "alice\n")}, "line 1: want principal:token"},
-		{[]string{"-tokens", write("dup", "# c\nalice:t\n\nbob:t\n")}, "line 4: token listed twice"},
-		{[]string{"-no-such-flag"}, "not defined"},
+		{[]string{"-log-level", "loud"}, `-log-level "loud": must be debug, info, warn or error`, 2},
+		{[]string{"-log-format", "xml"}, `-log-format "xml": must be text or json`, 2},
+		{[]string{"-tokens", missing}, "-tokens " + missing + ": cannot open: no such file or directory", 1},
+		{[]string{"-tokens", empty}, "-tokens " + empty + ": no principal:token line", 1},
+		{[]string{"-tokens", write("bad", "alice\n")}, "line 1: want principal:token", 1},
+		{[]string{"-tokens", write("dup", "# c\nalice:t\n\nbob:t\n")}, "line 4: token listed twice", 1},
+		{[]string{"-no-such-flag"}, "not defined", 2},
 	} {
-		err := run(context.Background(), append(c.args, "-data", data), io.Discard)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		err := run(context.Background(), append(c.args, "-data", data), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != c.code {
+			t.Errorf("%v: %v (exit %d), want %q (exit %d)", c.args, err, exitCode(err), c.want, c.code)
 		}
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("a data directory was created: %v", err)
 	}
-	if err := run(context.Background(), []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	if err := run(context.Background(), []string{"-h"}, io.Discard, io.Discard); !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 {
 		t.Fatalf("-h: %v", err)
 	}
 }
@@ -73,51 +205,15 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 // port, checks it answers, and stops it by canceling its context: run
 // returns nil after a clean stop.
 func TestRun_ServesUntilCanceled(t *testing.T) {
-	defer slog.SetDefault(slog.Default())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var logs bytes.Buffer
-	addrs := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			logs.Write(append(sc.Bytes(), '\n'))
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "idemd: listening" {
-				addrs <- rec.Addr
-			}
-		}
-		close(addrs)
-	}()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-log-format", "json"}, pw)
-		pw.Close()
-	}()
-	var addr string
-	select {
-	case addr = <-addrs:
-	case err := <-done:
-		t.Fatalf("run returned before listening: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("no listening line within 20s")
-	}
-	c := apitest.NewClient(t, apitest.MustLoad(t), "http://"+addr)
+	p := startRun(t, "-addr", "127.0.0.1:0", "-data", t.TempDir())
+	c := apitest.NewClient(t, apitest.MustLoad(t), "http://"+p.addr)
 	c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
 	c.Do("POST", "/v1/tables/t/batch", `{"deletes":["a"]}`, "Idempotency-Key", "k").JSON(t, 201, nil)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not return within 20s of cancel")
+	c.CloseIdleConnections()
+	if err := p.stop(); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.logs)
 	}
-	for range addrs { // drain until the logger's pipe closes
-	}
-	if !strings.Contains(logs.String(), `"msg":"idemd: stopped cleanly"`) {
-		t.Fatalf("no clean stop:\n%s", logs.String())
+	if !strings.Contains(p.logs.String(), `"msg":"idemd: stopped cleanly"`) {
+		t.Fatalf("no clean stop:\n%s", p.logs)
 	}
 }

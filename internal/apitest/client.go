@@ -182,6 +182,9 @@ type Problem struct {
 
 	// Members lists the members present in the body.
 	Members map[string]bool `json:"-"`
+	// Keyed: the answer echoed an Idempotency-Key (and so must say
+	// retry_with; an unkeyed answer must not).
+	Keyed bool `json:"-"`
 }
 
 // Problem decodes r as a problem, failing the test unless the status is
@@ -209,6 +212,10 @@ func (r *Response) Problem(t testing.TB, status int) Problem {
 	}
 	if p.Status != r.Status {
 		t.Fatalf("problem status member %d, HTTP status %d", p.Status, r.Status)
+	}
+	_, p.Keyed = r.Header["Idempotency-Key"]
+	if p.Keyed != p.Members["retry_with"] {
+		t.Fatalf("retry_with present=%v on an answer with Idempotency-Key echo=%v: %s", p.Members["retry_with"], p.Keyed, r.Body)
 	}
 	return p
 }

@@ -1,0 +1,36 @@
+package api
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// unavailableLogEvery bounds how often refusals by a store that accepts no
+// writes are logged: the cause once, then a count at most this often,
+// instead of one line per refused request.
+const unavailableLogEvery = time.Minute
+
+// unavailableLog counts the requests refused because the store accepts no
+// writes, and logs them without flooding.
+type unavailableLog struct {
+	refused atomic.Uint64
+	last    atomic.Int64 // unix nanos of the last line; 0 before the first
+}
+
+// note records one refusal. The first logs its cause at ERROR; later ones
+// are summed into a WARN line at most every unavailableLogEvery.
+func (s *Server) noteUnavailable(cause error) {
+	u := &s.unavailable
+	n := u.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := u.last.Load()
+	if last != 0 && now-last < int64(unavailableLogEvery) || !u.last.CompareAndSwap(last, now) {
+		return
+	}
+	if last == 0 {
+		s.opts.Logger.Error("api: the store refuses writes until idemd restarts; refusals are counted, not each logged",
+			"err", cause, "refused", n)
+		return
+	}
+	s.opts.Logger.Warn("api: the store still refuses writes until idemd restarts", "refused", n)
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemdb/idem/lease"
+)
+
+type config struct {
+	addr            string
+	data            string
+	tokens          string
+	node            string
+	leaseTTL        time.Duration
+	renewInterval   time.Duration
+	retention       time.Duration
+	legacyOwner     string
+	maintainEvery   time.Duration
+	cleanEvery      time.Duration
+	executor        int
+	waitMax         time.Duration
+	bodyMax         int64
+	requestTimeout  time.Duration
+	headerTimeout   time.Duration
+	shutdownTimeout time.Duration
+	checkpointBytes int64
+	segmentBytes    int
+	separateDecide  bool
+	logLevel        string
+	logFormat       string
+	version         bool
+}
+
+// usageError is a command line idemd cannot run with: main exits 2 for it
+// (as the flag package does for a flag it cannot parse), and 1 for an error
+// met while running.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// Bounds of the flags' values (see validate).
+const (
+	// leaseTTLMin keeps lease-ttl/3, the renewal tick, and lease-ttl/5, the
+	// safety margin, positive and longer than a slow fsync.
+	leaseTTLMin = 100 * time.Millisecond
+	// loopIntervalMin is the shortest renewal, recovery or cleaner interval
+	// one may ask for: a shorter one spins the loop on its own writes.
+	loopIntervalMin = 10 * time.Millisecond
+)
+
+// Defaults that idemd applies itself, so that the start-up log shows what
+// is in force (the libraries would apply the same ones to a zero value).
+const (
+	cleanIntervalDefault = time.Minute
+	// requestTimeoutOverWait is how far -request-timeout is raised above
+	// -wait-max when it is not already longer: a request that waits the
+	// whole -wait-max must still have time to answer.
+	requestTimeoutOverWait = 10 * time.Second
+	// writeTimeoutOverRequest lets a request that used its whole
+	// -request-timeout still write its answer.
+	writeTimeoutOverRequest = 5 * time.Second
+	// idleTimeout closes a keep-alive connection nobody uses.
+	idleTimeout = 2 * time.Minute
+	// headerBytesMax bounds a request's header fields (net/http's default,
+	// named): beyond it the answer is 431 header_fields_too_large.
+	headerBytesMax = 1 << 20
+)
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("idemd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8420", "address to listen on, host:port (port 0: any free port)")
+	fs.StringVar(&c.data, "data", "./data", "data directory (created if missing; one process at a time)")
+	fs.StringVar(&c.tokens, "tokens", "", "read bearer tokens from `FILE`, one principal:token per line, # comments; without it every request is the single principal \"anonymous\"")
+	fs.StringVar(&c.node, "node", "node-0", fmt.Sprintf("owner ID of this process, 1..%d visible ASCII characters but '/'; its incarnation is bumped at every start", lease.NodeIDBytesMax))
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, fmt.Sprintf("lease TTL of a receipt's owner, at least %v; a successor may adopt after it lapses", leaseTTLMin))
+	fs.DurationVar(&c.renewInterval, "renew-interval", 0, "lease renewal interval (0 or more than lease-ttl/3 means lease-ttl/3)")
+	fs.DurationVar(&c.retention, "retention", 24*time.Hour, "how long terminal receipts are kept for replay")
+	fs.StringVar(&c.legacyOwner, "legacy-table-owner", "anonymous", "principal that owns the tables created before tables had owners (moved to it at start)")
+	fs.DurationVar(&c.maintainEvery, "maintain-interval", 0, "how often the recovery pass runs, the first time at most 1s after start (0: lease-ttl/2; negative: never)")
+	fs.DurationVar(&c.cleanEvery, "clean-interval", 0, "how often expired receipts are cleaned, the first time at most 1s after start (0: 1m; negative: never)")
+	fs.IntVar(&c.executor, "executor", 256, "maximum keyed batches executing at once; beyond it receipts wait pending (429)")
+	fs.DurationVar(&c.waitMax, "wait-max", 30*time.Second, "maximum honoured Prefer: wait=N")
+	fs.Int64Var(&c.bodyMax, "max-body", 1<<20, "maximum request body in bytes (larger: 413)")
+	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "maximum time to handle one request (raised to wait-max + 10s if not longer than wait-max)")
+	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables)")
+	fs.IntVar(&c.segmentBytes, "wal-segment-bytes", 8<<20, "size of one WAL segment file; truncation after a checkpoint removes whole segments")
+	fs.BoolVar(&c.separateDecide, "separate-decide", false, "write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, instead of chaining both into one")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return c, err
+		}
+		return c, &usageError{err.Error()} // the flag package has printed it with the usage
+	}
+	if fs.NArg() > 0 {
+		return c, usagef("unexpected argument %q: idemd takes flags only (-h lists them)", fs.Arg(0))
+	}
+	if err := c.validate(); err != nil {
+		return c, err
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
+// validate checks every flag against its range. A zero is refused where it
+// would mean nothing (or silently some default the usage does not name).
+func (c *config) validate() error {
+	if err := validAddr(c.addr); err != nil {
+		return err
+	}
+	if c.data == "" {
+		return usagef("-data %q: must name a directory", c.data)
+	}
+	if err := validNode(c.node); err != nil {
+		return err
+	}
+	if c.leaseTTL < leaseTTLMin {
+		return usagef("-lease-ttl %v: must be at least %v", c.leaseTTL, leaseTTLMin)
+	}
+	if c.renewInterval != 0 && c.renewInterval < loopIntervalMin {
+		return usagef("-renew-interval %v: must be 0 (lease-ttl/3) or at least %v", c.renewInterval, loopIntervalMin)
+	}
+	if c.retention <= 0 {
+		return usagef("-retention %v: must be positive", c.retention)
+	}
+	if p := c.legacyOwner; p == "" || strings.TrimSpace(p) != p || strings.Contains(p, ":") {
+		// Otherwise no tokens line could name the principal: its tables
+		// would be unreachable.
+		return usagef("-legacy-table-owner %q: must be a principal: non-empty, no ':', no surrounding spaces", p)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"-maintain-interval", c.maintainEvery}, {"-clean-interval", c.cleanEvery}} {
+		if f.d > 0 && f.d < loopIntervalMin {
+			return usagef("%s %v: must be 0 (default), negative (never) or at least %v", f.name, f.d, loopIntervalMin)
+		}
+	}
+	if c.executor < 1 {
+		return usagef("-executor %d: must be at least 1", c.executor)
+	}
+	if c.bodyMax < 1 {
+		return usagef("-max-body %d: must be at least 1 byte", c.bodyMax)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"-wait-max", c.waitMax}, {"-request-timeout", c.requestTimeout}, {"-header-timeout", c.headerTimeout},
+		{"-shutdown-timeout", c.shutdownTimeout}} {
+		if f.d <= 0 {
+			return usagef("%s %v: must be positive", f.name, f.d)
+		}
+	}
+	if c.checkpointBytes == 0 {
+		return usagef("-checkpoint-bytes 0: must be positive (bytes) or negative (disabled)")
+	}
+	if c.segmentBytes < 1 {
+		return usagef("-wal-segment-bytes %d: must be at least 1", c.segmentBytes)
+	}
+	switch strings.ToLower(c.logLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return usagef("-log-level %q: must be debug, info, warn or error", c.logLevel)
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return usagef("-log-format %q: must be text or json", c.logFormat)
+	}
+	return nil
+}
+
+func validAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("-addr %q: must be host:port (%v)", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usagef("-addr %q: the port must be a number 0..65535", addr)
+	}
+	return nil
+}
+
+// validNode applies lease.Register's rule (1..NodeIDBytesMax bytes) and
+// keeps the ID a single key part: it is the <owner> of
+// recov/v1/<owner>/<txn_id>, and it is printed in logs and /healthz.
+func validNode(node string) error {
+	if node == "" || len(node) > lease.NodeIDBytesMax {
+		return usagef("-node %q: must be 1..%d bytes", node, lease.NodeIDBytesMax)
+	}
+	for i := 0; i < len(node); i++ {
+		if b := node[i]; b <= ' ' || b > '~' || b == '/' {
+			return usagef("-node %q: must be visible ASCII characters other than '/'", node)
+		}
+	}
+	return nil
+}
+
+// applyDefaults replaces the values that stand for a default with the
+// default, so that what the start-up log prints is what runs.
+func (c *config) applyDefaults() {
+	c.renewInterval = lease.ClampInterval(c.renewInterval, c.leaseTTL)
+	if c.maintainEvery == 0 {
+		c.maintainEvery = c.leaseTTL / 2
+	}
+	if c.cleanEvery == 0 {
+		c.cleanEvery = cleanIntervalDefault
+	}
+	if c.requestTimeout <= c.waitMax {
+		c.requestTimeout = c.waitMax + requestTimeoutOverWait
+	}
+	c.logLevel = strings.ToLower(c.logLevel)
+}

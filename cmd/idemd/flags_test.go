@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/internal/apitest"
+)
+
+// TestParseFlags_RefusesEveryOutOfRangeValue: each flag outside its range
+// is a usage error (exit 2) whose one-line message names the flag, the
+// value and the rule.
+func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-addr", "8420"}, `-addr "8420": must be host:port`},
+		{[]string{"-addr", "localhost:http"}, `-addr "localhost:http": the port must be a number 0..65535`},
+		{[]string{"-addr", "127.0.0.1:65536"}, `-addr "127.0.0.1:65536": the port must be a number 0..65535`},
+		{[]string{"-data", ""}, `-data "": must name a directory`},
+		{[]string{"-node", ""}, `-node "": must be 1..64 bytes`},
+		{[]string{"-node", strings.Repeat("n", 65)}, `must be 1..64 bytes`},
+		{[]string{"-node", "a/b"}, `-node "a/b": must be visible ASCII characters other than '/'`},
+		{[]string{"-node", "a b"}, `-node "a b": must be visible ASCII`},
+		{[]string{"-lease-ttl", "0"}, "-lease-ttl 0s: must be at least 100ms"},
+		{[]string{"-lease-ttl", "-1s"}, "-lease-ttl -1s: must be at least 100ms"},
+		{[]string{"-renew-interval", "-1s"}, "-renew-interval -1s: must be 0 (lease-ttl/3) or at least 10ms"},
+		{[]string{"-renew-interval", "1ns"}, "-renew-interval 1ns: must be 0 (lease-ttl/3) or at least 10ms"},
+		{[]string{"-retention", "0"}, "-retention 0s: must be positive"},
+		{[]string{"-legacy-table-owner", ""}, `-legacy-table-owner "": must be a principal`},
+		{[]string{"-legacy-table-owner", "a:b"}, `-legacy-table-owner "a:b": must be a principal: non-empty, no ':'`},
+		{[]string{"-legacy-table-owner", " a"}, `-legacy-table-owner " a": must be a principal`},
+		{[]string{"-maintain-interval", "1ms"}, "-maintain-interval 1ms: must be 0 (default), negative (never) or at least 10ms"},
+		{[]string{"-clean-interval", "1ns"}, "-clean-interval 1ns: must be 0 (default), negative (never) or at least 10ms"},
+		{[]string{"-executor", "0"}, "-executor 0: must be at least 1"},
+		{[]string{"-executor", "-3"}, "-executor -3: must be at least 1"},
+		{[]string{"-wait-max", "0"}, "-wait-max 0s: must be positive"},
+		{[]string{"-max-body", "-1"}, "-max-body -1: must be at least 1 byte"},
+		{[]string{"-max-body", "0"}, "-max-body 0: must be at least 1 byte"},
+		{[]string{"-request-timeout", "0"}, "-request-timeout 0s: must be positive"},
+		{[]string{"-header-timeout", "-1s"}, "-header-timeout -1s: must be positive"},
+		{[]string{"-shutdown-timeout", "0"}, "-shutdown-timeout 0s: must be positive"},
+		{[]string{"-checkpoint-bytes", "0"}, "-checkpoint-bytes 0: must be positive (bytes) or negative (disabled)"},
+		{[]string{"-wal-segment-bytes", "0"}, "-wal-segment-bytes 0: must be at least 1"},
+		{[]string{"-log-level", "verbose"}, `-log-level "verbose": must be debug, info, warn or error`},
+		{[]string{"-log-format", "xml"}, `-log-format "xml": must be text or json`},
+		// What the flag package refuses is a usage error too.
+		{[]string{"-executor", "many"}, `invalid value "many" for flag -executor`},
+		{[]string{"-lease-ttl", "10"}, `invalid value "10" for flag -lease-ttl`},
+		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		// Anything after the flags.
+		{[]string{"serve"}, `unexpected argument "serve": idemd takes flags only`},
+		{[]string{"-executor", "4", "--", "-x"}, `unexpected argument "-x"`},
+	} {
+		_, err := parseFlags(c.args, io.Discard)
+		var u *usageError
+		if !errors.As(err, &u) || exitCode(err) != 2 || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v (exit %d), want a one-line usage error containing %q", c.args, err, exitCode(err), c.want)
+		}
+	}
+}
+
+// TestParseFlags_AcceptsTheDocumentedSpecialValues: the values the usage
+// gives a meaning are accepted, and the defaults they stand for are what
+// the config (and so the start-up log) holds.
+func TestParseFlags_AcceptsTheDocumentedSpecialValues(t *testing.T) {
+	c, err := parseFlags([]string{"-lease-ttl", "3s", "-renew-interval", "0", "-maintain-interval", "0",
+		"-clean-interval", "0", "-checkpoint-bytes", "-1", "-addr", ":0", "-log-level", "DEBUG"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.renewInterval != time.Second || c.maintainEvery != 1500*time.Millisecond || c.cleanEvery != time.Minute ||
+		c.checkpointBytes != -1 || c.logLevel != "debug" {
+		t.Fatalf("effective %+v", c)
+	}
+	c, err = parseFlags([]string{"-lease-ttl", "3s", "-renew-interval", "2s", "-maintain-interval", "-1s", "-clean-interval", "-1ns"}, io.Discard)
+	if err != nil || c.renewInterval != time.Second || c.maintainEvery >= 0 || c.cleanEvery >= 0 {
+		t.Fatalf("renew-interval over lease-ttl/3, negative intervals: %+v %v", c, err)
+	}
+	if _, err := parseFlags([]string{"-addr", "[::1]:8420", "-node", "n-1#x.y"}, io.Discard); err != nil {
+		t.Fatalf("IPv6 host, punctuation in node: %v", err)
+	}
+}
+
+// TestParseFlags_HelpNamesTheTokensFile: -h writes every flag, the tokens
+// one as `-tokens FILE` with the line format in its description; it is
+// flag.ErrHelp, exit 0 (as flag.ExitOnError does).
+func TestParseFlags_HelpNamesTheTokensFile(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseFlags([]string{"-h"}, &out)
+	if !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 {
+		t.Fatalf("-h: %v (exit %d)", err, exitCode(err))
+	}
+	if !strings.Contains(out.String(), "-tokens FILE\n") || !strings.Contains(out.String(), "one principal:token per line") {
+		t.Fatalf("-h output:\n%s", out.String())
+	}
+	for _, name := range []string{"-addr", "-data", "-node", "-lease-ttl", "-version", "-shutdown-timeout", "-checkpoint-bytes"} {
+		if !strings.Contains(out.String(), "  "+name+" ") && !strings.Contains(out.String(), "  "+name+"\n") {
+			t.Errorf("-h does not list %s", name)
+		}
+	}
+}
+
+// TestBinary_ExitStatus: the built idemd exits 2 for a usage error (saying
+// it once on the last line), 0 for -h and -version, and 1 for a runtime
+// error (here: the port is taken).
+func TestBinary_ExitStatus(t *testing.T) {
+	bin := apitest.BuildIdemd(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	for _, c := range []struct {
+		args   []string
+		status int
+		out    string // in stdout+stderr
+	}{
+		{[]string{"-executor", "0"}, 2, "idemd: -executor 0: must be at least 1\n"},
+		{[]string{"-bogus"}, 2, "idemd: flag provided but not defined: -bogus\n"},
+		{[]string{"extra"}, 2, `idemd: unexpected argument "extra"`},
+		{[]string{"-h"}, 0, "-tokens FILE"},
+		{[]string{"-version"}, 0, "idemd "},
+		{[]string{"-addr", taken.Addr().String(), "-data", data}, 1, "idemd: -addr " + taken.Addr().String() + ": listen tcp"},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		out, err := cmd.CombinedOutput()
+		status := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			status = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if status != c.status || !strings.Contains(string(out), c.out) {
+			t.Errorf("idemd %q: exit %d, want %d; output want %q:\n%s", c.args, status, c.status, c.out, out)
+		}
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a start that could not listen created the data directory: %v", err)
+	}
+}

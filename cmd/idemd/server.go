@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/idemdb/idem/api"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/wal"
+)
+
+// daemon is a started idemd: listening, its store and service open.
+type daemon struct {
+	c        config
+	log      *slog.Logger
+	ln       net.Listener
+	db       *engine.DB
+	svc      *receipt.Service
+	srv      *http.Server
+	inFlight atomic.Int64 // requests inside the handler now
+}
+
+// start opens everything idemd serves with. The listener comes first:
+// opening the receipt service bumps the node's incarnation durably, and a
+// start that cannot listen (the port is taken) must not burn one.
+func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_ *daemon, err error) {
+	var tokens map[string]string
+	if c.tokens != "" {
+		if tokens, err = loadTokens(c.tokens); err != nil {
+			return nil, err
+		}
+		log.Info("auth: bearer tokens", "file", c.tokens, "tokens", len(tokens))
+	} else {
+		log.Warn("auth: no -tokens file: every request is the single principal \"anonymous\"")
+	}
+	d := &daemon{c: c, log: log}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	if d.ln, err = net.Listen("tcp", c.addr); err != nil {
+		return nil, fmt.Errorf("-addr %s: %w", c.addr, err)
+	}
+	var t openTimes
+	began := time.Now()
+	d.db, err = engine.Open(c.data, engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log,
+		WAL: wal.Options{SegmentBytes: c.segmentBytes}})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", c.data, err)
+	}
+	t.engine, began = time.Since(began), time.Now()
+	d.svc, err = receipt.Open(ctx, d.db, receipt.Options{
+		Node: c.node, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
+		MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
+		ExecutorMax: c.executor, WaitMax: c.waitMax, SeparateDecide: c.separateDecide, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.receipts, began = time.Since(began), time.Now()
+	sum, err := d.svc.Summary(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count receipts: %w", err)
+	}
+	t.summary = time.Since(began)
+	logRecovered(log, d.db.Stats(), sum, t)
+	handler := api.New(d.svc, api.Options{Tokens: tokens, BodyBytesMax: c.bodyMax,
+		RequestTimeout: c.requestTimeout, EngineStats: d.db.Stats, Health: d.db.Health, Logger: log})
+	// Through the handler's listener, even the answers net/http gives by
+	// itself (a malformed request, headers beyond MaxHeaderBytes) are
+	// problem details.
+	d.ln = handler.Listener(d.ln)
+	d.srv = &http.Server{
+		Handler:           d.counted(crashOnPanic(handler, stderr)),
+		MaxHeaderBytes:    headerBytesMax,
+		ReadHeaderTimeout: c.headerTimeout,
+		ReadTimeout:       c.requestTimeout,
+		WriteTimeout:      c.requestTimeout + writeTimeoutOverRequest,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return d, nil
+}
+
+// close closes what start opened, newest first.
+func (d *daemon) close() error {
+	if d.svc != nil {
+		d.svc.Close()
+	}
+	var err error
+	if d.db != nil {
+		if err = d.db.Close(); errors.Is(err, engine.ErrClosed) {
+			err = nil
+		}
+	}
+	if d.ln != nil && d.srv == nil {
+		d.ln.Close() // once served, the server owns it
+	}
+	return err
+}
+
+// serve answers requests until ctx is done or SIGTERM/SIGINT, then shuts
+// down.
+func (d *daemon) serve(ctx context.Context) error {
+	// Catch signals before announcing the address: a supervisor may signal
+	// as soon as it reads the line, and the default action would kill the
+	// process without a graceful shutdown.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	d.log.Info("idemd: listening", "addr", d.ln.Addr().String(), "data", d.c.data, "owner", d.svc.Owner().String())
+	served := make(chan error, 1)
+	go func() { served <- d.srv.Serve(d.ln) }()
+	select {
+	case err := <-served:
+		return errors.Join(err, d.close())
+	case sig := <-sigs:
+		d.log.Info("idemd: shutting down", "signal", sig.String())
+	case <-ctx.Done():
+		d.log.Info("idemd: shutting down", "cause", context.Cause(ctx).Error())
+	}
+	return d.shutdown()
+}
+
+// shutdown stops accepting, waits up to -shutdown-timeout for the requests
+// in flight, and closes. Requests still in flight then are reported and
+// make it an error: their clients got no answer.
+func (d *daemon) shutdown() error {
+	sctx, cancel := context.WithTimeout(context.Background(), d.c.shutdownTimeout)
+	defer cancel()
+	var missed int64
+	if err := d.srv.Shutdown(sctx); err != nil {
+		missed = d.inFlight.Load()
+		// Cut the connections left, so that their handlers see a closed
+		// connection now rather than a closed store later.
+		d.srv.Close()
+		if missed > 0 {
+			d.log.Warn("idemd: requests still in flight at -shutdown-timeout; their receipts stay leased and the next start adopts them",
+				"in_flight", missed, "shutdown_timeout", d.c.shutdownTimeout)
+		} else {
+			d.log.Warn("idemd: connections open at -shutdown-timeout were closed; no request was in flight", "err", err)
+		}
+	}
+	if err := d.close(); err != nil {
+		return err
+	}
+	if missed > 0 {
+		return fmt.Errorf("stopped; %d %s missed -shutdown-timeout %v", missed, plural(missed, "request"), d.c.shutdownTimeout)
+	}
+	d.log.Info("idemd: stopped cleanly")
+	return nil
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// counted counts the requests inside h, for shutdown's report.
+func (d *daemon) counted(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.inFlight.Add(1)
+		defer d.inFlight.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// crashOnPanic turns a panic while serving a request into a process crash,
+// as a panic anywhere else would be. net/http would recover it and carry
+// on; but a panic means a broken invariant, and carrying on with a half-done
+// request's in-memory state is worse than restarting: recovery rebuilds
+// everything from the store, and leases hand the work to the next
+// incarnation at once.
+func crashOnPanic(h http.Handler, stderr io.Writer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v) // net/http's own way to abort a response
+			}
+			fmt.Fprintf(stderr, "panic: %v\n\n%s", v, debug.Stack())
+			os.Exit(2)
+		}()
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/idemdb/idem/api"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/receipt"
+)
+
+// buildVersion is the main module's version and VCS revision as the Go
+// toolchain stamped them; "devel" when it stamped no version (go run, go
+// test, a build outside a module version).
+func buildVersion() (version, revision string) {
+	version = "devel"
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version, ""
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		version = v
+	}
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if revision != "" && modified {
+		revision += "+dirty"
+	}
+	return version, revision
+}
+
+// versionLine is what -version prints.
+func versionLine() string {
+	v, rev := buildVersion()
+	if rev != "" {
+		v += " " + rev
+	}
+	return fmt.Sprintf("idemd %s %s", v, runtime.Version())
+}
+
+func newLogger(c config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.logLevel)) // validated by parseFlags
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationsAsStrings writes a time.Duration as Go writes it ("1.5s"): the
+// JSON handler would write integer nanoseconds, which nobody reads right.
+func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// logStart reports the version and every setting in force, defaults
+// applied, before anything is opened: a start that then fails still says
+// what it tried.
+func logStart(log *slog.Logger, c config) {
+	version, revision := buildVersion()
+	attrs := []any{"version", version}
+	if revision != "" {
+		attrs = append(attrs, "revision", revision)
+	}
+	log.Info("idemd: starting", append(attrs, "go", runtime.Version(), "pid", os.Getpid())...)
+	tokens := c.tokens
+	if tokens == "" {
+		tokens = "none (every request is \"anonymous\")"
+	}
+	log.Info("idemd: settings",
+		"addr", c.addr, "data", c.data, "tokens", tokens, "node", c.node,
+		"lease_ttl", c.leaseTTL, "renew_interval", c.renewInterval, "retention", c.retention,
+		"legacy_table_owner", c.legacyOwner,
+		"maintain_interval", interval(c.maintainEvery), "clean_interval", interval(c.cleanEvery),
+		"executor", c.executor, "wait_max", c.waitMax, "max_body", c.bodyMax,
+		"request_timeout", c.requestTimeout, "header_timeout", c.headerTimeout,
+		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
+		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes),
+		"wal_segment_bytes", c.segmentBytes, "separate_decide", c.separateDecide,
+		"log_level", c.logLevel, "log_format", c.logFormat)
+}
+
+// interval is a loop interval as the log shows it: negative is "never".
+func interval(d time.Duration) slog.Value {
+	if d < 0 {
+		return slog.StringValue("never")
+	}
+	return slog.DurationValue(d)
+}
+
+func checkpointSetting(n int64) slog.Value {
+	if n < 0 {
+		return slog.StringValue("disabled")
+	}
+	return slog.Int64Value(n)
+}
+
+// openTimes are how long each part of the open took.
+type openTimes struct{ engine, receipts, summary time.Duration }
+
+// logRecovered reports what the open found: the store, the log it
+// replayed, the receipts by state — the non-terminal ones, and the
+// terminal ones with unresolved intents, belong to earlier incarnations
+// and are what the recovery passes adopt — and how long it all took.
+func logRecovered(log *slog.Logger, st engine.Stats, sum receipt.Summary, t openTimes) {
+	log.Info("idemd: recovered",
+		"keys", st.Keys, "applied", uint64(st.Applied), "checkpoint", uint64(st.Recovery.FromCheckpoint),
+		"replayed_entries", st.Recovery.ReplayedEntries, "replayed_bytes", st.Recovery.ReplayedBytes,
+		"receipts_pending", sum.Pending, "receipts_started", sum.Started, "receipts_terminal", sum.Terminal,
+		"receipts_with_debt", sum.Debt, "receipts_to_adopt", sum.Pending+sum.Started+sum.Debt,
+		"receipts_unreadable", sum.Unreadable, "receipts_partial", sum.Partial,
+		"open_engine", t.engine, "open_receipts", t.receipts, "count_receipts", t.summary,
+		"open_total", t.engine+t.receipts+t.summary)
+}
+
+// loadTokens reads the -tokens file. An empty one is refused: every
+// request would be unauthenticated, which no one means.
+func loadTokens(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		return nil, fmt.Errorf("-tokens %s: cannot open: %w", path, err)
+	}
+	defer f.Close()
+	tokens, err := api.ParseTokens(f)
+	if err != nil {
+		return nil, fmt.Errorf("-tokens %s: %w", path, err)
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("-tokens %s: no principal:token line (only blank lines and comments): every request would be refused", path)
+	}
+	return tokens, nil
+}

@@ -1,0 +1,90 @@
+package receipt
+
+import (
+	"context"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Summary counts the receipts in the store by state, for a start-up report.
+type Summary struct {
+	Pending  int // published, not started
+	Started  int // started, not yet terminal
+	Terminal int // terminal (kept for replay until their retention ends)
+	// Debt counts the terminal receipts whose intents are not all resolved
+	// yet (VisibilityDebt): maintenance still has work on them.
+	Debt int
+	// Unreadable counts records that do not decode. Summary reports them
+	// rather than failing: it is a report, and Lookup names the bad one.
+	Unreadable int
+	// Partial says SummaryReceiptsMax was reached: every count is then a
+	// lower bound.
+	Partial bool
+}
+
+// Bounds of Summary's one scan. It reads every receipt once — at start,
+// after an open that has just loaded every one of them into memory, so it
+// costs a fraction of that open — and stops at SummaryReceiptsMax rather
+// than delay a start indefinitely.
+const (
+	SummaryReceiptsMax = 1 << 24
+	summaryPageMax     = 4096
+)
+
+// recordState is the part of a Record that Summary needs; decoding only it
+// skips the request and envelope bytes.
+type recordState struct {
+	State State `cbor:"7,keyasint"`
+	Debt  Debt  `cbor:"13,keyasint,omitempty"`
+}
+
+// Summary scans the receipts and counts them by state. It only reads.
+func (s *Service) Summary(ctx context.Context) (Summary, error) {
+	var sum Summary
+	start, end := []byte(engine.NSReceipt), engine.PrefixEnd([]byte(engine.NSReceipt))
+	for seen := 0; ; {
+		if seen >= SummaryReceiptsMax {
+			sum.Partial = true
+			return sum, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		limit := min(summaryPageMax, SummaryReceiptsMax-seen)
+		items, err := s.store.Scan(ctx, start, end, limit)
+		if err != nil {
+			return sum, err
+		}
+		for _, it := range items {
+			sum.count(it.Value)
+		}
+		seen += len(items)
+		if len(items) < limit {
+			return sum, nil
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+}
+
+func (sum *Summary) count(val []byte) {
+	var r recordState
+	if err := cbor.Unmarshal(val, &r); err != nil {
+		sum.Unreadable++
+		return
+	}
+	switch r.State {
+	case Pending:
+		sum.Pending++
+	case Started:
+		sum.Started++
+	case Terminal:
+		sum.Terminal++
+		if r.Debt&VisibilityDebt != 0 {
+			sum.Debt++
+		}
+	default:
+		sum.Unreadable++
+	}
+}
