@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/apitest"
 )
 
 // TestRoutes_NeverRedirect: paths the mux would redirect (a missing
@@ -70,6 +71,9 @@ func TestConn_UnparsableRequestsAnswerProblems(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res, body := rawExchange(t, n.ts.Listener.Addr().String(), c.request)
+			if err := apitest.MustLoad(t).CheckUnparsable(res.StatusCode, res.Header, body); err != nil {
+				t.Fatal(err)
+			}
 			info := code.Lookup(c.code)
 			if res.StatusCode != info.Status || res.Header.Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("%d %q: %s", res.StatusCode, res.Header.Get("Content-Type"), body)

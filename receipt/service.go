@@ -77,12 +77,20 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 		OnLost:   func(*lease.Held) { s.stats.fenced.Add(1) },
 	})
 	s.sup.Start()
+	// Neither loop runs on a store that refuses writes: every pass would
+	// fail the same way, and the store has said why once already.
 	s.startLoop(opts.MaintainInterval, func(ctx context.Context) {
+		if s.refusesWrites() != nil {
+			return
+		}
 		if _, err := s.MaintainOnce(ctx); err != nil && ctx.Err() == nil {
 			opts.Logger.Warn("receipt: maintenance pass failed", "err", err)
 		}
 	})
 	s.startLoop(opts.CleanInterval, func(ctx context.Context) {
+		if s.refusesWrites() != nil {
+			return
+		}
 		if _, err := s.cleanTick(ctx); err != nil && ctx.Err() == nil {
 			opts.Logger.Warn("receipt: cleaner pass failed", "err", err)
 		}

@@ -45,6 +45,9 @@ const SpecFile = "api/openapi.yaml"
 const (
 	NoRouteResponse          = "NoRoute"
 	MethodNotAllowedResponse = "MethodNotAllowed"
+	// UnparsableResponse answers, for any path, a request the HTTP layer
+	// cannot parse (it never reaches a route).
+	UnparsableResponse = "Unparsable"
 )
 
 // transportHeaders are response headers that belong to HTTP itself rather
@@ -69,6 +72,7 @@ type Spec struct {
 	router           routers.Router
 	noRoute          *openapi3.Response
 	methodNotAllowed *openapi3.Response
+	unparsable       *openapi3.Response
 }
 
 // Load reads, resolves and validates the document at path.
@@ -93,7 +97,9 @@ func Load(path string) (*Spec, error) {
 		return nil, fmt.Errorf("apitest: router: %w", err)
 	}
 	s := &Spec{Doc: doc, Path: path, router: router}
-	for name, dst := range map[string]**openapi3.Response{NoRouteResponse: &s.noRoute, MethodNotAllowedResponse: &s.methodNotAllowed} {
+	for name, dst := range map[string]**openapi3.Response{
+		NoRouteResponse: &s.noRoute, MethodNotAllowedResponse: &s.methodNotAllowed, UnparsableResponse: &s.unparsable,
+	} {
 		ref := doc.Components.Responses[name]
 		if ref == nil || ref.Value == nil {
 			return nil, fmt.Errorf("apitest: %s has no components/responses/%s", path, name)
@@ -204,6 +210,17 @@ func (s *Spec) Check(ex Exchange) error {
 	}
 	errs = append(errs, s.checkResponse(in, ex, ref.Value)...)
 	return errors.Join(errs...)
+}
+
+// CheckUnparsable validates the answer to a request the HTTP layer could
+// not parse (so no Request exists for it) against the document's
+// Unparsable response.
+func (s *Spec) CheckUnparsable(status int, header http.Header, body []byte) error {
+	req, err := http.NewRequest(http.MethodGet, "/", nil)
+	if err != nil {
+		return err
+	}
+	return s.checkUnrouted(Exchange{Request: req, Status: status, Header: header, Body: body}, status, UnparsableResponse, s.unparsable)
 }
 
 // checkUnrouted checks the answer to a request the spec does not route.
