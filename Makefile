@@ -4,6 +4,8 @@ SHELL       := bash
 GO       ?= go
 SEEDS    ?= 0
 DURATION ?= 60s
+# VERSION names the release binary's commit (idemd -version, the start-up log).
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 
 .PHONY: build test lint bench fault run
 
@@ -13,7 +15,7 @@ DURATION ?= 60s
 build:
 	$(GO) build ./...
 	$(GO) build -tags nofailpoint ./...
-	$(GO) build -tags nofailpoint -o bin/idemd ./cmd/idemd
+	$(GO) build -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" -o bin/idemd ./cmd/idemd
 
 lint:
 	$(GO) vet ./...
@@ -30,7 +32,7 @@ test: lint
 # The release server (as `make build`) on an embedded data dir (./data),
 # 127.0.0.1:8420.
 run:
-	$(GO) run -tags nofailpoint ./cmd/idemd
+	$(GO) run -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" ./cmd/idemd
 
 bench:
 	$(GO) run ./cmd/bench

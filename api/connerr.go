@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"net"
+	"net/http"
 	"strconv"
 
 	"github.com/idemdb/idem/code"
@@ -67,14 +68,15 @@ func (c *problemConn) Write(b []byte) (int, error) {
 	var out bytes.Buffer
 	out.Grow(len(body) + 160)
 	out.WriteString("HTTP/1.1 ")
-	out.WriteString(strconv.Itoa(code.Lookup(cd).Status))
+	status = code.Lookup(cd).Status
+	out.WriteString(strconv.Itoa(status))
 	out.WriteString(" ")
-	out.WriteString(title(cd))
+	out.WriteString(http.StatusText(status))
 	out.WriteString("\r\nConnection: close\r\nContent-Length: ")
 	out.WriteString(strconv.Itoa(len(body)))
 	out.WriteString("\r\nContent-Type: " + problemContentType + "\r\n\r\n")
 	out.Write(body)
-	c.srv.metrics.observe(malformedRoute, code.Lookup(cd).Status, 0)
+	c.srv.metrics.observe(malformedRoute, status, 0)
 	if _, err := c.Conn.Write(out.Bytes()); err != nil {
 		return 0, err
 	}

@@ -23,9 +23,9 @@ type problem struct {
 	Code          string        `json:"code"`
 	Retryable     bool          `json:"retryable"`
 	RetryWith     string        `json:"retry_with,omitempty"` // keyed answers only
-	Original      *originalJSON `json:"original_receipt,omitempty"`
 	Outcome       string        `json:"outcome,omitempty"`
 	TransactionID string        `json:"transaction_id,omitempty"`
+	Original      *originalJSON `json:"original_receipt,omitempty"` // a 422 key mismatch only
 }
 
 const problemContentType = "application/problem+json"

@@ -16,10 +16,18 @@ import (
 	"github.com/idemdb/idem/receipt"
 )
 
-// buildVersion is the main module's version and VCS revision as the Go
-// toolchain stamped them; "devel" when it stamped no version (go run, go
-// test, a build outside a module version).
+// stampedVersion is set by `make build` (-ldflags -X main.stampedVersion=…,
+// from git describe), so the release binary names its commit even where
+// the toolchain stamps no VCS information (GOFLAGS=-buildvcs=false).
+var stampedVersion string
+
+// buildVersion is the version make build stamped, or the main module's
+// version and VCS revision as the Go toolchain stamped them; "devel" when
+// there is neither (go run, go test, a build outside a module version).
 func buildVersion() (version, revision string) {
+	if stampedVersion != "" {
+		return stampedVersion, ""
+	}
 	version = "devel"
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
