@@ -13,8 +13,8 @@ import (
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 )
@@ -182,58 +182,27 @@ func (n *node) doc(table, id string) map[string]any {
 // test at the deadline.
 func (n *node) waitState(table, key, state string) receiptView {
 	n.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var v receiptView
+	var last *apitest.Response
+	if !testsupport.Eventually(testsupport.Patience, func() bool {
 		r, err := n.c.Try("GET", "/v1/receipts/"+table+"/"+url.PathEscape(key), nil)
 		if err != nil {
 			n.t.Fatal(err)
 		}
-		if r.Status == 200 {
-			var v receiptView
-			if err := json.Unmarshal(r.Body, &v); err != nil {
-				n.t.Fatal(err)
-			}
-			if v.State == state {
-				return v
-			}
+		last = r
+		if r.Status != 200 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("receipt %s/%s never reached state %s (last: %d %s)", table, key, state, r.Status, r.Body)
+		var got receiptView
+		if err := json.Unmarshal(r.Body, &got); err != nil {
+			n.t.Fatal(err)
 		}
-		time.Sleep(2 * time.Millisecond) // poll step, bounded by the deadline
+		v = got
+		return v.State == state
+	}) {
+		n.t.Fatalf("receipt %s/%s never reached state %s (last: %d %s)", table, key, state, last.Status, last.Body)
 	}
-}
-
-// poll calls cond until it is true, or fails the test at the deadline.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // poll step, bounded by the deadline
-	}
-}
-
-// arm enables a failpoint for the rest of the test (disarmed at cleanup,
-// or earlier by calling the returned func).
-func arm(t *testing.T, name, terms string) (disarm func()) {
-	t.Helper()
-	if err := fault.Enable(name, terms); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	disarm = func() {
-		if !done {
-			done = true
-			if err := fault.Disable(name); err != nil {
-				t.Errorf("disable %s: %v", name, err)
-			}
-		}
-	}
-	t.Cleanup(disarm)
-	return disarm
+	return v
 }
 
 // result decodes a committed batch answer.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 )
 
@@ -64,10 +65,10 @@ func TestKeyed_InProgressIs409_PreferWaitGetsTheEnvelope(t *testing.T) {
 	clock := lease.NewSim(time.Unix(1_700_000_000, 0))
 	n := newNode(t, config{clock: clock, separateDecide: true})
 	n.createTable("t")
-	poll(t, "the renewal supervisor's timer", func() bool { return clock.Timers() >= 1 })
+	testsupport.Poll(t, "the renewal supervisor's timer", testsupport.Patience, func() bool { return clock.Timers() >= 1 })
 	base := clock.Timers()
 
-	unpause := arm(t, fault.ReceiptDecideBefore, "pause")
+	unpause := testsupport.Arm(t, fault.ReceiptDecideBefore, "pause")
 	held := goBatch(n, "k", incBody)
 	v := n.waitState("t", "k", "started")
 
@@ -84,7 +85,7 @@ func TestKeyed_InProgressIs409_PreferWaitGetsTheEnvelope(t *testing.T) {
 
 	waiter := goBatch(n, "k", incBody, "Prefer", "wait=5")
 	// The waiter parks on the service clock until the flight ends.
-	poll(t, "the waiter to park", func() bool { return clock.Timers() > base })
+	testsupport.Poll(t, "the waiter to park", testsupport.Patience, func() bool { return clock.Timers() > base })
 	select {
 	case a := <-waiter:
 		t.Fatalf("waiter answered while the request was held: %+v", a)
@@ -114,10 +115,10 @@ func TestKeyed_InProgressIs409_PreferWaitGetsTheEnvelope(t *testing.T) {
 func TestKeyed_OverloadedLeavesReceiptPending(t *testing.T) {
 	n := newNode(t, config{executorMax: 1, separateDecide: true})
 	n.createTable("t")
-	unpause := arm(t, fault.ReceiptDecideBefore, "pause")
+	unpause := testsupport.Arm(t, fault.ReceiptDecideBefore, "pause")
 	held := goBatch(n, "busy", `{"inserts":[{"id":"busy","doc":{}}]}`)
 	n.waitState("t", "busy", "started")
-	poll(t, "the executor slot", func() bool { return n.svc.Stats().ExecutorBusy == 1 })
+	testsupport.Poll(t, "the executor slot", testsupport.Patience, func() bool { return n.svc.Stats().ExecutorBusy == 1 })
 
 	r := n.batch("t", "k", incBody)
 	p := r.Problem(t, 429)
@@ -155,7 +156,7 @@ func TestKeyed_OverloadedLeavesReceiptPending(t *testing.T) {
 func TestKeyed_InternalIsRetryableWithSameKey(t *testing.T) {
 	n := newNode(t, config{separateDecide: true})
 	n.createTable("t")
-	arm(t, fault.ReceiptDecideBefore, `1*return("boom")`)
+	testsupport.Arm(t, fault.ReceiptDecideBefore, `1*return("boom")`)
 	r := n.batch("t", "k", incBody)
 	p := r.Problem(t, 500)
 	checkProblem(t, p, "internal", 500, true, "same_key")
@@ -179,7 +180,7 @@ func TestKeyed_InternalIsRetryableWithSameKey(t *testing.T) {
 func TestKeyed_PresumedAbortIsTransactionAborted(t *testing.T) {
 	n := newNode(t, config{presumeAbort: true, separateDecide: true})
 	n.createTable("t")
-	disarm := arm(t, fault.ReceiptDecideBefore, `1*return("crash")`)
+	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `1*return("crash")`)
 	n.batch("t", "k", incBody).Problem(t, 500)
 	disarm()
 	first := n.batch("t", "k", incBody)
@@ -209,7 +210,7 @@ func TestKeyed_ReceiptPendingConverges(t *testing.T) {
 		// group the failpoint hits is the request's.
 		n := newNode(t, config{clock: lease.NewSim(time.Unix(1_700_000_000, 0))})
 		n.createTable("t")
-		disarm := arm(t, fault.WALSyncBefore, `1*return("eio")`)
+		disarm := testsupport.Arm(t, fault.WALSyncBefore, `1*return("eio")`)
 		r := n.batch("t", "k", incBody)
 		disarm()
 		p := r.Problem(t, 503)
@@ -226,14 +227,14 @@ func TestKeyed_ReceiptPendingConverges(t *testing.T) {
 		n.createTable("t")
 		// Leave the receipt started with its intents prepared and no
 		// decision (the request itself answers 500)...
-		disarm := arm(t, fault.ReceiptDecideBefore, `1*return("crash")`)
+		disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `1*return("crash")`)
 		n.batch("t", "k", incBody).Problem(t, 500)
 		disarm()
 		if v := n.receiptView("t", "k"); v.State != "started" {
 			t.Fatalf("receipt %+v", v)
 		}
 		// ...then the retry's decision write is ambiguous.
-		disarm = arm(t, fault.WALSyncBefore, `1*return("eio")`)
+		disarm = testsupport.Arm(t, fault.WALSyncBefore, `1*return("eio")`)
 		r := n.batch("t", "k", incBody)
 		disarm()
 		p := r.Problem(t, 503)
@@ -347,7 +348,7 @@ func TestKeyed_ConcurrentDuplicatesApplyOnce(t *testing.T) {
 func TestHealthz_FailStoppedEngineIs503Unavailable(t *testing.T) {
 	n := newNode(t, config{})
 	n.createTable("t")
-	disarm := arm(t, fault.WALSyncBefore, `return("eio")`)
+	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("eio")`)
 	r := n.batch("t", "k-fsync", `{"inserts":[{"id":"a","doc":{}}]}`)
 	disarm()
 	if r.Status != 503 && r.Status != 500 {

@@ -251,8 +251,22 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// observe records one answered request: its route pattern (or
-// "unmatched"), the status the client got and how long it took.
+// instrument records every request h answers in the request metrics,
+// under route (a pattern, or unmatchedRoute) and the status the client
+// got: promhttp's instrumenters over the vecs curried with the route, so
+// that each one's own label is code (promhttp's delegator: the status of
+// WriteHeader, 200 for a body written without one or for no answer at all;
+// every handler here writes its header once). The duration is h's, from
+// its start to its return.
+func (m *metrics) instrument(route string, h http.Handler) http.Handler {
+	l := prometheus.Labels{"route": route}
+	return promhttp.InstrumentHandlerCounter(m.requests.MustCurryWith(l),
+		promhttp.InstrumentHandlerDuration(m.durations.MustCurryWith(l), h))
+}
+
+// observe records one answer no handler wrote, so that instrument never
+// saw it: net/http's own answer to a request it could not parse
+// (malformedRoute, connerr.go), rewritten on the connection.
 func (m *metrics) observe(route string, status int, elapsed time.Duration) {
 	sc := strconv.Itoa(status)
 	m.requests.WithLabelValues(route, sc).Inc()
@@ -270,26 +284,3 @@ func (m *metrics) keyed(a receipt.Answer) {
 	}
 	m.outcomes.WithLabelValues(outcome, strconv.FormatBool(a.Replayed)).Inc()
 }
-
-// statusWriter remembers the status of the first header written: the one
-// the client got.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	wrote  bool
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	if !w.wrote {
-		w.status, w.wrote = status, true
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

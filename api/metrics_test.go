@@ -23,6 +23,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 )
 
@@ -375,21 +376,15 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // engine and 1 once an fsync failure fail-stopped it. Not parallel: the
 // failpoint is process-wide.
 func TestMetrics_FailStoppedGauge(t *testing.T) {
-	if !fault.Compiled {
-		t.Skip("failpoints compiled out (-tags nofailpoint)")
-	}
+	testsupport.RequireFailpoints(t)
 	n := newMetricsNode(t)
 	if _, text := n.scrape(t); !strings.Contains(text, "\nidem_engine_fail_stopped 0\n") {
 		t.Fatal("a healthy engine is not idem_engine_fail_stopped 0")
 	}
 	n.c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
-	if err := fault.Enable(fault.WALSyncBefore, `return("eio")`); err != nil {
-		t.Fatal(err)
-	}
+	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("eio")`)
 	r, err := n.c.Try("POST", "/v1/tables/t/batch", `{"inserts":[{"id":"a","doc":{}}]}`)
-	if derr := fault.Disable(fault.WALSyncBefore); derr != nil {
-		t.Fatal(derr)
-	}
+	disarm()
 	if err != nil {
 		t.Fatal(err)
 	}

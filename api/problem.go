@@ -33,34 +33,13 @@ const problemContentType = "application/problem+json"
 // problemTypeBase prefixes each code to form the problem's type URI.
 const problemTypeBase = "urn:idem:problem:"
 
-var titles = map[code.Code]string{
-	code.InvalidRequest:      "Invalid request",
-	code.InvalidKey:          "Invalid Idempotency-Key",
-	code.Unauthenticated:     "Unauthenticated",
-	code.TableNotFound:       "Table not found",
-	code.DocumentNotFound:    "Document not found",
-	code.TransactionConflict: "Transaction conflict",
-	code.TransactionAborted:  "Transaction aborted",
-	code.RequestInProgress:   "Request in progress",
-	code.KeyMismatch:         "Idempotency-Key reused with a different request",
-	code.Overloaded:          "Overloaded",
-	code.ReceiptPending:      "Outcome pending",
-	code.PayloadTooLarge:     "Payload too large",
-	code.UnsupportedMedia:    "Unsupported media type",
-	code.HeadersTooLarge:     "Request header fields too large",
-	code.NotImplemented:      "Not implemented",
-	code.ReceiptNotFound:     "Receipt not found",
-	code.NotFound:            "Not found",
-	code.MethodNotAllowed:    "Method not allowed",
-	code.Internal:            "Internal error",
-	code.Unavailable:         "Service unavailable",
-}
-
+// title is the problem title of code c, from the code registry (code.Info);
+// an unregistered code (none is stored) is its own title.
 func title(c code.Code) string {
-	if t, ok := titles[c]; ok {
-		return t
+	if !code.Known(c) {
+		return string(c)
 	}
-	return string(c)
+	return code.Lookup(c).Title
 }
 
 // renderJSON encodes v without HTML escaping and without a trailing newline.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,8 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	metrics *metrics
+	// unmatched answers, and records, a request no pattern matches.
+	unmatched http.Handler
 	// unavailable counts writes refused by a store that accepts none.
 	unavailable unavailableLog
 }
@@ -76,21 +79,20 @@ func New(svc *receipt.Service, opts Options) *Server {
 	s.route("GET /v1/receipts/{table}/{key...}", auth(s.getReceipt))
 	s.route("GET /healthz", http.HandlerFunc(s.healthz))
 	s.route("GET /metrics", s.metrics.handler())
-	s.handler = http.HandlerFunc(s.serve)
+	s.unmatched = s.metrics.instrument(unmatchedRoute, http.HandlerFunc(s.noRoute))
+	s.handler = http.HandlerFunc(s.dispatch)
 	return s
 }
 
-// route registers h for pattern. Every registered handler is a *route, so
-// serve can tell a direct match from the mux's own redirects and fallbacks.
+// route registers h for pattern, recorded in the request metrics under
+// the pattern. Every registered handler is a *route, so dispatch can tell a
+// direct match from the mux's own redirects and fallbacks.
 func (s *Server) route(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, &route{pattern: pattern, h: h})
+	s.mux.Handle(pattern, &route{h: s.metrics.instrument(pattern, h)})
 }
 
 // route is one registered pattern's handler.
-type route struct {
-	pattern string
-	h       http.Handler
-}
+type route struct{ h http.Handler }
 
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.h.ServeHTTP(w, r) }
 
@@ -100,38 +102,39 @@ const unmatchedRoute = "unmatched"
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// serve routes a request and records it, labelled by the status the client
-// got.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	route := s.dispatch(sw, r)
-	s.metrics.observe(route, sw.status, time.Since(start))
-}
-
 // dispatch serves a request through its route, or answers a problem when
-// none matches. It never redirects: the mux would send a path that is not
-// canonical (dot segments, doubled slashes) or lacks a trailing slash
-// elsewhere with a 307, which an API client either does not follow or
-// follows to a 404. Such a path is not one of ours and gets 404 here.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
-	h, _ := s.mux.Handler(r)
-	if rt, ok := h.(*route); ok {
-		// Serve through the mux (not rt) so that it sets the path values.
+// none matches; either way the request is recorded (metrics.instrument),
+// labelled by the status the client got. It never redirects: the mux would
+// send a path that is not canonical (dot segments, doubled slashes) or
+// lacks a trailing slash elsewhere with a 307, which an API client either
+// does not follow or follows to a 404. Such a path is not one of ours and
+// gets 404 here.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	if h, _ := s.mux.Handler(r); isRoute(h) {
+		// Serve through the mux (not the route) so that it sets the path
+		// values.
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 		defer cancel()
 		s.mux.ServeHTTP(w, r.WithContext(ctx))
-		return rt.pattern
+		return
 	}
+	s.unmatched.ServeHTTP(w, r)
+}
+
+func isRoute(h http.Handler) bool { _, ok := h.(*route); return ok }
+
+// noRoute answers a request no pattern matches: 405 where the path has
+// routes for other methods (as the mux's fallback would say), else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
 	probe := &statusProbe{header: http.Header{}}
 	h.ServeHTTP(probe, r)
 	if probe.status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", probe.header.Get("Allow"))
 		writeProblem(w, code.MethodNotAllowed, r.Method+" is not allowed on "+r.URL.EscapedPath())
-		return unmatchedRoute
+		return
 	}
 	writeProblem(w, code.NotFound, "no route for "+r.URL.EscapedPath())
-	return unmatchedRoute
 }
 
 // statusProbe captures what the mux's fallback handler would answer.
@@ -151,7 +154,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		writeProblem(w, code.PayloadTooLarge, "request body exceeds "+itoa(s.opts.BodyBytesMax)+" bytes")
+		writeProblem(w, code.PayloadTooLarge, "request body exceeds "+strconv.FormatInt(s.opts.BodyBytesMax, 10)+" bytes")
 		return nil, false
 	case err != nil:
 		writeProblem(w, code.InvalidRequest, "reading the request body failed")
@@ -228,18 +231,4 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.svc.Owner().String()})
-}
-
-func itoa(n int64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }

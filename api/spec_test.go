@@ -242,7 +242,7 @@ func TestWriteError_UnknownErrorsAreInternal(t *testing.T) {
 			t.Errorf("%v: %v", c.err, err)
 		}
 	}
-	if code.Lookup(code.Internal) != (code.Info{Status: http.StatusInternalServerError, Retryable: true, RetryWith: code.SameKey}) {
+	if code.Lookup(code.Internal) != (code.Info{Status: http.StatusInternalServerError, Retryable: true, RetryWith: code.SameKey, Title: "Internal error"}) {
 		t.Fatalf("internal: %+v", code.Lookup(code.Internal))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // TestRoutes_NeverRedirect: paths the mux would redirect (a missing
@@ -222,7 +223,7 @@ func TestFailStopped_WritesAre503Unavailable(t *testing.T) {
 	done := n.batch("t", "done", `{"inserts":[{"id":"a","doc":{"v":1}}]}`)
 	done.JSON(t, 201, nil)
 
-	disarm := arm(t, fault.WALSyncBefore, `return("eio")`)
+	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("eio")`)
 	r := n.batch("t", "k-fsync", `{"inserts":[{"id":"b","doc":{}}]}`)
 	disarm()
 	if r.Status != 503 {

@@ -1,5 +1,6 @@
 // Package code is the registry of Idem's error codes (DESIGN §8): each code's
-// HTTP status, whether a retry can succeed, and with which key. Every layer
+// HTTP status, whether a retry can succeed, with which key, and the title of
+// its problem details (the api renders them from here). Every layer
 // reports failures as *code.Error so that the code survives from where it
 // arises (preflight, a participant's vote, the coordinator) to the stored
 // receipt envelope and the HTTP problem body, without anyone classifying by
@@ -53,29 +54,30 @@ type Info struct {
 	Status    int // HTTP status
 	Retryable bool
 	RetryWith RetryWith
+	Title     string // the problem's title (RFC 9457): a short, fixed summary of the code
 }
 
 var registry = map[Code]Info{
-	InvalidRequest:      {400, false, None},
-	InvalidKey:          {400, false, None},
-	Unauthenticated:     {401, false, None},
-	TableNotFound:       {404, false, NewKey},
-	DocumentNotFound:    {404, false, NewKey},
-	TransactionConflict: {409, true, NewKey},
-	TransactionAborted:  {409, true, NewKey},
-	RequestInProgress:   {409, true, SameKey},
-	KeyMismatch:         {422, false, None},
-	Overloaded:          {429, true, SameKey},
-	ReceiptPending:      {503, true, SameKey},
-	PayloadTooLarge:     {413, false, None},
-	UnsupportedMedia:    {415, false, None},
-	HeadersTooLarge:     {431, false, None},
-	NotImplemented:      {501, false, None},
-	ReceiptNotFound:     {404, false, None},
-	NotFound:            {404, false, None},
-	MethodNotAllowed:    {405, false, None},
-	Unavailable:         {503, true, SameKey},
-	Internal:            {500, true, SameKey},
+	InvalidRequest:      {400, false, None, "Invalid request"},
+	InvalidKey:          {400, false, None, "Invalid Idempotency-Key"},
+	Unauthenticated:     {401, false, None, "Unauthenticated"},
+	TableNotFound:       {404, false, NewKey, "Table not found"},
+	DocumentNotFound:    {404, false, NewKey, "Document not found"},
+	TransactionConflict: {409, true, NewKey, "Transaction conflict"},
+	TransactionAborted:  {409, true, NewKey, "Transaction aborted"},
+	RequestInProgress:   {409, true, SameKey, "Request in progress"},
+	KeyMismatch:         {422, false, None, "Idempotency-Key reused with a different request"},
+	Overloaded:          {429, true, SameKey, "Overloaded"},
+	ReceiptPending:      {503, true, SameKey, "Outcome pending"},
+	PayloadTooLarge:     {413, false, None, "Payload too large"},
+	UnsupportedMedia:    {415, false, None, "Unsupported media type"},
+	HeadersTooLarge:     {431, false, None, "Request header fields too large"},
+	NotImplemented:      {501, false, None, "Not implemented"},
+	ReceiptNotFound:     {404, false, None, "Receipt not found"},
+	NotFound:            {404, false, None, "Not found"},
+	MethodNotAllowed:    {405, false, None, "Method not allowed"},
+	Unavailable:         {503, true, SameKey, "Service unavailable"},
+	Internal:            {500, true, SameKey, "Internal error"},
 }
 
 // Lookup returns a code's meaning; unknown codes read as internal.

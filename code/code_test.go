@@ -4,7 +4,8 @@ import "testing"
 
 // TestRegistry_EveryCodeIsConsistent: every code has an HTTP error status,
 // a retryable code says how to retry, a non-retryable one with retry_with
-// none cannot be fixed by retrying — and unknown codes read as internal.
+// none cannot be fixed by retrying, every code has a problem title — and
+// unknown codes read as internal.
 func TestRegistry_EveryCodeIsConsistent(t *testing.T) {
 	for _, c := range All() {
 		info := Lookup(c)
@@ -13,6 +14,9 @@ func TestRegistry_EveryCodeIsConsistent(t *testing.T) {
 		}
 		if info.Retryable && info.RetryWith == None {
 			t.Errorf("%s: retryable but retry_with none", c)
+		}
+		if info.Title == "" {
+			t.Errorf("%s: no title", c)
 		}
 		if !Known(c) {
 			t.Errorf("%s: not known", c)

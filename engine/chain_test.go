@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -110,7 +111,7 @@ func TestApplyChain_RejectsOversizedChains(t *testing.T) {
 // first, or both — never a later link without the ones before it — and
 // every one of those three states is reached by some cut.
 func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
-	requireFailpoints(t)
+	testsupport.RequireFailpoints(t)
 	ctx := context.Background()
 	opts := quiet(Options{})
 	// crashAt writes the chain without its fsync, then keeps keep of its
@@ -121,7 +122,7 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 		if _, err := db.Apply(ctx, new(Batch).Put([]byte("base"), []byte("0"))); err != nil {
 			t.Fatal(err)
 		}
-		disarm := arm(t, fault.WALSyncBefore, `return("power loss")`)
+		disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
 		_, err := db.ApplyChain(ctx,
 			new(Batch).Put([]byte("link0"), []byte("prepared")),
 			new(Batch).Present([]byte("link0")).Put([]byte("link1"), []byte("decided")),

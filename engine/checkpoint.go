@@ -37,10 +37,6 @@ type pendingGen struct {
 	bytes int64  // size of the parts written so far
 }
 
-// errCheckpointStopped reports a checkpoint paused by Close between parts;
-// its parts so far are kept and the next open resumes it.
-var errCheckpointStopped = errors.New("engine: checkpoint stopped by close")
-
 // Checkpoint makes a complete checkpoint of the current durable state
 // (resuming an incomplete one) and truncates the log behind the previous
 // one. It may run concurrently with Apply.

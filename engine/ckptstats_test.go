@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // TestCheckpointStats_CountCompletedFailedAndBytes: a checkpoint with
@@ -46,7 +47,7 @@ func TestCheckpointStats_CountCompletedFailedAndBytes(t *testing.T) {
 	}
 
 	put(keys)
-	disarm := arm(t, fault.CkptWriteBefore, `return("eio")`)
+	disarm := testsupport.Arm(t, fault.CkptWriteBefore, `return("eio")`)
 	if err := db.Checkpoint(); !errors.Is(err, fault.ErrInjected) {
 		t.Fatalf("checkpoint with a failing write: %v", err)
 	}
@@ -79,7 +80,7 @@ func TestStats_FailStopped(t *testing.T) {
 	if db.Stats().FailStopped {
 		t.Fatal("a new store is fail-stopped")
 	}
-	disarm := arm(t, fault.WALSyncBefore, `return("eio")`)
+	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("eio")`)
 	if _, err := db.Apply(ctx, new(Batch).Put([]byte("k"), []byte("v"))); !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("Apply during a failed fsync: %v", err)
 	}

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"encoding/binary"
-	"errors"
-)
+import "encoding/binary"
 
 // A batch's log body holds only its writes; conditions were decided before
 // the batch was sequenced and are not replayed:
@@ -15,8 +12,6 @@ const (
 	opPut    = 1
 	opDelete = 2
 )
-
-var errBadBody = errors.New("malformed batch body")
 
 func encodedBodySize(ops []Op) int {
 	n := binary.MaxVarintLen64

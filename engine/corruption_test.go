@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -427,7 +428,7 @@ func TestOpen_TornTailIsRepaired(t *testing.T) {
 	opts := Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1 << 20}}
 	db := disk.open(t, opts)
 	state := fillStore(t, db, 50)
-	disarm := arm(t, fault.WALSyncBefore, `return("crash")`)
+	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("crash")`)
 	big := []byte(strings.Repeat("z", 2000))
 	if _, err := db.Apply(ctx, new(Batch).Put([]byte("torn/a"), big).Put([]byte("torn/b"), big)); !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("Apply: %v, want ErrAmbiguous", err)

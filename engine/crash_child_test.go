@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // The crash is real here: the test binary re-executes itself as a child
@@ -27,7 +28,7 @@ func TestCrash_ChildProcessKilledByFailpointRecovers(t *testing.T) {
 		crashChild(t, dir)
 		return
 	}
-	requireFailpoints(t)
+	testsupport.RequireFailpoints(t)
 	seed := seedFor(t)
 	for i, fp := range []struct{ name, terms string }{
 		{fault.WALSyncAfter, "1%panic"},  // durable, nobody told

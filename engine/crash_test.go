@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -45,7 +46,7 @@ var crashTears = []crashTear{
 // every cataloged failpoint of the wal and engine layers, and crashes the
 // store once it fired, with each kind of tail tear.
 func TestCrash_EveryFailpointRecoversAcknowledgedWrites(t *testing.T) {
-	requireFailpoints(t)
+	testsupport.RequireFailpoints(t)
 	seed := seedFor(t)
 	names := append(fault.Names("wal"), fault.Names("engine")...)
 	if len(names) == 0 {
@@ -80,7 +81,7 @@ func crashAtFailpoint(t *testing.T, rng *rand.Rand, name string, tear crashTear)
 
 	terms := [...]string{`return("crash")`, `1*return("crash")`, `50%return("crash")`}[rng.IntN(3)]
 	before := fault.Hits(name)
-	disarm := arm(t, name, terms)
+	disarm := testsupport.Arm(t, name, terms)
 	deadline := time.Now().Add(30 * time.Second)
 	w.run(t, rng.Uint64(), func() bool { return fault.Hits(name) > before || time.Now().After(deadline) })
 	if fault.Hits(name) == before {

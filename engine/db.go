@@ -41,6 +41,7 @@ type DB struct {
 	treeMu  sync.RWMutex
 	tree    *index.Ordered[index.KV]
 	applied Version // last batch applied to tree
+	durable Version // last log entry installed, of any kind (set by recover, then by onDurable under treeMu)
 
 	ckptMu        sync.Mutex // one checkpoint at a time
 	loggedBytes   atomic.Int64
@@ -149,7 +150,17 @@ func packed(op Op) []byte {
 
 // applyToTree installs a durable batch. Caller holds treeMu or is the sole
 // owner of the tree (replay).
+//
+// Invariant: versions strictly increase. A batch's version is its log
+// index, and batches reach the tree in log order — replay walks the log
+// forward from the checkpoint, onDurable receives groups in log order — so
+// a version at or below the last one applied means the sequencing is
+// broken (a bug, never bad input: replay checks the log it reads first).
+// Writing it would put an older value over a newer one; we panic instead.
 func (db *DB) applyToTree(v Version, ops []Op) {
+	if v <= db.applied {
+		panic(fmt.Sprintf("engine: invariant broken: versions strictly increase, but batch %d is applied after batch %d", v, db.applied))
+	}
 	for _, op := range ops {
 		if op.Delete {
 			db.tree.Delete(index.Probe(op.Key))
@@ -161,15 +172,12 @@ func (db *DB) applyToTree(v Version, ops []Op) {
 }
 
 // onDurable runs on the WAL writer after each fsynced group, before the
-// group's callers are released.
+// group's callers are released. Groups arrive in log order, so entry
+// indexes strictly increase from one call to the next (checked: a
+// violation is a bug in the log, and installing it would break
+// applyToTree's own invariant).
 func (db *DB) onDurable(entries []wal.Entry) {
-	db.treeMu.Lock()
-	for _, e := range entries {
-		if rec, ok := e.Tag.(*applyRec); ok {
-			db.applyToTree(Version(e.Index), rec.ops)
-		}
-	}
-	db.treeMu.Unlock()
+	db.installDurable(entries)
 	var bytes int64
 	db.mu.Lock()
 	for _, e := range entries {
@@ -187,6 +195,21 @@ func (db *DB) onDurable(entries []wal.Entry) {
 	db.mu.Unlock()
 	db.loggedBytes.Add(bytes)
 	db.maybeRequestCheckpoint()
+}
+
+// installDurable applies a durable group's batches to the tree.
+func (db *DB) installDurable(entries []wal.Entry) {
+	db.treeMu.Lock()
+	defer db.treeMu.Unlock()
+	for _, e := range entries {
+		if Version(e.Index) <= db.durable {
+			panic(fmt.Sprintf("engine: invariant broken: durable log entries strictly increase, but entry %d follows entry %d", e.Index, db.durable))
+		}
+		db.durable = Version(e.Index)
+		if rec, ok := e.Tag.(*applyRec); ok {
+			db.applyToTree(Version(e.Index), rec.ops)
+		}
+	}
 }
 
 // maybeRequestCheckpoint asks the checkpointer for a checkpoint once the log

@@ -27,11 +27,12 @@ func TestApply_ConditionsAndReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Apply(ctx, new(Batch).Absent([]byte("a")).Put([]byte("a"), []byte("2"))); !errors.Is(err, ErrConditionFailed) {
-		t.Fatalf("second create: %v, want ErrConditionFailed", err)
+	_, cerr := db.Apply(ctx, new(Batch).Absent([]byte("a")).Put([]byte("a"), []byte("2")))
+	if !errors.Is(cerr, ErrConditionFailed) {
+		t.Fatalf("second create: %v, want ErrConditionFailed", cerr)
 	}
-	if k, ok := FailedKey(err); ok && string(k) != "a" {
-		t.Fatalf("failed key %q", k)
+	if k, ok := FailedKey(cerr); !ok || string(k) != "a" {
+		t.Fatalf("FailedKey(%v) = %q, %v; want \"a\", true", cerr, k, ok)
 	}
 	v2, err := db.Apply(ctx, new(Batch).AtVersion([]byte("a"), v1).Put([]byte("a"), []byte("3")).Put([]byte("b"), []byte("x")))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -62,7 +63,7 @@ func TestCrash_AtARandomFileSystemCallLosesNothingAcknowledged(t *testing.T) {
 // against a crash that really loses what was not synced: the step's effect
 // is gone after the crash, and recovery loses nothing acknowledged.
 func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
-	requireFailpoints(t)
+	testsupport.RequireFailpoints(t)
 	ctx := context.Background()
 	opts := Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}}
 	walDir := filepath.Join(memDataDir, walDirName)
@@ -119,7 +120,7 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := names(disk.FS(), walDir)
-			disarm := arm(t, tc.failpoint, `return("crash")`)
+			disarm := testsupport.Arm(t, tc.failpoint, `return("crash")`)
 			err := tc.step(db)
 			disarm()
 			if !errors.Is(err, fault.ErrInjected) {

@@ -23,10 +23,25 @@ var (
 	// ErrInvalidBatch is returned for a batch that breaks a limit or has no
 	// ops; nothing was written.
 	ErrInvalidBatch = errors.New("engine: invalid batch")
+	// ErrInvalidScan is returned by Scan for a limit outside 1..ScanLimitMax.
+	ErrInvalidScan = errors.New("engine: invalid scan")
 	// ErrCorruption marks damaged files found on open.
 	ErrCorruption = errors.New("engine: corruption")
 	// ErrLocked is returned by Open when another process holds the data dir.
 	ErrLocked = errors.New("engine: data dir locked by another process")
+)
+
+// Internal sentinels: never returned by an exported call as themselves.
+var (
+	// errCheckpointDamaged marks a checkpoint that does not decode; recovery
+	// falls back to an older one (recover.go).
+	errCheckpointDamaged = errors.New("damaged checkpoint")
+	// errCheckpointStopped reports a checkpoint paused by Close between
+	// parts; its parts so far are kept and the next open resumes it.
+	errCheckpointStopped = errors.New("engine: checkpoint stopped by close")
+	// errBadBody marks a batch body in the log that does not decode
+	// (codec.go); recovery reports it as a *CorruptionError.
+	errBadBody = errors.New("malformed batch body")
 )
 
 // ConditionError names the condition that failed and what was found.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -32,7 +33,7 @@ func TestFailStop_IOErrorIsAmbiguousThenRefusesWritesUntilReopen(t *testing.T) {
 			durable := scanAll(t, db)
 
 			before := fault.Hits(name)
-			disarm := arm(t, name, `return("eio")`)
+			disarm := testsupport.Arm(t, name, `return("eio")`)
 			amb := new(Batch).Put([]byte("amb/a"), []byte("x")).Put([]byte("amb/b"), []byte("x")).Delete([]byte("k00"))
 			_, err := db.Apply(ctx, amb)
 			if !errors.Is(err, ErrAmbiguous) || !errors.Is(err, fault.ErrInjected) {
@@ -105,7 +106,7 @@ func TestCheckpoint_IOErrorKeepsLogAndStoreWritable(t *testing.T) {
 				put(i)
 			}
 			before := fault.Hits(name)
-			disarm := arm(t, name, `return("eio")`)
+			disarm := testsupport.Arm(t, name, `return("eio")`)
 			if err := db.Checkpoint(); !errors.Is(err, fault.ErrInjected) {
 				t.Fatalf("checkpoint with %s armed: %v, want the injected error", name, err)
 			}

@@ -20,7 +20,7 @@ type ckptRec struct {
 func snapshotOf(at Version, recs []ckptRec) *Snapshot {
 	tree := index.NewKeySpace()
 	for _, r := range recs {
-		tree.Put(index.NewKV(r.key, r.val, uint64(r.ver)))
+		tree.Put(index.PackedKV(append(append([]byte(nil), r.key...), r.val...), len(r.key), uint64(r.ver)))
 	}
 	return &Snapshot{tree: tree, version: at}
 }

@@ -7,11 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -47,35 +45,6 @@ func seedFor(t *testing.T) uint64 {
 		}
 	})
 	return seed
-}
-
-func requireFailpoints(t *testing.T) {
-	t.Helper()
-	if !fault.Compiled {
-		t.Skip("failpoints compiled out (-tags nofailpoint)")
-	}
-}
-
-// arm arms a failpoint and returns its disarm function, which also runs at
-// cleanup. It disarms exactly once: a second fault.Disable unbalances the
-// fault package's armed counter and silently disarms every failpoint armed
-// later in the process (see fault's TestDisable_TwiceKeepsOtherFailpointsArmed).
-func arm(t *testing.T, name, terms string) (disarm func()) {
-	t.Helper()
-	requireFailpoints(t)
-	if err := fault.Enable(name, terms); err != nil {
-		t.Fatalf("arm %s=%s: %v", name, terms, err)
-	}
-	var once sync.Once
-	disarm = func() {
-		once.Do(func() {
-			if err := fault.Disable(name); err != nil {
-				t.Errorf("disarm %s: %v", name, err)
-			}
-		})
-	}
-	t.Cleanup(disarm)
-	return disarm
 }
 
 // scanAll returns every item of the store by key, and checks that Get

@@ -332,8 +332,8 @@ func (p *propRun) invalid(ctx context.Context) {
 	if _, err := p.db.Apply(ctx, b); !errors.Is(err, ErrInvalidBatch) {
 		p.fail("invalid batch: %v, want ErrInvalidBatch", err)
 	}
-	if _, err := p.db.Scan(ctx, nil, nil, 0); !errors.Is(err, ErrInvalidBatch) {
-		p.fail("scan limit 0: %v, want ErrInvalidBatch", err)
+	if _, err := p.db.Scan(ctx, nil, nil, 0); !errors.Is(err, ErrInvalidScan) {
+		p.fail("scan limit 0: %v, want ErrInvalidScan", err)
 	}
 }
 

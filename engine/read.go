@@ -27,7 +27,7 @@ func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, err
 		return nil, ErrClosed
 	}
 	if limit <= 0 || limit > ScanLimitMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidBatch, limit, ScanLimitMax)
+		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidScan, limit, ScanLimitMax)
 	}
 	out := make([]Item, 0, min(limit, 64))
 	collect := func(it index.KV) bool {

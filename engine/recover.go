@@ -42,38 +42,29 @@ func (db *DB) recover() error {
 		log.Close()
 		return err
 	}
-	var replayed, entries int64
-	newest := uint64(0) // the newest checkpoint the log says was written
-	err = log.Replay(ckpt+1, func(index uint64, kind wal.Kind, body []byte) error {
-		replayed += int64(len(body))
-		entries++
-		if n, k := binary.Uvarint(body); kind == wal.KindCheckpoint && k > 0 {
-			newest = max(newest, n)
-		}
-		if kind != wal.KindBatch {
-			return nil
-		}
-		var rec applyRec
-		if err := decodeBody(body, func(op Op) { rec.ops = append(rec.ops, op) }); err != nil {
-			return &CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
-		}
-		// Bodies are only valid during the callback; the tree keeps copies.
-		db.applyToTree(Version(index), ownOps(rec.ops))
-		return nil
-	})
+	// A fuzzy checkpoint's parts may be newer than ckpt (ckptfile.go); the
+	// replay from ckpt+1 re-applies their writes in log order, so the tree
+	// counts as applied up to ckpt while it runs.
+	fromParts := db.applied
+	db.applied = Version(ckpt)
+	r := replayer{db: db, next: ckpt + 1}
+	err = log.Replay(ckpt+1, r.entry)
+	if err == nil {
+		err = r.reachedEnd(log.NextIndex())
+	}
 	if err != nil {
 		log.Close()
 		return walErr(err)
 	}
+	replayed, entries, newest := r.bytes, r.entries, r.newest
 	if newest > ckpt && !fellBack {
 		// A checkpoint the log says was completed is gone or lost a part
 		// (a damaged one was reported as it was skipped).
 		db.opts.Logger.Warn("engine: the newest checkpoint is missing or damaged; recovered everything from an older one and the log after it",
 			"missing", genName(Version(newest)), "used", checkpointLabel(ckpt))
 	}
-	if last := Version(log.NextIndex() - 1); last > db.applied {
-		db.applied = last
-	}
+	db.applied = max(db.applied, fromParts, Version(log.NextIndex()-1))
+	db.durable = Version(log.NextIndex() - 1)
 	db.log = log
 	db.lastCkptIndex.Store(ckpt)
 	// The replayed tail counts towards the next checkpoint, so that a
@@ -82,6 +73,53 @@ func (db *DB) recover() error {
 	db.loggedBytes.Store(replayed)
 	db.recovery = RecoveryStats{FromCheckpoint: Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed}
 	db.reportDamageFiles()
+	return nil
+}
+
+// replayer applies the log after a checkpoint to the tree, checking what it
+// reads back on the way: the entries must be contiguous, from the first
+// one after the checkpoint to the last one in the log. The WAL promises
+// that; a gap or a repeat would silently drop a batch or put an older
+// value over a newer one, so either is reported as corruption.
+type replayer struct {
+	db      *DB
+	next    uint64 // the index the next entry must have
+	entries int64  // entries replayed
+	bytes   int64  // their body bytes
+	newest  uint64 // the newest checkpoint the log says was written
+}
+
+// entry is the wal.Log.Replay callback.
+func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
+	if index != r.next {
+		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf(
+			"replayed entries are not contiguous: entry %d where entry %d was due", index, r.next)}
+	}
+	r.next++
+	r.bytes += int64(len(body))
+	r.entries++
+	if n, k := binary.Uvarint(body); kind == wal.KindCheckpoint && k > 0 {
+		r.newest = max(r.newest, n)
+	}
+	if kind != wal.KindBatch {
+		return nil
+	}
+	var rec applyRec
+	if err := decodeBody(body, func(op Op) { rec.ops = append(rec.ops, op) }); err != nil {
+		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
+	}
+	// Bodies are only valid during the callback; the tree keeps copies.
+	r.db.applyToTree(Version(index), ownOps(rec.ops))
+	return nil
+}
+
+// reachedEnd checks that the replay delivered every entry up to the log's
+// end (next is the index the log assigns next).
+func (r *replayer) reachedEnd(next uint64) error {
+	if r.next != next {
+		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf(
+			"replayed entries are not contiguous: replay ended before entry %d, but the log ends at entry %d", r.next, next-1)}
+	}
 	return nil
 }
 
@@ -216,9 +254,6 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 	})
 	return out
 }
-
-// errCheckpointDamaged marks a checkpoint that does not decode.
-var errCheckpointDamaged = errors.New("damaged checkpoint")
 
 // loadGeneration decodes every part of g into a new tree.
 func (db *DB) loadGeneration(g generation) error {

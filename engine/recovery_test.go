@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -44,7 +44,7 @@ func TestOpen_RecoveryStaysBoundedAcrossACrashLoop(t *testing.T) {
 			// The open asked for a checkpoint (the store is smaller than
 			// an interval, so the interval is the trigger): let it finish,
 			// as a process that lives a few seconds would.
-			waitFor(t, "the checkpoint after a long replay", func() bool { return db.Stats().Checkpoint > rec.FromCheckpoint })
+			testsupport.Poll(t, "the checkpoint after a long replay", testsupport.Patience, func() bool { return db.Stats().Checkpoint > rec.FromCheckpoint })
 			checkpoints++
 		}
 		for i := range perLife {
@@ -65,18 +65,6 @@ func TestOpen_RecoveryStaysBoundedAcrossACrashLoop(t *testing.T) {
 		t.Fatalf("the disk holds %d bytes after %d crashes, want it bounded by a few checkpoint intervals", used, lives)
 	}
 	t.Logf("max replayed %d bytes; %d checkpoints after open; %d bytes on disk", maxReplayed, checkpoints, disk.FS().Used())
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestCheckpoint_ACrashMidCheckpointKeepsItsParts: a checkpoint cut short

@@ -1,10 +1,3 @@
-// Package engine is Idem's durable key-value store: atomic conditional
-// batches made durable through the WAL's group commit, every key versioned by
-// the log index of the batch that last wrote it, all values held in an
-// in-memory B-tree, checkpoints that let the log be truncated.
-//
-// Everything above this package is written against Store, so that a
-// cluster-shared implementation (etcd, DESIGN §14) can replace DB.
 package engine
 
 import (
@@ -21,7 +14,8 @@ type Store interface {
 	// Get returns the current value of key, or ErrNotFound.
 	Get(ctx context.Context, key []byte) (Item, error)
 	// Scan returns up to limit items with start ≤ key < end in key order. A
-	// nil end means no upper bound. limit must be in 1..ScanLimitMax.
+	// nil end means no upper bound. limit must be in 1..ScanLimitMax, else
+	// the error is ErrInvalidScan.
 	Scan(ctx context.Context, start, end []byte, limit int) ([]Item, error)
 	// Apply checks the batch's conditions and, if all hold, writes its puts
 	// and deletes atomically and durably, returning the batch's version.

@@ -76,12 +76,12 @@ var Catalog = []Point{
 
 	{LeaseRenewBefore, "lease", "Heartbeat.Renew, before each renewal Apply", "transient lease-store failure: retried while the confirmed lease is valid"},
 
-	{ReceiptCreateBefore, "receipt", "Service.create*, before the write that publishes a new receipt", "crash before the receipt exists: the request left no trace"},
-	{ReceiptAdoptBefore, "receipt", "Service.adopt, before the lease CAS", "crash of a successor just before it adopts"},
-	{ReceiptDecideBefore, "receipt", "Service.decide, after Begin (receipt started, intents prepared), before the decision", "owner dies after execution started: a successor must finish without a client retry"},
-	{ReceiptTerminalBefore, "receipt", "Service.terminalize, before publishing an already decided outcome", "terminal publication fails: recovery publishes the exact envelope later"},
-	{ReceiptReleaseBefore, "receipt", "Service.releaseDecisions, before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
-	{ReceiptCleanBefore, "receipt", "Service.CleanOnce, before each cleanup Apply", "crash of the cleaner mid-pass"},
+	{ReceiptCreateBefore, "receipt", "lifecycle.create* (receipt/create.go), before the write that publishes a new receipt", "crash before the receipt exists: the request left no trace"},
+	{ReceiptAdoptBefore, "receipt", "lifecycle.adopt (receipt/adopt.go), before the lease CAS", "crash of a successor just before it adopts"},
+	{ReceiptDecideBefore, "receipt", "lifecycle.decide (receipt/decide.go), after Begin (receipt started, intents prepared), before the decision", "owner dies after execution started: a successor must finish without a client retry"},
+	{ReceiptTerminalBefore, "receipt", "lifecycle.publish (receipt/decide.go), before publishing an already decided outcome", "terminal publication fails: recovery publishes the exact envelope later"},
+	{ReceiptReleaseBefore, "receipt", "lifecycle.releaseBatch (receipt/release.go), before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
+	{ReceiptCleanBefore, "receipt", "lifecycle.deleteVictims (receipt/clean.go), before each cleanup Apply", "crash of the cleaner mid-pass"},
 	{ReceiptMaintainBefore, "receipt", "Service.MaintainOnce, at the start of a recovery pass", "a blocked or failing recovery pass (renewal must not depend on it)"},
 }
 

@@ -11,8 +11,27 @@ package fault
 // default, test or release binary can be made to run it, whatever
 // GO_FAILPOINTS says. The names stay here, untagged, so that the call sites
 // compile in every build; they are not failpoints and not in Catalog.
+//
+// One planted bug per property the harness claims to check (see
+// PlantedCatalog for where each sits and what it breaks). A bug whose hook
+// is not in the production code yet is listed in hooksPending
+// (planted_pending_test.go); the harness self-test skips it as "hook
+// pending" until the hook is there.
 const (
+	// Exactly-once answers and effects (the porcupine models).
 	BugReexecuteOnReplay = "bug/receipt-reexecute-on-replay"
 	BugConflictAsAbort   = "bug/twopc-conflict-as-abort"
-	BugCleanIgnoresDebt  = "bug/receipt-clean-ignores-debt"
+	// Fencing: a stale owner's write must fail (the harness's auditor).
+	BugTerminalUnfenced = "bug/receipt-terminal-unfenced"
+	BugRenewUnfenced    = "bug/lease-renew-unfenced"
+	BugAdoptKeepsEpoch  = "bug/lease-adopt-keeps-epoch"
+	BugCleanUnfenced    = "bug/receipt-clean-unfenced"
+	// Debt pins a receipt against the cleaner.
+	BugCleanIgnoresDebt           = "bug/receipt-clean-ignores-debt"
+	BugCleanIgnoresVisibilityDebt = "bug/receipt-clean-ignores-visibility-debt"
+	// The request fingerprint tells apart batches that differ in one field.
+	BugFingerprintIgnoresDeletes = "bug/receipt-fingerprint-ignores-deletes"
+	BugCanonDropsUpsert          = "bug/table-canon-drops-upsert"
+	// A damaged checkpoint is never loaded.
+	BugCkptIgnoresCRC = "bug/engine-ckpt-ignores-crc"
 )

@@ -15,5 +15,13 @@ func Planted(name string) bool {
 var PlantedCatalog = []Point{
 	{BugReexecuteOnReplay, "bug", "Service.Execute, replay branch", "planted bug: a replay executes the batch again (fast path)"},
 	{BugConflictAsAbort, "bug", "Coordinator.DecideOrLearn, on ErrDecisionConflict", "planted bug: a decision conflict is taken as proof of abort"},
-	{BugCleanIgnoresDebt, "bug", "Service.cleanable", "planted bug: the cleaner deletes receipts with debt"},
+	{BugTerminalUnfenced, "bug", "lifecycle.fencedTerminal (receipt/decide.go), after the claim fence is added", "planted bug: the terminal write (and a decision published with it) carries no claim fence: a stale owner's lands"},
+	{BugRenewUnfenced, "bug", "Heartbeat.Renew, before each renewal Apply", "planted bug: a renewal carries no claim fence: a stale owner extends a lease it lost"},
+	{BugAdoptKeepsEpoch, "bug", "lease.ClaimAdopt", "planted bug: an adoption keeps the predecessor's epoch"},
+	{BugCleanUnfenced, "bug", "lifecycle.deleteVictims (receipt/clean.go), the cleanup batch", "planted bug: a cleanup batch carries no job-lease fence: a stale cleaner's delete lands"},
+	{BugCleanIgnoresDebt, "bug", "lifecycle.cleanable (receipt/clean.go)", "planted bug: the cleaner deletes receipts with debt"},
+	{BugCleanIgnoresVisibilityDebt, "bug", "lifecycle.cleanable (receipt/clean.go), terminal receipts", "planted bug: the cleaner deletes terminal receipts with visibility debt"},
+	{BugFingerprintIgnoresDeletes, "bug", "receipt.Canonical, the fingerprint", "planted bug: the request fingerprint leaves out the deletes: another batch replays the first's answer"},
+	{BugCanonDropsUpsert, "bug", "table: the canonical batch", "planted bug: the canonical batch drops upsert: another batch replays the first's answer"},
+	{BugCkptIgnoresCRC, "bug", "engine.decodePart, the checksum check", "planted bug: a checkpoint part is loaded without checking its CRC"},
 }

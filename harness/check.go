@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -57,7 +58,7 @@ func (sc *scenario) checkStarted() {
 // before anything can delete a receipt.
 func (sc *scenario) observe() {
 	ctx := context.Background()
-	for k := 0; k < sc.cfg.Keys; k++ {
+	for k := range sc.gens {
 		kg := keyGen{k, sc.gens[k]}
 		if _, done := sc.obs.settled[kg]; done || !sc.sent[k] {
 			continue
@@ -99,16 +100,16 @@ func (sc *scenario) unstable() []string {
 
 func (sc *scenario) stable() bool { return len(sc.unstable()) == 0 }
 
-// checkInvariants runs once the system is stable.
-func (sc *scenario) checkInvariants() {
-	ctx := context.Background()
+// checkInvariants runs once the system is stable (as an actor: it reads
+// documents through a node).
+func (sc *scenario) checkInvariants(ctx context.Context) {
 	for _, s := range sc.unstable() {
 		sc.violate("after stabilization: " + s) // includes orphaned intents
 	}
 	sc.checkStarted()
 	tables := sc.cl.nodes[sc.cl.live()[0]].svc.Tables()
 	markers := map[[2]int]bool{}
-	for k := 0; k < sc.cfg.Keys; k++ {
+	for k := range sc.gens {
 		for g := 0; g <= sc.gens[k]; g++ {
 			if _, err := tables.Get(ctx, principal, tableName, markerID(k, g)); err == nil {
 				markers[[2]int{k, g}] = true
@@ -145,7 +146,7 @@ func (sc *scenario) checkInvariants() {
 		got := 0
 		if doc, err := tables.Get(ctx, principal, tableName, counterID(d)); err == nil {
 			var v struct{ N int }
-			_ = jsonUnmarshal(doc, &v)
+			_ = json.Unmarshal(doc, &v)
 			got = v.N
 		}
 		if got != want {

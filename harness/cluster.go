@@ -6,11 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
-	"time"
 
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -48,28 +45,28 @@ type node struct {
 }
 
 // cluster is the system under test. Its engine lives on a crashable
-// in-memory disk: a crash keeps exactly what was fsynced.
+// in-memory disk: a crash keeps exactly what was fsynced. Every node's
+// store calls and timers go through the scenario's scheduler (sim).
 type cluster struct {
 	disk    *memfs.Disk
-	clock   *lease.Sim
+	sim     *sim
 	opts    receipt.Options
 	chained bool // nodes see a store that can chain (see Config.Chained)
-	obs     *observer
+	audit   *auditor
 	rng     *rand.Rand
 	log     *slog.Logger
 
-	mu    sync.Mutex
 	db    *engine.DB
+	opens int // engine opens so far
 	nodes []*node
 }
 
-func newCluster(nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
+func newCluster(s *sim, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
 	c := &cluster{
 		disk:    memfs.NewDisk(),
+		sim:     s,
 		chained: chained,
-		clock:   lease.NewSim(time.Unix(1_800_000_000, 0)),
 		opts:    opts,
-		obs:     &observer{},
 		rng:     rand.New(rand.NewPCG(seed, 0xc1)),
 		log:     slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: logLevel})),
 	}
@@ -78,9 +75,6 @@ func newCluster(nodes int, opts receipt.Options, chained bool, seed uint64, logw
 	}
 	for i := 0; i < nodes; i++ {
 		c.nodes = append(c.nodes, &node{id: fmt.Sprintf("node-%d", i)})
-		if err := c.startNode(i); err != nil {
-			return nil, err
-		}
 	}
 	return c, nil
 }
@@ -91,24 +85,32 @@ func (c *cluster) openStore() error {
 	if err != nil {
 		return err
 	}
-	c.db = db
+	c.db, c.opens = db, c.opens+1
+	if c.audit == nil {
+		c.audit = newAuditor(db)
+	} else {
+		c.audit.store = db
+	}
 	return nil
 }
 
-// startNode opens a new incarnation of node i.
-func (c *cluster) startNode(i int) error {
+// startNode opens a new incarnation of node i (its store calls go through
+// the scheduler: call it from an actor, see scenario.perform).
+func (c *cluster) startNode(ctx context.Context, i int) error {
 	n := c.nodes[i]
 	opts := c.opts
-	opts.Node, opts.Clock, opts.Logger = n.id, c.clock, c.log
-	n.store = newNodeStore(c.db, c.obs, c.rng.Uint64())
+	opts.Node, opts.Clock, opts.Logger = n.id, nodeClock{c.sim, n.id}, c.log
+	n.store = newNodeStore(c.db, c.sim, c.audit, n.id, c.rng.Uint64())
 	var store engine.Store = n.store
 	if c.chained {
 		store = chainStore{n.store}
 	}
-	svc, err := receipt.Open(context.Background(), store, opts)
+	svc, err := receipt.Open(ctx, store, opts)
 	if err != nil {
+		n.store.kill()
 		return fmt.Errorf("start %s: %w", n.id, err)
 	}
+	n.store.setOwner(svc.Owner())
 	n.svc, n.up = svc, true
 	return nil
 }
@@ -129,13 +131,20 @@ func (c *cluster) crashNode(i int) {
 const dataDir = "/data"
 
 // crashStore crashes every node and the engine — a power loss: what was
-// not fsynced is gone, or torn as pickTear says — then reopens the engine.
+// not fsynced is gone, or torn as tear says (nil: as pickTear draws) —
+// then lets damage, if set, change the disk before the engine reopens.
 // Nodes are restarted by the caller.
-func (c *cluster) crashStore() error {
+func (c *cluster) crashStore(tear memfs.Tear, damage func(fs *memfs.FS)) error {
 	for i := range c.nodes {
 		c.crashNode(i)
 	}
-	c.disk.Crash(c.db, c.pickTear())
+	if tear == nil {
+		tear = c.pickTear()
+	}
+	c.disk.Crash(c.db, tear)
+	if damage != nil {
+		damage(c.disk.FS())
+	}
 	return c.openStore()
 }
 
@@ -157,10 +166,10 @@ func (c *cluster) pickTear() memfs.Tear {
 }
 
 // restartDown restarts every node that is down.
-func (c *cluster) restartDown() error {
+func (c *cluster) restartDown(ctx context.Context) error {
 	for i, n := range c.nodes {
 		if !n.up {
-			if err := c.startNode(i); err != nil {
+			if err := c.startNode(ctx, i); err != nil {
 				return err
 			}
 		}

@@ -7,7 +7,9 @@ import "time"
 // even ones the standalone node; every fifth seed runs a tiny executor;
 // seeds ≡ 3 mod 4 keep receipts only briefly and run maintenance rarely, so
 // the cleaner meets receipts whose debt outlives their first deadline;
-// two seeds in three chain a new receipt's writes (Config.Chained).
+// two seeds in three chain a new receipt's writes (Config.Chained); seeds
+// ≡ 3 or 6 mod 8 defer intent resolution to maintenance, so terminal
+// receipts carry visibility debt (and, ≡ 3 mod 8, meet the cleaner with it).
 func ConfigFor(seed int64) Config {
 	u := uint64(seed)
 	c := Config{
@@ -32,6 +34,9 @@ func ConfigFor(seed int64) Config {
 	}
 	if u%5 == 0 {
 		c.ExecutorMax = 1
+	}
+	if u%8 == 3 || u%8 == 6 {
+		c.DeferResolution = true
 	}
 	return c
 }

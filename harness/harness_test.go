@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ var (
 // fixedSeeds run under `make test`: both variants, small executors, every
 // fault kind and catalog failpoint (TestSchedule_FixedSeedsCoverEveryFaultKind),
 // and the seeds that once found bugs.
-var fixedSeeds = append(seedRange(1, 96), regressionSeeds...)
+var fixedSeeds = append(seedRange(1, 120), regressionSeeds...)
 
 // regressionSeeds found bugs (each also has a deterministic unit test):
 // a stale release of a newer transaction's retained decision
@@ -81,11 +82,24 @@ func TestFault(t *testing.T) {
 			}
 		})
 	}
+	if slices.Equal(seeds, fixedSeeds) {
+		// The zombie choreographies must have made stale owners attempt
+		// every kind of fenced write, and the fences refused them all.
+		for _, kind := range fencedKinds {
+			if faults["fenced-"+kind] == 0 {
+				t.Errorf("no stale %s was attempted (and fenced) on the fixed seeds", kind)
+			}
+		}
+	}
 	line := fmt.Sprintf("fault: seeds=%d ops=%d failures=%d", runs, ops, failed)
 	t.Log(line)
 	fmt.Println(line)
 	fmt.Println("fault: injected", faults)
 }
+
+// fencedKinds are the writes a stale owner attempts in the zombie
+// choreographies (auditor.refused counts them).
+var fencedKinds = []string{"terminal", "renewal", "adoption", "cleanup"}
 
 func runSeed(t *testing.T, seed int64) Result {
 	cfg := ConfigFor(seed)
@@ -93,7 +107,7 @@ func runSeed(t *testing.T, seed int64) Result {
 	if testing.Verbose() {
 		cfg.Log = os.Stderr
 	}
-	return Run(cfg)
+	return Run(t, cfg)
 }
 
 func failureDir() string {
@@ -112,7 +126,8 @@ func report(t *testing.T, res Result) {
 
 // TestSchedule_FixedSeedsCoverEveryFaultKind: the fixed seeds of `make test`
 // schedule every fault kind and a crash at every catalog failpoint, on both
-// variants, and the same seed always yields the same schedule.
+// variants and every shape of ConfigFor, and the same seed always yields the
+// same schedule.
 func TestSchedule_FixedSeedsCoverEveryFaultKind(t *testing.T) {
 	kinds := map[faultKind]bool{}
 	points := map[string]bool{}
@@ -143,5 +158,18 @@ func TestSchedule_FixedSeedsCoverEveryFaultKind(t *testing.T) {
 	}
 	if len(variants) != 2 {
 		t.Errorf("fixed seeds cover variants %v", variants)
+	}
+	shapes := map[string]bool{}
+	for _, seed := range fixedSeeds {
+		cfg := ConfigFor(seed)
+		shapes[fmt.Sprintf("chained=%v", cfg.Chained)] = true
+		shapes[fmt.Sprintf("tiny-executor=%v", cfg.ExecutorMax == 1)] = true
+		shapes[fmt.Sprintf("deferred=%v short-retention=%v", cfg.DeferResolution, cfg.MaintainInterval > 0)] = true
+	}
+	for _, want := range []string{"chained=true", "chained=false", "tiny-executor=true", "tiny-executor=false",
+		"deferred=true short-retention=true", "deferred=true short-retention=false", "deferred=false short-retention=true", "deferred=false short-retention=false"} {
+		if !shapes[want] {
+			t.Errorf("no fixed seed runs %s", want)
+		}
 	}
 }

@@ -25,6 +25,8 @@ const (
 	outNotApplied                 // terminal aborted or not_applied
 )
 
+func (c outClass) String() string { return [...]string{"unknown", "committed", "not-applied"}[c] }
+
 // opInput is a porcupine operation's input.
 type opInput struct {
 	Kind opKind

@@ -136,6 +136,5 @@ func describeOp(input, output interface{}) string {
 	if in.Kind == opRead {
 		return fmt.Sprintf("read(c%d) -> %d", in.Docs[0], out.Value)
 	}
-	cls := [...]string{"unknown", "committed", "not-applied"}[out.Class]
-	return fmt.Sprintf("batch(k%d.%d inc %v) -> %s %s", in.Key, in.Gen, in.Docs, cls, out.Env)
+	return fmt.Sprintf("batch(k%d.%d inc %v) -> %s %s", in.Key, in.Gen, in.Docs, out.Class, out.Env)
 }

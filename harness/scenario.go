@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
-	"os"
-	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"testing"
+	"testing/cryptotest"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemdb/idem/engine"
@@ -25,7 +26,7 @@ type Config struct {
 	Variant   Variant
 	Nodes     int     // shared variant: 2 or 3 (standalone: always 1)
 	Clients   int     // concurrent clients per step
-	Keys      int     // ≤ keysMax
+	Keys      int     // workload keys (< keysMax: the rest are the faults' own, see inducedKeys)
 	Docs      int     // counters
 	Steps     int     // steps of the schedule
 	FaultRate float64 // probability that a step injects a fault
@@ -39,7 +40,11 @@ type Config struct {
 	// take the default one-wait path (twopc.BeginCommit); otherwise every
 	// receipt decides in a write of its own.
 	Chained bool
-	// Bugs arms planted-bug failpoints for the whole run (checker self-test).
+	// DeferResolution leaves intents to maintenance (receipt.Options):
+	// terminal receipts keep visibility debt, and their lease, until it is
+	// paid, and the cleaner must leave them alone.
+	DeferResolution bool
+	// Bugs arms planted bugs for the whole run (checker self-test).
 	Bugs []string
 	// OutDir receives visualizations on failure. (The engine lives on an
 	// in-memory disk that crashes honestly: see cluster.)
@@ -54,46 +59,67 @@ func (c Config) nodes() int {
 	return c.Nodes
 }
 
-// Scenario timing on the simulated clock.
+// Scenario timing, all simulated (the bubble's clock).
 const (
 	leaseTTL        = 10 * time.Second
-	tick            = 250 * time.Millisecond
-	stepAdvancesMax = 2400 // ticks one step may take before it is a liveness failure
+	tick            = 250 * time.Millisecond // the nodes' polling step (Options.WaitPoll)
+	stepTimeMax     = 2 * time.Minute        // a step's client operations must finish within it (liveness)
+	actorTimeMax    = 5 * time.Minute        // and so must each thing the harness has a node do
+	clientTimeout   = 10 * time.Minute       // longer than stepTimeMax: a stuck client is a liveness failure, not a timeout
 	stabilizeRounds = 12
 	crashArmedSteps = 4
-	stabilizeSettle = 500 * time.Millisecond
-	checkTimeout    = 30 * time.Second
 )
+
+// checkTimeout bounds the linearizability check, in real time (it runs
+// outside the bubble).
+const checkTimeout = 30 * time.Second
 
 // Result is what a scenario found.
 type Result struct {
 	Seed     int64
 	Schedule []string
 	Ops      int
-	Faults   map[string]int
+	Faults   map[string]int // faults injected by kind, and what they did
 	Outcomes map[string]int // batch answers by class, and reads
 	Failures []string       // empty: passed
 	VisPaths []string       // porcupine visualizations of failed partitions
+	// Trace is the run as the seed draws it: for every step, the clients in
+	// the order they started and what each sent where. Two runs of a seed
+	// have the same Trace (TestReplay_SeedReplaysRun).
+	Trace []string
+	// History is the recorded history, one operation a line: calls and
+	// returns on the logical time base, and answers. Two runs of a seed
+	// have the same History when the scheduler's decisions replayed exactly.
+	History []string
+	// SimTime is the simulated time the run took; Events the scheduler's
+	// decisions.
+	SimTime time.Duration
+	Events  int64
 }
 
 type scenario struct {
 	cfg      Config
+	ctx      context.Context // ends at teardown
+	sim      *sim
 	cl       *cluster
 	rec      *recorder
+	rng      *rand.Rand // the harness's own draws (client order)
 	schedule []event
 	gens     []int  // generation of each key (changes only between steps)
 	sent     []bool // key sent in its current generation
+	induced  int    // reserved keys used
 	clients  []*client
-	ops      atomic.Int64
-	faults   map[string]int
-	outcomes [4]atomic.Int64 // unknown, committed, not applied, reads
+	obs      observations // what the store showed between steps
 
-	mu         sync.Mutex
+	mu         sync.Mutex // clients report concurrently
+	ops        int
+	faults     map[string]int
+	outcomes   map[string]int
 	failures   []string
 	crashNodes map[int]bool
+	trace      []string
 
-	obs observations // what the store showed between steps
-
+	stepNo    int    // the step running
 	armed     *event // a crash failpoint still waiting to fire
 	armedHits int64  // its hit count when armed
 	armedStep int
@@ -105,20 +131,36 @@ func (sc *scenario) violate(msg string) {
 	sc.mu.Unlock()
 }
 
-func (sc *scenario) countOp(c outClass) {
-	sc.ops.Add(1)
-	sc.outcomes[c].Add(1)
+func (sc *scenario) failed() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return len(sc.failures) > 0
 }
 
-// Run executes one scenario and checks it.
-func Run(cfg Config) Result {
+func (sc *scenario) count(what string) {
+	sc.mu.Lock()
+	sc.faults[what]++
+	sc.mu.Unlock()
+}
+
+func (sc *scenario) countOp(class string) {
+	sc.mu.Lock()
+	sc.ops++
+	sc.outcomes[class]++
+	sc.mu.Unlock()
+}
+
+// Run executes one scenario in a testing/synctest bubble (its time is
+// simulated and its scheduler is the seed's: see sim) and checks it.
+func Run(t *testing.T, cfg Config) Result {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	sc := &scenario{cfg: cfg, rec: &recorder{}, schedule: makeSchedule(cfg),
-		gens: make([]int, cfg.Keys), sent: make([]bool, cfg.Keys), faults: map[string]int{},
-		obs: observations{settled: map[keyGen]settled{}}}
 	res := Result{Seed: cfg.Seed}
+	sc := &scenario{cfg: cfg, rec: &recorder{}, schedule: makeSchedule(cfg),
+		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), 0xc11e)),
+		gens: make([]int, keysMax), sent: make([]bool, keysMax), faults: map[string]int{},
+		outcomes: map[string]int{}, obs: observations{settled: map[keyGen]settled{}}}
 	for _, e := range sc.schedule {
 		res.Schedule = append(res.Schedule, e.String())
 	}
@@ -129,76 +171,163 @@ func Run(cfg Config) Result {
 		}
 		defer fault.Disable(b)
 	}
+	// Table IDs come from crypto/rand: the seed's too, so that a run's
+	// keys — which order the scheduler's ties — are the same every time.
+	cryptotest.SetGlobalRandom(t, uint64(cfg.Seed))
+	synctest.Test(t, func(*testing.T) {
+		began := time.Now()
+		sc.simulate()
+		res.SimTime, res.Events = time.Since(began), sc.sim.served
+	})
+	// The history is checked outside the bubble: the checker's own timeout
+	// is real time.
+	if len(sc.failures) == 0 {
+		res.VisPaths = sc.checkHistory()
+	}
+	res.Failures = append(res.Failures, sc.failures...)
+	res.Ops, res.Faults, res.Trace = sc.ops, sc.faults, sc.trace
+	res.Outcomes = sc.outcomes
+	for _, op := range sc.rec.history() {
+		res.History = append(res.History, fmt.Sprintf("%d %d-%d %s", op.ClientId, op.Call, op.Return, describeOp(op.Input, op.Output)))
+	}
+	return res
+}
+
+// simulate runs the scenario inside the bubble.
+func (sc *scenario) simulate() {
+	cfg := sc.cfg
+	ctx, cancel := context.WithCancel(context.Background())
+	sc.ctx = ctx
+	sc.sim = newSim(uint64(cfg.Seed))
 	opts := receipt.Options{
 		LeaseTTL: leaseTTL, Retention: cfg.Retention, ExecutorMax: cfg.ExecutorMax,
 		MaintainInterval: cfg.MaintainInterval, CleanInterval: -1, WaitPoll: tick,
+		DeferResolution: cfg.DeferResolution,
 	}
 	if cfg.MaintainInterval > 0 {
 		// A slow recovery pass, so that the cleaner meets debt outliving a
 		// deadline: no early first pass either.
 		opts.FirstPassMax = -1
 	}
-	cl, err := newCluster(cfg.nodes(), opts, cfg.Chained, uint64(cfg.Seed), cfg.Log)
+	cl, err := newCluster(sc.sim, cfg.nodes(), opts, cfg.Chained, uint64(cfg.Seed), cfg.Log)
 	if err != nil {
-		res.Failures = append(res.Failures, "setup: "+err.Error())
-		return res
+		sc.violate("setup: " + err.Error())
+		cancel()
+		return
 	}
 	sc.cl = cl
-	defer cl.close()
-	if _, _, err := cl.nodes[0].svc.Tables().Create(context.Background(), principal, tableName, 4); err != nil {
-		res.Failures = append(res.Failures, "setup: "+err.Error())
-		return res
-	}
+	defer func() {
+		// Nothing is scheduled any more: let whatever still waits run out.
+		cancel()
+		sc.sim.teardown()
+		cl.close()
+		violations, fenced := cl.audit.report()
+		sc.failures = append(sc.failures, violations...)
+		for kind, n := range fenced {
+			sc.faults["fenced-"+kind] += n
+		}
+	}()
+	sc.restart()
+	sc.perform("setup", func(ctx context.Context) {
+		if _, _, err := cl.nodes[0].svc.Tables().Create(ctx, principal, tableName, 4); err != nil {
+			sc.violate("setup: " + err.Error())
+		}
+	})
 	for i := 0; i < cfg.Clients; i++ {
-		sc.clients = append(sc.clients, &client{id: sc.rec.newClient(),
+		sc.clients = append(sc.clients, &client{slot: i, id: sc.rec.newClient(),
 			rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i)+1))})
 	}
-	for i := 0; i < cfg.Steps && len(sc.failures) == 0; i++ {
+	for i := 0; i < cfg.Steps && !sc.failed(); i++ {
 		sc.step(i)
 	}
-	if len(sc.failures) == 0 {
+	if !sc.failed() {
 		sc.stabilize()
 	}
-	if len(sc.failures) == 0 {
+	if !sc.failed() {
 		sc.finalOps()
-		sc.checkInvariants()
-		res.VisPaths = sc.checkHistory()
+		sc.perform("invariants", sc.checkInvariants)
 	}
-	res.Failures = append(res.Failures, sc.failures...)
-	res.Failures = append(res.Failures, cl.obs.list()...)
-	res.Ops = int(sc.ops.Load())
-	res.Faults = sc.faults
-	res.Outcomes = map[string]int{"unknown": int(sc.outcomes[outUnknown].Load()),
-		"committed": int(sc.outcomes[outCommitted].Load()), "not-applied": int(sc.outcomes[outNotApplied].Load()),
-		"reads": int(sc.outcomes[3].Load())}
-	return res
 }
 
-// step injects the step's fault and runs one operation per client.
+// node is the node an event targets.
+func (sc *scenario) node(e *event) *node { return sc.cl.nodes[e.Node%len(sc.cl.nodes)] }
+
+// perform has the harness do fn as an actor of its own while the scheduler
+// drives the bubble; it waits for fn to return, at most actorTimeMax.
+func (sc *scenario) perform(name string, fn func(ctx context.Context)) bool {
+	a := sc.spawn(name, fn)
+	if !sc.sim.run(a.done, actorTimeMax) {
+		sc.violate(fmt.Sprintf("%s did not finish within %v (liveness)", name, actorTimeMax))
+		return false
+	}
+	return true
+}
+
+// actor is something the harness has a node do, on its own goroutine.
+type actor struct {
+	mu       sync.Mutex
+	finished bool
+}
+
+func (a *actor) done() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.finished
+}
+
+// spawn starts fn as an actor; the caller drives the bubble (sim.run).
+func (sc *scenario) spawn(name string, fn func(ctx context.Context)) *actor {
+	a := &actor{}
+	ctx := withActor(sc.ctx, name)
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			a.finished = true
+			a.mu.Unlock()
+		}()
+		fn(ctx)
+	}()
+	synctest.Wait() // it runs until it first blocks: actors start in a fixed order
+	return a
+}
+
+// advance lets d of simulated time pass with everything running.
+func (sc *scenario) advance(d time.Duration) { sc.sim.run(nil, d) }
+
+// step injects the step's fault and runs one operation per client, the
+// clients started in an order drawn from the seed.
 func (sc *scenario) step(i int) {
+	sc.stepNo = i
 	e := sc.schedule[i]
-	if e.Kind == faultCrashAt && sc.armed != nil {
-		e = event{} // one crash failpoint at a time
+	spec := faultTable[e.Kind]
+	if spec.arm != nil {
+		spec.arm(sc, &e)
 	}
-	sc.faults[e.Kind.String()]++
-	hits := sc.arm(e)
-	if e.Kind == faultCrashAt {
-		sc.armed, sc.armedHits, sc.armedStep = &e, hits, i
-	}
+	sc.count(e.Kind.String())
+	sc.mu.Lock()
 	sc.crashNodes = map[int]bool{}
+	sc.mu.Unlock()
 	live := sc.cl.live()
-	var wg sync.WaitGroup
-	for _, cl := range sc.clients {
+	var actors []*actor
+	for _, slot := range sc.rng.Perm(len(sc.clients)) {
+		cl := sc.clients[slot]
 		n := live[cl.rng.IntN(len(live))]
 		wantBatch := cl.rng.Float64() < 0.7
 		k, d := cl.rng.IntN(sc.cfg.Keys), cl.rng.IntN(sc.cfg.Docs)
-		wg.Add(1)
-		go func(cl *client, n int) {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		batch := wantBatch && sc.gens[k] < genMax-1
+		what := fmt.Sprintf("read c%d", d)
+		if wantBatch {
+			what = fmt.Sprintf("batch %s", keyName(k))
+		}
+		sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d %s via node-%d", i, slot, what, n))
+		if batch {
+			sc.sent[k] = true
+		}
+		nd := sc.cl.nodes[n]
+		actors = append(actors, sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, clientTimeout)
 			defer cancel()
-			nd := sc.cl.nodes[n]
-			if !wantBatch || sc.gens[k] >= genMax-1 {
+			if !batch {
 				sc.doRead(ctx, cl, nd, d)
 				return
 			}
@@ -207,79 +336,57 @@ func (sc *scenario) step(i int) {
 				sc.crashNodes[n] = true
 				sc.mu.Unlock()
 			}
-		}(cl, n)
-		if wantBatch {
-			sc.sent[k] = true
-		}
+		}))
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	if e.Kind == faultZombie {
-		// The paused node's lease runs out while the others carry on.
-		sc.advance(leaseTTL + 2*time.Second)
-		sc.cl.nodes[e.Node].store.resume()
-	}
-	if !sc.waitAdvancing(done) {
-		sc.violate(fmt.Sprintf("step %d (%s): client operations did not finish (liveness)", i, e))
+	if !sc.sim.run(func() bool { return allDone(actors) }, stepTimeMax) {
+		sc.violate(fmt.Sprintf("step %d (%s): client operations did not finish within %v (liveness)", i, e, stepTimeMax))
 		return
 	}
-	sc.disarm(e, hits)
+	sc.clearFaults()
 	sc.checkArmed(i, false)
-	// Observe before anything can delete a receipt (the cleaner below).
+	// Observe before anything can delete a receipt (the cleaner).
 	sc.observe()
 	sc.checkStarted()
-	if e.Kind == faultExpire {
-		sc.advance(2 * leaseTTL)
+	if spec.disarm != nil {
+		spec.disarm(sc, &e)
 	}
-	if e.Kind == faultClean {
-		sc.clean()
-		sc.checkArmed(i, false)
-	}
+	sc.checkArmed(i, false)
 }
 
-// arm injects e; it returns the failpoint's hit count before arming.
-func (sc *scenario) arm(e event) int64 {
-	n := sc.cl.nodes[e.Node%len(sc.cl.nodes)]
-	switch e.Kind {
-	case faultCrashAt:
-		before := fault.Hits(e.Point)
-		if err := fault.Enable(e.Point, `1*return("crash")`); err != nil {
-			sc.violate(err.Error())
+func allDone(actors []*actor) bool {
+	for _, a := range actors {
+		if !a.done() {
+			return false
 		}
-		return before
-	case faultTerminalFail:
-		before := fault.Hits(fault.ReceiptTerminalBefore)
-		_ = fault.Enable(fault.ReceiptTerminalBefore, `1*return("eio")`)
-		return before
-	case faultTransient:
-		n.store.setFaults(storeFaults{transient: e.P})
-	case faultAmbiguousNew:
-		n.store.setFaults(storeFaults{ambiguousNew: e.P, ambiguousWrote: e.Wrote})
-	case faultBareConflict:
-		n.store.setFaults(storeFaults{bareConflict: e.P})
-	case faultZombie:
-		n.store.pause()
 	}
-	return 0
+	return true
 }
 
-// disarm ends e; a crash failpoint that fired crashes the node that hit it
-// (or, when no client saw it fire, one chosen by the schedule's node) — or
-// the whole store for WAL and engine failpoints — and restarts it.
-func (sc *scenario) disarm(e event, hitsBefore int64) {
+// clearFaults ends every store fault, pause and trigger of the live nodes.
+func (sc *scenario) clearFaults() {
 	for _, n := range sc.cl.nodes {
 		if n.up {
 			n.store.setFaults(storeFaults{})
+			n.store.arm(nil)
 			n.store.resume()
 		}
 	}
-	switch e.Kind {
-	case faultTerminalFail:
-		_ = fault.Disable(fault.ReceiptTerminalBefore)
-	case faultRestart:
-		sc.cl.crashNode(e.Node % len(sc.cl.nodes))
-		sc.restart()
+}
+
+// armCrash arms a catalog failpoint to crash whoever hits it (one at a
+// time: a crash event while one is armed injects nothing).
+func (sc *scenario) armCrash(e *event) {
+	if sc.armed != nil {
+		*e = event{}
+		return
 	}
+	hits := fault.Hits(e.Point)
+	if err := fault.Enable(e.Point, `1*return("crash")`); err != nil {
+		sc.violate(err.Error())
+		return
+	}
+	armed := *e
+	sc.armed, sc.armedHits, sc.armedStep = &armed, hits, sc.stepNo
 }
 
 // checkArmed crashes whoever hit the armed failpoint: the node a client saw
@@ -306,26 +413,40 @@ func (sc *scenario) checkArmed(step int, final bool) {
 	}
 	_ = fault.Disable(e.Point)
 	sc.armed = nil
-	sc.faults["crash-fired"]++
+	sc.count("crash-fired")
 	layer := layerOf(e.Point)
 	if sc.cfg.Variant == Standalone || layer == "wal" || layer == "engine" || sc.cl.db.Health() != nil {
 		sc.crashAll()
 		return
-	} else {
-		targets := sc.crashNodes
-		if len(targets) == 0 {
-			targets = map[int]bool{e.Node % len(sc.cl.nodes): true}
-		}
-		for i := range targets {
-			sc.cl.crashNode(i)
-		}
+	}
+	sc.mu.Lock()
+	targets := slices.Sorted(maps.Keys(sc.crashNodes))
+	sc.mu.Unlock()
+	if len(targets) == 0 {
+		targets = []int{e.Node % len(sc.cl.nodes)}
+	}
+	for _, i := range targets {
+		sc.cl.crashNode(i)
 	}
 	sc.restart()
 }
 
+// recoverStore restarts a store that fail-stopped, crashing whoever hit
+// the armed failpoint if that is why (checkArmed).
+func (sc *scenario) recoverStore() {
+	if sc.cl.db.Health() == nil {
+		return
+	}
+	if sc.armed != nil && fault.Hits(sc.armed.Point) != sc.armedHits {
+		sc.checkArmed(sc.stepNo, false)
+		return
+	}
+	sc.crashAll()
+}
+
 // crashAll crashes the store and every node, then restarts them.
 func (sc *scenario) crashAll() {
-	if err := sc.cl.crashStore(); err != nil {
+	if err := sc.cl.crashStore(nil, nil); err != nil {
 		sc.violate("crash and reopen of the store: " + err.Error())
 		return
 	}
@@ -338,7 +459,10 @@ func (sc *scenario) crashAll() {
 // fault, hit a moment later.
 func (sc *scenario) restart() {
 	for attempt := 0; ; attempt++ {
-		err := sc.cl.restartDown()
+		var err error
+		if !sc.perform("restart", func(ctx context.Context) { err = sc.cl.restartDown(ctx) }) {
+			return
+		}
 		if err == nil {
 			return
 		}
@@ -349,9 +473,9 @@ func (sc *scenario) restart() {
 		if sc.armed != nil {
 			_ = fault.Disable(sc.armed.Point)
 			sc.armed = nil
-			sc.faults["crash-fired"]++
+			sc.count("crash-fired")
 		}
-		if err := sc.cl.crashStore(); err != nil {
+		if err := sc.cl.crashStore(nil, nil); err != nil {
 			sc.violate("crash and reopen of the store: " + err.Error())
 			return
 		}
@@ -367,128 +491,107 @@ func layerOf(name string) string {
 	return ""
 }
 
-// advance moves the simulated clock by d in ticks, letting the background
-// loops run between ticks.
-func (sc *scenario) advance(d time.Duration) {
-	for t := time.Duration(0); t < d; t += tick {
-		sc.cl.clock.Advance(tick)
-		runtime.Gosched() // let timer goroutines run
-	}
-}
-
-// waitAdvancing waits for done, advancing the simulated clock while
-// operations are parked on it (renewal backoff, waits); false means the
-// operations did not finish within stepAdvancesMax ticks.
-func (sc *scenario) waitAdvancing(done <-chan struct{}) bool {
-	for i := 0; i < stepAdvancesMax; i++ {
-		select {
-		case <-done:
-			return true
-		case <-time.After(2 * time.Millisecond):
-		}
-		sc.cl.clock.Advance(tick)
-	}
-	select {
-	case <-done:
-		return true
-	case <-time.After(5 * time.Second):
-		return false
-	}
-}
-
-// clean runs the retention cleaner on a live node, then gives every key
-// whose receipt it deleted a new generation: a later request with the same
-// key is a new execution.
-func (sc *scenario) clean() {
+// clean runs the retention cleaner on a live node and checks what it
+// deleted (checkCleaned): a later request with a key whose receipt it
+// deleted is a new execution.
+func (sc *scenario) clean(target int) {
 	live := sc.cl.live()
-	n := sc.cl.nodes[live[0]]
-	if _, err := n.svc.CleanOnce(context.Background()); err != nil {
-		sc.cl.log.Warn("harness: cleaner", "err", err)
+	if len(live) == 0 {
+		return
 	}
-	for k := 0; k < sc.cfg.Keys; k++ {
+	n := sc.cl.nodes[live[target%len(live)]]
+	before := sc.beforeClean()
+	sc.perform("cleaner", func(ctx context.Context) {
+		if _, err := n.svc.CleanOnce(ctx); err != nil {
+			sc.cl.log.Warn("harness: cleaner", "err", err)
+		}
+	})
+	sc.checkCleaned(before)
+}
+
+// newGenerations gives every key sent in its generation whose receipt is
+// gone a new generation. A store that fail-stopped is restarted first: its
+// reads do not show what is durable (a write whose outcome was ambiguous
+// may be in the log and not in the tree).
+func (sc *scenario) newGenerations() {
+	sc.recoverStore()
+	for k := range sc.sent {
 		if !sc.sent[k] {
 			continue
 		}
 		if _, err := sc.cl.db.Get(context.Background(), receiptKey(k)); err != nil {
 			sc.gens[k]++
 			sc.sent[k] = false
-			sc.faults["cleaned-keys"]++
+			sc.count("cleaned-keys")
 		}
 	}
+}
+
+// receipts reads every receipt from the store.
+func (sc *scenario) receipts() map[string]*receipt.Record {
+	out := map[string]*receipt.Record{}
+	for _, it := range sc.scanAll([]byte(engine.NSReceipt)) {
+		if rec, err := receipt.DecodeRecord(it.Value); err == nil {
+			out[string(engine.NSReceipt.Suffix(it.Key))] = rec
+		}
+	}
+	return out
 }
 
 // stabilize clears every fault, restarts what is down, and lets time and
 // maintenance run until no receipt is mutable and no transaction open.
 func (sc *scenario) stabilize() {
 	sc.checkArmed(sc.cfg.Steps, true)
-	for _, n := range sc.cl.nodes {
-		if n.up {
-			n.store.setFaults(storeFaults{})
-			n.store.resume()
-		}
-	}
+	sc.clearFaults()
 	sc.restart()
 	// Time passes and the cleaner runs before recovery catches up: receipts
 	// still carrying debt past their first deadline must be left alone.
 	sc.advance(leaseTTL + time.Second)
-	sc.clean()
+	sc.clean(0)
 	for round := 0; round < stabilizeRounds; round++ {
-		if sc.settle(stabilizeSettle) {
+		if sc.settled() {
 			return
 		}
 		sc.advance(leaseTTL + time.Second)
 		for _, i := range sc.cl.live() {
-			ms, err := sc.cl.nodes[i].svc.MaintainOnce(context.Background())
-			if err != nil {
-				sc.cl.log.Warn("harness: maintenance", "err", err)
-			}
-			sc.cl.log.Info("harness: stabilize", "round", round, "node", i, "stats", fmt.Sprintf("%+v", ms))
+			sc.perform("maintenance", func(ctx context.Context) {
+				ms, err := sc.cl.nodes[i].svc.MaintainOnce(ctx)
+				if err != nil {
+					sc.cl.log.Warn("harness: maintenance", "err", err)
+				}
+				sc.cl.log.Info("harness: stabilize", "round", round, "node", i, "stats", fmt.Sprintf("%+v", ms))
+			})
 		}
 	}
-	if sc.settle(stabilizeSettle) {
-		return
-	}
-	if !sc.stable() {
-		if os.Getenv("HARNESS_STACKS") != "" {
-			buf := make([]byte, 1<<22)
-			os.Stderr.Write(buf[:runtime.Stack(buf, true)])
-		}
+	if !sc.settled() {
 		sc.violate("not stable after " + fmt.Sprint(stabilizeRounds) + " recovery rounds: " + strings.Join(sc.unstable(), "; "))
 	}
 }
 
-// settle polls, for up to d of real time, for background work already under
-// way (a maintenance loop mid-execution) to make the system stable.
-func (sc *scenario) settle(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if sc.stable() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-time.After(5 * time.Millisecond)
-	}
+// settled lets the store calls in flight finish, then reports whether the
+// system is stable.
+func (sc *scenario) settled() bool {
+	sc.sim.settle(actorTimeMax)
+	return sc.stable()
 }
 
 // finalOps replays every key sent in its current generation and reads every
 // counter, so the history ends with every terminal answer on record.
 func (sc *scenario) finalOps() {
-	ctx := context.Background()
-	cl := &client{id: sc.rec.newClient()}
+	cl := &client{slot: -1, id: sc.rec.newClient()}
 	live := sc.cl.live()
-	keys := make([]int, 0, sc.cfg.Keys)
+	var keys []int
 	for k := range sc.sent {
 		if sc.sent[k] {
 			keys = append(keys, k)
 		}
 	}
-	sort.Ints(keys)
-	for i, k := range keys {
-		sc.doBatch(ctx, cl, sc.cl.nodes[live[i%len(live)]], k)
-	}
-	for d := 0; d < sc.cfg.Docs; d++ {
-		sc.doRead(ctx, cl, sc.cl.nodes[live[d%len(live)]], d)
-	}
+	sc.perform("final", func(ctx context.Context) {
+		for i, k := range keys {
+			sc.doBatch(ctx, cl, sc.cl.nodes[live[i%len(live)]], k)
+		}
+		for d := 0; d < sc.cfg.Docs; d++ {
+			sc.doRead(ctx, cl, sc.cl.nodes[live[d%len(live)]], d)
+		}
+	})
 }

@@ -1,21 +1,27 @@
 // Package harness drives Idem through seeded fault schedules — crashes at
-// catalog failpoints, lease expiry, paused zombies, transient and ambiguous
-// store errors, bare decision conflicts — records every client operation as
-// a porcupine history, and checks it for linearizability against models of
-// exactly-once keyed batches and document reads, then checks the store's
-// invariants once the system is stable.
+// catalog failpoints, lease expiry, paused zombies that come back to write,
+// transient and ambiguous store errors, bare decision conflicts, damaged
+// checkpoints — records every client operation as a porcupine history,
+// and checks it for linearizability against models of exactly-once keyed
+// batches and document reads, audits every write a stale owner lands, and
+// checks the store's invariants once the system is stable. A scenario runs
+// in a testing/synctest bubble under one scheduler (sim.go), so a seed
+// replays its run.
 package harness
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/lease"
 )
 
 // Errors a nodeStore injects.
@@ -32,46 +38,82 @@ type storeFaults struct {
 	ambiguousNew   float64 // probability a receipt-creating Apply returns ErrAmbiguous
 	bareConflict   float64 // probability a decision Apply returns a bare decision conflict
 	ambiguousWrote bool    // whether an ambiguous Apply is applied first
+	refuseChains   bool    // chains fail as a failed condition would (nothing written): writes go one by one
 }
 
-// nodeStore is one node incarnation's view of the shared store: it can be
-// killed (every later call fails, as if the process were gone), paused (calls
-// block until resumed: a zombie), and made to fail in the ways above. It
-// also watches every receipt deletion for the "no receipt with debt is
-// cleaned" invariant.
+// trigger pauses a node at the first write it matches: the zombie
+// choreographies (zombie.go) stop a node exactly before the write they want
+// it to attempt late. A failing trigger instead fails every write it
+// matches (nothing written) until it is disarmed.
+type trigger struct {
+	name  string
+	match func(batches []*engine.Batch) bool
+	fail  bool
+	fired atomic.Bool
+}
+
+// nodeStore is one node incarnation's view of the shared store: every call
+// waits at the scheduler's gate; it can be killed (every later call fails,
+// as if the process were gone), paused (calls wait until resumed: a zombie,
+// its calls in flight served only after it wakes), paused at a write that
+// a trigger matches, and made to fail in the ways of storeFaults. Every
+// write is audited (audit.go).
 type nodeStore struct {
 	inner engine.Store
-	obs   *observer
+	sim   *sim
+	audit *auditor
+	node  string
 
-	dead atomic.Bool
+	dead   chan struct{} // closed by kill
+	killed atomic.Bool
 
-	mu     sync.Mutex
-	gate   chan struct{} // non-nil while paused
-	faults storeFaults
-	rng    *rand.Rand
+	mu      sync.Mutex
+	owner   lease.Owner   // set once the incarnation is registered
+	pause   chan struct{} // non-nil while paused
+	trigger *trigger
+	faults  storeFaults
+	rng     *rand.Rand
 }
 
-func newNodeStore(inner engine.Store, obs *observer, seed uint64) *nodeStore {
-	return &nodeStore{inner: inner, obs: obs, rng: rand.New(rand.NewPCG(seed, 0x1de))}
+func newNodeStore(inner engine.Store, s *sim, a *auditor, node string, seed uint64) *nodeStore {
+	return &nodeStore{inner: inner, sim: s, audit: a, node: node, dead: make(chan struct{}),
+		rng: rand.New(rand.NewPCG(seed, 0x1de))}
 }
 
-func (s *nodeStore) kill() { s.dead.Store(true); s.resume() }
+func (s *nodeStore) kill() {
+	if s.killed.CompareAndSwap(false, true) {
+		close(s.dead)
+	}
+	s.resume()
+}
 
-func (s *nodeStore) pause() {
+func (s *nodeStore) setOwner(o lease.Owner) {
+	s.mu.Lock()
+	s.owner = o
+	s.mu.Unlock()
+}
+
+func (s *nodeStore) pauseNow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gate == nil {
-		s.gate = make(chan struct{})
+	if s.pause == nil {
+		s.pause = make(chan struct{})
 	}
 }
 
 func (s *nodeStore) resume() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gate != nil {
-		close(s.gate)
-		s.gate = nil
+	if s.pause != nil {
+		close(s.pause)
+		s.pause = nil
 	}
+}
+
+func (s *nodeStore) paused() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pause
 }
 
 func (s *nodeStore) setFaults(f storeFaults) {
@@ -80,22 +122,53 @@ func (s *nodeStore) setFaults(f storeFaults) {
 	s.mu.Unlock()
 }
 
-// enter waits while paused and fails once dead.
-func (s *nodeStore) enter(ctx context.Context) error {
+// arm sets the trigger that pauses this node at the first write it matches.
+func (s *nodeStore) arm(t *trigger) {
+	s.mu.Lock()
+	s.trigger = t
+	s.mu.Unlock()
+}
+
+// takeTrigger returns the armed trigger if batches match it, disarming it.
+func (s *nodeStore) takeTrigger(batches []*engine.Batch) *trigger {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.trigger
+	if t == nil || !t.match(batches) {
+		return nil
+	}
+	if !t.fail {
+		s.trigger = nil
+	}
+	return t
+}
+
+// enter waits while paused, then at the gate; it fails once dead. A call
+// the node was paused under while it waited at the gate waits again: a
+// paused process does not run.
+func (s *nodeStore) enter(ctx context.Context, label string) error {
 	for {
-		if s.dead.Load() {
+		if s.killed.Load() {
 			return ErrNodeDown
 		}
-		s.mu.Lock()
-		gate := s.gate
-		s.mu.Unlock()
-		if gate == nil {
-			return nil
+		if p := s.paused(); p != nil {
+			select {
+			case <-p:
+			case <-s.dead:
+				return ErrNodeDown
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
 		}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.sim.gate(ctx, label, s.dead); err != nil {
+			return err
+		}
+		if s.killed.Load() {
+			return ErrNodeDown
+		}
+		if s.paused() == nil {
+			return nil
 		}
 	}
 }
@@ -110,15 +183,41 @@ func (s *nodeStore) roll(p float64) bool {
 	return s.rng.Float64() < p
 }
 
+// label names a call at the gate: node, actor, operation and the keys it
+// touches, so that the scheduler's order does not depend on the order in
+// which goroutines arrived.
+func (s *nodeStore) label(ctx context.Context, op string, keys ...[]byte) string {
+	h := fnv.New64a()
+	for _, k := range keys {
+		h.Write(k)
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%s/%s/%s/%x", s.node, actorOf(ctx), op, h.Sum64())
+}
+
+func batchKeys(batches []*engine.Batch) [][]byte {
+	var keys [][]byte
+	for _, b := range batches {
+		for _, c := range b.Conds {
+			keys = append(keys, c.Key)
+		}
+		for _, o := range b.Ops {
+			keys = append(keys, o.Key)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	return keys
+}
+
 func (s *nodeStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
-	if err := s.enter(ctx); err != nil {
+	if err := s.enter(ctx, s.label(ctx, "get", key)); err != nil {
 		return engine.Item{}, err
 	}
 	return s.inner.Get(ctx, key)
 }
 
 func (s *nodeStore) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
-	if err := s.enter(ctx); err != nil {
+	if err := s.enter(ctx, s.label(ctx, fmt.Sprint("scan", limit), start, end)); err != nil {
 		return nil, err
 	}
 	return s.inner.Scan(ctx, start, end, limit)
@@ -140,6 +239,14 @@ func (s *nodeStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version,
 type chainStore struct{ *nodeStore }
 
 func (s chainStore) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]engine.Version, error) {
+	s.mu.Lock()
+	refuse := s.faults.refuseChains
+	s.mu.Unlock()
+	if refuse && len(links) > 0 && len(links[0].Conds) > 0 {
+		// As if a condition failed: nothing is written, and the caller
+		// goes through its one-write-at-a-time path.
+		return nil, &engine.ConditionError{Cond: links[0].Conds[0]}
+	}
 	var vs []engine.Version
 	err := s.write(ctx, links, func() (err error) {
 		vs, err = s.inner.(engine.Chainer).ApplyChain(ctx, links...)
@@ -151,13 +258,25 @@ func (s chainStore) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]e
 // write makes one write of batches (an Apply, or a chain's links) through
 // apply, unless an armed fault answers for it: a transient error or a bare
 // decision conflict (nothing written), or an ambiguous receipt creation
-// (written first or not, as the faults say).
+// (written first or not, as the faults say). A write an armed trigger
+// matches pauses the node first.
 func (s *nodeStore) write(ctx context.Context, batches []*engine.Batch, apply func() error) error {
-	if err := s.enter(ctx); err != nil {
+	label := s.label(ctx, "write", batchKeys(batches)...)
+	if err := s.enter(ctx, label); err != nil {
 		return err
 	}
+	if t := s.takeTrigger(batches); t != nil {
+		t.fired.Store(true)
+		if t.fail {
+			return ErrTransient
+		}
+		s.pauseNow()
+		if err := s.enter(ctx, label); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
-	f := s.faults
+	f, owner := s.faults, s.owner
 	s.mu.Unlock()
 	if s.roll(f.transient) {
 		return ErrTransient
@@ -168,12 +287,7 @@ func (s *nodeStore) write(ctx context.Context, batches []*engine.Batch, apply fu
 			return &engine.ConditionError{Cond: engine.Condition{Key: key, Kind: engine.MustBeAbsent}}
 		}
 	}
-	write := func() error {
-		for _, b := range batches {
-			s.obs.checkDeletes(ctx, s.inner, b)
-		}
-		return apply()
-	}
+	write := func() error { return s.audit.write(ctx, owner, batches, apply) }
 	if _, ok := condOn(batches[0], engine.MustBeAbsent, []byte(engine.NSReceipt)); ok && s.roll(f.ambiguousNew) {
 		if f.ambiguousWrote {
 			if err := write(); err != nil {
@@ -194,51 +308,4 @@ func condOn(b *engine.Batch, kind engine.CondKind, prefix []byte) ([]byte, bool)
 		}
 	}
 	return nil, false
-}
-
-// observer records invariant violations seen while the system runs.
-type observer struct {
-	mu         sync.Mutex
-	violations []string
-}
-
-func (o *observer) violate(msg string) {
-	o.mu.Lock()
-	o.violations = append(o.violations, msg)
-	o.mu.Unlock()
-}
-
-func (o *observer) list() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]string(nil), o.violations...)
-}
-
-// checkDeletes flags a batch that would delete a receipt that still has
-// debt (not terminal, or terminal with unresolved intents), judged on the
-// version the batch's own condition names — the one it would delete.
-func (o *observer) checkDeletes(ctx context.Context, store engine.Store, b *engine.Batch) {
-	for _, op := range b.Ops {
-		if !op.Delete || !engine.NSReceipt.Has(op.Key) {
-			continue
-		}
-		var want engine.Version
-		for _, c := range b.Conds {
-			if c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, op.Key) {
-				want = c.Version
-			}
-		}
-		it, err := store.Get(ctx, op.Key)
-		if err != nil || (want != 0 && it.Version != want) {
-			continue // the delete will fail its condition, or there is nothing
-		}
-		rec, err := receipt.DecodeRecord(it.Value)
-		if err != nil {
-			o.violate("undecodable receipt deleted: " + string(op.Key))
-			continue
-		}
-		if rec.State != receipt.Terminal || rec.Debt != 0 {
-			o.violate("receipt with debt deleted: " + string(op.Key) + " state " + rec.State.String())
-		}
-	}
 }

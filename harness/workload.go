@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
+	"time"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
@@ -14,10 +14,11 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
-// The workload: keys k0..kK-1, counters c0..cD-1. The batch of key k in
-// generation g increments counter n on one or two counters and inserts the
-// marker document m-k-g, so a committed batch is visible both in the
-// counters and as its marker.
+// The workload: keys k0..kK-1 (and, beyond them, the keys faults send
+// requests with), counters c0..cD-1. The batch of key k in generation g
+// increments counter n on one or two counters and inserts the marker
+// document m-k-g, so a committed batch is visible both in the counters and
+// as its marker.
 const (
 	principal = "harness"
 	tableName = "t"
@@ -53,18 +54,24 @@ func envString(e receipt.Envelope) string {
 // outcome it continues under a fresh porcupine client ID, since that
 // operation never "returns".
 type client struct {
-	id  int
-	rng *rand.Rand
+	slot int // its place among the step's clients (-1: the harness's own)
+	id   int
+	rng  *rand.Rand
 }
 
 // doBatch sends key k's batch to node n and records the operation. It
 // returns true if the node hit an injected crash.
 func (sc *scenario) doBatch(ctx context.Context, cl *client, n *node, k int) bool {
+	return sc.doBatchWait(ctx, cl, n, k, 0)
+}
+
+// doBatchWait is doBatch with Prefer: wait.
+func (sc *scenario) doBatchWait(ctx context.Context, cl *client, n *node, k int, wait time.Duration) bool {
 	gen := sc.gens[k]
 	in := opInput{Kind: opBatch, Key: k, Gen: gen, Docs: docsOfKey(k, sc.cfg.Docs)}
 	call := sc.rec.now()
 	ans, err := n.svc.Execute(ctx, receipt.Request{Principal: principal, Table: tableName, Key: keyName(k),
-		Batch: batchFor(k, gen, sc.cfg.Docs)})
+		Batch: batchFor(k, gen, sc.cfg.Docs), Wait: wait})
 	ret := sc.rec.now()
 	out := opOutput{Class: outUnknown}
 	switch {
@@ -77,7 +84,7 @@ func (sc *scenario) doBatch(ctx context.Context, cl *client, n *node, k int) boo
 		sc.violate(fmt.Sprintf("key %d gen %d: idempotency_key_mismatch for the same request", k, gen))
 	}
 	sc.rec.record(cl.id, in, call, out, ret)
-	sc.countOp(out.Class)
+	sc.countOp(out.Class.String())
 	if out.Class == outUnknown {
 		cl.id = sc.rec.newClient()
 	}
@@ -105,18 +112,10 @@ func (sc *scenario) doRead(ctx context.Context, cl *client, n *node, d int) {
 		return
 	}
 	sc.rec.record(cl.id, in, call, opOutput{Value: value}, ret)
-	sc.countOp(3)
+	sc.countOp("reads")
 }
 
 func isCode(err error, c code.Code) bool {
 	var ce *code.Error
 	return errors.As(err, &ce) && ce.Code == c
 }
-
-func describeInput(in opInput) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%v", in)
-	return b.String()
-}
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

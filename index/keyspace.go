@@ -13,14 +13,6 @@ type KV struct {
 	Version uint64
 }
 
-// NewKV copies key and value into one allocation.
-func NewKV(key, value []byte, version uint64) KV {
-	buf := make([]byte, len(key)+len(value))
-	copy(buf, key)
-	copy(buf[len(key):], value)
-	return KV{kv: buf, klen: uint32(len(key)), Version: version}
-}
-
 // PackedKV wraps buf = key ‖ value (klen bytes of key) without copying; buf
 // must not change afterwards.
 func PackedKV(buf []byte, klen int, version uint64) KV {
@@ -40,38 +32,6 @@ func kvLess(a, b KV) bool { return bytes.Compare(a.kv[:a.klen], b.kv[:b.klen]) <
 
 // NewKeySpace returns an empty primary key space ordered by key bytes.
 func NewKeySpace() *Ordered[KV] { return NewOrdered(kvLess) }
-
-// Deadline orders items by time, then ID: the expiry index.
-type Deadline struct {
-	At int64 // unix nanoseconds
-	ID string
-}
-
-// NewDeadlines returns an empty deadline ordering.
-func NewDeadlines() *Ordered[Deadline] {
-	return NewOrdered(func(a, b Deadline) bool {
-		if a.At != b.At {
-			return a.At < b.At
-		}
-		return a.ID < b.ID
-	})
-}
-
-// Owned orders items by owner, then ID: the recovery-by-owner index.
-type Owned struct {
-	Owner string
-	ID    string
-}
-
-// NewOwned returns an empty owner ordering.
-func NewOwned() *Ordered[Owned] {
-	return NewOrdered(func(a, b Owned) bool {
-		if a.Owner != b.Owner {
-			return a.Owner < b.Owner
-		}
-		return a.ID < b.ID
-	})
-}
 
 // NewIDSet returns an empty set of string IDs (the renewal active set).
 func NewIDSet() *Ordered[string] { return NewOrdered(func(a, b string) bool { return a < b }) }

@@ -1,18 +1,10 @@
-// Package index holds Idem's ordered in-memory indexes on
-// github.com/google/btree's BTreeG: the engine's key space and the small
-// secondary orderings the receipt layer keeps in memory (deadlines, owners,
-// the renewal active set).
-//
-// An Ordered is not safe for concurrent mutation; its owner serialises
-// writers and takes snapshots with Clone under that same lock. A clone is
-// O(1) (copy-on-write) and may be read concurrently with later writes to the
-// original.
 package index
 
 import "github.com/google/btree"
 
 // degree is the B-tree branching factor: nodes hold up to 2*degree-1 items.
-// 32 keeps nodes around two cache-friendly kilobytes for 56-byte items.
+// 32 keeps nodes around two and a half kilobytes for the key space's
+// 40-byte items (KV).
 const degree = 32
 
 // Ordered is an ordered set of T.

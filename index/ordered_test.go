@@ -7,6 +7,11 @@ import (
 	"testing"
 )
 
+// kv packs key ‖ value into a fresh allocation, as the engine does.
+func kv(key, value []byte, version uint64) KV {
+	return PackedKV(append(append([]byte(nil), key...), value...), len(key), version)
+}
+
 func intSet(n int) *Ordered[int] {
 	o := NewOrdered(func(a, b int) bool { return a < b })
 	for i := 0; i < n; i++ {
@@ -150,7 +155,7 @@ func TestNextAfter_EdgeCases(t *testing.T) {
 func TestClone_IsIsolated(t *testing.T) {
 	ks := NewKeySpace()
 	for i := 0; i < 5000; i++ {
-		ks.Put(NewKV([]byte{byte(i >> 8), byte(i)}, []byte("v0"), 1))
+		ks.Put(kv([]byte{byte(i >> 8), byte(i)}, []byte("v0"), 1))
 	}
 	snap := ks.Clone()
 
@@ -179,14 +184,14 @@ func TestClone_IsIsolated(t *testing.T) {
 		if i%3 == 0 {
 			ks.Delete(Probe(k))
 		} else {
-			ks.Put(NewKV(k, []byte("v1"), 2))
+			ks.Put(kv(k, []byte("v1"), 2))
 		}
-		ks.Put(NewKV(append(k, 'x'), []byte("new"), 2))
+		ks.Put(kv(append(k, 'x'), []byte("new"), 2))
 	}
 	wg.Wait()
 
 	// Writes to the clone do not reach the original either.
-	snap.Put(NewKV([]byte("only-in-clone"), nil, 3))
+	snap.Put(kv([]byte("only-in-clone"), nil, 3))
 	snap.Delete(Probe([]byte{0, 1}))
 	if _, ok := ks.Get(Probe([]byte("only-in-clone"))); ok {
 		t.Fatalf("a write to the clone reached the original")
@@ -202,25 +207,8 @@ func TestClone_IsIsolated(t *testing.T) {
 	}
 }
 
-func TestOrderings_SortByFieldsThenID(t *testing.T) {
-	d := NewDeadlines()
-	d.Put(Deadline{At: 2, ID: "a"})
-	d.Put(Deadline{At: 1, ID: "z"})
-	d.Put(Deadline{At: 1, ID: "b"})
-	var ds []Deadline
-	d.AscendAll(func(x Deadline) bool { ds = append(ds, x); return true })
-	if !slices.Equal(ds, []Deadline{{1, "b"}, {1, "z"}, {2, "a"}}) {
-		t.Fatalf("deadline order %v", ds)
-	}
-	o := NewOwned()
-	o.Put(Owned{Owner: "n2", ID: "a"})
-	o.Put(Owned{Owner: "n1", ID: "b"})
-	o.Put(Owned{Owner: "n1", ID: "a"})
-	var os []Owned
-	o.AscendRange(Owned{Owner: "n1"}, Owned{Owner: "n2"}, func(x Owned) bool { os = append(os, x); return true })
-	if !slices.Equal(os, []Owned{{"n1", "a"}, {"n1", "b"}}) {
-		t.Fatalf("owner range %v", os)
-	}
+// TestIDSet_OrdersByID: the renewal active set is ordered by ID.
+func TestIDSet_OrdersByID(t *testing.T) {
 	s := NewIDSet()
 	s.Put("b")
 	s.Put("a")

@@ -10,11 +10,8 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
 )
-
-// ErrFenced means another owner holds the receipt now: the write carried a
-// condition on a claim version that is no longer current.
-var ErrFenced = errors.New("lease: fenced: the receipt has another owner")
 
 // A receipt's lease is two keys:
 //
@@ -113,6 +110,9 @@ func ClaimNew(b *engine.Batch, id string, o Owner, until time.Time) *Held {
 // o, one epoch later. Like ClaimNew, the Held is Publishing until settled.
 func ClaimAdopt(b *engine.Batch, id string, st State, o Owner, until time.Time) *Held {
 	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: st.Claim.Epoch + 1}
+	if fault.Planted(fault.BugAdoptKeepsEpoch) { // planted only under -tags idem_selftest
+		c.Epoch = st.Claim.Epoch // planted bug: the adoption keeps the epoch
+	}
 	b.AtVersion(ClaimKey(id), st.ClaimVersion).AtVersion(ExpiryKey(id), st.ExpiryVersion).
 		Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
 	return &Held{ID: id, claim: c, until: until, status: Publishing}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 )
 
@@ -103,7 +104,7 @@ func TestSim_ParkedGoroutineWakesOnlyOnAdvance(t *testing.T) {
 	c := lease.NewSim(t0)
 	done := make(chan time.Time)
 	go func() { done <- <-c.After(time.Minute) }()
-	waitFor(t, "the goroutine to park on the clock", func() bool { return c.Timers() == 1 })
+	testsupport.Poll(t, "the goroutine to park on the clock", testsupport.Patience, func() bool { return c.Timers() == 1 })
 	select {
 	case <-done:
 		t.Fatal("woke without Advance")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 )
 
@@ -47,7 +48,7 @@ func TestHeartbeat_TransientFailureIsRetriedWhileTheLeaseIsConfirmed(t *testing.
 	cs.failApply.Store(2)
 	done := goRenew(hb, []*lease.Held{h})
 	for i := 0; i < 2; i++ {
-		waitFor(t, "the retry to park on the clock", func() bool { return clock.Timers() == 1 })
+		testsupport.Poll(t, "the retry to park on the clock", testsupport.Patience, func() bool { return clock.Timers() == 1 })
 		if h.Status() != lease.Live {
 			t.Fatalf("status %v during a transient failure, want live", h.Status())
 		}
@@ -72,7 +73,7 @@ func TestHeartbeat_DeadlineExhaustionMarksUncertainNeverLost(t *testing.T) {
 	done := goRenew(hb, []*lease.Held{h})
 	var rep lease.RenewReport
 	for finished := false; !finished; {
-		waitFor(t, "Renew to park or return", func() bool { return clock.Timers() == 1 || len(done) == 1 })
+		testsupport.Poll(t, "Renew to park or return", testsupport.Patience, func() bool { return clock.Timers() == 1 || len(done) == 1 })
 		select {
 		case rep = <-done:
 			finished = true

@@ -88,11 +88,6 @@ func (h *Held) Fence(b *engine.Batch) error {
 	return nil
 }
 
-var (
-	errUnconfirmed = errors.New("lease: claim version unconfirmed")
-	errPublishing  = errors.New("lease: claim publication in flight")
-)
-
 // Confirmed records a durable write of the claim (creation, adoption) at
 // version v with expiry until.
 func (h *Held) Confirmed(v engine.Version, until time.Time) {

@@ -91,18 +91,6 @@ func storedExpiry(t *testing.T, store engine.Store, id string) (time.Time, engin
 	return time.Unix(0, int64(binary.BigEndian.Uint64(it.Value))), it.Version
 }
 
-// waitFor polls cond with a real-time deadline (never a fixed sleep).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // goRenew runs hb.Renew on its own goroutine.
 func goRenew(hb *lease.Heartbeat, helds []*lease.Held) <-chan lease.RenewReport {
 	ch := make(chan lease.RenewReport, 1)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 )
 
@@ -183,12 +184,12 @@ func TestSupervisor_RunsOnlyWhenTheClockAdvancesAndStops(t *testing.T) {
 		lease.SupervisorOptions{Interval: time.Second})
 	sup.Start()
 	for i := 1; i <= 5; i++ {
-		waitFor(t, "the supervisor to park", func() bool { return clock.Timers() == 1 })
+		testsupport.Poll(t, "the supervisor to park", testsupport.Patience, func() bool { return clock.Timers() == 1 })
 		clock.Advance(time.Second)
 		want := clock.Now().Add(3 * time.Second)
-		waitFor(t, "the tick's renewal", func() bool { return h.Until().Equal(want) })
+		testsupport.Poll(t, "the tick's renewal", testsupport.Patience, func() bool { return h.Until().Equal(want) })
 	}
-	waitFor(t, "the supervisor to park", func() bool { return clock.Timers() == 1 })
+	testsupport.Poll(t, "the supervisor to park", testsupport.Patience, func() bool { return clock.Timers() == 1 })
 	if got := cs.applies.Load(); got != 5 {
 		t.Fatalf("%d renewal writes for 5 ticks", got)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
@@ -124,7 +125,7 @@ func TestAbort_PublicationFailureRecoversExactConflictEnvelope(t *testing.T) {
 
 	r := req("alice", "t", "k1", conflictBatch(t, "X"))
 	id := receipt.Bind("alice", "t", "k1")
-	disarm := arm(t, fault.ReceiptTerminalBefore, `1*return("eio")`)
+	disarm := testsupport.Arm(t, fault.ReceiptTerminalBefore, `1*return("eio")`)
 	ans, err := a.Execute(ctx, r)
 	disarm()
 	switch {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal/waltest"
@@ -65,7 +66,7 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 		createTable(t, a, "t")
 		r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 		id := receipt.Bind("alice", "t", "k1")
-		disarm := arm(t, fault.WALSyncBefore, `return("power loss")`)
+		disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
 		ans, err := a.Execute(ctx, r)
 		disarm()
 		if err != nil || ans.Terminal || ans.Status != 503 || ans.Code != "idempotency_receipt_pending" {

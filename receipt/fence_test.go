@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 )
@@ -43,7 +44,7 @@ func TestFencing_StaleIncarnationCannotDecideOrRenew(t *testing.T) {
 	}
 	// B adopts at once but fails before deciding: it holds the claim, no
 	// decision exists.
-	disarm := arm(t, fault.TwoPCDecideBefore, `1*return("crash")`)
+	disarm := testsupport.Arm(t, fault.TwoPCDecideBefore, `1*return("crash")`)
 	ms, err := b.MaintainOnce(ctx)
 	disarm()
 	if err != nil || ms.Adopted != 1 || ms.Terminal != 0 {
@@ -103,7 +104,7 @@ func TestFencing_PartitionedOwnerLosesToAdopterAfterExpiry(t *testing.T) {
 	g.wait(t)
 	held, _ := a.Active().Get(id)
 
-	partition := arm(t, fault.LeaseRenewBefore, `return("eio")`)
+	partition := testsupport.Arm(t, fault.LeaseRenewBefore, `return("eio")`)
 	for i := 0; ; i++ {
 		st, _ := lease.Read(ctx, e.db, id)
 		if lease.MayAdopt(st, n1.Owner(), e.clock.Now()) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 )
@@ -32,7 +33,7 @@ func keepsLease(t *testing.T, e *env, a, n1 *receipt.Service, id string, steps, 
 	for i := 1; i <= steps; i++ {
 		var disarm func()
 		if i == failAt {
-			disarm = arm(t, fault.LeaseRenewBefore, `1*return("eio")`)
+			disarm = testsupport.Arm(t, fault.LeaseRenewBefore, `1*return("eio")`)
 		}
 		e.step(time.Second, 2)
 		if disarm != nil && fault.Hits(fault.LeaseRenewBefore) > hits {
@@ -115,10 +116,10 @@ func TestHeartbeat_PausedAtDecideFailpointKeepsLease(t *testing.T) {
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
 
-	unpause := arm(t, fault.ReceiptDecideBefore, "pause")
+	unpause := testsupport.Arm(t, fault.ReceiptDecideBefore, "pause")
 	ch := goExecute(a, r)
-	waitFor(t, "Execute to park on the decide failpoint", func() bool {
-		return stackHas("receipt.(*Service).decide(", "failpoint.(*Failpoint).Pause(")
+	testsupport.Poll(t, "Execute to park on the decide failpoint", testsupport.Patience, func() bool {
+		return stackHas("receipt.(*lifecycle).decide(", "failpoint.(*Failpoint).Pause(")
 	})
 	keepsLease(t, e, a, n1, id, 13, 5)
 	unpause()
@@ -153,13 +154,13 @@ func TestSupervisor_RenewsIndependentlyOfBlockedMaintenance(t *testing.T) {
 		t.Fatalf("active set %d, want the started and the pending receipt", a.Active().Len())
 	}
 
-	unpause := arm(t, fault.ReceiptMaintainBefore, "pause")
+	unpause := testsupport.Arm(t, fault.ReceiptMaintainBefore, "pause")
 	maint := make(chan error, 1)
 	go func() {
 		_, err := a.MaintainOnce(ctx)
 		maint <- err
 	}()
-	waitFor(t, "maintenance to park on its failpoint", func() bool {
+	testsupport.Poll(t, "maintenance to park on its failpoint", testsupport.Patience, func() bool {
 		return stackHas("receipt.(*Service).MaintainOnce(", "failpoint.(*Failpoint).Pause(")
 	})
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
@@ -246,38 +246,10 @@ func dump(t *testing.T, store engine.Store) map[string]engine.Version {
 	return out
 }
 
-// arm enables a failpoint until the returned disarm (or the test's end);
-// disarm is idempotent (fault.Disable must run exactly once per Enable).
-func arm(t *testing.T, name, terms string) (disarm func()) {
-	t.Helper()
-	if !fault.Compiled {
-		t.Skip("failpoints compiled out")
-	}
-	if err := fault.Enable(name, terms); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	disarm = func() { once.Do(func() { fault.Disable(name) }) }
-	t.Cleanup(disarm)
-	return disarm
-}
-
-// waitFor polls cond with a real-time deadline (never a fixed sleep).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // parked waits until exactly n goroutines wait on the simulated clock.
 func (e *env) parked(n int) {
 	e.t.Helper()
-	waitFor(e.t, fmt.Sprintf("%d timers on the simulated clock", n), func() bool { return e.clock.Timers() == n })
+	testsupport.Poll(e.t, fmt.Sprintf("%d timers on the simulated clock", n), testsupport.Patience, func() bool { return e.clock.Timers() == n })
 }
 
 // step advances the clock by d and waits until the n goroutines that live

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
-	"github.com/idemdb/idem/twopc"
 )
 
 // MaintainStats counts what one maintenance pass did.
 type MaintainStats struct {
 	Scanned    int // recovery entries read
-	Adopted    int // receipts taken over from another owner or incarnation
+	Adopted    int // receipts this pass took over from another owner or incarnation
 	Terminal   int // receipts made terminal
 	DebtPaid   int // visibility debts resolved
 	Deferred   int // held by another live owner, or could not progress
@@ -29,6 +29,10 @@ type MaintainStats struct {
 // record, resolves visibility debt, releases retained decisions of terminal
 // debt-free receipts, and finishes table purges. It uses execution capacity
 // only to execute pending receipts.
+//
+// A receipt the pass cannot advance is counted and passed over — the next
+// pass, or a retry, tries again — and its cause is logged, sampled
+// (maintainLog).
 func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	var ms MaintainStats
 	if err := fault.Inject(fault.ReceiptMaintainBefore); err != nil {
@@ -58,180 +62,104 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	return ms, s.tables.Purge(ctx)
 }
 
-func (s *Service) maintainEntry(ctx context.Context, it engine.Item, ms *MaintainStats) {
+// maintainEntry advances the receipt of one recovery entry, or removes
+// the entry if its receipt is gone or settled.
+func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *MaintainStats) {
 	rest := string(engine.NSRecovery.Suffix(it.Key))
 	slash := strings.LastIndexByte(rest, '/')
 	if slash < 0 {
 		return
 	}
 	id := rest[slash+1:]
-	f, mine := s.beginFlight(id)
+	f, mine := l.beginFlight(id)
 	if !mine {
 		ms.LocalBusy++
 		return
 	}
-	defer s.endFlight(id, f)
-	rec, ver, err := s.load(ctx, id)
-	if errors.Is(err, engine.ErrNotFound) || (err == nil && rec.State == Terminal && rec.Debt == 0) {
+	defer l.endFlight(id, f)
+	rec, ver, err := l.load(ctx, id)
+	if errors.Is(err, engine.ErrNotFound) || (err == nil && settled(rec)) {
 		// A leftover: the receipt is gone or immutable.
-		if _, err := s.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key)); err == nil {
+		_, err := l.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
+		if v := classifyWrite(err, nil); v == writeDone {
 			ms.Strays++
+		} else {
+			l.passedOver("stray", v, id, err)
 		}
 		return
 	}
 	if err != nil {
 		ms.ErrorsSeen++
+		l.passedOver("load", classifyStep(err), id, err)
 		return
 	}
-	before := s.stats.adopted.Load()
-	held, err := s.hold(ctx, id, rec, ver)
-	if s.stats.adopted.Load() != before {
-		ms.Adopted++
-	}
+	l.advance(ctx, &attempt{id: id, rec: rec, ver: ver}, ms)
+}
+
+// advance takes the mutable receipt a one step as maintenance: the same
+// hold, start, reconcile and debt steps a foreground request takes, with
+// no time to wait for another owner and no wait for an executor slot.
+func (l *lifecycle) advance(ctx context.Context, a *attempt, ms *MaintainStats) {
+	id := a.id
+	act, err := l.hold(ctx, a, time.Time{})
 	if err != nil {
 		ms.Deferred++
+		if !errors.Is(err, errNotOurs) {
+			l.passedOver("hold", classifyStep(err), id, err)
+		}
 		return
 	}
-	switch rec.State {
-	case Terminal:
-		if err := s.payDebt(ctx, id, rec, ver, held); err != nil {
+	if act == holdAdopt {
+		ms.Adopted++
+	}
+	switch next(a.rec.State) {
+	case stepPayDebt:
+		if err := l.payDebt(ctx, a); err != nil {
 			ms.Deferred++
+			l.passedOver("debt", classifyStep(err), id, err)
 			return
 		}
 		ms.DebtPaid++
-		return
-	case Pending:
+	case stepStart:
 		// Execution capacity is the one thing maintenance needs for a
 		// pending receipt; without a free slot it moves on (the next pass,
 		// or a retry, runs it) rather than stall the rest of the pass.
-		select {
-		case s.exec <- struct{}{}:
-		default:
+		if !l.tryAcquire() {
 			ms.Deferred++
 			return
 		}
-		ans, err := s.executePending(ctx, id, rec, ver, held)
-		s.release()
-		s.countMaintained(ans, err, ms)
-	default:
-		ans, err := s.reconcile(ctx, id, rec, ver, held)
-		s.countMaintained(ans, err, ms)
+		ans, err := l.start(ctx, a, l.replan)
+		l.release()
+		l.countMaintained("start", a, ans, err, ms)
+	case stepReconcile:
+		ans, err := l.reconcile(ctx, a)
+		l.countMaintained("reconcile", a, ans, err, ms)
 	}
 }
 
-func (s *Service) countMaintained(ans Answer, err error, ms *MaintainStats) {
+func (l *lifecycle) countMaintained(step string, a *attempt, ans Answer, err error, ms *MaintainStats) {
 	if err == nil && ans.Terminal {
 		ms.Terminal++
-		s.stats.recovered.Add(1)
+		l.stats.recovered.Add(1)
 		return
 	}
 	ms.Deferred++
-}
-
-// releaseDecisions releases retained decisions whose receipts are terminal
-// and debt-free, in batches of ReleaseBatchMax: first those queued by this
-// process, then — so that nothing is forgotten across restarts — a bounded
-// scan of txn/v1/dec. Each release is conditioned on the receipt being the
-// very version judged releasable (or still absent): the same key may have
-// started a new transaction meanwhile, whose decision must stay.
-func (s *Service) releaseDecisions(ctx context.Context) (int, error) {
-	s.releaseMu.Lock()
-	n := min(len(s.releaseQ), ReleaseBatchMax)
-	ids := append([]string(nil), s.releaseQ[:n]...)
-	s.releaseQ = s.releaseQ[n:]
-	s.releaseMu.Unlock()
-	if len(ids) < ReleaseBatchMax {
-		more, err := s.scanDecisions(ctx)
-		if err != nil {
-			return 0, err
-		}
-		ids = append(ids, more...)
-	}
-	var cands []releasable
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] || len(cands) >= ReleaseBatchMax {
-			continue
-		}
-		seen[id] = true
-		rec, ver, err := s.load(ctx, id)
-		switch {
-		case errors.Is(err, engine.ErrNotFound):
-			cands = append(cands, releasable{id: id})
-		case err == nil && rec.State == Terminal && rec.Debt == 0:
-			cands = append(cands, releasable{id: id, receipt: ver})
-		}
-	}
-	return s.releaseBatch(ctx, cands)
-}
-
-// releasable is a decision to release and the receipt version that allows it
-// (0: the receipt is gone).
-type releasable struct {
-	id      string
-	receipt engine.Version
-}
-
-// scanDecisions continues a cursor over retained decisions.
-func (s *Service) scanDecisions(ctx context.Context) ([]string, error) {
-	prefix := engine.NSTxn.Prefix("dec")
-	// Passes may overlap (the maintenance loop and a direct caller); the
-	// cursor is shared state.
-	s.releaseMu.Lock()
-	start := s.decCursor
-	s.releaseMu.Unlock()
-	if start == nil {
-		start = prefix
-	}
-	items, err := s.store.Scan(ctx, start, engine.PrefixEnd(prefix), MaintainPageMax)
 	if err != nil {
-		return nil, err
+		l.passedOver(step, classifyStep(err), a.id, err)
 	}
-	var next []byte // nil: wrap around next time
-	if len(items) == MaintainPageMax {
-		next = append(append([]byte(nil), items[len(items)-1].Key...), 0)
-	}
-	s.releaseMu.Lock()
-	s.decCursor = next
-	s.releaseMu.Unlock()
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		out = append(out, string(it.Key[len(prefix):]))
-	}
-	return out, nil
 }
 
-// releaseBatch releases decisions with one Apply, dropping any whose
-// receipt changed or whose transaction still has unresolved participants.
-func (s *Service) releaseBatch(ctx context.Context, cands []releasable) (int, error) {
-	for len(cands) > 0 {
-		b := new(engine.Batch)
-		for _, c := range cands {
-			b.AtVersion(receiptKey(c.id), c.receipt)
-			twopc.ReleaseInto(b, c.id)
-		}
-		if err := fault.Inject(fault.ReceiptReleaseBefore); err != nil {
-			return 0, err
-		}
-		_, err := s.store.Apply(ctx, b)
-		if err == nil {
-			s.stats.released.Add(uint64(len(cands)))
-			return len(cands), nil
-		}
-		key, ok := engine.FailedKey(err)
-		if !ok {
-			return 0, err
-		}
-		kept := cands[:0]
-		for _, c := range cands {
-			if !strings.HasSuffix(string(key), "/"+c.id) {
-				kept = append(kept, c)
-			}
-		}
-		if len(kept) == len(cands) {
-			return 0, err
-		}
-		cands = kept
+// passedOver logs, sampled, that a maintenance step went past receipt id
+// because of err (verdict v). A lost race is no news: the receipt moved
+// on without us.
+func (l *lifecycle) passedOver(step string, v writeVerdict, id string, err error) {
+	if v == writeRetry || v == writeDone {
+		return
 	}
-	return 0, nil
+	cause, n, ok := l.maintainLog.note(l.clock.Now(), step+"/"+v.String())
+	if !ok {
+		return
+	}
+	l.opts.Logger.Warn("receipt: maintenance passed over receipts it could not advance",
+		"cause", cause, "count", n, "since", l.maintainLog.every, "txn_id", id, "err", err)
 }

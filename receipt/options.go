@@ -47,7 +47,7 @@ type Options struct {
 	// instead of committing it. The default (false) is twopc.CommitPrepared:
 	// Begin makes every prepare durable in one write, so a successor may
 	// finish the work (DESIGN §12) without the client replaying the request.
-	// (A twopc.Policy field cannot express that default: its zero value is
+	// (A twopc.UndecidedPolicy field cannot express that default: its zero value is
 	// PresumeAbort.)
 	PresumeAbort bool
 	// DeferResolution leaves intents to maintenance instead of resolving them
@@ -83,6 +83,13 @@ const (
 	CleanBatchMax = 256
 	// CleanScanMax bounds the expiry entries one cleaner pass reads.
 	CleanScanMax = 4096
+	// MaintainLogEvery bounds how often maintenance logs one cause of the
+	// receipts it passes over: its first occurrence at once, then at most
+	// one line per cause per MaintainLogEvery, with the count since.
+	MaintainLogEvery = time.Minute
+	// MaintainLogCausesMax bounds the causes tracked for that; further
+	// causes are counted together.
+	MaintainLogCausesMax = 32
 )
 
 func (o Options) withDefaults() Options {
@@ -130,7 +137,7 @@ func (o Options) withDefaults() Options {
 }
 
 // recoveryPolicy is what recovery decides for a begun, undecided transaction.
-func (o Options) recoveryPolicy() twopc.Policy {
+func (o Options) recoveryPolicy() twopc.UndecidedPolicy {
 	if o.PresumeAbort {
 		return twopc.PresumeAbort
 	}

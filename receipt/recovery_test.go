@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 )
@@ -35,7 +36,7 @@ func TestRecovery_SuccessorCompletesWithoutClientRetry(t *testing.T) {
 			r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 			id := receipt.Bind("alice", "t", "k1")
 
-			disarm := arm(t, fault.ReceiptDecideBefore, `return("crash")`)
+			disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
 			if _, err := a.Execute(ctx, r); !errors.Is(err, fault.ErrInjected) {
 				t.Fatalf("Execute: %v, want the injected crash", err)
 			}
@@ -152,7 +153,7 @@ func TestRecovery_PresumeAbortOptionAbortsUndecided(t *testing.T) {
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
-	disarm := arm(t, fault.ReceiptDecideBefore, `return("crash")`)
+	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
 	if _, err := a.Execute(ctx, r); !errors.Is(err, fault.ErrInjected) {
 		t.Fatalf("Execute: %v", err)
 	}

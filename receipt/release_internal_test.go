@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -60,12 +61,10 @@ func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	if res, err := s.Coordinator().Begin(ctx, txnFor("blocker", plan), nil); err != nil || !res.Prepared {
 		t.Fatalf("blocker: %+v %v", res, err)
 	}
-	if err := fault.Enable(fault.ReceiptTerminalBefore, `1*return("eio")`); err != nil {
-		t.Fatal(err)
-	}
+	disarm := testsupport.Arm(t, fault.ReceiptTerminalBefore, `1*return("eio")`)
 	req.Batch = batch(`{"deletes":["x"]}`)
 	_, err = s.Execute(ctx, req)
-	fault.Disable(fault.ReceiptTerminalBefore)
+	disarm()
 	if !errors.Is(err, fault.ErrInjected) {
 		t.Fatalf("second execution: %v, want the injected terminal failure", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 )
@@ -255,7 +256,7 @@ func TestDebt_StartedReceiptIsNeverCleaned(t *testing.T) {
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
-	disarm := arm(t, fault.ReceiptDecideBefore, `return("crash")`)
+	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
 	if _, err := a.Execute(ctx, r); err == nil {
 		t.Fatal("no injected crash")
 	}

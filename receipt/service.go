@@ -2,44 +2,24 @@ package receipt
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"sync"
 	"time"
 
-	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
 
-// Service is the receipt layer a host database calls as a library.
-//
-// Concurrency. Every receipt this process works on has at most one local
-// flight (flights): the goroutine that holds it is the only one here that
-// writes the receipt; duplicates wait on the flight. Across processes,
-// ownership is the lease claim and every receipt write is fenced by it.
+// Service is the receipt layer a host database calls as a library: the
+// keyed batch flow (Execute), the fast path, and the loops that recover
+// and clean receipts. Everything that happens to a receipt itself is its
+// lifecycle (lifecycle.go), which Service embeds.
 type Service struct {
-	store  engine.Store
+	lifecycle
 	tables *table.Tables
-	coord  *twopc.Coordinator
-	clock  lease.Clock
-	owner  lease.Owner
-	opts   Options
-
-	active *lease.ActiveSet
-	hb     *lease.Heartbeat
 	sup    *lease.Supervisor
-	exec   chan struct{} // executor slots
 
-	flights sync.Map // txn_id -> *flight
-
-	releaseMu sync.Mutex
-	releaseQ  []string
-	decCursor []byte // maintenance scan position in txn/v1/dec (under releaseMu)
-
-	stats counters
 	stop  chan struct{}
 	loops sync.WaitGroup
 	once  sync.Once
@@ -61,17 +41,11 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 			"tables", n, "owner", opts.LegacyTableOwner)
 	}
 	s := &Service{
-		store:  store,
-		tables: tables,
-		coord:  coord,
-		clock:  opts.Clock,
-		owner:  owner,
-		opts:   opts,
-		active: lease.NewActiveSet(),
-		exec:   make(chan struct{}, opts.ExecutorMax),
-		stop:   make(chan struct{}),
+		lifecycle: newLifecycle(store, coord, owner, opts),
+		tables:    tables,
+		stop:      make(chan struct{}),
 	}
-	s.hb = &lease.Heartbeat{Store: store, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin}
+	s.replan = s.planStored
 	s.sup = lease.NewSupervisor(s.active, s.hb, lease.SupervisorOptions{
 		Interval: opts.RenewInterval,
 		OnLost:   func(*lease.Held) { s.stats.fenced.Add(1) },
@@ -164,58 +138,9 @@ func (s *Service) Active() *lease.ActiveSet { return s.active }
 // a Request.Wait beyond it is cut to it.
 func (s *Service) WaitMax() time.Duration { return s.opts.WaitMax }
 
-// ExecuteFast runs a key-less batch on the fast path: preflight and one
-// atomic Apply, no receipt. Failures are *code.Error where typed.
-func (s *Service) ExecuteFast(ctx context.Context, principal, tbl string, b *table.Batch) (table.Result, error) {
-	// A batch with nothing to write never reaches the store, which would
-	// answer it 201 while it accepts no writes.
-	if s.refusesWrites() != nil {
-		return table.Result{}, errUnavailable()
-	}
-	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
-	if err != nil {
-		return table.Result{}, err
-	}
-	return s.tables.ApplyFast(ctx, plan)
-}
-
-// View is an operator's view of a receipt.
-type View struct {
-	TxnID    string
-	State    State
-	Owner    *lease.Claim
-	Created  time.Time
-	Envelope *Envelope // terminal receipts only
-	Debt     Debt
-}
-
-// Lookup returns the receipt of (principal, table, key): its state and, if
-// terminal, its envelope. A missing receipt is engine.ErrNotFound.
-func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View, error) {
-	if !ValidKey(key) {
-		return View{}, code.Errorf(code.InvalidKey, "Idempotency-Key must be 1..%d visible ASCII characters", KeyBytesMax)
-	}
-	if !table.ValidTableName(tbl) {
-		return View{}, table.InvalidTableName(tbl)
-	}
-	id := Bind(principal, tbl, key)
-	rec, _, err := s.load(ctx, id)
-	if err != nil {
-		return View{}, err
-	}
-	v := View{TxnID: id, State: rec.State, Owner: rec.Owner, Created: time.UnixMilli(rec.Created), Debt: rec.Debt}
-	if rec.State == Terminal {
-		e := EnvelopeOf(rec, id)
-		v.Envelope = &e
-	} else if st, err := lease.Read(ctx, s.store, id); err == nil && st.ClaimVersion != 0 {
-		v.Owner = &st.Claim
-	}
-	return v, nil
-}
-
 // load reads and decodes a receipt.
-func (s *Service) load(ctx context.Context, id string) (*Record, engine.Version, error) {
-	it, err := s.store.Get(ctx, receiptKey(id))
+func (l *lifecycle) load(ctx context.Context, id string) (*Record, engine.Version, error) {
+	it, err := l.store.Get(ctx, receiptKey(id))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -225,10 +150,3 @@ func (s *Service) load(ctx context.Context, id string) (*Record, engine.Version,
 	}
 	return rec, it.Version, nil
 }
-
-func resultJSON(r table.Result) []byte {
-	b, _ := json.Marshal(r)
-	return b
-}
-
-var errRetry = errors.New("receipt: retry lookup")

@@ -39,13 +39,13 @@ func (s *Service) Stats() Stats {
 	}
 }
 
-func (s *Service) countTerminal(e Envelope) {
+func (l *lifecycle) countTerminal(e Envelope) {
 	switch e.Outcome {
 	case OutcomeCommitted:
-		s.stats.committed.Add(1)
+		l.stats.committed.Add(1)
 	case OutcomeAborted:
-		s.stats.aborted.Add(1)
+		l.stats.aborted.Add(1)
 	case OutcomeNotApplied:
-		s.stats.notApplied.Add(1)
+		l.stats.notApplied.Add(1)
 	}
 }

@@ -14,8 +14,8 @@ import (
 type healthReporter interface{ Health() error }
 
 // refusesWrites returns the store's reason to refuse writes, or nil.
-func (s *Service) refusesWrites() error {
-	h, ok := s.store.(healthReporter)
+func (l *lifecycle) refusesWrites() error {
+	h, ok := l.store.(healthReporter)
 	if !ok {
 		return nil
 	}

@@ -56,7 +56,8 @@ var fuzzBatchSeeds = []string{
 // FuzzDecodeBatch: decoding, validating and canonicalizing any input never
 // panics; failures are typed invalid_request; a valid batch's canonical form
 // decodes to a valid batch with the same canonical bytes (so the
-// fingerprint of a retry is stable), and Validate is deterministic.
+// fingerprint of a retry is stable), Validate is deterministic, and the
+// same batch built in Go gets the same answer and the same bytes.
 func FuzzDecodeBatch(f *testing.F) {
 	for _, s := range fuzzBatchSeeds {
 		f.Add([]byte(s))
@@ -70,6 +71,9 @@ func FuzzDecodeBatch(f *testing.F) {
 			}
 			return
 		}
+		// The same batch as a host builds it in Go: its documents and values
+		// are canonicalized by Validate rather than by DecodeBatch.
+		built := &table.Batch{Inserts: b.Inserts, Deletes: b.Deletes, Transforms: b.Transforms}
 		if verr := b.Validate(); verr != nil {
 			if verr.Code != code.InvalidRequest || verr.Message == "" {
 				t.Fatalf("validate: %v", verr)
@@ -77,11 +81,17 @@ func FuzzDecodeBatch(f *testing.F) {
 			if again := b.Validate(); again == nil || again.Message != verr.Message {
 				t.Fatalf("validate is not deterministic: %v then %v", verr, again)
 			}
+			if built.Validate() == nil {
+				t.Fatalf("refused decoded (%v), accepted built", verr)
+			}
 			return
 		}
 		canon, err := b.Canonical()
 		if err != nil {
 			t.Fatalf("a valid batch has no canonical form: %v", err)
+		}
+		if builtCanon, err := built.Canonical(); err != nil || !bytes.Equal(builtCanon, canon) {
+			t.Fatalf("built batch: %q, %v; decoded: %q", builtCanon, err, canon)
 		}
 		b2, err := table.DecodeBatch(canon)
 		if err != nil {

@@ -1,11 +1,14 @@
 // Package table holds tables and their JSON documents: hash shards,
 // transform ops, preflight validation, the fast-path atomic batch, document
 // reads that never see uncommitted intents, and the participant side of 2PC
-// (intents on one shard).
+// (intents on one shard). JSON itself — the strict parser, the canonical
+// form fingerprints are made of, number literals — is internal/canonjson's;
+// what documents mean (ops, exact arithmetic on their numbers) is here.
 package table
 
 import (
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/internal/canonjson"
 )
 
 // Limits. Each is checked in preflight, before anything is written.
@@ -29,13 +32,14 @@ const (
 	DefaultShards = 4
 	// DocDepthMax bounds the nesting of a document ({} and [] are one
 	// level each), counted from the document itself, whether it is sent in
-	// an insert, as an op value or built by a transform.
-	DocDepthMax = 64
+	// an insert, as an op value or built by a transform. The parser
+	// enforces it, so its value lives there.
+	DocDepthMax = canonjson.DepthMax
 	// NumberDigitsMax bounds the digits of a number literal before its
 	// exponent (leading zeros included) and NumberExponentMax its exponent;
 	// they keep exact arithmetic cheap, and bind transform results too.
-	NumberDigitsMax   = 100
-	NumberExponentMax = 1000
+	NumberDigitsMax   = canonjson.NumberDigitsMax
+	NumberExponentMax = canonjson.NumberExponentMax
 	// FastRetriesMax bounds how often the fast path re-reads a document that
 	// another writer changed between read and write before it reports a
 	// conflict.

@@ -6,86 +6,18 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/idemdb/idem/internal/canonjson"
 )
 
 // Numbers are stored as written and computed on as written: $inc, $max and
 // $min use exact decimal arithmetic (coefficient × 10^exponent in big.Int),
-// never float64, so no stored value is ever silently rounded. The limits in
-// limits.go keep every coefficient and exponent small enough that exact
-// arithmetic stays cheap, and every result is again a literal the parser
-// accepts, so whatever a transform stores can be sent back in an insert.
-
-// numScan is what scanning a JSON number literal found.
-type numScan struct {
-	end     int  // offset just past the literal
-	digits  int  // digits before the exponent, as written (leading zeros included)
-	exp     int  // exponent as written, saturated past NumberExponentMax
-	integer bool // no fraction and no exponent
-}
-
-// scanNumber reads the JSON number grammar at s[i:]; ok is false when it
-// breaks.
-func scanNumber(s []byte, i int) (n numScan, ok bool) {
-	n.integer = true
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-		n.digits = 1
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i, n.digits = i+1, n.digits+1
-		}
-	default:
-		return n, false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		n.integer = false
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return n, false
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i, n.digits = i+1, n.digits+1
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		n.integer = false
-		neg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			neg = s[i] == '-'
-			i++
-		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return n, false
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			if n.exp <= NumberExponentMax { // saturate: the literal is refused anyway
-				n.exp = n.exp*10 + int(s[i]-'0')
-			}
-			i++
-		}
-		if neg {
-			n.exp = -n.exp
-		}
-	}
-	n.end = i
-	return n, true
-}
-
-// limitError says which number limit a scanned literal breaks, or "".
-func (n numScan) limitError() string {
-	switch {
-	case n.digits > NumberDigitsMax:
-		return "number has " + strconv.Itoa(n.digits) + " digits (max " + strconv.Itoa(NumberDigitsMax) + " before the exponent)"
-	case n.exp > NumberExponentMax || n.exp < -NumberExponentMax:
-		return "number exponent is beyond ±" + strconv.Itoa(NumberExponentMax)
-	}
-	return ""
-}
+// never float64, so no stored value is ever silently rounded. This is
+// document semantics and stays here; reading a literal and its limits is
+// JSON's, in canonjson. The limits keep every coefficient and exponent small
+// enough that exact arithmetic stays cheap, and every result is again a
+// literal the parser accepts, so whatever a transform stores can be sent
+// back in an insert.
 
 // decimal is an exact number: coef × 10^exp.
 type decimal struct {
@@ -99,11 +31,11 @@ type decimal struct {
 // computed on at any cost).
 func parseDecimal(lit json.Number) (*decimal, error) {
 	s := string(lit)
-	n, ok := scanNumber([]byte(s), 0)
-	if !ok || n.end != len(s) {
+	n, ok := canonjson.ScanNumber([]byte(s), 0)
+	if !ok || n.End != len(s) {
 		return nil, opError("invalid number " + strconv.Quote(s))
 	}
-	if msg := n.limitError(); msg != "" {
+	if msg := n.LimitMessage(); msg != "" {
 		return nil, opError(msg)
 	}
 	mant, frac := s, ""
@@ -113,7 +45,7 @@ func parseDecimal(lit json.Number) (*decimal, error) {
 	if k := strings.IndexByte(mant, '.'); k >= 0 {
 		mant, frac = mant[:k]+mant[k+1:], mant[k+1:]
 	}
-	d := &decimal{exp: n.exp - len(frac), integer: n.integer}
+	d := &decimal{exp: n.Exp - len(frac), integer: n.Integer}
 	d.coef.SetString(mant, 10) // the grammar was checked: cannot fail
 	return d, nil
 }

@@ -5,6 +5,8 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/idemdb/idem/internal/canonjson"
 )
 
 // FuzzNumberArithmetic: for any two literals within the number limits, $inc
@@ -69,8 +71,8 @@ func FuzzNumberArithmetic(f *testing.F) {
 
 // withinLimits is the value of a JSON number literal the parser accepts.
 func withinLimits(s string) (*big.Rat, bool) {
-	n, ok := scanNumber([]byte(s), 0)
-	if !ok || n.end != len(s) || n.limitError() != "" {
+	n, ok := canonjson.ScanNumber([]byte(s), 0)
+	if !ok || n.End != len(s) || n.LimitMessage() != "" {
 		return nil, false
 	}
 	r, ok := new(big.Rat).SetString(s)

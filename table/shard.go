@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/internal/canonjson"
 )
 
 // Shard is the work of one batch on one shard of a table. It is the 2PC
@@ -127,7 +128,7 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 		if cerr := applyTransform(doc, w.id, w.ops); cerr != nil {
 			return st, cerr
 		}
-		enc, err := marshalValue(doc)
+		enc, err := canonjson.Marshal(doc)
 		if err != nil {
 			return st, err
 		}

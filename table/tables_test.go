@@ -155,7 +155,7 @@ func TestTables_PurgeFinishesAnInterruptedDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The transaction on the dropped table still recovers, leaving nothing.
-	if _, err := f.coord.Recover(ctx, twopc.RecoverOptions{Policy: twopc.CommitPrepared}); err != nil {
+	if _, err := f.coord.Recover(ctx, twopc.RecoverOptions{Undecided: twopc.CommitPrepared}); err != nil {
 		t.Fatal(err)
 	}
 	assertPurged(t, f.db, m.ID)

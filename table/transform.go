@@ -2,13 +2,14 @@ package table
 
 import (
 	"encoding/json"
+	"errors"
 	"iter"
 	"maps"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/internal/canonjson"
 )
 
 // The transform ops.
@@ -20,77 +21,6 @@ const (
 	OpMin      = "$min"      // keep the smaller
 	OpAddToSet = "$addToSet" // append value to an array unless an equal element (numbers by value) exists
 )
-
-// appendCanonical validates an op without looking at any document and
-// appends its canonical form {"op":…,"path":…[,"value":…]}.
-func (op Op) appendCanonical(dst []byte, where place, canonicalInput bool) ([]byte, *code.Error) {
-	if err := validatePath(op.Path); err != nil {
-		return nil, invalid("%s: %s", where, err.Message)
-	}
-	switch op.Op {
-	case OpSet, OpUnset, OpInc, OpMax, OpMin, OpAddToSet:
-	default:
-		return nil, invalid("%s: unknown op %q (one of $set $unset $inc $max $min $addToSet)", where, op.Op)
-	}
-	dst = append(dst, `{"op":`...)
-	dst = appendJSONString(dst, []byte(op.Op))
-	dst = append(dst, `,"path":`...)
-	dst = appendJSONString(dst, []byte(op.Path))
-	has := len(op.Value) > 0
-	if op.Op == OpUnset {
-		if has {
-			return nil, invalid("%s: %s takes no value", where, op.Op)
-		}
-		return append(dst, '}'), nil
-	}
-	if !has {
-		switch op.Op {
-		case OpInc:
-			return nil, invalid("%s: %s needs a number value", where, op.Op)
-		case OpMax, OpMin:
-			return nil, invalid("%s: %s needs a number or string value", where, op.Op)
-		}
-		return nil, invalid("%s: %s needs a value", where, op.Op)
-	}
-	dst = append(dst, `,"value":`...)
-	start := len(dst)
-	if canonicalInput {
-		dst = append(dst, op.Value...)
-	} else {
-		var err error
-		if dst, err = appendCanonical(dst, op.Value); err != nil {
-			return nil, invalid("%s: value is not acceptable JSON: %v", where, err)
-		}
-	}
-	first := dst[start]
-	number := first == '-' || (first >= '0' && first <= '9')
-	switch {
-	case op.Op == OpInc && !number:
-		return nil, invalid("%s: %s needs a number value", where, op.Op)
-	case (op.Op == OpMax || op.Op == OpMin) && !number && first != '"':
-		return nil, invalid("%s: %s needs a number or string value", where, op.Op)
-	}
-	return append(dst, '}'), nil
-}
-
-func validatePath(p string) *code.Error {
-	if p == "" || len(p) > PathBytesMax {
-		return invalid("path must be 1..%d bytes", PathBytesMax)
-	}
-	if !utf8.ValidString(p) {
-		return invalid("path %q is not valid UTF-8", p)
-	}
-	segs := strings.Split(p, ".")
-	if len(segs) > PathDepthMax {
-		return invalid("path %q is deeper than %d", p, PathDepthMax)
-	}
-	for _, s := range segs {
-		if s == "" {
-			return invalid("path %q has an empty segment", p)
-		}
-	}
-	return nil
-}
 
 // applyTransform applies ops in order to doc (which it mutates). A type
 // mismatch, such as $inc on a string, is a *code.Error invalid_request naming
@@ -109,6 +39,19 @@ func applyTransform(doc map[string]any, id string, ops []Op) *code.Error {
 	return nil
 }
 
+// decodeObject decodes a stored document for a transform to work on.
+func decodeObject(raw []byte) (map[string]any, error) {
+	v, err := canonjson.Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("it is " + typeName(v))
+	}
+	return m, nil
+}
+
 type opError string
 
 func (e opError) Error() string { return string(e) }
@@ -123,7 +66,7 @@ func applyOp(doc map[string]any, op Op) error {
 	cur, exists := parent[leaf]
 	var val any
 	if op.Op != OpUnset {
-		if val, err = decodeValue(op.Value); err != nil {
+		if val, err = canonjson.Decode(op.Value); err != nil {
 			return opError("value is not JSON")
 		}
 	}

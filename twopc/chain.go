@@ -87,6 +87,8 @@ func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *engin
 		decide.Merge(with)
 	}
 	begin.Merge(beginWith)
+	checkDecisionWrites(begin)
+	checkDecisionWrites(decide)
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return Chained{}, false, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal/waltest"
@@ -110,7 +111,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 		n := newNode(t, twopc.Options{})
 		work.seed(t, n)
 		txn := txnFor("tx", n.plan(t, work.body()))
-		disarm := arm(t, fault.WALSyncBefore, `return("power loss")`)
+		disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
 		_, _, err := n.coord.BeginCommit(ctx, txn, nil, nil)
 		disarm()
 		if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
@@ -136,7 +137,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 			t.Fatalf("recovered begun=%v decision=%s unresolved=%d: not a prefix of the chain",
 				st.Begun, outcomeString(st.Decision), len(st.Unresolved))
 		}
-		if _, err := n.coord.Recover(ctx, twopc.RecoverOptions{Policy: twopc.PresumeAbort}); err != nil {
+		if _, err := n.coord.Recover(ctx, twopc.RecoverOptions{Undecided: twopc.PresumeAbort}); err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]string{"committed": "new", "begun": "old", "nothing": "old"}[state]

@@ -98,7 +98,7 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 		if err := fault.Inject(fault.TwoPCBeginBefore); err != nil {
 			return BeginResult{}, err
 		}
-		v, err := c.store.Apply(ctx, b)
+		v, err := c.apply(ctx, b)
 		if err == nil {
 			for _, p := range txn.Participants {
 				if pp, ok := p.(Preparer); ok {
@@ -212,7 +212,7 @@ func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Partic
 	if err := fault.Inject(fault.TwoPCDecideBefore); err != nil {
 		return 0, err
 	}
-	v, err := c.store.Apply(ctx, b)
+	v, err := c.apply(ctx, b)
 	if err != nil {
 		if key, ok := engine.FailedKey(err); ok && string(key) == string(decisionKey(txnID)) {
 			return 0, ErrDecisionConflict
@@ -284,15 +284,21 @@ func (c *Coordinator) DecideOrLearn(ctx context.Context, txnID string, parts []P
 // Learn reads the decision of txnID. Anything short of a readable decision
 // is ErrOutcomeUnknown.
 func (c *Coordinator) Learn(ctx context.Context, txnID string) (Outcome, error) {
+	o, _, err := c.learnAt(ctx, txnID)
+	return o, err
+}
+
+// learnAt is Learn that also returns the version of the decision record.
+func (c *Coordinator) learnAt(ctx context.Context, txnID string) (Outcome, engine.Version, error) {
 	it, err := c.store.Get(ctx, decisionKey(txnID))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading decision of %s: %w", ErrOutcomeUnknown, txnID, err)
+		return nil, 0, fmt.Errorf("%w: reading decision of %s: %w", ErrOutcomeUnknown, txnID, err)
 	}
 	d, err := decodeDecision(it.Value)
 	if err != nil {
-		return nil, fmt.Errorf("%w: decoding decision of %s: %w", ErrOutcomeUnknown, txnID, err)
+		return nil, 0, fmt.Errorf("%w: decoding decision of %s: %w", ErrOutcomeUnknown, txnID, err)
 	}
-	return d.outcome(), nil
+	return d.outcome(), it.Version, nil
 }
 
 // Status is what the store says about a transaction.

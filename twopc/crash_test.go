@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -54,7 +54,7 @@ var chainedExpectations = map[string][2]crashExpect{
 
 var policies = []struct {
 	name   string
-	policy twopc.Policy
+	policy twopc.UndecidedPolicy
 }{{"presume-abort", twopc.PresumeAbort}, {"commit-prepared", twopc.CommitPrepared}}
 
 // TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably arms every twopc
@@ -101,7 +101,7 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 	}
 }
 
-func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy twopc.Policy, crash bool) {
+func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy twopc.UndecidedPolicy, crash bool) {
 	ctx := context.Background()
 	n := newNode(t, twopc.Options{DeferResolution: deferRes})
 	work.seed(t, n)
@@ -113,7 +113,7 @@ func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy 
 	result, _ := json.Marshal(wantResult)
 	committed := twopc.Committed{Result: result}
 
-	disarm := arm(t, name, `return("crash")`)
+	disarm := testsupport.Arm(t, name, `return("crash")`)
 	hits := fault.Hits(name)
 	step, pastDecide, flowErr := crashFlow(t, n, txn, committed, chained)
 	disarm()
@@ -183,7 +183,7 @@ func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy 
 		t.Fatalf("before recovery: state %s, want %s", got, preState)
 	}
 
-	stats, err := n.coord.Recover(ctx, twopc.RecoverOptions{Policy: policy})
+	stats, err := n.coord.Recover(ctx, twopc.RecoverOptions{Undecided: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy 
 	checkFinal("recovered")
 	for round := range 2 {
 		for _, p := range policies {
-			if st, err := n.coord.Recover(ctx, twopc.RecoverOptions{Policy: p.policy}); err != nil || st != (twopc.RecoverStats{}) {
+			if st, err := n.coord.Recover(ctx, twopc.RecoverOptions{Undecided: p.policy}); err != nil || st != (twopc.RecoverStats{}) {
 				t.Fatalf("round %d: recover again (%s) = %+v, %v; want nothing to do", round, p.name, st, err)
 			}
 			checkFinal(fmt.Sprintf("round %d after %s", round, p.name))
@@ -281,24 +281,4 @@ func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, 
 		return "release", true, err
 	}
 	return "", true, nil
-}
-
-// arm enables a failpoint and returns its disarm, which also runs at the end
-// of the test if the test stops first. Disarming exactly once matters:
-// fault.Disable of a disabled failpoint still lowers the armed count.
-func arm(t *testing.T, name, terms string) (disarm func()) {
-	t.Helper()
-	if err := fault.Enable(name, terms); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	disarm = func() {
-		once.Do(func() {
-			if err := fault.Disable(name); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(disarm)
-	return disarm
 }

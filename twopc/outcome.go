@@ -1,10 +1,6 @@
 package twopc
 
-import (
-	"errors"
-
-	"github.com/idemdb/idem/code"
-)
+import "github.com/idemdb/idem/code"
 
 // Outcome is a decided transaction's result: Committed or Aborted. Errors are
 // never outcomes.
@@ -23,20 +19,3 @@ type Aborted struct {
 
 func (Committed) isOutcome() {}
 func (Aborted) isOutcome()   {}
-
-var (
-	// ErrDecisionConflict means another writer decided first. It is not proof
-	// of abort: read the winner with Learn.
-	ErrDecisionConflict = errors.New("twopc: decision conflict: another writer decided first")
-	// ErrOutcomeUnknown means the outcome could not be established (the
-	// decision could not be read, or its write was ambiguous). The
-	// transaction must stay pending until recovery learns it.
-	ErrOutcomeUnknown = errors.New("twopc: outcome unknown")
-	// ErrInProgress means the transaction was begun and is not decided yet.
-	ErrInProgress = errors.New("twopc: transaction begun and undecided")
-	// ErrUnresolved means Release was asked for a transaction whose
-	// participants still hold intents.
-	ErrUnresolved = errors.New("twopc: participants not yet resolved")
-	// ErrNoTransaction means neither a record nor a decision exists.
-	ErrNoTransaction = errors.New("twopc: no such transaction")
-)

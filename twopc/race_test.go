@@ -236,7 +236,7 @@ func TestDecide_BareDecisionConflictWithoutReadableWinnerIsUnknown(t *testing.T)
 					}
 				}
 				if getErr == engine.ErrNotFound {
-					stats, err := phantom.Recover(ctx, twopc.RecoverOptions{Policy: twopc.PresumeAbort})
+					stats, err := phantom.Recover(ctx, twopc.RecoverOptions{Undecided: twopc.PresumeAbort})
 					if err != nil || stats != (twopc.RecoverStats{Scanned: 1, Deferred: 1}) {
 						t.Fatalf("recover = %+v, %v; want the transaction deferred", stats, err)
 					}

@@ -1,10 +1,13 @@
 package twopc
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-
 	"github.com/idemdb/idem/engine"
 )
 
@@ -17,7 +20,10 @@ import (
 func recordKey(id string) []byte   { return engine.NSTxn.Key("rec", id) }
 func decisionKey(id string) []byte { return engine.NSTxn.Key("dec", id) }
 
-var recordPrefix = engine.NSTxn.Prefix("rec")
+var (
+	recordPrefix   = engine.NSTxn.Prefix("rec")
+	decisionPrefix = engine.NSTxn.Prefix("dec")
+)
 
 const schemaV1 = 1
 
@@ -74,4 +80,48 @@ func decodeRecord(b []byte) (record, error) {
 	var r record
 	err := cbor.Unmarshal(b, &r)
 	return r, err
+}
+
+// A decided record never changes (DESIGN §6): a decision is created once,
+// create-if-absent, and deleted only by Release, once no coordinator record
+// remains. Every batch this package writes is checked for it before the
+// write (checkDecisionWrites: its own ops and the callers' `with` alike),
+// and Resolve checks it again on read-back (checkDecisionStood).
+
+// apply checks b's decision writes, then applies it.
+func (c *Coordinator) apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+	checkDecisionWrites(b)
+	return c.store.Apply(ctx, b)
+}
+
+// checkDecisionWrites panics if b would change a decided record: put a
+// decision without requiring it absent, or delete one without requiring
+// its coordinator record absent. Either is a bug — here or in a caller's
+// `with` — that would let a decided transaction change its outcome, and
+// nothing of b is written. It costs a prefix compare per op.
+func checkDecisionWrites(b *engine.Batch) {
+	for _, op := range b.Ops {
+		if !bytes.HasPrefix(op.Key, decisionPrefix) {
+			continue
+		}
+		if !op.Delete {
+			if !requiresAbsent(b, op.Key) {
+				panic(fmt.Sprintf("twopc: invariant broken: a decided record never changes, but a write puts decision %q without requiring it absent", op.Key))
+			}
+			continue
+		}
+		if rec := recordKey(string(op.Key[len(decisionPrefix):])); !requiresAbsent(b, rec) {
+			panic(fmt.Sprintf("twopc: invariant broken: a decided record never changes, but a write deletes decision %q without requiring its coordinator record %q absent", op.Key, rec))
+		}
+	}
+}
+
+// requiresAbsent reports whether b is conditioned on key being absent.
+func requiresAbsent(b *engine.Batch, key []byte) bool {
+	for _, c := range b.Conds {
+		if c.Kind == engine.MustBeAbsent && bytes.Equal(c.Key, key) {
+			return true
+		}
+	}
+	return false
 }

@@ -9,13 +9,17 @@ import (
 	"github.com/idemdb/idem/engine"
 )
 
-// Policy says what recovery decides for a begun, undecided transaction.
-type Policy int
+// UndecidedPolicy says what recovery decides for a begun, undecided
+// transaction; callers name it (RecoverOptions.Undecided, PresumedOutcome).
+// The zero value is PresumeAbort — the safe rule, so a caller that names
+// none aborts rather than commits — but it is not the product's default:
+// the receipt layer chooses CommitPrepared unless receipt.Options.PresumeAbort
+// is set.
+type UndecidedPolicy int
 
 const (
-	// PresumeAbort decides abort (DESIGN §6): the classic rule, and the
-	// default.
-	PresumeAbort Policy = iota
+	// PresumeAbort decides abort (DESIGN §6): the classic rule.
+	PresumeAbort UndecidedPolicy = iota
 	// CommitPrepared decides commit, with the result stored at prepare.
 	// DESIGN §12 allows it for a transaction whose every prepare is durable,
 	// which Begin guarantees for every record it writes (record and prepares
@@ -32,7 +36,9 @@ const (
 
 // RecoverOptions configure one recovery pass.
 type RecoverOptions struct {
-	Policy Policy
+	// Undecided is what the pass decides for a begun, undecided
+	// transaction (see UndecidedPolicy).
+	Undecided UndecidedPolicy
 	// Eligible says whether this process may decide and resolve txnID now
 	// (for example: the owner's lease expired). nil means all are eligible.
 	Eligible func(txnID string, created time.Time) bool
@@ -45,11 +51,11 @@ type RecoverStats struct {
 	Committed int // of which commit
 	Aborted   int // of which abort
 	Resolved  int // participants resolved
-	Deferred  int // not eligible, or outcome could not be established
+	Deferred  int // not eligible, outcome could not be established, or resolution contended
 }
 
 // Recover finishes every begun transaction it may: an undecided one is
-// decided by the policy through the same create-if-absent as everyone else
+// decided by opts.Undecided through the same create-if-absent as everyone else
 // (so it can never contradict a decision made concurrently), and a decided
 // one has its participants resolved. Decisions stay retained.
 func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (RecoverStats, error) {
@@ -72,8 +78,8 @@ func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (Recover
 				st.Deferred++
 				continue
 			}
-			if err := c.recoverOne(ctx, id, rec, opts.Policy, &st); err != nil {
-				if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, engine.ErrAmbiguous) {
+			if err := c.recoverOne(ctx, id, rec, opts.Undecided, &st); err != nil {
+				if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, engine.ErrAmbiguous) || errors.Is(err, ErrResolveContended) {
 					st.Deferred++
 					continue
 				}
@@ -88,7 +94,7 @@ func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (Recover
 	return st, nil
 }
 
-func (c *Coordinator) recoverOne(ctx context.Context, id string, rec record, policy Policy, st *RecoverStats) error {
+func (c *Coordinator) recoverOne(ctx context.Context, id string, rec record, policy UndecidedPolicy, st *RecoverStats) error {
 	status, err := c.Lookup(ctx, id)
 	if err != nil {
 		return err
@@ -117,8 +123,9 @@ func (c *Coordinator) recoverOne(ctx context.Context, id string, rec record, pol
 	return err
 }
 
-// PresumedOutcome is what recovery decides for an undecided transaction.
-func PresumedOutcome(policy Policy, result []byte) Outcome {
+// PresumedOutcome is what recovery decides, by policy, for an undecided
+// transaction whose commit result (stored at prepare) is result.
+func PresumedOutcome(policy UndecidedPolicy, result []byte) Outcome {
 	if policy == CommitPrepared {
 		return Committed{Result: result}
 	}

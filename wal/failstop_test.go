@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
 )
@@ -18,30 +19,6 @@ import (
 // appenders get ErrAmbiguous, every later append ErrFailStopped, and only a
 // reopen makes progress again.
 
-// armT arms a failpoint and returns its disarm function, which also runs at
-// cleanup. It disarms exactly once: fault.Disable of a disarmed failpoint
-// unbalances fault's armed counter (see fault's skipped
-// TestDisable_TwiceKeepsOtherFailpointsArmed).
-func armT(t *testing.T, name, terms string) (disarm func()) {
-	t.Helper()
-	if !fault.Compiled {
-		t.Skip("failpoints compiled out (-tags nofailpoint)")
-	}
-	if err := fault.Enable(name, terms); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	disarm = func() {
-		once.Do(func() {
-			if err := fault.Disable(name); err != nil {
-				t.Errorf("disable %s: %v", name, err)
-			}
-		})
-	}
-	t.Cleanup(disarm)
-	return disarm
-}
-
 func TestFailStop_FsyncErrorIsAmbiguousThenRefusesWrites(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openLogT(t, dir, Options{SegmentBytes: 4096})
@@ -49,7 +26,7 @@ func TestFailStop_FsyncErrorIsAmbiguousThenRefusesWrites(t *testing.T) {
 		appendSync(t, l, body(i))
 	}
 	before := fault.Hits(fault.WALSyncBefore)
-	disarm := armT(t, fault.WALSyncBefore, `return("eio")`)
+	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("eio")`)
 	ctx := context.Background()
 	if err := l.Reserve(ctx); err != nil {
 		t.Fatal(err)
@@ -109,7 +86,7 @@ func TestCrash_ANewSegmentIsLostUntilItsDirectoryIsSynced(t *testing.T) {
 			if via == "errorfs" {
 				d.efs.Add(errorfs.Rule{Op: errorfs.OpSyncDir, PathContains: "wal", Err: errorfs.EIO})
 			} else {
-				armT(t, fault.WALDirSyncBefore, `return("crash")`)
+				testsupport.Arm(t, fault.WALDirSyncBefore, `return("crash")`)
 			}
 			// Larger than what is left of the segment: the group cycles.
 			err := appendGroup(l, []byte(strings.Repeat("y", 200)), []byte(strings.Repeat("z", 300)))

@@ -3,13 +3,13 @@ package wal
 import (
 	"io/fs"
 
-	tidwall "github.com/tidwall/wal"
+	"github.com/idemdb/idem/internal/tidwall"
 
 	"github.com/idemdb/idem/vfs"
 )
 
 // twFS hands tidwall/wal the log's vfs.FS (tidwall's FS is patched in,
-// see third_party/tidwall-wal/PATCH.md): every byte the log writes, and
+// see internal/tidwall/PATCH.md): every byte the log writes, and
 // every fsync, goes through the same seam as our own reads and repairs.
 type twFS struct {
 	fs     vfs.FS

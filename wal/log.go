@@ -1,23 +1,3 @@
-// Package wal is Idem's write-ahead log: CRC-framed entries stored in
-// github.com/tidwall/wal segments, written by one goroutine that gathers
-// concurrent appends into one WriteBatch and one fsync (group commit).
-//
-// Life of an append:
-//
-//	Reserve(ctx)        take one of QueueEntriesMax slots (may block)
-//	Enqueue(...)        assign the next index, join the open group (never blocks)
-//	Commit.Wait(ctx)    the writer wrote and fsynced the group, ran OnDurable
-//	                    (on an idle log the appender does this itself)
-//
-// Enqueue never blocks so that a caller may hold its own lock across it and
-// so keep its sequence order equal to log order, which is what the engine
-// relies on for versions.
-//
-// After any write or fsync error the log fail-stops: the failing group's
-// appenders get ErrAmbiguous, everyone after gets ErrFailStopped, and only
-// Close and a new Open (which repairs the tail) make progress again. We never
-// retry an fsync: after a failed fsync the kernel may have dropped the dirty
-// pages, so a second fsync that succeeds proves nothing.
 package wal
 
 import (
@@ -29,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	tidwall "github.com/tidwall/wal"
+	"github.com/idemdb/idem/internal/tidwall"
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/vfs"
@@ -50,7 +30,7 @@ type group struct {
 	bytes   int
 	done    chan struct{}
 	err     error
-	self    *Log        // set when an appender writes it itself (see Enqueue)
+	self    *Log        // set when its appender writes it itself, on an idle log (EnqueueAll)
 	claimed atomic.Bool // the one waiter that writes a self group took it
 }
 
@@ -112,7 +92,7 @@ type Log struct {
 	closing bool
 	// writerBusy: the writer holds a group it has not yet handed on;
 	// selfWriting: an appender is writing its own group. Either one keeps
-	// the other from writing, which keeps log order (see Enqueue).
+	// the other from writing, which keeps log order (EnqueueAll, writeSelf).
 	writerBusy  bool
 	selfWriting bool
 	started     bool // an Enqueue happened: Replay is no longer allowed

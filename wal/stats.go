@@ -3,7 +3,7 @@ package wal
 import (
 	"time"
 
-	tidwall "github.com/tidwall/wal"
+	"github.com/idemdb/idem/internal/tidwall"
 
 	"github.com/idemdb/idem/vfs"
 )

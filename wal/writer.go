@@ -74,7 +74,7 @@ func (l *Log) run() {
 }
 
 // writeSelf writes and publishes a group its own appender holds (see
-// Enqueue), then lets the writer go on with whatever queued meanwhile.
+// EnqueueAll), then lets the writer go on with whatever queued meanwhile.
 func (l *Log) writeSelf(g *group) {
 	defer func() {
 		// A panic mid-write (a failpoint armed with `panic`, a bug) must

@@ -23,26 +23,24 @@ import (
 	"time"
 )
 
-// moduleRoot is the directory of the idem module's go.mod: `go env GOMOD`
-// from the working directory (go run ./cmd/bench runs from the root; the
-// test from cmd/bench).
+// moduleRoot is the directory of the idem (root) module, as the go command
+// resolves it from the working directory: through go.work from the repo
+// root (go run ./cmd/bench), through cmd/bench's replace for the test or a
+// GOWORK=off build.
 func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/idemdb/idem").Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
+		return "", fmt.Errorf("crashloop builds ./cmd/idemd: run the bench inside the idem repository (go run ./cmd/bench): go list -m github.com/idemdb/idem: %w", err)
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("crashloop builds ./cmd/idemd: run the bench inside the idem module (go run ./cmd/bench)")
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", errors.New("crashloop builds ./cmd/idemd: the idem module has no directory here (a downloaded version, not the repository's)")
 	}
-	mod, err := os.ReadFile(gomod)
-	if err != nil {
-		return "", err
-	}
-	if !bytes.HasPrefix(mod, []byte("module github.com/idemdb/idem\n")) {
-		return "", fmt.Errorf("%s is not the idem module's", gomod)
-	}
-	return filepath.Dir(gomod), nil
+	return dir, nil
 }
 
 // buildIdemd builds the release server (failpoints compiled out, as make

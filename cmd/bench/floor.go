@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	tidwall "github.com/tidwall/wal"
+	"github.com/idemdb/idem/internal/tidwall"
 )
 
 // Physical floors: what this disk does with no database in the way,

@@ -5,7 +5,8 @@ import (
 	"net"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // TestRun_ShutdownReportsRequestsThatMissedTheTimeout: a request still in
@@ -26,13 +27,7 @@ func TestRun_ShutdownReportsRequestsThatMissedTheTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := p.daemon(t)
-	deadline := time.Now().Add(runTimeout)
-	for d.inFlight.Load() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the request is not in flight within %v", runTimeout)
-		}
-		time.Sleep(time.Millisecond) // poll step, bounded by the deadline
-	}
+	testsupport.Poll(t, "the request to be in flight", runTimeout, func() bool { return d.inFlight.Load() == 1 })
 	err = p.stop()
 	if err == nil || err.Error() != "stopped; 1 request missed -shutdown-timeout 200ms" || exitCode(err) != 1 {
 		t.Fatalf("run: %v (exit %d)\n%s", err, exitCode(err), p.logs)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // TestRun_StartupLogReportsVersionSettingsAndRecovery: the start-up log
@@ -35,11 +36,9 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 	started := 0
 	if fault.Compiled {
 		// The decision fails once: that receipt stays started.
-		if err := fault.Enable(fault.ReceiptDecideBefore, "1*return(true)"); err != nil {
-			t.Fatal(err)
-		}
+		disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, "1*return(true)")
 		r := c.Do("POST", "/v1/tables/t/batch", `{"deletes":["b"]}`, "Idempotency-Key", "stuck")
-		fault.Disable(fault.ReceiptDecideBefore)
+		disarm()
 		if r.Status < 500 {
 			t.Fatalf("batch with a failing decision: %d %s", r.Status, r.Body)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	idemcode "github.com/idemdb/idem/code"
 )
 
 func TestLoad_SpecIsValidOpenAPI31(t *testing.T) {
@@ -16,15 +18,11 @@ func TestLoad_SpecIsValidOpenAPI31(t *testing.T) {
 	}
 }
 
+// problem renders a problem of code with the title the code registry
+// gives it (code.Info.Title).
 func problem(code string, status int, retryable bool, retryWith, extra string) string {
 	return fmt.Sprintf(`{"type":"urn:idem:problem:%s","title":"%s","status":%d,"detail":"d","code":"%s","retryable":%v,"retry_with":"%s"%s}`,
-		code, titles[code], status, code, retryable, retryWith, extra)
-}
-
-var titles = map[string]string{
-	"invalid_request": "Invalid request", "table_not_found": "Table not found", "not_found": "Not found",
-	"method_not_allowed": "Method not allowed", "overloaded": "Overloaded", "receipt_not_found": "Receipt not found",
-	"transaction_conflict": "Transaction conflict",
+		code, idemcode.Lookup(idemcode.Code(code)).Title, status, code, retryable, retryWith, extra)
 }
 
 const (

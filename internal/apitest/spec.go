@@ -115,23 +115,37 @@ var (
 	loadedErr error
 )
 
-// ModuleRoot finds the directory of the enclosing go.mod, walking up from
-// the working directory (a test's package directory).
+// ModuleRoot finds the directory of the idem module's go.mod, walking up
+// from the working directory (a test's package directory). The go.mod of a
+// nested module (harness, cmd/bench: see go.work) is passed over.
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declaresModule(mod, rootModule) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("apitest: no go.mod above the working directory")
+			return "", errors.New("apitest: no go.mod of " + rootModule + " at or above the working directory")
 		}
 		dir = parent
 	}
+}
+
+// rootModule is the module whose tree holds api/openapi.yaml and cmd/idemd.
+const rootModule = "github.com/idemdb/idem"
+
+// declaresModule reports whether go.mod text declares module path.
+func declaresModule(gomod []byte, path string) bool {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == path {
+			return true
+		}
+	}
+	return false
 }
 
 // MustLoad loads the module's api/openapi.yaml once per process.

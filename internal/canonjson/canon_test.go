@@ -1,10 +1,9 @@
-package table
+package canonjson
 
 import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -39,8 +38,8 @@ func FuzzCanonical(f *testing.F) {
 
 func checkCanonical(t *testing.T, in []byte) {
 	t.Helper()
-	got, err := appendCanonical(nil, in)
-	refVal, refErr := decodeValue(in)
+	got, err := Append(nil, in)
+	refVal, refErr := Decode(in)
 	if refErr != nil || !json.Valid(in) {
 		if err == nil {
 			t.Fatalf("%q: canonicalized to %q, but encoding/json rejects it (%v)", in, got, refErr)
@@ -55,62 +54,15 @@ func checkCanonical(t *testing.T, in []byte) {
 		}
 		t.Fatalf("%q: rejected (%v), encoding/json accepts it", in, err)
 	}
-	want, err := marshalValue(refVal)
+	want, err := Marshal(refVal)
 	if err != nil {
 		t.Fatalf("%q: reference encode: %v", in, err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%q:\n got %q\nwant %q", in, got, want)
 	}
-	again, err := appendCanonical(nil, got)
+	again, err := Append(nil, got)
 	if err != nil || !bytes.Equal(again, got) {
 		t.Fatalf("%q: not idempotent: %q then %q (%v)", in, got, again, err)
-	}
-}
-
-// TestDecodeBatch_MatchesEncodingJSONShape: the one-pass decoder reads the
-// same batch encoding/json does, with canonical documents, and refuses
-// members encoding/json would have matched case-insensitively.
-func TestDecodeBatch_MatchesEncodingJSONShape(t *testing.T) {
-	body := `{"inserts":[{"id":"a","doc":{"b":1, "a":[2]}}],"deletes":["x"],
-	  "transforms":[{"id":"c","upsert":true,"ops":[{"op":"$inc","path":"n","value":1},{"op":"$unset","path":"m"}]}]}`
-	b, err := DecodeBatch([]byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(b.Inserts[0].Doc) != `{"a":[2],"b":1}` || b.Deletes[0] != "x" || !b.Transforms[0].Upsert ||
-		len(b.Transforms[0].Ops) != 2 || string(b.Transforms[0].Ops[0].Value) != "1" || b.Transforms[0].Ops[1].Value != nil {
-		t.Fatalf("decoded %+v", b)
-	}
-	for _, bad := range []string{`{"INSERTS":[]}`, `{"inserts":[{"id":"a","doc":{},"x":1}]}`, `{"inserts":[],"inserts":[]}`, `[]`, `{"deletes":[1]}`} {
-		if _, err := DecodeBatch([]byte(bad)); err == nil {
-			t.Errorf("%s: accepted", bad)
-		}
-	}
-}
-
-// TestValidate_SharedBatchIsRaceFree: a validated batch may be shared by
-// goroutines (duplicate requests reuse one decoded body); validation is
-// computed once and read safely (run under -race).
-func TestValidate_SharedBatchIsRaceFree(t *testing.T) {
-	b := &Batch{Inserts: []Insert{{ID: "a", Doc: []byte(`{"z":1,"a":2}`)}}}
-	var wg sync.WaitGroup
-	out := make([][]byte, 8)
-	for i := range out {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			c, err := b.Canonical()
-			if err != nil {
-				t.Error(err)
-			}
-			out[i] = c
-		}(i)
-	}
-	wg.Wait()
-	for _, c := range out {
-		if string(c) != `{"inserts":[{"id":"a","doc":{"a":2,"z":1}}]}` {
-			t.Fatalf("canonical %s", c)
-		}
 	}
 }

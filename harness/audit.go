@@ -1,0 +1,260 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/receipt"
+)
+
+// auditor judges every write that lands against the fencing rules of
+// DESIGN §4 and §7, from durable state: it reads what a write touches just
+// before and just after it (one audited write at a time, so nothing comes
+// between), and flags
+//
+//   - a stale owner's write: a write to a receipt, its expiry or its claim
+//     by anyone but the claim's holder (terminal, started, renewal,
+//     release), or to an immutable receipt;
+//   - an adoption that did not bump the epoch, or took a live lease (one
+//     neither expired nor held by an older incarnation of the adopter);
+//   - a cleanup that deleted a receipt with debt (not terminal, or
+//     terminal with visibility debt), one whose retention had not ended, or
+//     one deleted by a cleaner that no longer held the cleaner's job lease.
+//
+// Writes that fail on a fence (a stale owner's claim, an adopter's CAS, a
+// stale cleaner's job lease) are counted by kind: the zombie choreographies
+// must make stale owners attempt each kind, and these counts show they did.
+type auditor struct {
+	store engine.Store // the engine itself: reads bypass the gate
+
+	mu         sync.Mutex
+	jobs       map[string]lease.Owner // job lease -> who last acquired it
+	rewrites   map[string]int         // receipt -> landed writes of its record
+	violations []string
+	fenced     map[string]int // stale writes refused, by kind
+}
+
+func newAuditor(store engine.Store) *auditor {
+	return &auditor{store: store, jobs: map[string]lease.Owner{}, rewrites: map[string]int{}, fenced: map[string]int{}}
+}
+
+// rewritten returns how many writes of each receipt's record landed so far.
+func (a *auditor) rewritten() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.rewrites)
+}
+
+// receiptState is what the auditor reads of one receipt.
+type receiptState struct {
+	rcpt    []byte // nil: absent
+	rec     *receipt.Record
+	lease   lease.State
+	expires []byte
+}
+
+// write runs apply (the write of batches by owner w) between two reads of
+// what it touches, and judges it if it landed.
+func (a *auditor) write(ctx context.Context, w lease.Owner, batches []*engine.Batch, apply func() error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := touched(batches)
+	pre := a.read(ids)
+	err := apply()
+	if w.Node == "" {
+		return err // an incarnation still registering writes no receipt
+	}
+	switch key, refused := engine.FailedKey(err); {
+	case err == nil:
+		a.judge(w, batches, ids, pre, a.read(ids))
+		for _, b := range batches {
+			for _, op := range b.Ops {
+				if job, ok := bytes.CutPrefix(op.Key, lease.JobKey("")); ok && !op.Delete {
+					a.jobs[string(job)] = w
+				}
+				if id, ok := bytes.CutPrefix(op.Key, []byte(engine.NSReceipt)); ok && !op.Delete {
+					a.rewrites[string(id)]++
+				}
+			}
+		}
+	case refused:
+		a.refused(w, batches, ids, pre, key)
+	}
+	return err
+}
+
+// touched lists the receipts whose record, claim or expiry batches write.
+func touched(batches []*engine.Batch) []string {
+	seen := map[string]bool{}
+	for _, b := range batches {
+		for _, op := range b.Ops {
+			for _, prefix := range [][]byte{[]byte(engine.NSReceipt), lease.ClaimKey(""), lease.ExpiryKey("")} {
+				if id, ok := bytes.CutPrefix(op.Key, prefix); ok {
+					seen[string(id)] = true
+				}
+			}
+		}
+	}
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (a *auditor) read(ids []string) map[string]receiptState {
+	ctx := context.Background()
+	out := make(map[string]receiptState, len(ids))
+	for _, id := range ids {
+		var st receiptState
+		if it, err := a.store.Get(ctx, engine.NSReceipt.Key(id)); err == nil {
+			st.rcpt = it.Value
+			st.rec, _ = receipt.DecodeRecord(it.Value)
+		}
+		st.lease, _ = lease.Read(ctx, a.store, id)
+		if it, err := a.store.Get(ctx, lease.ExpiryKey(id)); err == nil {
+			st.expires = it.Value
+		}
+		out[id] = st
+	}
+	return out
+}
+
+// kindOf names what batches do to receipt id.
+func kindOf(batches []*engine.Batch, id string, pre receiptState) string {
+	var putRcpt, delRcpt, putClaim, casClaim, putTTL, drop bool
+	var rec *receipt.Record
+	for _, b := range batches {
+		for _, c := range b.Conds {
+			casClaim = casClaim || (c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, lease.ClaimKey(id)))
+		}
+		for _, op := range b.Ops {
+			switch k := op.Key; {
+			case bytes.Equal(k, engine.NSReceipt.Key(id)):
+				if op.Delete {
+					delRcpt = true
+				} else {
+					putRcpt = true
+					rec, _ = receipt.DecodeRecord(op.Value)
+				}
+			case bytes.Equal(k, lease.ClaimKey(id)):
+				putClaim, drop = putClaim || !op.Delete, drop || op.Delete
+			case bytes.Equal(k, lease.ExpiryKey(id)):
+				putTTL = putTTL || !op.Delete
+			}
+		}
+	}
+	switch {
+	case delRcpt && !putRcpt:
+		return "cleanup"
+	case putClaim && (casClaim || pre.lease.ClaimVersion != 0):
+		return "adoption"
+	case putClaim || (putRcpt && pre.rcpt == nil):
+		return "create"
+	case putRcpt && rec != nil && rec.State == receipt.Terminal:
+		if pre.rec != nil && pre.rec.State == receipt.Terminal {
+			return "debt-paid"
+		}
+		return "terminal"
+	case putRcpt:
+		return "receipt-write"
+	case putTTL:
+		return "renewal"
+	case drop:
+		return "release"
+	}
+	return "other"
+}
+
+// judge flags what a landed write must not have done.
+func (a *auditor) judge(w lease.Owner, batches []*engine.Batch, ids []string, pre, post map[string]receiptState) {
+	now := time.Now()
+	for _, id := range ids {
+		p, q := pre[id], post[id]
+		kind := kindOf(batches, id, p)
+		bad := func(format string, args ...any) {
+			a.violations = append(a.violations, fmt.Sprintf("%s by %s on receipt %s: ", kind, w, id)+fmt.Sprintf(format, args...))
+		}
+		if p.rcpt != nil && q.rcpt == nil {
+			switch {
+			case p.rec == nil:
+				bad("deleted an undecodable receipt")
+			case p.rec.State != receipt.Terminal || p.rec.Debt != 0:
+				bad("deleted a receipt with debt (state %s, debt %d)", p.rec.State, p.rec.Debt)
+			case p.rec.RetainUntil > now.UnixMilli():
+				bad("deleted a receipt %v before its retention ended", time.UnixMilli(p.rec.RetainUntil).Sub(now))
+			}
+			if holder, ok := a.jobs["cleaner"]; ok && holder != w {
+				bad("the cleaner's job lease is held by %s: a stale cleaner's delete landed", holder)
+			}
+			continue
+		}
+		if p.lease.ClaimVersion != 0 {
+			if q.lease.ClaimVersion != 0 && q.lease.ClaimVersion != p.lease.ClaimVersion {
+				// The claim was rewritten: an adoption.
+				if q.lease.Claim.Epoch <= p.lease.Claim.Epoch {
+					bad("adopted without bumping the epoch (%d to %d)", p.lease.Claim.Epoch, q.lease.Claim.Epoch)
+				}
+				if !q.lease.Claim.Of(w) {
+					bad("wrote a claim for %s#%d", q.lease.Claim.Node, q.lease.Claim.Incarnation)
+				}
+				if !lease.MayAdopt(p.lease, w, now) {
+					bad("took a live lease: %s#%d holds it until %v", p.lease.Claim.Node, p.lease.Claim.Incarnation, p.lease.Expires.Sub(now))
+				}
+				continue
+			}
+			if !p.lease.Claim.Of(w) {
+				bad("a stale owner's write landed: %s#%d epoch %d holds the receipt", p.lease.Claim.Node, p.lease.Claim.Incarnation, p.lease.Claim.Epoch)
+			}
+			continue
+		}
+		// No claim before: a creation, or a write to an immutable receipt.
+		if p.rcpt != nil && !bytes.Equal(p.rcpt, q.rcpt) {
+			bad("rewrote an immutable receipt")
+		}
+		if q.lease.ClaimVersion != 0 && (p.rcpt != nil || !q.lease.Claim.Of(w)) {
+			bad("claimed a receipt it did not create (claim %s#%d)", q.lease.Claim.Node, q.lease.Claim.Incarnation)
+		}
+		if q.lease.ClaimVersion == 0 && !bytes.Equal(p.expires, q.expires) && q.expires != nil {
+			bad("wrote the lease expiry of a receipt nobody holds")
+		}
+	}
+}
+
+// refused counts a stale write that a fence stopped.
+func (a *auditor) refused(w lease.Owner, batches []*engine.Batch, ids []string, pre map[string]receiptState, key []byte) {
+	if bytes.Equal(key, lease.JobKey("cleaner")) {
+		if holder, ok := a.jobs["cleaner"]; ok && holder != w {
+			a.fenced["cleanup"]++
+		}
+		return
+	}
+	for _, id := range ids {
+		p := pre[id]
+		kind := kindOf(batches, id, p)
+		switch {
+		case kind == "adoption" && (bytes.Equal(key, lease.ClaimKey(id)) || bytes.Equal(key, lease.ExpiryKey(id)) || bytes.Equal(key, engine.NSReceipt.Key(id))):
+			a.fenced[kind]++
+		case bytes.Equal(key, lease.ClaimKey(id)) && (p.lease.ClaimVersion == 0 || !p.lease.Claim.Of(w)):
+			a.fenced[kind]++
+		}
+	}
+}
+
+func (a *auditor) report() (violations []string, fenced map[string]int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fenced = map[string]int{}
+	for k, v := range a.fenced {
+		fenced[k] = v
+	}
+	return append([]string(nil), a.violations...), fenced
+}

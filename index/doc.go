@@ -1,0 +1,10 @@
+// Package index holds Idem's ordered in-memory indexes on
+// github.com/google/btree's BTreeG: the engine's key space (KV, ordered by
+// key bytes) and the lease layer's renewal active set (an ordered set of
+// IDs).
+//
+// An Ordered is not safe for concurrent mutation; its owner serialises
+// writers and takes snapshots with Clone under that same lock. A clone is
+// O(1) (copy-on-write) and may be read concurrently with later writes to the
+// original.
+package index

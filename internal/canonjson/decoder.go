@@ -1,0 +1,216 @@
+package canonjson
+
+// Decoder reads one JSON object of a known shape in a single pass: the
+// caller names, member by member, what it expects (Object, Array,
+// ReadString, ReadBool), and the values it keeps opaque come out already
+// canonical (ReadValue). It is as strict as Append, and stricter about the
+// shape: member names match exactly (encoding/json matches them
+// case-insensitively) and a repeated name is refused.
+type Decoder struct {
+	p   parser
+	buf []byte // every canonical value ReadValue returned, back to back
+}
+
+// NewDecoder returns a Decoder reading data.
+func NewDecoder(data []byte) *Decoder {
+	d := new(Decoder)
+	d.Reset(data)
+	return d
+}
+
+// Reset makes d read data, forgetting anything it read before (the values
+// ReadValue returned stay valid). A Decoder held by value and Reset costs
+// no allocation of its own.
+func (d *Decoder) Reset(data []byte) {
+	// Canonical values are about as long as the body they come from, so
+	// one buffer of its size takes them all without growing.
+	*d = Decoder{
+		p:   parser{src: data, arena: make([]byte, 0, 256), members: make([]member, 0, 16)},
+		buf: make([]byte, 0, len(data)),
+	}
+}
+
+// namesTracked is how many member names of one object Object remembers to
+// refuse a repeat: more than any shape a Decoder reads has.
+const namesTracked = 8
+
+// Object reads an object, calling fn with each member's name; fn must
+// consume the member's value (or fail, typically for a name it does not
+// know).
+func (d *Decoder) Object(fn func(key string) error) error {
+	p := &d.p
+	p.skipSpace()
+	if p.pos >= len(p.src) || p.src[p.pos] != '{' {
+		return p.fail("expected an object")
+	}
+	if p.depth++; p.depth > DepthMax {
+		return ErrDepth
+	}
+	defer func() { p.depth-- }()
+	p.pos++
+	p.skipSpace()
+	if p.pos < len(p.src) && p.src[p.pos] == '}' {
+		p.pos++
+		return nil
+	}
+	var seen [namesTracked]string
+	n := 0
+	for {
+		key, err := d.memberName()
+		if err != nil {
+			return err
+		}
+		for _, s := range seen[:min(n, len(seen))] {
+			if s == key {
+				return duplicateField(key)
+			}
+		}
+		if n < len(seen) {
+			seen[n] = key
+		}
+		n++
+		p.skipSpace()
+		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
+			return p.fail("expected : after object key")
+		}
+		p.pos++
+		if err := fn(key); err != nil {
+			return err
+		}
+		if more, err := d.next('}', "unterminated object", "expected , or } in object"); !more {
+			return err
+		}
+	}
+}
+
+func (d *Decoder) memberName() (string, error) {
+	p := &d.p
+	p.skipSpace()
+	if p.pos >= len(p.src) || p.src[p.pos] != '"' {
+		return "", p.fail("expected a string key")
+	}
+	k, err := p.str()
+	if err != nil {
+		return "", err
+	}
+	return string(k), nil
+}
+
+// next consumes the separator after a member or element: more is true after
+// a comma; after the closing byte it is false with a nil error.
+func (d *Decoder) next(closing byte, unterminated, expected string) (more bool, err error) {
+	p := &d.p
+	p.skipSpace()
+	if p.pos >= len(p.src) {
+		return false, p.fail(unterminated)
+	}
+	switch p.src[p.pos] {
+	case ',':
+		p.pos++
+		return true, nil
+	case closing:
+		p.pos++
+		return false, nil
+	}
+	return false, p.fail(expected)
+}
+
+// Array reads an array, calling fn to consume each element. null reads as
+// an empty array, as encoding/json reads it into a slice.
+func (d *Decoder) Array(fn func() error) error {
+	p := &d.p
+	p.skipSpace()
+	if d.null() {
+		return nil
+	}
+	if p.pos >= len(p.src) || p.src[p.pos] != '[' {
+		return p.fail("expected an array")
+	}
+	if p.depth++; p.depth > DepthMax {
+		return ErrDepth
+	}
+	defer func() { p.depth-- }()
+	p.pos++
+	p.skipSpace()
+	if p.pos < len(p.src) && p.src[p.pos] == ']' {
+		p.pos++
+		return nil
+	}
+	for {
+		if err := fn(); err != nil {
+			return err
+		}
+		if more, err := d.next(']', "unterminated array", "expected , or ] in array"); !more {
+			return err
+		}
+	}
+}
+
+func (d *Decoder) null() bool {
+	p := &d.p
+	if len(p.src)-p.pos >= 4 && string(p.src[p.pos:p.pos+4]) == "null" {
+		p.pos += 4
+		return true
+	}
+	return false
+}
+
+// ReadString reads a string.
+func (d *Decoder) ReadString() (string, error) {
+	p := &d.p
+	p.skipSpace()
+	if p.pos >= len(p.src) || p.src[p.pos] != '"' {
+		return "", p.fail("expected a string")
+	}
+	s, err := p.str()
+	if err != nil {
+		return "", err
+	}
+	return string(s), nil
+}
+
+// ReadBool reads true or false.
+func (d *Decoder) ReadBool() (bool, error) {
+	p := &d.p
+	p.skipSpace()
+	switch {
+	case len(p.src)-p.pos >= 4 && string(p.src[p.pos:p.pos+4]) == "true":
+		p.pos += 4
+		return true, nil
+	case len(p.src)-p.pos >= 5 && string(p.src[p.pos:p.pos+5]) == "false":
+		p.pos += 5
+		return false, nil
+	}
+	return false, p.fail("expected true or false")
+}
+
+// ReadValue reads any value and returns its canonical form (JSON null is
+// "null", as encoding/json keeps it in a RawMessage). The bytes stay valid
+// for the Decoder's life. Nesting is counted from the value itself, not from
+// the object around it, so that the deepest value accepted is the same
+// however it is sent.
+func (d *Decoder) ReadValue() ([]byte, error) {
+	start := len(d.buf)
+	outer := d.p.depth
+	d.p.depth = 0
+	defer func() { d.p.depth = outer }()
+	var err error
+	if d.buf, err = d.p.value(d.buf); err != nil {
+		return nil, err
+	}
+	return d.buf[start:len(d.buf):len(d.buf)], nil
+}
+
+// End checks that nothing but whitespace follows the object read.
+func (d *Decoder) End() error {
+	d.p.skipSpace()
+	if d.p.pos != len(d.p.src) {
+		return d.p.fail("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// LimitErr is the first number read beyond the number limits, or nil. Such
+// a number does not stop the decoding: a body stored before the limits
+// existed must stay readable, so refusing it is the caller's decision.
+func (d *Decoder) LimitErr() error { return d.p.numErr }

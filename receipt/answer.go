@@ -1,0 +1,87 @@
+package receipt
+
+import (
+	"time"
+
+	"github.com/idemdb/idem/code"
+)
+
+// Answer is what Execute returns: an envelope and how it was produced.
+type Answer struct {
+	Envelope
+	// Terminal: the envelope is the receipt's stored, final answer.
+	Terminal bool
+	// Replayed: the stored envelope of an earlier execution.
+	Replayed bool
+	// State of the receipt when the answer is not terminal.
+	State State
+	// RetryAfter suggests when to retry a non-terminal answer.
+	RetryAfter time.Duration
+	// Original describes the receipt the key is bound to when this request
+	// is refused for not being that receipt's request (a key mismatch).
+	// It belongs to the original request, not to this one: this request
+	// was not applied, whatever became of the original.
+	Original *Original
+}
+
+// Original is the state of the receipt a mismatched request collided with.
+type Original struct {
+	TxnID   string
+	State   State
+	Outcome string // the terminal outcome; "" while the receipt is not terminal
+}
+
+// Details of the answers that say a retry with the same key converges.
+// Each is written once, here.
+const (
+	// msgPublishUnknown: the write that creates the receipt had an unknown
+	// outcome (it may or may not exist).
+	msgPublishUnknown = "publishing the receipt had an unknown outcome; retry with the same key"
+	// msgRefusalUnknown: the write that makes a refusal durable together
+	// with the new receipt had an unknown outcome.
+	msgRefusalUnknown = "publishing the outcome had an unknown result; retry with the same key"
+	// msgOutcomeUnknown: a step on an existing receipt had an unknown
+	// outcome, or the lease could not be confirmed.
+	msgOutcomeUnknown = "the outcome is not known yet; retry with the same key"
+	// msgTxnOutcomeUnknown: the decision in force could not be established
+	// (twopc.ErrOutcomeUnknown).
+	msgTxnOutcomeUnknown = "the transaction's outcome is not known yet; retry with the same key"
+	// msgKeptChanging: ExecuteAttemptsMax lookups each found the receipt
+	// changed.
+	msgKeptChanging = "the receipt kept changing under this request; retry with the same key"
+)
+
+// retryAfter is the Retry-After suggested to a client whose request is in
+// flight: a fraction of the lease TTL, at least a second.
+func (l *lifecycle) retryAfter() time.Duration { return max(time.Second, l.opts.LeaseTTL/10) }
+
+// Transient answers: never stored.
+func answerInvalid(c code.Code, msg string) Answer {
+	return Answer{Envelope: fromCode(c, msg, "", "")}
+}
+
+func answerInProgress(txnID string, st State, retryAfter time.Duration) Answer {
+	return Answer{Envelope: fromCode(code.RequestInProgress, "a request with this key is in progress; retry later or wait with Prefer: wait=N", txnID, OutcomePending),
+		State: st, RetryAfter: retryAfter}
+}
+
+func answerPending(txnID string, st State, why string, retryAfter time.Duration) Answer {
+	return Answer{Envelope: fromCode(code.ReceiptPending, why, txnID, OutcomePending), State: st, RetryAfter: retryAfter}
+}
+
+func answerOverloaded(txnID string, retryAfter time.Duration) Answer {
+	return Answer{Envelope: fromCode(code.Overloaded, "the executor is full; the request is recorded and will run: retry with the same key", txnID, OutcomePending),
+		State: Pending, RetryAfter: retryAfter}
+}
+
+// answerMismatch refuses a request whose key is bound to another request.
+// Its envelope carries no transaction ID: this request has none, and the
+// original's belongs in Original, beside its own state.
+func answerMismatch(txnID string, rec *Record) Answer {
+	o := &Original{TxnID: txnID, State: rec.State}
+	if rec.State == Terminal {
+		o.Outcome = EnvelopeOf(rec, txnID).Outcome // legacy schemas too
+	}
+	return Answer{Envelope: fromCode(code.KeyMismatch, "this Idempotency-Key was used with a different request", "", OutcomeNotApplied),
+		Original: o}
+}

@@ -1,0 +1,157 @@
+package receipt
+
+import (
+	"time"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/twopc"
+)
+
+// attempt is one receipt that this process is advancing through its
+// lifecycle (DESIGN §4: pending → started → terminal). Every step — create,
+// start, decide, publish, adopt, reconcile, pay debt — reads and updates it
+// instead of taking the receipt's identity, record, version and lease as
+// positional arguments. It belongs to the goroutine that holds the
+// receipt's flight, so its fields need no lock.
+//
+// Nothing in it is specific to keyed batches: what executes a receipt
+// comes from a planner, so an interactive session's commit can go through
+// the same steps.
+type attempt struct {
+	id  string         // txn_id: the receipt's key
+	rec *Record        // the receipt as stored, or as the write in flight publishes it
+	ver engine.Version // rec's version in the store; 0 while it is not published
+	// held is this process's hold on the receipt's lease (nil: none, as for
+	// a receipt created terminal).
+	held *lease.Held
+	// claim is what the write in flight does to the lease, and until the
+	// expiry it gives it: settle uses both to account for the write.
+	claim claimWrite
+	until time.Time
+	// parts are the participants Begin prepared (nil: resolve them from the
+	// coordinator record); begun says a transaction was begun, so that a
+	// deferred resolution leaves visibility debt.
+	parts []twopc.Participant
+	begun bool
+}
+
+// claimWrite is what a write does to the receipt's lease claim.
+type claimWrite uint8
+
+const (
+	// claimKept: the write is fenced by the claim and leaves it as it is.
+	claimKept claimWrite = iota
+	// claimExtended: fenced by the claim, it also sets the expiry to until.
+	claimExtended
+	// claimPublished: it publishes a new claim (creation, adoption); until
+	// it is settled the hold is lease.Publishing.
+	claimPublished
+)
+
+// fence is the key whose failed condition means the write was fenced: the
+// claim, unless the write publishes it (its conditions then are races).
+func (a *attempt) fence() []byte {
+	if a.claim == claimPublished {
+		return nil
+	}
+	return lease.ClaimKey(a.id)
+}
+
+// creating reports whether the receipt is not published yet: the write in
+// flight creates it.
+func (a *attempt) creating() bool { return a.ver == 0 }
+
+// wrote records a durable write of rec at version ver.
+func (a *attempt) wrote(rec *Record, ver engine.Version) { a.rec, a.ver = rec, ver }
+
+// settle brings the hold in line with the verdict of the write in flight,
+// which wrote at version ver if it is done: a published claim is confirmed,
+// left unconfirmed (ambiguous) or dropped from the active set (nothing
+// written); an owner's write that was fenced marks the hold lost.
+func (l *lifecycle) settle(a *attempt, v writeVerdict, ver engine.Version) {
+	h := a.held
+	if h == nil {
+		return
+	}
+	switch a.claim {
+	case claimPublished:
+		switch v {
+		case writeDone:
+			h.Confirmed(ver, a.until)
+		case writeAmbiguous:
+			h.Unconfirm()
+		default:
+			l.active.Remove(a.id, h)
+		}
+		return
+	case claimExtended:
+		if v == writeDone {
+			h.Renewed(a.until)
+		}
+	}
+	if v == writeFenced {
+		h.MarkLost()
+	}
+}
+
+// stuck answers a request whose receipt a step could not advance, by the
+// verdict of what stopped it. The receipt keeps its state; a retry with
+// the same key converges. The answer reports the stored state, or none
+// while the receipt is being created.
+func (l *lifecycle) stuck(a *attempt, v writeVerdict, err error) (Answer, error) {
+	if a.creating() {
+		return l.stuckAs(a, 0, msgPublishUnknown, v, err)
+	}
+	return l.stuckAs(a, a.rec.State, msgOutcomeUnknown, v, err)
+}
+
+// stuckAs is stuck with the state and the pending detail given.
+func (l *lifecycle) stuckAs(a *attempt, st State, why string, v writeVerdict, err error) (Answer, error) {
+	switch v {
+	case writeRetry, writeDone: // (done is not stuck: look the receipt up again)
+		return Answer{}, errRetry
+	case writeFenced:
+		l.stats.fenced.Add(1)
+		return answerInProgress(a.id, st, l.retryAfter()), nil
+	case writeAmbiguous:
+		return answerPending(a.id, st, why, l.retryAfter()), nil
+	}
+	return Answer{}, err
+}
+
+// finished updates in-memory state after the receipt's terminal write: an
+// immutable receipt leaves the active set and its decision can be released.
+func (l *lifecycle) finished(a *attempt, env Envelope) {
+	l.countTerminal(env)
+	if !l.owesVisibility(a) {
+		l.active.Remove(a.id, a.held)
+		l.queueRelease(a.id)
+	}
+}
+
+// owesVisibility reports whether the attempt's terminal write leaves
+// visibility debt: intents of a begun transaction whose resolution is
+// deferred to maintenance.
+func (l *lifecycle) owesVisibility(a *attempt) bool { return a.begun && l.opts.DeferResolution }
+
+// applied settles the write in flight, which ended with err (at version
+// ver if it is durable), and unless it is done answers the request by its
+// verdict: ok reports a durable write.
+func (l *lifecycle) applied(a *attempt, ver engine.Version, err error) (ok bool, ans Answer, rerr error) {
+	v := classifyWrite(err, a.fence())
+	l.settle(a, v, ver)
+	if v == writeDone {
+		return true, Answer{}, nil
+	}
+	ans, rerr = l.stuck(a, v, err)
+	return false, ans, rerr
+}
+
+// notDone is applied for a write in flight that ended with err != nil
+// without being durable — the error of its store call, or of the
+// failpoint that stands for it.
+func (l *lifecycle) notDone(a *attempt, err error) (Answer, error) {
+	_, ans, err := l.applied(a, 0, err)
+	return ans, err
+}

@@ -1,0 +1,178 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/twopc"
+)
+
+// Creation publishes a receipt that does not exist yet (DESIGN §5.3
+// absent), in one Apply conditioned on its absence, together with its
+// lease, recovery and retention entries — and, when it can start at once,
+// with the transaction's Begin (DESIGN §12: the receipt is durable no
+// later than the first durable effect). Each write is preceded by the
+// receipt/create-before failpoint.
+
+// create publishes a new receipt a.rec (identity, fingerprint and
+// canonical request filled in): terminal not_applied when plan refuses it;
+// otherwise started together with the transaction's Begin when an executor
+// slot is free, or pending when none is.
+func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadline time.Time) (Answer, error) {
+	f, mine := l.beginFlight(a.id)
+	if !mine {
+		return l.awaitLocal(ctx, a.id, f, deadline)
+	}
+	defer l.endFlight(a.id, f)
+	now := l.clock.Now()
+	a.rec.Created, a.rec.RetainUntil = now.UnixMilli(), now.Add(l.opts.Retention).UnixMilli()
+	txn, refusal, err := plan(ctx, a)
+	if refusal != nil {
+		return l.createNotApplied(ctx, a, refusal)
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+	if !l.acquire(ctx, deadline) {
+		return l.createPending(ctx, a)
+	}
+	defer l.release()
+	return l.createStarted(ctx, a, txn)
+}
+
+// createNotApplied makes a preflight failure the receipt's terminal answer
+// (DESIGN §5.5): deterministic, decided before anything started, so the
+// receipt has no lease and no request.
+func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *code.Error) (Answer, error) {
+	env := notApplied(refusal, a.id)
+	rec := a.rec
+	rec.State, rec.Completed, rec.Envelope, rec.Request = Terminal, l.clock.Now().UnixMilli(), env.stored(), nil
+	val, err := EncodeRecord(rec)
+	if err != nil {
+		return Answer{}, err
+	}
+	b := new(engine.Batch).Absent(receiptKey(a.id)).Put(receiptKey(a.id), val).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
+		return Answer{}, err
+	}
+	_, err = l.store.Apply(ctx, b)
+	if v := classifyWrite(err, nil); v != writeDone {
+		return l.stuck(a, v, err)
+	}
+	l.countTerminal(env)
+	return Answer{Envelope: env, Terminal: true}, nil
+}
+
+// createPending publishes a pending receipt when no executor slot is free:
+// a retry with the same key, or maintenance, runs it from its stored
+// request.
+func (l *lifecycle) createPending(ctx context.Context, a *attempt) (Answer, error) {
+	b, err := l.newClaimed(a, Pending, l.clock.Now())
+	if err != nil {
+		return Answer{}, err
+	}
+	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
+		return l.notDone(a, err)
+	}
+	v, err := l.store.Apply(ctx, b)
+	if ok, ans, err := l.applied(a, v, err); !ok {
+		return ans, err
+	}
+	a.wrote(a.rec, v)
+	return answerOverloaded(a.id, l.retryAfter()), nil
+}
+
+// createStarted publishes a new receipt as started together with Begin —
+// and, on a store that chains, with the decision (createCommitted).
+func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (Answer, error) {
+	b, err := l.newClaimed(a, Started, l.clock.Now())
+	if err != nil {
+		return Answer{}, err
+	}
+	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
+		return l.notDone(a, err)
+	}
+	if !l.opts.SeparateDecide {
+		if ans, done, err := l.createCommitted(ctx, a, txn, b); done {
+			return ans, err
+		}
+		// Nothing was written: Begin and Decide tell apart whatever
+		// stopped the chain.
+	}
+	return l.begin(ctx, a, txn, a.rec, b)
+}
+
+// newClaimed builds the write that publishes a.rec in state st (pending or
+// started at now) under a new claim of this owner, and adds the claim to
+// the active set — before the write that publishes it (DESIGN §7).
+func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, error) {
+	a.claim, a.until = claimPublished, now.Add(l.opts.LeaseTTL)
+	b := new(engine.Batch).Absent(receiptKey(a.id))
+	a.held = lease.ClaimNew(b, a.id, l.owner, a.until)
+	claim := a.held.Claim()
+	rec := a.rec
+	rec.State, rec.Owner = st, &claim
+	if st == Started {
+		// A started receipt never executes again — recovery reconciles it
+		// through the 2PC record written in the same Apply — so it does
+		// not carry the canonical request (only pending receipts need it).
+		rec.Started, rec.Request = now.UnixMilli(), nil
+	}
+	val, err := EncodeRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	b.Put(receiptKey(a.id), val).Put(recoveryKey(l.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	l.active.Add(a.held)
+	return b, nil
+}
+
+// createCommitted publishes the started receipt with Begin and the
+// committed terminal receipt with the decision as one chain (one wait).
+// done is false when nothing was written and the caller goes on with Begin.
+func (l *lifecycle) createCommitted(ctx context.Context, a *attempt, txn twopc.Txn, create *engine.Batch) (ans Answer, done bool, err error) {
+	var env Envelope
+	a.parts, a.begun = txn.Participants, true // the chain's first link begins it
+	terminal := func(result []byte) (*engine.Batch, error) {
+		env = envelopeOf(twopc.Committed{Result: result}, a.id)
+		// No fence: the claim is written by the chain's first link and
+		// nothing can come between the two.
+		return l.terminalOps(new(engine.Batch), a, env)
+	}
+	ch, ok, err := l.coord.BeginCommit(ctx, txn, create, terminal)
+	if !ok {
+		a.parts, a.begun = nil, false
+		if err == nil {
+			return Answer{}, false, nil
+		}
+		ans, err := l.notDone(a, err)
+		return ans, true, err
+	}
+	l.settle(a, writeDone, ch.Begun)
+	l.stats.executed.Add(1)
+	l.finished(a, env)
+	if err != nil { // a failpoint after the durable chain
+		return Answer{}, true, err
+	}
+	return Answer{Envelope: env, Terminal: true}, true, nil
+}
+
+// lostCreateRace answers a create that found the receipt's transaction
+// already begun or decided. Local duplicates share a flight, and the
+// receipt layer begins a transaction only in the write that publishes its
+// receipt (or on an existing receipt), so this is another process's create
+// of the same receipt that won: the lookup is retried and finds its receipt
+// (in progress, or terminal to replay). The winner's write may be sequenced
+// but not yet readable; if the receipt still does not show, the retries of
+// Execute end in a typed pending answer, never in an error.
+func (l *lifecycle) lostCreateRace(ctx context.Context, id string) (Answer, error) {
+	if _, err := l.store.Get(ctx, receiptKey(id)); errors.Is(err, engine.ErrNotFound) {
+		l.opts.Logger.Debug("receipt: transaction exists before its receipt is visible; retrying the lookup", "txn_id", id)
+	}
+	return Answer{}, errRetry
+}

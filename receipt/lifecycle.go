@@ -1,0 +1,62 @@
+package receipt
+
+import (
+	"sync"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/twopc"
+)
+
+// lifecycle is what every receipt goes through, whatever request made it:
+// creation, start, decision, adoption, reconciliation, release and
+// cleanup, with the executor capacity, the local flights, the lease
+// heartbeat and the active set they share (doc.go maps the steps to
+// files). Its steps work on an attempt and take what executes a receipt
+// from a planner; they know nothing of keyed batches, so an interactive
+// session's commit — which goes through the same receipt-first retained
+// 2PC (DESIGN §14) — can reuse them, sharing recovery, renewal, cleanup
+// and capacity with keyed requests instead of copying them.
+//
+// Concurrency. Every receipt this process works on has at most one local
+// flight (flights): the goroutine that holds it is the only one here that
+// writes the receipt; duplicates wait on the flight. Across processes,
+// ownership is the lease claim and every receipt write is fenced by it.
+type lifecycle struct {
+	store engine.Store
+	coord *twopc.Coordinator
+	clock lease.Clock
+	owner lease.Owner
+	opts  Options
+
+	active *lease.ActiveSet
+	hb     *lease.Heartbeat
+	exec   chan struct{} // executor slots
+
+	flights sync.Map // txn_id -> *flight
+
+	// replan plans a pending receipt from the request it stores, for a
+	// successor or a retry that executes it (Service.planStored).
+	replan planner
+
+	releaseMu sync.Mutex
+	releaseQ  []string
+	decCursor []byte // maintenance scan position in txn/v1/dec (under releaseMu)
+
+	stats       counters
+	maintainLog *causeLog // what maintenance passed over, sampled
+}
+
+func newLifecycle(store engine.Store, coord *twopc.Coordinator, owner lease.Owner, opts Options) lifecycle {
+	return lifecycle{
+		store:       store,
+		coord:       coord,
+		clock:       opts.Clock,
+		owner:       owner,
+		opts:        opts,
+		active:      lease.NewActiveSet(),
+		hb:          &lease.Heartbeat{Store: store, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
+		exec:        make(chan struct{}, opts.ExecutorMax),
+		maintainLog: newCauseLog(MaintainLogEvery, MaintainLogCausesMax),
+	}
+}

@@ -1,0 +1,76 @@
+package receipt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
+)
+
+// planner plans the retained-2PC transaction that executes a receipt: the
+// one request-specific step of the lifecycle. A keyed batch is planned from
+// the request the client sent (planRequest) or, by a successor, from the
+// canonical request its pending receipt stores (planStored); an
+// interactive session's commit can bring its own planner and go through the
+// same create, start and decide steps.
+//
+// refusal is a deterministic pre-execution failure, such as
+// table_not_found: the receipt becomes terminal not_applied with its exact
+// code and message (DESIGN §5.5). err means the receipt cannot be planned
+// now; it is returned to the caller as it is.
+type planner func(ctx context.Context, a *attempt) (txn twopc.Txn, refusal *code.Error, err error)
+
+// planRequest plans the keyed batch of req.
+func (s *Service) planRequest(req Request) planner {
+	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
+		return s.planBatch(ctx, a.id, req.Principal, req.Table, req.Batch)
+	}
+}
+
+// planStored plans a pending receipt from the canonical request it stores,
+// so that a successor executes without the client (DESIGN §4). A request
+// that does not decode is an error, not a refusal.
+func (s *Service) planStored(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
+	tbl, batch, err := decodeRequest(a.rec.Request)
+	if err != nil {
+		return twopc.Txn{}, nil, err
+	}
+	return s.planBatch(ctx, a.id, a.rec.Principal, tbl, batch)
+}
+
+// planBatch preflights batch b on principal's table tbl: a typed failure
+// is a refusal.
+func (s *Service) planBatch(ctx context.Context, id, principal, tbl string, b *table.Batch) (twopc.Txn, *code.Error, error) {
+	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
+	var ce *code.Error
+	if errors.As(err, &ce) {
+		return twopc.Txn{}, ce, nil
+	}
+	if err != nil {
+		return twopc.Txn{}, nil, err
+	}
+	return txnFor(id, plan), nil, nil
+}
+
+// txnFor is the transaction that executes plan: one participant per shard
+// it touches, committing the batch's result.
+func txnFor(id string, plan *table.Plan) twopc.Txn {
+	return twopc.Txn{ID: id, Participants: participantsOf(plan),
+		Result: func() ([]byte, error) { return resultJSON(plan.Result()), nil }}
+}
+
+func participantsOf(p *table.Plan) []twopc.Participant {
+	out := make([]twopc.Participant, len(p.Shards))
+	for i, s := range p.Shards {
+		out[i] = s
+	}
+	return out
+}
+
+func resultJSON(r table.Result) []byte {
+	b, _ := json.Marshal(r)
+	return b
+}

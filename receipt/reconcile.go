@@ -1,0 +1,73 @@
+package receipt
+
+import (
+	"context"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/twopc"
+)
+
+// Reconciliation finishes what a receipt's own execution left unfinished,
+// by whoever holds it now (a retry, or maintenance after a crash) and
+// without executing again (DESIGN §4, §6): a started receipt learns its
+// decision from the retained 2PC record, or has one decided by the
+// recovery policy through the same create-if-absent; a terminal receipt
+// with visibility debt has its intents resolved.
+
+// reconcile finishes a started receipt whose execution is not running
+// here.
+func (l *lifecycle) reconcile(ctx context.Context, a *attempt) (Answer, error) {
+	st, err := l.coord.Lookup(ctx, a.id)
+	if err != nil {
+		return l.stuck(a, classifyStep(err), err)
+	}
+	a.begun = st.Begun
+	if st.Decision != nil {
+		if st.Begun && !l.opts.DeferResolution {
+			if _, err := l.coord.Resolve(ctx, a.id); err != nil {
+				return l.stuck(a, classifyStep(err), err)
+			}
+		}
+		return l.publish(ctx, a, envelopeOf(st.Decision, a.id))
+	}
+	if err := l.hb.Ensure(ctx, a.held, l.opts.SafetyMargin); err != nil {
+		return l.stuck(a, classifyStep(err), err)
+	}
+	o := twopc.PresumedOutcome(l.opts.recoveryPolicy(), st.Result)
+	if !st.Begun {
+		// Started but never prepared: nothing to commit.
+		o = twopc.PresumedOutcome(twopc.PresumeAbort, nil)
+	}
+	return l.decideAndPublish(ctx, a, o)
+}
+
+// payDebt resolves the intents of a terminal receipt with visibility debt
+// and then drops its lease, which makes it immutable and cleanable.
+func (l *lifecycle) payDebt(ctx context.Context, a *attempt) error {
+	if _, err := l.coord.Resolve(ctx, a.id); err != nil {
+		return err
+	}
+	a.claim = claimKept
+	b := new(engine.Batch)
+	if err := a.held.Fence(b); err != nil {
+		return err
+	}
+	t := *a.rec
+	t.Debt &^= VisibilityDebt
+	t.Owner = nil
+	val, err := EncodeRecord(&t)
+	if err != nil {
+		return err
+	}
+	b.AtVersion(receiptKey(a.id), a.ver).Put(receiptKey(a.id), val).Delete(recoveryKey(a.held.Claim().Node, a.id))
+	lease.Drop(b, a.id)
+	_, err = l.store.Apply(ctx, b)
+	if v := classifyWrite(err, a.fence()); v != writeDone {
+		l.settle(a, v, 0)
+		return err
+	}
+	l.active.Remove(a.id, a.held)
+	l.queueRelease(a.id)
+	return nil
+}

@@ -1,0 +1,141 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/twopc"
+)
+
+// A receipt's retained 2PC decision (DESIGN §4: kept while any receipt
+// references it) is released once the receipt is terminal and debt-free,
+// off the response path: maintenance releases, in batches, the decisions
+// this process queued when their receipts settled, and scans txn/v1/dec
+// for any it forgot (across restarts, or beyond ReleaseQueueMax).
+
+// queueRelease remembers a decision to release once its receipt is terminal
+// and debt-free; beyond ReleaseQueueMax the maintenance scan finds it.
+func (l *lifecycle) queueRelease(id string) {
+	l.releaseMu.Lock()
+	if len(l.releaseQ) < ReleaseQueueMax {
+		l.releaseQ = append(l.releaseQ, id)
+	}
+	l.releaseMu.Unlock()
+}
+
+// releaseDecisions releases retained decisions whose receipts are terminal
+// and debt-free, in batches of ReleaseBatchMax: first those queued by this
+// process, then — so that nothing is forgotten across restarts — a bounded
+// scan of txn/v1/dec. Each release is conditioned on the receipt being the
+// very version judged releasable (or still absent): the same key may have
+// started a new transaction meanwhile, whose decision must stay.
+func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
+	l.releaseMu.Lock()
+	n := min(len(l.releaseQ), ReleaseBatchMax)
+	ids := append([]string(nil), l.releaseQ[:n]...)
+	l.releaseQ = l.releaseQ[n:]
+	l.releaseMu.Unlock()
+	if len(ids) < ReleaseBatchMax {
+		more, err := l.scanDecisions(ctx)
+		if err != nil {
+			return 0, err
+		}
+		ids = append(ids, more...)
+	}
+	var cands []releasable
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] || len(cands) >= ReleaseBatchMax {
+			continue
+		}
+		seen[id] = true
+		rec, ver, err := l.load(ctx, id)
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			cands = append(cands, releasable{id: id})
+		case err == nil && settled(rec):
+			cands = append(cands, releasable{id: id, receipt: ver})
+		}
+	}
+	return l.releaseBatch(ctx, cands)
+}
+
+// releasable is a decision to release and the receipt version that allows it
+// (0: the receipt is gone).
+type releasable struct {
+	id      string
+	receipt engine.Version
+}
+
+// scanDecisions continues a cursor over retained decisions.
+func (l *lifecycle) scanDecisions(ctx context.Context) ([]string, error) {
+	prefix := engine.NSTxn.Prefix("dec")
+	// Passes may overlap (the maintenance loop and a direct caller); the
+	// cursor is shared state.
+	l.releaseMu.Lock()
+	start := l.decCursor
+	l.releaseMu.Unlock()
+	if start == nil {
+		start = prefix
+	}
+	items, err := l.store.Scan(ctx, start, engine.PrefixEnd(prefix), MaintainPageMax)
+	if err != nil {
+		return nil, err
+	}
+	var next []byte // nil: wrap around next time
+	if len(items) == MaintainPageMax {
+		next = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+	l.releaseMu.Lock()
+	l.decCursor = next
+	l.releaseMu.Unlock()
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		out = append(out, string(it.Key[len(prefix):]))
+	}
+	return out, nil
+}
+
+// releaseBatch releases decisions with one Apply, dropping any whose
+// receipt changed or whose transaction still has unresolved participants.
+func (l *lifecycle) releaseBatch(ctx context.Context, cands []releasable) (int, error) {
+	for len(cands) > 0 {
+		b := new(engine.Batch)
+		for _, c := range cands {
+			b.AtVersion(receiptKey(c.id), c.receipt)
+			twopc.ReleaseInto(b, c.id)
+		}
+		if err := fault.Inject(fault.ReceiptReleaseBefore); err != nil {
+			return 0, err
+		}
+		_, err := l.store.Apply(ctx, b)
+		switch classifyWrite(err, nil) {
+		case writeDone:
+			l.stats.released.Add(uint64(len(cands)))
+			return len(cands), nil
+		case writeRetry:
+			// A receipt changed, or a transaction still has unresolved
+			// participants: drop that candidate, release the rest.
+		default:
+			return 0, err
+		}
+		key, ok := engine.FailedKey(err)
+		if !ok {
+			return 0, err
+		}
+		kept := cands[:0]
+		for _, c := range cands {
+			if !strings.HasSuffix(string(key), "/"+c.id) {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) == len(cands) {
+			return 0, err
+		}
+		cands = kept
+	}
+	return 0, nil
+}

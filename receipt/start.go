@@ -1,0 +1,108 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/twopc"
+)
+
+// Starting is the step only the executor's job takes (DESIGN §5.6): the
+// receipt becomes started in the same atomic Apply as the transaction's
+// Begin — its coordinator record and every participant's prepare — so a
+// started receipt always has the 2PC record recovery reconciles it by.
+// A new receipt is created started (createStarted); a pending one is
+// started here, fenced by its claim.
+
+// start executes a pending receipt this process holds, as plan makes it:
+// started + Begin in one fenced write, then the decision. A refusal makes
+// it terminal not_applied.
+func (l *lifecycle) start(ctx context.Context, a *attempt, plan planner) (Answer, error) {
+	txn, refusal, err := plan(ctx, a)
+	if refusal != nil {
+		return l.publish(ctx, a, notApplied(refusal, a.id))
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+	now := l.clock.Now()
+	a.claim, a.until = claimExtended, now.Add(l.opts.LeaseTTL)
+	b := new(engine.Batch)
+	if err := a.held.Fence(b); err != nil {
+		return l.stuck(a, classifyStep(err), err)
+	}
+	started := *a.rec
+	claim := a.held.Claim()
+	started.State, started.Owner, started.Started, started.Request = Started, &claim, now.UnixMilli(), nil
+	val, err := EncodeRecord(&started)
+	if err != nil {
+		return Answer{}, err
+	}
+	b.AtVersion(receiptKey(a.id), a.ver).Put(receiptKey(a.id), val)
+	lease.PutExpiry(b, a.id, a.until)
+	return l.begin(ctx, a, txn, &started, b)
+}
+
+// begin writes Begin together with `with`, the write that makes the receipt
+// started (publishing it, for a new one), and goes on by the result:
+// prepared → decide; a participant's "no" → make the refusal durable; the
+// transaction decided before → publish that decision; otherwise by the
+// write's verdict.
+func (l *lifecycle) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *Record, with *engine.Batch) (Answer, error) {
+	res, err := l.coord.Begin(ctx, txn, with)
+	switch {
+	case err == nil && res.Prepared:
+		l.settle(a, writeDone, res.Version)
+		a.wrote(started, res.Version)
+		a.parts, a.begun = txn.Participants, true
+		l.stats.executed.Add(1)
+		result, err := txn.Result()
+		if err != nil {
+			return Answer{}, err
+		}
+		return l.decide(ctx, a, twopc.Committed{Result: result})
+	case err == nil && res.Refused != nil:
+		return l.refuse(ctx, a, *res.Refused, started, with)
+	case err == nil && !a.creating():
+		return l.publish(ctx, a, envelopeOf(res.Decided, a.id))
+	}
+	v := classifyWrite(err, a.fence())
+	exists := err == nil || errors.Is(err, twopc.ErrInProgress) // begun or decided before
+	if exists {
+		v = writeRetry
+	}
+	l.settle(a, v, 0)
+	if exists && a.creating() {
+		// The transaction exists although our receipt did not: a
+		// concurrent creator of the same receipt in another process won,
+		// with the receipt in the same write.
+		return l.lostCreateRace(ctx, a.id)
+	}
+	return l.stuck(a, v, err)
+}
+
+// refuse makes a participant's "no" vote durable the way every outcome is:
+// the abort decision (create-if-absent) together with `with`, the write
+// that makes the receipt started — nothing was prepared, so there is
+// nothing to resolve — and then the terminal envelope. Were the second
+// write to fail, recovery finds a started receipt with a retained decision
+// and publishes the exact envelope later.
+func (l *lifecycle) refuse(ctx context.Context, a *attempt, ab twopc.Aborted, started *Record, with *engine.Batch) (Answer, error) {
+	ver, err := l.coord.DecideAt(ctx, a.id, nil, ab, with)
+	v := classifyWrite(err, a.fence())
+	l.settle(a, v, ver)
+	switch {
+	case v == writeDone:
+		a.wrote(started, ver)
+		return l.publish(ctx, a, envelopeOf(ab, a.id))
+	case a.creating() && errors.Is(err, twopc.ErrDecisionConflict):
+		// Decided by a concurrent creator of the same receipt (see
+		// lostCreateRace).
+		return l.lostCreateRace(ctx, a.id)
+	case a.creating():
+		return l.stuckAs(a, Started, msgRefusalUnknown, v, err)
+	}
+	return l.stuck(a, v, err)
+}

@@ -1,0 +1,19 @@
+// Package twopc is Idem's retained two-phase commit (DESIGN §6).
+//
+// A transaction has a caller-given, stable ID. Begin writes the coordinator
+// record and every participant's prepare (its intents) in one atomic Apply,
+// conditioned on neither a record nor a decision existing, so beginning a
+// decided transaction again never re-executes it. The decision is a
+// create-if-absent record: the first writer wins, and a loser learns the
+// winner by reading — ErrDecisionConflict alone is never proof of abort.
+// Decisions are retained until their owner (the receipt layer) calls
+// Release, so that an owner that crashed can always learn what happened.
+// A decided record never changes: every batch this package writes, `with`
+// included, is checked for it before the write, and Resolve checks it again
+// on what it reads back (record.go).
+//
+// Every durable step accepts a `with` batch that is applied atomically with
+// it: the receipt layer publishes its receipt with Begin and its terminal
+// envelope with Decide. On a store that shares one log, BeginCommit chains
+// the two writes into one fsync wait (see chain.go).
+package twopc
