@@ -55,3 +55,24 @@ bench:
 # (0 = no bound of that kind); ends with `fault: seeds=N ops=M failures=F`.
 fault:
 	$(GO) test -count=1 -timeout 0 ./harness -run 'TestFault$$' -fault.seeds=$(SEEDS) -fault.duration=$(DURATION) -v 2>&1 | grep -v '^time='
+
+# Mutation testing (docs/mutation.md): gremlins mutates the code of one
+# package at a time and runs that package's tests against each mutant; a
+# mutant that lives is a change no test notices. Slow (minutes a package on
+# two cores): MUTATE_PKGS picks packages, MUTATE_BUDGET bounds each one,
+# MUTATE_EFFICACY (a percent) fails a package whose kill rate is below it.
+MUTATE_PKGS     ?= receipt lease twopc wal
+MUTATE_WORKERS  ?= 2
+MUTATE_BUDGET   ?= 30m
+MUTATE_EFFICACY ?=
+GREMLINS        ?= github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
+
+mutate:
+	@for p in $(MUTATE_PKGS); do \
+		echo "== mutate ./$$p (lived and timed-out mutants listed)"; \
+		timeout $(MUTATE_BUDGET) $(GO) run $(GREMLINS) unleash --workers $(MUTATE_WORKERS) --timeout-coefficient 10 \
+			-S lt $(if $(MUTATE_EFFICACY),--threshold-efficacy $(MUTATE_EFFICACY)) ./$$p \
+			|| { echo "mutate: ./$$p failed (exit $$?; 124 = over MUTATE_BUDGET $(MUTATE_BUDGET))"; exit 1; }; \
+	done
+
+.PHONY: mutate

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 )
@@ -20,14 +21,9 @@ import (
 // recovery entry.
 func leaveStarted(t *testing.T, svc *receipt.Service, r receipt.Request) {
 	t.Helper()
-	if !fault.Compiled {
-		t.Skip("failpoints compiled out")
-	}
-	if err := fault.Enable(fault.ReceiptDecideBefore, `1*return("crash")`); err != nil {
-		t.Fatal(err)
-	}
+	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `1*return("crash")`)
 	_, err := svc.Execute(ctx, r)
-	fault.Disable(fault.ReceiptDecideBefore)
+	disarm()
 	if !errors.Is(err, fault.ErrInjected) {
 		t.Fatalf("Execute %s with a failing decision: %v, want the injected error", r.Key, err)
 	}
