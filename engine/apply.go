@@ -194,6 +194,12 @@ func (db *DB) settleCondition(ctx context.Context, condErr error, pending wal.Co
 	return condErr
 }
 
+// Validate reports whether b is a batch every Store accepts: at least one
+// op, at most BatchOpsMax ops and conditions, keys of 1..KeyBytesMax bytes,
+// known condition kinds. The error wraps ErrInvalidBatch. Stores call it
+// before they look at their data, so an invalid batch writes nothing.
+func (b *Batch) Validate() error { return validateBatch(b) }
+
 func validateBatch(b *Batch) error {
 	if b == nil || len(b.Ops) == 0 {
 		return fmt.Errorf("%w: no ops", ErrInvalidBatch)

@@ -1,0 +1,141 @@
+// Package memstore is the reference engine.Store: every rule of the
+// contract, in memory, with nothing else — no log, no durability, no
+// pending writes, one mutex. Like raft's MemoryStorage it exists so that
+// the contract has an implementation simple enough to be obviously right:
+// the conformance suite (engine/storetest) holds the real stores to it,
+// and the layers above engine run their tests on it as well as on
+// engine.DB.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/google/btree"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Store is an in-memory engine.Store. Its zero value is not usable; call
+// New.
+type Store struct {
+	mu      sync.RWMutex
+	items   *btree.BTreeG[engine.Item]
+	version engine.Version // of the last applied batch
+	closed  bool
+}
+
+// treeDegree is the B-tree's degree: any value works; this one keeps nodes
+// about a cache line of pointers wide.
+const treeDegree = 16
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{items: btree.NewG(treeDegree, func(a, b engine.Item) bool { return bytes.Compare(a.Key, b.Key) < 0 })}
+}
+
+// Close makes every later call fail with engine.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return engine.ErrClosed
+	}
+	s.closed = true
+	return nil
+}
+
+// Get implements engine.Store.
+func (s *Store) Get(_ context.Context, key []byte) (engine.Item, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return engine.Item{}, engine.ErrClosed
+	}
+	it, ok := s.items.Get(engine.Item{Key: key})
+	if !ok {
+		return engine.Item{}, engine.ErrNotFound
+	}
+	return it, nil
+}
+
+// Scan implements engine.Store. It is a point-in-time view: it holds the
+// read lock throughout, so no batch lands in the middle of it.
+func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, engine.ErrClosed
+	}
+	if limit <= 0 || limit > engine.ScanLimitMax {
+		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", engine.ErrInvalidScan, limit, engine.ScanLimitMax)
+	}
+	var out []engine.Item
+	collect := func(it engine.Item) bool {
+		out = append(out, it)
+		return len(out) < limit
+	}
+	if end == nil {
+		s.items.AscendGreaterOrEqual(engine.Item{Key: start}, collect)
+	} else {
+		s.items.AscendRange(engine.Item{Key: start}, engine.Item{Key: end}, collect)
+	}
+	return out, nil
+}
+
+// Apply implements engine.Store: the batch's conditions are checked in
+// order against the current state, the first that fails is reported, and
+// otherwise every op lands at one new version. It never answers
+// ErrAmbiguous or ErrFailStopped: nothing here can fail half-way.
+func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+	if err := b.Validate(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, engine.ErrClosed
+	}
+	for _, c := range b.Conds {
+		var found engine.Version
+		if it, ok := s.items.Get(engine.Item{Key: c.Key}); ok {
+			found = it.Version
+		}
+		if !holds(c, found) {
+			return 0, &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: found}
+		}
+	}
+	s.version++
+	for _, op := range b.Ops {
+		key := slices.Clone(op.Key)
+		if op.Delete {
+			s.items.Delete(engine.Item{Key: key})
+			continue
+		}
+		// A nil value is stored as empty, as engine.DB stores it.
+		s.items.ReplaceOrInsert(engine.Item{Key: key, Value: append([]byte{}, op.Value...), Version: s.version})
+	}
+	return s.version, nil
+}
+
+// holds reports whether condition c holds for a key found at version found
+// (0: absent).
+func holds(c engine.Condition, found engine.Version) bool {
+	switch c.Kind {
+	case engine.MustBeAbsent:
+		return found == 0
+	case engine.MustBePresent:
+		return found != 0
+	case engine.MustBeAtVersion:
+		return found != 0 && found == c.Version
+	}
+	return false
+}
+
+var _ engine.Store = (*Store)(nil)

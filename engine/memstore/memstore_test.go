@@ -1,0 +1,34 @@
+package memstore_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/memstore"
+	"github.com/idemdb/idem/engine/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) engine.Store { return memstore.New() })
+}
+
+// TestClose_EveryCallAfterIsErrClosed: a closed store answers nothing else.
+func TestClose_EveryCallAfterIsErrClosed(t *testing.T) {
+	s := memstore.New()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(t.Context(), []byte("a")); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("get: %v", err)
+	}
+	if _, err := s.Scan(t.Context(), nil, nil, 1); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("scan: %v", err)
+	}
+	if _, err := s.Apply(t.Context(), new(engine.Batch).Put([]byte("a"), nil)); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("apply: %v", err)
+	}
+	if err := s.Close(); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("second close: %v", err)
+	}
+}

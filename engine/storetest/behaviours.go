@@ -1,0 +1,157 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// behaviour is one rule of the engine.Store contract and its check.
+type behaviour struct {
+	name  string
+	check func(t *testing.T, s engine.Store)
+}
+
+var behaviours = []behaviour{
+	{"get-missing-is-not-found", func(t *testing.T, s engine.Store) { wantAbsent(t, s, "nope") }},
+	{"put-then-get", func(t *testing.T, s engine.Store) {
+		v := mustApply(t, s, new(engine.Batch).Put(k("a"), k("1")))
+		wantItem(t, s, "a", "1", v)
+	}},
+	{"one-batch-one-version", func(t *testing.T, s engine.Store) {
+		v := mustApply(t, s, new(engine.Batch).Put(k("a"), k("1")).Put(k("b"), k("2")))
+		wantItem(t, s, "a", "1", v)
+		wantItem(t, s, "b", "2", v)
+	}},
+	{"versions-strictly-increase", func(t *testing.T, s engine.Store) {
+		var last engine.Version
+		for i := 0; i < 10; i++ {
+			v := mustApply(t, s, new(engine.Batch).Put(k("a"), []byte{byte(i)}))
+			if v <= last {
+				t.Fatalf("batch %d: version %d after %d", i, v, last)
+			}
+			last = v
+		}
+	}},
+	{"later-op-on-a-key-wins", func(t *testing.T, s engine.Store) {
+		v := mustApply(t, s, new(engine.Batch).Put(k("a"), k("1")).Put(k("a"), k("2")))
+		wantItem(t, s, "a", "2", v)
+		mustApply(t, s, new(engine.Batch).Put(k("b"), k("1")).Delete(k("b")))
+		wantAbsent(t, s, "b")
+		v = mustApply(t, s, new(engine.Batch).Delete(k("a")).Put(k("a"), k("3")))
+		wantItem(t, s, "a", "3", v)
+	}},
+	{"delete-removes", func(t *testing.T, s engine.Store) {
+		mustApply(t, s, new(engine.Batch).Put(k("a"), k("1")))
+		mustApply(t, s, new(engine.Batch).Delete(k("a")))
+		wantAbsent(t, s, "a")
+		mustApply(t, s, new(engine.Batch).Delete(k("never"))) // deleting nothing is a write
+	}},
+	{"conditions-that-hold", func(t *testing.T, s engine.Store) {
+		v1 := mustApply(t, s, new(engine.Batch).Absent(k("a")).Put(k("a"), k("1")))
+		v2 := mustApply(t, s, new(engine.Batch).Present(k("a")).AtVersion(k("a"), v1).Absent(k("b")).Put(k("a"), k("2")))
+		wantItem(t, s, "a", "2", v2)
+		mustApply(t, s, new(engine.Batch).AtVersion(k("b"), 0).Put(k("b"), k("1"))) // AtVersion 0 is Absent
+	}},
+	{"a-failed-condition-writes-nothing-and-names-itself", func(t *testing.T, s engine.Store) {
+		v := mustApply(t, s, new(engine.Batch).Put(k("a"), k("1")))
+		for _, c := range []struct {
+			b     *engine.Batch
+			key   string
+			kind  engine.CondKind
+			found engine.Version
+		}{
+			{new(engine.Batch).Absent(k("a")), "a", engine.MustBeAbsent, v},
+			{new(engine.Batch).Present(k("z")), "z", engine.MustBePresent, 0},
+			{new(engine.Batch).AtVersion(k("a"), v+100), "a", engine.MustBeAtVersion, v},
+			{new(engine.Batch).AtVersion(k("z"), 7), "z", engine.MustBeAtVersion, 0},
+			// The first failing condition is the one reported.
+			{new(engine.Batch).Present(k("a")).Absent(k("a")).Present(k("z")), "a", engine.MustBeAbsent, v},
+		} {
+			c.b.Put(k("a"), k("changed")).Put(k("new"), k("x"))
+			_, err := s.Apply(ctx, c.b)
+			var ce *engine.ConditionError
+			if !errors.As(err, &ce) || !errors.Is(err, engine.ErrConditionFailed) {
+				t.Fatalf("apply: %v, want a *ConditionError", err)
+			}
+			if !bytes.Equal(ce.Cond.Key, k(c.key)) || ce.Cond.Kind != c.kind || ce.Found != c.found {
+				t.Fatalf("condition error %+v, want key %q kind %s found %d", ce, c.key, c.kind, c.found)
+			}
+			if key, ok := engine.FailedKey(err); !ok || !bytes.Equal(key, k(c.key)) {
+				t.Fatalf("FailedKey %q %v", key, ok)
+			}
+			wantItem(t, s, "a", "1", v)
+			wantAbsent(t, s, "new")
+		}
+	}},
+	{"invalid-batches-write-nothing", func(t *testing.T, s engine.Store) {
+		for name, b := range map[string]*engine.Batch{
+			"nil":            nil,
+			"no ops":         new(engine.Batch).Absent(k("a")),
+			"empty key":      new(engine.Batch).Put(nil, k("1")),
+			"huge key":       new(engine.Batch).Put(make([]byte, engine.KeyBytesMax+1), k("1")),
+			"empty cond key": new(engine.Batch).Present(nil).Put(k("a"), k("1")),
+			"bad cond kind":  {Conds: []engine.Condition{{Key: k("a"), Kind: 99}}, Ops: []engine.Op{{Key: k("a")}}},
+		} {
+			if _, err := s.Apply(ctx, b); !errors.Is(err, engine.ErrInvalidBatch) {
+				t.Fatalf("%s: %v, want ErrInvalidBatch", name, err)
+			}
+		}
+		wantAbsent(t, s, "a")
+	}},
+	{"apply-copies-the-batch", func(t *testing.T, s engine.Store) {
+		key, val := k("a"), k("1")
+		v := mustApply(t, s, new(engine.Batch).Put(key, val))
+		key[0], val[0] = 'x', 'x'
+		wantItem(t, s, "a", "1", v)
+	}},
+	{"scan-ranges-in-key-order", func(t *testing.T, s engine.Store) {
+		b := new(engine.Batch)
+		for _, key := range []string{"c", "a", "e", "b", "d"} {
+			b.Put(k(key), k("v"+key))
+		}
+		v := mustApply(t, s, b)
+		for _, c := range []struct {
+			start, end string
+			nilEnd     bool
+			limit      int
+			want       string
+		}{
+			{"a", "", true, 100, "abcde"},
+			{"b", "d", false, 100, "bc"},
+			{"b", "", true, 2, "bc"},
+			{"", "", true, 1, "a"},
+			{"bb", "dd", false, 100, "cd"},
+			{"f", "", true, 100, ""},
+			{"c", "c", false, 100, ""},
+		} {
+			var end []byte
+			if !c.nilEnd {
+				end = k(c.end)
+			}
+			items, err := s.Scan(ctx, k(c.start), end, c.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, it := range items {
+				got += string(it.Key)
+				if !bytes.Equal(it.Value, k("v"+string(it.Key))) || it.Version != v {
+					t.Fatalf("scan item %+v", it)
+				}
+			}
+			if got != c.want {
+				t.Fatalf("scan [%q, %q) limit %d: %q, want %q", c.start, c.end, c.limit, got, c.want)
+			}
+		}
+	}},
+	{"scan-limit-is-bounded", func(t *testing.T, s engine.Store) {
+		for _, limit := range []int{0, -1, engine.ScanLimitMax + 1} {
+			if _, err := s.Scan(ctx, k("a"), nil, limit); !errors.Is(err, engine.ErrInvalidScan) {
+				t.Fatalf("limit %d: %v, want ErrInvalidScan", limit, err)
+			}
+		}
+	}},
+}
