@@ -21,6 +21,11 @@ func (db *DB) Get(_ context.Context, key []byte) (Item, error) {
 	return Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)}, nil
 }
 
+// Limits implements Store: the local store's bounds (options.go).
+func (db *DB) Limits() Limits {
+	return Limits{ApplyOpsMax: BatchOpsMax, ApplyCondsMax: BatchOpsMax, ApplyBytesMax: BatchBytesMax, ScanItemsMax: ScanLimitMax}
+}
+
 // Scan implements Store.
 func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, error) {
 	if db.closed.Load() {

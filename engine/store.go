@@ -27,6 +27,36 @@ type Store interface {
 	//                        until it is reopened
 	//   ErrClosed, ErrInvalidBatch, ctx.Err() before submission: nothing written
 	Apply(ctx context.Context, b *Batch) (Version, error)
+	// Limits says what one call accepts. Every layer above sizes its
+	// batches and scans from it, never from a constant of its own: a
+	// replicated store accepts far less per call (etcd: 128 ops per Txn,
+	// 1.5 MiB per request) than the local one.
+	Limits() Limits
+}
+
+// Limits are what one call of a Store accepts. A batch beyond them is
+// ErrInvalidBatch and a scan beyond them ErrInvalidScan, nothing done.
+type Limits struct {
+	ApplyOpsMax   int // writes (puts and deletes) per Apply
+	ApplyCondsMax int // conditions per Apply
+	ApplyBytesMax int // keys and values written by one Apply
+	ScanItemsMax  int // items per Scan
+}
+
+// Fit is how many items of a batch fit one Apply under l: each item adds
+// ops writes and conds conditions, and the batch has fixedOps and
+// fixedConds of its own (a fence, say). It is at least 1, so that a caller
+// always makes progress; an item that alone breaks the limits is refused
+// by the store.
+func (l Limits) Fit(ops, conds, fixedOps, fixedConds int) int {
+	n := l.ApplyOpsMax // any bound above every real batch
+	if ops > 0 {
+		n = min(n, (l.ApplyOpsMax-fixedOps)/ops)
+	}
+	if conds > 0 {
+		n = min(n, (l.ApplyCondsMax-fixedConds)/conds)
+	}
+	return max(n, 1)
 }
 
 // Version is the log index of the batch that last wrote a key. Versions are

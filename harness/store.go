@@ -216,6 +216,9 @@ func (s *nodeStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
 	return s.inner.Get(ctx, key)
 }
 
+// Limits implements engine.Store: the inner store's.
+func (s *nodeStore) Limits() engine.Limits { return s.inner.Limits() }
+
 func (s *nodeStore) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
 	if err := s.enter(ctx, s.label(ctx, fmt.Sprint("scan", limit), start, end)); err != nil {
 		return nil, err

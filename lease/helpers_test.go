@@ -59,7 +59,8 @@ func (s *countingStore) Apply(ctx context.Context, b *engine.Batch) (engine.Vers
 // Applies as the engine's batch bounds allow, and confirms them.
 func claimNew(t *testing.T, store engine.Store, o lease.Owner, until time.Time, ids ...string) []*lease.Held {
 	t.Helper()
-	const perBatch = 4096 // 3 ops+conds per claim stays below engine.BatchOpsMax
+	// A claim is at most 3 ops and 3 conditions: size from the store.
+	perBatch := min(4096, store.Limits().Fit(3, 3, 0, 0))
 	var out []*lease.Held
 	for len(ids) > 0 {
 		n := min(len(ids), perBatch)

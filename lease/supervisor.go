@@ -59,6 +59,10 @@ func NewSupervisor(set *ActiveSet, hb *Heartbeat, opts SupervisorOptions) *Super
 	if opts.BatchMax <= 0 || opts.BatchMax > RenewBatchMax {
 		opts.BatchMax = RenewBatchMax
 	}
+	if hb.Store != nil {
+		// A renewal is one fence condition and one put.
+		opts.BatchMax = min(opts.BatchMax, hb.Store.Limits().Fit(1, 1, 0, 0))
+	}
 	return &Supervisor{set: set, hb: hb, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 )
@@ -278,5 +279,43 @@ func TestSupervisor_PublishingClaimIsNeitherRenewedNorDropped(t *testing.T) {
 	sup.Tick(ctx)
 	if h.Status() != lease.Live || cs.applies.Load() != 1 || !h.Until().Equal(clock.Now().Add(3*time.Second)) {
 		t.Fatalf("after publication: status %v, %d writes, until %v", h.Status(), cs.applies.Load(), h.Until())
+	}
+}
+
+// TestSupervisor_RenewalBatchesFitTheStore: on a store that takes at most
+// 128 ops and 128 conditions per Apply (etcd's default) and refuses more,
+// the supervisor renews 300 leases in batches it sizes from the store's
+// Limits — one fence condition and one put each — so none is refused.
+func TestSupervisor_RenewalBatchesFitTheStore(t *testing.T) {
+	const n = 300
+	ctx := context.Background()
+	store := memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000})
+	cs := &countingStore{Store: store}
+	clock := lease.NewSim(t0)
+	ttl := 30 * time.Second
+	helds := claimNew(t, store, lease.Owner{Node: "node-0", Incarnation: 1}, t0.Add(ttl), ids(n)...)
+	set := lease.NewActiveSet()
+	for _, h := range helds {
+		set.Add(h)
+	}
+	var lost atomic.Int64
+	sup := lease.NewSupervisor(set, &lease.Heartbeat{Store: cs, Clock: clock, TTL: ttl, Margin: time.Second},
+		lease.SupervisorOptions{Interval: 10 * time.Second, OnLost: func(*lease.Held) { lost.Add(1) }})
+	clock.Advance(10 * time.Second)
+	renewed := 0
+	for range (n + 127) / 128 {
+		rep := sup.Pass(ctx)
+		if rep.Renewed > 128 {
+			t.Fatalf("one pass renewed %d leases: more than one Apply holds", rep.Renewed)
+		}
+		renewed += rep.Renewed
+	}
+	if renewed != n || lost.Load() != 0 {
+		t.Fatalf("renewed %d of %d, %d lost", renewed, n, lost.Load())
+	}
+	for _, h := range helds {
+		if h.Status() != lease.Live || !h.Until().Equal(clock.Now().Add(ttl)) {
+			t.Fatalf("%s: %v until %v", h.ID, h.Status(), h.Until())
+		}
 	}
 }

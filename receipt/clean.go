@@ -67,8 +67,9 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 	}
 	end := expiryKey(now.UnixMilli()+1, "")
 	cleaned, scanned := 0, 0
+	page := l.cleanPageMax()
 	for scanned < CleanScanMax {
-		items, err := l.store.Scan(ctx, start, end, CleanBatchMax)
+		items, err := l.store.Scan(ctx, start, end, page)
 		if err != nil {
 			return cleaned, nil, err
 		}
@@ -84,13 +85,29 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 		if err != nil {
 			return cleaned, nil, err
 		}
-		if len(items) < CleanBatchMax {
+		if len(items) < page {
 			return cleaned, nil, nil
 		}
 		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
 	return cleaned, start, nil
 }
+
+// cleanPageMax is how many expiry entries one pass reads, and so at most
+// deletes with one Apply: CleanBatchMax, or fewer where the store takes
+// less per call. A victim costs at most three deletes (entry, receipt,
+// decision) and three conditions (their versions, the absent coordinator
+// record); the batch adds the job-lease fence.
+func (l *lifecycle) cleanPageMax() int {
+	lim := l.store.Limits()
+	return min(CleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 0, 1))
+}
+
+// The most one victim adds to a cleanup batch (see deleteVictims).
+const (
+	victimOpsMax   = 3
+	victimCondsMax = 3
+)
 
 // victim is one expiry entry to delete, with its receipt if it has one.
 type victim struct {

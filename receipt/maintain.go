@@ -40,8 +40,9 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	}
 	s.stats.passes.Add(1)
 	start, end := []byte(engine.NSRecovery), engine.PrefixEnd([]byte(engine.NSRecovery))
+	page := min(MaintainPageMax, s.store.Limits().ScanItemsMax)
 	for ms.Scanned < MaintainReceiptsMax {
-		items, err := s.store.Scan(ctx, start, end, MaintainPageMax)
+		items, err := s.store.Scan(ctx, start, end, page)
 		if err != nil {
 			return ms, err
 		}
@@ -49,7 +50,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 			ms.Scanned++
 			s.maintainEntry(ctx, it, &ms)
 		}
-		if len(items) < MaintainPageMax {
+		if len(items) < page {
 			break
 		}
 		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)

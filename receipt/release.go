@@ -34,11 +34,12 @@ func (l *lifecycle) queueRelease(id string) {
 // started a new transaction meanwhile, whose decision must stay.
 func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
 	l.releaseMu.Lock()
-	n := min(len(l.releaseQ), ReleaseBatchMax)
+	batchMax := l.releaseBatchMax()
+	n := min(len(l.releaseQ), batchMax)
 	ids := append([]string(nil), l.releaseQ[:n]...)
 	l.releaseQ = l.releaseQ[n:]
 	l.releaseMu.Unlock()
-	if len(ids) < ReleaseBatchMax {
+	if len(ids) < batchMax {
 		more, err := l.scanDecisions(ctx)
 		if err != nil {
 			return 0, err
@@ -48,7 +49,7 @@ func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
 	var cands []releasable
 	seen := map[string]bool{}
 	for _, id := range ids {
-		if seen[id] || len(cands) >= ReleaseBatchMax {
+		if seen[id] || len(cands) >= batchMax {
 			continue
 		}
 		seen[id] = true
@@ -81,12 +82,13 @@ func (l *lifecycle) scanDecisions(ctx context.Context) ([]string, error) {
 	if start == nil {
 		start = prefix
 	}
-	items, err := l.store.Scan(ctx, start, engine.PrefixEnd(prefix), MaintainPageMax)
+	page := min(MaintainPageMax, l.store.Limits().ScanItemsMax)
+	items, err := l.store.Scan(ctx, start, engine.PrefixEnd(prefix), page)
 	if err != nil {
 		return nil, err
 	}
 	var next []byte // nil: wrap around next time
-	if len(items) == MaintainPageMax {
+	if len(items) == page {
 		next = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
 	l.releaseMu.Lock()
@@ -97,6 +99,13 @@ func (l *lifecycle) scanDecisions(ctx context.Context) ([]string, error) {
 		out = append(out, string(it.Key[len(prefix):]))
 	}
 	return out, nil
+}
+
+// releaseBatchMax is how many decisions one Apply releases: ReleaseBatchMax,
+// or fewer where the store takes less per call. Each costs one delete and
+// two conditions (the receipt's version, the absent coordinator record).
+func (l *lifecycle) releaseBatchMax() int {
+	return min(ReleaseBatchMax, l.store.Limits().Fit(1, 2, 0, 0))
 }
 
 // releaseBatch releases decisions with one Apply, dropping any whose

@@ -198,7 +198,9 @@ func (t *Tables) purge(ctx context.Context, id string) error {
 	// purge that follows leaves none behind.
 	for _, prefix := range [][]byte{engine.NSIntent.Prefix(id), docPrefix(id)} {
 		for {
-			items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), purgeBatchMax)
+			// One delete per item: as many as the store takes per call.
+			lim := t.store.Limits()
+			items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(purgeBatchMax, lim.ScanItemsMax, lim.Fit(1, 0, 0, 0)))
 			if err != nil {
 				return err
 			}
@@ -266,7 +268,9 @@ func (t *Tables) MigrateLegacy(ctx context.Context, owner string) (int, error) {
 	prefix := engine.NSMeta.Prefix("table")
 	moved := 0
 	for {
-		items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), migrateBatchMax)
+		// Two deletes-or-puts and two conditions per table moved.
+		lim := t.store.Limits()
+		items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(migrateBatchMax, lim.ScanItemsMax, lim.Fit(2, 2, 0, 0)))
 		if err != nil || len(items) == 0 {
 			return moved, err
 		}

@@ -22,6 +22,7 @@ import (
 // Store is an in-memory engine.Store. Its zero value is not usable; call
 // New.
 type Store struct {
+	limits  engine.Limits
 	mu      sync.RWMutex
 	items   *btree.BTreeG[engine.Item]
 	version engine.Version // of the last applied batch
@@ -32,9 +33,41 @@ type Store struct {
 // about a cache line of pointers wide.
 const treeDegree = 16
 
-// New returns an empty store.
-func New() *Store {
-	return &Store{items: btree.NewG(treeDegree, func(a, b engine.Item) bool { return bytes.Compare(a.Key, b.Key) < 0 })}
+// DefaultLimits are engine.DB's, so that code tested on memstore sizes
+// its batches as it will on the local store.
+var DefaultLimits = engine.Limits{
+	ApplyOpsMax: engine.BatchOpsMax, ApplyCondsMax: engine.BatchOpsMax,
+	ApplyBytesMax: engine.BatchBytesMax, ScanItemsMax: engine.ScanLimitMax,
+}
+
+// New returns an empty store with DefaultLimits.
+func New() *Store { return NewWithLimits(DefaultLimits) }
+
+// NewWithLimits returns an empty store that refuses what goes beyond l
+// (each bound at most engine's own): tests use it to hold the layers above
+// to a replicated store's much smaller limits.
+func NewWithLimits(l engine.Limits) *Store {
+	l.ApplyOpsMax = min(l.ApplyOpsMax, engine.BatchOpsMax)
+	l.ApplyCondsMax = min(l.ApplyCondsMax, engine.BatchOpsMax)
+	l.ApplyBytesMax = min(l.ApplyBytesMax, engine.BatchBytesMax)
+	l.ScanItemsMax = min(l.ScanItemsMax, engine.ScanLimitMax)
+	return &Store{limits: l, items: btree.NewG(treeDegree, func(a, b engine.Item) bool { return bytes.Compare(a.Key, b.Key) < 0 })}
+}
+
+// Limits implements engine.Store.
+func (s *Store) Limits() engine.Limits { return s.limits }
+
+// withinLimits refuses a valid batch that is still too big for this store.
+func (s *Store) withinLimits(b *engine.Batch) error {
+	size := 0
+	for _, op := range b.Ops {
+		size += len(op.Key) + len(op.Value)
+	}
+	if len(b.Ops) > s.limits.ApplyOpsMax || len(b.Conds) > s.limits.ApplyCondsMax || size > s.limits.ApplyBytesMax {
+		return fmt.Errorf("%w: %d ops, %d conditions, %d bytes (this store: at most %d, %d, %d)", engine.ErrInvalidBatch,
+			len(b.Ops), len(b.Conds), size, s.limits.ApplyOpsMax, s.limits.ApplyCondsMax, s.limits.ApplyBytesMax)
+	}
+	return nil
 }
 
 // Close makes every later call fail with engine.ErrClosed.
@@ -70,8 +103,8 @@ func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]engine.
 	if s.closed {
 		return nil, engine.ErrClosed
 	}
-	if limit <= 0 || limit > engine.ScanLimitMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", engine.ErrInvalidScan, limit, engine.ScanLimitMax)
+	if limit <= 0 || limit > s.limits.ScanItemsMax {
+		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", engine.ErrInvalidScan, limit, s.limits.ScanItemsMax)
 	}
 	var out []engine.Item
 	collect := func(it engine.Item) bool {
@@ -92,6 +125,9 @@ func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]engine.
 // ErrAmbiguous or ErrFailStopped: nothing here can fail half-way.
 func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
 	if err := b.Validate(); err != nil {
+		return 0, err
+	}
+	if err := s.withinLimits(b); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -13,6 +13,14 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) engine.Store { return memstore.New() })
 }
 
+// TestConformance_WithEtcdLimits: the suite holds at a replicated store's
+// much smaller limits too (etcd: 128 ops per Txn).
+func TestConformance_WithEtcdLimits(t *testing.T) {
+	storetest.Run(t, func(*testing.T) engine.Store {
+		return memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000})
+	})
+}
+
 // TestClose_EveryCallAfterIsErrClosed: a closed store answers nothing else.
 func TestClose_EveryCallAfterIsErrClosed(t *testing.T) {
 	s := memstore.New()

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/idemdb/idem/engine"
@@ -147,8 +148,35 @@ var behaviours = []behaviour{
 			}
 		}
 	}},
+	{"limits-are-declared-and-enforced", func(t *testing.T, s engine.Store) {
+		l := s.Limits()
+		if l.ApplyOpsMax < 1 || l.ApplyCondsMax < 1 || l.ApplyBytesMax < 1 || l.ScanItemsMax < 1 {
+			t.Fatalf("limits %+v: every bound must be positive", l)
+		}
+		full := new(engine.Batch)
+		for i := range l.ApplyOpsMax {
+			full.Put([]byte(fmt.Sprintf("k%06d", i)), nil)
+		}
+		mustApply(t, s, full)
+		over := new(engine.Batch).Put(k("one-too-many"), nil)
+		over.Ops = append(over.Ops, full.Ops...)
+		if _, err := s.Apply(ctx, over); !errors.Is(err, engine.ErrInvalidBatch) {
+			t.Fatalf("%d ops: %v, want ErrInvalidBatch", len(over.Ops), err)
+		}
+		wantAbsent(t, s, "one-too-many")
+		conds := new(engine.Batch).Put(k("c"), nil)
+		for range l.ApplyCondsMax + 1 {
+			conds.Absent(k("nope"))
+		}
+		if _, err := s.Apply(ctx, conds); !errors.Is(err, engine.ErrInvalidBatch) {
+			t.Fatalf("%d conditions: %v, want ErrInvalidBatch", len(conds.Conds), err)
+		}
+		if items, err := s.Scan(ctx, nil, nil, l.ScanItemsMax); err != nil || len(items) != min(l.ScanItemsMax, l.ApplyOpsMax) {
+			t.Fatalf("scan at the limit: %d items, %v", len(items), err)
+		}
+	}},
 	{"scan-limit-is-bounded", func(t *testing.T, s engine.Store) {
-		for _, limit := range []int{0, -1, engine.ScanLimitMax + 1} {
+		for _, limit := range []int{0, -1, s.Limits().ScanItemsMax + 1} {
 			if _, err := s.Scan(ctx, k("a"), nil, limit); !errors.Is(err, engine.ErrInvalidScan) {
 				t.Fatalf("limit %d: %v, want ErrInvalidScan", limit, err)
 			}

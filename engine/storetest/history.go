@@ -109,7 +109,7 @@ func firstFailing(b *engine.Batch, model map[string]modelItem) (*engine.Conditio
 // compareAll checks a full Scan and every Get against the model.
 func compareAll(t *testing.T, s engine.Store, model map[string]modelItem, step int) {
 	t.Helper()
-	items, err := s.Scan(ctx, nil, nil, engine.ScanLimitMax)
+	items, err := s.Scan(ctx, nil, nil, s.Limits().ScanItemsMax)
 	if err != nil {
 		t.Fatal(err)
 	}
