@@ -6,12 +6,14 @@ SEEDS    ?= 0
 DURATION ?= 60s
 # VERSION names the release binary's commit (idemd -version, the start-up log).
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
-# The workspace (go.work): the library at the root, and cmd/bench and
-# harness, each a module of its own so that the root go.mod carries only what
-# a program linking engine or receipt needs. From the root, ./... stops at a
-# nested go.mod, so the targets name every module's tree.
-MODULES  := . cmd/bench harness
+# The workspace (go.work): the library at the root, and cmd/bench, harness
+# and contract, each a module of its own so that the root go.mod carries only
+# what a program linking engine or receipt needs. From the root, ./... stops
+# at a nested go.mod, so the targets name every module's tree.
+MODULES  := . cmd/bench harness contract
 PKGS     := $(subst ././,./,$(foreach m,$(MODULES),./$(m)/...))
+# contract checks what the other tests record: it runs after them.
+RECORDING_PKGS := $(filter-out ./contract/...,$(PKGS))
 
 .PHONY: build test lint bench fault run
 
@@ -24,23 +26,30 @@ build:
 	$(GO) build -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" -o bin/idemd ./cmd/idemd
 
 # vet, gofmt, every module's go.mod tidy (go mod tidy ignores go.work), none
-# of the bench's or the harness's dependencies in the library's go.mod, and no
-# replace there (a replace applies only in the main module: a host importing
-# Idem would build without it).
+# of the bench's, the harness's or the contract's dependencies (kin-openapi)
+# in the library's module graph, and no replace there (a replace applies only
+# in the main module: a host importing Idem would build without it).
 lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags idem_selftest $(PKGS)
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: (cd $$m && go mod tidy)"; exit 1; }; done
-	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine)'; then \
-		echo "the root go.mod requires a dependency of cmd/bench or harness: it would enter every host's module graph"; exit 1; fi
+	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine|github.com/getkin/kin-openapi|github.com/santhosh-tekuri/jsonschema|github.com/gorilla/mux|go.yaml.in/yaml/v4) '; then \
+		echo "the root go.mod requires a dependency of cmd/bench, harness or contract: it would enter every host's module graph"; exit 1; fi
 	@if grep -nE '^[[:space:]]*replace([[:space:]]|\()' go.mod; then echo "the root go.mod has a replace: hosts do not get it"; exit 1; fi
 
-# vet + gofmt + the race-enabled test suite (short randomized runs), then the
+# vet + gofmt + the race-enabled test suite (short randomized runs), which
+# records every HTTP exchange into a fresh directory (IDEM_CONTRACT_DIR, see
+# internal/apitest), then the contract module's check of each record against
+# api/openapi.yaml (it fails on a mismatch and on zero records), then the
 # harness's planted-bug self-test, which exists only under -tags idem_selftest.
 test: lint
 	$(GO) build -tags nofailpoint $(PKGS)
-	$(GO) test -race -count=1 -timeout 5m $(PKGS)
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+		echo "IDEM_CONTRACT_DIR=$$d $(GO) test -race -count=1 -timeout 5m $(RECORDING_PKGS)"; \
+		IDEM_CONTRACT_DIR=$$d $(GO) test -race -count=1 -timeout 5m $(RECORDING_PKGS); \
+		echo "$(GO) test -count=1 -timeout 5m ./contract/... -args -contract.dir=$$d"; \
+		$(GO) test -count=1 -timeout 5m ./contract/... -args -contract.dir=$$d
 	$(GO) test -race -count=1 -timeout 1m -tags idem_selftest -run 'TestSelfTest' ./fault ./harness
 
 # The release server (as `make build`) on an embedded data dir (./data),

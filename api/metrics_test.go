@@ -91,7 +91,7 @@ func newMetricsNode(t *testing.T) *metricsNode {
 	t.Cleanup(svc.Close)
 	ts := httptest.NewServer(New(svc, Options{EngineStats: db.Stats, Health: db.Health, Logger: quiet}))
 	t.Cleanup(ts.Close)
-	return &metricsNode{db: db, c: apitest.NewClient(t, apitest.MustLoad(t), ts.URL)}
+	return &metricsNode{db: db, c: apitest.NewClient(t, ts.URL)}
 }
 
 // scrape is GET /metrics, parsed; it also returns the exposition's text.
@@ -309,15 +309,37 @@ func TestMetrics_Documented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := apitest.MustLoad(t).Doc.Paths.Find("/metrics").Get
+	spec, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	description := pathItemText(t, string(spec), "/metrics")
 	for name := range operatorMetrics {
 		if !strings.Contains(string(readme), "`"+name+"`") {
 			t.Errorf("README.md does not list %s", name)
 		}
-		if !mentions(op.Description, name) {
+		if !mentions(description, name) {
 			t.Errorf("openapi.yaml's GET /metrics does not list %s", name)
 		}
 	}
+}
+
+// pathItemText is the text of path's item in the spec's paths: the lines
+// after "  <path>:" up to the next path or top-level key. (The root module
+// has no YAML parser: kin-openapi is the contract module's.)
+func pathItemText(t *testing.T, spec, path string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(spec, "\n  "+path+":\n")
+	if !ok {
+		t.Fatalf("openapi.yaml has no path %s", path)
+	}
+	lines := strings.SplitAfter(rest, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" && !strings.HasPrefix(l, "   ") {
+			return strings.Join(lines[:i], "")
+		}
+	}
+	return rest
 }
 
 // TestMetrics_RoutePatternsAreServerRoutes: the route list of the request

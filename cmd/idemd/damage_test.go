@@ -23,8 +23,7 @@ import (
 // or serve every acknowledged batch: never serve with one missing.
 func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	apitest.BuildIdemd(t)
-	spec := apitest.MustLoad(t)
-	c := apitest.NewClient(t, spec, "http://unused")
+	c := apitest.NewClient(t, "http://unused")
 	data := t.TempDir()
 	// Small checkpoints and segments, so that the log is truncated behind
 	// several checkpoints: a lost checkpoint then really needs its

@@ -206,7 +206,7 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 // returns nil after a clean stop.
 func TestRun_ServesUntilCanceled(t *testing.T) {
 	p := startRun(t, "-addr", "127.0.0.1:0", "-data", t.TempDir())
-	c := apitest.NewClient(t, apitest.MustLoad(t), "http://"+p.addr)
+	c := apitest.NewClient(t, "http://"+p.addr)
 	c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
 	c.Do("POST", "/v1/tables/t/batch", `{"deletes":["a"]}`, "Idempotency-Key", "k").JSON(t, 201, nil)
 	c.CloseIdleConnections()

@@ -49,7 +49,7 @@ func TestRelease_GOFailpointsDoNothing(t *testing.T) {
 		t.Errorf("the release build was not built with -tags nofailpoint: %v", info.Settings)
 	}
 
-	c := apitest.NewClient(t, apitest.MustLoad(t), "http://unused")
+	c := apitest.NewClient(t, "http://unused")
 	data := t.TempDir()
 	p1 := apitest.StartBinary(t, c, rel, data, []string{failpoints})
 	c1 := c.WithBase(p1.Base())

@@ -30,7 +30,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 	args := []string{"-addr", "127.0.0.1:0", "-data", data, "-tokens", tokens, "-lease-ttl", "3s",
 		"-wait-max", "90s", "-request-timeout", "30s", "-separate-decide"}
 	first := startRun(t, args...)
-	c := apitest.NewClient(t, apitest.MustLoad(t), "http://"+first.addr).WithToken("tok-a")
+	c := apitest.NewClient(t, "http://"+first.addr).WithToken("tok-a")
 	c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
 	c.Do("POST", "/v1/tables/t/batch", `{"deletes":["a"]}`, "Idempotency-Key", "done").JSON(t, 201, nil)
 	started := 0

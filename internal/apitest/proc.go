@@ -401,14 +401,14 @@ func (p *Proc) Err() error {
 	}
 }
 
-// WithFreshConnections returns a copy of c, with the same spec checks, that
+// WithFreshConnections returns a copy of c, with the same recorder, that
 // opens a new connection for every request. A test that crashes the server
 // mid-request needs it: net/http silently resends a request carrying an
 // Idempotency-Key when a reused connection fails before the response
 // arrives, so the test would see the retry's answer instead of the failure
 // (and the retry would reach the dying process).
 func (c *Client) WithFreshConnections() *Client {
-	tr := &Transport{Spec: c.Tr.Spec, T: c.Tr.T, Base: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	tr := &Transport{Rec: c.Tr.Rec, Base: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	cc := *c
 	cc.Tr = tr
 	cc.HTTP = &http.Client{Transport: tr, Timeout: c.HTTP.Timeout, CheckRedirect: c.HTTP.CheckRedirect}

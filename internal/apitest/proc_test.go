@@ -22,7 +22,7 @@ func TestLaunch_FailpointsOnlyWhenPassed(t *testing.T) {
 	crash := "GO_FAILPOINTS=wal/sync-after=panic(\"at-start\")"
 	name, value, _ := strings.Cut(crash, "=")
 	t.Setenv(name, value)
-	c := NewClient(t, MustLoad(t), "http://unused")
+	c := NewClient(t, "http://unused")
 	p := Start(t, c, t.TempDir(), nil)
 	if p.WaitLog("failpoint panic", 0) {
 		t.Fatalf("an inherited failpoint fired:\n%s", p.Logs())

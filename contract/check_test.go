@@ -1,14 +1,14 @@
-package apitest
+package contract
 
 import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	idemcode "github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/internal/apitest"
 )
 
 func TestLoad_SpecIsValidOpenAPI31(t *testing.T) {
@@ -138,22 +138,11 @@ func TestCheck_AcceptsConformingAndRejectsDeviatingExchanges(t *testing.T) {
 	}
 }
 
-// recorder is a testing.TB that records Errorf calls.
-type recorder struct {
-	testing.TB
-	mu   sync.Mutex
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-
-// TestTransport_FailsTheTestOnAMismatch: the client's transport checks every
-// response and reports a deviating one to the test.
-func TestTransport_FailsTheTestOnAMismatch(t *testing.T) {
+// TestRecorder_MismatchesAreCheckedAndNamed: what apitest's client
+// records (one file per client under IDEM_CONTRACT_DIR) is what the
+// contract check reads, and a deviating response is reported with the test
+// that got it; nothing is recorded without the variable.
+func TestRecorder_MismatchesAreCheckedAndNamed(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", jsonCT)
 		if r.URL.Path == "/healthz" {
@@ -163,22 +152,53 @@ func TestTransport_FailsTheTestOnAMismatch(t *testing.T) {
 		_, _ = w.Write([]byte(`{"tables":[{"name":"t"}]}`)) // shards missing
 	}))
 	defer srv.Close()
-	rec := &recorder{TB: t}
-	c := NewClient(rec, MustLoad(t), srv.URL)
+
+	t.Setenv(apitest.EnvDir, "")
+	off := apitest.NewClient(t, srv.URL)
+	off.Do("GET", "/healthz", nil)
+	if off.Tr.Recorded() != 1 {
+		t.Fatalf("recording off: counted %d exchanges, want 1", off.Tr.Recorded())
+	}
+
+	dir := t.TempDir()
+	t.Setenv(apitest.EnvDir, dir)
+	c := apitest.NewClient(t, srv.URL)
 	if r := c.Do("GET", "/healthz", nil); r.Status != 200 {
 		t.Fatalf("healthz %d", r.Status)
 	}
-	if len(rec.errs) != 0 {
-		t.Fatalf("conforming response reported: %v", rec.errs)
-	}
-	r := c.Do("GET", "/v1/tables", nil)
+	r := c.Do("GET", "/v1/tables?x=%2F", nil)
 	if r.Status != 200 || !strings.Contains(string(r.Body), `"name":"t"`) {
 		t.Fatalf("the body was not passed through: %d %s", r.Status, r.Body)
 	}
-	if len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "shards") {
-		t.Fatalf("mismatch not reported: %v", rec.errs)
+	apitest.RecordUnparsable(t, 400, http.Header{"Content-Type": {jsonCT}}, []byte(`{}`))
+	if c.Tr.Recorded() != 2 {
+		t.Fatalf("recorded %d exchanges, want 2", c.Tr.Recorded())
 	}
-	if c.Tr.Checked() != 2 {
-		t.Fatalf("checked %d exchanges, want 2", c.Tr.Checked())
+	recs, err := ReadRecords(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3: %+v", len(recs), recs)
+	}
+	ms := MustLoad(t).CheckRecords(recs)
+	if len(ms) != 2 {
+		t.Fatalf("mismatches %v, want the tables list and the unparsable answer", ms)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.String())
+	}
+	all := strings.Join(got, "\n")
+	for _, want := range []string{"contract " + t.Name() + ": GET /v1/tables?x=%2F → 200", "shards",
+		"(unparsable request) → 400", "Content-Type has unexpected value"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("mismatches lack %q:\n%s", want, all)
+		}
+	}
+	for _, rec := range recs {
+		if rec.Kind == apitest.KindExchange && (rec.Method != "GET" || rec.Status != 200 || len(rec.Body) == 0 || rec.Test != t.Name()) {
+			t.Errorf("record %+v", rec)
+		}
 	}
 }

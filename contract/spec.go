@@ -1,7 +1,11 @@
-// Package apitest is test support for Idem's HTTP API: it loads
-// api/openapi.yaml with kin-openapi and checks request/response pairs
-// against it, and it provides an HTTP client whose transport checks EVERY
-// exchange a test makes, failing the test on any mismatch.
+// Package contract checks Idem's HTTP API against its OpenAPI document,
+// api/openapi.yaml: the tests of the root module (api, cmd/idemd) and of
+// harness record every exchange they make (internal/apitest, with
+// IDEM_CONTRACT_DIR set), and this module's TestRecordedExchangesMatchTheSpec
+// checks each record here. It is a module of its own so that kin-openapi
+// stays out of the root go.mod (and so out of the module graph of every
+// program linking engine or receipt); `make test` runs the recording tests
+// first and this check after them.
 //
 // The checks (Spec.Check) are kin-openapi's openapi3filter request and
 // response validation (JSON Schema 2020-12 for this 3.1 document) plus what
@@ -14,7 +18,7 @@
 //     may be stricter than the spec, never looser);
 //   - paths and methods the spec does not route are checked against the
 //     document's NoRoute (404) and MethodNotAllowed (405) responses.
-package apitest
+package contract
 
 import (
 	"bytes"
@@ -25,7 +29,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -36,6 +39,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/idemdb/idem/internal/apitest"
 )
 
 // SpecFile is the spec's path relative to the module root.
@@ -80,13 +85,13 @@ func Load(path string) (*Spec, error) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("apitest: load %s: %w", path, err)
+		return nil, fmt.Errorf("contract: load %s: %w", path, err)
 	}
 	if err := doc.Validate(loader.Context); err != nil {
-		return nil, fmt.Errorf("apitest: validate %s: %w", path, err)
+		return nil, fmt.Errorf("contract: validate %s: %w", path, err)
 	}
 	if !doc.IsOpenAPI31OrLater() {
-		return nil, fmt.Errorf("apitest: %s is OpenAPI %s, want 3.1", path, doc.OpenAPI)
+		return nil, fmt.Errorf("contract: %s is OpenAPI %s, want 3.1", path, doc.OpenAPI)
 	}
 	// Route on paths alone: the tests' servers listen on ephemeral ports,
 	// not on the document's server URL.
@@ -94,7 +99,7 @@ func Load(path string) (*Spec, error) {
 	routed.Servers = nil
 	router, err := gorillamux.NewRouter(&routed)
 	if err != nil {
-		return nil, fmt.Errorf("apitest: router: %w", err)
+		return nil, fmt.Errorf("contract: router: %w", err)
 	}
 	s := &Spec{Doc: doc, Path: path, router: router}
 	for name, dst := range map[string]**openapi3.Response{
@@ -102,7 +107,7 @@ func Load(path string) (*Spec, error) {
 	} {
 		ref := doc.Components.Responses[name]
 		if ref == nil || ref.Value == nil {
-			return nil, fmt.Errorf("apitest: %s has no components/responses/%s", path, name)
+			return nil, fmt.Errorf("contract: %s has no components/responses/%s", path, name)
 		}
 		*dst = ref.Value
 	}
@@ -115,44 +120,11 @@ var (
 	loadedErr error
 )
 
-// ModuleRoot finds the directory of the idem module's go.mod, walking up
-// from the working directory (a test's package directory). The go.mod of a
-// nested module (harness, cmd/bench: see go.work) is passed over.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declaresModule(mod, rootModule) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("apitest: no go.mod of " + rootModule + " at or above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// rootModule is the module whose tree holds api/openapi.yaml and cmd/idemd.
-const rootModule = "github.com/idemdb/idem"
-
-// declaresModule reports whether go.mod text declares module path.
-func declaresModule(gomod []byte, path string) bool {
-	for _, line := range strings.Split(string(gomod), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == path {
-			return true
-		}
-	}
-	return false
-}
-
 // MustLoad loads the module's api/openapi.yaml once per process.
 func MustLoad(t testing.TB) *Spec {
 	t.Helper()
 	loadOnce.Do(func() {
-		root, err := ModuleRoot()
+		root, err := apitest.ModuleRoot()
 		if err != nil {
 			loadedErr = err
 			return
@@ -287,6 +259,31 @@ func (s *Spec) checkResponse(in *openapi3filter.RequestValidationInput, ex Excha
 		errs = append(errs, fmt.Errorf("response %d declares content but has an empty body", ex.Status))
 	}
 	return errs
+}
+
+// CheckRecord checks one recorded exchange (see apitest.Record).
+func (s *Spec) CheckRecord(rec apitest.Record) error {
+	switch rec.Kind {
+	case apitest.KindUnparsable:
+		return s.CheckUnparsable(rec.Status, rec.Header, rec.Body)
+	case apitest.KindExchange:
+	default:
+		return fmt.Errorf("record of unknown kind %q", rec.Kind)
+	}
+	u, err := url.ParseRequestURI(rec.URI)
+	if err != nil {
+		return fmt.Errorf("recorded URI %q: %w", rec.URI, err)
+	}
+	req := &http.Request{Method: rec.Method, URL: u, RequestURI: rec.URI, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: rec.RequestHeader, Host: "idem.test"}
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	header := rec.Header
+	if header == nil {
+		header = http.Header{}
+	}
+	return s.Check(Exchange{Request: req, RequestBody: rec.RequestBody, Status: rec.Status, Header: header, Body: rec.Body})
 }
 
 // withBody returns a shallow copy of r reading body.
