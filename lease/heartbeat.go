@@ -38,6 +38,10 @@ type RenewReport struct {
 	Uncertain int
 	Attempts  int // Apply attempts (each one write)
 	Transient int // attempts that failed transiently
+	// Err is a failure no retry can mend, which ended the attempts at once:
+	// the store refused the batch as invalid (a caller sized it beyond the
+	// store's Limits: a bug), or is closed or fail-stopped.
+	Err error
 }
 
 // Renew extends every lease in helds to now+TTL with one Apply per attempt.
@@ -101,6 +105,10 @@ func (hb *Heartbeat) Renew(ctx context.Context, helds []*Held) RenewReport {
 				live = append(live[:i], live[i+1:]...)
 				continue
 			}
+		}
+		if errors.Is(err, engine.ErrInvalidBatch) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrFailStopped) {
+			rep.Err = err
+			break
 		}
 		// Transient: retry only while every lease is still confirmed.
 		rep.Transient++

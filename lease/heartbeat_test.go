@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 )
@@ -186,5 +187,25 @@ func TestHeartbeat_EnsureWritesOnlyWhenLessThanNeedRemains(t *testing.T) {
 	}
 	if !h.Until().Equal(clock.Now().Add(6 * time.Second)) {
 		t.Fatalf("until %v", h.Until())
+	}
+}
+
+// TestRenew_AnInvalidBatchIsNotRetried: a renewal the store refuses as
+// invalid (more leases than its Limits take in one Apply) can never land,
+// so Renew reports it at once instead of backing off and retrying until
+// the leases run out; the leases are left unconfirmed, not lost.
+func TestRenew_AnInvalidBatchIsNotRetried(t *testing.T) {
+	store := memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000})
+	ttl := 30 * time.Second
+	helds := claimNew(t, store, lease.Owner{Node: "node-0", Incarnation: 1}, t0.Add(ttl), ids(200)...)
+	hb := &lease.Heartbeat{Store: store, Clock: lease.NewSim(t0), TTL: ttl, Margin: time.Second}
+	rep := hb.Renew(context.Background(), helds)
+	if !errors.Is(rep.Err, engine.ErrInvalidBatch) || rep.Attempts != 1 || rep.Transient != 0 || rep.Renewed != 0 {
+		t.Fatalf("report %+v, want one attempt ending in ErrInvalidBatch", rep)
+	}
+	for _, h := range helds {
+		if h.Status() == lease.Lost || h.Status() == lease.Live {
+			t.Fatalf("%s is %v after a refused renewal", h.ID, h.Status())
+		}
 	}
 }
