@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -33,33 +28,11 @@ import (
 // from the source so that a new route cannot be missed.
 func serverRoutes(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "server.go", nil, 0)
+	routes, err := apitest.ServerRoutes("server.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok {
-			return true
-		}
-		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "route" || len(call.Args) != 2 {
-			return true
-		}
-		lit, ok := call.Args[0].(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			t.Fatalf("s.route with a non-literal pattern at %v", call.Pos())
-		}
-		p, err := strconv.Unquote(lit.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, p)
-		return true
-	})
-	sort.Strings(out)
-	return out
+	return routes
 }
 
 var restWildcard = regexp.MustCompile(`\{([a-z]+)\.\.\.\}`)

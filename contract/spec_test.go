@@ -3,13 +3,9 @@ package contract
 import (
 	"context"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -41,33 +37,11 @@ func serverRoutes(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "api", "server.go"), nil, 0)
+	routes, err := apitest.ServerRoutes(filepath.Join(root, "api", "server.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok {
-			return true
-		}
-		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "route" || len(call.Args) != 2 {
-			return true
-		}
-		lit, ok := call.Args[0].(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			t.Fatalf("s.route with a non-literal pattern at %v", call.Pos())
-		}
-		p, err := strconv.Unquote(lit.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, p)
-		return true
-	})
-	sort.Strings(out)
-	return out
+	return routes
 }
 
 var restWildcard = regexp.MustCompile(`\{([a-z]+)\.\.\.\}`)
