@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
@@ -76,7 +79,7 @@ func (n *node) open() {
 		db.Close()
 		n.t.Fatal(err)
 	}
-	srv := api.New(svc, api.Options{Tokens: n.cfg.tokens, BodyBytesMax: n.cfg.bodyMax, EngineStats: db.Stats, Health: db.Health, Logger: log})
+	srv := api.New(svc, api.Options{Tokens: n.cfg.tokens, BodyBytesMax: n.cfg.bodyMax, StoreCollectors: []prometheus.Collector{enginemetrics.New(db.Stats)}, Health: db.Health, Logger: log})
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Listener = srv.Listener(ts.Listener) // as idemd serves it
 	ts.Start()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/internal/testsupport"
@@ -69,7 +70,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_engine_fail_stopped":                 dto.MetricType_GAUGE,
 }
 
-// metricsNode is a server over a real engine (with EngineStats and Health,
+// metricsNode is a server over a real engine (with its collector and Health,
 // as idemd wires them) in a temporary directory, served by httptest.
 type metricsNode struct {
 	db *engine.DB
@@ -89,7 +90,7 @@ func newMetricsNode(t *testing.T) *metricsNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	ts := httptest.NewServer(New(svc, Options{EngineStats: db.Stats, Health: db.Health, Logger: quiet}))
+	ts := httptest.NewServer(New(svc, Options{StoreCollectors: []prometheus.Collector{enginemetrics.New(db.Stats)}, Health: db.Health, Logger: quiet}))
 	t.Cleanup(ts.Close)
 	return &metricsNode{db: db, c: apitest.NewClient(t, ts.URL)}
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
@@ -31,8 +33,9 @@ type Options struct {
 	// RequestTimeout bounds the work of one request (default 60s; a keyed
 	// request's Prefer wait is bounded separately by the service).
 	RequestTimeout time.Duration
-	// EngineStats, if set, feeds the WAL metrics.
-	EngineStats func() engine.Stats
+	// StoreCollectors are the store's own metrics, registered beside the
+	// API's (for engine.DB: enginemetrics.New(db.Stats)).
+	StoreCollectors []prometheus.Collector
 	// Health, if set, is checked by /healthz: an error answers 503
 	// unavailable (e.g. the engine fail-stopped and needs a restart).
 	Health func() error
@@ -69,7 +72,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{svc: svc, opts: opts, mux: http.NewServeMux()}
-	s.metrics = newMetrics(svc, opts.EngineStats)
+	s.metrics = newMetrics(svc, opts.StoreCollectors)
 	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }
 	s.route("PUT /v1/tables/{table}", auth(s.putTable))
 	s.route("DELETE /v1/tables/{table}", auth(s.deleteTable))

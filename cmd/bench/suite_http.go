@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemdb/idem/api"
+	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/receipt"
 )
 
@@ -93,7 +96,7 @@ func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
 		st.close()
 		return nil, nil, err
 	}
-	h := api.New(st.svc, api.Options{EngineStats: st.db.Stats, Logger: discardLogger})
+	h := api.New(st.svc, api.Options{StoreCollectors: []prometheus.Collector{enginemetrics.New(st.db.Stats)}, Logger: discardLogger})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	tr := &http.Transport{

@@ -15,8 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/wal"
 )
@@ -78,7 +81,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	t.summary = time.Since(began)
 	logRecovered(log, d.db.Stats(), sum, t)
 	handler := api.New(d.svc, api.Options{Tokens: tokens, BodyBytesMax: c.bodyMax,
-		RequestTimeout: c.requestTimeout, EngineStats: d.db.Stats, Health: d.db.Health, Logger: log})
+		RequestTimeout: c.requestTimeout, StoreCollectors: []prometheus.Collector{enginemetrics.New(d.db.Stats)}, Health: d.db.Health, Logger: log})
 	// Through the handler's listener, even the answers net/http gives by
 	// itself (a malformed request, headers beyond MaxHeaderBytes) are
 	// problem details.
