@@ -441,10 +441,12 @@ func checkKeyAnswers(t *testing.T, k *chaosKey) {
 		err := json.Unmarshal(r.Body, &p)
 		pending := err == nil && p.Outcome == "pending" && r.Header.Get("Idem-Transaction-Id") == txn
 		// A request that reaches the store between a WAL failpoint's
-		// fail-stop and the process's death writes nothing and is told
-		// so: internal, retry with the same key.
-		failStopped := err == nil && p.Code == "internal" && p.Detail == "the store is unavailable" &&
-			r.Header.Get("Idempotency-Key") == k.key
+		// fail-stop and the process's death is refused: 503 unavailable,
+		// bound to the key's transaction, retry with the same key (its
+		// outcome, when given, is not terminal).
+		failStopped := err == nil && r.Status == 503 && p.Code == "unavailable" &&
+			r.Header.Get("Idempotency-Key") == k.key && (p.TransactionID == "" || p.TransactionID == txn) &&
+			(p.Outcome == "" || p.Outcome == "pending" || p.Outcome == "not_applied")
 		if !(pending || failStopped) || !p.Retryable || p.RetryWith != "same_key" {
 			t.Errorf("key %s: answer %d before the terminal one is not a same-key retry: %d %v %s", k.key, i, r.Status, r.Header, r.Body)
 		}
