@@ -11,11 +11,16 @@ import (
 // must not be modified. Apply copies what it needs from the batch before it
 // returns; the caller may reuse the batch afterwards.
 type Store interface {
-	// Get returns the current value of key, or ErrNotFound.
+	// Get returns the current value of key: the value of the last Apply
+	// that returned nil (reads never see a batch that has not), or
+	// ErrNotFound. Other errors: ErrClosed; a remote store may also return
+	// ctx.Err() or a transport error, after which nothing is known.
 	Get(ctx context.Context, key []byte) (Item, error)
 	// Scan returns up to limit items with start ≤ key < end in key order. A
-	// nil end means no upper bound. limit must be in 1..ScanLimitMax, else
-	// the error is ErrInvalidScan.
+	// nil end means no upper bound. limit must be in 1..Limits().ScanItemsMax,
+	// else the error is ErrInvalidScan. One Scan is a point-in-time view: it
+	// sees every op of a batch or none of them. Successive Scans (pages)
+	// are not one view: a batch may land between them. Other errors as Get.
 	Scan(ctx context.Context, start, end []byte, limit int) ([]Item, error)
 	// Apply checks the batch's conditions and, if all hold, writes its puts
 	// and deletes atomically and durably, returning the batch's version.

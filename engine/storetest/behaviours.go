@@ -175,6 +175,7 @@ var behaviours = []behaviour{
 			t.Fatalf("scan at the limit: %d items, %v", len(items), err)
 		}
 	}},
+	{"a-scan-sees-a-batch-whole-or-not-at-all", checkScanAtomicity},
 	{"scan-limit-is-bounded", func(t *testing.T, s engine.Store) {
 		for _, limit := range []int{0, -1, s.Limits().ScanItemsMax + 1} {
 			if _, err := s.Scan(ctx, k("a"), nil, limit); !errors.Is(err, engine.ErrInvalidScan) {
