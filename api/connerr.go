@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/idemdb/idem/code"
 )
@@ -107,8 +108,8 @@ func parseServerError(b []byte) (status int, detail string, ok bool) {
 // serverErrorDetail turns net/http's body ("400 Bad Request: missing
 // required Host header", or just the status line) into a problem detail.
 func serverErrorDetail(status int, body string) string {
-	if _, reason, ok := bytes.Cut([]byte(body), []byte(": ")); ok {
-		return "the request could not be parsed: " + string(reason)
+	if _, reason, ok := strings.Cut(body, ": "); ok {
+		return "the request could not be parsed: " + reason
 	}
 	switch status {
 	case 431:

@@ -2,34 +2,17 @@ package engine
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/wal"
 )
 
 // The invariants the engine asserts where it writes the tree and where it
 // reads the log back. Each test builds the violation by hand: a store that
 // works never produces one.
-
-// mustPanic runs fn and fails the test unless it panics with a message
-// containing want.
-func mustPanic(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		r := recover()
-		if r == nil {
-			t.Fatalf("no panic, want one naming %q", want)
-		}
-		if msg := fmt.Sprint(r); !strings.Contains(msg, want) {
-			t.Fatalf("panic %q, want one naming %q", msg, want)
-		}
-	}()
-	fn()
-}
 
 func bareDB() *DB {
 	return &DB{tree: index.NewKeySpace(), pending: map[string]pendingWrite{}, opts: Options{CheckpointLogBytes: -1}}
@@ -43,7 +26,7 @@ func TestApplyToTree_PanicsUnlessVersionsStrictlyIncrease(t *testing.T) {
 	db := bareDB()
 	db.applyToTree(5, putOps("a"))
 	for _, v := range []Version{5, 4} {
-		mustPanic(t, "invariant broken: versions strictly increase", func() { db.applyToTree(v, putOps("b")) })
+		testsupport.MustPanic(t, "invariant broken: versions strictly increase", func() { db.applyToTree(v, putOps("b")) })
 	}
 	if _, ok := db.tree.Get(index.Probe([]byte("b"))); ok {
 		t.Fatal("the refused batch reached the tree")
@@ -65,7 +48,7 @@ func TestOnDurable_PanicsUnlessEntriesStrictlyIncrease(t *testing.T) {
 		{{Index: 1, Tag: &applyRec{ops: putOps("b")}}},                                               // an older one
 		{{Index: 4, Tag: &applyRec{ops: putOps("b")}}, {Index: 3, Tag: &applyRec{ops: putOps("c")}}}, // out of order within a group
 	} {
-		mustPanic(t, "invariant broken: durable log entries strictly increase", func() { db.onDurable(group) })
+		testsupport.MustPanic(t, "invariant broken: durable log entries strictly increase", func() { db.onDurable(group) })
 		if !db.treeMu.TryLock() {
 			t.Fatal("treeMu still held after the panic")
 		}

@@ -179,17 +179,8 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 		default:
 			return 0, err
 		}
-		key, ok := engine.FailedKey(err)
+		kept, ok := dropFailed(err, vs, keyOf)
 		if !ok {
-			return 0, err
-		}
-		kept := vs[:0]
-		for _, v := range vs {
-			if !keyOf(key, v) {
-				kept = append(kept, v)
-			}
-		}
-		if len(kept) == len(vs) {
 			return 0, err
 		}
 		vs = kept

@@ -131,17 +131,8 @@ func (l *lifecycle) releaseBatch(ctx context.Context, cands []releasable) (int, 
 		default:
 			return 0, err
 		}
-		key, ok := engine.FailedKey(err)
+		kept, ok := dropFailed(err, cands, func(key []byte, c releasable) bool { return strings.HasSuffix(string(key), "/"+c.id) })
 		if !ok {
-			return 0, err
-		}
-		kept := cands[:0]
-		for _, c := range cands {
-			if !strings.HasSuffix(string(key), "/"+c.id) {
-				kept = append(kept, c)
-			}
-		}
-		if len(kept) == len(cands) {
 			return 0, err
 		}
 		cands = kept

@@ -3,7 +3,6 @@ package twopc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -201,22 +201,6 @@ func TestCheckDecisionStood_OnlyAStandingRecordMakesAChangeAViolation(t *testing
 	}
 }
 
-// mustPanic runs fn and fails the test unless it panics naming want.
-func mustPanic(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		r := recover()
-		if r == nil {
-			t.Fatalf("no panic, want one naming %q", want)
-		}
-		if msg := fmt.Sprint(r); !strings.Contains(msg, want) {
-			t.Fatalf("panic %q, want one naming %q", msg, want)
-		}
-	}()
-	fn()
-}
-
 // TestDecisionWrites_PanicOnAnyWriteThatWouldChangeADecision: a batch that
 // puts a decision without requiring it absent, or deletes one without
 // requiring its coordinator record absent, panics before it is written —
@@ -228,11 +212,11 @@ func TestDecisionWrites_PanicOnAnyWriteThatWouldChangeADecision(t *testing.T) {
 	const invariant = "invariant broken: a decided record never changes"
 
 	overwrite := new(engine.Batch).Put(decisionKey("t1"), []byte("x"))
-	mustPanic(t, invariant, func() { _ = c.Decide(ctx, "t9", nil, Committed{}, overwrite) })
-	mustPanic(t, invariant, func() { _ = c.Release(ctx, "t9", overwrite) })
+	testsupport.MustPanic(t, invariant, func() { _ = c.Decide(ctx, "t9", nil, Committed{}, overwrite) })
+	testsupport.MustPanic(t, invariant, func() { _ = c.Release(ctx, "t9", overwrite) })
 	early := new(engine.Batch).Delete(decisionKey("t1")) // its record still stands
-	mustPanic(t, invariant, func() { _ = c.Decide(ctx, "t9", nil, Committed{}, early) })
-	mustPanic(t, invariant, func() {
+	testsupport.MustPanic(t, invariant, func() { _ = c.Decide(ctx, "t9", nil, Committed{}, early) })
+	testsupport.MustPanic(t, invariant, func() {
 		_, _ = c.Begin(ctx, Txn{ID: "t9", Participants: []Participant{intentPart{"c", db}}}, early)
 	})
 	if _, err := db.Get(ctx, decisionKey("t9")); !errors.Is(err, engine.ErrNotFound) {

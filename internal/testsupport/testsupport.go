@@ -7,7 +7,9 @@
 package testsupport
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,3 +97,20 @@ const (
 	minStep = 50 * time.Microsecond
 	maxStep = 2 * time.Millisecond
 )
+
+// MustPanic runs fn and fails the test unless it panics with a message
+// containing want: the check of an invariant assertion.
+func MustPanic(t testing.TB, want string, fn func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		r := recover()
+		if r == nil {
+			t.Fatalf("no panic, want one naming %q", want)
+		}
+		if msg := fmt.Sprint(r); !strings.Contains(msg, want) {
+			t.Fatalf("panic %q, want one naming %q", msg, want)
+		}
+	}()
+	fn()
+}
