@@ -6,11 +6,12 @@ SEEDS    ?= 0
 DURATION ?= 60s
 # VERSION names the release binary's commit (idemd -version, the start-up log).
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
-# The workspace (go.work): the library at the root, and cmd/bench, harness
-# and contract, each a module of its own so that the root go.mod carries only
+# The workspace (go.work): the library at the root, and cmd/bench, harness,
+# contract and etcdtest (an embedded etcd cluster: the server is a test
+# dependency), each a module of its own so that the root go.mod carries only
 # what a program linking engine or receipt needs. From the root, ./... stops
 # at a nested go.mod, so the targets name every module's tree.
-MODULES  := . cmd/bench harness contract
+MODULES  := . cmd/bench harness contract etcdtest
 PKGS     := $(subst ././,./,$(foreach m,$(MODULES),./$(m)/...))
 # contract checks what the other tests record: it runs after them.
 RECORDING_PKGS := $(filter-out ./contract/...,$(PKGS))
@@ -26,7 +27,8 @@ build:
 	$(GO) build -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" -o bin/idemd ./cmd/idemd
 
 # vet, gofmt, every module's go.mod tidy (go mod tidy ignores go.work), none
-# of the bench's, the harness's or the contract's dependencies (kin-openapi)
+# of the bench's, the harness's, the contract's (kin-openapi) or etcdtest's
+# (the etcd server) dependencies
 # in the library's module graph, and no replace there (a replace applies only
 # in the main module: a host importing Idem would build without it).
 lint:
@@ -34,7 +36,7 @@ lint:
 	$(GO) vet -tags idem_selftest $(PKGS)
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: (cd $$m && go mod tidy)"; exit 1; }; done
-	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine|github.com/getkin/kin-openapi|github.com/santhosh-tekuri/jsonschema|github.com/gorilla/mux|go.yaml.in/yaml/v4) '; then \
+	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine|github.com/getkin/kin-openapi|github.com/santhosh-tekuri/jsonschema|github.com/gorilla/mux|go.yaml.in/yaml/v4|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/pkg/v3) '; then \
 		echo "the root go.mod requires a dependency of cmd/bench, harness or contract: it would enter every host's module graph"; exit 1; fi
 	@if grep -nE '^[[:space:]]*replace([[:space:]]|\()' go.mod; then echo "the root go.mod has a replace: hosts do not get it"; exit 1; fi
 

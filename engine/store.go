@@ -29,7 +29,8 @@ type Store interface {
 	//   *ConditionError      (errors.Is ErrConditionFailed) nothing was written
 	//   ErrAmbiguous         the outcome is unknown: treat it as pending
 	//   ErrFailStopped       nothing was written; the store refuses writes
-	//                        until it is reopened
+	//                        until it is reopened (engine.DB) or until an
+	//                        operator clears the cause (etcd's NOSPACE)
 	//   ErrClosed, ErrInvalidBatch, ctx.Err() before submission: nothing written
 	Apply(ctx context.Context, b *Batch) (Version, error)
 	// Limits says what one call accepts. Every layer above sizes its
@@ -64,8 +65,11 @@ func (l Limits) Fit(ops, conds, fixedOps, fixedConds int) int {
 	return max(n, 1)
 }
 
-// Version is the log index of the batch that last wrote a key. Versions are
-// strictly increasing across batches; 0 means "never written".
+// Version is the log index of the batch that last wrote a key (on etcd,
+// its revision). Versions are strictly increasing across batches; 0 means
+// "never written". A batch that changes nothing — it only deletes absent
+// keys — may answer the version of the last batch that did: etcd gives
+// such a Txn no revision of its own.
 type Version uint64
 
 // Item is one key with its value and version.

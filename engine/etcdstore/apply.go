@@ -1,0 +1,168 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Apply implements engine.Store with one Txn (see the package comment).
+func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+	if err := b.Validate(); err != nil {
+		return 0, err
+	}
+	if s.closed.Load() {
+		return 0, engine.ErrClosed
+	}
+	ops := lastOpPerKey(b.Ops)
+	if err := s.withinLimits(b, ops); err != nil {
+		return 0, err
+	}
+	nonce := s.nonce.Add(1)
+	req := s.txn(b.Conds, ops, nonce)
+	if size := proto.Size(req); size > s.reqMax {
+		return 0, fmt.Errorf("%w: a Txn of %d bytes (this cluster takes %d, less %d of etcd's own)",
+			engine.ErrInvalidBatch, size, s.reqMax+requestOverheadBytes, requestOverheadBytes)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err // before submission: nothing written
+	}
+	s.stats.txns.Add(1)
+	resp, err := s.kv.Txn(ctx, req)
+	if err != nil {
+		return s.settle(ctx, ops, nonce, err)
+	}
+	if !resp.Succeeded {
+		return 0, s.failedCondition(b.Conds, resp)
+	}
+	return engine.Version(resp.Header.Revision), nil
+}
+
+// lastOpPerKey keeps, in batch order, only the last op on each key: a Txn
+// may not touch a key twice, and a later op wins anyway.
+func lastOpPerKey(ops []engine.Op) []engine.Op {
+	if len(ops) == 1 {
+		return ops
+	}
+	last := make(map[string]int, len(ops))
+	for i, op := range ops {
+		last[string(op.Key)] = i
+	}
+	if len(last) == len(ops) {
+		return ops
+	}
+	kept := make([]engine.Op, 0, len(last))
+	for i, op := range ops {
+		if last[string(op.Key)] == i {
+			kept = append(kept, op)
+		}
+	}
+	return kept
+}
+
+// withinLimits refuses a valid batch that is still beyond this store's
+// limits, counting ops after deduplication: that is what the Txn holds.
+func (s *Store) withinLimits(b *engine.Batch, ops []engine.Op) error {
+	size := 0
+	for _, op := range ops {
+		size += len(op.Key) + len(op.Value)
+	}
+	l := s.limits
+	if len(ops) > l.ApplyOpsMax || len(b.Conds) > l.ApplyCondsMax || size > l.ApplyBytesMax {
+		return fmt.Errorf("%w: %d ops, %d conditions, %d bytes (this store: at most %d, %d, %d)", engine.ErrInvalidBatch,
+			len(ops), len(b.Conds), size, l.ApplyOpsMax, l.ApplyCondsMax, l.ApplyBytesMax)
+	}
+	return nil
+}
+
+// txn builds the Txn: the conditions as Compares, the ops in Then, and in
+// Else a read of each distinct condition key, so that a failed Txn says
+// what it found.
+func (s *Store) txn(conds []engine.Condition, ops []engine.Op, nonce uint64) *pb.TxnRequest {
+	req := &pb.TxnRequest{
+		Compare: make([]*pb.Compare, 0, len(conds)),
+		Success: make([]*pb.RequestOp, 0, len(ops)),
+	}
+	seen := make(map[string]struct{}, len(conds))
+	for _, c := range conds {
+		key := s.key(c.Key)
+		req.Compare = append(req.Compare, compare(c, key))
+		if _, dup := seen[string(c.Key)]; dup {
+			continue
+		}
+		seen[string(c.Key)] = struct{}{}
+		req.Failure = append(req.Failure, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{
+			RequestRange: &pb.RangeRequest{Key: key, KeysOnly: true},
+		}})
+	}
+	for _, op := range ops {
+		key := s.key(op.Key)
+		if op.Delete {
+			req.Success = append(req.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{
+				RequestDeleteRange: &pb.DeleteRangeRequest{Key: key},
+			}})
+			continue
+		}
+		req.Success = append(req.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{
+			RequestPut: &pb.PutRequest{Key: key, Value: seal(op.Value, nonce)},
+		}})
+	}
+	return req
+}
+
+// compare is the Compare of one condition on etcd key key.
+func compare(c engine.Condition, key []byte) *pb.Compare {
+	switch c.Kind {
+	case engine.MustBeAbsent:
+		return &pb.Compare{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}
+	case engine.MustBePresent:
+		return &pb.Compare{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_GREATER,
+			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}
+	default: // engine.MustBeAtVersion; Validate refused every other kind
+		return &pb.Compare{Key: key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL,
+			TargetUnion: &pb.Compare_ModRevision{ModRevision: int64(c.Version)}}
+	}
+}
+
+// failedCondition reports the first condition, in batch order, that the
+// Else branch's reads — taken at the revision the Compares saw — break.
+func (s *Store) failedCondition(conds []engine.Condition, resp *pb.TxnResponse) error {
+	found := make(map[string]engine.Version, len(resp.Responses))
+	for _, r := range resp.Responses {
+		rr := r.GetResponseRange()
+		if rr == nil {
+			continue
+		}
+		for _, kv := range rr.Kvs {
+			found[string(kv.Key[len(s.prefix):])] = engine.Version(kv.ModRevision)
+		}
+	}
+	for _, c := range conds {
+		v := found[string(c.Key)]
+		if !holds(c, v) {
+			return &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: v}
+		}
+	}
+	// etcd said a Compare failed but its own reads say none did: nothing
+	// was written (the Else branch ran), yet the store is not keeping its
+	// contract. Never a success.
+	return fmt.Errorf("etcdstore: etcd failed the Txn's compares at revision %d, but every condition holds in its Else reads", resp.Header.Revision)
+}
+
+// holds reports whether c holds for a key found at version found (0:
+// absent).
+func holds(c engine.Condition, found engine.Version) bool {
+	switch c.Kind {
+	case engine.MustBeAbsent:
+		return found == 0
+	case engine.MustBePresent:
+		return found != 0
+	}
+	return found != 0 && found == c.Version
+}

@@ -1,0 +1,91 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/idemdb/idem/engine"
+)
+
+func TestEnvelope_RoundTripsAndRefusesForeignValues(t *testing.T) {
+	for _, v := range [][]byte{nil, {}, []byte("x"), bytes.Repeat([]byte{0xff}, 1000)} {
+		got, nonce, err := unseal([]byte("k"), seal(v, 0xdeadbeef01))
+		if err != nil || !bytes.Equal(got, v) || nonce != 0xdeadbeef01 {
+			t.Fatalf("%q: %q %x %v", v, got, nonce, err)
+		}
+	}
+	for _, stored := range [][]byte{nil, {1, 2, 3}, append([]byte{2}, make([]byte, 20)...), []byte("plain text someone else wrote")} {
+		if _, _, err := unseal([]byte("k"), stored); !errors.Is(err, engine.ErrCorruption) {
+			t.Fatalf("%q: %v, want ErrCorruption", stored, err)
+		}
+	}
+}
+
+func TestLastOpPerKey_KeepsTheLastOpOfEachKeyInBatchOrder(t *testing.T) {
+	b := new(engine.Batch).Put([]byte("a"), []byte("1")).Put([]byte("b"), nil).Delete([]byte("a")).
+		Put([]byte("c"), nil).Put([]byte("b"), []byte("2"))
+	got := lastOpPerKey(b.Ops)
+	want := []engine.Op{{Key: []byte("a"), Delete: true}, {Key: []byte("c")}, {Key: []byte("b"), Value: []byte("2")}}
+	if len(got) != len(want) {
+		t.Fatalf("%+v", got)
+	}
+	for i := range want {
+		if !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) || got[i].Delete != want[i].Delete {
+			t.Fatalf("op %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// Only what etcd refuses before proposing is "not applied"; everything
+// else — the errors a stopped leader or a deadline produce among them —
+// must reach the layers above as ErrAmbiguous.
+func TestApplyError_OnlyExplicitRejectionsAreNotApplied(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"too many ops", rpctypes.ErrGRPCTooManyOps, engine.ErrInvalidBatch},
+		{"request too large", rpctypes.ErrGRPCRequestTooLarge, engine.ErrInvalidBatch},
+		{"duplicate key", rpctypes.ErrGRPCDuplicateKey, engine.ErrInvalidBatch},
+		{"client send limit", status.Error(codes.ResourceExhausted, "trying to send message larger than max (3000000 vs. 2097152)"), engine.ErrInvalidBatch},
+		{"no space", rpctypes.ErrGRPCNoSpace, engine.ErrFailStopped},
+		{"permission denied", rpctypes.ErrGRPCPermissionDenied, engine.ErrFailStopped},
+		{"invalid token", rpctypes.ErrGRPCInvalidAuthToken, engine.ErrFailStopped},
+		{"deadline", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), engine.ErrAmbiguous},
+		{"context", context.DeadlineExceeded, engine.ErrAmbiguous},
+		{"server stopped", rpctypes.ErrGRPCStopped, engine.ErrAmbiguous},
+		{"leader changed", rpctypes.ErrGRPCLeaderChanged, engine.ErrAmbiguous},
+		{"timeout", rpctypes.ErrGRPCTimeout, engine.ErrAmbiguous},
+		{"no leader", rpctypes.ErrGRPCNoLeader, engine.ErrAmbiguous},
+		{"too many requests", rpctypes.ErrGRPCRequestTooManyRequests, engine.ErrAmbiguous},
+		{"unavailable", status.Error(codes.Unavailable, "connection reset"), engine.ErrAmbiguous},
+		{"unknown", errors.New("something else"), engine.ErrAmbiguous},
+	} {
+		got := applyError(c.err)
+		if !errors.Is(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+		for _, other := range []error{engine.ErrInvalidBatch, engine.ErrFailStopped, engine.ErrAmbiguous} {
+			if other != c.want && errors.Is(got, other) {
+				t.Errorf("%s: %v is also %v", c.name, got, other)
+			}
+		}
+	}
+}
+
+func TestRangeEnd_BoundsExactlyThePrefix(t *testing.T) {
+	for _, c := range []struct{ prefix, want string }{
+		{"/idem/", "/idem0"}, {"a\xff", "b"}, {"\xff\xff", "\x00"}, {"", "\x00"},
+	} {
+		if got := string(rangeEnd([]byte(c.prefix))); got != c.want {
+			t.Errorf("rangeEnd(%q) = %q, want %q", c.prefix, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package etcdstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Defaults are etcd's own server defaults: a cluster started with other
+// --max-txn-ops or --max-request-bytes must say so in Options.
+const (
+	DefaultMaxTxnOps       = 128
+	DefaultMaxRequestBytes = 1536 << 10
+	// DefaultScanItemsMax bounds one ranged Get: a page large enough for
+	// the scans above (cleanup, reconcile) to be few, small enough that a
+	// page of large values stays a modest response.
+	DefaultScanItemsMax = 1024
+	// DefaultResolveTimeout bounds the read-back after an ambiguous Txn.
+	DefaultResolveTimeout = 5 * time.Second
+)
+
+// requestOverheadBytes is kept free of every request for what etcd adds
+// to it before its --max-request-bytes check (the raft request header).
+const requestOverheadBytes = 1 << 10
+
+// Options configure a Store.
+type Options struct {
+	// Prefix is prepended to every key, so that deployments sharing one
+	// cluster never see each other's keys. Use a trailing separator
+	// ("/idem/prod/"): no prefix may be a prefix of another deployment's.
+	Prefix string
+	// MaxTxnOps and MaxRequestBytes must be the cluster's --max-txn-ops
+	// and --max-request-bytes (0: etcd's defaults).
+	MaxTxnOps       int
+	MaxRequestBytes int
+	// ScanItemsMax bounds the items of one Scan (0: DefaultScanItemsMax).
+	ScanItemsMax int
+	// ResolveTimeout bounds the read-back that settles an ambiguous Apply
+	// (0: DefaultResolveTimeout).
+	ResolveTimeout time.Duration
+}
+
+// Store is an engine.Store on an etcd cluster. It does not own the client:
+// Close stops the store, the caller closes the client.
+type Store struct {
+	kv      pb.KVClient
+	prefix  []byte
+	end     []byte // the end of the prefix's range: every key sorts below it
+	limits  engine.Limits
+	reqMax  int
+	resolve time.Duration
+	nonce   atomic.Uint64
+	closed  atomic.Bool
+	stats   counters
+}
+
+// New returns a Store on cli's cluster.
+func New(cli *clientv3.Client, o Options) (*Store, error) {
+	if cli == nil {
+		return nil, errors.New("etcdstore: nil client")
+	}
+	o = o.withDefaults()
+	if o.MaxTxnOps < 1 || o.MaxRequestBytes <= requestOverheadBytes || o.ScanItemsMax < 1 || o.ResolveTimeout <= 0 {
+		return nil, fmt.Errorf("etcdstore: invalid options %+v", o)
+	}
+	s := &Store{
+		kv:      clientv3.RetryKVClient(cli),
+		prefix:  []byte(o.Prefix),
+		end:     rangeEnd([]byte(o.Prefix)),
+		reqMax:  o.MaxRequestBytes - requestOverheadBytes,
+		resolve: o.ResolveTimeout,
+		limits: engine.Limits{
+			ApplyOpsMax: min(o.MaxTxnOps, engine.BatchOpsMax),
+			// The Else branch holds one read per condition: the same bound.
+			ApplyCondsMax: min(o.MaxTxnOps, engine.BatchOpsMax),
+			// Half the request for keys and values leaves the other half to
+			// the prefix, envelopes, compares and Else reads of a batch at
+			// the op and condition limits with keys of typical size. A
+			// batch that still does not fit is refused whole (fits).
+			ApplyBytesMax: min(o.MaxRequestBytes/2, engine.BatchBytesMax),
+			ScanItemsMax:  min(o.ScanItemsMax, engine.ScanLimitMax),
+		},
+	}
+	// Nonces start at a random point so that two stores (two nodes, or
+	// one node restarted) never number their writes alike.
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("etcdstore: nonce seed: %w", err)
+	}
+	s.nonce.Store(binary.BigEndian.Uint64(seed[:]))
+	return s, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxTxnOps == 0 {
+		o.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.ScanItemsMax == 0 {
+		o.ScanItemsMax = DefaultScanItemsMax
+	}
+	if o.ResolveTimeout == 0 {
+		o.ResolveTimeout = DefaultResolveTimeout
+	}
+	return o
+}
+
+// rangeEnd is the smallest key above every key that starts with prefix;
+// for the empty prefix, etcd's "\x00" (every key).
+func rangeEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return []byte{0}
+}
+
+// Limits implements engine.Store.
+func (s *Store) Limits() engine.Limits { return s.limits }
+
+// Close makes every later call fail with engine.ErrClosed. Calls in
+// flight finish on the client, which stays the caller's to close.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return engine.ErrClosed
+	}
+	return nil
+}
+
+// key returns the etcd key of an engine key.
+func (s *Store) key(k []byte) []byte {
+	out := make([]byte, 0, len(s.prefix)+len(k))
+	return append(append(out, s.prefix...), k...)
+}
+
+// Get implements engine.Store with one linearizable Range.
+func (s *Store) Get(ctx context.Context, key []byte) (engine.Item, error) {
+	if s.closed.Load() {
+		return engine.Item{}, engine.ErrClosed
+	}
+	s.stats.ranges.Add(1)
+	resp, err := s.kv.Range(ctx, &pb.RangeRequest{Key: s.key(key)})
+	if err != nil {
+		return engine.Item{}, readError(ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return engine.Item{}, engine.ErrNotFound
+	}
+	return s.item(resp.Kvs[0])
+}
+
+// Scan implements engine.Store with one linearizable ranged Get: one
+// revision, so one point-in-time view.
+func (s *Store) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	if limit <= 0 || limit > s.limits.ScanItemsMax {
+		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", engine.ErrInvalidScan, limit, s.limits.ScanItemsMax)
+	}
+	req := &pb.RangeRequest{Key: s.key(start), RangeEnd: s.end, Limit: int64(limit)}
+	if end != nil {
+		if string(end) <= string(start) {
+			return nil, nil
+		}
+		req.RangeEnd = s.key(end)
+	}
+	s.stats.ranges.Add(1)
+	resp, err := s.kv.Range(ctx, req)
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	items := make([]engine.Item, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		it, err := s.item(kv)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// item turns a stored key-value into the engine's view of it.
+func (s *Store) item(kv *mvccpb.KeyValue) (engine.Item, error) {
+	value, _, err := unseal(kv.Key, kv.Value)
+	if err != nil {
+		return engine.Item{}, err
+	}
+	return engine.Item{Key: kv.Key[len(s.prefix):], Value: value, Version: engine.Version(kv.ModRevision)}, nil
+}
+
+var _ engine.Store = (*Store)(nil)
