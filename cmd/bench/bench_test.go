@@ -128,12 +128,13 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	}
 	seen, count := contractLines(t, &stdout)
 	var want []string
-	for _, s := range []string{"wal", "engine", "twopc", "receipts", "http", "recovery", "renewal", "peer"} {
+	for _, s := range []string{"wal", "engine", "twopc", "receipts", "etcd", "http", "recovery", "renewal", "peer"} {
 		want = append(want, s+"/fsync-serial/1", s+"/fsync-group/64", s+"/tidwall-batch64/1")
 	}
 	for _, c := range []string{"1", "2"} {
 		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c, "twopc/twopc-2w/"+c,
 			"receipts/keyed/"+c, "receipts/fast/"+c, "receipts/replay/"+c,
+			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
 			"http/keyed/"+c, "http/fast/"+c, "http/replay/"+c)
 	}
 	want = append(want, "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "renewal/renewal/1")
@@ -164,6 +165,14 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 			if r != nil && r[f] == nil {
 				t.Errorf("%s lacks %s: %v", k, f, r)
 			}
+		}
+	}
+	if r := seen["etcd/keyed/1"]; r != nil {
+		if trips, _ := r["round_trips_per_request"].(float64); trips < 1 {
+			t.Errorf("etcd keyed round_trips_per_request = %v, want at least one Txn", r["round_trips_per_request"])
+		}
+		if b, _ := r["bbolt_bytes_per_receipt"].(float64); b <= 0 {
+			t.Errorf("etcd keyed bbolt_bytes_per_receipt = %v, want > 0", r["bbolt_bytes_per_receipt"])
 		}
 	}
 	if r := seen["twopc/twopc/1"]; r != nil && (r["fsync_waits_p50"] == nil || r["ratio_to_floor"] == nil) {

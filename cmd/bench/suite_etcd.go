@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/etcdstore"
+	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/receipt"
+)
+
+func init() {
+	register(Suite{
+		Name: "etcd",
+		Rank: 45,
+		Doc:  "etcdstore on an embedded 3-member etcd (fsync on): raw Txn and nested-24 Txn floors, Apply, keyed, replay; round trips and bbolt bytes per receipt",
+		Run:  runEtcd,
+	})
+}
+
+// etcdNested is the sub-batches of the nested-Txn floor: the group commit
+// one Txn can carry (each sub-batch its own compare and outcome).
+const etcdNested = 24
+
+// Targets of issue 14.
+const (
+	targetEtcdRoundTrips   = 2.0 // etcd requests (Txns and reads) per keyed request
+	targetEtcdKeyedOfFloor = 0.5 // keyed >= this x (raw-Txn floor / round trips)
+	// etcdCountedMax bounds the keyed requests counted one by one for round
+	// trips and measured for space (-replay-keys, at most this many), then
+	// replayed.
+	etcdCountedMax = 500
+)
+
+func runEtcd(env *Env) error {
+	dir, cleanup, err := env.DataDir("etcd")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	env.Progress("etcd: starting 3 embedded members")
+	cluster, err := etcdtest.Launch(dir, etcdtest.Options{Fsync: true})
+	env.ProgressDone()
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	cli, err := cluster.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	var results []*Result
+	report := func() { env.reportAll(results) }
+	var prefixes atomic.Int64
+	prefix := func(name string) string { return fmt.Sprintf("/bench/%s/%d/", name, prefixes.Add(1)) }
+
+	for _, c := range env.Opts.Concurrency {
+		for _, name := range []string{"txn", "txn-nested24"} {
+			r, err := etcdFloor(env, cli, name, c, prefix(name))
+			if err != nil {
+				report()
+				return err
+			}
+			results = append(results, &r)
+		}
+		r, err := etcdApply(env, cli, c, prefix("apply"))
+		if err != nil {
+			report()
+			return err
+		}
+		results = append(results, &r)
+	}
+	keyed, err := etcdKeyed(env, cli, prefix)
+	results = append(results, keyed...)
+	if err != nil {
+		report()
+		return err
+	}
+	etcdTargets(results)
+	report()
+	return nil
+}
+
+// etcdFloor is etcd's own cost, with nothing of Idem: a create-if-absent
+// Txn on a fresh key per call, or one outer Txn of etcdNested such
+// sub-Txns (items count sub-batches).
+func etcdFloor(env *Env, cli *clientv3.Client, name string, c int, prefix string) (Result, error) {
+	kv := clientv3.RetryKVClient(cli)
+	value := env.Value()
+	sub := func(key string) *pb.TxnRequest {
+		return &pb.TxnRequest{
+			Compare: []*pb.Compare{{Key: []byte(key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_CreateRevision{}}},
+			Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}}},
+		}
+	}
+	items := 1
+	op := func(ctx context.Context, w int, i uint64) error {
+		resp, err := kv.Txn(ctx, sub(fmt.Sprintf("%s%d/%d", prefix, w, i)))
+		if err == nil && !resp.Succeeded {
+			err = fmt.Errorf("etcd: create-if-absent of a fresh key failed")
+		}
+		return err
+	}
+	if name == "txn-nested24" {
+		items = etcdNested
+		op = func(ctx context.Context, w int, i uint64) error {
+			outer := &pb.TxnRequest{Success: make([]*pb.RequestOp, etcdNested)}
+			for j := range etcdNested {
+				outer.Success[j] = &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: sub(fmt.Sprintf("%s%d/%d/%d", prefix, w, i, j))}}
+			}
+			_, err := kv.Txn(ctx, outer)
+			return err
+		}
+	}
+	m, err := env.Loop(Loop{Case: name, Concurrency: c, ItemsPerCall: items}, op)
+	if err != nil {
+		return Result{}, err
+	}
+	return m.Result(name, c), nil
+}
+
+// etcdApply is one etcdstore.Apply per call: the same create-if-absent as
+// the txn floor, through the store (nonce envelope, Else reads, limits).
+func etcdApply(env *Env, cli *clientv3.Client, c int, prefix string) (Result, error) {
+	s, err := etcdstore.New(cli, etcdstore.Options{Prefix: prefix})
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	value := env.Value()
+	m, err := env.Loop(Loop{Case: "apply", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
+		key := []byte(fmt.Sprintf("%d/%d", w, i))
+		_, err := s.Apply(ctx, new(engine.Batch).Absent(key).Put(key, value))
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return m.Result("apply", c), nil
+}
+
+// etcdKeyed is receipt.Service on etcdstore: keyed Execute of new keys at
+// each concurrency, a counted run of keyed requests for round trips and
+// space, and the replay of those.
+func etcdKeyed(env *Env, cli *clientv3.Client, prefix func(string) string) ([]*Result, error) {
+	s, err := etcdstore.New(cli, etcdstore.Options{Prefix: prefix("keyed")})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	svc, err := receipt.Open(env.Ctx, s, receipt.Options{Logger: discardLogger})
+	if err != nil {
+		return nil, err
+	}
+	defer svc.Close()
+	if _, _, err := svc.Tables().Create(env.Ctx, benchPrincipal, benchTable, benchShards); err != nil {
+		return nil, err
+	}
+	wl := newWorkload(env.Opts.BatchDocs)
+	var round atomic.Int64
+	var out []*Result
+	for _, c := range env.Opts.Concurrency {
+		r0 := round.Add(1) << 40 // keys of each case apart from the others'
+		m, err := env.Loop(Loop{Case: "keyed", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
+			ans, err := svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable, Key: wl.key(w, uint64(r0)+i), Batch: wl.batch(w, uint64(r0)+i)})
+			if err != nil {
+				return err
+			}
+			return checkCommitted(ans, false)
+		})
+		if err != nil {
+			return out, err
+		}
+		r := m.Result("keyed", c)
+		out = append(out, &r)
+	}
+
+	// Counted: round trips per keyed request, and the bbolt space a
+	// receipt takes (its request, envelope, documents and index entries).
+	counted := min(env.Opts.ReplayKeys, etcdCountedMax)
+	env.Progress("etcd: %d counted keyed requests", counted)
+	before, sizeBefore := s.Stats(), dbSize(env.Ctx, cli)
+	base := uint64(round.Add(1) << 40)
+	for i := range uint64(counted) {
+		ans, err := svc.Execute(env.Ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable, Key: wl.key(0, base+i), Batch: wl.batch(0, base+i)})
+		if err == nil {
+			err = checkCommitted(ans, false)
+		}
+		if err != nil {
+			env.ProgressDone()
+			return out, err
+		}
+	}
+	after, sizeAfter := s.Stats(), dbSize(env.Ctx, cli)
+	env.ProgressDone()
+	txns := float64(after.Txns-before.Txns) / float64(counted)
+	ranges := float64(after.Ranges-before.Ranges) / float64(counted)
+	for _, r := range out {
+		r.Set("round_trips_per_request", round2(txns+ranges))
+		r.Set("txns_per_request", round2(txns))
+		r.Set("ranges_per_request", round2(ranges))
+		if sizeAfter > sizeBefore {
+			r.Set("bbolt_bytes_per_receipt", (sizeAfter-sizeBefore)/int64(counted))
+		}
+	}
+
+	// Replay: the counted requests' keys, now terminal.
+	for _, c := range env.Opts.Concurrency {
+		m, err := env.Loop(Loop{Case: "replay", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
+			k := replayIndex(w, i, counted)
+			ans, err := svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable, Key: wl.key(0, base+k), Batch: wl.batch(0, base+k)})
+			if err != nil {
+				return err
+			}
+			return checkCommitted(ans, true)
+		})
+		if err != nil {
+			return out, err
+		}
+		r := m.Result("replay", c)
+		out = append(out, &r)
+	}
+	return out, nil
+}
+
+// dbSize is the bbolt space in use on the first member once history is
+// compacted away — what a cluster with auto-compaction holds for the live
+// keys (0 if unknown).
+func dbSize(ctx context.Context, cli *clientv3.Client) int64 {
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return 0
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return 0
+	}
+	st, err := cli.Status(ctx, cli.Endpoints()[0])
+	if err != nil {
+		return 0
+	}
+	return st.DbSizeInUse
+}
+
+func round2(x float64) float64 { return round(x, 2) }
+
+// etcdTargets: etcd round trips (Txns and linearizable reads) per keyed
+// request, and keyed against the raw-Txn floor divided by them: what the
+// design's round trips allow, less nothing else.
+func etcdTargets(results []*Result) {
+	idx := indexResults(results)
+	for _, r := range results {
+		if r.Case != "keyed" {
+			continue
+		}
+		trips, _ := r.Extra["round_trips_per_request"].(float64)
+		if trips <= 0 {
+			continue
+		}
+		r.Targets = append(r.Targets, Target{
+			Want: fmt.Sprintf("etcd round trips per keyed request <= %.0f", targetEtcdRoundTrips),
+			Got:  fmt.Sprintf("%.2f (%v Txns, %v reads)", trips, r.Extra["txns_per_request"], r.Extra["ranges_per_request"]),
+			Met:  trips <= targetEtcdRoundTrips+0.05,
+		})
+		floor := idx.get("txn", r.Concurrency)
+		if floor == nil {
+			continue
+		}
+		want := targetEtcdKeyedOfFloor * floor.OpsPerSec / trips
+		r.Targets = append(r.Targets, Target{
+			Want: fmt.Sprintf("etcd keyed@%d >= %.1f x (txn@%d / %.2f round trips)", r.Concurrency, targetEtcdKeyedOfFloor, r.Concurrency, trips),
+			Got:  fmt.Sprintf("%.0f/s vs %.0f/s (%.2fx)", r.OpsPerSec, want, r.OpsPerSec/want),
+			Met:  r.OpsPerSec >= want,
+		})
+	}
+}
