@@ -44,7 +44,7 @@ var (
 )
 
 const (
-	chaosNodes   = 3
+	chaosNodes = 3
 	// Keyed batches: key k increments counter k % chaosDocs. Clients pick
 	// from a window of chaosWindow keys that the schedule moves on at each
 	// step, so fresh keys keep executing (and crashes catch them in
