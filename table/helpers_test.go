@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/memstore"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -21,8 +22,10 @@ const tenant = "p1"
 // fixture is one engine with a table manager and a 2PC coordinator wired as
 // the server wires them (resolve-on-read through the coordinator).
 type fixture struct {
-	disk   *memfs.Disk // a crash keeps exactly what was fsynced
-	db     *engine.DB
+	disk   *memfs.Disk  // a crash keeps exactly what was fsynced
+	db     engine.Store // engine.DB, or the reference store (testsupport.OnReferenceStore)
+	edb    *engine.DB   // nil on the reference store
+	mem    *memstore.Store
 	tables *table.Tables
 	coord  *twopc.Coordinator
 	opts   twopc.Options
@@ -32,18 +35,29 @@ func newFixture(t *testing.T, opts twopc.Options) *fixture {
 	t.Helper()
 	f := &fixture{disk: memfs.NewDisk(), opts: opts}
 	f.open(t)
-	t.Cleanup(func() { f.db.Close() })
+	t.Cleanup(func() {
+		if f.edb != nil {
+			f.edb.Close()
+		}
+	})
 	return f
 }
 
 func (f *fixture) open(t *testing.T) {
 	t.Helper()
-	db, err := engine.Open("/data", engine.Options{FS: f.disk.FS()})
-	if err != nil {
-		t.Fatal(err)
+	if testsupport.OnReferenceStore() {
+		if f.mem == nil {
+			f.mem = memstore.New() // a reopen keeps the state, as a clean restart
+		}
+		f.db = f.mem
+	} else {
+		db, err := engine.Open("/data", engine.Options{FS: f.disk.FS()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.db, f.edb = db, db
 	}
-	f.db = db
-	f.wire(db)
+	f.wire(f.db)
 }
 
 // wire builds tables and coordinator on store (the DB or a wrapper of it).
@@ -54,7 +68,8 @@ func (f *fixture) wire(store engine.Store) {
 // crashReopen simulates a power loss and recovers the same data dir.
 func (f *fixture) crashReopen(t *testing.T) {
 	t.Helper()
-	f.disk.Crash(f.db, nil)
+	testsupport.SkipOnReferenceStore(t, "a crash that keeps what was fsynced needs engine.DB")
+	f.disk.Crash(f.edb, nil)
 	f.open(t)
 }
 
@@ -114,17 +129,8 @@ func (f *fixture) doc(t *testing.T, tbl, id string) string {
 	return string(d)
 }
 
-// dump is every key of the store with its version and value: two equal
-// dumps mean nothing was written in between.
-func dump(t *testing.T, db *engine.DB) string {
-	t.Helper()
-	var sb strings.Builder
-	db.Snapshot().Ascend(nil, func(it engine.Item) bool {
-		fmt.Fprintf(&sb, "%s@%d=%x\n", it.Key, it.Version, it.Value)
-		return true
-	})
-	return sb.String()
-}
+// dump renders the whole store (testsupport.Dump).
+func dump(t *testing.T, s engine.Store) string { t.Helper(); return testsupport.Dump(t, s) }
 
 // keysUnder lists the keys with the given prefix.
 func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {

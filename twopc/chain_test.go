@@ -18,17 +18,18 @@ import (
 // costs one fsync, applies the batch once, and leaves the store as Begin +
 // DecideOrLearn would: the decision retained, no record, no intent.
 func TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
 	ctx := context.Background()
 	n := newNode(t, twopc.Options{})
 	work.seed(t, n)
 	txn := txnFor("tx", n.plan(t, work.body()))
 	result, _ := json.Marshal(wantResult)
-	before := n.db.Stats().WAL
+	before := n.edb.Stats().WAL
 	ch, ok, err := n.coord.BeginCommit(ctx, txn, nil, nil)
 	if err != nil || !ok {
 		t.Fatalf("BeginCommit: %+v, %v, %v", ch, ok, err)
 	}
-	after := n.db.Stats().WAL
+	after := n.edb.Stats().WAL
 	if f, e := after.Fsyncs-before.Fsyncs, after.Entries-before.Entries; f != 1 || e != 2 {
 		t.Fatalf("chained commit took %d fsyncs for %d log entries, want 1 for 2", f, e)
 	}
@@ -62,6 +63,7 @@ func TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide(t *testing.T) {
 // store that cannot chain all leave the store untouched with ok=false, so
 // the caller's Begin/Decide path handles them.
 func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
 	ctx := context.Background()
 	n := newNode(t, twopc.Options{})
 	n.fast(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"s","doc":{"n":"text"}}]}`)
@@ -101,6 +103,7 @@ func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
 // recovery then leaves the batch all applied or not at all, with no intent
 // or record, and every one of the three states is reached.
 func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
 	if !fault.Compiled {
 		t.Skip("failpoints compiled out (-tags nofailpoint)")
 	}
@@ -117,7 +120,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 		if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
 			t.Fatalf("BeginCommit whose fsync failed: %v, want ErrOutcomeUnknown", err)
 		}
-		unsynced = waltest.Total(n.disk.Crash(n.db, memfs.KeepUnsynced(keep)))
+		unsynced = waltest.Total(n.disk.Crash(n.edb, memfs.KeepUnsynced(keep)))
 		n.open(t)
 		st, err := n.coord.Lookup(ctx, "tx")
 		if err != nil {
