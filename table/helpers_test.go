@@ -10,6 +10,7 @@ import (
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/memstore"
+	"github.com/idemdb/idem/engine/storetest"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
@@ -129,8 +130,8 @@ func (f *fixture) doc(t *testing.T, tbl, id string) string {
 	return string(d)
 }
 
-// dump renders the whole store (testsupport.Dump).
-func dump(t *testing.T, s engine.Store) string { t.Helper(); return testsupport.Dump(t, s) }
+// dump renders the whole store (storetest.Dump).
+func dump(t *testing.T, s engine.Store) string { t.Helper(); return storetest.Dump(t, s) }
 
 // keysUnder lists the keys with the given prefix.
 func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {

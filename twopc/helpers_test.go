@@ -11,6 +11,7 @@ import (
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/memstore"
+	"github.com/idemdb/idem/engine/storetest"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
@@ -136,8 +137,8 @@ func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {
 	return out
 }
 
-// dump renders the whole store (testsupport.Dump).
-func dump(t *testing.T, s engine.Store) string { t.Helper(); return testsupport.Dump(t, s) }
+// dump renders the whole store (storetest.Dump).
+func dump(t *testing.T, s engine.Store) string { t.Helper(); return storetest.Dump(t, s) }
 
 func assertNoIntentsOrRecords(t *testing.T, store engine.Store) {
 	t.Helper()
