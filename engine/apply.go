@@ -162,16 +162,7 @@ func (db *DB) checkConds(conds []Condition, earlier []chainLink) (pending wal.Co
 				found = Version(it.Version)
 			}
 		}
-		ok := false
-		switch c.Kind {
-		case MustBeAbsent:
-			ok = found == 0
-		case MustBePresent:
-			ok = found != 0
-		case MustBeAtVersion:
-			ok = found != 0 && found == c.Version
-		}
-		if !ok {
+		if !c.HoldsAt(found) {
 			return p.commit, isPending, &ConditionError{Cond: c, Found: found}
 		}
 	}

@@ -110,6 +110,22 @@ type Condition struct {
 	Version Version // for MustBeAtVersion
 }
 
+// HoldsAt reports whether c holds for its key found at version found (0:
+// absent). Every store decides its conditions by it, so that a condition
+// means one thing on all of them (storetest's model keeps a copy of its
+// own, so that it does not share a mistake with what it checks).
+func (c Condition) HoldsAt(found Version) bool {
+	switch c.Kind {
+	case MustBeAbsent:
+		return found == 0
+	case MustBePresent:
+		return found != 0
+	case MustBeAtVersion:
+		return found != 0 && found == c.Version
+	}
+	return false
+}
+
 // Op is one write: a put, or a delete when Delete is set.
 type Op struct {
 	Key    []byte

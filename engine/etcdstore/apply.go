@@ -145,7 +145,7 @@ func (s *Store) failedCondition(conds []engine.Condition, resp *pb.TxnResponse) 
 	}
 	for _, c := range conds {
 		v := found[string(c.Key)]
-		if !holds(c, v) {
+		if !c.HoldsAt(v) {
 			return &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: v}
 		}
 	}
@@ -153,16 +153,4 @@ func (s *Store) failedCondition(conds []engine.Condition, resp *pb.TxnResponse) 
 	// was written (the Else branch ran), yet the store is not keeping its
 	// contract. Never a success.
 	return fmt.Errorf("etcdstore: etcd failed the Txn's compares at revision %d, but every condition holds in its Else reads", resp.Header.Revision)
-}
-
-// holds reports whether c holds for a key found at version found (0:
-// absent).
-func holds(c engine.Condition, found engine.Version) bool {
-	switch c.Kind {
-	case engine.MustBeAbsent:
-		return found == 0
-	case engine.MustBePresent:
-		return found != 0
-	}
-	return found != 0 && found == c.Version
 }

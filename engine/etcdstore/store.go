@@ -118,14 +118,10 @@ func (o Options) withDefaults() Options {
 }
 
 // rangeEnd is the smallest key above every key that starts with prefix;
-// for the empty prefix, etcd's "\x00" (every key).
+// for a prefix with none (empty, or all 0xff), etcd's "\x00": every key.
 func rangeEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
+	if end := engine.PrefixEnd(prefix); end != nil {
+		return end
 	}
 	return []byte{0}
 }

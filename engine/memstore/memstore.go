@@ -143,7 +143,7 @@ func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, err
 		if it, ok := s.items.Get(engine.Item{Key: c.Key}); ok {
 			found = it.Version
 		}
-		if !holds(c, found) {
+		if !c.HoldsAt(found) {
 			return 0, &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: found}
 		}
 	}
@@ -158,20 +158,6 @@ func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, err
 		s.items.ReplaceOrInsert(engine.Item{Key: key, Value: append([]byte{}, op.Value...), Version: s.version})
 	}
 	return s.version, nil
-}
-
-// holds reports whether condition c holds for a key found at version found
-// (0: absent).
-func holds(c engine.Condition, found engine.Version) bool {
-	switch c.Kind {
-	case engine.MustBeAbsent:
-		return found == 0
-	case engine.MustBePresent:
-		return found != 0
-	case engine.MustBeAtVersion:
-		return found != 0 && found == c.Version
-	}
-	return false
 }
 
 var _ engine.Store = (*Store)(nil)

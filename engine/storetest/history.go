@@ -105,7 +105,9 @@ func changes(b *engine.Batch, model map[string]modelItem) bool {
 }
 
 // firstFailing returns the first condition of b the model refuses, and the
-// version it found.
+// version it found. The model decides conditions by its own switch, not
+// engine.Condition.HoldsAt, so that it cannot share a mistake with the
+// stores it checks.
 func firstFailing(b *engine.Batch, model map[string]modelItem) (*engine.Condition, engine.Version) {
 	for i, c := range b.Conds {
 		found := model[string(c.Key)].version
