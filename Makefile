@@ -16,7 +16,7 @@ PKGS     := $(subst ././,./,$(foreach m,$(MODULES),./$(m)/...))
 # The layers whose whole test suites run a second time on the reference
 # store (engine/memstore, IDEM_TEST_STORE=memstore): tests that need what
 # only engine.DB has (a crash that keeps what was fsynced, chaining) skip.
-REFERENCE_PKGS := ./table ./twopc
+REFERENCE_PKGS := ./table ./twopc ./api
 # contract checks what the other tests record: it runs after them.
 RECORDING_PKGS := $(filter-out ./contract/...,$(PKGS))
 
@@ -49,7 +49,7 @@ lint:
 # internal/apitest), then the contract module's check of each record against
 # api/openapi.yaml (it fails on a mismatch and on zero records), then the
 # harness's planted-bug self-test, which exists only under -tags idem_selftest,
-# then the table and 2PC suites again on the reference store.
+# then the table, 2PC and API suites again on the reference store.
 test: lint
 	$(GO) build -tags nofailpoint $(PKGS)
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \

@@ -16,6 +16,7 @@ import (
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
+	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
@@ -46,7 +47,8 @@ type node struct {
 	dir string
 	cfg config
 
-	db  *engine.DB
+	db  *engine.DB      // nil on the reference store
+	mem *memstore.Store // the reference store (testsupport.OnReferenceStore), kept across restarts
 	svc *receipt.Service
 	ts  *httptest.Server
 	c   *apitest.Client
@@ -68,18 +70,34 @@ func (n *node) open() {
 	if n.cfg.logger != nil {
 		log = n.cfg.logger
 	}
-	db, err := engine.Open(n.dir, engine.Options{Logger: log})
-	if err != nil {
-		n.t.Fatal(err)
+	var (
+		db    *engine.DB
+		store engine.Store
+		aopts = api.Options{Tokens: n.cfg.tokens, BodyBytesMax: n.cfg.bodyMax, Logger: log}
+	)
+	if testsupport.OnReferenceStore() {
+		if n.mem == nil {
+			n.mem = memstore.New()
+		}
+		store = n.mem
+	} else {
+		var err error
+		if db, err = engine.Open(n.dir, engine.Options{Logger: log}); err != nil {
+			n.t.Fatal(err)
+		}
+		store = db
+		aopts.StoreCollectors, aopts.Health = []prometheus.Collector{enginemetrics.New(db.Stats)}, db.Health
 	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax, WaitMax: n.cfg.waitMax,
 		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide}
-	svc, err := receipt.Open(context.Background(), db, opts)
+	svc, err := receipt.Open(context.Background(), store, opts)
 	if err != nil {
-		db.Close()
+		if db != nil {
+			db.Close()
+		}
 		n.t.Fatal(err)
 	}
-	srv := api.New(svc, api.Options{Tokens: n.cfg.tokens, BodyBytesMax: n.cfg.bodyMax, StoreCollectors: []prometheus.Collector{enginemetrics.New(db.Stats)}, Health: db.Health, Logger: log})
+	srv := api.New(svc, aopts)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Listener = srv.Listener(ts.Listener) // as idemd serves it
 	ts.Start()
@@ -99,7 +117,9 @@ func (n *node) close() {
 	}
 	n.ts.Close()
 	n.svc.Close()
-	_ = n.db.Close()
+	if n.db != nil {
+		_ = n.db.Close()
+	}
 	n.ts = nil
 }
 

@@ -205,6 +205,7 @@ func TestKeyed_PresumedAbortIsTransactionAborted(t *testing.T) {
 // after a restart, a retry with the same key converges on one committed
 // envelope and the batch applied once.
 func TestKeyed_ReceiptPendingConverges(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "it fails the WAL's fsync")
 	t.Run("receipt publication ambiguous", func(t *testing.T) {
 		// A simulated clock keeps the renewal supervisor quiet: the one WAL
 		// group the failpoint hits is the request's.
@@ -346,6 +347,7 @@ func TestKeyed_ConcurrentDuplicatesApplyOnce(t *testing.T) {
 // engine refuses writes until a restart, and /healthz says so (503
 // unavailable) instead of reporting a healthy process; a restart heals it.
 func TestHealthz_FailStoppedEngineIs503Unavailable(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "it fails the WAL's fsync")
 	n := newNode(t, config{})
 	n.createTable("t")
 	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("eio")`)

@@ -215,6 +215,7 @@ func TestPreferenceApplied_IsTheWaitGranted(t *testing.T) {
 // receipts still replay and reads still serve; the cause is logged once,
 // not per request.
 func TestFailStopped_WritesAre503Unavailable(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "it fails the WAL's fsync")
 	var logs syncBuffer
 	n := newNode(t, config{logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	n.createTable("t")
