@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/internal/apitest"
 )
 
 // shared is the cluster most tests of this package use, each under a
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.Close()
 	os.RemoveAll(dir)
+	apitest.RemoveBuilds() // the idemd binaries idemd_test.go built
 	os.Exit(code)
 }
 

@@ -31,12 +31,34 @@ func nodeKey(node string) []byte { return engine.NSLease.Key("node", node) }
 
 type nodeRecord struct {
 	Incarnation uint64 `cbor:"1,keyasint"`
+	Advertise   string `cbor:"2,keyasint,omitempty"`
+}
+
+// AdvertiseBytesMax bounds the address a node advertises to its peers.
+const AdvertiseBytesMax = 256
+
+// Node is what a node's record says: its current incarnation and the
+// address its peers reach it at ("" for a node that serves alone).
+type Node struct {
+	Owner
+	Advertise string
 }
 
 // Register bumps node's incarnation durably and returns the new identity.
 func Register(ctx context.Context, store engine.Store, node string) (Owner, error) {
+	return RegisterAt(ctx, store, node, "")
+}
+
+// RegisterAt is Register for a node that peers reach at advertise: the
+// address is written with the new incarnation, in the same fenced record,
+// so that it always names the incarnation that wrote it. A second process
+// with the same node ID registers a later incarnation and fences the first.
+func RegisterAt(ctx context.Context, store engine.Store, node, advertise string) (Owner, error) {
 	if node == "" || len(node) > NodeIDBytesMax {
 		return Owner{}, fmt.Errorf("lease: node id must be 1..%d bytes", NodeIDBytesMax)
+	}
+	if len(advertise) > AdvertiseBytesMax {
+		return Owner{}, fmt.Errorf("lease: advertised address of %d bytes (at most %d)", len(advertise), AdvertiseBytesMax)
 	}
 	for i := 0; i < RegisterRetriesMax; i++ {
 		var cur nodeRecord
@@ -51,7 +73,7 @@ func Register(ctx context.Context, store engine.Store, node string) (Owner, erro
 		case !errors.Is(err, engine.ErrNotFound):
 			return Owner{}, err
 		}
-		next := nodeRecord{Incarnation: cur.Incarnation + 1}
+		next := nodeRecord{Incarnation: cur.Incarnation + 1, Advertise: advertise}
 		val, _ := cbor.Marshal(next)
 		_, err = store.Apply(ctx, new(engine.Batch).AtVersion(nodeKey(node), ver).Put(nodeKey(node), val))
 		if errors.Is(err, engine.ErrConditionFailed) {
@@ -63,4 +85,18 @@ func Register(ctx context.Context, store engine.Store, node string) (Owner, erro
 		return Owner{Node: node, Incarnation: next.Incarnation}, nil
 	}
 	return Owner{}, fmt.Errorf("lease: register %s: too much contention", node)
+}
+
+// ReadNode returns node's record; engine.ErrNotFound if it never
+// registered.
+func ReadNode(ctx context.Context, store engine.Store, node string) (Node, error) {
+	it, err := store.Get(ctx, nodeKey(node))
+	if err != nil {
+		return Node{}, err
+	}
+	var rec nodeRecord
+	if err := cbor.Unmarshal(it.Value, &rec); err != nil {
+		return Node{}, fmt.Errorf("lease: decode node record of %s: %w", node, err)
+	}
+	return Node{Owner: Owner{Node: node, Incarnation: rec.Incarnation}, Advertise: rec.Advertise}, nil
 }

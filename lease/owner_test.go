@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/vfs/memfs"
 )
@@ -181,5 +182,34 @@ func TestClaim_AdoptionIsOneCASAndFencesTheOldOwner(t *testing.T) {
 	st3, err := lease.Read(ctx, db, "r1")
 	if err != nil || st3.ClaimVersion != 0 || lease.MayAdopt(st3, lease.Owner{Node: "node-9", Incarnation: 1}, t0.Add(time.Hour)) {
 		t.Fatalf("after Drop: %+v %v", st3, err)
+	}
+}
+
+// TestRegisterAt_TheRecordNamesTheIncarnationThatWroteItsAddress: each
+// registration writes its address with its incarnation, so the record
+// always says where the current incarnation listens; an older record's
+// address does not outlive a later registration, and a node that never
+// registered reads as not found.
+func TestRegisterAt_TheRecordNamesTheIncarnationThatWroteItsAddress(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	if _, err := lease.ReadNode(ctx, store, "node-a"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("a node that never registered: %v, want ErrNotFound", err)
+	}
+	for i, addr := range []string{"http://127.0.0.1:1001", "http://127.0.0.1:1002", ""} {
+		o, err := lease.RegisterAt(ctx, store, "node-a", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := lease.ReadNode(ctx, store, "node-a")
+		if err != nil || n.Owner != o || n.Advertise != addr || o.Incarnation != uint64(i+1) {
+			t.Fatalf("registration %d at %q: record %+v %v, owner %v", i, addr, n, err, o)
+		}
+	}
+	if _, err := lease.RegisterAt(ctx, store, "node-a", "http://"+strings.Repeat("x", lease.AdvertiseBytesMax)); err == nil {
+		t.Fatal("an address beyond AdvertiseBytesMax was registered")
+	}
+	if n, _ := lease.ReadNode(ctx, store, "node-a"); n.Incarnation != 3 {
+		t.Fatalf("a refused registration changed the record: %+v", n)
 	}
 }

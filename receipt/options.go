@@ -13,6 +13,10 @@ type Options struct {
 	// Node is this process's owner ID (default "node-0"). Its incarnation
 	// is bumped durably at every Open.
 	Node string
+	// Advertise is the address this node's peers reach it at, written in
+	// its node record with each incarnation (lease.RegisterAt); empty for
+	// a node that serves alone.
+	Advertise string
 	// LeaseTTL is how long a claim stays valid without renewal (default 10s).
 	LeaseTTL time.Duration
 	// RenewInterval is the supervisor's tick, clamped to LeaseTTL/3.

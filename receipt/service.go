@@ -29,7 +29,7 @@ type Service struct {
 // renewal supervisor, the recovery maintenance and the retention cleaner.
 func Open(ctx context.Context, store engine.Store, opts Options) (*Service, error) {
 	opts = opts.withDefaults()
-	owner, err := lease.Register(ctx, store, opts.Node)
+	owner, err := lease.RegisterAt(ctx, store, opts.Node, opts.Advertise)
 	if err != nil {
 		return nil, err
 	}

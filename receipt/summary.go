@@ -52,7 +52,7 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		limit := min(summaryPageMax, SummaryReceiptsMax-seen)
+		limit := min(summaryPageMax, s.store.Limits().ScanItemsMax, SummaryReceiptsMax-seen)
 		items, err := s.store.Scan(ctx, start, end, limit)
 		if err != nil {
 			return sum, err

@@ -179,7 +179,7 @@ func (t *Tables) Drop(ctx context.Context, tenant, name string) error {
 // Purge finishes the document purges of dropped tables.
 func (t *Tables) Purge(ctx context.Context) error {
 	prefix := engine.NSMeta.Prefix("dropped")
-	items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), TablesListMax)
+	items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(TablesListMax, t.store.Limits().ScanItemsMax))
 	if err != nil {
 		return err
 	}
@@ -228,6 +228,9 @@ func (t *Tables) List(ctx context.Context, tenant, after string, limit int) ([]M
 	if limit <= 0 || limit > TablesListMax {
 		limit = TablesListMax
 	}
+	// One more than the page, to learn whether there is a next one: a
+	// store that scans fewer gets shorter pages, never an invalid scan.
+	limit = min(limit, t.store.Limits().ScanItemsMax-1)
 	prefix := tenantPrefix(tenant)
 	start := prefix
 	if after != "" {

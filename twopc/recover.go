@@ -63,7 +63,8 @@ func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (Recover
 	start := recordPrefix
 	end := engine.PrefixEnd(recordPrefix)
 	for st.Scanned < RecoverTxnsMax {
-		items, err := c.store.Scan(ctx, start, end, RecoverPageMax)
+		page := min(RecoverPageMax, c.store.Limits().ScanItemsMax)
+		items, err := c.store.Scan(ctx, start, end, page)
 		if err != nil {
 			return st, err
 		}
@@ -86,7 +87,7 @@ func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (Recover
 				return st, err
 			}
 		}
-		if len(items) < RecoverPageMax {
+		if len(items) < page {
 			break
 		}
 		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)

@@ -35,6 +35,12 @@ type config struct {
 	logLevel        string
 	logFormat       string
 	version         bool
+
+	store           string   // storeLocal or storeEtcd
+	etcdEndpoints   []string // parsed from -etcd-endpoints
+	etcdPrefix      string
+	etcdDialTimeout time.Duration
+	advertise       string
 }
 
 // usageError is a command line idemd cannot run with: main exits 2 for it
@@ -100,6 +106,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	fs.StringVar(&c.store, "store", storeLocal, "where receipts, leases and tables live: local (the engine in -data) or etcd (a cluster shared by every node; see -etcd-*)")
+	endpoints := fs.String("etcd-endpoints", "", "with -store etcd: the cluster's client endpoints, host:port,host:port,…")
+	fs.StringVar(&c.etcdPrefix, "etcd-prefix", "/idem/", "with -store etcd: the key prefix of this deployment (every node of it uses the same; deployments sharing a cluster use different ones)")
+	fs.DurationVar(&c.etcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "with -store etcd: how long a start waits to reach the cluster")
+	fs.StringVar(&c.advertise, "advertise", "", "with -store etcd: the URL this node's peers reach it at, http://host:port, written in its node record")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return c, err
@@ -108,6 +119,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q: idemd takes flags only (-h lists them)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := c.parseStore(*endpoints, set); err != nil {
+		return c, err
 	}
 	if err := c.validate(); err != nil {
 		return c, err

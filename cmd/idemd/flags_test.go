@@ -54,6 +54,17 @@ func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
 		{[]string{"-wal-segment-bytes", "0"}, "-wal-segment-bytes 0: must be at least 1"},
 		{[]string{"-log-level", "verbose"}, `-log-level "verbose": must be debug, info, warn or error`},
 		{[]string{"-log-format", "xml"}, `-log-format "xml": must be text or json`},
+		{[]string{"-store", "s3"}, `-store "s3": must be local or etcd`},
+		{[]string{"-etcd-endpoints", "127.0.0.1:2379"}, "-etcd-endpoints: only with -store etcd"},
+		{[]string{"-advertise", "http://127.0.0.1:8420"}, "-advertise: only with -store etcd"},
+		{[]string{"-store", "etcd", "-advertise", "http://127.0.0.1:8420"}, `-etcd-endpoints "": -store etcd needs 1..16 endpoints`},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1", "-advertise", "http://127.0.0.1:8420"}, `-etcd-endpoints: "127.0.0.1" must be host:port`},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-etcd-prefix", "/idem", "-advertise", "http://127.0.0.1:8420"}, `-etcd-prefix "/idem": must end in '/'`},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-etcd-dial-timeout", "1ms", "-advertise", "http://127.0.0.1:8420"}, "-etcd-dial-timeout 1ms: must be at least 100ms"},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379"}, `-advertise "": -store etcd needs the URL peers reach this node at`},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "127.0.0.1:8420"}, `-advertise "127.0.0.1:8420": -store etcd needs the URL`},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1"}, `-advertise "http://127.0.0.1": -store etcd needs the URL`},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420/x"}, `-advertise "http://127.0.0.1:8420/x": -store etcd needs the URL`},
 		// What the flag package refuses is a usage error too.
 		{[]string{"-executor", "many"}, `invalid value "many" for flag -executor`},
 		{[]string{"-lease-ttl", "10"}, `invalid value "10" for flag -lease-ttl`},
@@ -82,6 +93,11 @@ func TestParseFlags_AcceptsTheDocumentedSpecialValues(t *testing.T) {
 	if c.renewInterval != time.Second || c.maintainEvery != 1500*time.Millisecond || c.cleanEvery != time.Minute ||
 		c.checkpointBytes != -1 || c.logLevel != "debug" {
 		t.Fatalf("effective %+v", c)
+	}
+	c, err = parseFlags([]string{"-store", "etcd", "-etcd-endpoints", " 10.0.0.1:2379, http://10.0.0.2:2379 ,", "-advertise", "http://10.0.0.7:8420"}, io.Discard)
+	if err != nil || c.store != storeEtcd || len(c.etcdEndpoints) != 2 || c.etcdEndpoints[1] != "http://10.0.0.2:2379" ||
+		c.etcdPrefix != "/idem/" || c.etcdDialTimeout != 5*time.Second || c.advertise != "http://10.0.0.7:8420" {
+		t.Fatalf("-store etcd: %+v %v", c, err)
 	}
 	c, err = parseFlags([]string{"-lease-ttl", "3s", "-renew-interval", "2s", "-maintain-interval", "-1s", "-clean-interval", "-1ns"}, io.Discard)
 	if err != nil || c.renewInterval != time.Second || c.maintainEvery >= 0 || c.cleanEvery >= 0 {

@@ -15,13 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/idemdb/idem/api"
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/receipt"
-	"github.com/idemdb/idem/wal"
 )
 
 // daemon is a started idemd: listening, its store and service open.
@@ -29,7 +24,7 @@ type daemon struct {
 	c        config
 	log      *slog.Logger
 	ln       net.Listener
-	db       *engine.DB
+	store    *servedStore
 	svc      *receipt.Service
 	srv      *http.Server
 	inFlight atomic.Int64 // requests inside the handler now
@@ -59,14 +54,12 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	}
 	var t openTimes
 	began := time.Now()
-	d.db, err = engine.Open(c.data, engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log,
-		WAL: wal.Options{SegmentBytes: c.segmentBytes}})
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", c.data, err)
+	if d.store, err = openStore(ctx, c, log); err != nil {
+		return nil, err
 	}
 	t.engine, began = time.Since(began), time.Now()
-	d.svc, err = receipt.Open(ctx, d.db, receipt.Options{
-		Node: c.node, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
+	d.svc, err = receipt.Open(ctx, d.store, receipt.Options{
+		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
 		MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SeparateDecide: c.separateDecide, Logger: log,
 	})
@@ -79,9 +72,9 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 		return nil, fmt.Errorf("count receipts: %w", err)
 	}
 	t.summary = time.Since(began)
-	logRecovered(log, d.db.Stats(), sum, t)
+	logRecovered(log, d.store.db, sum, t)
 	handler := api.New(d.svc, api.Options{Tokens: tokens, BodyBytesMax: c.bodyMax,
-		RequestTimeout: c.requestTimeout, StoreCollectors: []prometheus.Collector{enginemetrics.New(d.db.Stats)}, Health: d.db.Health, Logger: log})
+		RequestTimeout: c.requestTimeout, StoreCollectors: d.store.collectors, Health: d.store.health, Logger: log})
 	// Through the handler's listener, even the answers net/http gives by
 	// itself (a malformed request, headers beyond MaxHeaderBytes) are
 	// problem details.
@@ -104,10 +97,8 @@ func (d *daemon) close() error {
 		d.svc.Close()
 	}
 	var err error
-	if d.db != nil {
-		if err = d.db.Close(); errors.Is(err, engine.ErrClosed) {
-			err = nil
-		}
+	if d.store != nil {
+		err = d.store.close()
 	}
 	if d.ln != nil && d.srv == nil {
 		d.ln.Close() // once served, the server owns it

@@ -103,7 +103,7 @@ func logStart(log *slog.Logger, c config) {
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
 		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes),
 		"wal_segment_bytes", c.segmentBytes, "separate_decide", c.separateDecide,
-		"log_level", c.logLevel, "log_format", c.logFormat)
+		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store)
 }
 
 // interval is a loop interval as the log shows it: negative is "never".
@@ -128,15 +128,19 @@ type openTimes struct{ engine, receipts, summary time.Duration }
 // replayed, the receipts by state — the non-terminal ones, and the
 // terminal ones with unresolved intents, belong to earlier incarnations
 // and are what the recovery passes adopt — and how long it all took.
-func logRecovered(log *slog.Logger, st engine.Stats, sum receipt.Summary, t openTimes) {
-	log.Info("idemd: recovered",
-		"keys", st.Keys, "applied", uint64(st.Applied), "checkpoint", uint64(st.Recovery.FromCheckpoint),
-		"replayed_entries", st.Recovery.ReplayedEntries, "replayed_bytes", st.Recovery.ReplayedBytes,
+func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTimes) {
+	var attrs []any
+	if db != nil { // the local engine's own recovery; etcd has none of ours
+		st := db.Stats()
+		attrs = append(attrs, "keys", st.Keys, "applied", uint64(st.Applied), "checkpoint", uint64(st.Recovery.FromCheckpoint),
+			"replayed_entries", st.Recovery.ReplayedEntries, "replayed_bytes", st.Recovery.ReplayedBytes)
+	}
+	log.Info("idemd: recovered", append(attrs,
 		"receipts_pending", sum.Pending, "receipts_started", sum.Started, "receipts_terminal", sum.Terminal,
 		"receipts_with_debt", sum.Debt, "receipts_to_adopt", sum.Pending+sum.Started+sum.Debt,
 		"receipts_unreadable", sum.Unreadable, "receipts_partial", sum.Partial,
 		"open_engine", t.engine, "open_receipts", t.receipts, "count_receipts", t.summary,
-		"open_total", t.engine+t.receipts+t.summary)
+		"open_total", t.engine+t.receipts+t.summary)...)
 }
 
 // loadTokens reads the -tokens file. An empty one is refused: every

@@ -61,7 +61,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 		"maintain_interval": "never", "clean_interval": "never", "executor": 256.0, "wait_max": "1m30s",
 		"max_body": float64(1 << 20), "request_timeout": "1m40s", "header_timeout": "5s", "write_timeout": "1m45s",
 		"idle_timeout": "2m0s", "shutdown_timeout": "30s", "checkpoint_bytes": float64(64 << 20),
-		"wal_segment_bytes": float64(8 << 20), "separate_decide": true, "log_level": "info", "log_format": "json",
+		"wal_segment_bytes": float64(8 << 20), "separate_decide": true, "log_level": "info", "log_format": "json", "store": "local",
 	}
 	set := p.wait("idemd: settings")
 	for k, v := range want {

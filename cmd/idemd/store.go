@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/enginemetrics"
+	"github.com/idemdb/idem/engine/etcdstore"
+	"github.com/idemdb/idem/wal"
+)
+
+// etcdHealthTimeout bounds the read /healthz makes to learn whether etcd
+// answers: a node that cannot reach its cluster says so within it.
+const etcdHealthTimeout = time.Second
+
+// etcdHealthKey is read by the health probe: any key works (absent is
+// healthy), one under the prefix keeps it within the deployment's rights.
+var etcdHealthKey = []byte("meta/v1/health")
+
+// servedStore is the store idemd serves on, and what the API shows of it.
+type servedStore struct {
+	engine.Store
+	db         *engine.DB // the local engine; nil on etcd
+	health     func() error
+	collectors []prometheus.Collector
+	close      func() error
+}
+
+// openStore opens -store: the local engine in -data, or etcd.
+func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, error) {
+	if c.store == storeEtcd {
+		return openEtcd(ctx, c, log)
+	}
+	db, err := engine.Open(c.data, engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log,
+		WAL: wal.Options{SegmentBytes: c.segmentBytes}})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", c.data, err)
+	}
+	return &servedStore{Store: db, db: db, health: db.Health,
+		collectors: []prometheus.Collector{enginemetrics.New(db.Stats)},
+		close: func() error {
+			if err := db.Close(); !errors.Is(err, engine.ErrClosed) {
+				return err
+			}
+			return nil
+		}}, nil
+}
+
+// openEtcd connects to the cluster and refuses to start unless it
+// answers a linearizable read within -etcd-dial-timeout: a node that
+// cannot reach etcd has nothing to serve.
+func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcdEndpoints, DialTimeout: c.etcdDialTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("-etcd-endpoints %v: %w", c.etcdEndpoints, err)
+	}
+	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: c.etcdPrefix})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	probe := func(ctx context.Context, d time.Duration) error {
+		pctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		if _, err := store.Get(pctx, etcdHealthKey); err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	if err := probe(ctx, c.etcdDialTimeout); err != nil {
+		store.Close()
+		cli.Close()
+		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", c.etcdEndpoints, c.etcdDialTimeout, err)
+	}
+	log.Info("idemd: store etcd", "endpoints", c.etcdEndpoints, "prefix", c.etcdPrefix, "advertise", c.advertise,
+		"limits", fmt.Sprintf("%+v", store.Limits()))
+	return &servedStore{Store: store,
+		health: func() error {
+			if err := probe(context.Background(), etcdHealthTimeout); err != nil {
+				return fmt.Errorf("etcd does not answer (%v): this node serves nothing until it does", err)
+			}
+			return nil
+		},
+		close: func() error {
+			store.Close()
+			return cli.Close()
+		}}, nil
+}

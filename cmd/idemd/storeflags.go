@@ -1,0 +1,85 @@
+package main
+
+import (
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemdb/idem/lease"
+)
+
+// The values of -store.
+const (
+	storeLocal = "local"
+	storeEtcd  = "etcd"
+)
+
+// etcdEndpointsMax bounds -etcd-endpoints: a cluster has an odd handful
+// of members, never hundreds.
+const etcdEndpointsMax = 16
+
+// etcdDialTimeoutMin keeps a start from giving up on a cluster that is
+// merely electing a leader.
+const etcdDialTimeoutMin = 100 * time.Millisecond
+
+// etcdFlags are the flags that mean nothing without -store etcd.
+var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "advertise"}
+
+// parseStore checks -store and the flags that go with it: with etcd the
+// endpoints and the advertised URL are required; with the local engine
+// none of the etcd flags may be given (a flag that would be ignored is a
+// mistake the operator wants to hear about).
+func (c *config) parseStore(endpoints string, set map[string]bool) error {
+	switch c.store {
+	case storeLocal:
+		for _, f := range etcdFlags {
+			if set[f] {
+				return usagef("-%s: only with -store etcd", f)
+			}
+		}
+		return nil
+	case storeEtcd:
+	default:
+		return usagef("-store %q: must be local or etcd", c.store)
+	}
+	for _, ep := range strings.Split(endpoints, ",") {
+		ep = strings.TrimSpace(ep)
+		if ep == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")); err != nil || !validPort(port) {
+			return usagef("-etcd-endpoints: %q must be host:port", ep)
+		}
+		c.etcdEndpoints = append(c.etcdEndpoints, ep)
+	}
+	if len(c.etcdEndpoints) == 0 || len(c.etcdEndpoints) > etcdEndpointsMax {
+		return usagef("-etcd-endpoints %q: -store etcd needs 1..%d endpoints, host:port,host:port", endpoints, etcdEndpointsMax)
+	}
+	if c.etcdPrefix == "" || !strings.HasSuffix(c.etcdPrefix, "/") {
+		// Without a trailing separator one deployment's prefix could be
+		// the start of another's ("/idem" and "/idem2").
+		return usagef("-etcd-prefix %q: must end in '/'", c.etcdPrefix)
+	}
+	if c.etcdDialTimeout < etcdDialTimeoutMin {
+		return usagef("-etcd-dial-timeout %v: must be at least %v", c.etcdDialTimeout, etcdDialTimeoutMin)
+	}
+	return validAdvertise(c.advertise)
+}
+
+// validAdvertise: the URL peers will dial, so a full http(s) URL with a
+// host and a port and nothing else.
+func validAdvertise(s string) error {
+	u, err := url.Parse(s)
+	if s == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" ||
+		!validPort(u.Port()) || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || len(s) > lease.AdvertiseBytesMax {
+		return usagef("-advertise %q: -store etcd needs the URL peers reach this node at, http://host:port (at most %d bytes)", s, lease.AdvertiseBytesMax)
+	}
+	return nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n > 0
+}

@@ -1,0 +1,138 @@
+package etcdtest_test
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
+)
+
+// idemd on etcd, as processes: nodes of one deployment share the cluster
+// under one prefix. (Forwarding to a live owner is not here yet: these
+// are the replay and adoption paths, which need only the shared store.)
+
+// startNode launches idemd -store etcd as node on c under prefix, at a
+// port it advertises, and waits until it is healthy.
+func startNode(t *testing.T, cl *apitest.Client, c *etcdtest.Cluster, prefix, node string, env []string, args ...string) *apitest.Proc {
+	t.Helper()
+	port := freeLoopbackPort(t)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", strings.Join(c.Endpoints(), ","),
+		"-etcd-prefix", prefix, "-node", node, "-advertise", "http://" + addr, "-lease-ttl", "1s", "-maintain-interval", "100ms"}, args...)
+	return apitest.Start(t, cl, t.TempDir(), env, argv...)
+}
+
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// incBody marks key's batch and counts it in a counter of its own (a
+// started batch's intents must not hold up the others).
+func incBody(key string) string {
+	return `{"inserts":[{"id":"mark-` + key + `","doc":{}}],"transforms":[{"id":"ctr-` + key + `","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
+}
+
+// TestIdemd_NodesOnEtcdReplayAnywhereAndAdoptAKilledNodesWork: a keyed
+// batch committed through node-a replays byte for byte through node-b,
+// which reads its documents; node-a then dies (SIGKILL) after Begin,
+// before its decision, and node-b — once node-a's lease lapses — adopts
+// the receipt and finishes it with nobody retrying: the retry through
+// node-b replays a commit that applied once.
+func TestIdemd_NodesOnEtcdReplayAnywhereAndAdoptAKilledNodesWork(t *testing.T) {
+	testsupport.RequireFailpoints(t)
+	c := sharedCluster(t)
+	prefix := etcdtest.Prefix(t)
+	cl := apitest.NewClient(t, "http://unused")
+	a := startNode(t, cl, c, prefix, "node-a", []string{`GO_FAILPOINTS=receipt/decide-before=1*return(true)`}, "-separate-decide")
+	b := startNode(t, cl, c, prefix, "node-b", nil)
+	ca, cb := cl.WithBase(a.Base()), cl.WithBase(b.Base())
+	post := func(c *apitest.Client, key string) *apitest.Response {
+		return c.Do("POST", "/v1/tables/t/batch", incBody(key), "Idempotency-Key", key)
+	}
+	ca.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+
+	// node-a's first decision fails (the failpoint fires once): k-adopt
+	// is left started, owned by node-a.
+	if r := post(ca, "k-adopt"); r.Status < 500 {
+		t.Fatalf("the batch whose decision fails: %d %s", r.Status, r.Body)
+	}
+	first := post(ca, "k-1")
+	if first.Status != 201 {
+		t.Fatalf("keyed batch on node-a: %d %s", first.Status, first.Body)
+	}
+	again := post(cb, "k-1")
+	if again.Status != 201 || !bytes.Equal(again.Body, first.Body) || again.Header.Get("Idempotent-Replayed") != "true" ||
+		again.Header.Get("Idem-Transaction-Id") != first.Header.Get("Idem-Transaction-Id") {
+		t.Fatalf("its replay on node-b: %d %v %s, want node-a's %s", again.Status, again.Header, again.Body, first.Body)
+	}
+	var doc struct {
+		Doc struct{ N int }
+	}
+	cb.Do("GET", "/v1/tables/t/docs/ctr-k-1", nil).JSON(t, 200, &doc)
+	if doc.Doc.N != 1 {
+		t.Fatalf("node-b reads ctr-k-1.n = %d, want 1", doc.Doc.N)
+	}
+
+	a.Kill()
+	var rec struct {
+		State    string `json:"state"`
+		Owner    string `json:"owner"`
+		Envelope struct {
+			Outcome string `json:"outcome"`
+		} `json:"envelope"`
+	}
+	testsupport.Poll(t, "node-b adopting and finishing node-a's started receipt", testsupport.Patience, func() bool {
+		cb.Do("GET", "/v1/receipts/t/k-adopt", nil).JSON(t, 200, &rec)
+		return rec.State == "terminal"
+	})
+	if rec.Envelope.Outcome != "committed" {
+		t.Fatalf("the adopted receipt is %+v, want committed (Begin made every prepare durable)", rec)
+	}
+	if r := post(cb, "k-adopt"); r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the retry through node-b: %d %v %s, want the replayed commit", r.Status, r.Header, r.Body)
+	}
+	cb.Do("GET", "/v1/tables/t/docs/ctr-k-adopt", nil).JSON(t, 200, &doc)
+	if doc.Doc.N != 1 {
+		t.Fatalf("ctr-k-adopt.n = %d after adoption and a retry, want 1: applied once", doc.Doc.N)
+	}
+}
+
+// TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz: with every link to
+// the cluster blackholed, /healthz answers 503 unavailable within the
+// probe's bound; healed, 200 again.
+func TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Proxied: true})
+	cl := apitest.NewClient(t, "http://unused")
+	n := startNode(t, cl, c, etcdtest.Prefix(t), "node-a", nil)
+	cn := cl.WithBase(n.Base())
+	for i := range 3 {
+		c.Link(i).Blackhole()
+	}
+	start := time.Now()
+	p := cn.Do("GET", "/healthz", nil).Problem(t, 503)
+	if p.Code != "unavailable" || !strings.Contains(p.Detail, "etcd") {
+		t.Fatalf("healthz cut off from etcd: %+v", p)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("healthz took %v to say so", d)
+	}
+	for i := range 3 {
+		c.Link(i).Heal()
+	}
+	testsupport.Poll(t, "healthz 200 once etcd is reachable again", testsupport.Patience, func() bool {
+		r, err := cn.Try("GET", "/healthz", nil)
+		return err == nil && r.Status == 200
+	})
+}
