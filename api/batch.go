@@ -51,9 +51,23 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	principal := principalOf(r.Context())
-	ans, err := s.svc.Execute(r.Context(), receipt.Request{
-		Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait,
-	})
+	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait}
+	forwarding := s.mayForward(r)
+	if forwarding {
+		// Learn first, without waiting, whether another node holds the
+		// receipt: then that node answers, waiting there if asked to.
+		req.Wait = 0
+	}
+	ans, err := s.svc.Execute(r.Context(), req)
+	if forwarding && err == nil && !ans.Terminal {
+		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" && s.forward(w, r, body, ans.Holder) {
+			return
+		}
+		if wait > 0 { // not forwarded: wait here, as without forwarding
+			req.Wait = wait
+			ans, err = s.svc.Execute(r.Context(), req)
+		}
+	}
 	if err != nil {
 		// The failure came after the key was bound, so its transaction is
 		// known; its outcome is not (a retry with the same key learns it).

@@ -39,7 +39,10 @@ type Options struct {
 	// Health, if set, is checked by /healthz: an error answers 503
 	// unavailable (e.g. the engine fail-stopped and needs a restart).
 	Health func() error
-	Logger *slog.Logger
+	// Forward, if set, sends a keyed request whose receipt another live
+	// node holds to that node (forward.go); nil answers it here.
+	Forward *Forwarding
+	Logger  *slog.Logger
 }
 
 const (

@@ -136,3 +136,70 @@ func TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz(t *testing.T) {
 		return err == nil && r.Status == 200
 	})
 }
+
+// TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt: node-a's
+// decision of k is held up (a failpoint sleeps 4 s in it) while node-b
+// gets the same request. node-b forwards it to node-a — the node the
+// receipt's claim names, at the address its record advertises — and
+// relays node-a's answer: 409 in progress without a wait; with Prefer:
+// wait, node-a's terminal answer, the same bytes node-a gave its own
+// client. A forwarded request is never forwarded again.
+func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
+	testsupport.RequireFailpoints(t)
+	c := sharedCluster(t)
+	prefix := etcdtest.Prefix(t)
+	cl := apitest.NewClient(t, "http://unused")
+	a := startNode(t, cl, c, prefix, "node-a", []string{`GO_FAILPOINTS=receipt/decide-before=1*sleep(4000)`}, "-separate-decide", "-lease-ttl", "10s")
+	b := startNode(t, cl, c, prefix, "node-b", nil, "-lease-ttl", "10s")
+	ca, cb := cl.WithBase(a.Base()), cl.WithBase(b.Base())
+	ca.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+
+	direct := make(chan *apitest.Response, 1)
+	go func() {
+		r, err := ca.Try("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k")
+		if err != nil {
+			t.Error(err)
+		}
+		direct <- r
+	}()
+	var rec struct {
+		State string `json:"state"`
+		Owner string `json:"owner"`
+	}
+	testsupport.Poll(t, "node-a's receipt started (its decision held up)", testsupport.Patience, func() bool {
+		r, err := cb.Try("GET", "/v1/receipts/t/k", nil)
+		if err != nil || r.Status != 200 {
+			return false
+		}
+		r.JSON(t, 200, &rec)
+		return rec.State == "started"
+	})
+
+	busy := cb.Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k")
+	if p := busy.Problem(t, 409); p.Code != "idempotency_request_in_progress" || busy.Header.Get("Idem-Served-By") != "node-a" {
+		t.Fatalf("without a wait: %+v served by %q, want node-a's in progress", p, busy.Header.Get("Idem-Served-By"))
+	}
+	waited := cb.Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k", "Prefer", "wait=20")
+	mine := <-direct
+	if mine == nil || mine.Status != 201 {
+		t.Fatalf("node-a's own client: %+v", mine)
+	}
+	if waited.Status != 201 || waited.Header.Get("Idem-Served-By") != "node-a" || !bytes.Equal(waited.Body, mine.Body) ||
+		waited.Header.Get("Idem-Transaction-Id") != mine.Header.Get("Idem-Transaction-Id") {
+		t.Fatalf("with a wait, through node-b: %d %v %s; node-a answered %s", waited.Status, waited.Header, waited.Body, mine.Body)
+	}
+
+	// A request that says it was forwarded already is answered where it
+	// lands, never sent on: no loop whatever the nodes believe.
+	again := cb.Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k", "Idem-Forwarded-By", "node-x")
+	if again.Status != 201 || again.Header.Get("Idem-Served-By") != "" {
+		t.Fatalf("a forwarded request reaching node-b: %d served by %q", again.Status, again.Header.Get("Idem-Served-By"))
+	}
+	var doc struct {
+		Doc struct{ N int }
+	}
+	cb.Do("GET", "/v1/tables/t/docs/ctr-k", nil).JSON(t, 200, &doc)
+	if doc.Doc.N != 1 {
+		t.Fatalf("ctr-k.n = %d after four requests for k, want 1", doc.Doc.N)
+	}
+}

@@ -46,6 +46,7 @@ func (l *lifecycle) hold(ctx context.Context, a *attempt, deadline time.Time) (h
 	case holdAdopt:
 		return act, l.adopt(ctx, a, st)
 	default:
+		a.holder = lease.Owner{Node: st.Claim.Node, Incarnation: st.Claim.Incarnation}
 		return act, errNotOurs
 	}
 	return act, nil

@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"github.com/idemdb/idem/lease"
 	"time"
 
 	"github.com/idemdb/idem/code"
@@ -17,6 +18,10 @@ type Answer struct {
 	State State
 	// RetryAfter suggests when to retry a non-terminal answer.
 	RetryAfter time.Duration
+	// Holder is the live owner of a receipt in progress in another process
+	// (an idempotency_request_in_progress answer): the process a server
+	// may forward the request to (Service.Locate). Zero otherwise.
+	Holder lease.Owner
 	// Original describes the receipt the key is bound to when this request
 	// is refused for not being that receipt's request (a key mismatch).
 	// It belongs to the original request, not to this one: this request

@@ -34,6 +34,9 @@ type attempt struct {
 	// deferred resolution leaves visibility debt.
 	parts []twopc.Participant
 	begun bool
+	// holder is the live owner of another process that holds the receipt,
+	// when hold found one (errNotOurs).
+	holder lease.Owner
 }
 
 // claimWrite is what a write does to the receipt's lease claim.

@@ -123,7 +123,7 @@ func (l *lifecycle) takeOver(ctx context.Context, a *attempt, deadline time.Time
 		if act == holdWait {
 			return l.awaitOwner(ctx, a, deadline)
 		}
-		return answerInProgress(a.id, a.rec.State, l.retryAfter()), nil
+		return l.heldElsewhere(a), nil
 	}
 	defer l.endFlight(a.id, f)
 	if err != nil {

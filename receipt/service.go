@@ -125,6 +125,20 @@ func (s *Service) Owner() lease.Owner { return s.owner }
 // Tables gives access to table management and document reads.
 func (s *Service) Tables() *table.Tables { return s.tables }
 
+// Locate returns the address the live owner o advertises (its node record,
+// lease.RegisterAt), or "" when o is not that node's current incarnation
+// (it died and restarted: nothing to forward to) or advertises none.
+func (s *Service) Locate(ctx context.Context, o lease.Owner) (string, error) {
+	n, err := lease.ReadNode(ctx, s.store, o.Node)
+	if err != nil {
+		return "", err
+	}
+	if n.Owner != o {
+		return "", nil
+	}
+	return n.Advertise, nil
+}
+
 // Coordinator is the 2PC coordinator (for recovery tooling and tests).
 func (s *Service) Coordinator() *twopc.Coordinator { return s.coord }
 

@@ -27,7 +27,7 @@ func (l *lifecycle) awaitOwner(ctx context.Context, a *attempt, deadline time.Ti
 	for {
 		d := deadline.Sub(l.clock.Now())
 		if d <= 0 || !l.sleep(ctx, min(d, l.opts.WaitPoll)) {
-			return answerInProgress(a.id, a.rec.State, l.retryAfter()), nil
+			return l.heldElsewhere(a), nil
 		}
 		it, err := l.store.Get(ctx, receiptKey(a.id))
 		if err != nil || it.Version != a.ver {
@@ -38,6 +38,14 @@ func (l *lifecycle) awaitOwner(ctx context.Context, a *attempt, deadline time.Ti
 			return Answer{}, errRetry
 		}
 	}
+}
+
+// heldElsewhere answers in progress for a receipt another live process
+// holds, naming it (Answer.Holder) so that a server may forward.
+func (l *lifecycle) heldElsewhere(a *attempt) Answer {
+	ans := answerInProgress(a.id, a.rec.State, l.retryAfter())
+	ans.Holder = a.holder
+	return ans
 }
 
 // sleep waits d on the service clock; false if ctx ended.

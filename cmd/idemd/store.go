@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/engine/etcdstore"
@@ -93,4 +96,20 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 			store.Close()
 			return cli.Close()
 		}}, nil
+}
+
+// peerDialTimeout bounds connecting to a peer a request is forwarded to:
+// a node that does not accept within it is treated as unreachable and the
+// request answered here.
+const peerDialTimeout = 2 * time.Second
+
+// forwarding is the API's forwarding to peers: on etcd, where other nodes
+// hold receipts; none on the local engine, where this process is alone.
+func forwarding(c config) *api.Forwarding {
+	if c.store != storeEtcd {
+		return nil
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = (&net.Dialer{Timeout: peerDialTimeout}).DialContext
+	return &api.Forwarding{Node: c.node, Client: &http.Client{Transport: transport}}
 }
