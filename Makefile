@@ -20,7 +20,7 @@ REFERENCE_PKGS := ./table ./twopc ./api
 # contract checks what the other tests record: it runs after them.
 RECORDING_PKGS := $(filter-out ./contract/...,$(PKGS))
 
-.PHONY: build test lint bench fault run
+.PHONY: build test lint bench fault run cluster
 
 # The release binary bin/idemd: failpoints compiled out (GO_FAILPOINTS does
 # nothing, pingcap/failpoint is not linked) and planted bugs absent. Also
@@ -64,6 +64,16 @@ test: lint
 # 127.0.0.1:8420.
 run:
 	$(GO) run -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" ./cmd/idemd
+
+# A cluster to try on this machine (docs/cluster.md): an embedded 3-member
+# etcd and three idemd nodes on 127.0.0.1:8421-8423, until Ctrl-C. The
+# nodes are the test build (failpoints compiled in, armed only by
+# FAILPOINTS='node-1=receipt/decide-before=1*sleep(30000)', say).
+FAILPOINTS ?=
+cluster:
+	$(GO) build -o bin/idemd-dev ./cmd/idemd
+	$(GO) build -o bin/idem-cluster ./etcdtest/cmd/idem-cluster
+	bin/idem-cluster -idemd bin/idemd-dev -failpoints '$(FAILPOINTS)'
 
 bench:
 	$(GO) run ./cmd/bench

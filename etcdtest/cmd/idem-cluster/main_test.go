@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/idemdb/idem/internal/apitest"
+)
+
+// TestRun_TheClusterMakeClusterStartsServesAndStops: what `make cluster`
+// runs starts etcd and two nodes, a keyed batch through one replays
+// through the other, and cancelling stops every node process.
+func TestRun_TheClusterMakeClusterStartsServesAndStops(t *testing.T) {
+	idemd := apitest.BuildIdemd(t)
+	base := twoFreePorts(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	dir := filepath.Join(t.TempDir(), "cluster")
+	go func() {
+		done <- run(ctx, []string{"-idemd", idemd, "-dir", dir, "-nodes", "2", "-base-port", strconv.Itoa(base)}, &out, func() { close(ready) })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	c := apitest.NewClient(t, "http://127.0.0.1:"+strconv.Itoa(base))
+	c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	body := `{"inserts":[{"id":"a","doc":{}}]}`
+	first := c.Do("POST", "/v1/tables/t/batch", body, "Idempotency-Key", "k")
+	second := c.WithBase("http://127.0.0.1:"+strconv.Itoa(base+1)).Do("POST", "/v1/tables/t/batch", body, "Idempotency-Key", "k")
+	if first.Status != 201 || second.Status != 201 || !bytes.Equal(first.Body, second.Body) || second.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("node-1 %d %s, node-2 %d %s", first.Status, first.Body, second.Status, second.Body)
+	}
+	c.CloseIdleConnections()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run after cancel: %v", err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if _, pid, ok := strings.Cut(line, "(pid "); ok {
+			pid, _, _ = strings.Cut(pid, ",")
+			n, _ := strconv.Atoi(pid)
+			if syscall.Kill(n, 0) == nil {
+				t.Fatalf("node process %s still runs after the cluster stopped", pid)
+			}
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	apitest.RemoveBuilds()
+	os.Exit(code)
+}
+
+// twoFreePorts returns a loopback port p with p+1 free as well, a moment
+// ago (the cluster's nodes listen on base-port+i).
+func twoFreePorts(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		l.Close()
+		if err == nil {
+			l2.Close()
+			return p
+		}
+	}
+	t.Fatal("no two consecutive free ports")
+	return 0
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
