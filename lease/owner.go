@@ -100,3 +100,18 @@ func ReadNode(ctx context.Context, store engine.Store, node string) (Node, error
 	}
 	return Node{Owner: Owner{Node: node, Incarnation: rec.Incarnation}, Advertise: rec.Advertise}, nil
 }
+
+// Nodes lists the IDs of the nodes that ever registered in store, up to
+// limit (at most the store's ScanItemsMax), in ID order.
+func Nodes(ctx context.Context, store engine.Store, limit int) ([]string, error) {
+	prefix := engine.NSLease.Prefix("node")
+	items, err := store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(limit, store.Limits().ScanItemsMax))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		out = append(out, string(it.Key[len(prefix):]))
+	}
+	return out, nil
+}

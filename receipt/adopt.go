@@ -26,6 +26,9 @@ func (l *lifecycle) hold(ctx context.Context, a *attempt, deadline time.Time) (h
 		return 0, err
 	}
 	f := leaseFacts{stored: st, me: l.owner, now: l.clock.Now(), deadline: deadline}
+	if a.adoptAfter != nil {
+		f.adoptAfter = a.adoptAfter(st.Claim.Node)
+	}
 	tracked, ok := l.active.Get(a.id)
 	if ok {
 		claim, _, _, status := tracked.Snapshot()

@@ -37,6 +37,9 @@ type attempt struct {
 	// holder is the live owner of another process that holds the receipt,
 	// when hold found one (errNotOurs).
 	holder lease.Owner
+	// adoptAfter, if set, is how long past the expiry of a dead owner's
+	// lease this attempt waits before it adopts (maintenance: fairness.go).
+	adoptAfter func(dead string) time.Duration
 }
 
 // claimWrite is what a write does to the receipt's lease claim.

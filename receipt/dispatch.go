@@ -75,6 +75,10 @@ type leaseFacts struct {
 	// deadline bounds how long the request may wait for another owner
 	// (Prefer: wait); maintenance never waits (zero).
 	deadline time.Time
+	// adoptAfter is how long past the lease's expiry this process waits
+	// before it adopts another node's receipt (fairness.go); zero for a
+	// foreground request.
+	adoptAfter time.Duration
 }
 
 // holdAction is what this process does about a mutable receipt's lease.
@@ -112,7 +116,8 @@ func ownership(f leaseFacts) holdAction {
 			return holdResync
 		}
 		return holdResume
-	case lease.MayAdopt(f.stored, f.me, f.now):
+	case lease.MayAdopt(f.stored, f.me, f.now) &&
+		(f.stored.Claim.Node == f.me.Node || !f.now.Before(f.stored.Expires.Add(f.adoptAfter))):
 		return holdAdopt
 	case f.now.Before(f.deadline):
 		return holdWait

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
 )
 
 // MaintainStats counts what one maintenance pass did.
@@ -39,6 +40,12 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 		return ms, err // armed with `pause`, this blocks the pass: the supervisor must not care
 	}
 	s.stats.passes.Add(1)
+	// The nodes to share dead nodes' receipts with (fairness.go). Without
+	// the list this pass ranks itself first, which is safe, only not fair.
+	nodes, err := lease.Nodes(ctx, s.store, NodesScanMax)
+	if err != nil {
+		nodes = nil
+	}
 	start, end := []byte(engine.NSRecovery), engine.PrefixEnd([]byte(engine.NSRecovery))
 	page := min(MaintainPageMax, s.store.Limits().ScanItemsMax)
 	for ms.Scanned < MaintainReceiptsMax {
@@ -48,7 +55,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 		}
 		for _, it := range items {
 			ms.Scanned++
-			s.maintainEntry(ctx, it, &ms)
+			s.maintainEntry(ctx, it, &ms, nodes)
 		}
 		if len(items) < page {
 			break
@@ -65,7 +72,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 
 // maintainEntry advances the receipt of one recovery entry, or removes
 // the entry if its receipt is gone or settled.
-func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *MaintainStats) {
+func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *MaintainStats, nodes []string) {
 	rest := string(engine.NSRecovery.Suffix(it.Key))
 	slash := strings.LastIndexByte(rest, '/')
 	if slash < 0 {
@@ -94,7 +101,8 @@ func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *Maint
 		l.passedOver("load", classifyStep(err), id, err)
 		return
 	}
-	l.advance(ctx, &attempt{id: id, rec: rec, ver: ver}, ms)
+	l.advance(ctx, &attempt{id: id, rec: rec, ver: ver,
+		adoptAfter: func(dead string) time.Duration { return l.adoptDelay(id, dead, nodes) }}, ms)
 }
 
 // advance takes the mutable receipt a one step as maintenance: the same

@@ -65,6 +65,10 @@ type Options struct {
 	// same records and crash states. Tests that hold a receipt in started
 	// between the two writes set it; the harness alternates.
 	SeparateDecide bool
+	// AdoptStagger is how much later, per rank, maintenance on this node
+	// adopts a dead node's receipt than the node ranked first for it
+	// (fairness.go; default LeaseTTL/4, negative: no stagger).
+	AdoptStagger time.Duration
 	// Clock is the time source (default lease.Real).
 	Clock  lease.Clock
 	Logger *slog.Logger
@@ -106,6 +110,11 @@ func (o Options) withDefaults() Options {
 	o.RenewInterval = lease.ClampInterval(o.RenewInterval, o.LeaseTTL)
 	if o.SafetyMargin <= 0 || o.SafetyMargin >= o.LeaseTTL/2 {
 		o.SafetyMargin = o.LeaseTTL / 5
+	}
+	if o.AdoptStagger == 0 {
+		o.AdoptStagger = o.LeaseTTL / 4
+	} else if o.AdoptStagger < 0 {
+		o.AdoptStagger = 0
 	}
 	if o.Retention <= 0 {
 		o.Retention = 24 * time.Hour
