@@ -343,3 +343,27 @@ func TestBench_CrashloopIsOptIn(t *testing.T) {
 		}
 	}
 }
+
+// TestBench_ClusterReportsScalingAndForwarding runs the opt-in cluster
+// suite briefly: every case reports, with the scaling and forwarding
+// figures beside them. It asserts no timing.
+func TestBench_ClusterReportsScalingAndForwarding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"-suite", "cluster", "-duration", "20ms", "-concurrency", "1,2", "-replay-keys", "16", "-json", "-dir", t.TempDir()}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	seen, _ := contractLines(t, &stdout)
+	for _, c := range []string{"1", "2"} {
+		for _, k := range []string{"txn", "keyed-1n", "replay-1n", "keyed-3n", "replay-3n", "dup-2n"} {
+			if _, ok := seen["cluster/"+k+"/"+c]; !ok {
+				t.Errorf("missing result cluster/%s/%s", k, c)
+			}
+		}
+	}
+	if r := seen["cluster/keyed-3n/2"]; r != nil && (r["scaling_1_to_3"] == nil || r["forwarded_share"] == nil) {
+		t.Errorf("keyed-3n lacks scaling_1_to_3 or forwarded_share: %v", r)
+	}
+}

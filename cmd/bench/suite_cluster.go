@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idemdb/idem/api"
+	"github.com/idemdb/idem/engine/etcdstore"
+	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/receipt"
+)
+
+func init() {
+	register(Suite{
+		Name:     "cluster",
+		Rank:     55,
+		Optional: true,
+		Doc:      "three API nodes on one embedded 3-member etcd (fsync on), over loopback HTTP: keyed and replay through 1 node and spread over 3, and duplicates landing on two nodes at once, beside etcd's raw Txn floor; scaling and forwarding's share (opt-in; default concurrency 1,32,64)",
+		Run:      runCluster,
+	})
+}
+
+var clusterDefaultConcurrency = []int{1, 32, 64}
+
+// clusterNodes is the nodes of the cluster cases.
+const clusterNodes = 3
+
+// clusterForwardWait is the Prefer: wait of the forwarded case's second
+// request: long enough for the owner to finish.
+const clusterForwardWait = "wait=10"
+
+func runCluster(env *Env) error {
+	dir, cleanup, err := env.DataDir("cluster")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	env.Progress("cluster: starting 3 embedded etcd members and %d nodes", clusterNodes)
+	etcd, err := etcdtest.Launch(dir, etcdtest.Options{Fsync: true})
+	if err != nil {
+		env.ProgressDone()
+		return err
+	}
+	defer etcd.Close()
+	nodes, err := startClusterNodes(env, etcd, clusterNodes)
+	env.ProgressDone()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.close()
+		}
+	}()
+	cli, err := etcd.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	var results []*Result
+	var prefixes atomic.Int64
+	for _, c := range env.concurrencies(clusterDefaultConcurrency) {
+		floor, err := etcdFloor(env, cli, "txn", c, fmt.Sprintf("/bench/cluster-floor/%d/", prefixes.Add(1)))
+		if err != nil {
+			env.reportAll(results)
+			return err
+		}
+		results = append(results, &floor)
+		for _, spread := range []int{1, clusterNodes} {
+			rs, err := clusterCases(env, nodes[:spread], c)
+			results = append(results, rs...)
+			if err != nil {
+				env.reportAll(results)
+				return err
+			}
+		}
+		r, err := clusterForwarded(env, nodes, c)
+		if err != nil {
+			env.reportAll(results)
+			return err
+		}
+		results = append(results, &r)
+	}
+	clusterRatios(results)
+	env.reportAll(results)
+	return nil
+}
+
+// clusterNode is one API node: its own etcd client, store, receipt
+// service and loopback HTTP server, forwarding to its peers.
+type clusterNode struct {
+	name   string
+	base   string
+	cli    *clientv3.Client
+	store  *etcdstore.Store
+	svc    *receipt.Service
+	srv    *http.Server
+	client *http.Client
+}
+
+func startClusterNodes(env *Env, etcd *etcdtest.Cluster, n int) ([]*clusterNode, error) {
+	var nodes []*clusterNode
+	for i := range n {
+		node := &clusterNode{name: fmt.Sprintf("node-%d", i+1)}
+		nodes = append(nodes, node)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nodes, err
+		}
+		node.base = "http://" + ln.Addr().String()
+		if node.cli, err = etcd.NewClient(); err != nil {
+			ln.Close()
+			return nodes, err
+		}
+		if node.store, err = etcdstore.New(node.cli, etcdstore.Options{Prefix: "/bench/cluster/"}); err != nil {
+			ln.Close()
+			return nodes, err
+		}
+		node.svc, err = receipt.Open(env.Ctx, node.store, receipt.Options{Node: node.name, Advertise: node.base, Logger: discardLogger})
+		if err != nil {
+			ln.Close()
+			return nodes, err
+		}
+		tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true}
+		node.client = &http.Client{Transport: tr, Timeout: time.Minute}
+		h := api.New(node.svc, api.Options{Logger: discardLogger,
+			Forward: &api.Forwarding{Node: node.name, Client: &http.Client{Transport: tr.Clone()}}})
+		node.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go node.srv.Serve(ln)
+	}
+	_, _, err := nodes[0].svc.Tables().Create(env.Ctx, api.Anonymous, benchTable, benchShards)
+	return nodes, err
+}
+
+func (n *clusterNode) close() {
+	if n.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n.srv.Shutdown(ctx)
+		cancel()
+	}
+	if n.svc != nil {
+		n.svc.Close()
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+	if n.cli != nil {
+		n.cli.Close()
+	}
+}
+
+// clusterPost sends a keyed batch to node and returns whether another
+// node served it (Idem-Served-By), checking for a 201.
+func clusterPost(ctx context.Context, node *clusterNode, body []byte, key string, headers ...string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, node.base+"/v1/tables/"+benchTable+"/batch", bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := node.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	var buf [2048]byte
+	m, _ := io.ReadFull(resp.Body, buf[:])
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return false, fmt.Errorf("POST %s (key %q): %d %s", node.base, key, resp.StatusCode, buf[:m])
+	}
+	return resp.Header.Get("Idem-Served-By") != "", nil
+}
+
+// clusterCases measures keyed (new keys) and replay (of the keys just
+// written) with the clients spread round-robin over nodes.
+func clusterCases(env *Env, nodes []*clusterNode, c int) ([]*Result, error) {
+	wl := newWorkload(env.Opts.BatchDocs)
+	spread := len(nodes)
+	var forwarded atomic.Int64
+	bufs := make([][]byte, c)
+	var mu sync.Mutex
+	var written []uint64 // (w<<32 | i) of the committed keys, for replay
+	name := fmt.Sprintf("keyed-%dn", spread)
+	m, err := env.Loop(Loop{Case: name, Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
+		bufs[w] = wl.appendBody(bufs[w][:0], w, i)
+		fw, err := clusterPost(ctx, nodes[(w+int(i))%spread], bufs[w], wl.key(w, i))
+		if fw {
+			forwarded.Add(1)
+		}
+		if err == nil && len(written) < env.Opts.ReplayKeys {
+			mu.Lock()
+			written = append(written, uint64(w)<<32|i)
+			mu.Unlock()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keyed := m.Result(name, c)
+	keyed.Set("nodes", spread)
+	keyed.Set("forwarded_share", round(float64(forwarded.Load())/float64(max(m.Calls, 1)), 3))
+	out := []*Result{&keyed}
+	if len(written) == 0 {
+		return out, nil
+	}
+	name = fmt.Sprintf("replay-%dn", spread)
+	m, err = env.Loop(Loop{Case: name, Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
+		k := written[replayIndex(w, i, len(written))]
+		kw, ki := int(k>>32), k&(1<<32-1)
+		_, err := clusterPost(ctx, nodes[(w+int(i))%spread], wl.appendBody(nil, kw, ki), wl.key(kw, ki))
+		return err
+	})
+	if err != nil {
+		return out, err
+	}
+	replay := m.Result(name, c)
+	replay.Set("nodes", spread)
+	return append(out, &replay), nil
+}
+
+// clusterForwarded measures duplicates that land on two nodes at once:
+// each call sends a new key to one node and, at the same moment, the same
+// request with Prefer: wait to another. One creates the receipt; the other
+// finds it held (and forwards to the holder) or already terminal (and
+// replays it). Latency is the second request's; forwarded_share is how
+// many calls had one of their two requests forwarded.
+func clusterForwarded(env *Env, nodes []*clusterNode, c int) (Result, error) {
+	wl := newWorkload(env.Opts.BatchDocs)
+	var forwarded atomic.Int64
+	m, err := env.Loop(Loop{Case: "dup-2n", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
+		body, key := wl.appendBody(nil, w, i), wl.key(w, i)
+		owner, other := nodes[(w+int(i))%len(nodes)], nodes[(w+int(i)+1)%len(nodes)]
+		first := make(chan error, 1)
+		go func() {
+			fw, err := clusterPost(ctx, owner, body, key, "Prefer", clusterForwardWait)
+			if fw {
+				forwarded.Add(1)
+			}
+			first <- err
+		}()
+		fw, err := clusterPost(ctx, other, body, key, "Prefer", clusterForwardWait)
+		if fw {
+			forwarded.Add(1)
+		}
+		if ferr := <-first; err == nil {
+			err = ferr
+		}
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	r := m.Result("dup-2n", c)
+	r.Set("forwarded_share", round(float64(forwarded.Load())/float64(max(m.Calls, 1)), 3))
+	return r, nil
+}
+
+// clusterRatios: scaling from 1 node to 3 at each concurrency, and each
+// case against the raw Txn floor of the same run.
+func clusterRatios(results []*Result) {
+	idx := indexResults(results)
+	for _, r := range results {
+		if f := idx.get("txn", r.Concurrency); f != nil && f.OpsPerSec > 0 && r.Case != "txn" {
+			r.Set("over_txn_floor", round(r.OpsPerSec/f.OpsPerSec, 3))
+		}
+		for _, pair := range [][2]string{{"keyed-3n", "keyed-1n"}, {"replay-3n", "replay-1n"}} {
+			if r.Case != pair[0] {
+				continue
+			}
+			if one := idx.get(pair[1], r.Concurrency); one != nil && one.OpsPerSec > 0 {
+				r.Set("scaling_1_to_3", round(r.OpsPerSec/one.OpsPerSec, 2))
+			}
+		}
+		if r.Case == "dup-2n" {
+			if k := idx.get("keyed-3n", r.Concurrency); k != nil && k.P50us > 0 {
+				r.Set("p50_over_keyed", round(r.P50us/k.P50us, 2))
+			}
+		}
+	}
+}
