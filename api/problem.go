@@ -79,6 +79,7 @@ func problemBody(c code.Code, detail string, keyed bool) []byte {
 // whose outcome is not.
 func writeTxnProblem(w http.ResponseWriter, e *code.Error, txnID string) {
 	info := code.Lookup(e.Code)
+	setRetryAfter(w, info.Status, 0)
 	writeBody(w, info.Status, problemContentType, renderJSON(problem{
 		Type: problemTypeBase + string(e.Code), Title: title(e.Code), Status: info.Status, Detail: e.Message,
 		Code: string(e.Code), Retryable: info.Retryable, RetryWith: string(info.RetryWith), TransactionID: txnID,

@@ -210,6 +210,9 @@ func (s *Server) classify(r *http.Request, err error) *code.Error {
 	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
 		s.noteUnavailable(err)
 		return code.Errorf(code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts")
+	case errors.Is(err, engine.ErrUnavailable):
+		s.noteUnavailable(err)
+		return code.Errorf(code.Unavailable, "the store cannot be reached (this node is cut off from it); retry, through another node if you can")
 	}
 	msg := "internal error"
 	switch {

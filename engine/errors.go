@@ -18,6 +18,11 @@ var (
 	// ErrFailStopped is returned by writes after the log hit an I/O error;
 	// nothing was written. Reopen the store to recover.
 	ErrFailStopped = errors.New("engine: fail-stopped")
+	// ErrUnavailable is returned by a remote store that could not be
+	// reached within its bound: a read learned nothing, and changed
+	// nothing. (A write that could not be reached is ErrAmbiguous: it may
+	// have been sent.) Retry later.
+	ErrUnavailable = errors.New("engine: store unavailable")
 	// ErrClosed is returned by every call on a closed store.
 	ErrClosed = errors.New("engine: closed")
 	// ErrInvalidBatch is returned for a batch that breaks a limit or has no

@@ -14,7 +14,8 @@ type Store interface {
 	// Get returns the current value of key: the value of the last Apply
 	// that returned nil (reads never see a batch that has not), or
 	// ErrNotFound. Other errors: ErrClosed; a remote store may also return
-	// ctx.Err() or a transport error, after which nothing is known.
+	// ctx.Err(), or ErrUnavailable when it could not be reached within its
+	// own bound; nothing is known after either.
 	Get(ctx context.Context, key []byte) (Item, error)
 	// Scan returns up to limit items with start ≤ key < end in key order. A
 	// nil end means no upper bound. limit must be in 1..Limits().ScanItemsMax,

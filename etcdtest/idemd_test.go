@@ -21,9 +21,15 @@ import (
 // port it advertises, and waits until it is healthy.
 func startNode(t *testing.T, cl *apitest.Client, c *etcdtest.Cluster, prefix, node string, env []string, args ...string) *apitest.Proc {
 	t.Helper()
+	return startNodeOn(t, cl, strings.Join(c.Endpoints(), ","), prefix, node, env, args...)
+}
+
+// startNodeOn is startNode on the etcd endpoints given.
+func startNodeOn(t *testing.T, cl *apitest.Client, endpoints, prefix, node string, env []string, args ...string) *apitest.Proc {
+	t.Helper()
 	port := freeLoopbackPort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", strings.Join(c.Endpoints(), ","),
+	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", endpoints,
 		"-etcd-prefix", prefix, "-node", node, "-advertise", "http://" + addr, "-lease-ttl", "1s", "-maintain-interval", "100ms"}, args...)
 	return apitest.Start(t, cl, t.TempDir(), env, argv...)
 }

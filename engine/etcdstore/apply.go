@@ -33,7 +33,9 @@ func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, err
 		return 0, err // before submission: nothing written
 	}
 	s.stats.txns.Add(1)
-	resp, err := s.kv.Txn(ctx, req)
+	cctx, cancel := context.WithTimeout(ctx, s.call)
+	defer cancel()
+	resp, err := s.kv.Txn(cctx, req)
 	if err != nil {
 		return s.settle(ctx, ops, nonce, err)
 	}

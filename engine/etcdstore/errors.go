@@ -49,10 +49,12 @@ func tooLargeToSend(err error) bool {
 }
 
 // readError is what a failed Range means: nothing was changed, and nothing
-// is known. The caller's own context ending is reported as such.
+// is known. The caller's own context ending is reported as such; any
+// other failure — the call's own bound, a lost connection, no leader — is
+// engine.ErrUnavailable.
 func readError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("etcdstore: read: %w (%v)", ctxErr, err)
 	}
-	return fmt.Errorf("etcdstore: read: %w", rpctypes.Error(err))
+	return fmt.Errorf("etcdstore: read: %w: %w", engine.ErrUnavailable, rpctypes.Error(err))
 }

@@ -89,3 +89,19 @@ func TestRangeEnd_BoundsExactlyThePrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestReadError_TheCallersContextOrUnavailable: a failed read is the
+// caller's own context error when that ended, and ErrUnavailable for
+// anything else (the store's own bound, no leader, a lost connection).
+func TestReadError_TheCallersContextOrUnavailable(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := readError(ended, status.Error(codes.Canceled, "context canceled")); !errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("caller's context ended: %v", err)
+	}
+	for _, cause := range []error{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), rpctypes.ErrGRPCNoLeader, status.Error(codes.Unavailable, "connection refused")} {
+		if err := readError(context.Background(), cause); !errors.Is(err, engine.ErrUnavailable) {
+			t.Fatalf("%v: %v, want ErrUnavailable", cause, err)
+		}
+	}
+}

@@ -27,6 +27,10 @@ const (
 	DefaultScanItemsMax = 1024
 	// DefaultResolveTimeout bounds the read-back after an ambiguous Txn.
 	DefaultResolveTimeout = 5 * time.Second
+	// DefaultCallTimeout bounds one call to etcd, whatever the caller's
+	// context allows: a node cut off from its cluster answers (unavailable,
+	// or ambiguous for a write) within it instead of hanging its clients.
+	DefaultCallTimeout = 5 * time.Second
 )
 
 // requestOverheadBytes is kept free of every request for what etcd adds
@@ -48,6 +52,8 @@ type Options struct {
 	// ResolveTimeout bounds the read-back that settles an ambiguous Apply
 	// (0: DefaultResolveTimeout).
 	ResolveTimeout time.Duration
+	// CallTimeout bounds each Get, Scan and Apply (0: DefaultCallTimeout).
+	CallTimeout time.Duration
 }
 
 // Store is an engine.Store on an etcd cluster. It does not own the client:
@@ -59,6 +65,7 @@ type Store struct {
 	limits  engine.Limits
 	reqMax  int
 	resolve time.Duration
+	call    time.Duration
 	nonce   atomic.Uint64
 	closed  atomic.Bool
 	stats   counters
@@ -70,7 +77,7 @@ func New(cli *clientv3.Client, o Options) (*Store, error) {
 		return nil, errors.New("etcdstore: nil client")
 	}
 	o = o.withDefaults()
-	if o.MaxTxnOps < 1 || o.MaxRequestBytes <= requestOverheadBytes || o.ScanItemsMax < 1 || o.ResolveTimeout <= 0 {
+	if o.MaxTxnOps < 1 || o.MaxRequestBytes <= requestOverheadBytes || o.ScanItemsMax < 1 || o.ResolveTimeout <= 0 || o.CallTimeout <= 0 {
 		return nil, fmt.Errorf("etcdstore: invalid options %+v", o)
 	}
 	s := &Store{
@@ -79,6 +86,7 @@ func New(cli *clientv3.Client, o Options) (*Store, error) {
 		end:     rangeEnd([]byte(o.Prefix)),
 		reqMax:  o.MaxRequestBytes - requestOverheadBytes,
 		resolve: o.ResolveTimeout,
+		call:    o.CallTimeout,
 		limits: engine.Limits{
 			ApplyOpsMax: min(o.MaxTxnOps, engine.BatchOpsMax),
 			// The Else branch holds one read per condition: the same bound.
@@ -113,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ResolveTimeout == 0 {
 		o.ResolveTimeout = DefaultResolveTimeout
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = DefaultCallTimeout
 	}
 	return o
 }
@@ -150,7 +161,9 @@ func (s *Store) Get(ctx context.Context, key []byte) (engine.Item, error) {
 		return engine.Item{}, engine.ErrClosed
 	}
 	s.stats.ranges.Add(1)
-	resp, err := s.kv.Range(ctx, &pb.RangeRequest{Key: s.key(key)})
+	cctx, cancel := context.WithTimeout(ctx, s.call)
+	defer cancel()
+	resp, err := s.kv.Range(cctx, &pb.RangeRequest{Key: s.key(key)})
 	if err != nil {
 		return engine.Item{}, readError(ctx, err)
 	}
@@ -177,7 +190,9 @@ func (s *Store) Scan(ctx context.Context, start, end []byte, limit int) ([]engin
 		req.RangeEnd = s.key(end)
 	}
 	s.stats.ranges.Add(1)
-	resp, err := s.kv.Range(ctx, req)
+	cctx, cancel := context.WithTimeout(ctx, s.call)
+	defer cancel()
+	resp, err := s.kv.Range(cctx, req)
 	if err != nil {
 		return nil, readError(ctx, err)
 	}

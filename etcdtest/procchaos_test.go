@@ -1,0 +1,250 @@
+package etcdtest_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
+)
+
+// Process-level chaos on a cluster started as a user starts one: idemd
+// processes (-store etcd) on an embedded 3-member etcd, node i reaching
+// etcd only through member i's Link. A seeded schedule SIGKILLs nodes and
+// starts them again (a new incarnation), hard-stops the etcd leader and
+// restarts it, and blackholes a node's link; clients send keyed batches
+// (each key incrementing a counter of its own) to random nodes. Then
+// everything heals and every key is asked once more. Checked, per key:
+// every terminal answer is byte for byte the first; its counter is 1 if
+// that answer is a commit and 0 otherwise (applied at most once, exactly
+// once when acknowledged); no 201 was lost.
+var (
+	procChaosSeeds    = flag.Int("procchaos.seeds", 1, "seeds of TestProcessChaos_Cluster (make fault raises it)")
+	procChaosDuration = flag.Duration("procchaos.duration", 5*time.Second, "fault schedule per seed")
+)
+
+const (
+	procChaosNodes   = 3
+	procChaosClients = 4
+	procChaosWindow  = 6 // keys clients pick from at a time; the window moves each step
+	procChaosStep    = 400 * time.Millisecond
+)
+
+func TestProcessChaos_Cluster(t *testing.T) {
+	for seed := range uint64(*procChaosSeeds) {
+		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1) })
+	}
+}
+
+type procChaos struct {
+	t      *testing.T
+	c      *etcdtest.Cluster
+	cl     *apitest.Client
+	prefix string
+	mu     sync.Mutex
+	nodes  [procChaosNodes]*apitest.Proc // nil while down
+	// answers: per key, every terminal answer ("status body").
+	answers map[int][]string
+	window  atomic.Int64
+	kills   int
+}
+
+func runProcChaos(t *testing.T, seed uint64) {
+	pc := &procChaos{t: t, c: etcdtest.Start(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}),
+		cl: apitest.NewClient(t, "http://unused"), answers: map[int][]string{}}
+	pc.prefix = etcdtest.Prefix(t)
+	for i := range procChaosNodes {
+		pc.start(i)
+	}
+	pc.client(0).Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for cl := range procChaosClients {
+		rng := rand.New(rand.NewPCG(seed, uint64(cl)))
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pc.send(int(pc.window.Load())+rng.IntN(procChaosWindow), rng.IntN(procChaosNodes), "")
+			}
+		})
+	}
+	ran := pc.schedule(rand.New(rand.NewPCG(seed, 0x9c)), *procChaosDuration)
+	close(stop)
+	wg.Wait()
+
+	began := time.Now()
+	pc.healAll()
+	healed := time.Since(began)
+	keys := int(pc.window.Load()) + procChaosWindow
+	for k := range keys {
+		var last string
+		testsupport.Poll(t, fmt.Sprintf("key %d terminal after healing", k), testsupport.Patience, func() bool {
+			last = pc.send(k, k%procChaosNodes, "wait=5")
+			return last != ""
+		})
+	}
+	settled := time.Since(began) - healed
+	committed := 0
+	for k := range keys {
+		as := pc.answers[k]
+		for _, a := range as[1:] {
+			if a != as[0] {
+				t.Fatalf("key %d: answers %q then %q: every retry must get the first terminal answer", k, as[0], a)
+			}
+		}
+		var doc struct {
+			Doc struct{ N int }
+		}
+		n := 0
+		if r := pc.client(0).Do("GET", fmt.Sprintf("/v1/tables/t/docs/ctr-%d", k), nil); r.Status == 200 {
+			if err := json.Unmarshal(r.Body, &doc); err != nil {
+				t.Fatal(err)
+			}
+			n = doc.Doc.N
+		}
+		want := 0
+		if strings.HasPrefix(as[0], "201 ") {
+			want = 1
+			committed++
+		}
+		if n != want {
+			t.Fatalf("key %d: counter %d, answer %q: want %d", k, n, as[0], want)
+		}
+	}
+	t.Logf("seed %d: %d keys (%d committed), faults %v, node kills %d; healing took %v, every key terminal %v later",
+		seed, keys, committed, ran, pc.kills, healed.Round(time.Millisecond), settled.Round(time.Millisecond))
+	if committed == 0 {
+		t.Fatal("nothing committed: the schedule left nothing to check")
+	}
+}
+
+func (pc *procChaos) start(i int) {
+	// Node i's only path to etcd is member i's Link.
+	p := startNodeOn(pc.t, pc.cl, pc.c.Endpoints()[i], pc.prefix, fmt.Sprintf("node-%d", i), nil)
+	pc.mu.Lock()
+	pc.nodes[i] = p
+	pc.mu.Unlock()
+}
+
+func (pc *procChaos) client(i int) *apitest.Client {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	for j := range procChaosNodes {
+		if p := pc.nodes[(i+j)%procChaosNodes]; p != nil {
+			return pc.cl.WithBase(p.Base())
+		}
+	}
+	pc.t.Fatal("no node is up")
+	return nil
+}
+
+// send posts key's batch to node (or the next one up) and records a
+// terminal answer; it returns that answer, or "" if there was none.
+func (pc *procChaos) send(key, node int, wait string) string {
+	headers := []string{"Idempotency-Key", fmt.Sprint(key)}
+	if wait != "" {
+		headers = append(headers, "Prefer", wait)
+	}
+	body := `{"transforms":[{"id":"ctr-` + fmt.Sprint(key) + `","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
+	r, err := pc.client(node).Try("POST", "/v1/tables/t/batch", body, headers...)
+	if err != nil || !terminal(r) {
+		return ""
+	}
+	a := fmt.Sprintf("%d %s", r.Status, bytes.TrimSpace(r.Body))
+	pc.mu.Lock()
+	pc.answers[key] = append(pc.answers[key], a)
+	pc.mu.Unlock()
+	return a
+}
+
+// terminal reports whether r is a receipt's terminal answer: a 201, or a
+// problem whose outcome is final.
+func terminal(r *apitest.Response) bool {
+	if r.Status == 201 {
+		return true
+	}
+	var p struct {
+		Outcome string `json:"outcome"`
+	}
+	return json.Unmarshal(r.Body, &p) == nil && (p.Outcome == "aborted" || p.Outcome == "not_applied") && r.Status != 503
+}
+
+func (pc *procChaos) schedule(rng *rand.Rand, d time.Duration) map[string]int {
+	ran := map[string]int{}
+	nodeDown, memberDown, linkDown := -1, -1, -1
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		waitAWhile(procChaosStep)
+		pc.window.Add(procChaosWindow / 2)
+		switch r := rng.IntN(6); {
+		case r == 0 && nodeDown < 0:
+			nodeDown = rng.IntN(procChaosNodes)
+			pc.mu.Lock()
+			p := pc.nodes[nodeDown]
+			pc.nodes[nodeDown] = nil
+			pc.mu.Unlock()
+			p.Kill()
+			pc.kills++
+			ran["sigkill-node"]++
+		case r == 1 && nodeDown >= 0 && linkDown != nodeDown && memberDown != nodeDown:
+			pc.start(nodeDown)
+			nodeDown = -1
+			ran["restart-node"]++
+		case r == 2 && memberDown < 0:
+			if l, err := pc.c.Leader(ctx); err == nil {
+				pc.c.Stop(l)
+				memberDown = l
+				ran["stop-etcd-leader"]++
+			}
+		case r == 3 && memberDown >= 0:
+			pc.c.Restart(pc.t, memberDown)
+			memberDown = -1
+			ran["restart-etcd-member"]++
+		case r == 4 && linkDown < 0:
+			linkDown = rng.IntN(procChaosNodes)
+			pc.c.Link(linkDown).Blackhole()
+			ran["partition-node-from-etcd"]++
+		case r == 5 && linkDown >= 0:
+			pc.c.Link(linkDown).Heal()
+			linkDown = -1
+			ran["heal"]++
+		}
+	}
+	return ran
+}
+
+func (pc *procChaos) healAll() {
+	for i := range procChaosNodes {
+		pc.c.Link(i).Heal()
+	}
+	var down []int
+	for i := range procChaosNodes {
+		if !pc.c.Running(i) {
+			down = append(down, i)
+		}
+	}
+	if len(down) > 0 {
+		pc.c.Restart(pc.t, down...)
+	}
+	for i := range procChaosNodes {
+		pc.mu.Lock()
+		up := pc.nodes[i] != nil
+		pc.mu.Unlock()
+		if !up {
+			pc.start(i)
+		}
+	}
+}
