@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -68,6 +69,11 @@ type Options struct {
 	// clients that discover members keep going through the proxies.
 	Proxied bool
 
+	// TLS serves clients over TLS with certificates generated for the
+	// cluster (a CA of its own; members require a client certificate):
+	// Cluster.TLS names the files. Not with Proxied.
+	TLS bool
+
 	// Fsync makes members sync their WAL and backend as a deployment does.
 	// It is off by default because a stopped member here is not a machine
 	// crash: the page cache survives Stop, so syncing only costs time.
@@ -96,6 +102,7 @@ type Cluster struct {
 	initial string // --initial-cluster, the same on every (re)start
 	log     *testLog
 	members []*member
+	tls     *TLSFiles // with Options.TLS
 }
 
 type member struct {
@@ -155,6 +162,17 @@ func start(dir string, o Options, logf func(...any)) (*Cluster, error) {
 		token: fmt.Sprintf("etcdtest-%d-%d", os.Getpid(), clusters.Add(1)),
 		log:   &testLog{logf: logf},
 	}
+	scheme := "http"
+	if o.TLS {
+		if o.Proxied {
+			return nil, errors.New("etcdtest: Options.TLS and Proxied together are not supported")
+		}
+		files, err := writeTLS(filepath.Join(dir, "tls"))
+		if err != nil {
+			return nil, err
+		}
+		c.tls, scheme = &files, "https"
+	}
 	var initial []string
 	for i := range o.Members {
 		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("m%d", i))}
@@ -165,7 +183,7 @@ func start(dir string, o Options, logf func(...any)) (*Cluster, error) {
 			return nil, err
 		}
 		m.peer = url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(pp))}
-		m.client = url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cp))}
+		m.client = url.URL{Scheme: scheme, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cp))}
 		m.endpoint = m.client.String()
 		if o.Proxied {
 			l, err := newLink(m.client)
@@ -211,6 +229,10 @@ func (c *Cluster) launch(m *member, state string) (*embed.Etcd, error) {
 	cfg.AdvertiseClientUrls = []url.URL{m.client}
 	if m.link != nil {
 		cfg.AdvertiseClientUrls = []url.URL{m.link.url}
+	}
+	if c.tls != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.tls.ServerCert, KeyFile: c.tls.ServerKey,
+			TrustedCAFile: c.tls.CA, ClientCertAuth: true}
 	}
 	cfg.InitialCluster = c.initial
 	// Unique per cluster, so that a member can never join another test's
@@ -297,6 +319,10 @@ func (c *Cluster) run(members []int, state string) error {
 	return errors.Join(errs...)
 }
 
+// TLS returns the certificate files of a cluster started with
+// Options.TLS (nil otherwise).
+func (c *Cluster) TLS() *TLSFiles { return c.tls }
+
 // Endpoints returns the members' client URLs, in member order: the
 // proxies' when the cluster is Proxied.
 func (c *Cluster) Endpoints() []string {
@@ -349,6 +375,13 @@ func (c *Cluster) newClient(eps []string) (*clientv3.Client, error) {
 				MinConnectTimeout: time.Second,
 			}),
 		},
+	}
+	if c.tls != nil {
+		tc, err := transport.TLSInfo{CertFile: c.tls.ClientCert, KeyFile: c.tls.ClientKey, TrustedCAFile: c.tls.CA}.ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
 	}
 	if c.opts.MaxRequestBytes > 0 {
 		// Above the server's limit, so that an oversized request is

@@ -2,7 +2,10 @@ package etcdtest_test
 
 import (
 	"bytes"
+	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,5 +210,61 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	cb.Do("GET", "/v1/tables/t/docs/ctr-k", nil).JSON(t, 200, &doc)
 	if doc.Doc.N != 1 {
 		t.Fatalf("ctr-k.n = %d after four requests for k, want 1", doc.Doc.N)
+	}
+}
+
+// TestIdemd_TLSAndAuthToEtcd: against a cluster that serves clients over
+// TLS, requires a client certificate and has authentication on, a node
+// with -etcd-ca/-etcd-cert/-etcd-key and -etcd-user/-etcd-password-file
+// serves; one with a wrong password, or without the CA, refuses to start
+// and says why.
+func TestIdemd_TLSAndAuthToEtcd(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true})
+	cli := c.Client(t)
+	if _, err := cli.UserAdd(ctx, "root", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	if err := os.WriteFile(good, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("guess\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := c.TLS()
+	endpoints := strings.Join(c.Endpoints(), ",")
+	tlsArgs := []string{"-etcd-ca", files.CA, "-etcd-cert", files.ClientCert, "-etcd-key", files.ClientKey}
+	cl := apitest.NewClient(t, "http://unused")
+
+	n := startNodeOn(t, cl, endpoints, "/idem/tls/", "node-a", nil, append(tlsArgs, "-etcd-user", "root", "-etcd-password-file", good)...)
+	cn := cl.WithBase(n.Base())
+	cn.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	if r := cn.Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k"); r.Status != 201 {
+		t.Fatalf("keyed batch over TLS with auth: %d %s", r.Status, r.Body)
+	}
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"wrong password", append(tlsArgs, "-etcd-user", "root", "-etcd-password-file", bad), "authentication failed"},
+		{"no CA", []string{"-etcd-user", "root", "-etcd-password-file", good}, "https endpoints need -etcd-ca"},
+	} {
+		port := freeLoopbackPort(t)
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		_, err := apitest.TryLaunch(t, t.TempDir(), nil, append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", endpoints,
+			"-etcd-prefix", "/idem/tls/", "-node", "node-b", "-advertise", "http://" + addr, "-etcd-dial-timeout", "1s"}, c.args...)...)
+		var early *apitest.EarlyExit
+		if !errors.As(err, &early) || !strings.Contains(early.Proc.Logs(), c.want) {
+			t.Fatalf("%s: %v, want an exit before listening that says %q", c.name, err, c.want)
+		}
 	}
 }

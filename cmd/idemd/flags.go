@@ -40,6 +40,11 @@ type config struct {
 	etcdEndpoints   []string // parsed from -etcd-endpoints
 	etcdPrefix      string
 	etcdDialTimeout time.Duration
+	etcdCA          string
+	etcdCert        string
+	etcdKey         string
+	etcdUser        string
+	etcdPassword    string // the -etcd-password-file's path
 	advertise       string
 }
 
@@ -110,6 +115,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	endpoints := fs.String("etcd-endpoints", "", "with -store etcd: the cluster's client endpoints, host:port,host:port,…")
 	fs.StringVar(&c.etcdPrefix, "etcd-prefix", "/idem/", "with -store etcd: the key prefix of this deployment (every node of it uses the same; deployments sharing a cluster use different ones)")
 	fs.DurationVar(&c.etcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "with -store etcd: how long a start waits to reach the cluster")
+	fs.StringVar(&c.etcdCA, "etcd-ca", "", "with -store etcd: `FILE` of the CA certificates that sign etcd's server certificate: the client speaks TLS (endpoints https://…)")
+	fs.StringVar(&c.etcdCert, "etcd-cert", "", "with -store etcd: client certificate `FILE` for etcd's client-certificate auth (with -etcd-key)")
+	fs.StringVar(&c.etcdKey, "etcd-key", "", "with -store etcd: the -etcd-cert's private key `FILE`")
+	fs.StringVar(&c.etcdUser, "etcd-user", "", "with -store etcd: etcd user to authenticate as (with -etcd-password-file)")
+	fs.StringVar(&c.etcdPassword, "etcd-password-file", "", "with -store etcd: `FILE` holding the -etcd-user's password (one line)")
 	fs.StringVar(&c.advertise, "advertise", "", "with -store etcd: the URL this node's peers reach it at, http://host:port, written in its node record")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

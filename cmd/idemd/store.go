@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -61,9 +64,17 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 // answers a linearizable read within -etcd-dial-timeout: a node that
 // cannot reach etcd has nothing to serve.
 func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcdEndpoints, DialTimeout: c.etcdDialTimeout, Logger: zap.NewNop()})
+	cfg, err := etcdClientConfig(c)
 	if err != nil {
-		return nil, fmt.Errorf("-etcd-endpoints %v: %w", c.etcdEndpoints, err)
+		return nil, err
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		hint := ""
+		if c.etcdCA == "" && strings.Contains(strings.Join(c.etcdEndpoints, ","), "https://") {
+			hint = "; https endpoints need -etcd-ca"
+		}
+		return nil, fmt.Errorf("etcd %v: %w (within -etcd-dial-timeout %v%s)", c.etcdEndpoints, err, c.etcdDialTimeout, hint)
 	}
 	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: c.etcdPrefix})
 	if err != nil {
@@ -96,6 +107,31 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 			store.Close()
 			return cli.Close()
 		}}, nil
+}
+
+// etcdClientConfig is the etcd client of the -etcd-* flags: TLS with
+// -etcd-ca (and a client certificate with -etcd-cert), a user with
+// -etcd-user. Files that cannot be read stop the start with their name.
+func etcdClientConfig(c config) (clientv3.Config, error) {
+	cfg := clientv3.Config{Endpoints: c.etcdEndpoints, DialTimeout: c.etcdDialTimeout, Logger: zap.NewNop()}
+	if c.etcdCA != "" {
+		tc, err := transport.TLSInfo{TrustedCAFile: c.etcdCA, CertFile: c.etcdCert, KeyFile: c.etcdKey}.ClientConfig()
+		if err != nil {
+			return cfg, fmt.Errorf("-etcd-ca/-etcd-cert/-etcd-key: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	if c.etcdUser != "" {
+		pw, err := os.ReadFile(c.etcdPassword)
+		if err != nil {
+			return cfg, fmt.Errorf("-etcd-password-file: %w", err)
+		}
+		cfg.Username, cfg.Password = c.etcdUser, strings.TrimRight(string(pw), "\r\n")
+		if cfg.Password == "" {
+			return cfg, fmt.Errorf("-etcd-password-file %s: empty", c.etcdPassword)
+		}
+	}
+	return cfg, nil
 }
 
 // peerDialTimeout bounds connecting to a peer a request is forwarded to:

@@ -25,7 +25,8 @@ const etcdEndpointsMax = 16
 const etcdDialTimeoutMin = 100 * time.Millisecond
 
 // etcdFlags are the flags that mean nothing without -store etcd.
-var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "advertise"}
+var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "etcd-ca", "etcd-cert", "etcd-key",
+	"etcd-user", "etcd-password-file", "advertise"}
 
 // parseStore checks -store and the flags that go with it: with etcd the
 // endpoints and the advertised URL are required; with the local engine
@@ -64,6 +65,15 @@ func (c *config) parseStore(endpoints string, set map[string]bool) error {
 	}
 	if c.etcdDialTimeout < etcdDialTimeoutMin {
 		return usagef("-etcd-dial-timeout %v: must be at least %v", c.etcdDialTimeout, etcdDialTimeoutMin)
+	}
+	if (c.etcdCert == "") != (c.etcdKey == "") {
+		return usagef("-etcd-cert and -etcd-key: give both or neither")
+	}
+	if c.etcdCert != "" && c.etcdCA == "" {
+		return usagef("-etcd-cert: a client certificate needs TLS: give -etcd-ca too")
+	}
+	if (c.etcdUser == "") != (c.etcdPassword == "") {
+		return usagef("-etcd-user and -etcd-password-file: give both or neither")
 	}
 	return validAdvertise(c.advertise)
 }
