@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,7 +47,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 		nodes      = fs.Int("nodes", 3, fmt.Sprintf("idemd nodes, 1..%d", nodesMax))
 		basePort   = fs.Int("base-port", 8421, "node i listens on 127.0.0.1:base-port+i")
 		leaseTTL   = fs.Duration("lease-ttl", 5*time.Second, "the nodes' -lease-ttl: how long after a node dies the others adopt its work")
-		failpoints = fs.String("failpoints", "", "NODE=TERMS: GO_FAILPOINTS for one node, e.g. node-1='receipt/decide-before=1*sleep(30000)'")
+		failpoints = fs.String("failpoints", "", "NODE=TERMS: GO_FAILPOINTS for one node (its first start only), e.g. node-1='receipt/decide-before=1*sleep(30000)'")
+		// Longer than the lease by default, so that a killed node's work is
+		// seen finished by the others before it comes back.
+		restartAfter = fs.Duration("restart-after", 10*time.Second, "restart a node that exited (killed, say) after this long, as a supervisor would; 0: never")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -73,37 +77,26 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	endpoints := strings.Join(cluster.Endpoints(), ",")
 	fmt.Fprintf(out, "etcd: 3 members at %s (data in %s)\n", endpoints, filepath.Join(*dir, "etcd"))
 
-	var procs []*exec.Cmd
-	defer func() {
-		for _, p := range procs {
-			if p.Process != nil {
-				_ = p.Process.Signal(syscall.SIGTERM)
-				_ = p.Wait()
-			}
-		}
-	}()
+	// Cancelled on any return, so that the supervisors stop their nodes
+	// before wg.Wait (defers run last-in first-out).
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // every supervisor has stopped its node
+	defer cancel()
 	for i := 1; i <= *nodes; i++ {
-		node := "node-" + strconv.Itoa(i)
+		name := "node-" + strconv.Itoa(i)
 		addr := "127.0.0.1:" + strconv.Itoa(*basePort+i-1)
-		logf, err := os.Create(filepath.Join(*dir, node+".log"))
-		if err != nil {
+		n := &node{name: name, addr: addr, dir: *dir, out: out,
+			args: []string{"-store", "etcd", "-etcd-endpoints", endpoints, "-etcd-prefix", "/idem/dev/",
+				"-node", name, "-addr", addr, "-advertise", "http://" + addr, "-lease-ttl", leaseTTL.String()},
+			bin: *idemd, env: os.Environ()}
+		if name == fpNode {
+			n.env = append(n.env, "GO_FAILPOINTS="+fpTerms)
+		}
+		if err := n.start(); err != nil {
 			return err
 		}
-		cmd := exec.Command(*idemd, "-store", "etcd", "-etcd-endpoints", endpoints, "-etcd-prefix", "/idem/dev/",
-			"-node", node, "-addr", addr, "-advertise", "http://"+addr, "-lease-ttl", leaseTTL.String())
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.Env = os.Environ()
-		if node == fpNode {
-			cmd.Env = append(cmd.Env, "GO_FAILPOINTS="+fpTerms)
-		}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("%s: %w", node, err)
-		}
-		procs = append(procs, cmd)
-		if err := os.WriteFile(filepath.Join(*dir, node+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "%s: http://%s (pid %d, log %s)\n", node, addr, cmd.Process.Pid, logf.Name())
+		wg.Go(func() { n.supervise(ctx, *restartAfter) })
 	}
 	for i := 1; i <= *nodes; i++ {
 		if err := awaitHealthy(ctx, "http://127.0.0.1:"+strconv.Itoa(*basePort+i-1)); err != nil {
@@ -117,6 +110,78 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
 	return nil
+}
+
+// node is one supervised idemd process.
+type node struct {
+	name, addr, dir, bin string
+	args, env            []string
+	out                  io.Writer
+	cmd                  *exec.Cmd
+}
+
+// start launches the process, its output appended to <dir>/<name>.log and
+// its pid in <dir>/<name>.pid.
+func (n *node) start() error {
+	logf, err := os.OpenFile(filepath.Join(n.dir, n.name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(n.bin, n.args...)
+	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, n.env
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("%s: %w", n.name, err)
+	}
+	logf.Close() // the child holds its own descriptor
+	n.cmd = cmd
+	if err := os.WriteFile(filepath.Join(n.dir, n.name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(n.out, "%s: http://%s (pid %d, log %s)\n", n.name, n.addr, cmd.Process.Pid, logf.Name())
+	return nil
+}
+
+// supervise waits for the process; one that exits while the cluster runs
+// is started again after restartAfter (never with 0), with the failpoints
+// of its first start dropped. When ctx ends it stops the process.
+func (n *node) supervise(ctx context.Context, restartAfter time.Duration) {
+	for {
+		exited := make(chan error, 1)
+		cmd := n.cmd
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			<-exited
+			return
+		case err := <-exited:
+			fmt.Fprintf(n.out, "%s: exited (%v)\n", n.name, err)
+		}
+		if restartAfter <= 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(restartAfter): // the supervisor's delay, not a wait for a result
+		}
+		n.env = withoutFailpoints(n.env)
+		if err := n.start(); err != nil {
+			fmt.Fprintf(n.out, "%s: restart failed: %v\n", n.name, err)
+			return
+		}
+	}
+}
+
+func withoutFailpoints(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // startTimeout bounds how long a node may take to answer /healthz.

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // TestRun_TheClusterMakeClusterStartsServesAndStops: what `make cluster`
@@ -28,7 +29,7 @@ func TestRun_TheClusterMakeClusterStartsServesAndStops(t *testing.T) {
 	done := make(chan error, 1)
 	dir := filepath.Join(t.TempDir(), "cluster")
 	go func() {
-		done <- run(ctx, []string{"-idemd", idemd, "-dir", dir, "-nodes", "2", "-base-port", strconv.Itoa(base)}, &out, func() { close(ready) })
+		done <- run(ctx, []string{"-idemd", idemd, "-dir", dir, "-nodes", "2", "-base-port", strconv.Itoa(base), "-restart-after", "100ms"}, &out, func() { close(ready) })
 	}()
 	select {
 	case <-ready:
@@ -43,6 +44,26 @@ func TestRun_TheClusterMakeClusterStartsServesAndStops(t *testing.T) {
 	if first.Status != 201 || second.Status != 201 || !bytes.Equal(first.Body, second.Body) || second.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("node-1 %d %s, node-2 %d %s", first.Status, first.Body, second.Status, second.Body)
 	}
+	// A node SIGKILLed while the cluster runs is started again, and
+	// replays what it answered before.
+	pidFile := filepath.Join(dir, "node-1.pid")
+	old, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(old)))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.CloseIdleConnections()
+	testsupport.Poll(t, "node-1 restarted and replaying", testsupport.Patience, func() bool {
+		now, _ := os.ReadFile(pidFile)
+		if string(now) == string(old) {
+			return false
+		}
+		r, err := c.Try("POST", "/v1/tables/t/batch", body, "Idempotency-Key", "k")
+		return err == nil && r.Status == 201 && bytes.Equal(r.Body, first.Body) && r.Header.Get("Idempotent-Replayed") == "true"
+	})
 	c.CloseIdleConnections()
 	cancel()
 	if err := <-done; err != nil {
