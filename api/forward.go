@@ -2,9 +2,11 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/idemdb/idem/lease"
 )
@@ -40,6 +42,10 @@ const (
 	// forwardAnswerBytesMax bounds a forwarded answer read back: an
 	// envelope, whatever the batch, is far below it.
 	forwardAnswerBytesMax = 4 << 20
+	// forwardSlack bounds a forwarded request beyond the wait it asked the
+	// owner for: an owner that is partitioned away (its connections open
+	// and silent) costs at most this, and the request is answered here.
+	forwardSlack = 5 * time.Second
 )
 
 // forwardedHeaders are the request's fields the owner needs to answer it
@@ -55,12 +61,14 @@ func (s *Server) mayForward(r *http.Request) bool {
 // forward sends r, whose body is body, to the node of holder and relays
 // its answer. It reports false, having written nothing, when the request
 // could not be forwarded or its answer not read.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, holder lease.Owner) bool {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, holder lease.Owner, wait time.Duration) bool {
 	base, err := s.svc.Locate(r.Context(), holder)
 	if err != nil || base == "" {
 		return false
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, strings.TrimSuffix(base, "/")+r.URL.RequestURI(), bytes.NewReader(body))
+	ctx, cancel := context.WithTimeout(r.Context(), wait+forwardSlack)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, strings.TrimSuffix(base, "/")+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"go.etcd.io/etcd/pkg/v3/proxy"
@@ -71,6 +72,22 @@ func newLink(to url.URL) (*Link, error) {
 	}()
 	return &Link{url: url.URL{Scheme: "http", Host: from.Host}, srv: srv}, nil
 }
+
+// NewLink is a Link to any TCP address host:port — a test puts one in
+// front of an idemd node's listener to partition it from its peers. tb's
+// Cleanup closes it.
+func NewLink(tb testing.TB, to string) *Link {
+	tb.Helper()
+	l, err := newLink(url.URL{Host: to})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(l.close)
+	return l
+}
+
+// URL is what dials through the link: http://127.0.0.1:port.
+func (l *Link) URL() string { return l.url.String() }
 
 // Cut breaks the link as a reset does: a request sent on a connection
 // already open fails at once (gRPC code Unavailable), and the client's

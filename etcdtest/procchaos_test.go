@@ -19,9 +19,11 @@ import (
 
 // Process-level chaos on a cluster started as a user starts one: idemd
 // processes (-store etcd) on an embedded 3-member etcd, node i reaching
-// etcd only through member i's Link. A seeded schedule SIGKILLs nodes and
+// etcd only through member i's Link and its peers reaching it (to forward)
+// only through a Link of its own. A seeded schedule SIGKILLs nodes and
 // starts them again (a new incarnation), hard-stops the etcd leader and
-// restarts it, and blackholes a node's link; clients send keyed batches
+// restarts it, and partitions a node from etcd and its peers (both links
+// blackholed); clients send keyed batches
 // (each key incrementing a counter of its own) to random nodes. Then
 // everything heals and every key is asked once more. Checked, per key:
 // every terminal answer is byte for byte the first; its counter is 1 if
@@ -52,6 +54,9 @@ type procChaos struct {
 	prefix string
 	mu     sync.Mutex
 	nodes  [procChaosNodes]*apitest.Proc // nil while down
+	// peers[i] is the path node i's peers forward to it through (its
+	// -advertise): a partition blackholes it with node i's link to etcd.
+	peers [procChaosNodes]*etcdtest.Link
 	// answers: per key, every terminal answer ("status body").
 	answers map[int][]string
 	window  atomic.Int64
@@ -133,10 +138,13 @@ func runProcChaos(t *testing.T, seed uint64) {
 }
 
 func (pc *procChaos) start(i int) {
-	// Node i's only path to etcd is member i's Link.
-	p := startNodeOn(pc.t, pc.cl, pc.c.Endpoints()[i], pc.prefix, fmt.Sprintf("node-%d", i), nil)
+	// Node i's only path to etcd is member i's Link, and its peers' only
+	// path to it is a Link of its own.
+	addr := "127.0.0.1:" + fmt.Sprint(freeLoopbackPort(pc.t))
+	peer := etcdtest.NewLink(pc.t, addr)
+	p := startNodeOn(pc.t, pc.cl, pc.c.Endpoints()[i], pc.prefix, fmt.Sprintf("node-%d", i), nil, "-addr", addr, "-advertise", peer.URL())
 	pc.mu.Lock()
-	pc.nodes[i] = p
+	pc.nodes[i], pc.peers[i] = p, peer
 	pc.mu.Unlock()
 }
 
@@ -216,9 +224,11 @@ func (pc *procChaos) schedule(rng *rand.Rand, d time.Duration) map[string]int {
 		case r == 4 && linkDown < 0:
 			linkDown = rng.IntN(procChaosNodes)
 			pc.c.Link(linkDown).Blackhole()
-			ran["partition-node-from-etcd"]++
+			pc.peerLink(linkDown).Blackhole()
+			ran["partition-node-from-etcd-and-peers"]++
 		case r == 5 && linkDown >= 0:
 			pc.c.Link(linkDown).Heal()
+			pc.peerLink(linkDown).Heal()
 			linkDown = -1
 			ran["heal"]++
 		}
@@ -226,9 +236,16 @@ func (pc *procChaos) schedule(rng *rand.Rand, d time.Duration) map[string]int {
 	return ran
 }
 
+func (pc *procChaos) peerLink(i int) *etcdtest.Link {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.peers[i]
+}
+
 func (pc *procChaos) healAll() {
 	for i := range procChaosNodes {
 		pc.c.Link(i).Heal()
+		pc.peerLink(i).Heal()
 	}
 	var down []int
 	for i := range procChaosNodes {
