@@ -3,11 +3,13 @@ package etcdtest_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +268,72 @@ func TestIdemd_TLSAndAuthToEtcd(t *testing.T) {
 		if !errors.As(err, &early) || !strings.Contains(early.Proc.Logs(), c.want) {
 			t.Fatalf("%s: %v, want an exit before listening that says %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestIdemd_TwoProcessesWithOneNodeIDCorruptNothing: a second idemd
+// started with a node ID that a live process already uses registers a
+// later incarnation and so fences the first; both keep serving the same
+// keys at once, and every key still applies once, with one answer.
+func TestIdemd_TwoProcessesWithOneNodeIDCorruptNothing(t *testing.T) {
+	c := sharedCluster(t)
+	prefix := etcdtest.Prefix(t)
+	cl := apitest.NewClient(t, "http://unused")
+	first := startNode(t, cl, c, prefix, "node-a", nil)
+	second := startNode(t, cl, c, prefix, "node-a", nil)
+	c1, c2 := cl.WithBase(first.Base()), cl.WithBase(second.Base())
+	c1.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	const keys, rounds = 12, 3
+	answers := make([][]string, keys)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k := range keys {
+		for _, cn := range []*apitest.Client{c1, c2} {
+			wg.Go(func() {
+				for range rounds {
+					r, err := cn.Try("POST", "/v1/tables/t/batch", incBody(fmt.Sprint(k)), "Idempotency-Key", fmt.Sprint(k), "Prefer", "wait=10")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Status == 201 {
+						mu.Lock()
+						answers[k] = append(answers[k], string(r.Body))
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for k := range keys {
+		// Either process may have answered pending while the other held
+		// the receipt: ask until terminal.
+		testsupport.Poll(t, fmt.Sprintf("key %d terminal", k), testsupport.Patience, func() bool {
+			r, err := c2.Try("POST", "/v1/tables/t/batch", incBody(fmt.Sprint(k)), "Idempotency-Key", fmt.Sprint(k), "Prefer", "wait=5")
+			if err != nil || r.Status != 201 {
+				return false
+			}
+			answers[k] = append(answers[k], string(r.Body))
+			return true
+		})
+		for _, a := range answers[k][1:] {
+			if a != answers[k][0] {
+				t.Fatalf("key %d: answers %q and %q", k, answers[k][0], a)
+			}
+		}
+		var doc struct {
+			Doc struct{ N int }
+		}
+		c1.Do("GET", fmt.Sprintf("/v1/tables/t/docs/ctr-%d", k), nil).JSON(t, 200, &doc)
+		if doc.Doc.N != 1 {
+			t.Fatalf("key %d applied %d times", k, doc.Doc.N)
+		}
+	}
+	var h1, h2 struct{ Owner string }
+	c1.Do("GET", "/healthz", nil).JSON(t, 200, &h1)
+	c2.Do("GET", "/healthz", nil).JSON(t, 200, &h2)
+	if h1.Owner != "node-a#1" || h2.Owner != "node-a#2" {
+		t.Fatalf("owners %q and %q, want node-a#1 and the later node-a#2", h1.Owner, h2.Owner)
 	}
 }
