@@ -159,9 +159,16 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	testsupport.RequireFailpoints(t)
 	c := sharedCluster(t)
 	prefix := etcdtest.Prefix(t)
-	cl := apitest.NewClient(t, "http://unused")
-	a := startNode(t, cl, c, prefix, "node-a", []string{`GO_FAILPOINTS=receipt/decide-before=1*sleep(4000)`}, "-separate-decide", "-lease-ttl", "10s")
-	b := startNode(t, cl, c, prefix, "node-b", nil, "-lease-ttl", "10s")
+	// With tokens: the forwarded request carries the client's own, and
+	// the owner authenticates the same principal (alice's receipt is not
+	// bob's: a request under bob's token binds another transaction).
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice:tok-a\nbob:tok-b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := apitest.NewClient(t, "http://unused").WithToken("tok-a")
+	a := startNode(t, cl, c, prefix, "node-a", []string{`GO_FAILPOINTS=receipt/decide-before=1*sleep(4000)`}, "-separate-decide", "-lease-ttl", "10s", "-tokens", tokens)
+	b := startNode(t, cl, c, prefix, "node-b", nil, "-lease-ttl", "10s", "-tokens", tokens)
 	ca, cb := cl.WithBase(a.Base()), cl.WithBase(b.Base())
 	ca.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
 
@@ -189,6 +196,10 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	busy := cb.Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k")
 	if p := busy.Problem(t, 409); p.Code != "idempotency_request_in_progress" || busy.Header.Get("Idem-Served-By") != "node-a" {
 		t.Fatalf("without a wait: %+v served by %q, want node-a's in progress", p, busy.Header.Get("Idem-Served-By"))
+	}
+	if r := cl.WithBase(b.Base()).WithToken("tok-b").Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k"); r.Header.Get("Idem-Served-By") != "" ||
+		r.Header.Get("Idem-Transaction-Id") == busy.Header.Get("Idem-Transaction-Id") {
+		t.Fatalf("bob's request with alice's key: %d served by %q, txn %s: another principal's receipt is not his", r.Status, r.Header.Get("Idem-Served-By"), r.Header.Get("Idem-Transaction-Id"))
 	}
 	waited := cb.Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k", "Prefer", "wait=20")
 	mine := <-direct
