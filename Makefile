@@ -11,7 +11,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 # dependency), each a module of its own so that the root go.mod carries only
 # what a program linking engine or receipt needs. From the root, ./... stops
 # at a nested go.mod, so the targets name every module's tree.
-MODULES  := . cmd/bench harness contract etcdtest
+MODULES  := . cmd/bench harness contract etcdtest sdk/go
 PKGS     := $(subst ././,./,$(foreach m,$(MODULES),./$(m)/...))
 # The layers whose whole test suites run a second time on the reference
 # store (engine/memstore, IDEM_TEST_STORE=memstore): tests that need what
@@ -20,7 +20,7 @@ REFERENCE_PKGS := ./table ./twopc ./api
 # contract checks what the other tests record: it runs after them.
 RECORDING_PKGS := $(filter-out ./contract/...,$(PKGS))
 
-.PHONY: build test lint bench fault run cluster
+.PHONY: build test lint bench fault run cluster generate
 
 # The release binary bin/idemd: failpoints compiled out (GO_FAILPOINTS does
 # nothing, pingcap/failpoint is not linked) and planted bugs absent. Also
@@ -40,9 +40,11 @@ lint:
 	$(GO) vet -tags idem_selftest $(PKGS)
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: (cd $$m && go mod tidy)"; exit 1; }; done
-	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine|github.com/getkin/kin-openapi|github.com/santhosh-tekuri/jsonschema|github.com/gorilla/mux|go.yaml.in/yaml/v4|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/pkg/v3) '; then \
+	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine|github.com/getkin/kin-openapi|github.com/santhosh-tekuri/jsonschema|github.com/gorilla/mux|go.yaml.in/yaml/v4|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/pkg/v3|github.com/oapi-codegen) '; then \
 		echo "the root go.mod requires a dependency of cmd/bench, harness or contract: it would enter every host's module graph"; exit 1; fi
 	@if grep -nE '^[[:space:]]*replace([[:space:]]|\()' go.mod; then echo "the root go.mod has a replace: hosts do not get it"; exit 1; fi
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; (cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o $$d/idemapi.gen.go ../../api/openapi.yaml) && \
+		cmp -s $$d/idemapi.gen.go sdk/go/idemapi/idemapi.gen.go || { echo "sdk/go/idemapi/idemapi.gen.go is stale against api/openapi.yaml: make generate"; exit 1; }
 
 # vet + gofmt + the race-enabled test suite (short randomized runs), which
 # records every HTTP exchange into a fresh directory (IDEM_CONTRACT_DIR, see
@@ -64,6 +66,12 @@ test: lint
 # 127.0.0.1:8420.
 run:
 	$(GO) run -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" ./cmd/idemd
+
+# The SDKs' generated layers, from api/openapi.yaml (lint fails when one is
+# stale). Go: oapi-codegen, pinned by the tool directive in sdk/go/go.mod.
+OAPI_FLAGS := -package idemapi -generate types,client
+generate:
+	cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o idemapi/idemapi.gen.go ../../api/openapi.yaml
 
 # A cluster to try on this machine (docs/cluster.md): an embedded 3-member
 # etcd and three idemd nodes on 127.0.0.1:8421-8423, until Ctrl-C. The

@@ -1,0 +1,61 @@
+package idem
+
+import (
+	"fmt"
+
+	"github.com/idemdb/idem/sdk/go/idemapi"
+)
+
+// Error is a problem the server answered (application/problem+json).
+type Error struct {
+	Status        int
+	Code          idemapi.ErrorCode
+	Detail        string
+	Retryable     bool
+	RetryWith     string // "same_key", "new_key", "none", or "" on an unkeyed answer
+	TransactionID string // the transaction the key is bound to, if any
+	Outcome       string // committed, aborted, not_applied, pending, or ""
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("idem: %d %s: %s", e.Status, e.Code, e.Detail)
+}
+
+// Is matches a sentinel of the same code: errors.Is(err, idem.ErrTableNotFound).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Status == 0 && t.Code == e.Code
+}
+
+func sentinel(c idemapi.ErrorCode) *Error { return &Error{Code: c} }
+
+// One sentinel per problem code of the API (TestErrors_OneSentinelPerCode
+// holds the list to the server's).
+var (
+	ErrInvalidRequest       = sentinel(idemapi.ErrorCodeInvalidRequest)
+	ErrInvalidKey           = sentinel(idemapi.ErrorCodeInvalidIdempotencyKey)
+	ErrUnauthenticated      = sentinel(idemapi.ErrorCodeUnauthenticated)
+	ErrTableNotFound        = sentinel(idemapi.ErrorCodeTableNotFound)
+	ErrDocumentNotFound     = sentinel(idemapi.ErrorCodeDocumentNotFound)
+	ErrReceiptNotFound      = sentinel(idemapi.ErrorCodeReceiptNotFound)
+	ErrNotFound             = sentinel(idemapi.ErrorCodeNotFound)
+	ErrMethodNotAllowed     = sentinel(idemapi.ErrorCodeMethodNotAllowed)
+	ErrTransactionConflict  = sentinel(idemapi.ErrorCodeTransactionConflict)
+	ErrTransactionAborted   = sentinel(idemapi.ErrorCodeTransactionAborted)
+	ErrRequestInProgress    = sentinel(idemapi.ErrorCodeIdempotencyRequestInProgress)
+	ErrPayloadTooLarge      = sentinel(idemapi.ErrorCodePayloadTooLarge)
+	ErrUnsupportedMediaType = sentinel(idemapi.ErrorCodeUnsupportedMediaType)
+	ErrKeyMismatch          = sentinel(idemapi.ErrorCodeIdempotencyKeyMismatch)
+	ErrHeaderFieldsTooLarge = sentinel(idemapi.ErrorCodeHeaderFieldsTooLarge)
+	ErrOverloaded           = sentinel(idemapi.ErrorCodeOverloaded)
+	ErrInternal             = sentinel(idemapi.ErrorCodeInternal)
+	ErrNotImplemented       = sentinel(idemapi.ErrorCodeNotImplemented)
+	ErrReceiptPending       = sentinel(idemapi.ErrorCodeIdempotencyReceiptPending)
+	ErrUnavailable          = sentinel(idemapi.ErrorCodeUnavailable)
+)
+
+// sentinels lists them, for the test that holds them to the server's codes.
+var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, ErrTableNotFound, ErrDocumentNotFound,
+	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
+	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrHeaderFieldsTooLarge,
+	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable}
