@@ -51,7 +51,8 @@ lint:
 # internal/apitest), then the contract module's check of each record against
 # api/openapi.yaml (it fails on a mismatch and on zero records), then the
 # harness's planted-bug self-test, which exists only under -tags idem_selftest,
-# then the table, 2PC and API suites again on the reference store.
+# then the table, 2PC and API suites again on the reference store, then the
+# Python SDK's tests (standard library only; they build and start idemd).
 test: lint
 	$(GO) build -tags nofailpoint $(PKGS)
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
@@ -61,6 +62,7 @@ test: lint
 		$(GO) test -count=1 -timeout 5m ./contract/... -args -contract.dir=$$d
 	$(GO) test -race -count=1 -timeout 1m -tags idem_selftest -run 'TestSelfTest' ./fault ./harness
 	IDEM_TEST_STORE=memstore $(GO) test -race -count=1 -timeout 2m $(REFERENCE_PKGS)
+	cd sdk/python && python3 -m unittest discover -s tests -t .
 
 # The release server (as `make build`) on an embedded data dir (./data),
 # 127.0.0.1:8420.

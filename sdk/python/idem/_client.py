@@ -1,0 +1,131 @@
+"""The client: keyed batches with the retries the API's answers ask for."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import secrets
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ._errors import IdemError, error_for
+
+DEFAULT_MAX_RETRIES = 2          # Stripe's: a call is tried at most three times
+BACKOFF_BASE = 0.5               # retry n waits BACKOFF_BASE·(1+n²) s …
+BACKOFF_MAX = 5.0                # … at most this, jittered by ±25 %
+ANSWER_BYTES_MAX = 8 << 20       # an envelope or a document
+
+
+@dataclass(frozen=True)
+class Result:
+    """A committed batch."""
+    inserted: int
+    deleted: int
+    transformed: int
+    replayed: bool            # the stored answer of an earlier execution
+    transaction_id: str       # the transaction the key is bound to
+    key: str                  # the Idempotency-Key used (made by the client if not given)
+
+
+class Client:
+    """A client of one idemd at base_url (http://host:port).
+
+    token: the bearer token (None: none). timeout: seconds per attempt.
+    max_retries: retries per call (negative: none). backoff: replaces the
+    wait before retry n (from 1); the server's Retry-After wins when longer.
+    """
+
+    def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 30.0,
+                 max_retries: int = DEFAULT_MAX_RETRIES, backoff: Optional[Callable[[int], float]] = None):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._backoff = backoff
+
+    def create_table(self, table: str, shards: int = 0) -> bool:
+        """Create table; False if it existed already."""
+        body = {"shards": shards} if shards > 0 else {}
+        status, _, _ = self._call("PUT", f"/v1/tables/{_seg(table)}", body, {})
+        return status == 201
+
+    def batch(self, table: str, batch: Dict[str, Any], key: Optional[str] = None,
+              wait: Optional[float] = None) -> Result:
+        """Send batch to table as one keyed, exactly-once call.
+
+        key: the Idempotency-Key (None: a new one for this call, kept across
+        its retries). wait: ask the server to wait up to this many seconds
+        for a receipt in progress (Prefer: wait). Raises an IdemError
+        subclass for a problem.
+        """
+        key = key or secrets.token_hex(16)
+        headers = {"Idempotency-Key": key}
+        if wait:
+            headers["Prefer"] = f"wait={math.ceil(wait)}"
+        _, hdrs, out = self._call("POST", f"/v1/tables/{_seg(table)}/batch", batch, headers)
+        return Result(int(out.get("inserted", 0)), int(out.get("deleted", 0)), int(out.get("transformed", 0)),
+                      hdrs.get("Idempotent-Replayed") == "true", hdrs.get("Idem-Transaction-Id", ""), key)
+
+    def doc(self, table: str, doc_id: str) -> Any:
+        """Document doc_id of table, as stored."""
+        _, _, out = self._call("GET", f"/v1/tables/{_seg(table)}/docs/{_seg(doc_id)}", None, {})
+        return out.get("doc")
+
+    def _call(self, method: str, path: str, body: Optional[dict], headers: Dict[str, str]) -> Tuple[int, Dict[str, str], dict]:
+        data = None if body is None else json.dumps(body).encode()
+        n = 0
+        while True:
+            wait = 0.0
+            try:
+                return self._send(method, path, data, headers)
+            except IdemError as e:
+                # A keyed answer says how to retry; an unkeyed one only whether to.
+                if e.retry_with != "same_key" and (e.retry_with or not e.retryable):
+                    raise
+                err: Exception = e
+                wait = getattr(e, "_retry_after", 0.0)
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+                err = e  # a transport error: the same request again, so the same key
+            if n >= self.max_retries:
+                raise err
+            n += 1
+            time.sleep(max(wait, self.backoff(n)))
+
+    def backoff(self, n: int) -> float:
+        if self._backoff is not None:
+            return self._backoff(n)
+        return min(BACKOFF_BASE * (1 + n * n), BACKOFF_MAX) * (0.75 + 0.5 * random.random())
+
+    def _send(self, method: str, path: str, data: Optional[bytes], headers: Dict[str, str]) -> Tuple[int, Dict[str, str], dict]:
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for k, v in headers.items():
+            req.add_header(k, v)
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read(ANSWER_BYTES_MAX)
+                return resp.status, dict(resp.headers.items()), json.loads(raw or b"{}")
+        except urllib.error.HTTPError as e:
+            raw = e.read(ANSWER_BYTES_MAX)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {"code": "internal", "detail": f"not a problem answer: {raw[:200]!r}"}
+            err = error_for(e.code, body)
+            try:
+                err._retry_after = float(e.headers.get("Retry-After") or 0)  # type: ignore[attr-defined]
+            except ValueError:
+                err._retry_after = 0.0  # type: ignore[attr-defined]
+            raise err from None
+
+
+def _seg(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
