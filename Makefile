@@ -52,7 +52,9 @@ lint:
 # api/openapi.yaml (it fails on a mismatch and on zero records), then the
 # harness's planted-bug self-test, which exists only under -tags idem_selftest,
 # then the table, 2PC and API suites again on the reference store, then the
-# Python SDK's tests (standard library only; they build and start idemd).
+# Python and TypeScript SDKs' tests (they build and start idemd; npm ci
+# first if sdk/ts has no node_modules), the TypeScript types checked
+# against a fresh generation.
 test: lint
 	$(GO) build -tags nofailpoint $(PKGS)
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
@@ -63,17 +65,25 @@ test: lint
 	$(GO) test -race -count=1 -timeout 1m -tags idem_selftest -run 'TestSelfTest' ./fault ./harness
 	IDEM_TEST_STORE=memstore $(GO) test -race -count=1 -timeout 2m $(REFERENCE_PKGS)
 	cd sdk/python && python3 -m unittest discover -s tests -t .
+	cd sdk/ts && { test -d node_modules || npm ci --no-audit --no-fund; } && \
+		d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && npx openapi-typescript ../../api/openapi.yaml -o $$d/schema.ts >/dev/null && \
+		{ cmp -s $$d/schema.ts src/schema.ts || { echo "sdk/ts/src/schema.ts is stale against api/openapi.yaml: make generate"; exit 1; }; } && \
+		npm test
 
 # The release server (as `make build`) on an embedded data dir (./data),
 # 127.0.0.1:8420.
 run:
 	$(GO) run -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" ./cmd/idemd
 
-# The SDKs' generated layers, from api/openapi.yaml (lint fails when one is
-# stale). Go: oapi-codegen, pinned by the tool directive in sdk/go/go.mod.
+# The SDKs' generated layers, from api/openapi.yaml (make test fails when
+# one is stale). Go: oapi-codegen, pinned by the tool directive in
+# sdk/go/go.mod; TypeScript: openapi-typescript, pinned in sdk/ts's
+# package-lock.json. (Python has no generator here: its test holds its
+# codes to the spec.)
 OAPI_FLAGS := -package idemapi -generate types,client
 generate:
 	cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o idemapi/idemapi.gen.go ../../api/openapi.yaml
+	cd sdk/ts && { test -d node_modules || npm ci --no-audit --no-fund; } && npx openapi-typescript ../../api/openapi.yaml -o src/schema.ts
 
 # A cluster to try on this machine (docs/cluster.md): an embedded 3-member
 # etcd and three idemd nodes on 127.0.0.1:8421-8423, until Ctrl-C. The

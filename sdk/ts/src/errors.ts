@@ -1,0 +1,77 @@
+// One error class per problem code of the API. CODES is typed by the spec's
+// own ErrorCode union (schema.ts, generated): a code added to or removed
+// from api/openapi.yaml without the SDK following fails to compile.
+import type { components } from "./schema.js";
+
+export type ErrorCode = components["schemas"]["ErrorCode"];
+export type RetryWith = "same_key" | "new_key" | "none";
+
+export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retryWith: RetryWith }> = {
+  invalid_request: { status: 400, retryable: false, retryWith: "none" },
+  invalid_idempotency_key: { status: 400, retryable: false, retryWith: "none" },
+  unauthenticated: { status: 401, retryable: false, retryWith: "none" },
+  table_not_found: { status: 404, retryable: false, retryWith: "new_key" },
+  document_not_found: { status: 404, retryable: false, retryWith: "new_key" },
+  receipt_not_found: { status: 404, retryable: false, retryWith: "none" },
+  not_found: { status: 404, retryable: false, retryWith: "none" },
+  method_not_allowed: { status: 405, retryable: false, retryWith: "none" },
+  transaction_conflict: { status: 409, retryable: true, retryWith: "new_key" },
+  transaction_aborted: { status: 409, retryable: true, retryWith: "new_key" },
+  idempotency_request_in_progress: { status: 409, retryable: true, retryWith: "same_key" },
+  payload_too_large: { status: 413, retryable: false, retryWith: "none" },
+  unsupported_media_type: { status: 415, retryable: false, retryWith: "none" },
+  idempotency_key_mismatch: { status: 422, retryable: false, retryWith: "none" },
+  header_fields_too_large: { status: 431, retryable: false, retryWith: "none" },
+  not_implemented: { status: 501, retryable: false, retryWith: "none" },
+  overloaded: { status: 429, retryable: true, retryWith: "same_key" },
+  internal: { status: 500, retryable: true, retryWith: "same_key" },
+  unavailable: { status: 503, retryable: true, retryWith: "same_key" },
+  idempotency_receipt_pending: { status: 503, retryable: true, retryWith: "same_key" },
+};
+
+/** A problem the server answered (application/problem+json). */
+export class IdemError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly retryable: boolean,
+    /** "same_key", "new_key", "none", or undefined on an unkeyed answer. */
+    readonly retryWith: RetryWith | undefined,
+    readonly transactionId: string | undefined,
+    /** committed, aborted, not_applied, pending, or undefined. */
+    readonly outcome: string | undefined,
+    /** The answer's Retry-After, in seconds (0 if none). */
+    readonly retryAfter: number,
+  ) {
+    super(`idem: ${status} ${code}: ${detail}`);
+    this.name = new.target.name;
+  }
+}
+
+type ErrorClass = new (...a: ConstructorParameters<typeof IdemError>) => IdemError;
+
+function classFor(code: ErrorCode): ErrorClass {
+  const name = code.split("_").map((p) => p[0].toUpperCase() + p.slice(1)).join("") + "Error";
+  return { [name]: class extends IdemError {} }[name];
+}
+
+/** ERRORS maps each code to its class: ERRORS.table_not_found, … (all IdemError). */
+export const ERRORS = Object.fromEntries(
+  (Object.keys(CODES) as ErrorCode[]).map((c) => [c, classFor(c)]),
+) as Record<ErrorCode, ErrorClass>;
+
+export const TableNotFoundError = ERRORS.table_not_found;
+export const DocumentNotFoundError = ERRORS.document_not_found;
+export const IdempotencyKeyMismatchError = ERRORS.idempotency_key_mismatch;
+export const IdempotencyRequestInProgressError = ERRORS.idempotency_request_in_progress;
+export const IdempotencyReceiptPendingError = ERRORS.idempotency_receipt_pending;
+export const TransactionConflictError = ERRORS.transaction_conflict;
+export const UnavailableError = ERRORS.unavailable;
+
+/** The error of a problem answer. */
+export function errorFor(status: number, body: any, retryAfter: number): IdemError {
+  const code: ErrorCode = body && typeof body.code === "string" && body.code in CODES ? body.code : "internal";
+  return new ERRORS[code](status, code, String(body?.detail ?? ""), Boolean(body?.retryable),
+    body?.retry_with, body?.transaction_id, body?.outcome, retryAfter);
+}
