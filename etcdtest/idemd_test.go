@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,21 +30,10 @@ func startNode(t *testing.T, cl *apitest.Client, c *etcdtest.Cluster, prefix, no
 // startNodeOn is startNode on the etcd endpoints given.
 func startNodeOn(t *testing.T, cl *apitest.Client, endpoints, prefix, node string, env []string, args ...string) *apitest.Proc {
 	t.Helper()
-	port := freeLoopbackPort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := apitest.FreeAddr(t)
 	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", endpoints,
 		"-etcd-prefix", prefix, "-node", node, "-advertise", "http://" + addr, "-lease-ttl", "1s", "-maintain-interval", "100ms"}, args...)
 	return apitest.Start(t, cl, t.TempDir(), env, argv...)
-}
-
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // incBody marks key's batch and counts it in a counter of its own (a
@@ -271,8 +258,7 @@ func TestIdemd_TLSAndAuthToEtcd(t *testing.T) {
 		{"wrong password", append(tlsArgs, "-etcd-user", "root", "-etcd-password-file", bad), "authentication failed"},
 		{"no CA", []string{"-etcd-user", "root", "-etcd-password-file", good}, "https endpoints need -etcd-ca"},
 	} {
-		port := freeLoopbackPort(t)
-		addr := "127.0.0.1:" + strconv.Itoa(port)
+		addr := apitest.FreeAddr(t)
 		_, err := apitest.TryLaunch(t, t.TempDir(), nil, append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", endpoints,
 			"-etcd-prefix", "/idem/tls/", "-node", "node-b", "-advertise", "http://" + addr, "-etcd-dial-timeout", "1s"}, c.args...)...)
 		var early *apitest.EarlyExit

@@ -140,7 +140,7 @@ func runProcChaos(t *testing.T, seed uint64) {
 func (pc *procChaos) start(i int) {
 	// Node i's only path to etcd is member i's Link, and its peers' only
 	// path to it is a Link of its own.
-	addr := "127.0.0.1:" + fmt.Sprint(freeLoopbackPort(pc.t))
+	addr := apitest.FreeAddr(pc.t)
 	peer := etcdtest.NewLink(pc.t, addr)
 	p := startNodeOn(pc.t, pc.cl, pc.c.Endpoints()[i], pc.prefix, fmt.Sprintf("node-%d", i), nil, "-addr", addr, "-advertise", peer.URL())
 	pc.mu.Lock()

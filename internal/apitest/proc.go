@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -423,4 +424,18 @@ func (c *Client) CloseIdleConnections() {
 	if tr, ok := c.Tr.Base.(*http.Transport); ok {
 		tr.CloseIdleConnections()
 	}
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago, for a
+// process that must keep its address across restarts (or advertise it
+// before it listens). Another process may take it first; tests accept
+// that small race.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

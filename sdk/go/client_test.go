@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -38,13 +37,7 @@ type server struct {
 // the address the client has) and data dir, with env (GO_FAILPOINTS).
 func startServer(t *testing.T, env ...string) *server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &server{t: t, data: t.TempDir(), addr: addr}
+	s := &server{t: t, data: t.TempDir(), addr: apitest.FreeAddr(t)}
 	s.start(env...)
 	return s
 }
