@@ -265,3 +265,57 @@ func TestLayers_TheCleanerAndReleaseFitEtcdLimits(t *testing.T) {
 		t.Fatal("no Txn reached etcd")
 	}
 }
+
+// TestLayers_AKeyedRequestReadsOnceOnEtcd: a new key's receipt lookup and
+// its table's metadata are one read (etcdstore.GetMany, one read-only
+// Txn), then the two writes: 3 round trips for a batch of inserts, where
+// they were 4. A replay is still one read.
+func TestLayers_AKeyedRequestReadsOnceOnEtcd(t *testing.T) {
+	store := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
+	svc := node(t, store, "node-0", lease.NewSim(t0), receipt.Options{})
+	createTable(t, svc)
+	b, err := table.DecodeBatch([]byte(`{"inserts":[{"id":"a","doc":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := store.Stats()
+	if a := execute(t, svc, receipt.Request{Principal: "alice", Table: "t", Key: "k", Batch: b}); a.Status != 201 {
+		t.Fatalf("%+v", a.Envelope)
+	}
+	mid := store.Stats()
+	if a := execute(t, svc, receipt.Request{Principal: "alice", Table: "t", Key: "k", Batch: b}); !a.Replayed {
+		t.Fatalf("%+v", a.Envelope)
+	}
+	after := store.Stats()
+	if txns, reads := mid.Txns-before.Txns, mid.Ranges-before.Ranges; txns != 2 || reads != 1 {
+		t.Fatalf("a new key: %d Txns and %d reads, want 2 and 1", txns, reads)
+	}
+	if txns, reads := after.Txns-mid.Txns, after.Ranges-mid.Ranges; txns != 0 || reads != 1 {
+		t.Fatalf("a replay: %d Txns and %d reads, want 0 and 1", txns, reads)
+	}
+}
+
+// TestLayers_TheMetadataReadWithTheReceiptIsNeverStale: node-b drops and
+// re-creates the table node-a writes to; node-a's next new keys — their
+// metadata read in the same round trip as their receipt lookup — are
+// refused while there is no table and land in the new one afterwards.
+func TestLayers_TheMetadataReadWithTheReceiptIsNeverStale(t *testing.T) {
+	c := sharedCluster(t)
+	prefix := etcdtest.Prefix(t)
+	clock := lease.NewSim(t0)
+	a := node(t, newStore(t, c, prefix), "node-a", clock, receipt.Options{})
+	b := node(t, newStore(t, c, prefix), "node-b", clock, receipt.Options{})
+	createTable(t, a)
+	wantCommitted(t, execute(t, a, keyed(t, "t", "k1")), "k1", false)
+	if err := b.Tables().Drop(ctx, "alice", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if gone := execute(t, a, keyed(t, "t", "k2")); gone.Code != "table_not_found" || gone.Outcome != receipt.OutcomeNotApplied {
+		t.Fatalf("after another node's drop: %+v, want table_not_found not_applied", gone.Envelope)
+	}
+	createTable(t, b)
+	wantCommitted(t, execute(t, a, keyed(t, "t", "k3")), "k3", false)
+	if got := counter(t, b); got != 1 {
+		t.Fatalf("the new table's counter %d, want 1", got)
+	}
+}

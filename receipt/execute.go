@@ -39,7 +39,21 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	id := Bind(req.Principal, req.Table, req.Key)
 	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
 	for round := 0; round < ExecuteAttemptsMax; round++ {
-		rec, ver, err := s.load(ctx, id)
+		plan := s.planRequest(req)
+		var rec *Record
+		var ver engine.Version
+		var err error
+		if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
+			// The receipt and the table's metadata in one round trip on a
+			// store that reads several keys at once (etcd): a new key
+			// needs both. (On the local engine reads cost no round trip,
+			// and a replay would pay for the metadata for nothing.)
+			var meta engine.Item
+			rec, ver, meta, err = s.loadWithMeta(ctx, id, req.Principal, req.Table)
+			plan = s.planRequestWith(req, meta)
+		} else {
+			rec, ver, err = s.load(ctx, id)
+		}
 		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			return Answer{}, err
 		}
@@ -65,7 +79,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		case actCreate:
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
 				Key: req.Key, Fingerprint: fp[:], Request: canon}}
-			ans, err = s.create(ctx, a, s.planRequest(req), deadline)
+			ans, err = s.create(ctx, a, plan, deadline)
 		case actTakeOver:
 			ans, err = s.takeOver(ctx, &attempt{id: id, rec: rec, ver: ver}, deadline)
 		}

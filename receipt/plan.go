@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -30,6 +31,15 @@ func (s *Service) planRequest(req Request) planner {
 	}
 }
 
+// planRequestWith is planRequest with the table's metadata item read
+// already (Service.loadWithMeta), during this request.
+func (s *Service) planRequestWith(req Request, meta engine.Item) planner {
+	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
+		plan, err := s.tables.PreflightWithMeta(req.Principal, req.Table, req.Batch, meta)
+		return s.planned(a.id, plan, err)
+	}
+}
+
 // planStored plans a pending receipt from the canonical request it stores,
 // so that a successor executes without the client (DESIGN §4). A request
 // that does not decode is an error, not a refusal.
@@ -45,6 +55,11 @@ func (s *Service) planStored(ctx context.Context, a *attempt) (twopc.Txn, *code.
 // is a refusal.
 func (s *Service) planBatch(ctx context.Context, id, principal, tbl string, b *table.Batch) (twopc.Txn, *code.Error, error) {
 	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
+	return s.planned(id, plan, err)
+}
+
+// planned is the transaction of a preflight's plan, or its refusal.
+func (s *Service) planned(id string, plan *table.Plan, err error) (twopc.Txn, *code.Error, error) {
 	var ce *code.Error
 	if errors.As(err, &ce) {
 		return twopc.Txn{}, ce, nil

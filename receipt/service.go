@@ -153,6 +153,23 @@ func (s *Service) Active() *lease.ActiveSet { return s.active }
 func (s *Service) WaitMax() time.Duration { return s.opts.WaitMax }
 
 // load reads and decodes a receipt.
+// loadWithMeta is load, reading principal's table metadata item in the
+// same round trip (engine.GetAll): a new key's plan needs it.
+func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, engine.Version, engine.Item, error) {
+	items, err := engine.GetAll(ctx, s.store, receiptKey(id), table.MetaKey(principal, tbl))
+	if err != nil {
+		return nil, 0, engine.Item{}, err
+	}
+	if items[0].Version == 0 {
+		return nil, 0, items[1], engine.ErrNotFound
+	}
+	rec, err := DecodeRecord(items[0].Value)
+	if err != nil {
+		return nil, 0, engine.Item{}, err
+	}
+	return rec, items[0].Version, items[1], nil
+}
+
 func (l *lifecycle) load(ctx context.Context, id string) (*Record, engine.Version, error) {
 	it, err := l.store.Get(ctx, receiptKey(id))
 	if err != nil {

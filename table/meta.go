@@ -96,14 +96,28 @@ func (t *Tables) Meta(ctx context.Context, tenant, name string) (Meta, error) {
 	if !ValidTableName(name) {
 		return Meta{}, InvalidTableName(name)
 	}
-	ck := cacheKey(tenant, name)
 	it, err := t.store.Get(ctx, metaKey(tenant, name))
 	if errors.Is(err, engine.ErrNotFound) {
-		t.metas.Delete(ck)
-		return Meta{}, tableNotFound(name)
+		it, err = engine.Item{}, nil
 	}
 	if err != nil {
 		return Meta{}, err
+	}
+	return t.metaOf(tenant, name, it)
+}
+
+// MetaKey is where tenant's table name lives, for a caller that reads it
+// together with other keys (engine.GetAll) and hands the item to
+// PreflightWithMeta.
+func MetaKey(tenant, name string) []byte { return metaKey(tenant, name) }
+
+// metaOf decodes the metadata item read at metaKey(tenant, name); an item
+// of version 0 is a table that does not exist.
+func (t *Tables) metaOf(tenant, name string, it engine.Item) (Meta, error) {
+	ck := cacheKey(tenant, name)
+	if it.Version == 0 {
+		t.metas.Delete(ck)
+		return Meta{}, tableNotFound(name)
 	}
 	// Metadata changes only when a table is created or dropped, and the
 	// store's version says when: a decoded copy is reused until it moves.

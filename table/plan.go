@@ -46,6 +46,29 @@ func (t *Tables) Preflight(ctx context.Context, tenant, table string, b *Batch) 
 	if err != nil {
 		return nil, err
 	}
+	return t.plan(m, b), nil
+}
+
+// PreflightWithMeta is Preflight with the table's metadata item already
+// read — at MetaKey, in the same round trip as something else
+// (engine.GetAll) and during this request, so as fresh as Preflight's own
+// read; Begin is conditioned on its version all the same.
+func (t *Tables) PreflightWithMeta(tenant, table string, b *Batch, meta engine.Item) (*Plan, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	if !ValidTableName(table) {
+		return nil, InvalidTableName(table)
+	}
+	m, err := t.metaOf(tenant, table, meta)
+	if err != nil {
+		return nil, err
+	}
+	return t.plan(m, b), nil
+}
+
+// plan splits b by shard of table m.
+func (t *Tables) plan(m Meta, b *Batch) *Plan {
 	p := &Plan{Table: m, Batch: b, Canonical: b.canon.Load().bytes}
 	byShard := map[int]*Shard{}
 	add := func(w docWork) {
@@ -70,7 +93,7 @@ func (t *Tables) Preflight(ctx context.Context, tenant, table string, b *Batch) 
 		p.Shards = append(p.Shards, s)
 	}
 	sort.Slice(p.Shards, func(i, j int) bool { return p.Shards[i].shard < p.Shards[j].shard })
-	return p, nil
+	return p
 }
 
 // Result sums what the shards' prepares computed.

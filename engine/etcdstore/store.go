@@ -217,3 +217,41 @@ func (s *Store) item(kv *mvccpb.KeyValue) (engine.Item, error) {
 }
 
 var _ engine.Store = (*Store)(nil)
+
+// GetMany implements engine.MultiGetter with one read-only Txn of Ranges:
+// one round trip, one revision, linearizable.
+func (s *Store) GetMany(ctx context.Context, keys ...[]byte) ([]engine.Item, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	if len(keys) > engine.GetManyMax {
+		return nil, fmt.Errorf("etcdstore: GetMany of %d keys (at most %d)", len(keys), engine.GetManyMax)
+	}
+	req := &pb.TxnRequest{Success: make([]*pb.RequestOp, len(keys))}
+	for i, k := range keys {
+		req.Success[i] = &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: s.key(k)}}}
+	}
+	s.stats.ranges.Add(1)
+	cctx, cancel := context.WithTimeout(ctx, s.call)
+	defer cancel()
+	resp, err := s.kv.Txn(cctx, req)
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	out := make([]engine.Item, len(keys))
+	for i, r := range resp.Responses {
+		rr := r.GetResponseRange()
+		if rr == nil || len(rr.Kvs) == 0 {
+			out[i] = engine.Item{Key: keys[i]}
+			continue
+		}
+		it, err := s.item(rr.Kvs[0])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+var _ engine.MultiGetter = (*Store)(nil)

@@ -183,4 +183,17 @@ var behaviours = []behaviour{
 			}
 		}
 	}},
+	{"get-all-is-get-in-one-view", func(t *testing.T, s engine.Store) {
+		v := mustApply(t, s, new(engine.Batch).Put(k("a"), k("1")).Put(k("c"), k("3")))
+		items, err := engine.GetAll(ctx, s, k("a"), k("b"), k("c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []engine.Item{{Key: k("a"), Value: k("1"), Version: v}, {Key: k("b")}, {Key: k("c"), Value: k("3"), Version: v}}
+		for i := range want {
+			if !bytes.Equal(items[i].Key, want[i].Key) || !bytes.Equal(items[i].Value, want[i].Value) || items[i].Version != want[i].Version {
+				t.Fatalf("GetAll item %d: %+v, want %+v", i, items[i], want[i])
+			}
+		}
+	}},
 }
