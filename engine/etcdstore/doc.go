@@ -10,7 +10,8 @@
 // and revisions increase across the cluster, so the contract's "one batch,
 // one version, strictly increasing" is etcd's own. Get and Scan are
 // linearizable Range requests; a Scan is one ranged Get with a limit, read
-// at one revision, so it is a point-in-time view.
+// at one revision, so it is a point-in-time view; GetMany
+// (engine.MultiGetter) reads several keys in one read-only Txn.
 //
 // Every key sits under Options.Prefix, so several deployments share one
 // etcd cluster without seeing each other's keys.
