@@ -201,9 +201,11 @@ func clusterCases(env *Env, nodes []*clusterNode, c int) ([]*Result, error) {
 		if fw {
 			forwarded.Add(1)
 		}
-		if err == nil && len(written) < env.Opts.ReplayKeys {
+		if err == nil {
 			mu.Lock()
-			written = append(written, uint64(w)<<32|i)
+			if len(written) < env.Opts.ReplayKeys {
+				written = append(written, uint64(w)<<32|i)
+			}
 			mu.Unlock()
 		}
 		return err

@@ -220,3 +220,23 @@ func TestBatch_ARetryAcrossAServerRestartAppliesOnce(t *testing.T) {
 		t.Fatalf("applied %d times across the restart, want 1", n)
 	}
 }
+
+// TestBatch_TheContextBoundsTheCallRetriesIncluded: a deadline ends a call
+// whose decision is held up, whatever retries are left.
+func TestBatch_TheContextBoundsTheCallRetriesIncluded(t *testing.T) {
+	testsupport.RequireFailpoints(t)
+	s := startServer(t, `GO_FAILPOINTS=receipt/decide-before=1*sleep(10000)`)
+	c := s.client(t, idem.Options{MaxRetries: 5})
+	if _, err := c.CreateTable(ctx, "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Batch(cctx, "t", inc("k"), &idem.BatchOptions{Key: "k"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the call outlived its context by %v", d)
+	}
+}

@@ -111,6 +111,17 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(out["r"].inserted, 1)
         self.assertEqual(counter(c, "t", "k"), 1)
 
+    @unittest.skipUnless(FAILPOINTS, "needs idemd's failpoints")
+    def test_the_timeout_bounds_each_attempt(self):
+        s = self.server("receipt/decide-before=1*sleep(10000)")
+        c = Client(s.base, timeout=0.3, max_retries=-1)
+        c.create_table("t")
+        started = time.monotonic()
+        with self.assertRaises(OSError):  # socket.timeout / TimeoutError
+            c.batch("t", inc("k"), key="k")
+        self.assertLess(time.monotonic() - started, 5)
+        s.kill()  # not a graceful stop, which would wait for the held-up decision
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -83,3 +83,15 @@ test("a retry across a server restart applies once", async (t) => {
   assert.equal(r.inserted, 1);
   assert.equal(await counter(c, "t", "k"), 1);
 });
+
+test("an AbortSignal cancels a call, retries included", async (t) => {
+  const s = await Server.start("receipt/decide-before=1*sleep(10000)");
+  // Killed, not stopped gracefully: that would wait for the held-up decision.
+  t.after(async () => { await s.kill(); await s.stop(); });
+  const c = new Client(s.base, { maxRetries: 5 });
+  await c.createTable("t");
+  const started = Date.now();
+  await assert.rejects(c.batch("t", inc("k"), { key: "k", signal: AbortSignal.timeout(300) }),
+    (e: unknown) => e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError"));
+  assert.ok(Date.now() - started < 5000, "the call outlived its signal");
+});
