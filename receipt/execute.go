@@ -39,7 +39,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	id := Bind(req.Principal, req.Table, req.Key)
 	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
 	for round := 0; round < ExecuteAttemptsMax; round++ {
-		plan := s.planRequest(req)
+		var plan planner // the metadata-carrying one on a MultiGetter store; else planRequest, made at a create
 		var rec *Record
 		var ver engine.Version
 		var err error
@@ -79,6 +79,9 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		case actCreate:
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
 				Key: req.Key, Fingerprint: fp[:], Request: canon}}
+			if plan == nil {
+				plan = s.planRequest(req)
+			}
 			ans, err = s.create(ctx, a, plan, deadline)
 		case actTakeOver:
 			ans, err = s.takeOver(ctx, &attempt{id: id, rec: rec, ver: ver}, deadline)

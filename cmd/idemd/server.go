@@ -58,9 +58,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 		return nil, err
 	}
 	t.engine, began = time.Since(began), time.Now()
-	// The store itself, not the wrapper: the receipt layer looks for what
-	// it may use beyond the contract (engine.Chainer, Health).
-	d.svc, err = receipt.Open(ctx, d.store.Store, receipt.Options{
+	d.svc, err = receipt.Open(ctx, d.store.store, receipt.Options{
 		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
 		MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SeparateDecide: c.separateDecide, Logger: log,

@@ -32,8 +32,11 @@ const etcdHealthTimeout = time.Second
 var etcdHealthKey = []byte("meta/v1/health")
 
 // servedStore is the store idemd serves on, and what the API shows of it.
+// The store is a named field, not embedded: servedStore is no engine.Store
+// itself, so it cannot be handed to the receipt layer by mistake and hide
+// what the store offers beyond the contract (engine.Chainer, Health).
 type servedStore struct {
-	engine.Store
+	store      engine.Store
 	db         *engine.DB // the local engine; nil on etcd
 	health     func() error
 	collectors []prometheus.Collector
@@ -50,7 +53,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", c.data, err)
 	}
-	return &servedStore{Store: db, db: db, health: db.Health,
+	return &servedStore{store: db, db: db, health: db.Health,
 		collectors: []prometheus.Collector{enginemetrics.New(db.Stats)},
 		close: func() error {
 			if err := db.Close(); !errors.Is(err, engine.ErrClosed) {
@@ -96,7 +99,7 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 	}
 	log.Info("idemd: store etcd", "endpoints", c.etcdEndpoints, "prefix", c.etcdPrefix, "advertise", c.advertise,
 		"limits", fmt.Sprintf("%+v", store.Limits()))
-	return &servedStore{Store: store,
+	return &servedStore{store: store,
 		health: func() error {
 			if err := probe(context.Background(), etcdHealthTimeout); err != nil {
 				return fmt.Errorf("etcd does not answer (%v): this node serves nothing until it does", err)
