@@ -20,7 +20,7 @@ REFERENCE_PKGS := ./table ./twopc ./api
 # contract checks what the other tests record: it runs after them.
 RECORDING_PKGS := $(filter-out ./contract/...,$(PKGS))
 
-.PHONY: build test lint bench fault run cluster generate
+.PHONY: build test lint bench fault run cluster generate generated-check
 
 # The release binary bin/idemd: failpoints compiled out (GO_FAILPOINTS does
 # nothing, pingcap/failpoint is not linked) and planted bugs absent. Also
@@ -43,8 +43,6 @@ lint:
 	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine|github.com/getkin/kin-openapi|github.com/santhosh-tekuri/jsonschema|github.com/gorilla/mux|go.yaml.in/yaml/v4|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/pkg/v3|github.com/oapi-codegen) '; then \
 		echo "the root go.mod requires a dependency of cmd/bench, harness or contract: it would enter every host's module graph"; exit 1; fi
 	@if grep -nE '^[[:space:]]*replace([[:space:]]|\()' go.mod; then echo "the root go.mod has a replace: hosts do not get it"; exit 1; fi
-	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; (cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o $$d/idemapi.gen.go ../../api/openapi.yaml) && \
-		cmp -s $$d/idemapi.gen.go sdk/go/idemapi/idemapi.gen.go || { echo "sdk/go/idemapi/idemapi.gen.go is stale against api/openapi.yaml: make generate"; exit 1; }
 
 # vet + gofmt + the race-enabled test suite (short randomized runs), which
 # records every HTTP exchange into a fresh directory (IDEM_CONTRACT_DIR, see
@@ -52,10 +50,9 @@ lint:
 # api/openapi.yaml (it fails on a mismatch and on zero records), then the
 # harness's planted-bug self-test, which exists only under -tags idem_selftest,
 # then the table, 2PC and API suites again on the reference store, then the
-# Python and TypeScript SDKs' tests (they build and start idemd; npm ci
-# first if sdk/ts has no node_modules), the TypeScript types checked
-# against a fresh generation.
-test: lint
+# Python and TypeScript SDKs' tests (they build and start idemd). Before
+# all of it, generated-check: the SDKs' generated files must be fresh.
+test: lint generated-check
 	$(GO) build -tags nofailpoint $(PKGS)
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 		echo "IDEM_CONTRACT_DIR=$$d $(GO) test -race -count=1 -timeout 5m $(RECORDING_PKGS)"; \
@@ -65,25 +62,37 @@ test: lint
 	$(GO) test -race -count=1 -timeout 1m -tags idem_selftest -run 'TestSelfTest' ./fault ./harness
 	IDEM_TEST_STORE=memstore $(GO) test -race -count=1 -timeout 2m $(REFERENCE_PKGS)
 	cd sdk/python && python3 -m unittest discover -s tests -t .
-	cd sdk/ts && { test -d node_modules || npm ci --no-audit --no-fund; } && \
-		d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && npx openapi-typescript ../../api/openapi.yaml -o $$d/schema.ts >/dev/null && \
-		{ cmp -s $$d/schema.ts src/schema.ts || { echo "sdk/ts/src/schema.ts is stale against api/openapi.yaml: make generate"; exit 1; }; } && \
-		npm test
+	cd sdk/ts && npm test
 
 # The release server (as `make build`) on an embedded data dir (./data),
 # 127.0.0.1:8420.
 run:
 	$(GO) run -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" ./cmd/idemd
 
-# The SDKs' generated layers, from api/openapi.yaml (make test fails when
-# one is stale). Go: oapi-codegen, pinned by the tool directive in
+# The SDKs' generated layers, from api/openapi.yaml (generated-check, run by
+# make test, fails when one is stale). Go: oapi-codegen, pinned by the tool directive in
 # sdk/go/go.mod; TypeScript: openapi-typescript, pinned in sdk/ts's
 # package-lock.json. (Python has no generator here: its test holds its
 # codes to the spec.)
 OAPI_FLAGS := -package idemapi -generate types,client
-generate:
+generate: sdk/ts/node_modules
 	cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o idemapi/idemapi.gen.go ../../api/openapi.yaml
-	cd sdk/ts && { test -d node_modules || npm ci --no-audit --no-fund; } && npx openapi-typescript ../../api/openapi.yaml -o src/schema.ts
+	cd sdk/ts && npx openapi-typescript ../../api/openapi.yaml -o src/schema.ts
+
+# What make test runs first: each generated file regenerated into a
+# temporary directory and compared with the committed one, byte for byte.
+generated-check: sdk/ts/node_modules
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+		(cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o $$d/idemapi.gen.go ../../api/openapi.yaml) && \
+		(cd sdk/ts && npx openapi-typescript ../../api/openapi.yaml -o $$d/schema.ts >/dev/null) && \
+		for f in sdk/go/idemapi/idemapi.gen.go sdk/ts/src/schema.ts; do \
+			cmp -s $$d/$$(basename $$f) $$f || { echo "$$f is stale against api/openapi.yaml: make generate"; exit 1; }; \
+		done
+	@echo "generated files are fresh: sdk/go/idemapi/idemapi.gen.go, sdk/ts/src/schema.ts"
+
+# npm ci when sdk/ts has no node_modules yet (a fresh clone without .ci/run).
+sdk/ts/node_modules:
+	cd sdk/ts && npm ci --no-audit --no-fund
 
 # A cluster to try on this machine (docs/cluster.md): an embedded 3-member
 # etcd and three idemd nodes on 127.0.0.1:8421-8423, until Ctrl-C. The
