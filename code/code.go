@@ -16,7 +16,9 @@ type Code string
 // schema-1 legacy fallback), payload_too_large (413), receipt_not_found,
 // the router's not_found and method_not_allowed, unsupported_media_type
 // (415: a body that is not JSON), and unavailable (503 from /healthz when
-// the store fail-stopped).
+// the store fail-stopped), and the interactive sessions' session_not_found
+// (404), session_aborted and session_committed (409: the session ended,
+// by abort, expiry or its owner's death, or by its commit).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -37,6 +39,9 @@ const (
 	NotFound            Code = "not_found"
 	MethodNotAllowed    Code = "method_not_allowed"
 	Unavailable         Code = "unavailable"
+	SessionNotFound     Code = "session_not_found"
+	SessionAborted      Code = "session_aborted"
+	SessionCommitted    Code = "session_committed"
 	Internal            Code = "internal"
 )
 
@@ -77,6 +82,9 @@ var registry = map[Code]Info{
 	NotFound:            {404, false, None, "Not found"},
 	MethodNotAllowed:    {405, false, None, "Method not allowed"},
 	Unavailable:         {503, true, SameKey, "Service unavailable"},
+	SessionNotFound:     {404, false, None, "Session not found"},
+	SessionAborted:      {409, false, None, "Session aborted"},
+	SessionCommitted:    {409, false, None, "Session committed"},
 	Internal:            {500, true, SameKey, "Internal error"},
 }
 

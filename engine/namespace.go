@@ -17,10 +17,11 @@ const (
 	NSIntent   Namespace = "intent/v1/" // 2PC intents: <table>/<shard>/<doc>
 	NSTable    Namespace = "tbl/v1/"    // documents: <table>/<shard>/<doc>
 	NSMeta     Namespace = "meta/v1/"   // table metadata and engine bookkeeping
+	NSSession  Namespace = "sess/v1/"   // interactive sessions: rec/<id>, and open/<id> while open
 )
 
 // Namespaces lists every registered namespace.
-var Namespaces = []Namespace{NSReceipt, NSLease, NSExpiry, NSRecovery, NSTxn, NSIntent, NSTable, NSMeta}
+var Namespaces = []Namespace{NSReceipt, NSLease, NSExpiry, NSRecovery, NSTxn, NSIntent, NSTable, NSMeta, NSSession}
 
 // Key builds a namespaced key from parts joined by '/'. Parts must not
 // contain '/' unless they are the last part; callers that accept arbitrary

@@ -37,6 +37,10 @@ const (
 	ReceiptReleaseBefore  = "receipt/release-before"
 	ReceiptCleanBefore    = "receipt/clean-before"
 	ReceiptMaintainBefore = "receipt/maintain-before"
+
+	SessionBeginBefore = "session/begin-before"
+	SessionStageBefore = "session/stage-before"
+	SessionEndBefore   = "session/end-before"
 )
 
 // Point documents one failpoint.
@@ -83,6 +87,9 @@ var Catalog = []Point{
 	{ReceiptReleaseBefore, "receipt", "lifecycle.releaseBatch (receipt/release.go), before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
 	{ReceiptCleanBefore, "receipt", "lifecycle.deleteVictims (receipt/clean.go), before each cleanup Apply", "crash of the cleaner mid-pass"},
 	{ReceiptMaintainBefore, "receipt", "Service.MaintainOnce, at the start of a recovery pass", "a blocked or failing recovery pass (renewal must not depend on it)"},
+	{SessionBeginBefore, "receipt", "lifecycle.beginSession (receipt/session_begin.go), before the write that publishes a new session", "crash before the session exists: begin left no trace"},
+	{SessionStageBefore, "receipt", "lifecycle.writeSession (receipt/session_stage.go), before a staged batch or a first read is made durable", "owner dies mid-session: the session is presumed aborted once its lease expires"},
+	{SessionEndBefore, "receipt", "lifecycle.endSession (receipt/session_end.go), before an abort, an expiry or a presumed abort is written", "crash while ending a session: maintenance ends it again"},
 }
 
 // Names returns the names of every cataloged failpoint in the given layer

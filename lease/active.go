@@ -6,40 +6,89 @@ import (
 	"github.com/idemdb/idem/index"
 )
 
+// Kind is what a lease holds: a receipt, or an interactive session. The
+// active set keeps each kind apart so that renewal shares its batches
+// fairly between them (NextBatch).
+type Kind uint8
+
+const (
+	KindReceipt Kind = iota
+	KindSession
+	kindCount
+)
+
+func (k Kind) String() string {
+	if k == KindSession {
+		return "session"
+	}
+	return "receipt"
+}
+
+// SessionIDPrefix begins every interactive session's ID and no receipt's
+// (a receipt's ID is lowercase hex): the two kinds share the lease
+// namespace, and an ID says which kind it holds.
+const SessionIDPrefix = "s"
+
+// KindOf is the kind of what id names.
+func KindOf(id string) Kind {
+	if len(id) > 0 && id[:1] == SessionIDPrefix {
+		return KindSession
+	}
+	return KindReceipt
+}
+
+// Kinds lists every kind, in the order their metrics are labelled.
+var Kinds = []Kind{KindReceipt, KindSession}
+
 // ActiveSet is the in-memory set of leases this process must keep alive:
-// receipts that are still mutable and terminal ones with live debt. The
-// receipt layer adds a receipt before the write that publishes it and
-// removes it once the receipt is immutable and debt-free, so no published
-// mutable receipt is ever missing from the set. Immutable receipts cost no
+// receipts that are still mutable, terminal ones with live debt, and open
+// interactive sessions. The receipt layer adds a lease before the write
+// that publishes it and removes it once what it holds is immutable and
+// debt-free, so no published mutable receipt or open session is ever
+// missing from the set. Immutable receipts and ended sessions cost no
 // periodic writes.
 type ActiveSet struct {
-	mu        sync.Mutex
+	mu    sync.Mutex
+	kinds [kindCount]kindSet
+	held  map[string]*Held
+	first Kind // the kind NextBatch serves first, in turn
+}
+
+// kindSet is one kind's leases in ID order, with its round-robin cursor.
+type kindSet struct {
 	ids       *index.Ordered[string]
-	held      map[string]*Held
 	cursor    string
 	hasCursor bool
 }
 
 // NewActiveSet returns an empty set.
 func NewActiveSet() *ActiveSet {
-	return &ActiveSet{ids: index.NewIDSet(), held: map[string]*Held{}}
+	s := &ActiveSet{held: map[string]*Held{}}
+	for i := range s.kinds {
+		s.kinds[i].ids = index.NewIDSet()
+	}
+	return s
 }
 
-// Add inserts or replaces h.
+// Add inserts or replaces h, under h.Kind.
 func (s *ActiveSet) Add(h *Held) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ids.Put(h.ID)
+	if old, ok := s.held[h.ID]; ok && old.Kind != h.Kind {
+		s.kinds[old.Kind].ids.Delete(h.ID)
+	}
+	s.kinds[h.Kind].ids.Put(h.ID)
 	s.held[h.ID] = h
 }
 
-// Remove drops id if it is still held as h (a newer hold is kept).
+// Remove drops id if it is still held as h (a newer hold is kept; nil
+// drops whatever is held).
 func (s *ActiveSet) Remove(id string, h *Held) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.held[id]; ok && (h == nil || cur == h) {
 		delete(s.held, id)
-		s.ids.Delete(id)
+		s.kinds[cur.Kind].ids.Delete(id)
 	}
 }
 
@@ -51,25 +100,78 @@ func (s *ActiveSet) Get(id string) (*Held, bool) {
 	return h, ok
 }
 
-// Len is the number of held receipts.
+// Len is the number of leases held, of every kind.
 func (s *ActiveSet) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.held)
 }
 
-// NextBatch returns up to n holds after the round-robin cursor and advances
-// it, so that successive calls cover the whole set once every ⌈Len/n⌉ calls.
+// LenOf is the number of leases of kind k held.
+func (s *ActiveSet) LenOf(k Kind) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kinds[k].ids.Len()
+}
+
+// NextBatch returns up to n holds and advances the cursors, so that
+// successive calls cover the whole set once every ⌈Len/n⌉ calls. The batch
+// is shared fairly between the kinds: each kind that has leases gets an
+// equal share of n, and a share a kind cannot fill goes to the others, so
+// that ten sessions are renewed in the first batch however many receipts
+// there are, and the other way round. The kind served first alternates,
+// so that the remainder of an uneven split favours neither.
 func (s *ActiveSet) NextBatch(n int) []*Held {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := s.ids.NextAfter(make([]string, 0, n), s.cursor, s.hasCursor, n)
-	out := make([]*Held, 0, len(ids))
+	out := make([]*Held, 0, min(n, len(s.held)))
+	order := [kindCount]Kind{}
+	for i := range order {
+		order[i] = Kind((int(s.first) + i) % int(kindCount))
+	}
+	s.first = Kind((int(s.first) + 1) % int(kindCount))
+	// Take equal shares first, then let the kinds that still have leases
+	// fill what the others left.
+	want := [kindCount]int{}
+	left, active := n, 0
+	for _, k := range order {
+		if s.kinds[k].ids.Len() > 0 {
+			active++
+		}
+	}
+	for _, k := range order {
+		if active == 0 {
+			break
+		}
+		share := (left + active - 1) / active
+		want[k] = min(share, s.kinds[k].ids.Len())
+		if want[k] == 0 {
+			continue
+		}
+		left -= want[k]
+		active--
+	}
+	for _, k := range order {
+		extra := min(left, s.kinds[k].ids.Len()-want[k])
+		want[k] += extra
+		left -= extra
+	}
+	for _, k := range order {
+		if want[k] > 0 {
+			out = s.kinds[k].next(out, want[k], s.held)
+		}
+	}
+	return out
+}
+
+// next appends up to n of ks's holds after its cursor and advances it.
+func (ks *kindSet) next(out []*Held, n int, held map[string]*Held) []*Held {
+	ids := ks.ids.NextAfter(make([]string, 0, n), ks.cursor, ks.hasCursor, n)
 	for _, id := range ids {
-		out = append(out, s.held[id])
+		out = append(out, held[id])
 	}
 	if len(ids) > 0 {
-		s.cursor, s.hasCursor = ids[len(ids)-1], true
+		ks.cursor, ks.hasCursor = ids[len(ids)-1], true
 	}
 	return out
 }

@@ -103,7 +103,7 @@ func MayAdopt(st State, me Owner, now time.Time) bool {
 func ClaimNew(b *engine.Batch, id string, o Owner, until time.Time) *Held {
 	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: 1}
 	b.Absent(ClaimKey(id)).Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
-	return &Held{ID: id, claim: c, until: until, status: Publishing}
+	return &Held{ID: id, Kind: KindOf(id), claim: c, until: until, status: Publishing}
 }
 
 // ClaimAdopt adds to b the CAS that moves a receipt from the lease in st to
@@ -115,7 +115,7 @@ func ClaimAdopt(b *engine.Batch, id string, st State, o Owner, until time.Time) 
 	}
 	b.AtVersion(ClaimKey(id), st.ClaimVersion).AtVersion(ExpiryKey(id), st.ExpiryVersion).
 		Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
-	return &Held{ID: id, claim: c, until: until, status: Publishing}
+	return &Held{ID: id, Kind: KindOf(id), claim: c, until: until, status: Publishing}
 }
 
 // Drop adds to b the removal of a receipt's lease (the receipt became

@@ -44,6 +44,9 @@ func (s Status) String() string {
 // supervisor; its mutex serialises their updates, never their I/O.
 type Held struct {
 	ID string
+	// Kind is what the lease holds (a receipt unless set): the active set
+	// renews each kind fairly against the others.
+	Kind Kind
 
 	mu      sync.Mutex
 	claim   Claim
@@ -176,7 +179,7 @@ func (h *Held) Claim() Claim {
 // Resume returns a Held for a claim this owner already has in the store
 // (found after its flight ended, e.g. after an ambiguous answer).
 func Resume(id string, st State) *Held {
-	return &Held{ID: id, claim: st.Claim, version: st.ClaimVersion, until: st.Expires, status: Live}
+	return &Held{ID: id, Kind: KindOf(id), claim: st.Claim, version: st.ClaimVersion, until: st.Expires, status: Live}
 }
 
 // PutExpiry adds to b an extension of id's lease to until.

@@ -40,6 +40,12 @@ type attempt struct {
 	// adoptAfter, if set, is how long past the expiry of a dead owner's
 	// lease this attempt waits before it adopts (maintenance: fairness.go).
 	adoptAfter func(dead string) time.Duration
+	// alongside, if set, adds to the write that publishes a new receipt
+	// what must happen in the same Apply — a session's commit ends the
+	// session there (session_commit.go) — and published is called once
+	// that write is durable.
+	alongside func(b *engine.Batch) error
+	published func()
 }
 
 // claimWrite is what a write does to the receipt's lease claim.
@@ -85,6 +91,7 @@ func (l *lifecycle) settle(a *attempt, v writeVerdict, ver engine.Version) {
 		switch v {
 		case writeDone:
 			h.Confirmed(ver, a.until)
+			a.publishedOnce()
 		case writeAmbiguous:
 			h.Unconfirm()
 		default:
@@ -98,6 +105,16 @@ func (l *lifecycle) settle(a *attempt, v writeVerdict, ver engine.Version) {
 	}
 	if v == writeFenced {
 		h.MarkLost()
+	}
+}
+
+// publishedOnce calls a.published the first time the receipt's
+// publishing write is known durable.
+func (a *attempt) publishedOnce() {
+	if a.published != nil && a.creating() {
+		f := a.published
+		a.published = nil
+		f()
 	}
 }
 

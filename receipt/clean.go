@@ -109,12 +109,14 @@ const (
 	victimCondsMax = 3
 )
 
-// victim is one expiry entry to delete, with its receipt if it has one.
+// victim is one expiry entry to delete, with its receipt (or ended
+// session) if it has one.
 type victim struct {
 	id       string
 	entry    []byte
 	receipt  bool
-	rcptVer  engine.Version
+	session  bool
+	rcptVer  engine.Version // the receipt's, or the session record's
 	entryVer engine.Version
 }
 
@@ -124,6 +126,9 @@ func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool
 		return victim{}, false
 	}
 	v := victim{id: id, entry: it.Key, entryVer: it.Version}
+	if lease.KindOf(id) == lease.KindSession {
+		return l.cleanableSession(ctx, v, deadline)
+	}
 	rec, ver, err := l.load(ctx, id)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
@@ -144,6 +149,30 @@ func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool
 	return v, true
 }
 
+// cleanableSession is cleanable for an ended session's entry. An open
+// session is pinned, as a receipt with execution debt is: it has no
+// retention entry, and one found is not its own.
+func (l *lifecycle) cleanableSession(ctx context.Context, v victim, deadline int64) (victim, bool) {
+	it, err := l.store.Get(ctx, sessionKey(v.id))
+	if errors.Is(err, engine.ErrNotFound) {
+		return v, true // stray entry
+	}
+	if err != nil {
+		return victim{}, false
+	}
+	rec, err := DecodeSession(it.Value)
+	switch {
+	case err != nil:
+		return victim{}, false
+	case rec.State == SessionOpen:
+		return victim{}, false
+	case rec.RetainUntil != deadline:
+		return v, true
+	}
+	v.session, v.rcptVer = true, it.Version
+	return v, true
+}
+
 // deleteVictims deletes with one Apply per try; a victim whose condition
 // fails (the receipt changed, or its transaction still holds intents) is
 // dropped and the rest retried.
@@ -156,9 +185,13 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 		receipts := 0
 		for _, v := range vs {
 			b.AtVersion(v.entry, v.entryVer).Delete(v.entry)
-			if v.receipt {
+			switch {
+			case v.receipt:
 				b.AtVersion(receiptKey(v.id), v.rcptVer).Delete(receiptKey(v.id))
 				twopc.ReleaseInto(b, v.id)
+				receipts++
+			case v.session:
+				b.AtVersion(sessionKey(v.id), v.rcptVer).Delete(sessionKey(v.id))
 				receipts++
 			}
 		}
@@ -190,5 +223,5 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 
 func keyOf(key []byte, v victim) bool {
 	k := string(key)
-	return k == string(v.entry) || k == string(receiptKey(v.id)) || (len(k) > len(v.id) && k[len(k)-len(v.id)-1:] == "/"+v.id)
+	return k == string(v.entry) || k == string(receiptKey(v.id)) || k == string(sessionKey(v.id)) || (len(k) > len(v.id) && k[len(k)-len(v.id)-1:] == "/"+v.id)
 }

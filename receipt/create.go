@@ -57,6 +57,11 @@ func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *c
 		return Answer{}, err
 	}
 	b := new(engine.Batch).Absent(receiptKey(a.id)).Put(receiptKey(a.id), val).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	if a.alongside != nil {
+		if err := a.alongside(b); err != nil {
+			return l.stuck(a, classifyStep(err), err)
+		}
+	}
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
 		return Answer{}, err
 	}
@@ -64,6 +69,7 @@ func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *c
 	if v := classifyWrite(err, nil); v != writeDone {
 		return l.stuck(a, v, err)
 	}
+	a.publishedOnce()
 	l.countTerminal(env)
 	return Answer{Envelope: env, Terminal: true}, nil
 }
@@ -128,6 +134,11 @@ func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Bat
 		return nil, err
 	}
 	b.Put(receiptKey(a.id), val).Put(recoveryKey(l.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	if a.alongside != nil {
+		if err := a.alongside(b); err != nil {
+			return nil, err
+		}
+	}
 	l.active.Add(a.held)
 	return b, nil
 }

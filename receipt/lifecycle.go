@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
@@ -32,6 +33,11 @@ type lifecycle struct {
 	active *lease.ActiveSet
 	hb     *lease.Heartbeat
 	exec   chan struct{} // executor slots
+	busy   [2]atomic.Int64 // slots in use, by lease.Kind
+	// sessionLocks serialise the steps of one session in this process
+	// (striped by ID: bounded, whatever the number of sessions); across
+	// processes the session record's version and claim fence them.
+	sessionLocks [sessionLockStripes]sync.Mutex
 
 	flights sync.Map // txn_id -> *flight
 

@@ -20,8 +20,13 @@ type MaintainStats struct {
 	Deferred   int // held by another live owner, or could not progress
 	Strays     int // recovery entries of immutable or missing receipts removed
 	Released   int // retained decisions released
-	LocalBusy  int // receipts a local goroutine was already working on
+	LocalBusy  int // receipts (or sessions) a local goroutine was already working on
 	ErrorsSeen int
+	// SessionsScanned counts the open-session entries read, and
+	// SessionsEnded the sessions this pass ended: expired, or presumed
+	// aborted after their owner's death.
+	SessionsScanned int
+	SessionsEnded   int
 }
 
 // MaintainOnce is one recovery pass: it walks every recovery entry (all
@@ -46,21 +51,25 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	if err != nil {
 		nodes = nil
 	}
-	start, end := []byte(engine.NSRecovery), engine.PrefixEnd([]byte(engine.NSRecovery))
+	// Receipts and sessions share the pass page by page, in turn, so that
+	// neither kind's backlog delays the other's recovery (DESIGN §14).
+	receipts := pageWalk{start: []byte(engine.NSRecovery), end: engine.PrefixEnd([]byte(engine.NSRecovery))}
+	open := engine.NSSession.Prefix("open")
+	sessions := pageWalk{start: open, end: engine.PrefixEnd(open)}
 	page := min(MaintainPageMax, s.store.Limits().ScanItemsMax)
-	for ms.Scanned < MaintainReceiptsMax {
-		items, err := s.store.Scan(ctx, start, end, page)
-		if err != nil {
-			return ms, err
-		}
-		for _, it := range items {
+	for ms.Scanned+ms.SessionsScanned < MaintainReceiptsMax && !(receipts.done && sessions.done) {
+		if err := receipts.next(ctx, s.store, page, func(it engine.Item) {
 			ms.Scanned++
 			s.maintainEntry(ctx, it, &ms, nodes)
+		}); err != nil {
+			return ms, err
 		}
-		if len(items) < page {
-			break
+		if err := sessions.next(ctx, s.store, page, func(it engine.Item) {
+			ms.SessionsScanned++
+			s.maintainSession(ctx, it, &ms)
+		}); err != nil {
+			return ms, err
 		}
-		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
 	n, err := s.releaseDecisions(ctx)
 	ms.Released += n
@@ -68,6 +77,32 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 		return ms, err
 	}
 	return ms, s.tables.Purge(ctx)
+}
+
+// pageWalk walks a key range a page at a time.
+type pageWalk struct {
+	start, end []byte
+	done       bool
+}
+
+// next reads the next page, if any is left, and hands each item to fn.
+func (w *pageWalk) next(ctx context.Context, store engine.Store, page int, fn func(engine.Item)) error {
+	if w.done {
+		return nil
+	}
+	items, err := store.Scan(ctx, w.start, w.end, page)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		fn(it)
+	}
+	if len(items) < page {
+		w.done = true
+	} else {
+		w.start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+	return nil
 }
 
 // maintainEntry advances the receipt of one recovery entry, or removes

@@ -69,6 +69,12 @@ type Options struct {
 	// adopts a dead node's receipt than the node ranked first for it
 	// (fairness.go; default LeaseTTL/4, negative: no stagger).
 	AdoptStagger time.Duration
+	// SessionTTLMax caps the TTL an interactive session may ask for
+	// (default SessionTTLMaxDefault).
+	SessionTTLMax time.Duration
+	// SessionsOpenMax bounds the sessions open on this node at once
+	// (default SessionsOpenMaxDefault); a begin beyond it is 429.
+	SessionsOpenMax int
 	// Clock is the time source (default lease.Real).
 	Clock  lease.Clock
 	Logger *slog.Logger
@@ -139,6 +145,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CleanInterval == 0 {
 		o.CleanInterval = time.Minute
+	}
+	if o.SessionTTLMax <= 0 {
+		o.SessionTTLMax = SessionTTLMaxDefault
+	}
+	if o.SessionsOpenMax <= 0 {
+		o.SessionsOpenMax = SessionsOpenMaxDefault
 	}
 	if o.Clock == nil {
 		o.Clock = lease.Real{}

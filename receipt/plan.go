@@ -44,6 +44,13 @@ func (s *Service) planRequestWith(req Request, meta engine.Item) planner {
 // so that a successor executes without the client (DESIGN §4). A request
 // that does not decode is an error, not a refusal.
 func (s *Service) planStored(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
+	if a.rec.Session != "" {
+		st, err := decodeStaging(a.rec.Request)
+		if err != nil {
+			return twopc.Txn{}, nil, err
+		}
+		return s.planSession(a.rec.Principal, st)(ctx, a)
+	}
 	tbl, batch, err := decodeRequest(a.rec.Request)
 	if err != nil {
 		return twopc.Txn{}, nil, err

@@ -74,6 +74,10 @@ type Record struct {
 	Debt        Debt            `cbor:"13,keyasint,omitempty"`
 	Envelope    *StoredEnvelope `cbor:"14,keyasint,omitempty"`
 	Outcome     string          `cbor:"15,keyasint,omitempty"` // schema 1 only
+	// Session is the interactive session this receipt commits (its
+	// Request is then the session's table.Staging, CBOR), or "" for a
+	// keyed batch.
+	Session string `cbor:"16,keyasint,omitempty"`
 }
 
 // StoredEnvelope is the complete terminal answer (the transaction ID is the

@@ -1,6 +1,10 @@
 package receipt
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/idemdb/idem/lease"
+)
 
 // Stats are cumulative counters of a Service, for metrics and tests.
 type Stats struct {
@@ -20,11 +24,22 @@ type Stats struct {
 	Released       uint64 // retained decisions released
 	Cleaned        uint64 // receipts deleted by the retention cleaner
 	ExecutorBusy   int64  // executor slots in use now
+	// ExecutorBusyReceipts and ExecutorBusySessions split ExecutorBusy by
+	// what holds the slots: receipts (keyed batches and session commits),
+	// and the steps of open sessions.
+	ExecutorBusyReceipts int64
+	ExecutorBusySessions int64
+	SessionsBegun        uint64 // sessions begun here
+	SessionsCommitted    uint64 // commits requested (each one a receipt)
+	SessionsAborted      uint64 // sessions ended without a commit: by the client, expiry or a lost owner
+	SessionsExpired      uint64 // ... of which by expiry or a lost owner
+	SessionsOpen         int64  // sessions this process holds open now
 }
 
 type counters struct {
 	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
+	sessBegun, sessCommitted, sessAborted, sessExpired atomic.Uint64
 }
 
 func (s *Service) Stats() Stats {
@@ -35,7 +50,12 @@ func (s *Service) Stats() Stats {
 		InProgress: c.inProgress.Load(), PendingAnswers: c.pending.Load(), Overloaded: c.overloaded.Load(),
 		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
-		ExecutorBusy: int64(len(s.exec)),
+		ExecutorBusy:         int64(len(s.exec)),
+		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
+		ExecutorBusySessions: s.busy[lease.KindSession].Load(),
+		SessionsBegun:        c.sessBegun.Load(), SessionsCommitted: c.sessCommitted.Load(),
+		SessionsAborted: c.sessAborted.Load(), SessionsExpired: c.sessExpired.Load(),
+		SessionsOpen: int64(s.active.LenOf(lease.KindSession)),
 	}
 }
 

@@ -25,6 +25,11 @@ const (
 	kindInsert docKind = iota + 1
 	kindDelete
 	kindTransform
+	// An interactive session's commit (session.go) brings each document's
+	// final state computed already, on the version it saw: put it (or
+	// delete it), or only hold it to that version (read).
+	kindPut
+	kindRead
 )
 
 type docWork struct {
@@ -33,6 +38,10 @@ type docWork struct {
 	doc    []byte // insert: canonical document
 	ops    []Op   // transform
 	upsert bool
+
+	base    engine.Version // put, read: the version the session saw (0: absent)
+	blind   bool           // put: held to no version
+	deleted bool           // put: the session deletes it
 }
 
 // Preflight validates batch against tenant's table: the table exists and every op is

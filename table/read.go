@@ -36,7 +36,7 @@ func (t *Tables) Get(ctx context.Context, tenant, table, id string) (json.RawMes
 			if err != nil {
 				return nil, err
 			}
-			if committed {
+			if committed && !in.Read {
 				if in.Deleted {
 					return nil, notFound
 				}

@@ -25,6 +25,10 @@ type Shard struct {
 	shard  int
 	docs   []docWork
 	result Result // what Prepare computed
+	// fixed: the documents' states were computed by a session on the
+	// versions it saw (kindPut, kindRead), so a changed document is a
+	// final no, not worth a fresh Prepare.
+	fixed bool
 
 	// What Prepare staged, and the version Begin wrote it at (0 until the
 	// coordinator reports it): Resolve then needs no reads.
@@ -38,6 +42,10 @@ type intent struct {
 	Txn     string `cbor:"1,keyasint"`
 	Deleted bool   `cbor:"2,keyasint,omitempty"`
 	Doc     []byte `cbor:"3,keyasint,omitempty"`
+	// Read: the transaction only read the document (a session's read
+	// set); the intent holds it unchanged until the decision, and
+	// resolving it, either way, leaves the document as it is.
+	Read bool `cbor:"4,keyasint,omitempty"`
 }
 
 // shardRef is what a coordinator record keeps to rebuild a participant for
@@ -82,6 +90,7 @@ type staged struct {
 	base              engine.Version // version of the document read; 0 if absent
 	condOnBase        bool           // the result depends on the document read
 	deleted           bool
+	read              bool // held unchanged, not written (intent.Read)
 	doc               []byte
 }
 
@@ -93,6 +102,14 @@ type staged struct {
 // there is the transaction_conflict vote (Refusal).
 func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, error) {
 	st := staged{docKey: docKey(s.meta.ID, s.shard, w.id), intentKey: intentKey(s.meta.ID, s.shard, w.id)}
+	switch w.kind {
+	case kindPut:
+		st.base, st.condOnBase, st.deleted, st.doc = w.base, !w.blind, w.deleted, w.doc
+		return st, nil
+	case kindRead:
+		st.base, st.condOnBase, st.read = w.base, true, true
+		return st, nil
+	}
 	store := s.tables.store
 	var cur []byte
 	if w.kind != kindInsert { // an insert replaces whatever is there: no read
@@ -158,7 +175,7 @@ func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error
 		if st.condOnBase {
 			b.AtVersion(st.docKey, st.base)
 		}
-		val, err := cbor.Marshal(intent{Txn: txnID, Deleted: st.deleted, Doc: st.doc})
+		val, err := cbor.Marshal(intent{Txn: txnID, Deleted: st.deleted, Doc: st.doc, Read: st.read})
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +212,7 @@ func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine
 			continue
 		}
 		b.AtVersion(ik, it.Version).Delete(ik)
-		if commit {
+		if commit && !in.Read {
 			dk := docKey(s.meta.ID, s.shard, w.id)
 			if in.Deleted {
 				b.Delete(dk)
@@ -229,7 +246,7 @@ func (s *Shard) stagedResolution(commit bool, at engine.Version) *engine.Batch {
 			b.AtVersion(st.intentKey, at)
 		}
 		b.Delete(st.intentKey)
-		if commit {
+		if commit && !st.read {
 			if st.deleted {
 				b.Delete(st.docKey)
 			} else {
@@ -260,6 +277,9 @@ func (s *Shard) Refusal(key []byte) (*code.Error, bool, bool) {
 	case bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, sh)):
 		return code.Errorf(code.TransactionConflict, "document %q is being written by another transaction",
 			key[len(engine.NSIntent.Prefix(s.meta.ID, sh)):]), false, true
+	case s.fixed && bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh)):
+		return code.Errorf(code.TransactionConflict, "document %q changed since the session read it",
+			key[len(engine.NSTable.Prefix(s.meta.ID, sh)):]), false, true
 	case bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh)):
 		return code.Errorf(code.TransactionConflict, "document %q changed while the batch was prepared",
 			key[len(engine.NSTable.Prefix(s.meta.ID, sh)):]), true, true

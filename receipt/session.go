@@ -1,0 +1,202 @@
+package receipt
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/table"
+)
+
+// Interactive sessions (DESIGN §14) are the receipt lifecycle's second
+// kind. A session is begun, stages batches and reads its own writes while
+// it is open, and ends by an abort or by its commit — which is a receipt:
+// the session's staging goes through the same create, start and decide
+// steps as a keyed batch (session_commit.go), so a commit executes exactly
+// once and replays exactly. Open sessions are owned and fenced under the
+// same lease records as receipts, renewed by the same supervisor in fair
+// shares with them, and use the same executor; before its commit is
+// requested, a session whose owner is gone, or that outlived its TTL, is
+// presumed aborted (session_end.go).
+//
+//	sess/v1/rec/<id>   the session record (SessionRecord)
+//	sess/v1/open/<id>  present while the session is open: what maintenance
+//	                   walks to end the sessions of dead owners and expired ones
+//
+// An ended session's record is kept for the retention period under an
+// exp/v1 entry, as a terminal receipt is, and cleaned by the same cleaner.
+
+// SessionState is a session's lifecycle state.
+type SessionState uint8
+
+const (
+	// SessionOpen: staging; mutable, held under a lease.
+	SessionOpen SessionState = 1
+	// SessionCommitted: its commit was requested; the commit is the
+	// receipt TxnID, which finishes it whatever becomes of this process.
+	SessionCommitted SessionState = 2
+	// SessionAborted: ended without a commit; nothing it staged applies.
+	SessionAborted SessionState = 3
+)
+
+func (s SessionState) String() string {
+	switch s {
+	case SessionOpen:
+		return "open"
+	case SessionCommitted:
+		return "committed"
+	case SessionAborted:
+		return "aborted"
+	}
+	return "unknown"
+}
+
+// Why a session was aborted (SessionRecord.Reason).
+const (
+	ReasonAborted   = "aborted"    // the client aborted it
+	ReasonExpired   = "expired"    // it outlived its TTL
+	ReasonOwnerLost = "owner_lost" // its owner's lease expired, or the owner restarted
+)
+
+// Session bounds and defaults.
+const (
+	// SessionTTLDefault is the lifetime of a session begun without one.
+	SessionTTLDefault = 30 * time.Second
+	// SessionTTLMaxDefault is Options.SessionTTLMax's default: a session
+	// holds optimistic reads, and the longer it lives the likelier its
+	// commit conflicts (FoundationDB caps a transaction at 5 s; Kafka's
+	// transaction timeout defaults to one minute).
+	SessionTTLMaxDefault = 5 * time.Minute
+	// SessionsOpenMaxDefault is Options.SessionsOpenMax's default.
+	SessionsOpenMaxDefault = 4096
+	// SessionSchemaCurrent is the schema of session records written now.
+	SessionSchemaCurrent = 1
+)
+
+// SessionRecord is a session as stored at sess/v1/rec/<id>.
+type SessionRecord struct {
+	Schema    int          `cbor:"1,keyasint"`
+	Principal string       `cbor:"2,keyasint"`
+	State     SessionState `cbor:"3,keyasint"`
+	Owner     *lease.Claim `cbor:"4,keyasint,omitempty"` // who holds it while open
+	Created   int64        `cbor:"5,keyasint"`           // unix ms
+	Expires   int64        `cbor:"6,keyasint"`           // unix ms: an open session is aborted after it
+	// Staging is what it read and wrote; dropped once it ends (a commit
+	// carries it in its receipt).
+	Staging *table.Staging `cbor:"7,keyasint,omitempty"`
+	Stages  int            `cbor:"8,keyasint,omitempty"` // batches staged
+	Key     string         `cbor:"9,keyasint,omitempty"` // committed: the Idempotency-Key of the commit
+	TxnID   string         `cbor:"10,keyasint,omitempty"`
+	Reason  string         `cbor:"11,keyasint,omitempty"` // aborted: why
+	Ended   int64          `cbor:"12,keyasint,omitempty"`
+	// RetainUntil: an ended session's record is kept until then (its
+	// exp/v1 entry), so that later calls learn how it ended.
+	RetainUntil int64        `cbor:"13,keyasint,omitempty"`
+	Result      table.Result `cbor:"14,keyasint,omitempty"` // what its staged batches did
+}
+
+// EncodeSession encodes r deterministically.
+func EncodeSession(r *SessionRecord) ([]byte, error) { return encMode.Marshal(r) }
+
+// DecodeSession decodes a session record.
+func DecodeSession(b []byte) (*SessionRecord, error) {
+	var r SessionRecord
+	if err := cbor.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("receipt: decode session: %w", err)
+	}
+	if r.Schema < 1 {
+		return nil, fmt.Errorf("receipt: session record without schema")
+	}
+	if r.State < SessionOpen || r.State > SessionAborted {
+		return nil, fmt.Errorf("receipt: session record in unknown state %d", r.State)
+	}
+	if r.State == SessionOpen && r.Staging == nil {
+		r.Staging = &table.Staging{}
+	}
+	return &r, nil
+}
+
+func sessionKey(id string) []byte     { return engine.NSSession.Key("rec", id) }
+func sessionOpenKey(id string) []byte { return engine.NSSession.Key("open", id) }
+
+// sessionIDBytes is the entropy of a session ID: IDs are bearer names
+// within a principal, so they must not be guessable.
+const sessionIDBytes = 16
+
+// newSessionID returns a fresh session ID: lease.SessionIDPrefix and 32
+// hex digits (never a receipt's ID, which is hex only).
+func newSessionID() (string, error) {
+	var b [sessionIDBytes]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return lease.SessionIDPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// ValidSessionID reports whether id has the form of a session ID.
+func ValidSessionID(id string) bool {
+	p := lease.SessionIDPrefix
+	if len(id) != len(p)+2*sessionIDBytes || id[:len(p)] != p {
+		return false
+	}
+	for i := len(p); i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Session is what a caller learns about a session.
+type Session struct {
+	ID       string
+	State    SessionState
+	Reason   string // aborted: why
+	Created  time.Time
+	Expires  time.Time
+	Stages   int
+	Docs     int // documents read or written
+	Writes   int // documents written
+	Result   table.Result
+	Key      string // committed: the Idempotency-Key of its commit
+	TxnID    string // committed: its commit's transaction
+	Retained time.Time
+}
+
+func sessionOf(id string, r *SessionRecord) Session {
+	s := Session{ID: id, State: r.State, Reason: r.Reason, Created: time.UnixMilli(r.Created),
+		Expires: time.UnixMilli(r.Expires), Stages: r.Stages, Result: r.Result, Key: r.Key, TxnID: r.TxnID}
+	if r.Staging != nil {
+		s.Docs, s.Writes = len(r.Staging.Docs), r.Staging.Writes()
+	}
+	if r.RetainUntil != 0 {
+		s.Retained = time.UnixMilli(r.RetainUntil)
+	}
+	return s
+}
+
+// Typed session refusals. Each message is written once, here.
+func errSessionNotFound(id string) *code.Error {
+	return code.Errorf(code.SessionNotFound, "session %q does not exist (or has been cleaned up)", id)
+}
+
+func errSessionEnded(id string, r *SessionRecord) *code.Error {
+	if r.State == SessionCommitted {
+		return code.Errorf(code.SessionCommitted, "session %q is committed (transaction %s); begin a new session", id, r.TxnID)
+	}
+	why := map[string]string{
+		ReasonAborted:   "it was aborted",
+		ReasonExpired:   "it outlived its TTL",
+		ReasonOwnerLost: "the node that held it stopped before its commit was requested",
+	}[r.Reason]
+	if why == "" {
+		why = "it ended"
+	}
+	return code.Errorf(code.SessionAborted, "session %q is aborted: %s; nothing it staged was applied", id, why)
+}

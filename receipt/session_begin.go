@@ -1,0 +1,77 @@
+package receipt
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/table"
+)
+
+// BeginSession begins an interactive session of principal that lives ttl
+// (0: SessionTTLDefault; at most Options.SessionTTLMax) unless it is
+// committed or aborted first. One Apply publishes its record, its open
+// entry and its lease, held by this process and renewed by the supervisor
+// while the session is open.
+func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.Duration) (Session, error) {
+	switch {
+	case ttl < 0 || ttl > s.opts.SessionTTLMax:
+		return Session{}, code.Errorf(code.InvalidRequest, "ttl must be between 1 s and %s", s.opts.SessionTTLMax)
+	case ttl == 0:
+		ttl = min(SessionTTLDefault, s.opts.SessionTTLMax)
+	}
+	if err := s.refusesWrites(); err != nil {
+		return Session{}, errUnavailable()
+	}
+	if s.active.LenOf(lease.KindSession) >= s.opts.SessionsOpenMax {
+		return Session{}, code.Errorf(code.Overloaded, "%d sessions are open on this node, its limit; retry later", s.opts.SessionsOpenMax)
+	}
+	if !s.acquireFor(ctx, time.Time{}, lease.KindSession) {
+		return Session{}, code.Errorf(code.Overloaded, "the executor is full; retry later")
+	}
+	defer s.releaseFor(lease.KindSession)
+	id, err := newSessionID()
+	if err != nil {
+		return Session{}, err
+	}
+	return s.beginSession(ctx, principal, id, ttl)
+}
+
+func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl time.Duration) (Session, error) {
+	now := l.clock.Now()
+	until := now.Add(l.opts.LeaseTTL)
+	b := new(engine.Batch).Absent(sessionKey(id))
+	held := lease.ClaimNew(b, id, l.owner, until)
+	claim := held.Claim()
+	rec := &SessionRecord{Schema: SessionSchemaCurrent, Principal: principal, State: SessionOpen, Owner: &claim,
+		Created: now.UnixMilli(), Expires: now.Add(ttl).UnixMilli(), Staging: &table.Staging{}}
+	val, err := EncodeSession(rec)
+	if err != nil {
+		return Session{}, err
+	}
+	b.Put(sessionKey(id), val).Put(sessionOpenKey(id), nil)
+	l.active.Add(held) // before the write that publishes it (DESIGN §7)
+	if err := fault.Inject(fault.SessionBeginBefore); err != nil {
+		l.active.Remove(id, held)
+		return Session{}, err
+	}
+	v, err := l.store.Apply(ctx, b)
+	switch classifyWrite(err, nil) {
+	case writeDone:
+		held.Confirmed(v, until)
+		l.stats.sessBegun.Add(1)
+		return sessionOf(id, rec), nil
+	case writeAmbiguous:
+		// It may exist; if it does, it is ours and renewal resyncs it,
+		// else maintenance finds no open entry and nothing is left. The
+		// client learns no ID, so the session is simply never used: its
+		// TTL ends it.
+		held.Unconfirm()
+		return Session{}, code.Errorf(code.Unavailable, "the store's answer was lost: the session may or may not exist; begin another")
+	}
+	l.active.Remove(id, held)
+	return Session{}, err
+}

@@ -1,0 +1,204 @@
+package receipt
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
+)
+
+// A session's commit is a receipt (DESIGN §14): bound to (principal, the
+// commit's Idempotency-Key — the session ID when the client sends none),
+// published before anything executes, run through the same create, start
+// and decide steps as a keyed batch, and answered — then replayed — from
+// its stored envelope. The write that publishes the receipt also ends the
+// session (state committed, lease and open entry dropped), so there is no
+// state in which both a successor could presume the session aborted and
+// its commit run: before that write the session is open, after it the
+// receipt is, and a successor finishes the receipt from the staging it
+// stores.
+
+// sessionCommitTable is the table part of a commit's binding: no table is
+// named "" (table.ValidTableName), so a commit's receipt never collides
+// with a keyed batch's under the same key.
+const sessionCommitTable = ""
+
+// CommitRequest asks to commit a session.
+type CommitRequest struct {
+	Principal string
+	Session   string
+	// Key is the commit's Idempotency-Key ("": the session ID).
+	Key string
+	// Wait is how long to wait for the outcome of a commit in progress
+	// (Prefer: wait=N); capped by Options.WaitMax.
+	Wait time.Duration
+}
+
+// CommitSession commits open session req.Session exactly once, or answers
+// the commit already made: replay, mismatch (the key is bound to another
+// request), in progress, adopted — as Execute does for a keyed batch. A
+// commit whose optimistic reads no longer hold is a coordinator-proven
+// abort, 409 transaction_conflict, stored and replayed like any outcome.
+func (s *Service) CommitSession(ctx context.Context, req CommitRequest) (Answer, error) {
+	key := req.Key
+	if key == "" {
+		key = req.Session
+	}
+	if !ValidKey(key) {
+		return answerInvalid(code.InvalidKey, "Idempotency-Key must be 1..255 visible ASCII characters"), nil
+	}
+	if !ValidSessionID(req.Session) {
+		return answerCode(errSessionNotFound(req.Session)), nil
+	}
+	id := Bind(req.Principal, sessionCommitTable, key)
+	fp := sessionFingerprint(req.Session)
+	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
+	for round := 0; round < ExecuteAttemptsMax; round++ {
+		rec, ver, err := s.load(ctx, id)
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return Answer{}, err
+		}
+		var ans Answer
+		if err != nil {
+			ans, err = s.commitNew(ctx, req, id, key, fp, deadline)
+		} else {
+			f := found{exists: true, refuses: s.refusesWrites() != nil, sameRequest: string(rec.Fingerprint) == string(fp[:]), state: rec.State}
+			switch dispatch(f) {
+			case actUnavailablePending:
+				return answerUnavailable(id, true), nil
+			case actMismatch:
+				s.stats.mismatches.Add(1)
+				return answerMismatch(id, rec), nil
+			case actReplay:
+				s.stats.replayed.Add(1)
+				return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, nil
+			default:
+				ans, err = s.takeOver(ctx, &attempt{id: id, rec: rec, ver: ver}, deadline)
+			}
+		}
+		if errors.Is(err, errRetry) {
+			continue
+		}
+		var ce *code.Error
+		if errors.As(err, &ce) {
+			return answerCode(ce), nil
+		}
+		s.countAnswer(ans)
+		return ans, err
+	}
+	s.stats.pending.Add(1)
+	return answerPending(id, 0, msgKeptChanging, s.retryAfter()), nil
+}
+
+// commitNew publishes the commit of an open session whose receipt does
+// not exist yet. A session committed already under another key answers
+// with that commit's receipt (errRetry-free: one more lookup).
+func (s *Service) commitNew(ctx context.Context, req CommitRequest, id, key string, fp [32]byte, deadline time.Time) (Answer, error) {
+	if s.refusesWrites() != nil {
+		return answerUnavailable(id, false), nil
+	}
+	mu := s.lockSession(req.Session)
+	defer mu.Unlock()
+	sa, ended, err := s.holdSession(ctx, req.Principal, req.Session)
+	var elsewhere *HeldElsewhereError
+	switch {
+	case ended != nil && ended.State == SessionCommitted && ended.TxnID != id:
+		return s.replayCommit(ctx, ended)
+	case ended != nil && ended.State == SessionCommitted:
+		return Answer{}, errRetry // its receipt is being published: look again
+	case errors.As(err, &elsewhere):
+		// Its owner commits it: the server forwards the request there.
+		return Answer{Envelope: fromCode(code.RequestInProgress, "the session is held by another node; its commit must be asked there", id, OutcomePending),
+			RetryAfter: s.retryAfter(), Holder: elsewhere.Holder}, nil
+	case err != nil:
+		return Answer{}, err
+	}
+	canon, err := encMode.Marshal(sa.rec.Staging)
+	if err != nil {
+		return Answer{}, err
+	}
+	a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: sessionCommitTable,
+		Key: key, Fingerprint: fp[:], Request: canon, Session: req.Session}}
+	a.alongside = func(b *engine.Batch) error { return s.endCommitted(b, sa, a) }
+	a.published = func() {
+		s.active.Remove(sa.id, sa.held)
+		s.stats.sessCommitted.Add(1)
+	}
+	return s.create(ctx, a, s.planSession(req.Principal, sa.rec.Staging), deadline)
+}
+
+// endCommitted adds to the write that publishes commit receipt a the end
+// of session sa: conditioned on the session being as this process holds
+// it, under its claim.
+func (l *lifecycle) endCommitted(b *engine.Batch, sa *sessionAttempt, a *attempt) error {
+	b.AtVersion(sessionKey(sa.id), sa.ver).AtVersion(lease.ClaimKey(sa.id), sa.claimVer)
+	rec := *sa.rec
+	rec.State, rec.Key, rec.TxnID, rec.Owner, rec.Staging = SessionCommitted, a.rec.Key, a.id, nil, nil
+	rec.Ended, rec.RetainUntil = a.rec.Created, a.rec.RetainUntil
+	return l.putEnded(b, sa.id, &rec)
+}
+
+// replayCommit answers a commit of a session committed under another key
+// with that commit's receipt: the session has one commit, whatever key a
+// retry sends.
+func (s *Service) replayCommit(ctx context.Context, sess *SessionRecord) (Answer, error) {
+	rec, _, err := s.load(ctx, sess.TxnID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return answerCode(errSessionEnded("", sess)), nil
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+	if rec.State != Terminal {
+		return answerInProgress(sess.TxnID, rec.State, s.retryAfter()), nil
+	}
+	s.stats.replayed.Add(1)
+	return Answer{Envelope: EnvelopeOf(rec, sess.TxnID), Terminal: true, Replayed: true}, nil
+}
+
+// planSession plans the commit of staging st: the documents as the
+// session left them, conditioned on the versions it saw; its result is
+// what its staged batches did.
+func (s *Service) planSession(principal string, st *table.Staging) planner {
+	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
+		plan, err := s.tables.SessionPlan(ctx, principal, st)
+		var ce *code.Error
+		if errors.As(err, &ce) {
+			return twopc.Txn{}, ce, nil
+		}
+		if err != nil {
+			return twopc.Txn{}, nil, err
+		}
+		result := resultJSON(st.Result)
+		return twopc.Txn{ID: a.id, Participants: participantsOf(plan),
+			Result: func() ([]byte, error) { return result, nil }}, nil, nil
+	}
+}
+
+// sessionFingerprint is a commit's request fingerprint: the session it
+// commits. A key reused for another session's commit is a mismatch; a
+// retry of this one replays.
+func sessionFingerprint(session string) [32]byte {
+	return sha256.Sum256([]byte("idem/session-commit\x00" + session))
+}
+
+// decodeStaging reverses the staging a commit receipt stores.
+func decodeStaging(b []byte) (*table.Staging, error) {
+	var st table.Staging
+	if err := cbor.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("receipt: decode session staging: %w", err)
+	}
+	return &st, nil
+}
+
+// answerCode answers a typed refusal that has no receipt.
+func answerCode(ce *code.Error) Answer { return answerInvalid(ce.Code, ce.Message) }

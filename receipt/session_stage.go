@@ -1,0 +1,117 @@
+package receipt
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/table"
+)
+
+// Staging and reading: each step computes on a copy of the session's
+// staging and makes the copy durable with one Apply conditioned on the
+// record's version and fenced by the session's claim, so that a refused or
+// failed step leaves the session exactly as it was, and a session taken
+// over elsewhere cannot be written by its old owner.
+
+// StageSession stages batch b on principal's table tbl in open session
+// id: validated and computed at once on the session's view (its own writes
+// over the committed state), recording the versions it read. It returns
+// what the batch did and the session after it.
+func (s *Service) StageSession(ctx context.Context, principal, id, tbl string, b *table.Batch) (table.Result, Session, error) {
+	if b == nil {
+		return table.Result{}, Session{}, code.Errorf(code.InvalidRequest, "missing batch")
+	}
+	var res table.Result
+	sess, err := s.sessionStep(ctx, principal, id, true, func(st *table.Staging) (bool, error) {
+		var err error
+		res, err = s.tables.SessionStage(ctx, principal, st, tbl, b)
+		return true, err
+	})
+	return res, sess, err
+}
+
+// ReadSession reads document doc of principal's table tbl through open
+// session id: the session's own write if it made one, else the committed
+// document — whose version the session records the first time, so that
+// its commit conflicts if the document changes meanwhile.
+func (s *Service) ReadSession(ctx context.Context, principal, id, tbl, doc string) (json.RawMessage, error) {
+	var out json.RawMessage
+	_, err := s.sessionStep(ctx, principal, id, false, func(st *table.Staging) (bool, error) {
+		docs, tables := len(st.Docs), len(st.Tables)
+		var err error
+		out, err = s.tables.SessionRead(ctx, principal, st, tbl, doc)
+		// Only a first read changes what the commit is conditioned on.
+		return len(st.Docs) != docs || len(st.Tables) != tables, err
+	})
+	return out, err
+}
+
+// sessionStep runs step on a copy of open session id's staging under its
+// stripe lock and an executor slot, and makes the copy durable when step
+// reports a change (and no error); staged counts it as a staged batch.
+func (s *Service) sessionStep(ctx context.Context, principal, id string, staged bool, step func(*table.Staging) (bool, error)) (Session, error) {
+	if err := s.refusesWrites(); err != nil {
+		return Session{}, errUnavailable()
+	}
+	mu := s.lockSession(id)
+	defer mu.Unlock()
+	sa, _, err := s.holdSession(ctx, principal, id)
+	if err != nil {
+		return Session{}, err
+	}
+	if !s.acquireFor(ctx, time.Time{}, lease.KindSession) {
+		return Session{}, code.Errorf(code.Overloaded, "the executor is full; retry later")
+	}
+	defer s.releaseFor(lease.KindSession)
+	st := sa.rec.Staging.Clone()
+	changed, err := step(st)
+	if err != nil {
+		return Session{}, err
+	}
+	if !changed {
+		return sessionOf(id, sa.rec), nil
+	}
+	rec := *sa.rec
+	rec.Staging, rec.Result = st, st.Result
+	if staged {
+		rec.Stages++
+	}
+	if err := s.writeSession(ctx, sa, &rec); err != nil {
+		return Session{}, err
+	}
+	return sessionOf(id, &rec), nil
+}
+
+// writeSession makes rec the open session's record, fenced.
+func (l *lifecycle) writeSession(ctx context.Context, sa *sessionAttempt, rec *SessionRecord) error {
+	val, err := EncodeSession(rec)
+	if err != nil {
+		return err
+	}
+	b := new(engine.Batch).AtVersion(sessionKey(sa.id), sa.ver).AtVersion(lease.ClaimKey(sa.id), sa.claimVer).
+		Put(sessionKey(sa.id), val)
+	if err := fault.Inject(fault.SessionStageBefore); err != nil {
+		return err
+	}
+	v, err := l.store.Apply(ctx, b)
+	if err != nil {
+		return l.sessionWriteError(ctx, sa, err)
+	}
+	sa.rec, sa.ver = rec, v
+	return nil
+}
+
+// SessionInfo reports session id of principal as stored: any node answers
+// it, whoever holds the session.
+func (s *Service) SessionInfo(ctx context.Context, principal, id string) (Session, error) {
+	rec, _, err := s.loadSession(ctx, principal, id)
+	if err != nil {
+		return Session{}, err
+	}
+	return sessionOf(id, rec), nil
+}

@@ -1,0 +1,380 @@
+package receipt_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
+)
+
+// wantCode checks that err is the typed refusal c.
+func wantCode(t *testing.T, err error, c code.Code) {
+	t.Helper()
+	var ce *code.Error
+	if !errors.As(err, &ce) || ce.Code != c {
+		t.Fatalf("error %v, want %s", err, c)
+	}
+}
+
+func begin(t *testing.T, svc *receipt.Service, principal string, ttl time.Duration) string {
+	t.Helper()
+	s, err := svc.BeginSession(ctx, principal, ttl)
+	if err != nil || s.State != receipt.SessionOpen || !receipt.ValidSessionID(s.ID) {
+		t.Fatalf("BeginSession: %+v %v", s, err)
+	}
+	return s.ID
+}
+
+func stage(t *testing.T, svc *receipt.Service, id, tbl, batch string) table.Result {
+	t.Helper()
+	res, _, err := svc.StageSession(ctx, alice, id, tbl, mustBatch(t, batch))
+	if err != nil {
+		t.Fatalf("StageSession %s: %v", batch, err)
+	}
+	return res
+}
+
+func commit(t *testing.T, svc *receipt.Service, id, key string) receipt.Answer {
+	t.Helper()
+	ans, err := svc.CommitSession(ctx, receipt.CommitRequest{Principal: alice, Session: id, Key: key})
+	if err != nil {
+		t.Fatalf("CommitSession: %v", err)
+	}
+	return ans
+}
+
+// TestSession_StageReadCommitReplay: a session stages batches on two
+// tables and reads its own writes, which nobody else sees; its commit
+// applies everything once and answers the staged batches' sum; a retry —
+// with the session ID as key, or the key the commit was made with —
+// replays that answer exactly, and the session refuses further steps.
+func TestSession_StageReadCommitReplay(t *testing.T) {
+	e := newEnv(t)
+	svc := e.open(receipt.Options{})
+	createTable(t, svc, "a")
+	createTable(t, svc, "b")
+	mustExecute(t, svc, req(alice, "a", "seed", mustBatch(t, `{"inserts":[{"id":"x","doc":{"n":1}}]}`)))
+
+	id := begin(t, svc, alice, 0)
+	stage(t, svc, id, "a", `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":10}]}]}`)
+	stage(t, svc, id, "a", `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":100}]}]}`)
+	stage(t, svc, id, "b", `{"inserts":[{"id":"y","doc":{"n":7}}],"deletes":["gone"]}`)
+
+	got, err := svc.ReadSession(ctx, alice, id, "a", "x")
+	if err != nil || string(got) != `{"n":111}` {
+		t.Fatalf("session read of a/x = %s %v, want its own writes {\"n\":111}", got, err)
+	}
+	if counter(t, svc, "a", "x") != 1 || docExists(t, svc, "b", "y") {
+		t.Fatal("staged writes are visible outside the session before its commit")
+	}
+	if _, err := svc.ReadSession(ctx, alice, id, "b", "gone"); err == nil {
+		t.Fatal("a document the session deleted reads as present")
+	} else {
+		wantCode(t, err, code.DocumentNotFound)
+	}
+
+	first := commit(t, svc, id, "")
+	txn := receipt.Bind(alice, "", id)
+	if !first.Terminal || first.Outcome != receipt.OutcomeCommitted || first.TxnID != txn ||
+		string(first.Result) != `{"inserted":1,"deleted":0,"transformed":2}` {
+		t.Fatalf("commit: %+v %s", first, first.Result)
+	}
+	if counter(t, svc, "a", "x") != 111 || counter(t, svc, "b", "y") != 7 {
+		t.Fatalf("after the commit a/x=%d b/y=%d, want 111 and 7", counter(t, svc, "a", "x"), counter(t, svc, "b", "y"))
+	}
+	again := commit(t, svc, id, "")
+	if !again.Replayed {
+		t.Fatal("a retried commit was not a replay")
+	}
+	wantSameEnvelope(t, again.Envelope, first.Envelope)
+	other := commit(t, svc, id, "another-key")
+	if !other.Replayed {
+		t.Fatalf("a commit under another key was not the session's one commit: %+v", other)
+	}
+	wantSameEnvelope(t, other.Envelope, first.Envelope)
+	if counter(t, svc, "a", "x") != 111 {
+		t.Fatal("a retried commit applied again")
+	}
+	_, _, err = svc.StageSession(ctx, alice, id, "a", mustBatch(t, `{"deletes":["x"]}`))
+	wantCode(t, err, code.SessionCommitted)
+	info, err := svc.SessionInfo(ctx, alice, id)
+	if err != nil || info.State != receipt.SessionCommitted || info.TxnID != txn || info.Stages != 3 {
+		t.Fatalf("info %+v %v", info, err)
+	}
+	if svc.Active().Len() != 0 {
+		t.Fatalf("active set %d after the commit, want empty", svc.Active().Len())
+	}
+	if st, _ := lease.Read(ctx, e.db, id); st.ClaimVersion != 0 {
+		t.Fatal("the committed session still has a lease")
+	}
+}
+
+// TestSession_ConflictAbortsAndReplays: a session read a document that a
+// keyed batch changed before the commit; the commit is the coordinator's
+// abort with transaction_conflict, applies nothing, and replays exactly.
+// The same holds for a document the session only read.
+func TestSession_ConflictAbortsAndReplays(t *testing.T) {
+	for _, readOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "written", true: "read only"}[readOnly], func(t *testing.T) {
+			e := newEnv(t)
+			svc := e.open(receipt.Options{})
+			createTable(t, svc, "t")
+			mustExecute(t, svc, req(alice, "t", "seed", mustBatch(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"z","doc":{"n":1}}]}`)))
+			id := begin(t, svc, alice, 0)
+			if readOnly {
+				if _, err := svc.ReadSession(ctx, alice, id, "t", "x"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				stage(t, svc, id, "t", `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]}]}`)
+			}
+			stage(t, svc, id, "t", `{"transforms":[{"id":"z","ops":[{"op":"$inc","path":"n","value":1}]}]}`)
+			mustExecute(t, svc, req(alice, "t", "meanwhile", mustBatch(t, `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":5}]}]}`)))
+
+			first := commit(t, svc, id, "c1")
+			if !first.Terminal || first.Outcome != receipt.OutcomeAborted || first.Code != code.TransactionConflict || first.Status != 409 {
+				t.Fatalf("commit after a conflicting write: %+v", first)
+			}
+			if counter(t, svc, "t", "x") != 6 || counter(t, svc, "t", "z") != 1 {
+				t.Fatalf("x=%d z=%d after the aborted commit, want 6 and 1", counter(t, svc, "t", "x"), counter(t, svc, "t", "z"))
+			}
+			again := commit(t, svc, id, "c1")
+			wantSameEnvelope(t, again.Envelope, first.Envelope)
+			if !again.Replayed {
+				t.Fatal("not a replay")
+			}
+			// No intent is left behind: a fast write to both documents goes through.
+			if _, err := svc.ExecuteFast(ctx, alice, "t", mustBatch(t, `{"deletes":["x","z"]}`)); err != nil {
+				t.Fatalf("write after the aborted commit: %v", err)
+			}
+		})
+	}
+}
+
+// TestSession_AbortAndExpiry: an aborted session, and one that outlived
+// its TTL, refuse every later step with session_aborted, applied nothing,
+// and hold no lease; aborting twice answers the same.
+func TestSession_AbortAndExpiry(t *testing.T) {
+	e := newEnv(t)
+	svc := e.open(receipt.Options{})
+	createTable(t, svc, "t")
+
+	aborted := begin(t, svc, alice, 0)
+	stage(t, svc, aborted, "t", `{"inserts":[{"id":"a","doc":{}}]}`)
+	s, err := svc.AbortSession(ctx, alice, aborted)
+	if err != nil || s.State != receipt.SessionAborted || s.Reason != receipt.ReasonAborted {
+		t.Fatalf("abort: %+v %v", s, err)
+	}
+	if s2, err := svc.AbortSession(ctx, alice, aborted); err != nil || s2.State != receipt.SessionAborted {
+		t.Fatalf("second abort: %+v %v", s2, err)
+	}
+	ans := commit(t, svc, aborted, "")
+	if ans.Code != code.SessionAborted || ans.Status != 409 {
+		t.Fatalf("commit of an aborted session: %+v", ans)
+	}
+
+	expiring := begin(t, svc, alice, 2*time.Second)
+	stage(t, svc, expiring, "t", `{"inserts":[{"id":"b","doc":{}}]}`)
+	e.clock.Advance(3 * time.Second)
+	_, _, err = svc.StageSession(ctx, alice, expiring, "t", mustBatch(t, `{"inserts":[{"id":"c","doc":{}}]}`))
+	wantCode(t, err, code.SessionAborted)
+	if !strings.Contains(err.Error(), "TTL") {
+		t.Fatalf("the refusal %q does not say the session expired", err)
+	}
+	if info, _ := svc.SessionInfo(ctx, alice, expiring); info.Reason != receipt.ReasonExpired {
+		t.Fatalf("expired session: %+v", info)
+	}
+	if ans := commit(t, svc, expiring, ""); ans.Code != code.SessionAborted {
+		t.Fatalf("commit of an expired session: %+v", ans)
+	}
+	for _, doc := range []string{"a", "b", "c"} {
+		if docExists(t, svc, "t", doc) {
+			t.Fatalf("document %s of an ended session exists", doc)
+		}
+	}
+	if svc.Active().Len() != 0 {
+		t.Fatalf("active set %d, want empty", svc.Active().Len())
+	}
+	for _, id := range []string{aborted, expiring} {
+		if st, _ := lease.Read(ctx, e.db, id); st.ClaimVersion != 0 {
+			t.Fatalf("ended session %s still has a lease", id)
+		}
+	}
+}
+
+// TestSession_ExpiredByMaintenance: nobody touches an open session after
+// its TTL; the owner's maintenance pass ends it.
+func TestSession_ExpiredByMaintenance(t *testing.T) {
+	e := newEnv(t)
+	svc := e.open(receipt.Options{})
+	id := begin(t, svc, alice, time.Second)
+	e.clock.Advance(2 * time.Second)
+	ms, err := svc.MaintainOnce(ctx)
+	if err != nil || ms.SessionsEnded != 1 {
+		t.Fatalf("maintenance: %+v %v, want one session ended", ms, err)
+	}
+	if info, _ := svc.SessionInfo(ctx, alice, id); info.State != receipt.SessionAborted || info.Reason != receipt.ReasonExpired {
+		t.Fatalf("session after maintenance: %+v", info)
+	}
+	if n := len(scanPrefix(t, e.db, engine.NSSession.Prefix("open"))); n != 0 {
+		t.Fatalf("%d open entries left", n)
+	}
+}
+
+// TestSession_OwnerDeathBeforeCommit: the owner dies with a session open;
+// another node cannot end it while the lease lives (a live owner's session
+// is held elsewhere), and presumes it aborted once the lease expired.
+func TestSession_OwnerDeathBeforeCommit(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{Node: "node-0"})
+	createTable(t, a, "t")
+	id := begin(t, a, alice, time.Minute)
+	stage(t, a, id, "t", `{"inserts":[{"id":"d","doc":{}}]}`)
+	a.Close()
+
+	b := e.open(receipt.Options{Node: "node-1"})
+	_, _, err := b.StageSession(ctx, alice, id, "t", mustBatch(t, `{"inserts":[{"id":"e","doc":{}}]}`))
+	var elsewhere *receipt.HeldElsewhereError
+	if !errors.As(err, &elsewhere) || elsewhere.Holder != a.Owner() {
+		t.Fatalf("stage on another node while the owner's lease lives: %v", err)
+	}
+	if ms, _ := b.MaintainOnce(ctx); ms.SessionsEnded != 0 {
+		t.Fatal("maintenance ended a session whose owner's lease lives")
+	}
+	e.clock.Advance(ttl + time.Second)
+	ms, err := b.MaintainOnce(ctx)
+	if err != nil || ms.SessionsEnded != 1 {
+		t.Fatalf("maintenance after the lease expired: %+v %v", ms, err)
+	}
+	info, err := b.SessionInfo(ctx, alice, id)
+	if err != nil || info.State != receipt.SessionAborted || info.Reason != receipt.ReasonOwnerLost {
+		t.Fatalf("session after its owner died: %+v %v", info, err)
+	}
+	if ans, _ := b.CommitSession(ctx, receipt.CommitRequest{Principal: alice, Session: id}); ans.Code != code.SessionAborted {
+		t.Fatalf("commit after the owner died: %+v", ans)
+	}
+	if docExists(t, b, "t", "d") {
+		t.Fatal("a presumed-aborted session's staged write applied")
+	}
+}
+
+// TestSession_SuccessorFinishesRequestedCommit: the owner dies after the
+// commit was requested and execution started; the commit is a receipt, and
+// another node's maintenance finishes it without the client; the client's
+// retry replays the commit, which applied once.
+func TestSession_SuccessorFinishesRequestedCommit(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
+	createTable(t, a, "t")
+	id := begin(t, a, alice, time.Minute)
+	stage(t, a, id, "t", `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
+	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
+	if _, err := a.CommitSession(ctx, receipt.CommitRequest{Principal: alice, Session: id}); !errors.Is(err, fault.ErrInjected) {
+		t.Fatalf("commit: %v, want the injected crash", err)
+	}
+	disarm()
+	a.Close()
+
+	b := e.open(receipt.Options{Node: "node-1"})
+	e.clock.Advance(ttl + time.Second)
+	ms, err := b.MaintainOnce(ctx)
+	if err != nil || ms.Terminal != 1 || ms.SessionsEnded != 0 {
+		t.Fatalf("successor maintenance: %+v %v, want the commit finished and no session presumed aborted", ms, err)
+	}
+	if counter(t, b, "t", "ctr") != 1 {
+		t.Fatal("the commit did not apply exactly once")
+	}
+	ans, err := b.CommitSession(ctx, receipt.CommitRequest{Principal: alice, Session: id})
+	if err != nil || !ans.Replayed || ans.Outcome != receipt.OutcomeCommitted {
+		t.Fatalf("client retry: %+v %v", ans, err)
+	}
+	if counter(t, b, "t", "ctr") != 1 {
+		t.Fatal("the retry applied again")
+	}
+}
+
+// TestSession_PrincipalIsolation: another principal cannot see, stage on,
+// commit or abort a session; it learns only session_not_found.
+func TestSession_PrincipalIsolation(t *testing.T) {
+	e := newEnv(t)
+	svc := e.open(receipt.Options{})
+	createTable(t, svc, "t")
+	id := begin(t, svc, alice, 0)
+	_, err := svc.SessionInfo(ctx, "mallory", id)
+	wantCode(t, err, code.SessionNotFound)
+	_, _, err = svc.StageSession(ctx, "mallory", id, "t", mustBatch(t, `{"deletes":["x"]}`))
+	wantCode(t, err, code.SessionNotFound)
+	_, err = svc.AbortSession(ctx, "mallory", id)
+	wantCode(t, err, code.SessionNotFound)
+	if ans, _ := svc.CommitSession(ctx, receipt.CommitRequest{Principal: "mallory", Session: id}); ans.Code != code.SessionNotFound {
+		t.Fatalf("another principal's commit: %+v", ans)
+	}
+	if info, err := svc.SessionInfo(ctx, alice, id); err != nil || info.State != receipt.SessionOpen {
+		t.Fatalf("the owner's session after the attempts: %+v %v", info, err)
+	}
+	_, err = svc.SessionInfo(ctx, alice, "s0000")
+	wantCode(t, err, code.SessionNotFound)
+}
+
+// TestSession_Bounds: staging past the session's document or byte bound is
+// refused at once and leaves the session as it was.
+func TestSession_Bounds(t *testing.T) {
+	e := newEnv(t)
+	svc := e.open(receipt.Options{})
+	createTable(t, svc, "t")
+	id := begin(t, svc, alice, time.Minute)
+	big := `{"inserts":[` + strings.Repeat(`{"id":"ID","doc":{"s":"`+strings.Repeat("x", 60_000)+`"}},`, 1)
+	for i := 0; i < table.SessionBytesMax/60_000; i++ {
+		stage(t, svc, id, "t", strings.Replace(big[:len(big)-1]+`]}`, "ID", "d"+string(rune('a'+i)), 1))
+	}
+	before, _ := svc.SessionInfo(ctx, alice, id)
+	_, _, err := svc.StageSession(ctx, alice, id, "t", mustBatch(t, strings.Replace(big[:len(big)-1]+`]}`, "ID", "last", 1)))
+	wantCode(t, err, code.PayloadTooLarge)
+	after, _ := svc.SessionInfo(ctx, alice, id)
+	if after.Stages != before.Stages || after.Docs != before.Docs {
+		t.Fatalf("a refused stage changed the session: %+v → %+v", before, after)
+	}
+	if _, err := svc.BeginSession(ctx, alice, time.Hour); err == nil {
+		t.Fatal("a TTL beyond the maximum was accepted")
+	}
+}
+
+// TestSession_CleanedAfterRetention: an ended session's record is kept for
+// the retention period, then the cleaner removes it.
+func TestSession_CleanedAfterRetention(t *testing.T) {
+	e := newEnv(t)
+	svc := e.open(receipt.Options{Retention: time.Hour})
+	id := begin(t, svc, alice, 0)
+	if _, err := svc.AbortSession(ctx, alice, id); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := svc.CleanOnce(ctx); n != 0 {
+		t.Fatalf("cleaned %d before the retention ended", n)
+	}
+	e.clock.Advance(time.Hour + time.Second)
+	if n, err := svc.CleanOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("cleaner: %d %v, want the session cleaned", n, err)
+	}
+	_, err := svc.SessionInfo(ctx, alice, id)
+	wantCode(t, err, code.SessionNotFound)
+	if n := len(scanPrefix(t, e.db, []byte(engine.NSSession))); n != 0 {
+		t.Fatalf("%d session keys left", n)
+	}
+}
+
+func scanPrefix(t *testing.T, store engine.Store, p []byte) []engine.Item {
+	t.Helper()
+	items, err := store.Scan(ctx, p, engine.PrefixEnd(p), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
