@@ -32,7 +32,7 @@ type lifecycle struct {
 
 	active *lease.ActiveSet
 	hb     *lease.Heartbeat
-	exec   chan struct{} // executor slots
+	exec   chan struct{}   // executor slots
 	busy   [2]atomic.Int64 // slots in use, by lease.Kind
 	// sessionLocks serialise the steps of one session in this process
 	// (striped by ID: bounded, whatever the number of sessions); across

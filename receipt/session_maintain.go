@@ -56,4 +56,3 @@ func (l *lifecycle) loadAnySession(ctx context.Context, id string) (*SessionReco
 	}
 	return DecodeSession(it.Value)
 }
-
