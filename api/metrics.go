@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 )
 
@@ -37,6 +38,12 @@ var routePatterns = []string{
 	"POST /v1/tables/{table}/batch",
 	"GET /v1/tables/{table}/docs/{id}",
 	"GET /v1/receipts/{table}/{key...}",
+	"POST /v1/sessions",
+	"GET /v1/sessions/{id}",
+	"DELETE /v1/sessions/{id}",
+	"POST /v1/sessions/{id}/batch",
+	"GET /v1/sessions/{id}/tables/{table}/docs/{doc}",
+	"POST /v1/sessions/{id}/commit",
 	"GET /healthz",
 	"GET /metrics",
 }
@@ -144,10 +151,47 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 		Name: "idem_executor_busy", Help: "Executor slots in use (keyed executions running).",
 	}, func() float64 { return float64(svc.Stats().ExecutorBusy) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "idem_active_leases", Help: "Receipts in the renewal active set.",
+		Name: "idem_active_leases", Help: "Leases in the renewal active set: mutable receipts, terminal ones with debt, open sessions.",
 	}, func() float64 { return float64(svc.Active().Len()) }))
+	// The executor and the active set are shared by receipts and sessions
+	// (DESIGN §14): their split by kind is what shows one kind crowding the
+	// other out.
+	m.reg.MustRegister(kindGauge("idem_executor_busy_by_kind",
+		"Executor slots in use by kind. kind: receipt (keyed batches and session commits), session (steps of open sessions).",
+		func(k lease.Kind) float64 {
+			st := svc.Stats()
+			if k == lease.KindSession {
+				return float64(st.ExecutorBusySessions)
+			}
+			return float64(st.ExecutorBusyReceipts)
+		}))
+	m.reg.MustRegister(kindGauge("idem_active_leases_by_kind",
+		"Leases in the renewal active set by kind. kind: receipt, session.",
+		func(k lease.Kind) float64 { return float64(svc.Active().LenOf(k)) }))
+	counter("idem_sessions_begun_total", "Interactive sessions begun here.", func(s receipt.Stats) uint64 { return s.SessionsBegun })
+	counter("idem_sessions_committed_total", "Session commits published (each one a receipt).", func(s receipt.Stats) uint64 { return s.SessionsCommitted })
+	counter("idem_sessions_aborted_total", "Sessions ended without a commit: aborted, expired, or presumed aborted after their owner's death.", func(s receipt.Stats) uint64 { return s.SessionsAborted })
+	counter("idem_sessions_expired_total", "Sessions ended by expiry or presumed abort (of idem_sessions_aborted_total).", func(s receipt.Stats) uint64 { return s.SessionsExpired })
 	m.reg.MustRegister(storeCollectors...)
 	return m
+}
+
+// kindGauge is a gauge with one series per lease.Kind.
+func kindGauge(name, help string, f func(lease.Kind) float64) prometheus.Collector {
+	return &kindCollector{desc: prometheus.NewDesc(name, help, []string{"kind"}, nil), f: f}
+}
+
+type kindCollector struct {
+	desc *prometheus.Desc
+	f    func(lease.Kind) float64
+}
+
+func (c *kindCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *kindCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, k := range lease.Kinds {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.f(k), k.String())
+	}
 }
 
 type supStats struct{ Passes, Renewed, Fenced, Writes uint64 }

@@ -53,6 +53,12 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_leases_renewed_total":                dto.MetricType_COUNTER,
 	"idem_executor_busy":                       dto.MetricType_GAUGE,
 	"idem_active_leases":                       dto.MetricType_GAUGE,
+	"idem_executor_busy_by_kind":               dto.MetricType_GAUGE,
+	"idem_active_leases_by_kind":               dto.MetricType_GAUGE,
+	"idem_sessions_begun_total":                dto.MetricType_COUNTER,
+	"idem_sessions_committed_total":            dto.MetricType_COUNTER,
+	"idem_sessions_aborted_total":              dto.MetricType_COUNTER,
+	"idem_sessions_expired_total":              dto.MetricType_COUNTER,
 	"idem_wal_fsyncs_total":                    dto.MetricType_COUNTER,
 	"idem_wal_groups_total":                    dto.MetricType_COUNTER,
 	"idem_wal_entries_total":                   dto.MetricType_COUNTER,
@@ -139,6 +145,15 @@ func TestMetrics_OperatorMetrics(t *testing.T) {
 	if r := n.c.Do("DELETE", "/v1/tables/gone", nil); r.Status != 204 {
 		t.Fatalf("drop: %d %s", r.Status, r.Body)
 	}
+	var sess struct {
+		ID string `json:"session_id"`
+	}
+	n.c.Do("POST", "/v1/sessions", nil).JSON(t, 201, &sess)
+	n.c.Do("POST", "/v1/sessions/"+sess.ID+"/batch", `{"table":"t","inserts":[{"id":"s","doc":{}}]}`).JSON(t, 200, nil)
+	n.c.Do("GET", "/v1/sessions/"+sess.ID+"/tables/t/docs/s", nil).JSON(t, 200, nil)
+	n.c.Do("GET", "/v1/sessions/"+sess.ID, nil).JSON(t, 200, nil)
+	n.c.Do("POST", "/v1/sessions/"+sess.ID+"/commit", nil).JSON(t, 201, nil)
+	n.c.Do("DELETE", "/v1/sessions/"+sess.ID, nil).Problem(t, 409)
 	n.c.Do("GET", "/healthz", nil).JSON(t, 200, nil)
 	n.c.Do("GET", "/nope", nil).Problem(t, 404)
 	n.c.Do("POST", "/healthz", nil).Problem(t, 405)
@@ -226,7 +241,7 @@ func TestMetrics_OperatorMetrics(t *testing.T) {
 	for _, want := range []string{
 		`idem_replays_total 1`,
 		`idem_key_mismatches_total 1`,
-		`idem_keyed_answers_total{outcome="committed",replayed="false"} 1`,
+		`idem_keyed_answers_total{outcome="committed",replayed="false"} 2`, // the keyed batch and the session commit
 		`idem_keyed_answers_total{outcome="committed",replayed="true"} 1`,
 		`idem_keyed_answers_total{outcome="mismatch",replayed="false"} 1`,
 		`idem_keyed_answers_total{outcome="not_applied",replayed="false"} 0`,

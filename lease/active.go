@@ -59,6 +59,7 @@ type kindSet struct {
 	ids       *index.Ordered[string]
 	cursor    string
 	hasCursor bool
+	served    int // leases handed out in the current round
 }
 
 // NewActiveSet returns an empty set.
@@ -115,53 +116,83 @@ func (s *ActiveSet) LenOf(k Kind) int {
 }
 
 // NextBatch returns up to n holds and advances the cursors, so that
-// successive calls cover the whole set once every ⌈Len/n⌉ calls. The batch
-// is shared fairly between the kinds: each kind that has leases gets an
-// equal share of n, and a share a kind cannot fill goes to the others, so
-// that ten sessions are renewed in the first batch however many receipts
-// there are, and the other way round. The kind served first alternates,
-// so that the remainder of an uneven split favours neither.
+// successive calls cover the whole set once every ⌈Len/n⌉ calls: a round.
+// The batch is shared fairly between the kinds: each kind that has leases
+// left in the round gets an equal share of n, and a share a kind cannot
+// fill goes to the others, so that ten sessions are renewed in the first
+// batch however many receipts there are, and the other way round. No kind
+// starts its next round before every kind finished this one, so the few
+// never crowd the many out of a round either. The kind served first
+// alternates, so that the remainder of an uneven split favours neither.
 func (s *ActiveSet) NextBatch(n int) []*Held {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*Held, 0, min(n, len(s.held)))
-	order := [kindCount]Kind{}
+	room := min(n, len(s.held))
+	out := make([]*Held, 0, room)
+	var order [kindCount]Kind
 	for i := range order {
 		order[i] = Kind((int(s.first) + i) % int(kindCount))
 	}
 	s.first = Kind((int(s.first) + 1) % int(kindCount))
-	// Take equal shares first, then let the kinds that still have leases
-	// fill what the others left.
-	want := [kindCount]int{}
-	left, active := n, 0
-	for _, k := range order {
-		if s.kinds[k].ids.Len() > 0 {
-			active++
+	var taken [kindCount]int // by this batch: no lease twice in one batch
+	for room > 0 {
+		var left [kindCount]int
+		pending, unseen := 0, 0
+		for k := range s.kinds {
+			size := s.kinds[k].ids.Len()
+			left[k] = max(min(size-s.kinds[k].served, size-taken[k]), 0)
+			pending += left[k]
+			unseen += size - taken[k]
 		}
-	}
-	for _, k := range order {
-		if active == 0 {
-			break
-		}
-		share := (left + active - 1) / active
-		want[k] = min(share, s.kinds[k].ids.Len())
-		if want[k] == 0 {
+		if pending == 0 {
+			if unseen == 0 {
+				break
+			}
+			// Every kind finished the round: the next one begins, where
+			// each kind's cursor stands.
+			for k := range s.kinds {
+				s.kinds[k].served = 0
+			}
 			continue
 		}
-		left -= want[k]
-		active--
-	}
-	for _, k := range order {
-		extra := min(left, s.kinds[k].ids.Len()-want[k])
-		want[k] += extra
-		left -= extra
-	}
-	for _, k := range order {
-		if want[k] > 0 {
-			out = s.kinds[k].next(out, want[k], s.held)
+		want := shares(order, left, room)
+		for _, k := range order {
+			if want[k] > 0 {
+				out = s.kinds[k].next(out, want[k], s.held)
+				s.kinds[k].served += want[k]
+				taken[k] += want[k]
+				room -= want[k]
+			}
 		}
 	}
 	return out
+}
+
+// shares splits room between the kinds, in order: an equal share each of
+// what it has left, then what a kind could not fill to the others.
+func shares(order [kindCount]Kind, left [kindCount]int, room int) [kindCount]int {
+	var want [kindCount]int
+	active := 0
+	for _, k := range order {
+		if left[k] > 0 {
+			active++
+		}
+	}
+	rest := room
+	for _, k := range order {
+		if left[k] == 0 {
+			continue
+		}
+		want[k] = min((rest+active-1)/active, left[k])
+		rest -= want[k]
+		active--
+	}
+	for _, k := range order {
+		extra := min(rest, left[k]-want[k])
+		want[k] += extra
+		rest -= extra
+	}
+	return want
 }
 
 // next appends up to n of ks's holds after its cursor and advances it.

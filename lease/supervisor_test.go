@@ -319,3 +319,123 @@ func TestSupervisor_RenewalBatchesFitTheStore(t *testing.T) {
 		}
 	}
 }
+
+// TestSupervisor_SessionsAndReceiptsShareBatchesFairly (DESIGN §14: one
+// renewal supervisor for both kinds, neither starving the other): 10 000
+// leases of one kind against 10 of the other, both ways. The first bounded
+// batch renews all 10 of the few — an equal share each, not a share by
+// size — and every tick (⌈10 010/256⌉ passes, one Apply each) renews every
+// lease of both kinds exactly once, round after round.
+func TestSupervisor_SessionsAndReceiptsShareBatchesFairly(t *testing.T) {
+	const many, few, batch = 10000, 10, 256
+	for _, tc := range []struct {
+		name      string
+		many, few string // ID formats: "s…" is a session, anything else a receipt
+	}{
+		{"10 sessions against 10000 receipts", "r%05d", "s%05d"},
+		{"10 receipts against 10000 sessions", "s%05d", "r%05d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := openDB(t)
+			cs := &countingStore{Store: db}
+			clock := lease.NewSim(t0)
+			ttl := 30 * time.Second
+			o := lease.Owner{Node: "node-0", Incarnation: 1}
+			named := func(format string, n int) []string {
+				out := make([]string, n)
+				for i := range out {
+					out[i] = fmt.Sprintf(format, i)
+				}
+				return out
+			}
+			manyHeld := claimNew(t, db, o, t0.Add(ttl), named(tc.many, many)...)
+			fewHeld := claimNew(t, db, o, t0.Add(ttl), named(tc.few, few)...)
+			set := lease.NewActiveSet()
+			for _, h := range append(append([]*lease.Held(nil), manyHeld...), fewHeld...) {
+				set.Add(h)
+			}
+			fewKind := lease.KindOf(fewHeld[0].ID)
+			if fewKind == lease.KindOf(manyHeld[0].ID) || set.LenOf(fewKind) != few {
+				t.Fatalf("kinds: %v few (%d), %v many", fewKind, set.LenOf(fewKind), lease.KindOf(manyHeld[0].ID))
+			}
+			sup := lease.NewSupervisor(set, &lease.Heartbeat{Store: cs, Clock: clock, TTL: ttl, Margin: time.Second},
+				lease.SupervisorOptions{Interval: 10 * time.Second, BatchMax: batch})
+
+			clock.Advance(10 * time.Second)
+			until := clock.Now().Add(ttl)
+			if rep := sup.Pass(ctx); rep.Attempts != 1 || rep.Renewed != batch {
+				t.Fatalf("first pass: %+v, want one Apply renewing a full batch", rep)
+			}
+			for _, h := range fewHeld {
+				if !h.Until().Equal(until) {
+					t.Fatalf("%s (of the %d) not renewed by the first batch", h.ID, few)
+				}
+			}
+			for tick := 1; tick <= 4; tick++ {
+				clock.Advance(10 * time.Second)
+				until := clock.Now().Add(ttl)
+				applies, renewed := cs.applies.Load(), sup.Stats().Renewed
+				sup.Tick(ctx)
+				passes := int64((many + few + batch - 1) / batch)
+				if got := cs.applies.Load() - applies; got > passes {
+					t.Fatalf("tick %d: %d applies, want at most one per pass (%d)", tick, got, passes)
+				}
+				if got := sup.Stats().Renewed - renewed; got != many+few {
+					t.Fatalf("tick %d renewed %d leases, want every one of %d exactly once", tick, got, many+few)
+				}
+				for _, h := range append(append([]*lease.Held(nil), fewHeld...), manyHeld...) {
+					if !h.Until().Equal(until) {
+						t.Fatalf("tick %d: %s not renewed", tick, h.ID)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestActiveSet_NextBatchSharesEvenlyAndGivesUnusedShares: the batch is
+// split evenly between the kinds that have leases; what one kind cannot
+// fill goes to the other; each kind's cursor wraps on its own.
+func TestActiveSet_NextBatchSharesEvenlyAndGivesUnusedShares(t *testing.T) {
+	set := lease.NewActiveSet()
+	add := func(format string, n int) {
+		for i := 0; i < n; i++ {
+			set.Add(&lease.Held{ID: fmt.Sprintf(format, i), Kind: lease.KindOf(fmt.Sprintf(format, i))})
+		}
+	}
+	add("r%03d", 100)
+	add("s%03d", 100)
+	count := func(hs []*lease.Held) (r, s int) {
+		for _, h := range hs {
+			if h.Kind == lease.KindSession {
+				s++
+			} else {
+				r++
+			}
+		}
+		return
+	}
+	for i := 0; i < 4; i++ {
+		if r, s := count(set.NextBatch(10)); r != 5 || s != 5 {
+			t.Fatalf("batch %d: %d receipts, %d sessions, want 5 and 5", i, r, s)
+		}
+	}
+	if r, s := count(set.NextBatch(11)); r+s != 11 || r < 5 || s < 5 {
+		t.Fatalf("odd batch: %d receipts, %d sessions", r, s)
+	}
+	small := lease.NewActiveSet()
+	for i := 0; i < 3; i++ {
+		small.Add(&lease.Held{ID: fmt.Sprintf("s%d", i), Kind: lease.KindSession})
+	}
+	for i := 0; i < 50; i++ {
+		small.Add(&lease.Held{ID: fmt.Sprintf("r%02d", i), Kind: lease.KindReceipt})
+	}
+	if r, s := count(small.NextBatch(20)); s != 3 || r != 17 {
+		t.Fatalf("with 3 sessions: %d receipts, %d sessions, want 17 and 3", r, s)
+	}
+	small.Remove("s0", nil)
+	if small.LenOf(lease.KindSession) != 2 || small.Len() != 52 {
+		t.Fatalf("after a removal: %d sessions, %d in all", small.LenOf(lease.KindSession), small.Len())
+	}
+}

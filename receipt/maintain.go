@@ -57,14 +57,18 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	open := engine.NSSession.Prefix("open")
 	sessions := pageWalk{start: open, end: engine.PrefixEnd(open)}
 	page := min(MaintainPageMax, s.store.Limits().ScanItemsMax)
-	for ms.Scanned+ms.SessionsScanned < MaintainReceiptsMax && !(receipts.done && sessions.done) {
-		if err := receipts.next(ctx, s.store, page, func(it engine.Item) {
+	budget := func() int { return min(page, MaintainReceiptsMax-ms.Scanned-ms.SessionsScanned) }
+	for budget() > 0 && !(receipts.done && sessions.done) {
+		if err := receipts.next(ctx, s.store, budget(), func(it engine.Item) {
 			ms.Scanned++
 			s.maintainEntry(ctx, it, &ms, nodes)
 		}); err != nil {
 			return ms, err
 		}
-		if err := sessions.next(ctx, s.store, page, func(it engine.Item) {
+		if budget() == 0 {
+			break
+		}
+		if err := sessions.next(ctx, s.store, budget(), func(it engine.Item) {
 			ms.SessionsScanned++
 			s.maintainSession(ctx, it, &ms)
 		}); err != nil {

@@ -86,7 +86,8 @@ const (
 	ExecuteAttemptsMax = 8
 	// MaintainPageMax bounds the entries one maintenance scan reads.
 	MaintainPageMax = 256
-	// MaintainReceiptsMax bounds the receipts one maintenance pass handles.
+	// MaintainReceiptsMax bounds the entries — receipts' recovery entries
+	// and open sessions' — one maintenance pass handles.
 	MaintainReceiptsMax = 4096
 	// ReleaseBatchMax bounds the decisions released by one Apply.
 	ReleaseBatchMax = 256

@@ -152,6 +152,10 @@ func (s *Service) Active() *lease.ActiveSet { return s.active }
 // a Request.Wait beyond it is cut to it.
 func (s *Service) WaitMax() time.Duration { return s.opts.WaitMax }
 
+// SessionTTLMax is the longest TTL a session may ask for
+// (Options.SessionTTLMax).
+func (s *Service) SessionTTLMax() time.Duration { return s.opts.SessionTTLMax }
+
 // load reads and decodes a receipt.
 // loadWithMeta is load, reading principal's table metadata item in the
 // same round trip (engine.GetAll): a new key's plan needs it.

@@ -18,21 +18,50 @@ import (
 // failed step leaves the session exactly as it was, and a session taken
 // over elsewhere cannot be written by its old owner.
 
-// StageSession stages batch b on principal's table tbl in open session
-// id: validated and computed at once on the session's view (its own writes
-// over the committed state), recording the versions it read. It returns
-// what the batch did and the session after it.
-func (s *Service) StageSession(ctx context.Context, principal, id, tbl string, b *table.Batch) (table.Result, Session, error) {
-	if b == nil {
-		return table.Result{}, Session{}, code.Errorf(code.InvalidRequest, "missing batch")
+// TableBatch is one table's batch in a staged step.
+type TableBatch struct {
+	Table string
+	Batch *table.Batch
+}
+
+// StageBatchesMax bounds the table batches of one staged step.
+const StageBatchesMax = table.SessionTablesMax
+
+// StageSession stages batches — each on one of principal's tables, in
+// order — in open session id as one step: validated and computed at once
+// on the session's view (its own writes over the committed state),
+// recording the versions it read. A refusal of any batch leaves the
+// session as it was. It returns what each batch did and the session after
+// the step.
+func (s *Service) StageSession(ctx context.Context, principal, id string, batches []TableBatch) ([]table.Result, Session, error) {
+	switch {
+	case len(batches) == 0:
+		return nil, Session{}, code.Errorf(code.InvalidRequest, "nothing to stage: give at least one table's batch")
+	case len(batches) > StageBatchesMax:
+		return nil, Session{}, code.Errorf(code.InvalidRequest, "a step stages at most %d tables' batches", StageBatchesMax)
 	}
-	var res table.Result
+	for _, tb := range batches {
+		if tb.Batch == nil {
+			return nil, Session{}, code.Errorf(code.InvalidRequest, "missing batch for table %q", tb.Table)
+		}
+		if cerr := tb.Batch.Validate(); cerr != nil {
+			return nil, Session{}, cerr
+		}
+	}
+	res := make([]table.Result, len(batches))
 	sess, err := s.sessionStep(ctx, principal, id, true, func(st *table.Staging) (bool, error) {
-		var err error
-		res, err = s.tables.SessionStage(ctx, principal, st, tbl, b)
-		return true, err
+		for i, tb := range batches {
+			var err error
+			if res[i], err = s.tables.SessionStage(ctx, principal, st, tb.Table, tb.Batch); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
 	})
-	return res, sess, err
+	if err != nil {
+		return nil, Session{}, err
+	}
+	return res, sess, nil
 }
 
 // ReadSession reads document doc of principal's table tbl through open

@@ -35,11 +35,15 @@ func begin(t *testing.T, svc *receipt.Service, principal string, ttl time.Durati
 
 func stage(t *testing.T, svc *receipt.Service, id, tbl, batch string) table.Result {
 	t.Helper()
-	res, _, err := svc.StageSession(ctx, alice, id, tbl, mustBatch(t, batch))
+	res, _, err := svc.StageSession(ctx, alice, id, one(tbl, mustBatch(t, batch)))
 	if err != nil {
 		t.Fatalf("StageSession %s: %v", batch, err)
 	}
-	return res
+	return res[0]
+}
+
+func one(tbl string, b *table.Batch) []receipt.TableBatch {
+	return []receipt.TableBatch{{Table: tbl, Batch: b}}
 }
 
 func commit(t *testing.T, svc *receipt.Service, id, key string) receipt.Answer {
@@ -103,7 +107,7 @@ func TestSession_StageReadCommitReplay(t *testing.T) {
 	if counter(t, svc, "a", "x") != 111 {
 		t.Fatal("a retried commit applied again")
 	}
-	_, _, err = svc.StageSession(ctx, alice, id, "a", mustBatch(t, `{"deletes":["x"]}`))
+	_, _, err = svc.StageSession(ctx, alice, id, one("a", mustBatch(t, `{"deletes":["x"]}`)))
 	wantCode(t, err, code.SessionCommitted)
 	info, err := svc.SessionInfo(ctx, alice, id)
 	if err != nil || info.State != receipt.SessionCommitted || info.TxnID != txn || info.Stages != 3 {
@@ -184,7 +188,7 @@ func TestSession_AbortAndExpiry(t *testing.T) {
 	expiring := begin(t, svc, alice, 2*time.Second)
 	stage(t, svc, expiring, "t", `{"inserts":[{"id":"b","doc":{}}]}`)
 	e.clock.Advance(3 * time.Second)
-	_, _, err = svc.StageSession(ctx, alice, expiring, "t", mustBatch(t, `{"inserts":[{"id":"c","doc":{}}]}`))
+	_, _, err = svc.StageSession(ctx, alice, expiring, one("t", mustBatch(t, `{"inserts":[{"id":"c","doc":{}}]}`)))
 	wantCode(t, err, code.SessionAborted)
 	if !strings.Contains(err.Error(), "TTL") {
 		t.Fatalf("the refusal %q does not say the session expired", err)
@@ -241,7 +245,7 @@ func TestSession_OwnerDeathBeforeCommit(t *testing.T) {
 	a.Close()
 
 	b := e.open(receipt.Options{Node: "node-1"})
-	_, _, err := b.StageSession(ctx, alice, id, "t", mustBatch(t, `{"inserts":[{"id":"e","doc":{}}]}`))
+	_, _, err := b.StageSession(ctx, alice, id, one("t", mustBatch(t, `{"inserts":[{"id":"e","doc":{}}]}`)))
 	var elsewhere *receipt.HeldElsewhereError
 	if !errors.As(err, &elsewhere) || elsewhere.Holder != a.Owner() {
 		t.Fatalf("stage on another node while the owner's lease lives: %v", err)
@@ -310,7 +314,7 @@ func TestSession_PrincipalIsolation(t *testing.T) {
 	id := begin(t, svc, alice, 0)
 	_, err := svc.SessionInfo(ctx, "mallory", id)
 	wantCode(t, err, code.SessionNotFound)
-	_, _, err = svc.StageSession(ctx, "mallory", id, "t", mustBatch(t, `{"deletes":["x"]}`))
+	_, _, err = svc.StageSession(ctx, "mallory", id, one("t", mustBatch(t, `{"deletes":["x"]}`)))
 	wantCode(t, err, code.SessionNotFound)
 	_, err = svc.AbortSession(ctx, "mallory", id)
 	wantCode(t, err, code.SessionNotFound)
@@ -336,7 +340,7 @@ func TestSession_Bounds(t *testing.T) {
 		stage(t, svc, id, "t", strings.Replace(big[:len(big)-1]+`]}`, "ID", "d"+string(rune('a'+i)), 1))
 	}
 	before, _ := svc.SessionInfo(ctx, alice, id)
-	_, _, err := svc.StageSession(ctx, alice, id, "t", mustBatch(t, strings.Replace(big[:len(big)-1]+`]}`, "ID", "last", 1)))
+	_, _, err := svc.StageSession(ctx, alice, id, one("t", mustBatch(t, strings.Replace(big[:len(big)-1]+`]}`, "ID", "last", 1))))
 	wantCode(t, err, code.PayloadTooLarge)
 	after, _ := svc.SessionInfo(ctx, alice, id)
 	if after.Stages != before.Stages || after.Docs != before.Docs {
@@ -377,4 +381,113 @@ func scanPrefix(t *testing.T, store engine.Store, p []byte) []engine.Item {
 		t.Fatal(err)
 	}
 	return items
+}
+
+// TestSupervisor_RenewsSessionsIndependentlyOfBlockedMaintenance (the
+// seed's independent-supervisor regression, for sessions): with the
+// recovery pass blocked on its failpoint, two separate renewals of an open
+// session's lease still land, and the session outlives two lease periods
+// and stages.
+func TestSupervisor_RenewsSessionsIndependentlyOfBlockedMaintenance(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{Node: "node-0"})
+	createTable(t, a, "t")
+	id := begin(t, a, alice, time.Minute)
+
+	unpause := testsupport.Arm(t, fault.ReceiptMaintainBefore, "pause")
+	maint := make(chan error, 1)
+	go func() {
+		_, err := a.MaintainOnce(ctx)
+		maint <- err
+	}()
+	testsupport.Poll(t, "maintenance to park on its failpoint", testsupport.Patience, func() bool {
+		return stackHas("receipt.(*Service).MaintainOnce(", "failpoint.(*Failpoint).Pause(")
+	})
+	var versions []engine.Version
+	for i := 0; i < 2*int(ttl/renewI)+1; i++ {
+		e.step(renewI, 1)
+		if st, _ := lease.Read(ctx, e.db, id); len(versions) == 0 || st.ExpiryVersion != versions[len(versions)-1] {
+			versions = append(versions, st.ExpiryVersion)
+		}
+	}
+	if len(versions) < 3 {
+		t.Fatalf("the session's lease expiry changed %d times over two lease periods, want at least two renewals", len(versions)-1)
+	}
+	select {
+	case err := <-maint:
+		t.Fatalf("maintenance finished while paused: %v", err)
+	default:
+	}
+	stage(t, a, id, "t", `{"inserts":[{"id":"x","doc":{}}]}`)
+	if ans := commit(t, a, id, ""); ans.Outcome != receipt.OutcomeCommitted {
+		t.Fatalf("commit after two lease periods: %+v", ans)
+	}
+	unpause()
+	if err := <-maint; err != nil && !errors.Is(err, fault.ErrInjected) {
+		t.Fatalf("paused maintenance: %v", err)
+	}
+}
+
+// TestActiveSet_EndedSessionsLeaveAndCostNoRenewals (the seed's active-set
+// regression, for sessions): open sessions are in the active set and
+// renewed; committed, aborted and expired ones leave it and cost no
+// renewal writes, alongside immutable receipts.
+func TestActiveSet_EndedSessionsLeaveAndCostNoRenewals(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{})
+	createTable(t, a, "t")
+	committed, aborted := begin(t, a, alice, time.Minute), begin(t, a, alice, time.Minute)
+	expiring := begin(t, a, alice, 3*time.Second)
+	mustExecute(t, a, req(alice, "t", "k", incBatch(t, "k", "ctr")))
+	if n := a.Active().LenOf(lease.KindSession); n != 3 || a.Active().LenOf(lease.KindReceipt) != 0 {
+		t.Fatalf("active set: %d sessions, %d receipts, want the 3 open sessions only", n, a.Active().LenOf(lease.KindReceipt))
+	}
+	writes := a.Supervisor().Stats().Writes
+	for i := 0; i < int(ttl/renewI); i++ {
+		e.step(renewI, 1)
+	}
+	if a.Supervisor().Stats().Writes == writes {
+		t.Fatal("open sessions were not renewed")
+	}
+	stage(t, a, committed, "t", `{"inserts":[{"id":"c","doc":{}}]}`)
+	commit(t, a, committed, "")
+	if _, err := a.AbortSession(ctx, alice, aborted); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := a.MaintainOnce(ctx); err != nil || ms.SessionsEnded != 1 {
+		t.Fatalf("maintenance after the TTL: %+v %v", ms, err)
+	}
+	if a.Active().Len() != 0 {
+		t.Fatalf("active set %d after every session ended, want empty", a.Active().Len())
+	}
+	writes = a.Supervisor().Stats().Writes
+	for i := 0; i < int(ttl/renewI); i++ {
+		e.step(renewI, 1)
+	}
+	if got := a.Supervisor().Stats().Writes - writes; got != 0 {
+		t.Fatalf("%d renewal writes with only ended sessions and immutable receipts", got)
+	}
+	if info, _ := a.SessionInfo(ctx, alice, expiring); info.Reason != receipt.ReasonExpired {
+		t.Fatalf("the short-lived session: %+v, want expired", info)
+	}
+}
+
+// TestSession_StageIsAllOrNothing: a step of several tables' batches whose
+// last batch is refused stages none of them.
+func TestSession_StageIsAllOrNothing(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{})
+	createTable(t, a, "t")
+	id := begin(t, a, alice, 0)
+	_, _, err := a.StageSession(ctx, alice, id, []receipt.TableBatch{
+		{Table: "t", Batch: mustBatch(t, `{"inserts":[{"id":"a","doc":{}}]}`)},
+		{Table: "missing", Batch: mustBatch(t, `{"inserts":[{"id":"b","doc":{}}]}`)},
+	})
+	wantCode(t, err, code.TableNotFound)
+	if info, _ := a.SessionInfo(ctx, alice, id); info.Stages != 0 || info.Docs != 0 {
+		t.Fatalf("a refused step changed the session: %+v", info)
+	}
+	if _, err := a.ReadSession(ctx, alice, id, "t", "a"); err == nil {
+		t.Fatal("the refused step's first batch is visible in the session")
+	}
 }

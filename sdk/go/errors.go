@@ -52,10 +52,14 @@ var (
 	ErrNotImplemented       = sentinel(idemapi.ErrorCodeNotImplemented)
 	ErrReceiptPending       = sentinel(idemapi.ErrorCodeIdempotencyReceiptPending)
 	ErrUnavailable          = sentinel(idemapi.ErrorCodeUnavailable)
+	ErrSessionNotFound      = sentinel(idemapi.ErrorCodeSessionNotFound)
+	ErrSessionAborted       = sentinel(idemapi.ErrorCodeSessionAborted)
+	ErrSessionCommitted     = sentinel(idemapi.ErrorCodeSessionCommitted)
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.
 var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, ErrTableNotFound, ErrDocumentNotFound,
 	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
 	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrHeaderFieldsTooLarge,
-	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable}
+	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
+	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted}

@@ -54,6 +54,9 @@ const (
 	ErrorCodeOverloaded                   ErrorCode = "overloaded"
 	ErrorCodePayloadTooLarge              ErrorCode = "payload_too_large"
 	ErrorCodeReceiptNotFound              ErrorCode = "receipt_not_found"
+	ErrorCodeSessionAborted               ErrorCode = "session_aborted"
+	ErrorCodeSessionCommitted             ErrorCode = "session_committed"
+	ErrorCodeSessionNotFound              ErrorCode = "session_not_found"
 	ErrorCodeTableNotFound                ErrorCode = "table_not_found"
 	ErrorCodeTransactionAborted           ErrorCode = "transaction_aborted"
 	ErrorCodeTransactionConflict          ErrorCode = "transaction_conflict"
@@ -92,6 +95,12 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodePayloadTooLarge:
 		return true
 	case ErrorCodeReceiptNotFound:
+		return true
+	case ErrorCodeSessionAborted:
+		return true
+	case ErrorCodeSessionCommitted:
+		return true
+	case ErrorCodeSessionNotFound:
 		return true
 	case ErrorCodeTableNotFound:
 		return true
@@ -260,6 +269,90 @@ func (e RetryWith) Valid() bool {
 	}
 }
 
+// Defines values for SessionReason.
+const (
+	SessionReasonAborted   SessionReason = "aborted"
+	SessionReasonExpired   SessionReason = "expired"
+	SessionReasonOwnerLost SessionReason = "owner_lost"
+)
+
+// Valid indicates whether the value is a known member of the SessionReason enum.
+func (e SessionReason) Valid() bool {
+	switch e {
+	case SessionReasonAborted:
+		return true
+	case SessionReasonExpired:
+		return true
+	case SessionReasonOwnerLost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionState.
+const (
+	SessionStateAborted   SessionState = "aborted"
+	SessionStateCommitted SessionState = "committed"
+	SessionStateOpen      SessionState = "open"
+)
+
+// Valid indicates whether the value is a known member of the SessionState enum.
+func (e SessionState) Valid() bool {
+	switch e {
+	case SessionStateAborted:
+		return true
+	case SessionStateCommitted:
+		return true
+	case SessionStateOpen:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StageAnswerReason.
+const (
+	StageAnswerReasonAborted   StageAnswerReason = "aborted"
+	StageAnswerReasonExpired   StageAnswerReason = "expired"
+	StageAnswerReasonOwnerLost StageAnswerReason = "owner_lost"
+)
+
+// Valid indicates whether the value is a known member of the StageAnswerReason enum.
+func (e StageAnswerReason) Valid() bool {
+	switch e {
+	case StageAnswerReasonAborted:
+		return true
+	case StageAnswerReasonExpired:
+		return true
+	case StageAnswerReasonOwnerLost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StageAnswerState.
+const (
+	StageAnswerStateAborted   StageAnswerState = "aborted"
+	StageAnswerStateCommitted StageAnswerState = "committed"
+	StageAnswerStateOpen      StageAnswerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the StageAnswerState enum.
+func (e StageAnswerState) Valid() bool {
+	switch e {
+	case StageAnswerStateAborted:
+		return true
+	case StageAnswerStateCommitted:
+		return true
+	case StageAnswerStateOpen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Batch At least one and at most 1000 documents in total; each document id
 // appears at most once across inserts, deletes and transforms.
 // Requests that mean the same thing (same members, object keys in any
@@ -303,6 +396,12 @@ type BatchResult struct {
 	Deleted     int `json:"deleted"`
 	Inserted    int `json:"inserted"`
 	Transformed int `json:"transformed"`
+}
+
+// BeginSession defines model for BeginSession.
+type BeginSession struct {
+	// TtlSeconds How long the session lives (default 30; at most the server's -session-ttl-max).
+	TtlSeconds *int `json:"ttl_seconds,omitempty"`
 }
 
 // CodeDocumentNotFound defines model for CodeDocumentNotFound.
@@ -445,6 +544,36 @@ type CodeRequestInProgress struct {
 	Type      interface{} `json:"type,omitempty"`
 }
 
+// CodeSessionAborted defines model for CodeSessionAborted.
+type CodeSessionAborted struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
+// CodeSessionCommitted defines model for CodeSessionCommitted.
+type CodeSessionCommitted struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
+// CodeSessionNotFound defines model for CodeSessionNotFound.
+type CodeSessionNotFound struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
 // CodeTableNotFound defines model for CodeTableNotFound.
 type CodeTableNotFound struct {
 	Code      interface{} `json:"code"`
@@ -549,6 +678,9 @@ type Envelope struct {
 	// | not_implemented | 501 | false | none |
 	// | unavailable | 503 | true | same_key |
 	// | idempotency_receipt_pending | 503 | true | same_key |
+	// | session_not_found | 404 | false | none |
+	// | session_aborted | 409 | false | none |
+	// | session_committed | 409 | false | none |
 	Code    *ErrorCode      `json:"code,omitempty"`
 	Message *string         `json:"message,omitempty"`
 	Outcome EnvelopeOutcome `json:"outcome"`
@@ -593,6 +725,9 @@ type EnvelopeOutcome string
 // | not_implemented | 501 | false | none |
 // | unavailable | 503 | true | same_key |
 // | idempotency_receipt_pending | 503 | true | same_key |
+// | session_not_found | 404 | false | none |
+// | session_aborted | 409 | false | none |
+// | session_committed | 409 | false | none |
 type ErrorCode string
 
 // Health defines model for Health.
@@ -751,6 +886,9 @@ type Problem struct {
 	// | not_implemented | 501 | false | none |
 	// | unavailable | 503 | true | same_key |
 	// | idempotency_receipt_pending | 503 | true | same_key |
+	// | session_not_found | 404 | false | none |
+	// | session_aborted | 409 | false | none |
+	// | session_committed | 409 | false | none |
 	Code ErrorCode `json:"code"`
 
 	// Detail Human-readable; never classify by it.
@@ -878,6 +1016,33 @@ type ProblemOverloaded struct {
 	union         json.RawMessage
 }
 
+// ProblemOverloadedUnkeyed defines model for ProblemOverloadedUnkeyed.
+type ProblemOverloadedUnkeyed struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
 // ProblemPayloadTooLarge defines model for ProblemPayloadTooLarge.
 type ProblemPayloadTooLarge struct {
 	Code interface{} `json:"code"`
@@ -952,6 +1117,87 @@ type ProblemReceiptPending struct {
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId TransactionId `json:"transaction_id"`
 	Type          interface{}   `json:"type"`
+	union         json.RawMessage
+}
+
+// ProblemSessionAborted defines model for ProblemSessionAborted.
+type ProblemSessionAborted struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
+// ProblemSessionCommitted defines model for ProblemSessionCommitted.
+type ProblemSessionCommitted struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
+// ProblemSessionNotFound defines model for ProblemSessionNotFound.
+type ProblemSessionNotFound struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
 	union         json.RawMessage
 }
 
@@ -1091,6 +1337,110 @@ type ReceiptState string
 // new key; none: retrying cannot help.
 type RetryWith string
 
+// Session defines model for Session.
+type Session struct {
+	Commit *struct {
+		// IdempotencyKey An Idempotency-Key — 1..255 visible ASCII characters.
+		IdempotencyKey Key `json:"idempotency_key"`
+
+		// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+		TransactionId TransactionId `json:"transaction_id"`
+	} `json:"commit,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Documents Documents the open session read or wrote.
+	Documents int `json:"documents"`
+
+	// ExpiresAt An open session is presumed aborted after it.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Reason Why an aborted session ended.
+	Reason *SessionReason `json:"reason,omitempty"`
+	Result BatchResult    `json:"result"`
+
+	// RetainedUntil An ended session is kept until then.
+	RetainedUntil *time.Time `json:"retained_until,omitempty"`
+
+	// SessionId A session's ID, as begin returned it.
+	SessionId SessionId      `json:"session_id"`
+	Staged    *[]StagedBatch `json:"staged,omitempty"`
+
+	// Stages Steps staged.
+	Stages int `json:"stages"`
+
+	// State open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+	State SessionState `json:"state"`
+
+	// Writes Documents the open session wrote.
+	Writes int `json:"writes"`
+}
+
+// SessionReason Why an aborted session ended.
+type SessionReason string
+
+// SessionState open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+type SessionState string
+
+// SessionId A session's ID, as begin returned it.
+type SessionId = string
+
+// StageAnswer defines model for StageAnswer.
+type StageAnswer struct {
+	Commit *struct {
+		// IdempotencyKey An Idempotency-Key — 1..255 visible ASCII characters.
+		IdempotencyKey Key `json:"idempotency_key"`
+
+		// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+		TransactionId TransactionId `json:"transaction_id"`
+	} `json:"commit,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Documents Documents the open session read or wrote.
+	Documents int `json:"documents"`
+
+	// ExpiresAt An open session is presumed aborted after it.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Reason Why an aborted session ended.
+	Reason *StageAnswerReason `json:"reason,omitempty"`
+	Result BatchResult        `json:"result"`
+
+	// RetainedUntil An ended session is kept until then.
+	RetainedUntil *time.Time `json:"retained_until,omitempty"`
+
+	// SessionId A session's ID, as begin returned it.
+	SessionId SessionId     `json:"session_id"`
+	Staged    []StagedBatch `json:"staged"`
+
+	// Stages Steps staged.
+	Stages int `json:"stages"`
+
+	// State open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+	State StageAnswerState `json:"state"`
+
+	// Writes Documents the open session wrote.
+	Writes int `json:"writes"`
+}
+
+// StageAnswerReason Why an aborted session ended.
+type StageAnswerReason string
+
+// StageAnswerState open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+type StageAnswerState string
+
+// StageRequest One table's batch with its table named, or several tables' batches.
+type StageRequest struct {
+	union json.RawMessage
+}
+
+// StagedBatch defines model for StagedBatch.
+type StagedBatch struct {
+	Deleted     int       `json:"deleted"`
+	Inserted    int       `json:"inserted"`
+	Table       TableName `json:"table"`
+	Transformed int       `json:"transformed"`
+}
+
 // Table defines model for Table.
 type Table struct {
 	Name   TableName `json:"name"`
@@ -1106,6 +1456,19 @@ type TableList struct {
 
 // TableName defines model for TableName.
 type TableName = string
+
+// TableStage Examples: {"table":"accounts","transforms":[{"id":"alice","ops":[{"op":"$inc","path":"balance","value":-10}]}]}
+type TableStage struct {
+	Deletes    *[]DocId     `json:"deletes,omitempty"`
+	Inserts    *[]Insert    `json:"inserts,omitempty"`
+	Table      TableName    `json:"table"`
+	Transforms *[]Transform `json:"transforms,omitempty"`
+}
+
+// TablesStage defines model for TablesStage.
+type TablesStage struct {
+	Tables map[string]Batch `json:"tables"`
+}
 
 // TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 type TransactionId = string
@@ -1139,6 +1502,17 @@ type PayloadTooLarge = ProblemPayloadTooLarge
 // PayloadTooLargeKeyed defines model for PayloadTooLargeKeyed.
 type PayloadTooLargeKeyed = ProblemPayloadTooLarge
 
+// SessionEnded defines model for SessionEnded.
+type SessionEnded struct {
+	union json.RawMessage
+}
+
+// SessionNotFound defines model for SessionNotFound.
+type SessionNotFound = ProblemSessionNotFound
+
+// SessionUnavailable defines model for SessionUnavailable.
+type SessionUnavailable = ProblemUnavailable
+
 // Unauthenticated defines model for Unauthenticated.
 type Unauthenticated = ProblemUnauthenticated
 
@@ -1153,6 +1527,227 @@ type UnsupportedMediaKeyed = ProblemUnsupportedMedia
 
 // GetReceipt400ApplicationProblemPlusJSONResponseBody defines parameters for GetReceipt.
 type GetReceipt400ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// AbortSessionParams defines parameters for AbortSession.
+type AbortSessionParams struct {
+	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
+	// receipt's owner, naming itself. A request that carries it is
+	// answered where it lands, never forwarded again (one hop at most).
+	// A client has no reason to send it; if it does, its request is
+	// simply not forwarded.
+	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
+}
+
+// StageSessionParams defines parameters for StageSession.
+type StageSessionParams struct {
+	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
+	// receipt's owner, naming itself. A request that carries it is
+	// answered where it lands, never forwarded again (one hop at most).
+	// A client has no reason to send it; if it does, its request is
+	// simply not forwarded.
+	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
+}
+
+// StageSession404ApplicationProblemPlusJSONResponseBody defines parameters for StageSession.
+type StageSession404ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// CommitSessionJSONBody defines parameters for CommitSession.
+type CommitSessionJSONBody = map[string]interface{}
+
+// CommitSessionParams defines parameters for CommitSession.
+type CommitSessionParams struct {
+	// IdempotencyKey Opts into the keyed, exactly-once flow. An RFC 8941 String, as the
+	// IETF draft defines the field: in `Idempotency-Key: "abc"` the quotes
+	// are syntax and the key is `abc` (`\"` and `\\` escape a quote and a
+	// backslash). For compatibility a value that does not start with a
+	// quote is the key as written (a bare `abc` is the same key as
+	// `"abc"`). Either way the key is 1..255 visible ASCII characters
+	// (0x21–0x7E, no spaces), and the header is sent once; a malformed
+	// string, parameters (`"abc";p=1`) or anything else is 400
+	// invalid_idempotency_key. Scoped by principal and table.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Prefer RFC 7240. `wait=N` (seconds): if a request with this key is in
+	// progress, or waits for an executor slot, wait up to N seconds
+	// (capped by the server's -wait-max) for its terminal envelope
+	// instead of answering 409 idempotency_request_in_progress (or 429).
+	// Other preferences are ignored; the fast path ignores it.
+	Prefer *Prefer `json:"Prefer,omitempty"`
+
+	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
+	// receipt's owner, naming itself. A request that carries it is
+	// answered where it lands, never forwarded again (one hop at most).
+	// A client has no reason to send it; if it does, its request is
+	// simply not forwarded.
+	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
+}
+
+// CommitSession400ApplicationProblemPlusJSONResponseBody defines parameters for CommitSession.
+type CommitSession400ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// CommitSession404ApplicationProblemPlusJSONResponseBody defines parameters for CommitSession.
+type CommitSession404ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// CommitSession409ApplicationProblemPlusJSONResponseBody defines parameters for CommitSession.
+type CommitSession409ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome. It
+	// describes the original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// CommitSession503ApplicationProblemPlusJSONResponseBody defines parameters for CommitSession.
+type CommitSession503ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
+}
+
+// ReadSessionDocParams defines parameters for ReadSessionDoc.
+type ReadSessionDocParams struct {
+	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
+	// receipt's owner, naming itself. A request that carries it is
+	// answered where it lands, never forwarded again (one hop at most).
+	// A client has no reason to send it; if it does, its request is
+	// simply not forwarded.
+	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
+}
+
+// ReadSessionDoc404ApplicationProblemPlusJSONResponseBody defines parameters for ReadSessionDoc.
+type ReadSessionDoc404ApplicationProblemPlusJSONResponseBody struct {
 	Code interface{} `json:"code"`
 
 	// Detail Human-readable; never classify by it.
@@ -1346,6 +1941,21 @@ type GetDoc404ApplicationProblemPlusJSONResponseBody struct {
 	Type          string         `json:"type"`
 	union         json.RawMessage
 }
+
+// BeginSessionApplicationWildcardPlusJSONRequestBody defines body for BeginSession for application/*+json ContentType.
+type BeginSessionApplicationWildcardPlusJSONRequestBody = BeginSession
+
+// BeginSessionJSONRequestBody defines body for BeginSession for application/json ContentType.
+type BeginSessionJSONRequestBody = BeginSession
+
+// StageSessionApplicationWildcardPlusJSONRequestBody defines body for StageSession for application/*+json ContentType.
+type StageSessionApplicationWildcardPlusJSONRequestBody = StageRequest
+
+// StageSessionJSONRequestBody defines body for StageSession for application/json ContentType.
+type StageSessionJSONRequestBody = StageRequest
+
+// CommitSessionJSONRequestBody defines body for CommitSession for application/json ContentType.
+type CommitSessionJSONRequestBody = CommitSessionJSONBody
 
 // PutTableApplicationWildcardPlusJSONRequestBody defines body for PutTable for application/*+json ContentType.
 type PutTableApplicationWildcardPlusJSONRequestBody = CreateTable
@@ -2314,6 +2924,84 @@ func (t *Problem) MergeCodeReceiptPending(v CodeReceiptPending) error {
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the Problem as a CodeSessionNotFound
+func (t Problem) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the Problem as the provided CodeSessionNotFound
+func (t *Problem) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the Problem, using the provided CodeSessionNotFound
+func (t *Problem) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the Problem as a CodeSessionAborted
+func (t Problem) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the Problem as the provided CodeSessionAborted
+func (t *Problem) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the Problem, using the provided CodeSessionAborted
+func (t *Problem) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the Problem as a CodeSessionCommitted
+func (t Problem) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the Problem as the provided CodeSessionCommitted
+func (t *Problem) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the Problem, using the provided CodeSessionCommitted
+func (t *Problem) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Problem) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -2985,6 +3673,84 @@ func (t *ProblemInternal) FromCodeReceiptPending(v CodeReceiptPending) error {
 
 // MergeCodeReceiptPending performs a merge with any union data inside the ProblemInternal, using the provided CodeReceiptPending
 func (t *ProblemInternal) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemInternal as a CodeSessionNotFound
+func (t ProblemInternal) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemInternal as the provided CodeSessionNotFound
+func (t *ProblemInternal) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemInternal, using the provided CodeSessionNotFound
+func (t *ProblemInternal) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemInternal as a CodeSessionAborted
+func (t ProblemInternal) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemInternal as the provided CodeSessionAborted
+func (t *ProblemInternal) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemInternal, using the provided CodeSessionAborted
+func (t *ProblemInternal) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemInternal as a CodeSessionCommitted
+func (t ProblemInternal) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemInternal as the provided CodeSessionCommitted
+func (t *ProblemInternal) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemInternal, using the provided CodeSessionCommitted
+func (t *ProblemInternal) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -3674,6 +4440,84 @@ func (t *ProblemInvalidRequest) MergeCodeReceiptPending(v CodeReceiptPending) er
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the ProblemInvalidRequest as a CodeSessionNotFound
+func (t ProblemInvalidRequest) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemInvalidRequest as the provided CodeSessionNotFound
+func (t *ProblemInvalidRequest) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeSessionNotFound
+func (t *ProblemInvalidRequest) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemInvalidRequest as a CodeSessionAborted
+func (t ProblemInvalidRequest) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemInvalidRequest as the provided CodeSessionAborted
+func (t *ProblemInvalidRequest) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeSessionAborted
+func (t *ProblemInvalidRequest) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemInvalidRequest as a CodeSessionCommitted
+func (t ProblemInvalidRequest) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemInvalidRequest as the provided CodeSessionCommitted
+func (t *ProblemInvalidRequest) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeSessionCommitted
+func (t *ProblemInvalidRequest) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemInvalidRequest) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -4343,6 +5187,84 @@ func (t *ProblemKeyMismatch) FromCodeReceiptPending(v CodeReceiptPending) error 
 
 // MergeCodeReceiptPending performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeReceiptPending
 func (t *ProblemKeyMismatch) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemKeyMismatch as a CodeSessionNotFound
+func (t ProblemKeyMismatch) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemKeyMismatch as the provided CodeSessionNotFound
+func (t *ProblemKeyMismatch) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeSessionNotFound
+func (t *ProblemKeyMismatch) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemKeyMismatch as a CodeSessionAborted
+func (t ProblemKeyMismatch) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemKeyMismatch as the provided CodeSessionAborted
+func (t *ProblemKeyMismatch) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeSessionAborted
+func (t *ProblemKeyMismatch) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemKeyMismatch as a CodeSessionCommitted
+func (t ProblemKeyMismatch) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemKeyMismatch as the provided CodeSessionCommitted
+func (t *ProblemKeyMismatch) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeSessionCommitted
+func (t *ProblemKeyMismatch) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5026,6 +5948,84 @@ func (t *ProblemOverloaded) MergeCodeReceiptPending(v CodeReceiptPending) error 
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the ProblemOverloaded as a CodeSessionNotFound
+func (t ProblemOverloaded) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemOverloaded as the provided CodeSessionNotFound
+func (t *ProblemOverloaded) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemOverloaded, using the provided CodeSessionNotFound
+func (t *ProblemOverloaded) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemOverloaded as a CodeSessionAborted
+func (t ProblemOverloaded) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemOverloaded as the provided CodeSessionAborted
+func (t *ProblemOverloaded) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemOverloaded, using the provided CodeSessionAborted
+func (t *ProblemOverloaded) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemOverloaded as a CodeSessionCommitted
+func (t ProblemOverloaded) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemOverloaded as the provided CodeSessionCommitted
+func (t *ProblemOverloaded) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemOverloaded, using the provided CodeSessionCommitted
+func (t *ProblemOverloaded) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemOverloaded) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -5098,6 +6098,763 @@ func (t ProblemOverloaded) MarshalJSON() ([]byte, error) {
 }
 
 func (t *ProblemOverloaded) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemOverloadedUnkeyed as a CodeInvalidRequest
+func (t ProblemOverloadedUnkeyed) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeInvalidRequest
+func (t *ProblemOverloadedUnkeyed) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeInvalidRequest
+func (t *ProblemOverloadedUnkeyed) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemOverloadedUnkeyed as a CodeInvalidKey
+func (t ProblemOverloadedUnkeyed) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeInvalidKey
+func (t *ProblemOverloadedUnkeyed) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeInvalidKey
+func (t *ProblemOverloadedUnkeyed) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemOverloadedUnkeyed as a CodeUnauthenticated
+func (t ProblemOverloadedUnkeyed) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeUnauthenticated
+func (t *ProblemOverloadedUnkeyed) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeUnauthenticated
+func (t *ProblemOverloadedUnkeyed) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemOverloadedUnkeyed as a CodeTableNotFound
+func (t ProblemOverloadedUnkeyed) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeTableNotFound
+func (t *ProblemOverloadedUnkeyed) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeTableNotFound
+func (t *ProblemOverloadedUnkeyed) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemOverloadedUnkeyed as a CodeDocumentNotFound
+func (t ProblemOverloadedUnkeyed) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeDocumentNotFound
+func (t *ProblemOverloadedUnkeyed) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeDocumentNotFound
+func (t *ProblemOverloadedUnkeyed) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemOverloadedUnkeyed as a CodeReceiptNotFound
+func (t ProblemOverloadedUnkeyed) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeReceiptNotFound
+func (t *ProblemOverloadedUnkeyed) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeReceiptNotFound
+func (t *ProblemOverloadedUnkeyed) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemOverloadedUnkeyed as a CodeNotFound
+func (t ProblemOverloadedUnkeyed) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeNotFound
+func (t *ProblemOverloadedUnkeyed) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeNotFound
+func (t *ProblemOverloadedUnkeyed) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemOverloadedUnkeyed as a CodeMethodNotAllowed
+func (t ProblemOverloadedUnkeyed) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeMethodNotAllowed
+func (t *ProblemOverloadedUnkeyed) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeMethodNotAllowed
+func (t *ProblemOverloadedUnkeyed) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemOverloadedUnkeyed as a CodeTransactionConflict
+func (t ProblemOverloadedUnkeyed) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeTransactionConflict
+func (t *ProblemOverloadedUnkeyed) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeTransactionConflict
+func (t *ProblemOverloadedUnkeyed) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemOverloadedUnkeyed as a CodeTransactionAborted
+func (t ProblemOverloadedUnkeyed) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeTransactionAborted
+func (t *ProblemOverloadedUnkeyed) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeTransactionAborted
+func (t *ProblemOverloadedUnkeyed) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemOverloadedUnkeyed as a CodeRequestInProgress
+func (t ProblemOverloadedUnkeyed) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeRequestInProgress
+func (t *ProblemOverloadedUnkeyed) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeRequestInProgress
+func (t *ProblemOverloadedUnkeyed) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemOverloadedUnkeyed as a CodePayloadTooLarge
+func (t ProblemOverloadedUnkeyed) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodePayloadTooLarge
+func (t *ProblemOverloadedUnkeyed) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodePayloadTooLarge
+func (t *ProblemOverloadedUnkeyed) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemOverloadedUnkeyed as a CodeUnsupportedMedia
+func (t ProblemOverloadedUnkeyed) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeUnsupportedMedia
+func (t *ProblemOverloadedUnkeyed) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeUnsupportedMedia
+func (t *ProblemOverloadedUnkeyed) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemOverloadedUnkeyed as a CodeHeadersTooLarge
+func (t ProblemOverloadedUnkeyed) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeHeadersTooLarge
+func (t *ProblemOverloadedUnkeyed) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeHeadersTooLarge
+func (t *ProblemOverloadedUnkeyed) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemOverloadedUnkeyed as a CodeNotImplemented
+func (t ProblemOverloadedUnkeyed) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeNotImplemented
+func (t *ProblemOverloadedUnkeyed) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeNotImplemented
+func (t *ProblemOverloadedUnkeyed) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemOverloadedUnkeyed as a CodeKeyMismatch
+func (t ProblemOverloadedUnkeyed) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeKeyMismatch
+func (t *ProblemOverloadedUnkeyed) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeKeyMismatch
+func (t *ProblemOverloadedUnkeyed) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemOverloadedUnkeyed as a CodeOverloaded
+func (t ProblemOverloadedUnkeyed) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeOverloaded
+func (t *ProblemOverloadedUnkeyed) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeOverloaded
+func (t *ProblemOverloadedUnkeyed) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemOverloadedUnkeyed as a CodeInternal
+func (t ProblemOverloadedUnkeyed) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeInternal
+func (t *ProblemOverloadedUnkeyed) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeInternal
+func (t *ProblemOverloadedUnkeyed) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemOverloadedUnkeyed as a CodeUnavailable
+func (t ProblemOverloadedUnkeyed) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeUnavailable
+func (t *ProblemOverloadedUnkeyed) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeUnavailable
+func (t *ProblemOverloadedUnkeyed) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemOverloadedUnkeyed as a CodeReceiptPending
+func (t ProblemOverloadedUnkeyed) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeReceiptPending
+func (t *ProblemOverloadedUnkeyed) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeReceiptPending
+func (t *ProblemOverloadedUnkeyed) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemOverloadedUnkeyed as a CodeSessionNotFound
+func (t ProblemOverloadedUnkeyed) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeSessionNotFound
+func (t *ProblemOverloadedUnkeyed) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeSessionNotFound
+func (t *ProblemOverloadedUnkeyed) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemOverloadedUnkeyed as a CodeSessionAborted
+func (t ProblemOverloadedUnkeyed) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeSessionAborted
+func (t *ProblemOverloadedUnkeyed) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeSessionAborted
+func (t *ProblemOverloadedUnkeyed) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemOverloadedUnkeyed as a CodeSessionCommitted
+func (t ProblemOverloadedUnkeyed) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeSessionCommitted
+func (t *ProblemOverloadedUnkeyed) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeSessionCommitted
+func (t *ProblemOverloadedUnkeyed) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemOverloadedUnkeyed) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemOverloadedUnkeyed) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -5691,6 +7448,84 @@ func (t *ProblemPayloadTooLarge) FromCodeReceiptPending(v CodeReceiptPending) er
 
 // MergeCodeReceiptPending performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeReceiptPending
 func (t *ProblemPayloadTooLarge) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemPayloadTooLarge as a CodeSessionNotFound
+func (t ProblemPayloadTooLarge) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeSessionNotFound
+func (t *ProblemPayloadTooLarge) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeSessionNotFound
+func (t *ProblemPayloadTooLarge) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemPayloadTooLarge as a CodeSessionAborted
+func (t ProblemPayloadTooLarge) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeSessionAborted
+func (t *ProblemPayloadTooLarge) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeSessionAborted
+func (t *ProblemPayloadTooLarge) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemPayloadTooLarge as a CodeSessionCommitted
+func (t ProblemPayloadTooLarge) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeSessionCommitted
+func (t *ProblemPayloadTooLarge) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeSessionCommitted
+func (t *ProblemPayloadTooLarge) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -6380,6 +8215,84 @@ func (t *ProblemReceiptNotFound) MergeCodeReceiptPending(v CodeReceiptPending) e
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the ProblemReceiptNotFound as a CodeSessionNotFound
+func (t ProblemReceiptNotFound) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemReceiptNotFound as the provided CodeSessionNotFound
+func (t *ProblemReceiptNotFound) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeSessionNotFound
+func (t *ProblemReceiptNotFound) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemReceiptNotFound as a CodeSessionAborted
+func (t ProblemReceiptNotFound) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemReceiptNotFound as the provided CodeSessionAborted
+func (t *ProblemReceiptNotFound) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeSessionAborted
+func (t *ProblemReceiptNotFound) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemReceiptNotFound as a CodeSessionCommitted
+func (t ProblemReceiptNotFound) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemReceiptNotFound as the provided CodeSessionCommitted
+func (t *ProblemReceiptNotFound) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeSessionCommitted
+func (t *ProblemReceiptNotFound) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -7059,6 +8972,84 @@ func (t *ProblemReceiptPending) MergeCodeReceiptPending(v CodeReceiptPending) er
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the ProblemReceiptPending as a CodeSessionNotFound
+func (t ProblemReceiptPending) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemReceiptPending as the provided CodeSessionNotFound
+func (t *ProblemReceiptPending) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeSessionNotFound
+func (t *ProblemReceiptPending) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemReceiptPending as a CodeSessionAborted
+func (t ProblemReceiptPending) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemReceiptPending as the provided CodeSessionAborted
+func (t *ProblemReceiptPending) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeSessionAborted
+func (t *ProblemReceiptPending) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemReceiptPending as a CodeSessionCommitted
+func (t ProblemReceiptPending) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemReceiptPending as the provided CodeSessionCommitted
+func (t *ProblemReceiptPending) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeSessionCommitted
+func (t *ProblemReceiptPending) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -7131,6 +9122,2277 @@ func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 }
 
 func (t *ProblemReceiptPending) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemSessionAborted as a CodeInvalidRequest
+func (t ProblemSessionAborted) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemSessionAborted as the provided CodeInvalidRequest
+func (t *ProblemSessionAborted) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeInvalidRequest
+func (t *ProblemSessionAborted) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemSessionAborted as a CodeInvalidKey
+func (t ProblemSessionAborted) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemSessionAborted as the provided CodeInvalidKey
+func (t *ProblemSessionAborted) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeInvalidKey
+func (t *ProblemSessionAborted) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemSessionAborted as a CodeUnauthenticated
+func (t ProblemSessionAborted) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemSessionAborted as the provided CodeUnauthenticated
+func (t *ProblemSessionAborted) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeUnauthenticated
+func (t *ProblemSessionAborted) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemSessionAborted as a CodeTableNotFound
+func (t ProblemSessionAborted) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemSessionAborted as the provided CodeTableNotFound
+func (t *ProblemSessionAborted) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeTableNotFound
+func (t *ProblemSessionAborted) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemSessionAborted as a CodeDocumentNotFound
+func (t ProblemSessionAborted) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemSessionAborted as the provided CodeDocumentNotFound
+func (t *ProblemSessionAborted) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeDocumentNotFound
+func (t *ProblemSessionAborted) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemSessionAborted as a CodeReceiptNotFound
+func (t ProblemSessionAborted) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemSessionAborted as the provided CodeReceiptNotFound
+func (t *ProblemSessionAborted) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeReceiptNotFound
+func (t *ProblemSessionAborted) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemSessionAborted as a CodeNotFound
+func (t ProblemSessionAborted) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemSessionAborted as the provided CodeNotFound
+func (t *ProblemSessionAborted) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeNotFound
+func (t *ProblemSessionAborted) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemSessionAborted as a CodeMethodNotAllowed
+func (t ProblemSessionAborted) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemSessionAborted as the provided CodeMethodNotAllowed
+func (t *ProblemSessionAborted) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeMethodNotAllowed
+func (t *ProblemSessionAborted) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemSessionAborted as a CodeTransactionConflict
+func (t ProblemSessionAborted) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemSessionAborted as the provided CodeTransactionConflict
+func (t *ProblemSessionAborted) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeTransactionConflict
+func (t *ProblemSessionAborted) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemSessionAborted as a CodeTransactionAborted
+func (t ProblemSessionAborted) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemSessionAborted as the provided CodeTransactionAborted
+func (t *ProblemSessionAborted) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeTransactionAborted
+func (t *ProblemSessionAborted) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemSessionAborted as a CodeRequestInProgress
+func (t ProblemSessionAborted) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemSessionAborted as the provided CodeRequestInProgress
+func (t *ProblemSessionAborted) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeRequestInProgress
+func (t *ProblemSessionAborted) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemSessionAborted as a CodePayloadTooLarge
+func (t ProblemSessionAborted) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemSessionAborted as the provided CodePayloadTooLarge
+func (t *ProblemSessionAborted) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemSessionAborted, using the provided CodePayloadTooLarge
+func (t *ProblemSessionAborted) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemSessionAborted as a CodeUnsupportedMedia
+func (t ProblemSessionAborted) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemSessionAborted as the provided CodeUnsupportedMedia
+func (t *ProblemSessionAborted) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeUnsupportedMedia
+func (t *ProblemSessionAborted) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemSessionAborted as a CodeHeadersTooLarge
+func (t ProblemSessionAborted) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemSessionAborted as the provided CodeHeadersTooLarge
+func (t *ProblemSessionAborted) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeHeadersTooLarge
+func (t *ProblemSessionAborted) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemSessionAborted as a CodeNotImplemented
+func (t ProblemSessionAborted) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemSessionAborted as the provided CodeNotImplemented
+func (t *ProblemSessionAborted) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeNotImplemented
+func (t *ProblemSessionAborted) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemSessionAborted as a CodeKeyMismatch
+func (t ProblemSessionAborted) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemSessionAborted as the provided CodeKeyMismatch
+func (t *ProblemSessionAborted) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeKeyMismatch
+func (t *ProblemSessionAborted) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemSessionAborted as a CodeOverloaded
+func (t ProblemSessionAborted) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemSessionAborted as the provided CodeOverloaded
+func (t *ProblemSessionAborted) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeOverloaded
+func (t *ProblemSessionAborted) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemSessionAborted as a CodeInternal
+func (t ProblemSessionAborted) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemSessionAborted as the provided CodeInternal
+func (t *ProblemSessionAborted) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeInternal
+func (t *ProblemSessionAborted) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemSessionAborted as a CodeUnavailable
+func (t ProblemSessionAborted) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemSessionAborted as the provided CodeUnavailable
+func (t *ProblemSessionAborted) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeUnavailable
+func (t *ProblemSessionAborted) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemSessionAborted as a CodeReceiptPending
+func (t ProblemSessionAborted) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemSessionAborted as the provided CodeReceiptPending
+func (t *ProblemSessionAborted) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeReceiptPending
+func (t *ProblemSessionAborted) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemSessionAborted as a CodeSessionNotFound
+func (t ProblemSessionAborted) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemSessionAborted as the provided CodeSessionNotFound
+func (t *ProblemSessionAborted) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeSessionNotFound
+func (t *ProblemSessionAborted) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemSessionAborted as a CodeSessionAborted
+func (t ProblemSessionAborted) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemSessionAborted as the provided CodeSessionAborted
+func (t *ProblemSessionAborted) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeSessionAborted
+func (t *ProblemSessionAborted) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemSessionAborted as a CodeSessionCommitted
+func (t ProblemSessionAborted) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemSessionAborted as the provided CodeSessionCommitted
+func (t *ProblemSessionAborted) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeSessionCommitted
+func (t *ProblemSessionAborted) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemSessionAborted) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemSessionAborted) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemSessionCommitted as a CodeInvalidRequest
+func (t ProblemSessionCommitted) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemSessionCommitted as the provided CodeInvalidRequest
+func (t *ProblemSessionCommitted) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeInvalidRequest
+func (t *ProblemSessionCommitted) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemSessionCommitted as a CodeInvalidKey
+func (t ProblemSessionCommitted) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemSessionCommitted as the provided CodeInvalidKey
+func (t *ProblemSessionCommitted) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeInvalidKey
+func (t *ProblemSessionCommitted) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemSessionCommitted as a CodeUnauthenticated
+func (t ProblemSessionCommitted) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemSessionCommitted as the provided CodeUnauthenticated
+func (t *ProblemSessionCommitted) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeUnauthenticated
+func (t *ProblemSessionCommitted) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemSessionCommitted as a CodeTableNotFound
+func (t ProblemSessionCommitted) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemSessionCommitted as the provided CodeTableNotFound
+func (t *ProblemSessionCommitted) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeTableNotFound
+func (t *ProblemSessionCommitted) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemSessionCommitted as a CodeDocumentNotFound
+func (t ProblemSessionCommitted) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemSessionCommitted as the provided CodeDocumentNotFound
+func (t *ProblemSessionCommitted) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeDocumentNotFound
+func (t *ProblemSessionCommitted) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemSessionCommitted as a CodeReceiptNotFound
+func (t ProblemSessionCommitted) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemSessionCommitted as the provided CodeReceiptNotFound
+func (t *ProblemSessionCommitted) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeReceiptNotFound
+func (t *ProblemSessionCommitted) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemSessionCommitted as a CodeNotFound
+func (t ProblemSessionCommitted) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemSessionCommitted as the provided CodeNotFound
+func (t *ProblemSessionCommitted) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeNotFound
+func (t *ProblemSessionCommitted) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemSessionCommitted as a CodeMethodNotAllowed
+func (t ProblemSessionCommitted) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemSessionCommitted as the provided CodeMethodNotAllowed
+func (t *ProblemSessionCommitted) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeMethodNotAllowed
+func (t *ProblemSessionCommitted) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemSessionCommitted as a CodeTransactionConflict
+func (t ProblemSessionCommitted) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemSessionCommitted as the provided CodeTransactionConflict
+func (t *ProblemSessionCommitted) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeTransactionConflict
+func (t *ProblemSessionCommitted) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemSessionCommitted as a CodeTransactionAborted
+func (t ProblemSessionCommitted) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemSessionCommitted as the provided CodeTransactionAborted
+func (t *ProblemSessionCommitted) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeTransactionAborted
+func (t *ProblemSessionCommitted) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemSessionCommitted as a CodeRequestInProgress
+func (t ProblemSessionCommitted) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemSessionCommitted as the provided CodeRequestInProgress
+func (t *ProblemSessionCommitted) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeRequestInProgress
+func (t *ProblemSessionCommitted) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemSessionCommitted as a CodePayloadTooLarge
+func (t ProblemSessionCommitted) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemSessionCommitted as the provided CodePayloadTooLarge
+func (t *ProblemSessionCommitted) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodePayloadTooLarge
+func (t *ProblemSessionCommitted) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemSessionCommitted as a CodeUnsupportedMedia
+func (t ProblemSessionCommitted) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemSessionCommitted as the provided CodeUnsupportedMedia
+func (t *ProblemSessionCommitted) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeUnsupportedMedia
+func (t *ProblemSessionCommitted) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemSessionCommitted as a CodeHeadersTooLarge
+func (t ProblemSessionCommitted) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemSessionCommitted as the provided CodeHeadersTooLarge
+func (t *ProblemSessionCommitted) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeHeadersTooLarge
+func (t *ProblemSessionCommitted) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemSessionCommitted as a CodeNotImplemented
+func (t ProblemSessionCommitted) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemSessionCommitted as the provided CodeNotImplemented
+func (t *ProblemSessionCommitted) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeNotImplemented
+func (t *ProblemSessionCommitted) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemSessionCommitted as a CodeKeyMismatch
+func (t ProblemSessionCommitted) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemSessionCommitted as the provided CodeKeyMismatch
+func (t *ProblemSessionCommitted) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeKeyMismatch
+func (t *ProblemSessionCommitted) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemSessionCommitted as a CodeOverloaded
+func (t ProblemSessionCommitted) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemSessionCommitted as the provided CodeOverloaded
+func (t *ProblemSessionCommitted) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeOverloaded
+func (t *ProblemSessionCommitted) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemSessionCommitted as a CodeInternal
+func (t ProblemSessionCommitted) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemSessionCommitted as the provided CodeInternal
+func (t *ProblemSessionCommitted) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeInternal
+func (t *ProblemSessionCommitted) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemSessionCommitted as a CodeUnavailable
+func (t ProblemSessionCommitted) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemSessionCommitted as the provided CodeUnavailable
+func (t *ProblemSessionCommitted) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeUnavailable
+func (t *ProblemSessionCommitted) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemSessionCommitted as a CodeReceiptPending
+func (t ProblemSessionCommitted) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemSessionCommitted as the provided CodeReceiptPending
+func (t *ProblemSessionCommitted) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeReceiptPending
+func (t *ProblemSessionCommitted) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemSessionCommitted as a CodeSessionNotFound
+func (t ProblemSessionCommitted) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemSessionCommitted as the provided CodeSessionNotFound
+func (t *ProblemSessionCommitted) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeSessionNotFound
+func (t *ProblemSessionCommitted) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemSessionCommitted as a CodeSessionAborted
+func (t ProblemSessionCommitted) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemSessionCommitted as the provided CodeSessionAborted
+func (t *ProblemSessionCommitted) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeSessionAborted
+func (t *ProblemSessionCommitted) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemSessionCommitted as a CodeSessionCommitted
+func (t ProblemSessionCommitted) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemSessionCommitted as the provided CodeSessionCommitted
+func (t *ProblemSessionCommitted) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeSessionCommitted
+func (t *ProblemSessionCommitted) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemSessionCommitted) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemSessionCommitted) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemSessionNotFound as a CodeInvalidRequest
+func (t ProblemSessionNotFound) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemSessionNotFound as the provided CodeInvalidRequest
+func (t *ProblemSessionNotFound) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeInvalidRequest
+func (t *ProblemSessionNotFound) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemSessionNotFound as a CodeInvalidKey
+func (t ProblemSessionNotFound) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemSessionNotFound as the provided CodeInvalidKey
+func (t *ProblemSessionNotFound) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeInvalidKey
+func (t *ProblemSessionNotFound) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemSessionNotFound as a CodeUnauthenticated
+func (t ProblemSessionNotFound) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemSessionNotFound as the provided CodeUnauthenticated
+func (t *ProblemSessionNotFound) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeUnauthenticated
+func (t *ProblemSessionNotFound) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemSessionNotFound as a CodeTableNotFound
+func (t ProblemSessionNotFound) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemSessionNotFound as the provided CodeTableNotFound
+func (t *ProblemSessionNotFound) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeTableNotFound
+func (t *ProblemSessionNotFound) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemSessionNotFound as a CodeDocumentNotFound
+func (t ProblemSessionNotFound) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemSessionNotFound as the provided CodeDocumentNotFound
+func (t *ProblemSessionNotFound) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeDocumentNotFound
+func (t *ProblemSessionNotFound) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemSessionNotFound as a CodeReceiptNotFound
+func (t ProblemSessionNotFound) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemSessionNotFound as the provided CodeReceiptNotFound
+func (t *ProblemSessionNotFound) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeReceiptNotFound
+func (t *ProblemSessionNotFound) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemSessionNotFound as a CodeNotFound
+func (t ProblemSessionNotFound) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemSessionNotFound as the provided CodeNotFound
+func (t *ProblemSessionNotFound) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeNotFound
+func (t *ProblemSessionNotFound) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemSessionNotFound as a CodeMethodNotAllowed
+func (t ProblemSessionNotFound) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemSessionNotFound as the provided CodeMethodNotAllowed
+func (t *ProblemSessionNotFound) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeMethodNotAllowed
+func (t *ProblemSessionNotFound) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemSessionNotFound as a CodeTransactionConflict
+func (t ProblemSessionNotFound) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemSessionNotFound as the provided CodeTransactionConflict
+func (t *ProblemSessionNotFound) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeTransactionConflict
+func (t *ProblemSessionNotFound) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemSessionNotFound as a CodeTransactionAborted
+func (t ProblemSessionNotFound) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemSessionNotFound as the provided CodeTransactionAborted
+func (t *ProblemSessionNotFound) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeTransactionAborted
+func (t *ProblemSessionNotFound) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemSessionNotFound as a CodeRequestInProgress
+func (t ProblemSessionNotFound) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemSessionNotFound as the provided CodeRequestInProgress
+func (t *ProblemSessionNotFound) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeRequestInProgress
+func (t *ProblemSessionNotFound) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemSessionNotFound as a CodePayloadTooLarge
+func (t ProblemSessionNotFound) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemSessionNotFound as the provided CodePayloadTooLarge
+func (t *ProblemSessionNotFound) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodePayloadTooLarge
+func (t *ProblemSessionNotFound) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemSessionNotFound as a CodeUnsupportedMedia
+func (t ProblemSessionNotFound) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemSessionNotFound as the provided CodeUnsupportedMedia
+func (t *ProblemSessionNotFound) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeUnsupportedMedia
+func (t *ProblemSessionNotFound) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemSessionNotFound as a CodeHeadersTooLarge
+func (t ProblemSessionNotFound) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemSessionNotFound as the provided CodeHeadersTooLarge
+func (t *ProblemSessionNotFound) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeHeadersTooLarge
+func (t *ProblemSessionNotFound) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemSessionNotFound as a CodeNotImplemented
+func (t ProblemSessionNotFound) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemSessionNotFound as the provided CodeNotImplemented
+func (t *ProblemSessionNotFound) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeNotImplemented
+func (t *ProblemSessionNotFound) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemSessionNotFound as a CodeKeyMismatch
+func (t ProblemSessionNotFound) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemSessionNotFound as the provided CodeKeyMismatch
+func (t *ProblemSessionNotFound) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeKeyMismatch
+func (t *ProblemSessionNotFound) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemSessionNotFound as a CodeOverloaded
+func (t ProblemSessionNotFound) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemSessionNotFound as the provided CodeOverloaded
+func (t *ProblemSessionNotFound) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeOverloaded
+func (t *ProblemSessionNotFound) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemSessionNotFound as a CodeInternal
+func (t ProblemSessionNotFound) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemSessionNotFound as the provided CodeInternal
+func (t *ProblemSessionNotFound) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeInternal
+func (t *ProblemSessionNotFound) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemSessionNotFound as a CodeUnavailable
+func (t ProblemSessionNotFound) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemSessionNotFound as the provided CodeUnavailable
+func (t *ProblemSessionNotFound) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeUnavailable
+func (t *ProblemSessionNotFound) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemSessionNotFound as a CodeReceiptPending
+func (t ProblemSessionNotFound) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemSessionNotFound as the provided CodeReceiptPending
+func (t *ProblemSessionNotFound) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeReceiptPending
+func (t *ProblemSessionNotFound) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemSessionNotFound as a CodeSessionNotFound
+func (t ProblemSessionNotFound) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemSessionNotFound as the provided CodeSessionNotFound
+func (t *ProblemSessionNotFound) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeSessionNotFound
+func (t *ProblemSessionNotFound) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemSessionNotFound as a CodeSessionAborted
+func (t ProblemSessionNotFound) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemSessionNotFound as the provided CodeSessionAborted
+func (t *ProblemSessionNotFound) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeSessionAborted
+func (t *ProblemSessionNotFound) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemSessionNotFound as a CodeSessionCommitted
+func (t ProblemSessionNotFound) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemSessionNotFound as the provided CodeSessionCommitted
+func (t *ProblemSessionNotFound) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeSessionCommitted
+func (t *ProblemSessionNotFound) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemSessionNotFound) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemSessionNotFound) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -7724,6 +11986,84 @@ func (t *ProblemTableNotFound) FromCodeReceiptPending(v CodeReceiptPending) erro
 
 // MergeCodeReceiptPending performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeReceiptPending
 func (t *ProblemTableNotFound) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemTableNotFound as a CodeSessionNotFound
+func (t ProblemTableNotFound) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemTableNotFound as the provided CodeSessionNotFound
+func (t *ProblemTableNotFound) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeSessionNotFound
+func (t *ProblemTableNotFound) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemTableNotFound as a CodeSessionAborted
+func (t ProblemTableNotFound) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemTableNotFound as the provided CodeSessionAborted
+func (t *ProblemTableNotFound) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeSessionAborted
+func (t *ProblemTableNotFound) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemTableNotFound as a CodeSessionCommitted
+func (t ProblemTableNotFound) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemTableNotFound as the provided CodeSessionCommitted
+func (t *ProblemTableNotFound) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeSessionCommitted
+func (t *ProblemTableNotFound) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -8413,6 +12753,84 @@ func (t *ProblemUnauthenticated) MergeCodeReceiptPending(v CodeReceiptPending) e
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the ProblemUnauthenticated as a CodeSessionNotFound
+func (t ProblemUnauthenticated) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemUnauthenticated as the provided CodeSessionNotFound
+func (t *ProblemUnauthenticated) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeSessionNotFound
+func (t *ProblemUnauthenticated) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemUnauthenticated as a CodeSessionAborted
+func (t ProblemUnauthenticated) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemUnauthenticated as the provided CodeSessionAborted
+func (t *ProblemUnauthenticated) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeSessionAborted
+func (t *ProblemUnauthenticated) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemUnauthenticated as a CodeSessionCommitted
+func (t ProblemUnauthenticated) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemUnauthenticated as the provided CodeSessionCommitted
+func (t *ProblemUnauthenticated) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeSessionCommitted
+func (t *ProblemUnauthenticated) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnauthenticated) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -9082,6 +13500,84 @@ func (t *ProblemUnavailable) FromCodeReceiptPending(v CodeReceiptPending) error 
 
 // MergeCodeReceiptPending performs a merge with any union data inside the ProblemUnavailable, using the provided CodeReceiptPending
 func (t *ProblemUnavailable) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemUnavailable as a CodeSessionNotFound
+func (t ProblemUnavailable) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemUnavailable as the provided CodeSessionNotFound
+func (t *ProblemUnavailable) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemUnavailable, using the provided CodeSessionNotFound
+func (t *ProblemUnavailable) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemUnavailable as a CodeSessionAborted
+func (t ProblemUnavailable) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemUnavailable as the provided CodeSessionAborted
+func (t *ProblemUnavailable) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemUnavailable, using the provided CodeSessionAborted
+func (t *ProblemUnavailable) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemUnavailable as a CodeSessionCommitted
+func (t ProblemUnavailable) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemUnavailable as the provided CodeSessionCommitted
+func (t *ProblemUnavailable) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemUnavailable, using the provided CodeSessionCommitted
+func (t *ProblemUnavailable) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -9771,6 +14267,84 @@ func (t *ProblemUnsupportedMedia) MergeCodeReceiptPending(v CodeReceiptPending) 
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the ProblemUnsupportedMedia as a CodeSessionNotFound
+func (t ProblemUnsupportedMedia) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeSessionNotFound
+func (t *ProblemUnsupportedMedia) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeSessionNotFound
+func (t *ProblemUnsupportedMedia) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemUnsupportedMedia as a CodeSessionAborted
+func (t ProblemUnsupportedMedia) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeSessionAborted
+func (t *ProblemUnsupportedMedia) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeSessionAborted
+func (t *ProblemUnsupportedMedia) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemUnsupportedMedia as a CodeSessionCommitted
+func (t ProblemUnsupportedMedia) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeSessionCommitted
+func (t *ProblemUnsupportedMedia) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeSessionCommitted
+func (t *ProblemUnsupportedMedia) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnsupportedMedia) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -9927,6 +14501,130 @@ func (t *ProblemUnsupportedMedia) UnmarshalJSON(b []byte) error {
 		}
 	}
 
+	return err
+}
+
+// AsTableStage returns the union data inside the StageRequest as a TableStage
+func (t StageRequest) AsTableStage() (TableStage, error) {
+	var body TableStage
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTableStage overwrites any union data inside the StageRequest as the provided TableStage
+func (t *StageRequest) FromTableStage(v TableStage) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTableStage performs a merge with any union data inside the StageRequest, using the provided TableStage
+func (t *StageRequest) MergeTableStage(v TableStage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTablesStage returns the union data inside the StageRequest as a TablesStage
+func (t StageRequest) AsTablesStage() (TablesStage, error) {
+	var body TablesStage
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTablesStage overwrites any union data inside the StageRequest as the provided TablesStage
+func (t *StageRequest) FromTablesStage(v TablesStage) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTablesStage performs a merge with any union data inside the StageRequest, using the provided TablesStage
+func (t *StageRequest) MergeTablesStage(v TablesStage) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t StageRequest) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *StageRequest) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsProblemSessionAborted returns the union data inside the SessionEnded as a ProblemSessionAborted
+func (t SessionEnded) AsProblemSessionAborted() (ProblemSessionAborted, error) {
+	var body ProblemSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemSessionAborted overwrites any union data inside the SessionEnded as the provided ProblemSessionAborted
+func (t *SessionEnded) FromProblemSessionAborted(v ProblemSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemSessionAborted performs a merge with any union data inside the SessionEnded, using the provided ProblemSessionAborted
+func (t *SessionEnded) MergeProblemSessionAborted(v ProblemSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemSessionCommitted returns the union data inside the SessionEnded as a ProblemSessionCommitted
+func (t SessionEnded) AsProblemSessionCommitted() (ProblemSessionCommitted, error) {
+	var body ProblemSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemSessionCommitted overwrites any union data inside the SessionEnded as the provided ProblemSessionCommitted
+func (t *SessionEnded) FromProblemSessionCommitted(v ProblemSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemSessionCommitted performs a merge with any union data inside the SessionEnded, using the provided ProblemSessionCommitted
+func (t *SessionEnded) MergeProblemSessionCommitted(v ProblemSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SessionEnded) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *SessionEnded) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
 	return err
 }
 
@@ -10450,6 +15148,84 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPe
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -10528,6 +15304,3863 @@ func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]by
 }
 
 func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsProblemReceiptPending returns the union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody as a ProblemReceiptPending
+func (t CommitSession503ApplicationProblemPlusJSONResponseBody) AsProblemReceiptPending() (ProblemReceiptPending, error) {
+	var body ProblemReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemReceiptPending overwrites any union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody as the provided ProblemReceiptPending
+func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) FromProblemReceiptPending(v ProblemReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemReceiptPending performs a merge with any union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody, using the provided ProblemReceiptPending
+func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) MergeProblemReceiptPending(v ProblemReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemUnavailable returns the union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody as a ProblemUnavailable
+func (t CommitSession503ApplicationProblemPlusJSONResponseBody) AsProblemUnavailable() (ProblemUnavailable, error) {
+	var body ProblemUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemUnavailable overwrites any union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody as the provided ProblemUnavailable
+func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) FromProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemUnavailable performs a merge with any union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody, using the provided ProblemUnavailable
+func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) MergeProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CommitSession503ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -11121,6 +19754,84 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(
 
 // MergeCodeReceiptPending performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
 func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -11812,6 +20523,84 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -12483,6 +21272,84 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(
 
 // MergeCodeReceiptPending performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
 func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -13236,6 +22103,84 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPendin
 	return err
 }
 
+// AsCodeSessionNotFound returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -13486,7 +22431,10 @@ type ClientInterface interface {
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
-	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases, and
+	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
+	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
+	// idem_sessions_begun_total, idem_sessions_committed_total,
+	// idem_sessions_aborted_total, idem_sessions_expired_total, and
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
 	// idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -13507,6 +22455,182 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/receipts/{table}/{key} (the `GetReceipt` operationId).
 	GetReceipt(ctx context.Context, tableParam TableParam, key Key, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BeginSessionWithBody Begin an interactive session
+	//
+	// An interactive session stages batches on one or more tables, reads
+	// its own writes over the committed state, and ends by a commit —
+	// which runs everything staged exactly once through the same
+	// receipt-first retained 2PC as a keyed batch — or by an abort
+	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// the server's -session-ttl-max, 300 by default) unless it ends
+	// first; a session that outlives it, or whose node dies before its
+	// commit is requested, is presumed aborted. Sessions are scoped to the
+	// principal: another principal's session is session_not_found.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+	BeginSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BeginSessionWithApplicationWildcardPlusJSONBody Begin an interactive session
+	//
+	// An interactive session stages batches on one or more tables, reads
+	// its own writes over the committed state, and ends by a commit —
+	// which runs everything staged exactly once through the same
+	// receipt-first retained 2PC as a keyed batch — or by an abort
+	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// the server's -session-ttl-max, 300 by default) unless it ends
+	// first; a session that outlives it, or whose node dies before its
+	// commit is requested, is presumed aborted. Sessions are scoped to the
+	// principal: another principal's session is session_not_found.
+	//
+	// Takes a body of the `application/*+json` content type.
+	//
+	// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+	BeginSessionWithApplicationWildcardPlusJSONBody(ctx context.Context, body BeginSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BeginSession Begin an interactive session
+	//
+	// An interactive session stages batches on one or more tables, reads
+	// its own writes over the committed state, and ends by a commit —
+	// which runs everything staged exactly once through the same
+	// receipt-first retained 2PC as a keyed batch — or by an abort
+	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// the server's -session-ttl-max, 300 by default) unless it ends
+	// first; a session that outlives it, or whose node dies before its
+	// commit is requested, is presumed aborted. Sessions are scoped to the
+	// principal: another principal's session is session_not_found.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+	BeginSession(ctx context.Context, body BeginSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AbortSession Abort a session
+	//
+	// Nothing it staged applies. Aborting an aborted session answers it as
+	// it is; a committed session is 409 session_committed.
+	//
+	// Corresponds with DELETE /v1/sessions/{id} (the `AbortSession` operationId).
+	AbortSession(ctx context.Context, id SessionId, params *AbortSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSession A session's state (any node answers)
+	//
+	// Corresponds with GET /v1/sessions/{id} (the `GetSession` operationId).
+	GetSession(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StageSessionWithBody Stage batches in a session
+	//
+	// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+	// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+	// names) as one step: validated and computed at once on the session's
+	// view — its own writes over the committed state — recording the
+	// version of every document it reads. A refused batch (an invalid op,
+	// a transform of a missing document, a table that does not exist, the
+	// session's bounds: 1000 documents, 512 KiB of written documents, 16
+	// tables) leaves the session as it was. Nothing is visible outside the
+	// session before its commit.
+	//
+	// On a cluster a step on a session another live node holds is
+	// forwarded there (`Idem-Served-By`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+	StageSessionWithBody(ctx context.Context, id SessionId, params *StageSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StageSessionWithApplicationWildcardPlusJSONBody Stage batches in a session
+	//
+	// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+	// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+	// names) as one step: validated and computed at once on the session's
+	// view — its own writes over the committed state — recording the
+	// version of every document it reads. A refused batch (an invalid op,
+	// a transform of a missing document, a table that does not exist, the
+	// session's bounds: 1000 documents, 512 KiB of written documents, 16
+	// tables) leaves the session as it was. Nothing is visible outside the
+	// session before its commit.
+	//
+	// On a cluster a step on a session another live node holds is
+	// forwarded there (`Idem-Served-By`).
+	//
+	// Takes a body of the `application/*+json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+	StageSessionWithApplicationWildcardPlusJSONBody(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StageSession Stage batches in a session
+	//
+	// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+	// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+	// names) as one step: validated and computed at once on the session's
+	// view — its own writes over the committed state — recording the
+	// version of every document it reads. A refused batch (an invalid op,
+	// a transform of a missing document, a table that does not exist, the
+	// session's bounds: 1000 documents, 512 KiB of written documents, 16
+	// tables) leaves the session as it was. Nothing is visible outside the
+	// session before its commit.
+	//
+	// On a cluster a step on a session another live node holds is
+	// forwarded there (`Idem-Served-By`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+	StageSession(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CommitSessionWithBody Commit a session, exactly once
+	//
+	// The commit is a receipt bound to (principal, the Idempotency-Key —
+	// or, without one, the session ID): published before anything
+	// executes, in the same write that ends the session, then run through
+	// retained 2PC with a condition on every document version the session
+	// saw. Its answer is a keyed answer, as the batch route's: the
+	// committed sum of the staged batches (201), or a problem with
+	// `outcome` and `transaction_id` — 409 transaction_conflict when a
+	// document the session read or wrote changed since (a
+	// coordinator-proven abort: nothing applied). A retry replays it
+	// byte for byte (`Idempotent-Replayed: true`), under any key: a
+	// session has one commit. Once the commit is requested, a successor
+	// node finishes it if this one dies. The key reused for another
+	// session's commit is 422.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+	CommitSessionWithBody(ctx context.Context, id SessionId, params *CommitSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CommitSession Commit a session, exactly once
+	//
+	// The commit is a receipt bound to (principal, the Idempotency-Key —
+	// or, without one, the session ID): published before anything
+	// executes, in the same write that ends the session, then run through
+	// retained 2PC with a condition on every document version the session
+	// saw. Its answer is a keyed answer, as the batch route's: the
+	// committed sum of the staged batches (201), or a problem with
+	// `outcome` and `transaction_id` — 409 transaction_conflict when a
+	// document the session read or wrote changed since (a
+	// coordinator-proven abort: nothing applied). A retry replays it
+	// byte for byte (`Idempotent-Replayed: true`), under any key: a
+	// session has one commit. Once the commit is requested, a successor
+	// node finishes it if this one dies. The key reused for another
+	// session's commit is 422.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+	CommitSession(ctx context.Context, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadSessionDoc Read a document as the session sees it
+	//
+	// The session's own write of the document if it made one, else the
+	// committed document — whose version the session records the first
+	// time, so that its commit aborts with transaction_conflict if the
+	// document changes meanwhile.
+	//
+	// Corresponds with GET /v1/sessions/{id}/tables/{table}/docs/{doc} (the `ReadSessionDoc` operationId).
+	ReadSessionDoc(ctx context.Context, id SessionId, tableParam TableParam, doc DocId, params *ReadSessionDocParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTables List the caller's tables, a page at a time, in name order
 	//
@@ -13673,7 +22797,10 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
-// idem_leases_renewed_total, idem_executor_busy, idem_active_leases, and
+// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
+// idem_executor_busy_by_kind, idem_active_leases_by_kind,
+// idem_sessions_begun_total, idem_sessions_committed_total,
+// idem_sessions_aborted_total, idem_sessions_expired_total, and
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,
 // idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -13705,6 +22832,292 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /v1/receipts/{table}/{key} (the `GetReceipt` operationId).
 func (c *Client) GetReceipt(ctx context.Context, tableParam TableParam, key Key, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReceiptRequest(c.Server, tableParam, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BeginSessionWithBody Begin an interactive session
+//
+// An interactive session stages batches on one or more tables, reads
+// its own writes over the committed state, and ends by a commit —
+// which runs everything staged exactly once through the same
+// receipt-first retained 2PC as a keyed batch — or by an abort
+// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// the server's -session-ttl-max, 300 by default) unless it ends
+// first; a session that outlives it, or whose node dies before its
+// commit is requested, is presumed aborted. Sessions are scoped to the
+// principal: another principal's session is session_not_found.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+func (c *Client) BeginSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBeginSessionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BeginSessionWithApplicationWildcardPlusJSONBody Begin an interactive session
+//
+// An interactive session stages batches on one or more tables, reads
+// its own writes over the committed state, and ends by a commit —
+// which runs everything staged exactly once through the same
+// receipt-first retained 2PC as a keyed batch — or by an abort
+// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// the server's -session-ttl-max, 300 by default) unless it ends
+// first; a session that outlives it, or whose node dies before its
+// commit is requested, is presumed aborted. Sessions are scoped to the
+// principal: another principal's session is session_not_found.
+//
+// Takes a body of the `application/*+json` content type.
+//
+// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+func (c *Client) BeginSessionWithApplicationWildcardPlusJSONBody(ctx context.Context, body BeginSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBeginSessionRequestWithApplicationWildcardPlusJSONBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BeginSession Begin an interactive session
+//
+// An interactive session stages batches on one or more tables, reads
+// its own writes over the committed state, and ends by a commit —
+// which runs everything staged exactly once through the same
+// receipt-first retained 2PC as a keyed batch — or by an abort
+// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// the server's -session-ttl-max, 300 by default) unless it ends
+// first; a session that outlives it, or whose node dies before its
+// commit is requested, is presumed aborted. Sessions are scoped to the
+// principal: another principal's session is session_not_found.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+func (c *Client) BeginSession(ctx context.Context, body BeginSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBeginSessionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AbortSession Abort a session
+//
+// Nothing it staged applies. Aborting an aborted session answers it as
+// it is; a committed session is 409 session_committed.
+//
+// Corresponds with DELETE /v1/sessions/{id} (the `AbortSession` operationId).
+func (c *Client) AbortSession(ctx context.Context, id SessionId, params *AbortSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAbortSessionRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSession A session's state (any node answers)
+//
+// Corresponds with GET /v1/sessions/{id} (the `GetSession` operationId).
+func (c *Client) GetSession(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSessionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StageSessionWithBody Stage batches in a session
+//
+// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+// names) as one step: validated and computed at once on the session's
+// view — its own writes over the committed state — recording the
+// version of every document it reads. A refused batch (an invalid op,
+// a transform of a missing document, a table that does not exist, the
+// session's bounds: 1000 documents, 512 KiB of written documents, 16
+// tables) leaves the session as it was. Nothing is visible outside the
+// session before its commit.
+//
+// On a cluster a step on a session another live node holds is
+// forwarded there (`Idem-Served-By`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+func (c *Client) StageSessionWithBody(ctx context.Context, id SessionId, params *StageSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStageSessionRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StageSessionWithApplicationWildcardPlusJSONBody Stage batches in a session
+//
+// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+// names) as one step: validated and computed at once on the session's
+// view — its own writes over the committed state — recording the
+// version of every document it reads. A refused batch (an invalid op,
+// a transform of a missing document, a table that does not exist, the
+// session's bounds: 1000 documents, 512 KiB of written documents, 16
+// tables) leaves the session as it was. Nothing is visible outside the
+// session before its commit.
+//
+// On a cluster a step on a session another live node holds is
+// forwarded there (`Idem-Served-By`).
+//
+// Takes a body of the `application/*+json` content type.
+//
+// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+func (c *Client) StageSessionWithApplicationWildcardPlusJSONBody(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStageSessionRequestWithApplicationWildcardPlusJSONBody(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StageSession Stage batches in a session
+//
+// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+// names) as one step: validated and computed at once on the session's
+// view — its own writes over the committed state — recording the
+// version of every document it reads. A refused batch (an invalid op,
+// a transform of a missing document, a table that does not exist, the
+// session's bounds: 1000 documents, 512 KiB of written documents, 16
+// tables) leaves the session as it was. Nothing is visible outside the
+// session before its commit.
+//
+// On a cluster a step on a session another live node holds is
+// forwarded there (`Idem-Served-By`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+func (c *Client) StageSession(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStageSessionRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CommitSessionWithBody Commit a session, exactly once
+//
+// The commit is a receipt bound to (principal, the Idempotency-Key —
+// or, without one, the session ID): published before anything
+// executes, in the same write that ends the session, then run through
+// retained 2PC with a condition on every document version the session
+// saw. Its answer is a keyed answer, as the batch route's: the
+// committed sum of the staged batches (201), or a problem with
+// `outcome` and `transaction_id` — 409 transaction_conflict when a
+// document the session read or wrote changed since (a
+// coordinator-proven abort: nothing applied). A retry replays it
+// byte for byte (`Idempotent-Replayed: true`), under any key: a
+// session has one commit. Once the commit is requested, a successor
+// node finishes it if this one dies. The key reused for another
+// session's commit is 422.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+func (c *Client) CommitSessionWithBody(ctx context.Context, id SessionId, params *CommitSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitSessionRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CommitSession Commit a session, exactly once
+//
+// The commit is a receipt bound to (principal, the Idempotency-Key —
+// or, without one, the session ID): published before anything
+// executes, in the same write that ends the session, then run through
+// retained 2PC with a condition on every document version the session
+// saw. Its answer is a keyed answer, as the batch route's: the
+// committed sum of the staged batches (201), or a problem with
+// `outcome` and `transaction_id` — 409 transaction_conflict when a
+// document the session read or wrote changed since (a
+// coordinator-proven abort: nothing applied). A retry replays it
+// byte for byte (`Idempotent-Replayed: true`), under any key: a
+// session has one commit. Once the commit is requested, a successor
+// node finishes it if this one dies. The key reused for another
+// session's commit is 422.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+func (c *Client) CommitSession(ctx context.Context, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitSessionRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReadSessionDoc Read a document as the session sees it
+//
+// The session's own write of the document if it made one, else the
+// committed document — whose version the session records the first
+// time, so that its commit aborts with transaction_conflict if the
+// document changes meanwhile.
+//
+// Corresponds with GET /v1/sessions/{id}/tables/{table}/docs/{doc} (the `ReadSessionDoc` operationId).
+func (c *Client) ReadSessionDoc(ctx context.Context, id SessionId, tableParam TableParam, doc DocId, params *ReadSessionDocParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadSessionDocRequest(c.Server, id, tableParam, doc, params)
 	if err != nil {
 		return nil, err
 	}
@@ -14034,6 +23447,360 @@ func NewGetReceiptRequest(server string, tableParam TableParam, key Key) (*http.
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewBeginSessionRequestWithApplicationWildcardPlusJSONBody calls the generic BeginSession builder with application/*+json body
+func NewBeginSessionRequestWithApplicationWildcardPlusJSONBody(server string, body BeginSessionApplicationWildcardPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBeginSessionRequestWithBody(server, "application/*+json", bodyReader)
+}
+
+// NewBeginSessionRequest calls the generic BeginSession builder with application/json body
+func NewBeginSessionRequest(server string, body BeginSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBeginSessionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBeginSessionRequestWithBody constructs an http.Request for the BeginSession method, with any body, and a specified content type
+func NewBeginSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAbortSessionRequest constructs an http.Request for the AbortSession method
+func NewAbortSessionRequest(server string, id SessionId, params *AbortSessionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdemForwardedBy != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idem-Forwarded-By", *params.IdemForwardedBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idem-Forwarded-By", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetSessionRequest constructs an http.Request for the GetSession method
+func NewGetSessionRequest(server string, id SessionId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStageSessionRequestWithApplicationWildcardPlusJSONBody calls the generic StageSession builder with application/*+json body
+func NewStageSessionRequestWithApplicationWildcardPlusJSONBody(server string, id SessionId, params *StageSessionParams, body StageSessionApplicationWildcardPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStageSessionRequestWithBody(server, id, params, "application/*+json", bodyReader)
+}
+
+// NewStageSessionRequest calls the generic StageSession builder with application/json body
+func NewStageSessionRequest(server string, id SessionId, params *StageSessionParams, body StageSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStageSessionRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewStageSessionRequestWithBody constructs an http.Request for the StageSession method, with any body, and a specified content type
+func NewStageSessionRequestWithBody(server string, id SessionId, params *StageSessionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/batch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdemForwardedBy != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idem-Forwarded-By", *params.IdemForwardedBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idem-Forwarded-By", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCommitSessionRequest calls the generic CommitSession builder with application/json body
+func NewCommitSessionRequest(server string, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCommitSessionRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewCommitSessionRequestWithBody constructs an http.Request for the CommitSession method, with any body, and a specified content type
+func NewCommitSessionRequestWithBody(server string, id SessionId, params *CommitSessionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/commit", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.Prefer != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Prefer", *params.Prefer, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Prefer", headerParam1)
+		}
+
+		if params.IdemForwardedBy != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "Idem-Forwarded-By", *params.IdemForwardedBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idem-Forwarded-By", headerParam2)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewReadSessionDocRequest constructs an http.Request for the ReadSessionDoc method
+func NewReadSessionDocRequest(server string, id SessionId, tableParam TableParam, doc DocId, params *ReadSessionDocParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "table", tableParam, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "doc", doc, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/tables/%s/docs/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdemForwardedBy != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idem-Forwarded-By", *params.IdemForwardedBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idem-Forwarded-By", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -14394,7 +24161,10 @@ type ClientWithResponsesInterface interface {
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
-	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases, and
+	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
+	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
+	// idem_sessions_begun_total, idem_sessions_committed_total,
+	// idem_sessions_aborted_total, idem_sessions_expired_total, and
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
 	// idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -14419,6 +24189,188 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/receipts/{table}/{key} (the `GetReceipt` operationId).
 	GetReceiptWithResponse(ctx context.Context, tableParam TableParam, key Key, reqEditors ...RequestEditorFn) (*GetReceiptResponse, error)
+
+	// BeginSessionWithBodyWithResponse Begin an interactive session
+	//
+	// An interactive session stages batches on one or more tables, reads
+	// its own writes over the committed state, and ends by a commit —
+	// which runs everything staged exactly once through the same
+	// receipt-first retained 2PC as a keyed batch — or by an abort
+	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// the server's -session-ttl-max, 300 by default) unless it ends
+	// first; a session that outlives it, or whose node dies before its
+	// commit is requested, is presumed aborted. Sessions are scoped to the
+	// principal: another principal's session is session_not_found.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+	BeginSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BeginSessionResponse, error)
+
+	// BeginSessionWithApplicationWildcardPlusJSONBodyWithResponse Begin an interactive session
+	//
+	// An interactive session stages batches on one or more tables, reads
+	// its own writes over the committed state, and ends by a commit —
+	// which runs everything staged exactly once through the same
+	// receipt-first retained 2PC as a keyed batch — or by an abort
+	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// the server's -session-ttl-max, 300 by default) unless it ends
+	// first; a session that outlives it, or whose node dies before its
+	// commit is requested, is presumed aborted. Sessions are scoped to the
+	// principal: another principal's session is session_not_found.
+	//
+	// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+	BeginSessionWithApplicationWildcardPlusJSONBodyWithResponse(ctx context.Context, body BeginSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*BeginSessionResponse, error)
+
+	// BeginSessionWithResponse Begin an interactive session
+	//
+	// An interactive session stages batches on one or more tables, reads
+	// its own writes over the committed state, and ends by a commit —
+	// which runs everything staged exactly once through the same
+	// receipt-first retained 2PC as a keyed batch — or by an abort
+	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// the server's -session-ttl-max, 300 by default) unless it ends
+	// first; a session that outlives it, or whose node dies before its
+	// commit is requested, is presumed aborted. Sessions are scoped to the
+	// principal: another principal's session is session_not_found.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+	BeginSessionWithResponse(ctx context.Context, body BeginSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*BeginSessionResponse, error)
+
+	// AbortSessionWithResponse Abort a session
+	//
+	// Nothing it staged applies. Aborting an aborted session answers it as
+	// it is; a committed session is 409 session_committed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sessions/{id} (the `AbortSession` operationId).
+	AbortSessionWithResponse(ctx context.Context, id SessionId, params *AbortSessionParams, reqEditors ...RequestEditorFn) (*AbortSessionResponse, error)
+
+	// GetSessionWithResponse A session's state (any node answers)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{id} (the `GetSession` operationId).
+	GetSessionWithResponse(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*GetSessionResponse, error)
+
+	// StageSessionWithBodyWithResponse Stage batches in a session
+	//
+	// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+	// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+	// names) as one step: validated and computed at once on the session's
+	// view — its own writes over the committed state — recording the
+	// version of every document it reads. A refused batch (an invalid op,
+	// a transform of a missing document, a table that does not exist, the
+	// session's bounds: 1000 documents, 512 KiB of written documents, 16
+	// tables) leaves the session as it was. Nothing is visible outside the
+	// session before its commit.
+	//
+	// On a cluster a step on a session another live node holds is
+	// forwarded there (`Idem-Served-By`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+	StageSessionWithBodyWithResponse(ctx context.Context, id SessionId, params *StageSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StageSessionResponse, error)
+
+	// StageSessionWithApplicationWildcardPlusJSONBodyWithResponse Stage batches in a session
+	//
+	// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+	// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+	// names) as one step: validated and computed at once on the session's
+	// view — its own writes over the committed state — recording the
+	// version of every document it reads. A refused batch (an invalid op,
+	// a transform of a missing document, a table that does not exist, the
+	// session's bounds: 1000 documents, 512 KiB of written documents, 16
+	// tables) leaves the session as it was. Nothing is visible outside the
+	// session before its commit.
+	//
+	// On a cluster a step on a session another live node holds is
+	// forwarded there (`Idem-Served-By`).
+	//
+	// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+	StageSessionWithApplicationWildcardPlusJSONBodyWithResponse(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*StageSessionResponse, error)
+
+	// StageSessionWithResponse Stage batches in a session
+	//
+	// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+	// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+	// names) as one step: validated and computed at once on the session's
+	// view — its own writes over the committed state — recording the
+	// version of every document it reads. A refused batch (an invalid op,
+	// a transform of a missing document, a table that does not exist, the
+	// session's bounds: 1000 documents, 512 KiB of written documents, 16
+	// tables) leaves the session as it was. Nothing is visible outside the
+	// session before its commit.
+	//
+	// On a cluster a step on a session another live node holds is
+	// forwarded there (`Idem-Served-By`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+	StageSessionWithResponse(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*StageSessionResponse, error)
+
+	// CommitSessionWithBodyWithResponse Commit a session, exactly once
+	//
+	// The commit is a receipt bound to (principal, the Idempotency-Key —
+	// or, without one, the session ID): published before anything
+	// executes, in the same write that ends the session, then run through
+	// retained 2PC with a condition on every document version the session
+	// saw. Its answer is a keyed answer, as the batch route's: the
+	// committed sum of the staged batches (201), or a problem with
+	// `outcome` and `transaction_id` — 409 transaction_conflict when a
+	// document the session read or wrote changed since (a
+	// coordinator-proven abort: nothing applied). A retry replays it
+	// byte for byte (`Idempotent-Replayed: true`), under any key: a
+	// session has one commit. Once the commit is requested, a successor
+	// node finishes it if this one dies. The key reused for another
+	// session's commit is 422.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+	CommitSessionWithBodyWithResponse(ctx context.Context, id SessionId, params *CommitSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitSessionResponse, error)
+
+	// CommitSessionWithResponse Commit a session, exactly once
+	//
+	// The commit is a receipt bound to (principal, the Idempotency-Key —
+	// or, without one, the session ID): published before anything
+	// executes, in the same write that ends the session, then run through
+	// retained 2PC with a condition on every document version the session
+	// saw. Its answer is a keyed answer, as the batch route's: the
+	// committed sum of the staged batches (201), or a problem with
+	// `outcome` and `transaction_id` — 409 transaction_conflict when a
+	// document the session read or wrote changed since (a
+	// coordinator-proven abort: nothing applied). A retry replays it
+	// byte for byte (`Idempotent-Replayed: true`), under any key: a
+	// session has one commit. Once the commit is requested, a successor
+	// node finishes it if this one dies. The key reused for another
+	// session's commit is 422.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+	CommitSessionWithResponse(ctx context.Context, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitSessionResponse, error)
+
+	// ReadSessionDocWithResponse Read a document as the session sees it
+	//
+	// The session's own write of the document if it made one, else the
+	// committed document — whose version the session records the first
+	// time, so that its commit aborts with transaction_conflict if the
+	// document changes meanwhile.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{id}/tables/{table}/docs/{doc} (the `ReadSessionDoc` operationId).
+	ReadSessionDocWithResponse(ctx context.Context, id SessionId, tableParam TableParam, doc DocId, params *ReadSessionDocParams, reqEditors ...RequestEditorFn) (*ReadSessionDocResponse, error)
 
 	// ListTablesWithResponse List the caller's tables, a page at a time, in name order
 	//
@@ -14725,6 +24677,807 @@ func (r GetReceiptResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetReceiptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BeginSessionResponse201Headers the declared response headers of an HTTP 201 response for BeginSession
+type BeginSessionResponse201Headers struct {
+	Location *string
+}
+
+// BeginSessionResponse401Headers the declared response headers of an HTTP 401 response for BeginSession
+type BeginSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// BeginSessionResponse503Headers the declared response headers of an HTTP 503 response for BeginSession
+type BeginSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type BeginSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ProblemInvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMedia
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ProblemOverloadedUnkeyed
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *BeginSessionResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BeginSessionResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *BeginSessionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r BeginSessionResponse) GetJSON201() *Session {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON400() *ProblemInvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON415() *UnsupportedMedia {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON429() *ProblemOverloadedUnkeyed {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r BeginSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BeginSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BeginSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BeginSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AbortSessionResponse200Headers the declared response headers of an HTTP 200 response for AbortSession
+type AbortSessionResponse200Headers struct {
+	IdemServedBy *string
+}
+
+// AbortSessionResponse401Headers the declared response headers of an HTTP 401 response for AbortSession
+type AbortSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// AbortSessionResponse409Headers the declared response headers of an HTTP 409 response for AbortSession
+type AbortSessionResponse409Headers struct {
+	IdemServedBy *string
+}
+
+// AbortSessionResponse503Headers the declared response headers of an HTTP 503 response for AbortSession
+type AbortSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type AbortSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *SessionNotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ProblemSessionCommitted
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AbortSessionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AbortSessionResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AbortSessionResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AbortSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AbortSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AbortSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AbortSessionResponse) GetApplicationproblemJSON404() *SessionNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AbortSessionResponse) GetApplicationproblemJSON409() *ProblemSessionCommitted {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AbortSessionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AbortSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AbortSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AbortSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AbortSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AbortSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSessionResponse401Headers the declared response headers of an HTTP 401 response for GetSession
+type GetSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetSessionResponse503Headers the declared response headers of an HTTP 503 response for GetSession
+type GetSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *SessionNotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSessionResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSessionResponse) GetApplicationproblemJSON404() *SessionNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSessionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StageSessionResponse200Headers the declared response headers of an HTTP 200 response for StageSession
+type StageSessionResponse200Headers struct {
+	IdemServedBy *string
+}
+
+// StageSessionResponse400Headers the declared response headers of an HTTP 400 response for StageSession
+type StageSessionResponse400Headers struct {
+	IdemServedBy *string
+}
+
+// StageSessionResponse401Headers the declared response headers of an HTTP 401 response for StageSession
+type StageSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// StageSessionResponse404Headers the declared response headers of an HTTP 404 response for StageSession
+type StageSessionResponse404Headers struct {
+	IdemServedBy *string
+}
+
+// StageSessionResponse409Headers the declared response headers of an HTTP 409 response for StageSession
+type StageSessionResponse409Headers struct {
+	IdemServedBy *string
+}
+
+// StageSessionResponse413Headers the declared response headers of an HTTP 413 response for StageSession
+type StageSessionResponse413Headers struct {
+	IdemServedBy *string
+}
+
+// StageSessionResponse503Headers the declared response headers of an HTTP 503 response for StageSession
+type StageSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type StageSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StageAnswer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ProblemInvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *StageSession404ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionEnded
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ProblemPayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMedia
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ProblemOverloadedUnkeyed
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *SessionUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StageSessionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *StageSessionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StageSessionResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *StageSessionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *StageSessionResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *StageSessionResponse413Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StageSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StageSessionResponse) GetJSON200() *StageAnswer {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON400() *ProblemInvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON404() *StageSession404ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON409() *SessionEnded {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON413() *ProblemPayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON415() *UnsupportedMedia {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON429() *ProblemOverloadedUnkeyed {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON503() *SessionUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StageSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StageSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StageSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StageSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CommitSessionResponse201Headers the declared response headers of an HTTP 201 response for CommitSession
+type CommitSessionResponse201Headers struct {
+	IdemServedBy       *string
+	IdemTransactionId  *TransactionId
+	IdempotencyKey     *Key
+	IdempotentReplayed *string
+	PreferenceApplied  *string
+}
+
+// CommitSessionResponse400Headers the declared response headers of an HTTP 400 response for CommitSession
+type CommitSessionResponse400Headers struct {
+	IdemServedBy       *string
+	IdemTransactionId  *TransactionId
+	IdempotencyKey     *Key
+	IdempotentReplayed *string
+	PreferenceApplied  *string
+}
+
+// CommitSessionResponse401Headers the declared response headers of an HTTP 401 response for CommitSession
+type CommitSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CommitSessionResponse404Headers the declared response headers of an HTTP 404 response for CommitSession
+type CommitSessionResponse404Headers struct {
+	IdemServedBy       *string
+	IdemTransactionId  *TransactionId
+	IdempotencyKey     *Key
+	IdempotentReplayed *string
+	PreferenceApplied  *string
+}
+
+// CommitSessionResponse409Headers the declared response headers of an HTTP 409 response for CommitSession
+type CommitSessionResponse409Headers struct {
+	IdemServedBy       *string
+	IdemTransactionId  *TransactionId
+	IdempotencyKey     *Key
+	IdempotentReplayed *string
+	PreferenceApplied  *string
+	RetryAfter         *int
+}
+
+// CommitSessionResponse413Headers the declared response headers of an HTTP 413 response for CommitSession
+type CommitSessionResponse413Headers struct {
+	IdempotencyKey *Key
+}
+
+// CommitSessionResponse415Headers the declared response headers of an HTTP 415 response for CommitSession
+type CommitSessionResponse415Headers struct {
+	IdempotencyKey *Key
+}
+
+// CommitSessionResponse422Headers the declared response headers of an HTTP 422 response for CommitSession
+type CommitSessionResponse422Headers struct {
+	IdemServedBy      *string
+	IdempotencyKey    *Key
+	PreferenceApplied *string
+}
+
+// CommitSessionResponse429Headers the declared response headers of an HTTP 429 response for CommitSession
+type CommitSessionResponse429Headers struct {
+	IdemServedBy      *string
+	IdemTransactionId *TransactionId
+	IdempotencyKey    *Key
+	PreferenceApplied *string
+	RetryAfter        int
+}
+
+// CommitSessionResponse500Headers the declared response headers of an HTTP 500 response for CommitSession
+type CommitSessionResponse500Headers struct {
+	IdemServedBy      *string
+	IdemTransactionId *TransactionId
+	IdempotencyKey    *Key
+	PreferenceApplied *string
+}
+
+// CommitSessionResponse503Headers the declared response headers of an HTTP 503 response for CommitSession
+type CommitSessionResponse503Headers struct {
+	IdemServedBy      *string
+	IdemTransactionId *TransactionId
+	IdempotencyKey    *Key
+	PreferenceApplied *string
+	RetryAfter        int
+}
+
+type CommitSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *BatchResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *CommitSession400ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *CommitSession404ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *CommitSession409ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLargeKeyed
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaKeyed
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ProblemKeyMismatch
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ProblemOverloaded
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ProblemInternal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *CommitSession503ApplicationProblemPlusJSONResponseBody
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CommitSessionResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CommitSessionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CommitSessionResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CommitSessionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CommitSessionResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CommitSessionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CommitSessionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CommitSessionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CommitSessionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CommitSessionResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CommitSessionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CommitSessionResponse) GetJSON201() *BatchResult {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON400() *CommitSession400ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON404() *CommitSession404ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON409() *CommitSession409ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON413() *PayloadTooLargeKeyed {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON415() *UnsupportedMediaKeyed {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON422() *ProblemKeyMismatch {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON429() *ProblemOverloaded {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON500() *ProblemInternal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON503() *CommitSession503ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CommitSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CommitSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CommitSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CommitSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReadSessionDocResponse200Headers the declared response headers of an HTTP 200 response for ReadSessionDoc
+type ReadSessionDocResponse200Headers struct {
+	IdemServedBy *string
+}
+
+// ReadSessionDocResponse400Headers the declared response headers of an HTTP 400 response for ReadSessionDoc
+type ReadSessionDocResponse400Headers struct {
+	IdemServedBy *string
+}
+
+// ReadSessionDocResponse401Headers the declared response headers of an HTTP 401 response for ReadSessionDoc
+type ReadSessionDocResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReadSessionDocResponse404Headers the declared response headers of an HTTP 404 response for ReadSessionDoc
+type ReadSessionDocResponse404Headers struct {
+	IdemServedBy *string
+}
+
+// ReadSessionDocResponse409Headers the declared response headers of an HTTP 409 response for ReadSessionDoc
+type ReadSessionDocResponse409Headers struct {
+	IdemServedBy *string
+}
+
+// ReadSessionDocResponse503Headers the declared response headers of an HTTP 503 response for ReadSessionDoc
+type ReadSessionDocResponse503Headers struct {
+	RetryAfter int
+}
+
+type ReadSessionDocResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Doc
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ProblemInvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionEnded
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ProblemOverloadedUnkeyed
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *SessionUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReadSessionDocResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReadSessionDocResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReadSessionDocResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReadSessionDocResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReadSessionDocResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadSessionDocResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReadSessionDocResponse) GetJSON200() *Doc {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReadSessionDocResponse) GetApplicationproblemJSON400() *ProblemInvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReadSessionDocResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReadSessionDocResponse) GetApplicationproblemJSON404() *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReadSessionDocResponse) GetApplicationproblemJSON409() *SessionEnded {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReadSessionDocResponse) GetApplicationproblemJSON429() *ProblemOverloadedUnkeyed {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReadSessionDocResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReadSessionDocResponse) GetApplicationproblemJSON503() *SessionUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReadSessionDocResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReadSessionDocResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReadSessionDocResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReadSessionDocResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15304,7 +26057,10 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
-// idem_leases_renewed_total, idem_executor_busy, idem_active_leases, and
+// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
+// idem_executor_busy_by_kind, idem_active_leases_by_kind,
+// idem_sessions_begun_total, idem_sessions_committed_total,
+// idem_sessions_aborted_total, idem_sessions_expired_total, and
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,
 // idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -15340,6 +26096,254 @@ func (c *ClientWithResponses) GetReceiptWithResponse(ctx context.Context, tableP
 		return nil, err
 	}
 	return ParseGetReceiptResponse(rsp)
+}
+
+// BeginSessionWithBodyWithResponse Begin an interactive session
+//
+// An interactive session stages batches on one or more tables, reads
+// its own writes over the committed state, and ends by a commit —
+// which runs everything staged exactly once through the same
+// receipt-first retained 2PC as a keyed batch — or by an abort
+// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// the server's -session-ttl-max, 300 by default) unless it ends
+// first; a session that outlives it, or whose node dies before its
+// commit is requested, is presumed aborted. Sessions are scoped to the
+// principal: another principal's session is session_not_found.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+func (c *ClientWithResponses) BeginSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BeginSessionResponse, error) {
+	rsp, err := c.BeginSessionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBeginSessionResponse(rsp)
+}
+
+// BeginSessionWithApplicationWildcardPlusJSONBodyWithResponse Begin an interactive session
+//
+// An interactive session stages batches on one or more tables, reads
+// its own writes over the committed state, and ends by a commit —
+// which runs everything staged exactly once through the same
+// receipt-first retained 2PC as a keyed batch — or by an abort
+// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// the server's -session-ttl-max, 300 by default) unless it ends
+// first; a session that outlives it, or whose node dies before its
+// commit is requested, is presumed aborted. Sessions are scoped to the
+// principal: another principal's session is session_not_found.
+//
+// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+func (c *ClientWithResponses) BeginSessionWithApplicationWildcardPlusJSONBodyWithResponse(ctx context.Context, body BeginSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*BeginSessionResponse, error) {
+	rsp, err := c.BeginSessionWithApplicationWildcardPlusJSONBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBeginSessionResponse(rsp)
+}
+
+// BeginSessionWithResponse Begin an interactive session
+//
+// An interactive session stages batches on one or more tables, reads
+// its own writes over the committed state, and ends by a commit —
+// which runs everything staged exactly once through the same
+// receipt-first retained 2PC as a keyed batch — or by an abort
+// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// the server's -session-ttl-max, 300 by default) unless it ends
+// first; a session that outlives it, or whose node dies before its
+// commit is requested, is presumed aborted. Sessions are scoped to the
+// principal: another principal's session is session_not_found.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `BeginSession` operationId).
+func (c *ClientWithResponses) BeginSessionWithResponse(ctx context.Context, body BeginSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*BeginSessionResponse, error) {
+	rsp, err := c.BeginSession(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBeginSessionResponse(rsp)
+}
+
+// AbortSessionWithResponse Abort a session
+//
+// Nothing it staged applies. Aborting an aborted session answers it as
+// it is; a committed session is 409 session_committed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sessions/{id} (the `AbortSession` operationId).
+func (c *ClientWithResponses) AbortSessionWithResponse(ctx context.Context, id SessionId, params *AbortSessionParams, reqEditors ...RequestEditorFn) (*AbortSessionResponse, error) {
+	rsp, err := c.AbortSession(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAbortSessionResponse(rsp)
+}
+
+// GetSessionWithResponse A session's state (any node answers)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{id} (the `GetSession` operationId).
+func (c *ClientWithResponses) GetSessionWithResponse(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*GetSessionResponse, error) {
+	rsp, err := c.GetSession(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSessionResponse(rsp)
+}
+
+// StageSessionWithBodyWithResponse Stage batches in a session
+//
+// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+// names) as one step: validated and computed at once on the session's
+// view — its own writes over the committed state — recording the
+// version of every document it reads. A refused batch (an invalid op,
+// a transform of a missing document, a table that does not exist, the
+// session's bounds: 1000 documents, 512 KiB of written documents, 16
+// tables) leaves the session as it was. Nothing is visible outside the
+// session before its commit.
+//
+// On a cluster a step on a session another live node holds is
+// forwarded there (`Idem-Served-By`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+func (c *ClientWithResponses) StageSessionWithBodyWithResponse(ctx context.Context, id SessionId, params *StageSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StageSessionResponse, error) {
+	rsp, err := c.StageSessionWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStageSessionResponse(rsp)
+}
+
+// StageSessionWithApplicationWildcardPlusJSONBodyWithResponse Stage batches in a session
+//
+// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+// names) as one step: validated and computed at once on the session's
+// view — its own writes over the committed state — recording the
+// version of every document it reads. A refused batch (an invalid op,
+// a transform of a missing document, a table that does not exist, the
+// session's bounds: 1000 documents, 512 KiB of written documents, 16
+// tables) leaves the session as it was. Nothing is visible outside the
+// session before its commit.
+//
+// On a cluster a step on a session another live node holds is
+// forwarded there (`Idem-Served-By`).
+//
+// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+func (c *ClientWithResponses) StageSessionWithApplicationWildcardPlusJSONBodyWithResponse(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*StageSessionResponse, error) {
+	rsp, err := c.StageSessionWithApplicationWildcardPlusJSONBody(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStageSessionResponse(rsp)
+}
+
+// StageSessionWithResponse Stage batches in a session
+//
+// Stages one table's batch (`{"table": "t", "inserts": …}`) or
+// several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+// names) as one step: validated and computed at once on the session's
+// view — its own writes over the committed state — recording the
+// version of every document it reads. A refused batch (an invalid op,
+// a transform of a missing document, a table that does not exist, the
+// session's bounds: 1000 documents, 512 KiB of written documents, 16
+// tables) leaves the session as it was. Nothing is visible outside the
+// session before its commit.
+//
+// On a cluster a step on a session another live node holds is
+// forwarded there (`Idem-Served-By`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/batch (the `StageSession` operationId).
+func (c *ClientWithResponses) StageSessionWithResponse(ctx context.Context, id SessionId, params *StageSessionParams, body StageSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*StageSessionResponse, error) {
+	rsp, err := c.StageSession(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStageSessionResponse(rsp)
+}
+
+// CommitSessionWithBodyWithResponse Commit a session, exactly once
+//
+// The commit is a receipt bound to (principal, the Idempotency-Key —
+// or, without one, the session ID): published before anything
+// executes, in the same write that ends the session, then run through
+// retained 2PC with a condition on every document version the session
+// saw. Its answer is a keyed answer, as the batch route's: the
+// committed sum of the staged batches (201), or a problem with
+// `outcome` and `transaction_id` — 409 transaction_conflict when a
+// document the session read or wrote changed since (a
+// coordinator-proven abort: nothing applied). A retry replays it
+// byte for byte (`Idempotent-Replayed: true`), under any key: a
+// session has one commit. Once the commit is requested, a successor
+// node finishes it if this one dies. The key reused for another
+// session's commit is 422.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+func (c *ClientWithResponses) CommitSessionWithBodyWithResponse(ctx context.Context, id SessionId, params *CommitSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitSessionResponse, error) {
+	rsp, err := c.CommitSessionWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCommitSessionResponse(rsp)
+}
+
+// CommitSessionWithResponse Commit a session, exactly once
+//
+// The commit is a receipt bound to (principal, the Idempotency-Key —
+// or, without one, the session ID): published before anything
+// executes, in the same write that ends the session, then run through
+// retained 2PC with a condition on every document version the session
+// saw. Its answer is a keyed answer, as the batch route's: the
+// committed sum of the staged batches (201), or a problem with
+// `outcome` and `transaction_id` — 409 transaction_conflict when a
+// document the session read or wrote changed since (a
+// coordinator-proven abort: nothing applied). A retry replays it
+// byte for byte (`Idempotent-Replayed: true`), under any key: a
+// session has one commit. Once the commit is requested, a successor
+// node finishes it if this one dies. The key reused for another
+// session's commit is 422.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
+func (c *ClientWithResponses) CommitSessionWithResponse(ctx context.Context, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitSessionResponse, error) {
+	rsp, err := c.CommitSession(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCommitSessionResponse(rsp)
+}
+
+// ReadSessionDocWithResponse Read a document as the session sees it
+//
+// The session's own write of the document if it made one, else the
+// committed document — whose version the session records the first
+// time, so that its commit aborts with transaction_conflict if the
+// document changes meanwhile.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{id}/tables/{table}/docs/{doc} (the `ReadSessionDoc` operationId).
+func (c *ClientWithResponses) ReadSessionDocWithResponse(ctx context.Context, id SessionId, tableParam TableParam, doc DocId, params *ReadSessionDocParams, reqEditors ...RequestEditorFn) (*ReadSessionDocResponse, error) {
+	rsp, err := c.ReadSessionDoc(ctx, id, tableParam, doc, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadSessionDocResponse(rsp)
 }
 
 // ListTablesWithResponse List the caller's tables, a page at a time, in name order
@@ -15665,6 +26669,1014 @@ func ParseGetReceiptResponse(rsp *http.Response) (*GetReceiptResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseBeginSessionResponse parses an HTTP response from a BeginSessionWithResponse call
+func ParseBeginSessionResponse(rsp *http.Response) (*BeginSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BeginSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ProblemInvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMedia
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ProblemOverloadedUnkeyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers BeginSessionResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers BeginSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers BeginSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAbortSessionResponse parses an HTTP response from a AbortSessionWithResponse call
+func ParseAbortSessionResponse(rsp *http.Response) (*AbortSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AbortSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest SessionNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ProblemSessionCommitted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers AbortSessionResponse200Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers AbortSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers AbortSessionResponse409Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers AbortSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSessionResponse parses an HTTP response from a GetSessionWithResponse call
+func ParseGetSessionResponse(rsp *http.Response) (*GetSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest SessionNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStageSessionResponse parses an HTTP response from a StageSessionWithResponse call
+func ParseStageSessionResponse(rsp *http.Response) (*StageSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StageSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StageAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ProblemInvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest StageSession404ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionEnded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ProblemPayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMedia
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ProblemOverloadedUnkeyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest SessionUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StageSessionResponse200Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers StageSessionResponse400Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers StageSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers StageSessionResponse404Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers StageSessionResponse409Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers StageSessionResponse413Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 503:
+		var headers StageSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCommitSessionResponse parses an HTTP response from a CommitSessionWithResponse call
+func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CommitSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest BatchResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest CommitSession400ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest CommitSession404ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest CommitSession409ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLargeKeyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaKeyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ProblemKeyMismatch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ProblemOverloaded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ProblemInternal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CommitSession503ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CommitSessionResponse201Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CommitSessionResponse400Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CommitSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers CommitSessionResponse404Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CommitSessionResponse409Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CommitSessionResponse413Headers
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CommitSessionResponse415Headers
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CommitSessionResponse422Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CommitSessionResponse429Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CommitSessionResponse500Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CommitSessionResponse503Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReadSessionDocResponse parses an HTTP response from a ReadSessionDocWithResponse call
+func ParseReadSessionDocResponse(rsp *http.Response) (*ReadSessionDocResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReadSessionDocResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Doc
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ProblemInvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ReadSessionDoc404ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionEnded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ProblemOverloadedUnkeyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest SessionUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReadSessionDocResponse200Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReadSessionDocResponse400Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReadSessionDocResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReadSessionDocResponse404Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReadSessionDocResponse409Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReadSessionDocResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

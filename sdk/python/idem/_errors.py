@@ -31,6 +31,9 @@ CODES: Dict[str, tuple] = {
     "not_implemented": (501, False, "none"),
     "unavailable": (503, True, "same_key"),
     "idempotency_receipt_pending": (503, True, "same_key"),
+    "session_not_found": (404, False, "none"),
+    "session_aborted": (409, False, "none"),
+    "session_committed": (409, False, "none"),
 }
 
 

@@ -27,6 +27,9 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   internal: { status: 500, retryable: true, retryWith: "same_key" },
   unavailable: { status: 503, retryable: true, retryWith: "same_key" },
   idempotency_receipt_pending: { status: 503, retryable: true, retryWith: "same_key" },
+  session_not_found: { status: 404, retryable: false, retryWith: "none" },
+  session_aborted: { status: 409, retryable: false, retryWith: "none" },
+  session_committed: { status: 409, retryable: false, retryWith: "none" },
 };
 
 /** A problem the server answered (application/problem+json). */
@@ -68,6 +71,9 @@ export const IdempotencyRequestInProgressError = ERRORS.idempotency_request_in_p
 export const IdempotencyReceiptPendingError = ERRORS.idempotency_receipt_pending;
 export const TransactionConflictError = ERRORS.transaction_conflict;
 export const UnavailableError = ERRORS.unavailable;
+export const SessionNotFoundError = ERRORS.session_not_found;
+export const SessionAbortedError = ERRORS.session_aborted;
+export const SessionCommittedError = ERRORS.session_committed;
 
 /** The error of a problem answer. */
 export function errorFor(status: number, body: any, retryAfter: number): IdemError {

@@ -142,6 +142,152 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Begin an interactive session
+         * @description An interactive session stages batches on one or more tables, reads
+         *     its own writes over the committed state, and ends by a commit —
+         *     which runs everything staged exactly once through the same
+         *     receipt-first retained 2PC as a keyed batch — or by an abort
+         *     (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+         *     the server's -session-ttl-max, 300 by default) unless it ends
+         *     first; a session that outlives it, or whose node dies before its
+         *     commit is requested, is presumed aborted. Sessions are scoped to the
+         *     principal: another principal's session is session_not_found.
+         */
+        post: operations["beginSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /** A session's state (any node answers) */
+        get: operations["getSession"];
+        put?: never;
+        post?: never;
+        /**
+         * Abort a session
+         * @description Nothing it staged applies. Aborting an aborted session answers it as
+         *     it is; a committed session is 409 session_committed.
+         */
+        delete: operations["abortSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stage batches in a session
+         * @description Stages one table's batch (`{"table": "t", "inserts": …}`) or
+         *     several (`{"tables": {"t": {…}, "u": {…}}}`, in the order of their
+         *     names) as one step: validated and computed at once on the session's
+         *     view — its own writes over the committed state — recording the
+         *     version of every document it reads. A refused batch (an invalid op,
+         *     a transform of a missing document, a table that does not exist, the
+         *     session's bounds: 1000 documents, 512 KiB of written documents, 16
+         *     tables) leaves the session as it was. Nothing is visible outside the
+         *     session before its commit.
+         *
+         *     On a cluster a step on a session another live node holds is
+         *     forwarded there (`Idem-Served-By`).
+         */
+        post: operations["stageSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/tables/{table}/docs/{doc}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionId"];
+                table: components["parameters"]["Table"];
+                doc: components["schemas"]["DocId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a document as the session sees it
+         * @description The session's own write of the document if it made one, else the
+         *     committed document — whose version the session records the first
+         *     time, so that its commit aborts with transaction_conflict if the
+         *     document changes meanwhile.
+         */
+        get: operations["readSessionDoc"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/commit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Commit a session, exactly once
+         * @description The commit is a receipt bound to (principal, the Idempotency-Key —
+         *     or, without one, the session ID): published before anything
+         *     executes, in the same write that ends the session, then run through
+         *     retained 2PC with a condition on every document version the session
+         *     saw. Its answer is a keyed answer, as the batch route's: the
+         *     committed sum of the staged batches (201), or a problem with
+         *     `outcome` and `transaction_id` — 409 transaction_conflict when a
+         *     document the session read or wrote changed since (a
+         *     coordinator-proven abort: nothing applied). A retry replays it
+         *     byte for byte (`Idempotent-Replayed: true`), under any key: a
+         *     session has one commit. Once the commit is requested, a successor
+         *     node finishes it if this one dies. The key reused for another
+         *     session's commit is 422.
+         */
+        post: operations["commitSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -176,7 +322,10 @@ export interface paths {
          *     idem_recovery_passes_total, idem_recovered_total,
          *     idem_decisions_released_total, idem_cleaner_deletions_total,
          *     idem_renewal_batches_total, idem_renewal_writes_total,
-         *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases, and
+         *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
+         *     idem_executor_busy_by_kind, idem_active_leases_by_kind,
+         *     idem_sessions_begun_total, idem_sessions_committed_total,
+         *     idem_sessions_aborted_total, idem_sessions_expired_total, and
          *     with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
          *     idem_wal_entries_total, idem_wal_bytes_total,
          *     idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -205,6 +354,86 @@ export interface components {
         DocId: string;
         /** @description An Idempotency-Key — 1..255 visible ASCII characters. */
         Key: string;
+        /** @description A session's ID, as begin returned it. */
+        SessionId: string;
+        BeginSession: {
+            /** @description How long the session lives (default 30; at most the server's -session-ttl-max). */
+            ttl_seconds?: number;
+        };
+        Session: {
+            session_id: components["schemas"]["SessionId"];
+            /**
+             * @description open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+             * @enum {string}
+             */
+            state: "open" | "committed" | "aborted";
+            /**
+             * @description Why an aborted session ended.
+             * @enum {string}
+             */
+            reason?: "aborted" | "expired" | "owner_lost";
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description An open session is presumed aborted after it.
+             */
+            expires_at: string;
+            /** @description Steps staged. */
+            stages: number;
+            /** @description Documents the open session read or wrote. */
+            documents: number;
+            /** @description Documents the open session wrote. */
+            writes: number;
+            result: components["schemas"]["BatchResult"];
+            commit?: {
+                idempotency_key: components["schemas"]["Key"];
+                transaction_id: components["schemas"]["TransactionId"];
+            };
+            /**
+             * Format: date-time
+             * @description An ended session is kept until then.
+             */
+            retained_until?: string;
+            staged?: components["schemas"]["StagedBatch"][];
+        };
+        StagedBatch: {
+            table: components["schemas"]["TableName"];
+            inserted: number;
+            deleted: number;
+            transformed: number;
+        };
+        StageAnswer: components["schemas"]["Session"] & unknown;
+        /** @description One table's batch with its table named, or several tables' batches. */
+        StageRequest: components["schemas"]["TableStage"] | components["schemas"]["TablesStage"];
+        /**
+         * @example {
+         *       "table": "accounts",
+         *       "transforms": [
+         *         {
+         *           "id": "alice",
+         *           "ops": [
+         *             {
+         *               "op": "$inc",
+         *               "path": "balance",
+         *               "value": -10
+         *             }
+         *           ]
+         *         }
+         *       ]
+         *     }
+         */
+        TableStage: {
+            table: components["schemas"]["TableName"];
+            inserts?: components["schemas"]["Insert"][];
+            deletes?: components["schemas"]["DocId"][];
+            transforms?: components["schemas"]["Transform"][];
+        };
+        TablesStage: {
+            tables: {
+                [key: string]: components["schemas"]["Batch"];
+            };
+        };
         /** @description hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key). */
         TransactionId: string;
         Table: {
@@ -433,9 +662,12 @@ export interface components {
          *     | not_implemented | 501 | false | none |
          *     | unavailable | 503 | true | same_key |
          *     | idempotency_receipt_pending | 503 | true | same_key |
+         *     | session_not_found | 404 | false | none |
+         *     | session_aborted | 409 | false | none |
+         *     | session_committed | 409 | false | none |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -461,7 +693,7 @@ export interface components {
             outcome?: components["schemas"]["Outcome"];
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"]);
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -742,6 +974,48 @@ export interface components {
             /** @constant */
             retry_with?: "same_key";
         };
+        CodeSessionNotFound: {
+            /** @constant */
+            code: "session_not_found";
+            /** @constant */
+            type?: "urn:idem:problem:session_not_found";
+            /** @constant */
+            title?: "Session not found";
+            /** @constant */
+            status?: 404;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "none";
+        };
+        CodeSessionAborted: {
+            /** @constant */
+            code: "session_aborted";
+            /** @constant */
+            type?: "urn:idem:problem:session_aborted";
+            /** @constant */
+            title?: "Session aborted";
+            /** @constant */
+            status?: 409;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "none";
+        };
+        CodeSessionCommitted: {
+            /** @constant */
+            code: "session_committed";
+            /** @constant */
+            type?: "urn:idem:problem:session_committed";
+            /** @constant */
+            title?: "Session committed";
+            /** @constant */
+            status?: 409;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "none";
+        };
         ProblemInvalidRequest: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidRequest"];
         ProblemInvalidKey: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidKey"];
         ProblemUnauthenticated: components["schemas"]["Problem"] & components["schemas"]["CodeUnauthenticated"];
@@ -766,6 +1040,10 @@ export interface components {
         };
         ProblemInternal: components["schemas"]["Problem"] & components["schemas"]["CodeInternal"];
         ProblemUnavailable: components["schemas"]["Problem"] & components["schemas"]["CodeUnavailable"];
+        ProblemSessionNotFound: components["schemas"]["Problem"] & components["schemas"]["CodeSessionNotFound"];
+        ProblemSessionAborted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionAborted"];
+        ProblemSessionCommitted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionCommitted"];
+        ProblemOverloadedUnkeyed: components["schemas"]["Problem"] & components["schemas"]["CodeOverloaded"];
     };
     responses: {
         /** @description Missing or unknown bearer token (only with a tokens file). */
@@ -860,6 +1138,44 @@ export interface components {
                 "application/problem+json": components["schemas"]["ProblemInternal"];
             };
         };
+        /** @description session_not_found — no such session for this principal (or it has been cleaned up after its retention). */
+        SessionNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["ProblemSessionNotFound"];
+            };
+        };
+        /**
+         * @description session_aborted (aborted, expired, or presumed aborted after its
+         *     node died before its commit was requested; nothing it staged
+         *     applied) or session_committed: the session takes no more steps.
+         */
+        SessionEnded: {
+            headers: {
+                "Idem-Served-By": components["headers"]["IdemServedBy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["ProblemSessionAborted"] | components["schemas"]["ProblemSessionCommitted"];
+            };
+        };
+        /**
+         * @description unavailable: the store takes no writes or cannot be reached; the
+         *     node holding the session did not answer a forwarded step; or the
+         *     store's answer to the step was lost (GET the session: its `stages`
+         *     count says whether the step was taken).
+         */
+        SessionUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfterRequired"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["ProblemUnavailable"];
+            };
+        };
         /** @description No route for the path (any method). */
         NoRoute: {
             headers: {
@@ -883,6 +1199,7 @@ export interface components {
     parameters: {
         Table: components["schemas"]["TableName"];
         DocId: components["schemas"]["DocId"];
+        SessionId: components["schemas"]["SessionId"];
         /**
          * @description Opts into the keyed, exactly-once flow. An RFC 8941 String, as the
          *     IETF draft defines the field: in `Idempotency-Key: "abc"` the quotes
@@ -1384,6 +1701,459 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
+        };
+    };
+    beginSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BeginSession"];
+                "application/*+json": components["schemas"]["BeginSession"];
+            };
+        };
+        responses: {
+            /** @description The session, open. */
+            201: {
+                headers: {
+                    /** @description /v1/sessions/{id} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description A body that is not `{"ttl_seconds": n}` with n in range. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemInvalidRequest"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMedia"];
+            /** @description overloaded — the node's limit of open sessions, or a full executor; retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOverloadedUnkeyed"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["SessionNotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    abortSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Set by a node of a cluster that forwards the request to the
+                 *     receipt's owner, naming itself. A request that carries it is
+                 *     answered where it lands, never forwarded again (one hop at most).
+                 *     A client has no reason to send it; if it does, its request is
+                 *     simply not forwarded.
+                 */
+                "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
+            };
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session, aborted. */
+            200: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["SessionNotFound"];
+            /** @description session_committed. */
+            409: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemSessionCommitted"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    stageSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Set by a node of a cluster that forwards the request to the
+                 *     receipt's owner, naming itself. A request that carries it is
+                 *     answered where it lands, never forwarded again (one hop at most).
+                 *     A client has no reason to send it; if it does, its request is
+                 *     simply not forwarded.
+                 */
+                "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
+            };
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StageRequest"];
+                "application/*+json": components["schemas"]["StageRequest"];
+            };
+        };
+        responses: {
+            /** @description The session after the step, with what each batch did (`staged`). */
+            200: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StageAnswer"];
+                };
+            };
+            /** @description invalid_request — a malformed body, an invalid op, a session bound. */
+            400: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemInvalidRequest"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description session_not_found, table_not_found, or document_not_found (a transform without upsert of a document missing for the session). */
+            404: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "session_not_found" | "table_not_found" | "document_not_found";
+                    };
+                };
+            };
+            409: components["responses"]["SessionEnded"];
+            /** @description payload_too_large — the body, or the session's documents beyond 512 KiB. */
+            413: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemPayloadTooLarge"];
+                };
+            };
+            415: components["responses"]["UnsupportedMedia"];
+            /** @description overloaded — the executor is full; retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOverloadedUnkeyed"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["SessionUnavailable"];
+        };
+    };
+    readSessionDoc: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Set by a node of a cluster that forwards the request to the
+                 *     receipt's owner, naming itself. A request that carries it is
+                 *     answered where it lands, never forwarded again (one hop at most).
+                 *     A client has no reason to send it; if it does, its request is
+                 *     simply not forwarded.
+                 */
+                "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
+            };
+            path: {
+                id: components["parameters"]["SessionId"];
+                table: components["parameters"]["Table"];
+                doc: components["schemas"]["DocId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The document. */
+            200: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Doc"];
+                };
+            };
+            /** @description Invalid table name or document id. */
+            400: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemInvalidRequest"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description session_not_found, table_not_found or document_not_found (for the session). */
+            404: {
+                headers: {
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "session_not_found" | "table_not_found" | "document_not_found";
+                    };
+                };
+            };
+            409: components["responses"]["SessionEnded"];
+            /** @description overloaded — the executor is full; retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOverloadedUnkeyed"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["SessionUnavailable"];
+        };
+    };
+    commitSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Opts into the keyed, exactly-once flow. An RFC 8941 String, as the
+                 *     IETF draft defines the field: in `Idempotency-Key: "abc"` the quotes
+                 *     are syntax and the key is `abc` (`\"` and `\\` escape a quote and a
+                 *     backslash). For compatibility a value that does not start with a
+                 *     quote is the key as written (a bare `abc` is the same key as
+                 *     `"abc"`). Either way the key is 1..255 visible ASCII characters
+                 *     (0x21–0x7E, no spaces), and the header is sent once; a malformed
+                 *     string, parameters (`"abc";p=1`) or anything else is 400
+                 *     invalid_idempotency_key. Scoped by principal and table.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description RFC 7240. `wait=N` (seconds): if a request with this key is in
+                 *     progress, or waits for an executor slot, wait up to N seconds
+                 *     (capped by the server's -wait-max) for its terminal envelope
+                 *     instead of answering 409 idempotency_request_in_progress (or 429).
+                 *     Other preferences are ignored; the fast path ignores it.
+                 */
+                Prefer?: components["parameters"]["Prefer"];
+                /**
+                 * @description Set by a node of a cluster that forwards the request to the
+                 *     receipt's owner, naming itself. A request that carries it is
+                 *     answered where it lands, never forwarded again (one hop at most).
+                 *     A client has no reason to send it; if it does, its request is
+                 *     simply not forwarded.
+                 */
+                "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
+            };
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /** @description None, or `{}`. */
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The commit's committed envelope (first answer or replay). */
+            201: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResult"];
+                };
+            };
+            /** @description invalid_idempotency_key, or invalid_request (a body other than `{}`; or a document a transform staged is refused at commit). */
+            400: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "invalid_request" | "invalid_idempotency_key";
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description session_not_found, or table_not_found (a table the session used was dropped since: terminal `not_applied`). */
+            404: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "session_not_found" | "table_not_found";
+                    };
+                };
+            };
+            /**
+             * @description transaction_conflict (terminal `aborted`: a document the session
+             *     saw changed, or another transaction holds one), session_aborted
+             *     (the session ended before its commit was requested: aborted,
+             *     expired, or its node died), or idempotency_request_in_progress
+             *     (the commit is executing: retry after Retry-After, or send
+             *     `Prefer: wait=N`).
+             */
+            409: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    /** @description Whole seconds (at least 1); present on idempotency_request_in_progress only. */
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "transaction_conflict" | "transaction_aborted" | "session_aborted" | "idempotency_request_in_progress";
+                    };
+                };
+            };
+            413: components["responses"]["PayloadTooLargeKeyed"];
+            415: components["responses"]["UnsupportedMediaKeyed"];
+            /** @description The key is bound to another request (another session's commit, say); this commit was not applied. */
+            422: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemKeyMismatch"];
+                };
+            };
+            /** @description overloaded — the executor is full; the commit is recorded as pending and will run. Retry with the same key. */
+            429: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    "Retry-After": components["headers"]["RetryAfterRequired"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemOverloaded"];
+                };
+            };
+            /** @description internal (retryable with the same key). */
+            500: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemInternal"];
+                };
+            };
+            /** @description idempotency_receipt_pending (the commit's outcome is not known yet; retry with the same key), or unavailable. */
+            503: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    "Retry-After": components["headers"]["RetryAfterRequired"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemReceiptPending"] | components["schemas"]["ProblemUnavailable"];
+                };
+            };
         };
     };
     healthz: {

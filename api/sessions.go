@@ -1,0 +1,305 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
+)
+
+// Interactive sessions (DESIGN §14): begin, stage, read own writes, commit
+// (a keyed answer, through the receipt lifecycle) and abort. A step on a
+// session another live node holds is forwarded there, as a keyed request
+// on a receipt held elsewhere is.
+
+// sessionJSON is a session as the API reports it.
+type sessionJSON struct {
+	ID            string       `json:"session_id"`
+	State         string       `json:"state"`
+	Reason        string       `json:"reason,omitempty"`
+	Created       time.Time    `json:"created_at"`
+	Expires       time.Time    `json:"expires_at"`
+	Stages        int          `json:"stages"`
+	Documents     int          `json:"documents"`
+	Writes        int          `json:"writes"`
+	Result        table.Result `json:"result"`
+	Commit        *commitJSON  `json:"commit,omitempty"`
+	RetainedUntil *time.Time   `json:"retained_until,omitempty"`
+	Staged        []stagedJSON `json:"staged,omitempty"` // a stage step's answer only
+}
+
+type commitJSON struct {
+	Key           string `json:"idempotency_key"`
+	TransactionID string `json:"transaction_id"`
+}
+
+// stagedJSON is what one table's batch of a stage step did.
+type stagedJSON struct {
+	Table string `json:"table"`
+	table.Result
+}
+
+func sessionOut(s receipt.Session) sessionJSON {
+	out := sessionJSON{ID: s.ID, State: s.State.String(), Reason: s.Reason, Created: s.Created.UTC(), Expires: s.Expires.UTC(),
+		Stages: s.Stages, Documents: s.Docs, Writes: s.Writes, Result: s.Result}
+	if s.TxnID != "" {
+		out.Commit = &commitJSON{Key: s.Key, TransactionID: s.TxnID}
+	}
+	if !s.Retained.IsZero() {
+		r := s.Retained.UTC()
+		out.RetainedUntil = &r
+	}
+	return out
+}
+
+// beginJSON is the optional body of POST /v1/sessions.
+type beginJSON struct {
+	TTLSeconds *int `json:"ttl_seconds"`
+}
+
+// beginSession serves POST /v1/sessions.
+func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req beginJSON
+	if len(body) > 0 {
+		if err := strictJSON(body, &req); err != nil {
+			writeProblem(w, code.InvalidRequest, `body must be {"ttl_seconds": n} or empty: `+err.Error())
+			return
+		}
+	}
+	var ttl time.Duration
+	if req.TTLSeconds != nil {
+		max := int(s.svc.SessionTTLMax() / time.Second)
+		if *req.TTLSeconds < 1 || *req.TTLSeconds > max {
+			writeProblem(w, code.InvalidRequest, fmt.Sprintf("ttl_seconds must be an integer in 1..%d", max))
+			return
+		}
+		ttl = time.Duration(*req.TTLSeconds) * time.Second
+	}
+	sess, err := s.svc.BeginSession(r.Context(), principalOf(r.Context()), ttl)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
+	writeJSON(w, http.StatusCreated, sessionOut(sess))
+}
+
+// getSession serves GET /v1/sessions/{id}: any node answers from the store.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.svc.SessionInfo(r.Context(), principalOf(r.Context()), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionOut(sess))
+}
+
+// stageSession serves POST /v1/sessions/{id}/batch. The body is one
+// table's batch with its table named — {"table": "t", "inserts": …} — or
+// several: {"tables": {"t": {…}, "u": {…}}}, staged in the order of their
+// names, all or none.
+func (s *Server) stageSession(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	batches, cerr := decodeStage(body)
+	if cerr != nil {
+		writeCodeError(w, cerr)
+		return
+	}
+	res, sess, err := s.svc.StageSession(r.Context(), principalOf(r.Context()), r.PathValue("id"), batches)
+	if err != nil {
+		s.writeSessionError(w, r, body, err)
+		return
+	}
+	out := sessionOut(sess)
+	for i, tb := range batches {
+		out.Staged = append(out.Staged, stagedJSON{Table: tb.Table, Result: res[i]})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// decodeStage reads a stage step's body (stageSession).
+func decodeStage(body []byte) ([]receipt.TableBatch, *code.Error) {
+	var head struct {
+		Table  *string                    `json:"table"`
+		Tables map[string]json.RawMessage `json:"tables"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return nil, code.Errorf(code.InvalidRequest, "body must be a JSON object: %v", err)
+	}
+	switch {
+	case head.Table != nil && head.Tables != nil:
+		return nil, code.Errorf(code.InvalidRequest, `give either "table" with one batch or "tables", not both`)
+	case head.Table != nil:
+		b, err := decodeTableBatch(stripTable(body))
+		if err != nil {
+			return nil, err
+		}
+		return []receipt.TableBatch{{Table: *head.Table, Batch: b}}, nil
+	case len(head.Tables) == 0:
+		return nil, code.Errorf(code.InvalidRequest, `name the table: {"table": "t", "inserts": …} or {"tables": {"t": {…}}}`)
+	case len(head.Tables) > receipt.StageBatchesMax:
+		return nil, code.Errorf(code.InvalidRequest, "a step stages at most %d tables' batches", receipt.StageBatchesMax)
+	}
+	names := make([]string, 0, len(head.Tables))
+	for name := range head.Tables {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]receipt.TableBatch, 0, len(names))
+	for _, name := range names {
+		b, err := decodeTableBatch(head.Tables[name])
+		if err != nil {
+			return nil, code.Errorf(err.Code, "tables[%s]: %s", strconv.Quote(name), err.Message)
+		}
+		out = append(out, receipt.TableBatch{Table: name, Batch: b})
+	}
+	return out, nil
+}
+
+// stripTable removes the top-level "table" member from a one-table step's
+// body, so that the rest decodes as the strict batch it is.
+func stripTable(body []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	delete(m, "table")
+	out, _ := json.Marshal(m)
+	return out
+}
+
+func decodeTableBatch(raw []byte) (*table.Batch, *code.Error) {
+	b, err := table.DecodeBatch(raw)
+	var ce *code.Error
+	if errors.As(err, &ce) {
+		return nil, ce
+	}
+	if err != nil {
+		return nil, code.Errorf(code.InvalidRequest, "%v", err)
+	}
+	return b, nil
+}
+
+// readSessionDoc serves GET /v1/sessions/{id}/tables/{table}/docs/{doc}.
+func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("doc")
+	doc, err := s.svc.ReadSession(r.Context(), principalOf(r.Context()), r.PathValue("id"), r.PathValue("table"), id)
+	if err != nil {
+		s.writeSessionError(w, r, nil, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID  string          `json:"id"`
+		Doc json.RawMessage `json:"doc"`
+	}{id, doc})
+}
+
+// abortSession serves DELETE /v1/sessions/{id}.
+func (s *Server) abortSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.svc.AbortSession(r.Context(), principalOf(r.Context()), r.PathValue("id"))
+	if err != nil {
+		s.writeSessionError(w, r, nil, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionOut(sess))
+}
+
+// commitSession serves POST /v1/sessions/{id}/commit: a keyed answer,
+// under the request's Idempotency-Key or, without one, the session ID.
+func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
+	key := ""
+	if values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]; keyed {
+		var err error
+		if key, err = parseIdempotencyKey(values); err != nil {
+			writeProblem(w, code.InvalidKey, err.Error())
+			return
+		}
+		w.Header().Set(headerIdempotencyKey, strings.Trim(values[0], " \t"))
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	if len(bytes.TrimSpace(body)) > 0 && string(bytes.TrimSpace(body)) != "{}" {
+		writeProblem(w, code.InvalidRequest, "a commit has no body (or {})")
+		return
+	}
+	wait, asked := preferWait(r.Header.Values("Prefer"))
+	wait = min(wait, s.svc.WaitMax())
+	req := receipt.CommitRequest{Principal: principalOf(r.Context()), Session: r.PathValue("id"), Key: key, Wait: wait}
+	forwarding := s.mayForward(r)
+	if forwarding {
+		req.Wait = 0
+	}
+	ans, err := s.svc.CommitSession(r.Context(), req)
+	if forwarding && err == nil && !ans.Terminal && ans.Code == code.RequestInProgress && ans.Holder.Node != "" {
+		if s.forward(w, r, body, ans.Holder, wait) {
+			return
+		}
+		if wait > 0 {
+			req.Wait = wait
+			ans, err = s.svc.CommitSession(r.Context(), req)
+		}
+	}
+	if err != nil {
+		if key == "" {
+			key = req.Session
+		}
+		txnID := receipt.Bind(req.Principal, "", key)
+		w.Header().Set(headerTxnID, txnID)
+		writeTxnProblem(w, s.classify(r, err), txnID)
+		return
+	}
+	if asked {
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+	}
+	if ans.TxnID != "" {
+		s.metrics.keyed(ans)
+	}
+	writeAnswer(w, ans)
+}
+
+// writeSessionError answers a failed session step: one held by another
+// live node is forwarded there when this server forwards (body is the
+// request's), else answered 503 naming the node.
+func (s *Server) writeSessionError(w http.ResponseWriter, r *http.Request, body []byte, err error) {
+	var elsewhere *receipt.HeldElsewhereError
+	if errors.As(err, &elsewhere) {
+		if s.mayForward(r) && s.forward(w, r, body, elsewhere.Holder, 0) {
+			return
+		}
+		writeProblem(w, code.Unavailable, fmt.Sprintf("session %s is held by node %s, which did not answer here; retry", elsewhere.Session, elsewhere.Holder.Node))
+		return
+	}
+	s.writeError(w, r, err)
+}
+
+// strictJSON decodes body into v, refusing unknown members and trailing
+// data.
+func strictJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the object")
+	}
+	return nil
+}
