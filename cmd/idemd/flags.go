@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/receipt"
 )
 
 type config struct {
@@ -25,6 +26,8 @@ type config struct {
 	cleanEvery      time.Duration
 	executor        int
 	waitMax         time.Duration
+	sessionTTLMax   time.Duration
+	sessionsMax     int
 	bodyMax         int64
 	requestTimeout  time.Duration
 	headerTimeout   time.Duration
@@ -101,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.cleanEvery, "clean-interval", 0, "how often expired receipts are cleaned, the first time at most 1s after start (0: 1m; negative: never)")
 	fs.IntVar(&c.executor, "executor", 256, "maximum keyed batches executing at once; beyond it receipts wait pending (429)")
 	fs.DurationVar(&c.waitMax, "wait-max", 30*time.Second, "maximum honoured Prefer: wait=N")
+	fs.DurationVar(&c.sessionTTLMax, "session-ttl-max", receipt.SessionTTLMaxDefault, "longest TTL an interactive session may ask for (whole seconds)")
+	fs.IntVar(&c.sessionsMax, "sessions-max", receipt.SessionsOpenMaxDefault, "maximum interactive sessions open on this node at once (beyond it: 429)")
 	fs.Int64Var(&c.bodyMax, "max-body", 1<<20, "maximum request body in bytes (larger: 413)")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "maximum time to handle one request (raised to wait-max + 10s if not longer than wait-max)")
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
@@ -178,6 +183,12 @@ func (c *config) validate() error {
 	}
 	if c.executor < 1 {
 		return usagef("-executor %d: must be at least 1", c.executor)
+	}
+	if c.sessionTTLMax < time.Second || c.sessionTTLMax%time.Second != 0 {
+		return usagef("-session-ttl-max %v: must be whole seconds, at least 1s", c.sessionTTLMax)
+	}
+	if c.sessionsMax < 1 {
+		return usagef("-sessions-max %d: must be at least 1", c.sessionsMax)
 	}
 	if c.bodyMax < 1 {
 		return usagef("-max-body %d: must be at least 1 byte", c.bodyMax)

@@ -98,7 +98,7 @@ func logStart(log *slog.Logger, c config) {
 		"lease_ttl", c.leaseTTL, "renew_interval", c.renewInterval, "retention", c.retention,
 		"legacy_table_owner", c.legacyOwner,
 		"maintain_interval", interval(c.maintainEvery), "clean_interval", interval(c.cleanEvery),
-		"executor", c.executor, "wait_max", c.waitMax, "max_body", c.bodyMax,
+		"executor", c.executor, "wait_max", c.waitMax, "session_ttl_max", c.sessionTTLMax, "sessions_max", c.sessionsMax, "max_body", c.bodyMax,
 		"request_timeout", c.requestTimeout, "header_timeout", c.headerTimeout,
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
 		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes),
