@@ -133,9 +133,9 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	}
 	for _, c := range []string{"1", "2"} {
 		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c, "twopc/twopc-2w/"+c,
-			"receipts/keyed/"+c, "receipts/fast/"+c, "receipts/replay/"+c,
+			"receipts/keyed/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
-			"http/keyed/"+c, "http/fast/"+c, "http/replay/"+c)
+			"http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
 	want = append(want, "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "renewal/renewal/1")
 	if os.Getenv("IDEM_BENCH_PG") == "" {
@@ -166,6 +166,9 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 				t.Errorf("%s lacks %s: %v", k, f, r)
 			}
 		}
+	}
+	for _, k := range []string{"receipts/session-10x10/2", "http/session-10x10/2"} {
+		checkSessionLine(t, k, seen[k])
 	}
 	if r := seen["etcd/keyed/1"]; r != nil {
 		if trips, _ := r["round_trips_per_request"].(float64); trips < 1 {
@@ -218,6 +221,74 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	for _, p := range pngs {
 		if b, err := os.ReadFile(p); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("%s is not a PNG (%v)", p, err)
+		}
+	}
+}
+
+// checkSessionLine checks a session-10x10 line: whole units of batches,
+// its per-unit figures and its ratios to keyed-10x of the same run.
+func checkSessionLine(t *testing.T, k string, r map[string]any) {
+	t.Helper()
+	if r == nil {
+		return // reported missing by the caller
+	}
+	if ops, _ := r["ops"].(float64); int(ops)%unitBatches != 0 {
+		t.Errorf("%s ops = %v, want whole units of %d batches", k, ops, unitBatches)
+	}
+	for _, f := range []string{"units_per_sec", "fsyncs_per_unit", "wal_bytes_per_unit",
+		"session_over_keyed10x_time", "session_over_keyed10x_p50", "session_over_keyed10x_wal_bytes"} {
+		if v, _ := r[f].(float64); v <= 0 {
+			t.Errorf("%s: %s = %v, want > 0", k, f, r[f])
+		}
+	}
+}
+
+// TestBench_CaseSelectsCases: -case narrows the receipts suite to the
+// session pair (floors still first), with its ratios; entries that name no
+// case, or suites that cannot select cases, are refused.
+func TestBench_CaseSelectsCases(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"-suite", "receipts", "-case", "session-10x10,receipts:keyed-10x", "-duration", "20ms",
+		"-concurrency", "1,2", "-json", "-dir", t.TempDir()}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	seen, _ := contractLines(t, &stdout)
+	want := []string{"receipts/fsync-serial/1", "receipts/fsync-group/64", "receipts/tidwall-batch64/1",
+		"receipts/keyed-10x/1", "receipts/session-10x10/1", "receipts/keyed-10x/2", "receipts/session-10x10/2"}
+	for _, k := range want {
+		if _, ok := seen[k]; !ok {
+			t.Errorf("missing result %s; have %v", k, keys(seen))
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("got %d distinct results, want %d: %v", len(seen), len(want), keys(seen))
+	}
+	checkSessionLine(t, "receipts/session-10x10/1", seen["receipts/session-10x10/1"])
+
+	suites := func(names string) []Suite {
+		ss, err := selectSuites(names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss
+	}
+	if got, err := selectCases("keyed-10x", suites("receipts,http")); err != nil || !got["receipts"][caseKeyed10x] || !got["http"][caseKeyed10x] {
+		t.Errorf("selectCases(keyed-10x) over receipts,http = %v, %v", got, err)
+	}
+	if got, err := selectCases("", suites("receipts")); err != nil || got != nil {
+		t.Errorf("selectCases(\"\") = %v, %v, want nil (every case)", got, err)
+	}
+	for _, c := range []struct{ list, suites string }{
+		{"keyed", "wal"},                    // wal runs all its cases
+		{"receipts:nope", "receipts"},       // no such case
+		{"http:keyed", "receipts"},          // http not selected
+		{"receipts:keyed", "receipts,http"}, // leaves http with nothing to run
+	} {
+		if got, err := selectCases(c.list, suites(c.suites)); err == nil {
+			t.Errorf("selectCases(%q) over %s = %v, want an error", c.list, c.suites, got)
 		}
 	}
 }

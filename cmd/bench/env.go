@@ -46,9 +46,10 @@ type runState struct {
 	floors    *Floors
 	floorErr  error
 
-	selected map[string]bool // suites of this invocation
-	suites   []suiteRun      // finished suites, in run order (for -out)
-	all      []Result        // every reported result, floors included
+	selected map[string]bool            // suites of this invocation
+	cases    map[string]map[string]bool // -case: per suite, the cases to run; nil runs every case
+	suites   []suiteRun                 // finished suites, in run order (for -out)
+	all      []Result                   // every reported result, floors included
 
 	loadStart, loadEnd float64 // 1-minute load average around the run
 
@@ -99,6 +100,13 @@ func (e *Env) Suite() string { return e.suite }
 // leaves reopen to recovery and renewal to renewal), so `-suite all` runs
 // each case once.
 func (e *Env) Selected(name string) bool { return e.run.selected[name] }
+
+// Want reports whether the running suite should measure case name: always,
+// unless -case narrowed it (selectCases). Only suites that list their
+// Cases ask.
+func (e *Env) Want(name string) bool {
+	return e.run.cases == nil || e.run.cases[e.suite][name]
+}
 
 // Earlier returns the results reported so far in this run by suite (not
 // its floor lines), for cross-suite ratios such as Idem against the peer.

@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		suiteList = fs.String("suite", "", "comma-separated suites to run, or all (default: a quick tour of all: "+defaultNames()+"; opt-in, run only when named: "+optionalNames()+")")
 		duration  = fs.Duration("duration", 2*time.Second, "measured time per case, after a warm-up of min(duration/10, 200ms) (quick tour: "+quickDuration.String()+")")
+		caseList  = fs.String("case", "", "comma-separated cases to run within the selected suites, as case or suite:case (suites that list cases only: receipts, http; e.g. receipts:session-10x10,receipts:keyed-10x); default: every case")
 		concList  = fs.String("concurrency", "1,8,64", "comma-separated closed-loop worker counts (http defaults to 1,8,32)")
 		jsonOut   = fs.Bool("json", false, "print one JSON object per result on stdout (tables go to stderr)")
 		dir       = fs.String("dir", "", "directory for data (default: a temp dir under "+os.TempDir()+", removed afterwards)")
@@ -103,6 +104,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cases, err := selectCases(*caseList, suites)
+	if err != nil {
+		return err
+	}
 	opts := Options{Duration: *duration, Concurrency: conc, ConcurrencySet: set["concurrency"],
 		ValueBytes: *valueB, Keys: *keys, Receipts: *receipts, BatchDocs: *batchDocs, ReplayKeys: *replayN,
 		JSON: *jsonOut, PG: *pgDSN, Crashloop: crash}
@@ -154,7 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tables = stderr // keep stdout machine-readable
 	}
 	rs := newRunState(opts, base, stdout, stderr)
-	rs.selected = map[string]bool{}
+	rs.selected, rs.cases = map[string]bool{}, cases
 	for _, s := range suites {
 		rs.selected[s.Name] = true
 	}

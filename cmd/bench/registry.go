@@ -24,6 +24,9 @@ type Suite struct {
 	Optional bool
 	// Doc is one line for -h.
 	Doc string
+	// Cases are the names -case can select in this suite; a suite without
+	// them runs all its cases and refuses -case.
+	Cases []string
 	// Run measures the suite's cases and reports each through env.Report.
 	// The physical floors are measured and reported before Run is called.
 	Run func(env *Env) error
@@ -119,4 +122,69 @@ func joinNames(ss []Suite, keep func(Suite) bool) string {
 		}
 	}
 	return strings.Join(names, ",")
+}
+
+// selectCases resolves a -case list against the selected suites: each
+// entry is case (every selected suite that has it) or suite:case. It
+// returns, per suite, the cases to run; nil when list is empty (run all).
+// Every entry must name a case, and every selected suite must keep at
+// least one: a -case that leaves a suite with nothing to run, or names a
+// suite that cannot select its cases, is an error, not a silent no-op.
+func selectCases(list string, suites []Suite) (map[string]map[string]bool, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	for _, s := range suites {
+		if len(s.Cases) == 0 {
+			return nil, fmt.Errorf("-case: suite %s runs all its cases (-case selects cases of: %s)", s.Name,
+				joinNames(allSuites(), func(s Suite) bool { return len(s.Cases) > 0 }))
+		}
+	}
+	out := map[string]map[string]bool{}
+	add := func(s Suite, c string) bool {
+		if !slices.Contains(s.Cases, c) {
+			return false
+		}
+		if out[s.Name] == nil {
+			out[s.Name] = map[string]bool{}
+		}
+		out[s.Name][c] = true
+		return true
+	}
+	for _, entry := range strings.Split(list, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		suite, c, qualified := strings.Cut(entry, ":")
+		if !qualified {
+			suite, c = "", entry
+		}
+		found := false
+		for _, s := range suites {
+			if (suite == "" || s.Name == suite) && add(s, c) {
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("-case %q: no selected suite has that case (%s)", entry, caseNames(suites))
+		}
+	}
+	for _, s := range suites {
+		if len(out[s.Name]) == 0 {
+			return nil, fmt.Errorf("-case names no case of suite %s (%s)", s.Name, caseNames(suites))
+		}
+	}
+	return out, nil
+}
+
+// caseNames lists the selectable cases of suites as suite:case.
+func caseNames(suites []Suite) string {
+	var names []string
+	for _, s := range suites {
+		for _, c := range s.Cases {
+			names = append(names, s.Name+":"+c)
+		}
+	}
+	return "have: " + strings.Join(names, ",")
 }

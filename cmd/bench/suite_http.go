@@ -18,10 +18,11 @@ import (
 
 func init() {
 	register(Suite{
-		Name: "http",
-		Rank: 50,
-		Doc:  "api over loopback HTTP/1.1: closed-loop clients posting keyed, key-less and replayed batches (default concurrency 1,8,32)",
-		Run:  runHTTP,
+		Name:  "http",
+		Rank:  50,
+		Doc:   "api over loopback HTTP/1.1: closed-loop clients posting keyed, key-less and replayed batches, and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
+		Cases: []string{"keyed", "fast", "replay", caseKeyed10x, caseSession},
+		Run:   runHTTP,
 	})
 }
 
@@ -42,6 +43,9 @@ func runHTTP(env *Env) error {
 		return err
 	}
 	for _, name := range []string{"keyed", "fast"} {
+		if !env.Want(name) {
+			continue
+		}
 		for _, c := range concs {
 			st, srv, err := openHTTP(env, name, c)
 			if err != nil {
@@ -57,12 +61,20 @@ func runHTTP(env *Env) error {
 			results = append(results, &r)
 		}
 	}
-	rs, err := httpReplay(env, concs)
-	results = append(results, rs...)
+	if env.Want("replay") {
+		rs, err := httpReplay(env, concs)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	us, err := httpUnits(env, concs)
+	results = append(results, us...)
 	if err != nil {
 		return fail(err)
 	}
 	keyedRatios(env, results, targetHTTPKeyed, httpTargetConc)
+	unitRatios(results)
 	if r := indexResults(results).get("replay", httpTargetConc); r != nil {
 		rateTarget(r, fmt.Sprintf("http replay@%d", httpTargetConc), targetHTTPReplay)
 	}
@@ -73,7 +85,8 @@ func runHTTP(env *Env) error {
 // httpServer is api.New on a real loopback listener and a client whose
 // pool keeps one connection per worker.
 type httpServer struct {
-	url    string
+	base   string // http://127.0.0.1:port
+	url    string // the bench table's batch route
 	srv    *http.Server
 	client *http.Client
 	tr     *http.Transport
@@ -105,8 +118,10 @@ func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
 		IdleConnTimeout:     time.Minute,
 		DisableCompression:  true,
 	}
+	base := "http://" + ln.Addr().String()
 	return st, &httpServer{
-		url:    "http://" + ln.Addr().String() + "/v1/tables/" + benchTable + "/batch",
+		base:   base,
+		url:    base + "/v1/tables/" + benchTable + "/batch",
 		srv:    srv,
 		client: &http.Client{Transport: tr, Timeout: time.Minute},
 		tr:     tr,

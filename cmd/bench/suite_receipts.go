@@ -10,10 +10,11 @@ import (
 
 func init() {
 	register(Suite{
-		Name: "receipts",
-		Rank: 40,
-		Doc:  "receipt.Service: keyed Execute, ExecuteFast, replay of terminal keys (+ renewal and reopen unless those suites run)",
-		Run:  runReceipts,
+		Name:  "receipts",
+		Rank:  40,
+		Doc:   "receipt.Service: keyed Execute, ExecuteFast, replay of terminal keys, sessions of 10 staged batches next to 10 keyed batches (+ renewal and reopen unless those suites run)",
+		Cases: []string{"keyed", "fast", "replay", caseKeyed10x, caseSession, "renewal", "reopen"},
+		Run:   runReceipts,
 	})
 }
 
@@ -35,6 +36,9 @@ func runReceipts(env *Env) error {
 		return err
 	}
 	for _, name := range []string{"keyed", "fast"} {
+		if !env.Want(name) {
+			continue
+		}
 		for _, c := range env.Opts.Concurrency {
 			r, err := receiptsCase(env, name, c)
 			if err != nil {
@@ -43,12 +47,20 @@ func runReceipts(env *Env) error {
 			results = append(results, &r)
 		}
 	}
-	rs, err := receiptsReplay(env, env.Opts.Concurrency)
-	results = append(results, rs...)
+	if env.Want("replay") {
+		rs, err := receiptsReplay(env, env.Opts.Concurrency)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	us, err := receiptsUnits(env, env.Opts.Concurrency)
+	results = append(results, us...)
 	if err != nil {
 		return fail(err)
 	}
 	keyedRatios(env, results, targetKeyedRate, 64)
+	unitRatios(results)
 	idx := indexResults(results)
 	if r := idx.get("fast", 64); r != nil {
 		rateTarget(r, "receipts fast@64 batches", targetReceiptsFastBatch)
@@ -58,13 +70,14 @@ func runReceipts(env *Env) error {
 	}
 	env.reportAll(results)
 
-	// The heavy cases run here only when their own suites do not.
-	if !env.Selected("renewal") {
+	// The heavy cases run here only when their own suites do not (and,
+	// with -case, when named: "reopen" is reopen-<n>-receipts).
+	if !env.Selected("renewal") && env.Want("renewal") {
 		if err := renewalCase(env); err != nil {
 			return err
 		}
 	}
-	if !env.Selected("recovery") {
+	if !env.Selected("recovery") && env.Want("reopen") {
 		if err := reopenReceipts(env); err != nil {
 			return err
 		}
