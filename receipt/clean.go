@@ -118,6 +118,7 @@ type victim struct {
 	session  bool
 	rcptVer  engine.Version // the receipt's, or the session record's
 	entryVer engine.Version
+	steps    int // a session's steps, which may outlive it (session_steps.go)
 }
 
 func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool) {
@@ -169,7 +170,7 @@ func (l *lifecycle) cleanableSession(ctx context.Context, v victim, deadline int
 	case rec.RetainUntil != deadline:
 		return v, true
 	}
-	v.session, v.rcptVer = true, it.Version
+	v.session, v.rcptVer, v.steps = true, it.Version, rec.Steps
 	return v, true
 }
 
@@ -177,6 +178,17 @@ func (l *lifecycle) cleanableSession(ctx context.Context, v victim, deadline int
 // fails (the receipt changed, or its transaction still holds intents) is
 // dropped and the rest retried.
 func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs []victim) (int, error) {
+	fence := func(b *engine.Batch) { b.AtVersion(lease.JobKey(cleanerJob), jobVer) }
+	for _, v := range vs {
+		// Steps too many for the write that ended the session, and that a
+		// crash kept maintenance from deleting: before the record, so that
+		// none is left without it.
+		if v.session && v.steps > l.stepsInlineMax() {
+			if err := l.dropSteps(ctx, v.id, v.steps, fence); err != nil {
+				return 0, err
+			}
+		}
+	}
 	for len(vs) > 0 {
 		b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
 		if fault.Planted(fault.BugCleanUnfenced) { // planted only under -tags idem_selftest

@@ -38,6 +38,9 @@ type lifecycle struct {
 	// (striped by ID: bounded, whatever the number of sessions); across
 	// processes the session record's version and claim fence them.
 	sessionLocks [sessionLockStripes]sync.Mutex
+	stagings     stagingCache // folded stagings of the sessions held here
+	dropMu       sync.Mutex
+	dropQ        []stepDrop // ended sessions whose steps maintenance deletes
 
 	flights sync.Map // txn_id -> *flight
 

@@ -75,6 +75,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 			return ms, err
 		}
 	}
+	s.dropQueuedSteps(ctx)
 	n, err := s.releaseDecisions(ctx)
 	ms.Released += n
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 //	sess/v1/rec/<id>   the session record (SessionRecord)
 //	sess/v1/open/<id>  present while the session is open: what maintenance
 //	                   walks to end the sessions of dead owners and expired ones
+//	sess/v1/step/<id>/<n>  the documents step n changed (session_steps.go)
 //
 // An ended session's record is kept for the retention period under an
 // exp/v1 entry, as a terminal receipt is, and cleaned by the same cleaner.
@@ -75,6 +76,9 @@ const (
 	SessionTTLMaxDefault = 5 * time.Minute
 	// SessionsOpenMaxDefault is Options.SessionsOpenMax's default.
 	SessionsOpenMaxDefault = 4096
+	// SessionStepsMax bounds the steps that change a session (stages and
+	// first reads): each is one entry its next steps read back.
+	SessionStepsMax = 256
 	// SessionSchemaCurrent is the schema of session records written now.
 	SessionSchemaCurrent = 1
 )
@@ -87,8 +91,10 @@ type SessionRecord struct {
 	Owner     *lease.Claim `cbor:"4,keyasint,omitempty"` // who holds it while open
 	Created   int64        `cbor:"5,keyasint"`           // unix ms
 	Expires   int64        `cbor:"6,keyasint"`           // unix ms: an open session is aborted after it
-	// Staging is what it read and wrote; dropped once it ends (a commit
-	// carries it in its receipt).
+	// Staging is its staging's header (tables, result, bytes) while it is
+	// open; the documents it read and wrote live in its steps
+	// (session_steps.go). Dropped once it ends (a commit carries the whole
+	// staging in its receipt).
 	Staging *table.Staging `cbor:"7,keyasint,omitempty"`
 	Stages  int            `cbor:"8,keyasint,omitempty"` // batches staged
 	Key     string         `cbor:"9,keyasint,omitempty"` // committed: the Idempotency-Key of the commit
@@ -99,6 +105,12 @@ type SessionRecord struct {
 	// exp/v1 entry), so that later calls learn how it ended.
 	RetainUntil int64        `cbor:"13,keyasint,omitempty"`
 	Result      table.Result `cbor:"14,keyasint,omitempty"` // what its staged batches did
+	// Steps counts the steps that changed its staging (stages and first
+	// reads), each one a sess/v1/step entry; Docs and Writes count the
+	// documents it read or wrote and wrote.
+	Steps  int `cbor:"15,keyasint,omitempty"`
+	Docs   int `cbor:"16,keyasint,omitempty"`
+	Writes int `cbor:"17,keyasint,omitempty"`
 }
 
 // EncodeSession encodes r deterministically.
@@ -124,6 +136,10 @@ func DecodeSession(b []byte) (*SessionRecord, error) {
 
 func sessionKey(id string) []byte     { return engine.NSSession.Key("rec", id) }
 func sessionOpenKey(id string) []byte { return engine.NSSession.Key("open", id) }
+func sessionStepKey(id string, n int) []byte {
+	return engine.NSSession.Key("step", id, fmt.Sprintf("%08d", n))
+}
+func sessionStepPrefix(id string) []byte { return engine.NSSession.Prefix("step", id) }
 
 // sessionIDBytes is the entropy of a session ID: IDs are bearer names
 // within a principal, so they must not be guessable.
@@ -172,8 +188,8 @@ type Session struct {
 func sessionOf(id string, r *SessionRecord) Session {
 	s := Session{ID: id, State: r.State, Reason: r.Reason, Created: time.UnixMilli(r.Created),
 		Expires: time.UnixMilli(r.Expires), Stages: r.Stages, Result: r.Result, Key: r.Key, TxnID: r.TxnID}
-	if r.Staging != nil {
-		s.Docs, s.Writes = len(r.Staging.Docs), r.Staging.Writes()
+	if r.State == SessionOpen {
+		s.Docs, s.Writes = r.Docs, r.Writes
 	}
 	if r.RetainUntil != 0 {
 		s.Retained = time.UnixMilli(r.RetainUntil)
@@ -191,7 +207,7 @@ func errSessionEnded(id string, r *SessionRecord) *code.Error {
 		return code.Errorf(code.SessionCommitted, "session %q is committed (transaction %s); begin a new session", id, r.TxnID)
 	}
 	why := map[string]string{
-		ReasonAborted:   "it was aborted",
+		ReasonAborted:   "its client aborted it",
 		ReasonExpired:   "it outlived its TTL",
 		ReasonOwnerLost: "the node that held it stopped before its commit was requested",
 	}[r.Reason]

@@ -62,6 +62,7 @@ func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl 
 	switch classifyWrite(err, nil) {
 	case writeDone:
 		held.Confirmed(v, until)
+		l.stagings.put(id, v, &table.Staging{})
 		l.stats.sessBegun.Add(1)
 		return sessionOf(id, rec), nil
 	case writeAmbiguous:

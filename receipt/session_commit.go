@@ -122,18 +122,27 @@ func (s *Service) commitNew(ctx context.Context, req CommitRequest, id, key stri
 	case err != nil:
 		return Answer{}, err
 	}
-	canon, err := encMode.Marshal(sa.rec.Staging)
+	full, err := s.staging(ctx, sa)
+	if err != nil {
+		return Answer{}, err
+	}
+	canon, err := encMode.Marshal(full)
 	if err != nil {
 		return Answer{}, err
 	}
 	a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: sessionCommitTable,
 		Key: key, Fingerprint: fp[:], Request: canon, Session: req.Session}}
-	a.alongside = func(b *engine.Batch) error { return s.endCommitted(b, sa, a) }
+	inline := false
+	a.alongside = func(b *engine.Batch) error {
+		inline = s.dropStepsInto(b, sa.id, sa.rec.Steps)
+		return s.endCommitted(b, sa, a)
+	}
 	a.published = func() {
 		s.active.Remove(sa.id, sa.held)
+		s.ended(sa.id, sa.rec.Steps, inline)
 		s.stats.sessCommitted.Add(1)
 	}
-	return s.create(ctx, a, s.planSession(req.Principal, sa.rec.Staging), deadline)
+	return s.create(ctx, a, s.planSession(req.Principal, full), deadline)
 }
 
 // endCommitted adds to the write that publishes commit receipt a the end

@@ -60,6 +60,7 @@ func (l *lifecycle) endSession(ctx context.Context, sa *sessionAttempt, reason s
 	if err := l.putEnded(b, sa.id, &rec); err != nil {
 		return nil, err
 	}
+	inline := l.dropStepsInto(b, sa.id, sa.rec.Steps)
 	if err := fault.Inject(fault.SessionEndBefore); err != nil {
 		return nil, err
 	}
@@ -68,6 +69,7 @@ func (l *lifecycle) endSession(ctx context.Context, sa *sessionAttempt, reason s
 		return nil, l.sessionWriteError(ctx, sa, err)
 	}
 	l.active.Remove(sa.id, sa.held)
+	l.ended(sa.id, sa.rec.Steps, inline)
 	l.stats.sessAborted.Add(1)
 	if reason != ReasonAborted {
 		l.stats.sessExpired.Add(1)

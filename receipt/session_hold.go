@@ -108,6 +108,7 @@ func (l *lifecycle) holdSession(ctx context.Context, principal, id string) (sa *
 	}
 	// Not ours (any more): whoever holds it must be alive, or it is
 	// presumed aborted.
+	l.stagings.drop(id)
 	ls, err := lease.Read(ctx, l.store, id)
 	if err != nil {
 		return nil, nil, err
@@ -151,6 +152,7 @@ func (l *lifecycle) sessionWriteError(ctx context.Context, sa *sessionAttempt, e
 			sa.held.MarkLost()
 			l.active.Remove(sa.id, sa.held)
 		}
+		l.stagings.drop(sa.id)
 		rec, _, lerr := l.loadSession(ctx, sa.rec.Principal, sa.id)
 		switch {
 		case lerr != nil:

@@ -49,14 +49,14 @@ func (s *Service) StageSession(ctx context.Context, principal, id string, batche
 		}
 	}
 	res := make([]table.Result, len(batches))
-	sess, err := s.sessionStep(ctx, principal, id, true, func(st *table.Staging) (bool, error) {
+	sess, err := s.sessionStep(ctx, principal, id, true, func(st *table.Staging) error {
 		for i, tb := range batches {
 			var err error
 			if res[i], err = s.tables.SessionStage(ctx, principal, st, tb.Table, tb.Batch); err != nil {
-				return false, err
+				return err
 			}
 		}
-		return true, nil
+		return nil
 	})
 	if err != nil {
 		return nil, Session{}, err
@@ -70,20 +70,21 @@ func (s *Service) StageSession(ctx context.Context, principal, id string, batche
 // its commit conflicts if the document changes meanwhile.
 func (s *Service) ReadSession(ctx context.Context, principal, id, tbl, doc string) (json.RawMessage, error) {
 	var out json.RawMessage
-	_, err := s.sessionStep(ctx, principal, id, false, func(st *table.Staging) (bool, error) {
-		docs, tables := len(st.Docs), len(st.Tables)
+	_, err := s.sessionStep(ctx, principal, id, false, func(st *table.Staging) error {
+		// Only a first read changes what the commit is conditioned on
+		// (st.Changed): a repeated one writes nothing.
 		var err error
 		out, err = s.tables.SessionRead(ctx, principal, st, tbl, doc)
-		// Only a first read changes what the commit is conditioned on.
-		return len(st.Docs) != docs || len(st.Tables) != tables, err
+		return err
 	})
 	return out, err
 }
 
 // sessionStep runs step on a copy of open session id's staging under its
 // stripe lock and an executor slot, and makes the copy durable when step
-// reports a change (and no error); staged counts it as a staged batch.
-func (s *Service) sessionStep(ctx context.Context, principal, id string, staged bool, step func(*table.Staging) (bool, error)) (Session, error) {
+// changed documents (and no error): one step; staged counts it as a staged
+// batch.
+func (s *Service) sessionStep(ctx context.Context, principal, id string, staged bool, step func(*table.Staging) error) (Session, error) {
 	if err := s.refusesWrites(); err != nil {
 		return Session{}, errUnavailable()
 	}
@@ -97,33 +98,47 @@ func (s *Service) sessionStep(ctx context.Context, principal, id string, staged 
 		return Session{}, code.Errorf(code.Overloaded, "the executor is full; retry later")
 	}
 	defer s.releaseFor(lease.KindSession)
-	st := sa.rec.Staging.Clone()
-	changed, err := step(st)
+	full, err := s.staging(ctx, sa)
 	if err != nil {
 		return Session{}, err
 	}
-	if !changed {
+	st := full.Clone()
+	if err := step(st); err != nil {
+		return Session{}, err
+	}
+	docs := st.Changed()
+	if len(docs) == 0 {
 		return sessionOf(id, sa.rec), nil
 	}
+	if sa.rec.Steps >= SessionStepsMax {
+		return Session{}, code.Errorf(code.InvalidRequest, "a session takes at most %d steps that change it (stages and first reads); commit it, or begin another", SessionStepsMax)
+	}
 	rec := *sa.rec
-	rec.Staging, rec.Result = st, st.Result
+	rec.Staging, rec.Result = st.Header(), st.Result
+	rec.Docs, rec.Writes = len(st.Docs), st.Writes()
 	if staged {
 		rec.Stages++
 	}
-	if err := s.writeSession(ctx, sa, &rec); err != nil {
+	if err := s.writeSession(ctx, sa, &rec, docs, st); err != nil {
 		return Session{}, err
 	}
 	return sessionOf(id, &rec), nil
 }
 
-// writeSession makes rec the open session's record, fenced.
-func (l *lifecycle) writeSession(ctx context.Context, sa *sessionAttempt, rec *SessionRecord) error {
+// writeSession makes rec the open session's record and docs — what the
+// step changed — its next step, fenced; full is the staging after it.
+func (l *lifecycle) writeSession(ctx context.Context, sa *sessionAttempt, rec *SessionRecord, docs []table.SessionDoc, full *table.Staging) error {
+	rec.Steps++
+	step, err := encMode.Marshal(docs)
+	if err != nil {
+		return err
+	}
 	val, err := EncodeSession(rec)
 	if err != nil {
 		return err
 	}
 	b := new(engine.Batch).AtVersion(sessionKey(sa.id), sa.ver).AtVersion(lease.ClaimKey(sa.id), sa.claimVer).
-		Put(sessionKey(sa.id), val)
+		Put(sessionKey(sa.id), val).Put(sessionStepKey(sa.id, rec.Steps), step)
 	if err := fault.Inject(fault.SessionStageBefore); err != nil {
 		return err
 	}
@@ -132,6 +147,7 @@ func (l *lifecycle) writeSession(ctx context.Context, sa *sessionAttempt, rec *S
 		return l.sessionWriteError(ctx, sa, err)
 	}
 	sa.rec, sa.ver = rec, v
+	l.stagings.put(sa.id, v, full)
 	return nil
 }
 

@@ -37,10 +37,16 @@ const (
 // session as it was.
 type Staging struct {
 	Tables []SessionTable `cbor:"1,keyasint"`
-	Docs   []SessionDoc   `cbor:"2,keyasint"` // sorted by (Table, ID)
-	Result Result         `cbor:"3,keyasint"` // what the staged batches did, summed
-	Bytes  int            `cbor:"4,keyasint"` // the written documents' bytes
+	Docs   []SessionDoc   `cbor:"2,keyasint,omitempty"` // sorted by (Table, ID)
+	Result Result         `cbor:"3,keyasint"`           // what the staged batches did, summed
+	Bytes  int            `cbor:"4,keyasint"`           // the written documents' bytes
+
+	// changed names the documents a step read first or wrote since the
+	// copy it works on was made (Clone): what the step must make durable.
+	changed map[docRef]struct{}
 }
+
+type docRef struct{ table, id string }
 
 // SessionTable is a table a session touched, by the ID it had then: a table
 // dropped and created again since is another table, and the commit is
@@ -66,12 +72,57 @@ type SessionDoc struct {
 	base []byte
 }
 
-// Clone returns a copy that Stage and Read may change.
+// Clone returns a copy that Stage and Read may change; Changed reports
+// what they changed in it.
 func (s *Staging) Clone() *Staging {
 	c := &Staging{Result: s.Result, Bytes: s.Bytes}
 	c.Tables = append([]SessionTable(nil), s.Tables...)
 	c.Docs = append([]SessionDoc(nil), s.Docs...)
 	return c
+}
+
+// Header is s without its documents: what a session's record keeps, the
+// documents living in the steps that changed them.
+func (s *Staging) Header() *Staging {
+	return &Staging{Tables: append([]SessionTable(nil), s.Tables...), Result: s.Result, Bytes: s.Bytes}
+}
+
+// Changed returns the documents read first or written since Clone, in
+// order: one step's change, which Merge folds back in.
+func (s *Staging) Changed() []SessionDoc {
+	if len(s.changed) == 0 {
+		return nil
+	}
+	out := make([]SessionDoc, 0, len(s.changed))
+	for _, d := range s.Docs {
+		if _, ok := s.changed[docRef{d.Table, d.ID}]; ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Merge folds one step's documents (Changed) into s: each replaces the
+// document of its table and ID, or joins the others.
+func (s *Staging) Merge(docs []SessionDoc) {
+	for _, d := range docs {
+		i, found := s.find(d.Table, d.ID)
+		if found {
+			s.Docs[i] = d
+			continue
+		}
+		s.Docs = append(s.Docs, SessionDoc{})
+		copy(s.Docs[i+1:], s.Docs[i:])
+		s.Docs[i] = d
+	}
+}
+
+// mark records that d changed in this copy.
+func (s *Staging) mark(d *SessionDoc) {
+	if s.changed == nil {
+		s.changed = map[docRef]struct{}{}
+	}
+	s.changed[docRef{d.Table, d.ID}] = struct{}{}
 }
 
 // Writes is how many documents the session writes.
@@ -142,6 +193,7 @@ func (t *Tables) view(ctx context.Context, s *Staging, m Meta, id string) (*Sess
 		s.Docs = append(s.Docs, SessionDoc{})
 		copy(s.Docs[i+1:], s.Docs[i:])
 		s.Docs[i] = d
+		s.mark(&s.Docs[i])
 	}
 	d := &s.Docs[i]
 	switch {
@@ -288,6 +340,7 @@ func (s *Staging) write(d *SessionDoc, doc []byte, deleted bool) {
 	}
 	d.Written, d.Deleted, d.Doc = true, deleted, doc
 	s.Bytes += len(doc)
+	s.mark(d)
 }
 
 // SessionPlan plans the commit of session s of tenant: one participant per
