@@ -231,6 +231,10 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set(headerIdempotencyKey, strings.Trim(values[0], " \t"))
+	} else if id := r.PathValue("id"); receipt.ValidSessionID(id) {
+		// Without a key the session ID is the commit's key: the answer is
+		// keyed all the same, and says so.
+		w.Header().Set(headerIdempotencyKey, id)
 	}
 	body, ok := s.readBody(w, r)
 	if !ok {

@@ -109,16 +109,18 @@ func (c *Client) Batch(ctx context.Context, table string, batch any, o *BatchOpt
 	if key == "" {
 		key = newKey()
 	}
-	params := &idemapi.BatchParams{IdempotencyKey: &key}
-	if o.Wait > 0 {
-		prefer := "wait=" + strconv.Itoa(int(math.Ceil(o.Wait.Seconds())))
-		params.Prefer = &prefer
-	}
-	var res *Result
-	err = c.retry(ctx, func() (*http.Response, error) {
+	params := &idemapi.BatchParams{IdempotencyKey: &key, Prefer: preferWait(o.Wait)}
+	return c.keyed(ctx, key, func() (*http.Response, error) {
 		return c.api.BatchWithBody(ctx, table, params, "application/json", bytes.NewReader(body))
-	}, func(resp *http.Response, b []byte) error {
-		var out struct{ Inserted, Deleted, Transformed int }
+	})
+}
+
+// keyed sends a keyed call under key (retried as the package comment
+// says) and reads its committed answer.
+func (c *Client) keyed(ctx context.Context, key string, send func() (*http.Response, error)) (*Result, error) {
+	var res *Result
+	err := c.retry(ctx, retryIdempotent, send, func(resp *http.Response, b []byte) error {
+		var out idemapi.BatchResult
 		if err := json.Unmarshal(b, &out); err != nil {
 			return fmt.Errorf("idem: batch answer: %w", err)
 		}
@@ -129,6 +131,16 @@ func (c *Client) Batch(ctx context.Context, table string, batch any, o *BatchOpt
 	return res, err
 }
 
+// preferWait is the Prefer header asking for a wait of d (whole seconds,
+// rounded up), or nil for none.
+func preferWait(d time.Duration) *string {
+	if d <= 0 {
+		return nil
+	}
+	prefer := "wait=" + strconv.Itoa(int(math.Ceil(d.Seconds())))
+	return &prefer
+}
+
 // CreateTable creates table (shards 0: the server's default); created is
 // false when it existed already.
 func (c *Client) CreateTable(ctx context.Context, table string, shards int) (created bool, err error) {
@@ -137,7 +149,7 @@ func (c *Client) CreateTable(ctx context.Context, table string, shards int) (cre
 		body["shards"] = shards
 	}
 	b, _ := json.Marshal(body)
-	err = c.retry(ctx, func() (*http.Response, error) {
+	err = c.retry(ctx, retryIdempotent, func() (*http.Response, error) {
 		return c.api.PutTableWithBody(ctx, table, "application/json", bytes.NewReader(b))
 	}, func(resp *http.Response, _ []byte) error {
 		created = resp.StatusCode == http.StatusCreated
@@ -149,26 +161,57 @@ func (c *Client) CreateTable(ctx context.Context, table string, shards int) (cre
 // Doc returns document id of table, as stored.
 func (c *Client) Doc(ctx context.Context, table, id string) (json.RawMessage, error) {
 	var doc json.RawMessage
-	err := c.retry(ctx, func() (*http.Response, error) {
+	err := c.retry(ctx, retryIdempotent, func() (*http.Response, error) {
 		return c.api.GetDoc(ctx, table, id)
-	}, func(_ *http.Response, b []byte) error {
-		var out struct {
-			Doc json.RawMessage `json:"doc"`
-		}
-		if err := json.Unmarshal(b, &out); err != nil {
-			return fmt.Errorf("idem: document answer: %w", err)
-		}
-		doc = out.Doc
-		return nil
+	}, func(_ *http.Response, b []byte) (err error) {
+		doc, err = docOf(b)
+		return err
 	})
 	return doc, err
 }
 
+// docOf reads a document answer ({"id": …, "doc": …}).
+func docOf(b []byte) (json.RawMessage, error) {
+	var out struct {
+		Doc json.RawMessage `json:"doc"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("idem: document answer: %w", err)
+	}
+	return out.Doc, nil
+}
+
+// retryPolicy says which failures of a call its retries cover.
+type retryPolicy uint8
+
+const (
+	// retryIdempotent: a call that may be sent again — keyed (the same
+	// request, so the same key: never a second application) or harmless
+	// twice (a table, a document, a session read, an abort). Transport
+	// errors and every problem whose retry_with is same_key (an unkeyed
+	// answer: that is retryable) are retried.
+	retryIdempotent retryPolicy = iota
+	// retryUnapplied: a call that must not run twice and has no key (a
+	// session's stage step). Only an answer that it did not run — 429
+	// overloaded, refused before the step — is retried; after a transport
+	// error or any other problem whether it ran may be unknown, and the
+	// error is returned.
+	retryUnapplied
+)
+
+// retries reports whether policy retries problem e.
+func (p retryPolicy) retries(e *Error) bool {
+	if p == retryUnapplied {
+		return e.Code == idemapi.ErrorCodeOverloaded
+	}
+	// A keyed answer says how to retry; an unkeyed one only whether to.
+	return e.RetryWith == "same_key" || e.RetryWith == "" && e.Retryable
+}
+
 // retry sends until an answer is final or the retries are spent: a 2xx
-// goes to ok, a problem becomes an *Error, retried when its retry_with is
-// same_key; a transport error is retried too (the same request, so the
-// same key: never a second application).
-func (c *Client) retry(ctx context.Context, send func() (*http.Response, error), ok func(*http.Response, []byte) error) error {
+// goes to ok, a problem becomes an *Error, retried as policy says, and so
+// is a transport error under retryIdempotent.
+func (c *Client) retry(ctx context.Context, policy retryPolicy, send func() (*http.Response, error), ok func(*http.Response, []byte) error) error {
 	for n := 0; ; n++ {
 		resp, err := send()
 		var wait time.Duration
@@ -182,14 +225,15 @@ func (c *Client) retry(ctx context.Context, send func() (*http.Response, error),
 				return ok(resp, b)
 			default:
 				perr := problemOf(resp, b)
-				// A keyed answer says how to retry; an unkeyed one (a
-				// table, a document: idempotent calls) only whether to.
-				if perr.RetryWith != "same_key" && (perr.RetryWith != "" || !perr.Retryable) {
+				if !policy.retries(perr) {
 					return perr
 				}
 				err = perr
 				wait = retryAfter(resp)
 			}
+		}
+		if _, answered := err.(*Error); policy == retryUnapplied && !answered {
+			return err // the answer was lost: whether the call ran is unknown
 		}
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)

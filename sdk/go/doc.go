@@ -14,6 +14,33 @@
 //   - A Result says whether it was replayed (Idempotent-Replayed) and
 //     names its transaction.
 //
+// An interactive session (Client.BeginSession) stages batches on one or
+// more tables, reads its own writes, and commits them all at once, exactly
+// once — or aborts. Its commit is a keyed call, retried as Batch is (the
+// session ID is its key unless CommitOptions.Key names one); reads, Info
+// and Abort are retried as idempotent calls; a staged step, which is not
+// idempotent, only when the server answers that it did not run it. With a
+// client c and tables orders and stock:
+//
+//	sess, err := c.BeginSession(ctx, &idem.SessionOptions{TTL: time.Minute})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	step := map[string]any{
+//		"orders": map[string]any{"inserts": []any{map[string]any{"id": "o-2", "doc": map[string]any{"total": 5}}}},
+//		"stock":  map[string]any{"transforms": []any{map[string]any{"id": "w", "ops": []any{map[string]any{"op": "$inc", "path": "n", "value": -1}}, "upsert": true}}},
+//	}
+//	if _, err := sess.StageTables(ctx, step); err != nil {
+//		log.Fatal(err) // a refused step leaves the session as it was
+//	}
+//	doc, _ := sess.Get(ctx, "orders", "o-2") // its own write: nobody else sees it before the commit
+//	fmt.Fprintln(out, string(doc))           // {"total":5}
+//	res, err := sess.Commit(ctx, nil)
+//	if err != nil {
+//		log.Fatal(err) // ErrTransactionConflict: a document it saw changed; nothing applied
+//	}
+//	fmt.Fprintln(out, res.Inserted, res.Transformed) // 1 1
+//
 // The HTTP layer underneath is generated from api/openapi.yaml (package
 // idemapi). Cancellation and deadlines are the context's.
 package idem

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,3 +108,112 @@ func TestRetry_TransportErrorsAreRetriedWithTheSameKey(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
+
+// TestRetry_SessionCallsRetryOnlyWhatIsSafe drives the session calls with
+// scripted answers: Get, Info and Abort are retried as idempotent calls,
+// Commit as a keyed call (under the same key each time, or none: the
+// session's), and Stage — not idempotent, unkeyed — only on 429
+// overloaded, never after a lost answer or a 5xx.
+func TestRetry_SessionCallsRetryOnlyWhatIsSafe(t *testing.T) {
+	const id = "s0123456789abcdef0123456789abcdef"
+	problem := func(status int, code string, retryable bool, retryWith string) func(http.ResponseWriter, *http.Request) {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(status)
+			rw := ""
+			if retryWith != "" {
+				rw = `,"retry_with":"` + retryWith + `"`
+			}
+			w.Write([]byte(`{"code":"` + code + `","retryable":` + map[bool]string{true: "true", false: "false"}[retryable] + rw + `}`))
+		}
+	}
+	lost := func(w http.ResponseWriter, _ *http.Request) { // the answer never comes: the connection drops
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/sessions/"+id+"/commit":
+			w.Header().Set("Idem-Transaction-Id", "t1")
+			w.WriteHeader(201)
+			w.Write([]byte(`{"inserted":1,"deleted":0,"transformed":0}`))
+		case r.URL.Path == "/v1/sessions/"+id+"/tables/t/docs/d":
+			w.Write([]byte(`{"id":"d","doc":{"n":1}}`))
+		default:
+			w.Write([]byte(`{"session_id":"` + id + `","state":"open","created_at":"2025-01-01T00:00:00Z","expires_at":"2025-01-01T00:00:30Z",` +
+				`"stages":1,"documents":1,"writes":1,"result":{"inserted":1,"deleted":0,"transformed":0},"staged":[{"table":"t","inserted":1,"deleted":0,"transformed":0}]}`))
+		}
+	}
+	stage := func(s *Session) error {
+		_, err := s.Stage(context.Background(), "t", map[string]any{"inserts": []any{map[string]any{"id": "d", "doc": map[string]any{}}}})
+		return err
+	}
+	get := func(s *Session) error { _, err := s.Get(context.Background(), "t", "d"); return err }
+	info := func(s *Session) error { _, err := s.Info(context.Background()); return err }
+	abort := func(s *Session) error { _, err := s.Abort(context.Background()); return err }
+	commit := func(key string) func(*Session) error {
+		return func(s *Session) error {
+			res, err := s.Commit(context.Background(), &CommitOptions{Key: key})
+			if err == nil && (res.Key != map[bool]string{true: id, false: key}[key == ""] || res.TransactionID != "t1") {
+				return errors.New("commit result names the wrong key or transaction")
+			}
+			return err
+		}
+	}
+	type script []func(http.ResponseWriter, *http.Request)
+	for _, c := range []struct {
+		name    string
+		call    func(*Session) error
+		script  script
+		wantErr error // nil: success; errLost: a transport error
+		calls   int
+	}{
+		{"stage: overloaded, then staged", stage, script{problem(429, "overloaded", true, ""), ok}, nil, 2},
+		{"stage: a lost answer is not retried", stage, script{lost, ok}, errLost, 1},
+		{"stage: unavailable is not retried", stage, script{problem(503, "unavailable", true, ""), ok}, ErrUnavailable, 1},
+		{"stage: internal is not retried", stage, script{problem(500, "internal", true, ""), ok}, ErrInternal, 1},
+		{"stage: session_committed", stage, script{problem(409, "session_committed", false, ""), ok}, ErrSessionCommitted, 1},
+		{"get: a lost answer, then the document", get, script{lost, ok}, nil, 2},
+		{"get: unavailable, then the document", get, script{problem(503, "unavailable", true, ""), ok}, nil, 2},
+		{"info: a lost answer, then the session", info, script{lost, ok}, nil, 2},
+		{"abort: unavailable, then aborted", abort, script{problem(503, "unavailable", true, ""), ok}, nil, 2},
+		{"abort: session_committed", abort, script{problem(409, "session_committed", false, ""), ok}, ErrSessionCommitted, 1},
+		{"commit, no key: pending, lost, then the commit", commit(""), script{problem(503, "idempotency_receipt_pending", true, "same_key"), lost, ok}, nil, 3},
+		{"commit, a key: in progress, then the commit", commit("k"), script{problem(409, "idempotency_request_in_progress", true, "same_key"), ok}, nil, 2},
+		{"commit: a conflict is final", commit(""), script{problem(409, "transaction_conflict", true, "new_key"), ok}, ErrTransactionConflict, 1},
+		{"commit: session_aborted is final", commit(""), script{problem(409, "session_aborted", false, "none"), ok}, ErrSessionAborted, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var calls atomic.Int64
+			var mu sync.Mutex
+			keys := map[string]bool{}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys[r.Header.Get("Idempotency-Key")] = true
+				mu.Unlock()
+				n := int(calls.Add(1)) - 1
+				c.script[min(n, len(c.script)-1)](w, r)
+			}))
+			defer srv.Close()
+			cl, err := New(srv.URL, Options{MaxRetries: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.call(cl.Session(id))
+			var perr *Error
+			switch {
+			case c.wantErr == nil && err != nil,
+				c.wantErr == errLost && (err == nil || errors.As(err, &perr)),
+				c.wantErr != nil && c.wantErr != errLost && !errors.Is(err, c.wantErr):
+				t.Fatalf("err %v, want %v", err, c.wantErr)
+			}
+			if int(calls.Load()) != c.calls || len(keys) != 1 {
+				t.Fatalf("%d calls with keys %v, want %d calls under one key", calls.Load(), keys, c.calls)
+			}
+		})
+	}
+}
+
+var errLost = errors.New("a transport error")

@@ -311,48 +311,6 @@ func (e SessionState) Valid() bool {
 	}
 }
 
-// Defines values for StageAnswerReason.
-const (
-	StageAnswerReasonAborted   StageAnswerReason = "aborted"
-	StageAnswerReasonExpired   StageAnswerReason = "expired"
-	StageAnswerReasonOwnerLost StageAnswerReason = "owner_lost"
-)
-
-// Valid indicates whether the value is a known member of the StageAnswerReason enum.
-func (e StageAnswerReason) Valid() bool {
-	switch e {
-	case StageAnswerReasonAborted:
-		return true
-	case StageAnswerReasonExpired:
-		return true
-	case StageAnswerReasonOwnerLost:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for StageAnswerState.
-const (
-	StageAnswerStateAborted   StageAnswerState = "aborted"
-	StageAnswerStateCommitted StageAnswerState = "committed"
-	StageAnswerStateOpen      StageAnswerState = "open"
-)
-
-// Valid indicates whether the value is a known member of the StageAnswerState enum.
-func (e StageAnswerState) Valid() bool {
-	switch e {
-	case StageAnswerStateAborted:
-		return true
-	case StageAnswerStateCommitted:
-		return true
-	case StageAnswerStateOpen:
-		return true
-	default:
-		return false
-	}
-}
-
 // Batch At least one and at most 1000 documents in total; each document id
 // appears at most once across inserts, deletes and transforms.
 // Requests that mean the same thing (same members, object keys in any
@@ -1362,8 +1320,10 @@ type Session struct {
 	RetainedUntil *time.Time `json:"retained_until,omitempty"`
 
 	// SessionId A session's ID, as begin returned it.
-	SessionId SessionId      `json:"session_id"`
-	Staged    *[]StagedBatch `json:"staged,omitempty"`
+	SessionId SessionId `json:"session_id"`
+
+	// Staged In a stage step's answer only (always there), what each table's batch of the step did, in the order of their names.
+	Staged *[]StagedBatch `json:"staged,omitempty"`
 
 	// Stages Steps staged.
 	Stages int `json:"stages"`
@@ -1383,50 +1343,6 @@ type SessionState string
 
 // SessionId A session's ID, as begin returned it.
 type SessionId = string
-
-// StageAnswer defines model for StageAnswer.
-type StageAnswer struct {
-	Commit *struct {
-		// IdempotencyKey An Idempotency-Key — 1..255 visible ASCII characters.
-		IdempotencyKey Key `json:"idempotency_key"`
-
-		// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
-		TransactionId TransactionId `json:"transaction_id"`
-	} `json:"commit,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-
-	// Documents Documents the open session read or wrote.
-	Documents int `json:"documents"`
-
-	// ExpiresAt An open session is presumed aborted after it.
-	ExpiresAt time.Time `json:"expires_at"`
-
-	// Reason Why an aborted session ended.
-	Reason *StageAnswerReason `json:"reason,omitempty"`
-	Result BatchResult        `json:"result"`
-
-	// RetainedUntil An ended session is kept until then.
-	RetainedUntil *time.Time `json:"retained_until,omitempty"`
-
-	// SessionId A session's ID, as begin returned it.
-	SessionId SessionId     `json:"session_id"`
-	Staged    []StagedBatch `json:"staged"`
-
-	// Stages Steps staged.
-	Stages int `json:"stages"`
-
-	// State open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
-	State StageAnswerState `json:"state"`
-
-	// Writes Documents the open session wrote.
-	Writes int `json:"writes"`
-}
-
-// StageAnswerReason Why an aborted session ended.
-type StageAnswerReason string
-
-// StageAnswerState open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
-type StageAnswerState string
 
 // StageRequest One table's batch with its table named, or several tables' batches.
 type StageRequest struct {
@@ -22594,7 +22510,8 @@ type ClientInterface interface {
 	// byte for byte (`Idempotent-Replayed: true`), under any key: a
 	// session has one commit. Once the commit is requested, a successor
 	// node finishes it if this one dies. The key reused for another
-	// session's commit is 422.
+	// session's commit is 422. Without an `Idempotency-Key` the answers
+	// echo the session ID in `Idempotency-Key`: that is the commit's key.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -22615,7 +22532,8 @@ type ClientInterface interface {
 	// byte for byte (`Idempotent-Replayed: true`), under any key: a
 	// session has one commit. Once the commit is requested, a successor
 	// node finishes it if this one dies. The key reused for another
-	// session's commit is 422.
+	// session's commit is 422. Without an `Idempotency-Key` the answers
+	// echo the session ID in `Idempotency-Key`: that is the commit's key.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -23060,7 +22978,8 @@ func (c *Client) StageSession(ctx context.Context, id SessionId, params *StageSe
 // byte for byte (`Idempotent-Replayed: true`), under any key: a
 // session has one commit. Once the commit is requested, a successor
 // node finishes it if this one dies. The key reused for another
-// session's commit is 422.
+// session's commit is 422. Without an `Idempotency-Key` the answers
+// echo the session ID in `Idempotency-Key`: that is the commit's key.
 //
 // Takes any type of body and a specified content type.
 //
@@ -23091,7 +23010,8 @@ func (c *Client) CommitSessionWithBody(ctx context.Context, id SessionId, params
 // byte for byte (`Idempotent-Replayed: true`), under any key: a
 // session has one commit. Once the commit is requested, a successor
 // node finishes it if this one dies. The key reused for another
-// session's commit is 422.
+// session's commit is 422. Without an `Idempotency-Key` the answers
+// echo the session ID in `Idempotency-Key`: that is the commit's key.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -24332,7 +24252,8 @@ type ClientWithResponsesInterface interface {
 	// byte for byte (`Idempotent-Replayed: true`), under any key: a
 	// session has one commit. Once the commit is requested, a successor
 	// node finishes it if this one dies. The key reused for another
-	// session's commit is 422.
+	// session's commit is 422. Without an `Idempotency-Key` the answers
+	// echo the session ID in `Idempotency-Key`: that is the commit's key.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -24353,7 +24274,8 @@ type ClientWithResponsesInterface interface {
 	// byte for byte (`Idempotent-Replayed: true`), under any key: a
 	// session has one commit. Once the commit is requested, a successor
 	// node finishes it if this one dies. The key reused for another
-	// session's commit is 422.
+	// session's commit is 422. Without an `Idempotency-Key` the answers
+	// echo the session ID in `Idempotency-Key`: that is the commit's key.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -25020,7 +24942,7 @@ type StageSessionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *StageAnswer
+	JSON200 *Session
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *ProblemInvalidRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -25056,7 +24978,7 @@ type StageSessionResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r StageSessionResponse) GetJSON200() *StageAnswer {
+func (r StageSessionResponse) GetJSON200() *Session {
 	return r.JSON200
 }
 
@@ -26288,7 +26210,8 @@ func (c *ClientWithResponses) StageSessionWithResponse(ctx context.Context, id S
 // byte for byte (`Idempotent-Replayed: true`), under any key: a
 // session has one commit. Once the commit is requested, a successor
 // node finishes it if this one dies. The key reused for another
-// session's commit is 422.
+// session's commit is 422. Without an `Idempotency-Key` the answers
+// echo the session ID in `Idempotency-Key`: that is the commit's key.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -26315,7 +26238,8 @@ func (c *ClientWithResponses) CommitSessionWithBodyWithResponse(ctx context.Cont
 // byte for byte (`Idempotent-Replayed: true`), under any key: a
 // session has one commit. Once the commit is requested, a successor
 // node finishes it if this one dies. The key reused for another
-// session's commit is 422.
+// session's commit is 422. Without an `Idempotency-Key` the answers
+// echo the session ID in `Idempotency-Key`: that is the commit's key.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -26978,7 +26902,7 @@ func ParseStageSessionResponse(rsp *http.Response) (*StageSessionResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest StageAnswer
+		var dest Session
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

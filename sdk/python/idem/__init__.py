@@ -9,10 +9,28 @@ A call without a key gets one of its own, kept across its retries; retries
 (2 by default, jittered 0.5 s·(1+n²) up to 5 s, or Retry-After) happen on
 transport errors and every retry_with: same_key answer. Every problem is an
 IdemError subclass, one per code.
+
+An interactive session (Client.begin_session) stages batches on one or more
+tables, reads its own writes, and commits them all at once, exactly once —
+or aborts, as leaving its with block without a commit does. Its commit is a
+keyed call, retried as a batch (the session ID is its key unless key= names
+one); get, info and abort are retried as idempotent calls; stage, which is
+not idempotent, only on 429 overloaded (not run). With tables orders and
+stock:
+
+    with c.begin_session(ttl=60) as s:
+        s.stage_tables({"orders": {"inserts": [{"id": "o-2", "doc": {"total": 5}}]},
+                        "stock": {"transforms": [{"id": "w", "ops": [{"op": "$inc", "path": "n", "value": -1}],
+                                                  "upsert": True}]}})
+        print(s.get("orders", "o-2"))  # {'total': 5}: its own write, seen by nobody else yet
+        r = s.commit()  # TransactionConflictError if a document it saw changed: nothing applied
+    print(r.inserted, r.transformed)  # 1 1
 """
 
 from ._client import Client, Result
 from ._errors import CODES, ERRORS, IdemError, error_for
 from ._errors import *  # noqa: F401,F403  (the per-code classes)
+from ._session import Session, SessionInfo, StagedBatch
 
-__all__ = ["Client", "Result", "IdemError", "ERRORS", "CODES", "error_for"] + [c.__name__ for c in ERRORS.values()]
+__all__ = (["Client", "Result", "Session", "SessionInfo", "StagedBatch", "IdemError", "ERRORS", "CODES", "error_for"]
+           + [c.__name__ for c in ERRORS.values()])

@@ -1,4 +1,4 @@
-"""The client: keyed batches with the retries the API's answers ask for."""
+"""The client: keyed batches and sessions with the retries the API's answers ask for."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from ._errors import IdemError, error_for
+
+if TYPE_CHECKING:
+    from ._session import Session
 
 DEFAULT_MAX_RETRIES = 2          # Stripe's: a call is tried at most three times
 BACKOFF_BASE = 0.5               # retry n waits BACKOFF_BASE·(1+n²) s …
@@ -68,15 +71,42 @@ class Client:
         if wait:
             headers["Prefer"] = f"wait={math.ceil(wait)}"
         _, hdrs, out = self._call("POST", f"/v1/tables/{_seg(table)}/batch", batch, headers)
-        return Result(int(out.get("inserted", 0)), int(out.get("deleted", 0)), int(out.get("transformed", 0)),
-                      hdrs.get("Idempotent-Replayed") == "true", hdrs.get("Idem-Transaction-Id", ""), key)
+        return _result(hdrs, out, key)
 
     def doc(self, table: str, doc_id: str) -> Any:
         """Document doc_id of table, as stored."""
         _, _, out = self._call("GET", f"/v1/tables/{_seg(table)}/docs/{_seg(doc_id)}", None, {})
         return out.get("doc")
 
-    def _call(self, method: str, path: str, body: Optional[dict], headers: Dict[str, str]) -> Tuple[int, Dict[str, str], dict]:
+    def begin_session(self, ttl: Optional[float] = None) -> "Session":
+        """Begin an interactive session (see Session).
+
+        ttl: how long it lives unless it ends first, in seconds (rounded up;
+        None: the server's default, 30 s). Retried as an idempotent call: a
+        retry after a lost answer may leave a session unused, which its TTL
+        ends.
+        """
+        from ._session import Session  # it builds on this module
+        body = {"ttl_seconds": math.ceil(ttl)} if ttl else {}
+        _, _, out = self._call("POST", "/v1/sessions", body, {})
+        return Session(self, out["session_id"])
+
+    def session(self, session_id: str) -> "Session":
+        """A handle on session session_id, begun earlier by this process or
+        another (a commit through it learns a commit's outcome after a
+        crash). Sends nothing."""
+        from ._session import Session
+        return Session(self, session_id)
+
+    def _call(self, method: str, path: str, body: Optional[dict], headers: Dict[str, str],
+              unapplied_only: bool = False) -> Tuple[int, Dict[str, str], dict]:
+        """Send until an answer is final or the retries are spent.
+
+        unapplied_only: the call must not run twice and has no key (a
+        session's stage step): only an answer that it did not run (429
+        overloaded) is retried, never a transport error or another problem,
+        after which whether it ran may be unknown.
+        """
         data = None if body is None else json.dumps(body).encode()
         n = 0
         while True:
@@ -84,12 +114,17 @@ class Client:
             try:
                 return self._send(method, path, data, headers)
             except IdemError as e:
+                if unapplied_only:
+                    if e.code != "overloaded":
+                        raise
                 # A keyed answer says how to retry; an unkeyed one only whether to.
-                if e.retry_with != "same_key" and (e.retry_with or not e.retryable):
+                elif e.retry_with != "same_key" and (e.retry_with or not e.retryable):
                     raise
                 err: Exception = e
                 wait = getattr(e, "_retry_after", 0.0)
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+                if unapplied_only:
+                    raise  # the answer was lost: whether the call ran is unknown
                 err = e  # a transport error: the same request again, so the same key
             if n >= self.max_retries:
                 raise err
@@ -129,3 +164,10 @@ class Client:
 
 def _seg(s: str) -> str:
     return urllib.parse.quote(s, safe="")
+
+
+def _result(hdrs: Dict[str, str], out: dict, key: str) -> Result:
+    """The Result of a keyed call's committed answer."""
+    return Result(int(out.get("inserted", 0)), int(out.get("deleted", 0)), int(out.get("transformed", 0)),
+                  hdrs.get("Idempotent-Replayed") == "true", hdrs.get("Idem-Transaction-Id", ""), key)
+

@@ -10,8 +10,23 @@
 //   and every retry_with: same_key answer.
 // - Every problem is an IdemError, one class per code (ERRORS).
 // - Cancellation is an AbortSignal; a timeout is AbortSignal.timeout(ms).
-import createClient from "openapi-fetch";
-import type { paths } from "./schema.js";
+// - An interactive session (Client.beginSession) stages batches on one or
+//   more tables, reads its own writes, and commits them all at once,
+//   exactly once — or aborts. Its commit is a keyed call, retried as a
+//   batch (the session ID is its key unless `key` names one); get, info and
+//   abort are retried as idempotent calls; stage, which is not idempotent,
+//   only on 429 overloaded (not run). With tables orders and stock:
+//
+//     const s = await c.beginSession({ ttlSeconds: 60 });
+//     await s.stageTables({
+//       orders: { inserts: [{ id: "o-2", doc: { total: 5 } }] },
+//       stock: { transforms: [{ id: "w", ops: [{ op: "$inc", path: "n", value: -1 }], upsert: true }] },
+//     });
+//     console.log(await s.get("orders", "o-2")); // { total: 5 }: its own write, seen by nobody else yet
+//     const r = await s.commit(); // TransactionConflictError if a document it saw changed: nothing applied
+//     console.log(r.inserted, r.transformed); // 1 1
+import createClient, { type Client as FetchClient } from "openapi-fetch";
+import type { components, paths } from "./schema.js";
 import { errorFor, IdemError } from "./errors.js";
 
 export * from "./errors.js";
@@ -31,6 +46,9 @@ export interface ClientOptions {
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
 }
+
+/** A batch of one table, as the spec's Batch. */
+export type Batch = components["schemas"]["Batch"];
 
 export interface BatchOptions {
   /** The Idempotency-Key; a new one for this call when undefined. */
@@ -52,8 +70,50 @@ export interface Result {
   key: string;
 }
 
+export interface SessionOptions {
+  /** How long the session lives unless it ends first, in seconds (rounded up; the server's default, 30, when undefined). */
+  ttlSeconds?: number;
+  signal?: AbortSignal;
+}
+
+/** A commit's options: as a batch's; without a key, the session ID is the commit's key. */
+export type CommitOptions = BatchOptions;
+
+export type SessionState = components["schemas"]["Session"]["state"];
+
+/** A session as the server reports it. */
+export interface SessionInfo {
+  sessionId: string;
+  /** open, committed (its commit was requested; the commit is a receipt) or aborted. */
+  state: SessionState;
+  /** Why an aborted session ended: aborted, expired or owner_lost. */
+  reason?: components["schemas"]["Session"]["reason"];
+  createdAt: Date;
+  /** An open session is aborted after it. */
+  expiresAt: Date;
+  /** Steps staged. */
+  stages: number;
+  /** Documents the open session read or wrote. */
+  documents: number;
+  /** Documents the open session wrote. */
+  writes: number;
+  /** What its staged batches did, summed. */
+  result: components["schemas"]["BatchResult"];
+  /** Committed: its commit's Idempotency-Key and transaction. */
+  commitKey?: string;
+  transactionId?: string;
+  /** An ended session is kept until then. */
+  retainedUntil?: Date;
+  /** A stage answer only: what each table's batch of the step did, in the order of the tables' names. */
+  staged?: components["schemas"]["StagedBatch"][];
+}
+
+type Answer = { status: number; headers: Headers; text: string };
+type Send = () => Promise<{ data?: unknown; error?: unknown; response: Response }>;
+type Retry = (signal: AbortSignal | undefined, send: Send, unappliedOnly?: boolean) => Promise<Answer>;
+
 export class Client {
-  private readonly api;
+  private readonly api: FetchClient<paths>;
   private readonly maxRetries: number;
 
   constructor(baseUrl: string, private readonly opts: ClientOptions = {}) {
@@ -91,12 +151,7 @@ export class Client {
         parseAs: "text",
       }),
     );
-    const out = JSON.parse(res.text);
-    return {
-      inserted: out.inserted, deleted: out.deleted, transformed: out.transformed,
-      replayed: res.headers.get("Idempotent-Replayed") === "true",
-      transactionId: res.headers.get("Idem-Transaction-Id") ?? "", key,
-    };
+    return resultOf(res, key);
   }
 
   /** Document id of table, as stored. */
@@ -107,6 +162,27 @@ export class Client {
     return JSON.parse(res.text).doc;
   }
 
+  /**
+   * Begin an interactive session (see Session). Retried as an idempotent
+   * call: a retry after a lost answer may leave a session unused, which its
+   * TTL ends.
+   */
+  async beginSession(o: SessionOptions = {}): Promise<Session> {
+    const body = o.ttlSeconds && o.ttlSeconds > 0 ? { ttl_seconds: Math.ceil(o.ttlSeconds) } : {};
+    const res = await this.retry(o.signal, () =>
+      this.api.POST("/v1/sessions", { body, signal: o.signal, parseAs: "text" }),
+    );
+    return this.session(infoOf(res.text).sessionId);
+  }
+
+  /**
+   * A handle on session id, begun earlier by this process or another (a
+   * commit through it learns a commit's outcome after a crash). Sends nothing.
+   */
+  session(id: string): Session {
+    return new Session(id, this.api, (signal, send, unappliedOnly) => this.retry(signal, send, unappliedOnly));
+  }
+
   backoff(n: number): number {
     if (this.opts.backoff) return this.opts.backoff(n);
     return Math.min(BACKOFF_BASE_MS * (1 + n * n), BACKOFF_MAX_MS) * (0.75 + 0.5 * Math.random());
@@ -115,8 +191,12 @@ export class Client {
   // retry sends until an answer is final or the retries are spent: a 2xx is
   // returned; a problem rejects as its IdemError, retried when its
   // retry_with is same_key (an unkeyed answer: when retryable); a transport
-  // error is retried too — the same request, so the same key.
-  private async retry(signal: AbortSignal | undefined, send: () => Promise<{ data?: unknown; error?: unknown; response: Response }>): Promise<{ status: number; headers: Headers; text: string }> {
+  // error is retried too — the same request, so the same key. unappliedOnly:
+  // the call must not run twice and has no key (a session's stage step), so
+  // only an answer that it did not run (429 overloaded) is retried, never a
+  // transport error or another problem, after which whether it ran may be
+  // unknown.
+  private async retry(signal: AbortSignal | undefined, send: Send, unappliedOnly = false): Promise<Answer> {
     for (let n = 0; ; n++) {
       let err: unknown;
       let wait = 0;
@@ -128,18 +208,134 @@ export class Client {
           try { body = JSON.parse(error); } catch { body = { code: "internal", detail: `not a problem answer: ${error.slice(0, 200)}` }; }
         }
         const e = errorFor(response.status, body, Number(response.headers.get("Retry-After") ?? 0) || 0);
-        if (e.retryWith !== "same_key" && (e.retryWith !== undefined || !e.retryable)) throw e;
+        const retried = unappliedOnly ? e.code === "overloaded"
+          : e.retryWith === "same_key" || (e.retryWith === undefined && e.retryable);
+        if (!retried) throw e;
         err = e;
         wait = e.retryAfter * 1000;
       } catch (e) {
         if (e instanceof IdemError && err === undefined) throw e;
         if (signal?.aborted) throw e;
+        if (unappliedOnly) throw e; // the answer was lost: whether the call ran is unknown
         err = err ?? e;
       }
       if (n >= this.maxRetries) throw err;
       await sleep(Math.max(wait, this.backoff(n + 1)), signal);
     }
   }
+}
+
+/**
+ * An interactive session: batches staged on one or more tables, read back
+ * by the session alone, then applied all at once and exactly once by
+ * commit() — or not at all (abort(), or its TTL).
+ */
+export class Session {
+  /** @internal Client.beginSession and Client.session make sessions. */
+  constructor(readonly id: string, private readonly api: FetchClient<paths>, private readonly retry: Retry) {}
+
+  /**
+   * Stage batch on table as one step: computed at once on the session's
+   * view (its own writes over the committed state), visible to nobody else
+   * before the commit. A refused batch leaves the session as it was.
+   *
+   * A step is not idempotent and has no key: it is retried only on 429
+   * overloaded (not run). After a transport error or a 5xx whether it was
+   * taken is unknown: info().stages says.
+   */
+  stage(table: string, batch: Batch, signal?: AbortSignal): Promise<SessionInfo> {
+    return this.step({ ...batch, table } as components["schemas"]["TableStage"], signal);
+  }
+
+  /** Stage several tables' batches as one step, all or none, in the order of the tables' names; as stage(). */
+  stageTables(batches: Record<string, Batch>, signal?: AbortSignal): Promise<SessionInfo> {
+    return this.step({ tables: batches }, signal);
+  }
+
+  private async step(body: components["schemas"]["StageRequest"], signal?: AbortSignal): Promise<SessionInfo> {
+    const res = await this.retry(signal, () =>
+      this.api.POST("/v1/sessions/{id}/batch", { params: { path: { id: this.id } }, body, signal, parseAs: "text" }), true);
+    return infoOf(res.text);
+  }
+
+  /**
+   * Document id of table as the session sees it: its own write if it made
+   * one, else the committed document — whose version the session records,
+   * so that its commit is a TransactionConflictError if the document
+   * changes meanwhile.
+   */
+  async get(table: string, id: string, signal?: AbortSignal): Promise<unknown> {
+    const res = await this.retry(signal, () =>
+      this.api.GET("/v1/sessions/{id}/tables/{table}/docs/{doc}", { params: { path: { id: this.id, table, doc: id } }, signal, parseAs: "text" }),
+    );
+    return JSON.parse(res.text).doc;
+  }
+
+  /** The session as stored. */
+  async info(signal?: AbortSignal): Promise<SessionInfo> {
+    const res = await this.retry(signal, () =>
+      this.api.GET("/v1/sessions/{id}", { params: { path: { id: this.id } }, signal, parseAs: "text" }),
+    );
+    return infoOf(res.text);
+  }
+
+  /**
+   * Apply everything the session staged, exactly once, conditioned on every
+   * document version it saw. A keyed call, retried as Client.batch is, under
+   * o.key (none sent when undefined: the session ID is the key); a session
+   * has one commit, which a retry under any key replays. Rejects with
+   * TransactionConflictError (aborted: a document it saw changed),
+   * SessionAbortedError (it ended before its commit was asked), …
+   */
+  async commit(o: CommitOptions = {}): Promise<Result> {
+    const header: Record<string, string> = {};
+    if (o.key !== undefined) header["Idempotency-Key"] = o.key;
+    if (o.waitSeconds && o.waitSeconds > 0) header.Prefer = `wait=${Math.ceil(o.waitSeconds)}`;
+    const res = await this.retry(o.signal, () =>
+      this.api.POST("/v1/sessions/{id}/commit", {
+        params: { path: { id: this.id }, header: header as any },
+        body: {},
+        signal: o.signal,
+        parseAs: "text",
+      }),
+    );
+    return resultOf(res, o.key ?? this.id);
+  }
+
+  /**
+   * End the session without a commit: nothing it staged applies. Aborting an
+   * aborted session answers it as it is; a committed one rejects with
+   * SessionCommittedError.
+   */
+  async abort(signal?: AbortSignal): Promise<SessionInfo> {
+    const res = await this.retry(signal, () =>
+      this.api.DELETE("/v1/sessions/{id}", { params: { path: { id: this.id } }, signal, parseAs: "text" }),
+    );
+    return infoOf(res.text);
+  }
+}
+
+/** The Result of a keyed call's committed answer. */
+function resultOf(res: Answer, key: string): Result {
+  const out: components["schemas"]["BatchResult"] = JSON.parse(res.text);
+  return {
+    inserted: out.inserted, deleted: out.deleted, transformed: out.transformed,
+    replayed: res.headers.get("Idempotent-Replayed") === "true",
+    transactionId: res.headers.get("Idem-Transaction-Id") ?? "", key,
+  };
+}
+
+/** The SessionInfo of a session answer (a Session, or a stage step's StageAnswer). */
+function infoOf(text: string): SessionInfo {
+  const s: components["schemas"]["Session"] = JSON.parse(text);
+  return {
+    sessionId: s.session_id, state: s.state, reason: s.reason,
+    createdAt: new Date(s.created_at), expiresAt: new Date(s.expires_at),
+    stages: s.stages, documents: s.documents, writes: s.writes, result: s.result,
+    commitKey: s.commit?.idempotency_key, transactionId: s.commit?.transaction_id,
+    retainedUntil: s.retained_until === undefined ? undefined : new Date(s.retained_until),
+    staged: s.staged,
+  };
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

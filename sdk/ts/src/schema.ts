@@ -279,7 +279,8 @@ export interface paths {
          *     byte for byte (`Idempotent-Replayed: true`), under any key: a
          *     session has one commit. Once the commit is requested, a successor
          *     node finishes it if this one dies. The key reused for another
-         *     session's commit is 422.
+         *     session's commit is 422. Without an `Idempotency-Key` the answers
+         *     echo the session ID in `Idempotency-Key`: that is the commit's key.
          */
         post: operations["commitSession"];
         delete?: never;
@@ -395,6 +396,7 @@ export interface components {
              * @description An ended session is kept until then.
              */
             retained_until?: string;
+            /** @description In a stage step's answer only (always there), what each table's batch of the step did, in the order of their names. */
             staged?: components["schemas"]["StagedBatch"][];
         };
         StagedBatch: {
@@ -403,7 +405,6 @@ export interface components {
             deleted: number;
             transformed: number;
         };
-        StageAnswer: components["schemas"]["Session"] & unknown;
         /** @description One table's batch with its table named, or several tables' batches. */
         StageRequest: components["schemas"]["TableStage"] | components["schemas"]["TablesStage"];
         /**
@@ -1857,7 +1858,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["StageAnswer"];
+                    "application/json": components["schemas"]["Session"];
                 };
             };
             /** @description invalid_request — a malformed body, an invalid op, a session bound. */
