@@ -3,6 +3,7 @@ package receipt_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -489,5 +490,69 @@ func TestSession_StageIsAllOrNothing(t *testing.T) {
 	}
 	if _, err := a.ReadSession(ctx, alice, id, "t", "a"); err == nil {
 		t.Fatal("the refused step's first batch is visible in the session")
+	}
+}
+
+// TestSession_ConcurrentStagesAndCommits: goroutines stage increments and
+// commit one session at once. Every commit answer is the one commit's;
+// every stage answered before it is in it and none after it is: the
+// counter ends at the number of stages that succeeded.
+func TestSession_ConcurrentStagesAndCommits(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{})
+	createTable(t, a, "t")
+	id := begin(t, a, alice, time.Minute)
+	const stagers, committers = 8, 4
+	var wg sync.WaitGroup
+	staged := make(chan bool, stagers)
+	answers := make(chan receipt.Answer, committers)
+	for i := 0; i < stagers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := a.StageSession(ctx, alice, id, one("t", mustBatch(t, `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)))
+			var ce *code.Error
+			if err != nil && !(errors.As(err, &ce) && ce.Code == code.SessionCommitted) {
+				t.Errorf("stage: %v", err)
+			}
+			staged <- err == nil
+		}()
+	}
+	for i := 0; i < committers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ans, err := a.CommitSession(ctx, receipt.CommitRequest{Principal: alice, Session: id})
+			if err != nil {
+				t.Errorf("commit: %v", err)
+			}
+			answers <- ans
+		}()
+	}
+	wg.Wait()
+	close(staged)
+	close(answers)
+	ok := 0
+	for s := range staged {
+		if s {
+			ok++
+		}
+	}
+	var first *receipt.Answer
+	for ans := range answers {
+		if !ans.Terminal || ans.Outcome != receipt.OutcomeCommitted {
+			t.Fatalf("a commit answer: %+v", ans)
+		}
+		if first == nil {
+			first = &ans
+		} else if !sameEnvelope(first.Envelope, ans.Envelope) {
+			t.Fatalf("two commit answers differ: %+v and %+v", first.Envelope, ans.Envelope)
+		}
+	}
+	if got := counter(t, a, "t", "ctr"); got != ok {
+		t.Fatalf("counter %d, but %d stages succeeded", got, ok)
+	}
+	if a.Stats().SessionsCommitted != 1 {
+		t.Fatalf("%d commits published, want 1", a.Stats().SessionsCommitted)
 	}
 }
