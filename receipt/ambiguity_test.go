@@ -36,18 +36,7 @@ func TestAmbiguity_BareDecisionConflictKeepsReceiptStarted(t *testing.T) {
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
 	dec := decisionKey(id)
-	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
-		if putsKey(b, dec) {
-			return 0, &engine.ConditionError{Cond: engine.Condition{Key: dec, Kind: engine.MustBeAbsent}}, true
-		}
-		return 0, nil, false
-	})
-	hs.onGet(func(key []byte) error {
-		if bytes.Equal(key, dec) {
-			return errTransient
-		}
-		return nil
-	})
+	bareDecisionConflict(hs, id)
 
 	ans := mustExecute(t, a, r)
 	wantPending(t, ans, id)
@@ -77,6 +66,25 @@ func TestAmbiguity_BareDecisionConflictKeepsReceiptStarted(t *testing.T) {
 	if a.Stats().Aborted != 0 {
 		t.Fatal("an abort was published")
 	}
+}
+
+// bareDecisionConflict makes every decision write of transaction id fail
+// on its create-if-absent condition, and every read of the decision fail
+// transiently: a bare DecisionConflict whose winner cannot be read.
+func bareDecisionConflict(hs *hookStore, id string) {
+	dec := decisionKey(id)
+	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
+		if putsKey(b, dec) {
+			return 0, &engine.ConditionError{Cond: engine.Condition{Key: dec, Kind: engine.MustBeAbsent}}, true
+		}
+		return 0, nil, false
+	})
+	hs.onGet(func(key []byte) error {
+		if bytes.Equal(key, dec) {
+			return errTransient
+		}
+		return nil
+	})
 }
 
 // blockDoc begins (and leaves undecided) a 2PC transaction holding an intent

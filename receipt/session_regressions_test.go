@@ -1,7 +1,6 @@
 package receipt_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -57,19 +56,7 @@ func TestAmbiguity_BareDecisionConflictKeepsSessionCommitStarted(t *testing.T) {
 	sid := begin(t, a, alice, time.Minute)
 	stage(t, a, sid, "t", `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
 	id := receipt.Bind(alice, "", sid)
-	dec := decisionKey(id)
-	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
-		if putsKey(b, dec) {
-			return 0, &engine.ConditionError{Cond: engine.Condition{Key: dec, Kind: engine.MustBeAbsent}}, true
-		}
-		return 0, nil, false
-	})
-	hs.onGet(func(key []byte) error {
-		if bytes.Equal(key, dec) {
-			return errTransient
-		}
-		return nil
-	})
+	bareDecisionConflict(hs, id)
 	wantPending(t, commit(t, a, sid, ""), id)
 	if rec, _ := record(t, e.db, id); rec.State != receipt.Started {
 		t.Fatalf("the commit's receipt is %v, want started", rec.State)
