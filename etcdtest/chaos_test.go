@@ -122,6 +122,10 @@ type chaos struct {
 	// midRequest counts the crashes that left a created, undecided
 	// receipt behind (crashMidRequest saw it before the crash).
 	midRequest int
+	// sessions holds each session key's one session (chaos_sessions_test.go).
+	sessMu                             sync.Mutex
+	sessions                           map[int]*keySession
+	sessionsCommitted, sessionsAborted atomic.Int64
 }
 
 func runChaos(t *testing.T, seed uint64) {
@@ -186,8 +190,12 @@ func runChaos(t *testing.T, seed uint64) {
 	for _, n := range ch.nodes {
 		adopted += int64(n.svc.Stats().Adopted)
 	}
-	t.Logf("seed %d: %d operations (batches: %d committed, %d not applied, %d unknown), faults %v, node restarts %d, owners killed mid-request %d, receipts adopted %d",
-		seed, len(ch.history), classes[committed], classes[notApplied], classes[unknown], faults, ch.restarts, ch.midRequest, adopted)
+	t.Logf("seed %d: %d operations (batches: %d committed, %d not applied, %d unknown; of them session commits: %d committed, %d not applied), faults %v, node restarts %d, owners killed mid-request %d, receipts adopted %d",
+		seed, len(ch.history), classes[committed], classes[notApplied], classes[unknown], ch.sessionsCommitted.Load(), ch.sessionsAborted.Load(),
+		faults, ch.restarts, ch.midRequest, adopted)
+	if ch.sessionsCommitted.Load() == 0 {
+		t.Fatal("no session committed: the schedule left sessions unchecked")
+	}
 	if ch.midRequest > 0 && adopted == 0 {
 		t.Fatalf("%d owners died holding an undecided receipt, yet no node adopted one", ch.midRequest)
 	}
@@ -316,6 +324,9 @@ func chaosBatch(key int) *table.Batch {
 }
 
 func (ch *chaos) batch(client, key int, pick uint64) chaosOut {
+	if sessionKey(key) {
+		return ch.sessionOp(client, key, pick)
+	}
 	svc, _ := ch.node(rand.New(rand.NewPCG(pick, 1)))
 	return ch.batchOn(svc, client, key)
 }
