@@ -556,3 +556,20 @@ func TestSession_ConcurrentStagesAndCommits(t *testing.T) {
 		t.Fatalf("%d commits published, want 1", a.Stats().SessionsCommitted)
 	}
 }
+
+// TestSummary_CountsOpenSessions: the start-up summary counts the sessions
+// still open (a new incarnation's maintenance presumes them aborted).
+func TestSummary_CountsOpenSessions(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{})
+	begin(t, a, alice, 0)
+	ended := begin(t, a, alice, 0)
+	begin(t, a, alice, 0)
+	if _, err := a.AbortSession(ctx, alice, ended); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := a.Summary(ctx)
+	if err != nil || sum.SessionsOpen != 2 || sum.Partial {
+		t.Fatalf("summary %+v %v, want 2 open sessions", sum, err)
+	}
+}

@@ -19,6 +19,10 @@ type Summary struct {
 	// Unreadable counts records that do not decode. Summary reports them
 	// rather than failing: it is a report, and Lookup names the bad one.
 	Unreadable int
+	// SessionsOpen counts the interactive sessions still open in the
+	// store: a new incarnation presumes its predecessor's aborted, another
+	// node those of a dead one once their leases lapse.
+	SessionsOpen int
 	// Partial says SummaryReceiptsMax was reached: every count is then a
 	// lower bound.
 	Partial bool
@@ -62,10 +66,31 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 		}
 		seen += len(items)
 		if len(items) < limit {
-			return sum, nil
+			return sum, s.countOpenSessions(ctx, &sum)
 		}
 		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
+}
+
+// countOpenSessions counts the open entries of sessions, within
+// SummaryReceiptsMax.
+func (s *Service) countOpenSessions(ctx context.Context, sum *Summary) error {
+	open := engine.NSSession.Prefix("open")
+	start, end := open, engine.PrefixEnd(open)
+	for sum.SessionsOpen < SummaryReceiptsMax {
+		limit := min(summaryPageMax, s.store.Limits().ScanItemsMax)
+		items, err := s.store.Scan(ctx, start, end, limit)
+		if err != nil {
+			return err
+		}
+		sum.SessionsOpen += len(items)
+		if len(items) < limit {
+			return nil
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+	sum.Partial = true
+	return nil
 }
 
 func (sum *Summary) count(val []byte) {

@@ -138,7 +138,7 @@ func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTi
 	log.Info("idemd: recovered", append(attrs,
 		"receipts_pending", sum.Pending, "receipts_started", sum.Started, "receipts_terminal", sum.Terminal,
 		"receipts_with_debt", sum.Debt, "receipts_to_adopt", sum.Pending+sum.Started+sum.Debt,
-		"receipts_unreadable", sum.Unreadable, "receipts_partial", sum.Partial,
+		"receipts_unreadable", sum.Unreadable, "receipts_partial", sum.Partial, "sessions_open", sum.SessionsOpen,
 		"open_engine", t.engine, "open_receipts", t.receipts, "count_receipts", t.summary,
 		"open_total", t.engine+t.receipts+t.summary)...)
 }

@@ -77,7 +77,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 	for k, v := range map[string]any{
 		"receipts_pending": 0.0, "receipts_started": float64(started), "receipts_terminal": 1.0,
 		"receipts_with_debt": 0.0, "receipts_to_adopt": float64(started), "receipts_unreadable": 0.0,
-		"receipts_partial": false, "checkpoint": 0.0,
+		"receipts_partial": false, "sessions_open": 0.0, "checkpoint": 0.0,
 	} {
 		if rec[k] != v {
 			t.Errorf("recovered %s = %v, want %v", k, rec[k], v)
