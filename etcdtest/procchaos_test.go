@@ -61,6 +61,9 @@ type procChaos struct {
 	answers map[int][]string
 	window  atomic.Int64
 	kills   int
+	// sessions holds each session key's one session (procchaos_sessions_test.go).
+	sessions                      map[int]*procSession
+	sessionCommits, sessionAborts int
 }
 
 func runProcChaos(t *testing.T, seed uint64) {
@@ -130,8 +133,11 @@ func runProcChaos(t *testing.T, seed uint64) {
 			t.Fatalf("key %d: counter %d, answer %q: want %d", k, n, as[0], want)
 		}
 	}
-	t.Logf("seed %d: %d keys (%d committed), faults %v, node kills %d; healing took %v, every key terminal %v later",
-		seed, keys, committed, ran, pc.kills, healed.Round(time.Millisecond), settled.Round(time.Millisecond))
+	t.Logf("seed %d: %d keys (%d committed), session commit answers %d committed and %d not, faults %v, node kills %d; healing took %v, every key terminal %v later",
+		seed, keys, committed, pc.sessionCommits, pc.sessionAborts, ran, pc.kills, healed.Round(time.Millisecond), settled.Round(time.Millisecond))
+	if pc.sessionCommits == 0 {
+		t.Fatal("no session committed: the schedule left sessions unchecked")
+	}
 	if committed == 0 {
 		t.Fatal("nothing committed: the schedule left nothing to check")
 	}
@@ -163,6 +169,9 @@ func (pc *procChaos) client(i int) *apitest.Client {
 // send posts key's batch to node (or the next one up) and records a
 // terminal answer; it returns that answer, or "" if there was none.
 func (pc *procChaos) send(key, node int, wait string) string {
+	if procSessionKey(key) {
+		return pc.sendSession(key, node, wait)
+	}
 	headers := []string{"Idempotency-Key", fmt.Sprint(key)}
 	if wait != "" {
 		headers = append(headers, "Prefer", wait)
