@@ -34,4 +34,6 @@ const (
 	BugCanonDropsUpsert          = "bug/table-canon-drops-upsert"
 	// A damaged checkpoint is never loaded.
 	BugCkptIgnoresCRC = "bug/engine-ckpt-ignores-crc"
+	// A session's commit is conditioned on the versions the session saw.
+	BugSessionCommitUnconditioned = "bug/receipt-session-commit-unconditioned"
 )

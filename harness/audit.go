@@ -26,7 +26,14 @@ import (
 //     neither expired nor held by an older incarnation of the adopter);
 //   - a cleanup that deleted a receipt with debt (not terminal, or
 //     terminal with visibility debt), one whose retention had not ended, or
-//     one deleted by a cleaner that no longer held the cleaner's job lease.
+//     one deleted by a cleaner that no longer held the cleaner's job lease;
+//   - for interactive sessions (judgeSession), which share the lease
+//     records: a write to an open session by anyone but its claim's holder
+//     — except the ending of one whose lease anyone may take (presumed
+//     aborted: expired, or an older incarnation's) — a write to an ended
+//     session, an ending that leaves its lease or open entry behind, a
+//     commit without its receipt, and a cleanup of a session that is open
+//     or retained.
 //
 // Writes that fail on a fence (a stale owner's claim, an adopter's CAS, a
 // stale cleaner's job lease) are counted by kind: the zombie choreographies
@@ -58,7 +65,16 @@ type receiptState struct {
 	rec     *receipt.Record
 	lease   lease.State
 	expires []byte
+	// A session: its record and whether its open entry exists.
+	sess     []byte // nil: absent
+	sessRec  *receipt.SessionRecord
+	sessOpen bool
 }
+
+var (
+	sessionRecPrefix  = engine.NSSession.Key("rec", "")
+	sessionOpenPrefix = engine.NSSession.Key("open", "")
+)
 
 // write runs apply (the write of batches by owner w) between two reads of
 // what it touches, and judges it if it landed.
@@ -95,7 +111,7 @@ func touched(batches []*engine.Batch) []string {
 	seen := map[string]bool{}
 	for _, b := range batches {
 		for _, op := range b.Ops {
-			for _, prefix := range [][]byte{[]byte(engine.NSReceipt), lease.ClaimKey(""), lease.ExpiryKey("")} {
+			for _, prefix := range [][]byte{[]byte(engine.NSReceipt), lease.ClaimKey(""), lease.ExpiryKey(""), sessionRecPrefix, sessionOpenPrefix} {
 				if id, ok := bytes.CutPrefix(op.Key, prefix); ok {
 					seen[string(id)] = true
 				}
@@ -122,6 +138,14 @@ func (a *auditor) read(ids []string) map[string]receiptState {
 		st.lease, _ = lease.Read(ctx, a.store, id)
 		if it, err := a.store.Get(ctx, lease.ExpiryKey(id)); err == nil {
 			st.expires = it.Value
+		}
+		if lease.KindOf(id) == lease.KindSession {
+			if it, err := a.store.Get(ctx, engine.NSSession.Key("rec", id)); err == nil {
+				st.sess = it.Value
+				st.sessRec, _ = receipt.DecodeSession(it.Value)
+			}
+			_, err := a.store.Get(ctx, engine.NSSession.Key("open", id))
+			st.sessOpen = err == nil
 		}
 		out[id] = st
 	}
@@ -179,6 +203,10 @@ func (a *auditor) judge(w lease.Owner, batches []*engine.Batch, ids []string, pr
 	now := time.Now()
 	for _, id := range ids {
 		p, q := pre[id], post[id]
+		if lease.KindOf(id) == lease.KindSession {
+			a.judgeSession(w, id, p, q, now)
+			continue
+		}
 		kind := kindOf(batches, id, p)
 		bad := func(format string, args ...any) {
 			a.violations = append(a.violations, fmt.Sprintf("%s by %s on receipt %s: ", kind, w, id)+fmt.Sprintf(format, args...))
@@ -239,12 +267,107 @@ func (a *auditor) refused(w lease.Owner, batches []*engine.Batch, ids []string, 
 	}
 	for _, id := range ids {
 		p := pre[id]
+		if lease.KindOf(id) == lease.KindSession {
+			// A step, an ending or a renewal refused on the session's
+			// record or claim: it moved on without this writer.
+			if bytes.Equal(key, lease.ClaimKey(id)) || bytes.Equal(key, lease.ExpiryKey(id)) || bytes.Equal(key, engine.NSSession.Key("rec", id)) {
+				a.fenced["session"]++
+			}
+			continue
+		}
 		kind := kindOf(batches, id, p)
 		switch {
 		case kind == "adoption" && (bytes.Equal(key, lease.ClaimKey(id)) || bytes.Equal(key, lease.ExpiryKey(id)) || bytes.Equal(key, engine.NSReceipt.Key(id))):
 			a.fenced[kind]++
 		case bytes.Equal(key, lease.ClaimKey(id)) && (p.lease.ClaimVersion == 0 || !p.lease.Claim.Of(w)):
 			a.fenced[kind]++
+		}
+	}
+}
+
+// judgeSession flags what a landed write must not have done to session id.
+func (a *auditor) judgeSession(w lease.Owner, id string, p, q receiptState, now time.Time) {
+	bad := func(kind, format string, args ...any) {
+		a.violations = append(a.violations, fmt.Sprintf("session %s by %s on %s: ", kind, w, id)+fmt.Sprintf(format, args...))
+	}
+	holder := p.lease.ClaimVersion != 0 && p.lease.Claim.Of(w)
+	switch {
+	case p.sess == nil && q.sess == nil:
+		return // a renewal or release of a session that never existed (an ambiguous begin)
+	case p.sess != nil && p.sessRec == nil, q.sess != nil && q.sessRec == nil:
+		bad("write", "an undecodable session record")
+	case p.sess == nil:
+		if q.sessRec.State != receipt.SessionOpen || !q.sessOpen || q.lease.ClaimVersion == 0 || !q.lease.Claim.Of(w) {
+			bad("begin", "published a session that is not open, held and listed by its creator (state %s, open entry %v)", q.sessRec.State, q.sessOpen)
+		}
+	case q.sess == nil:
+		switch {
+		case p.sessRec.State == receipt.SessionOpen:
+			bad("cleanup", "deleted an open session")
+		case p.sessRec.RetainUntil > now.UnixMilli():
+			bad("cleanup", "deleted a session %v before its retention ended", time.UnixMilli(p.sessRec.RetainUntil).Sub(now))
+		}
+		if job, ok := a.jobs["cleaner"]; ok && job != w {
+			bad("cleanup", "the cleaner's job lease is held by %s: a stale cleaner's delete landed", job)
+		}
+	case p.sessRec.State != receipt.SessionOpen:
+		if !bytes.Equal(p.sess, q.sess) {
+			bad("write", "rewrote a session that had ended %s", p.sessRec.State)
+		}
+		if q.lease.ClaimVersion != 0 {
+			bad("write", "an ended session is held again (%s#%d)", q.lease.Claim.Node, q.lease.Claim.Incarnation)
+		}
+	case q.sessRec.State == receipt.SessionOpen:
+		if !bytes.Equal(p.sess, q.sess) && !holder {
+			bad("stage", "a stale owner's step landed: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
+		}
+		if !q.sessOpen {
+			bad("write", "an open session lost its open entry")
+		}
+		if q.lease.ClaimVersion != p.lease.ClaimVersion {
+			bad("write", "an open session's claim changed hands (%s#%d to %s#%d)", p.lease.Claim.Node, p.lease.Claim.Incarnation, q.lease.Claim.Node, q.lease.Claim.Incarnation)
+		}
+		if !holder && !bytes.Equal(p.expires, q.expires) && p.lease.ClaimVersion != 0 {
+			bad("renewal", "a stale owner's renewal landed: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
+		}
+	default:
+		// Ended by this write: committed or aborted.
+		r := q.sessRec
+		kind := "end"
+		if r.State == receipt.SessionCommitted {
+			kind = "commit"
+		}
+		if q.lease.ClaimVersion != 0 || q.sessOpen || r.Staging != nil {
+			bad(kind, "ended, but left its lease (%v), its open entry (%v) or its staging (%v)", q.lease.ClaimVersion != 0, q.sessOpen, r.Staging != nil)
+		}
+		switch {
+		case r.State == receipt.SessionCommitted:
+			if !holder {
+				bad(kind, "committed by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
+			}
+			it, err := a.store.Get(context.Background(), engine.NSReceipt.Key(r.TxnID))
+			if err != nil {
+				bad(kind, "committed, but its commit's receipt %s is not there", r.TxnID)
+			} else if rec, err := receipt.DecodeRecord(it.Value); err != nil || rec.Session != id {
+				bad(kind, "committed, but receipt %s is not its commit", r.TxnID)
+			}
+		case r.Reason == receipt.ReasonOwnerLost:
+			// Presumed aborted: its lease was anyone's to take (or a
+			// restarted process ends what its store says it holds).
+			if !holder && p.lease.ClaimVersion != 0 && !lease.MayAdopt(p.lease, w, now) {
+				bad(kind, "presumed aborted a live session: %s#%d holds it until %v", p.lease.Claim.Node, p.lease.Claim.Incarnation, p.lease.Expires.Sub(now))
+			}
+		case r.Reason == receipt.ReasonExpired:
+			if !holder {
+				bad(kind, "expired by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
+			}
+			if r.Ended < p.sessRec.Expires {
+				bad(kind, "expired %v before its TTL ended", time.Duration(p.sessRec.Expires-r.Ended)*time.Millisecond)
+			}
+		default:
+			if !holder {
+				bad(kind, "aborted by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
+			}
 		}
 	}
 }

@@ -95,6 +95,15 @@ func (sc *scenario) unstable() []string {
 	for _, it := range sc.scanAll([]byte(engine.NSIntent)) {
 		out = append(out, "intent "+string(it.Key))
 	}
+	// Every session ended: committed, aborted, expired or presumed aborted.
+	for _, it := range sc.scanAll(engine.NSSession.Prefix("open")) {
+		out = append(out, "open session entry "+string(it.Key))
+	}
+	for _, it := range sc.scanAll(engine.NSSession.Prefix("rec")) {
+		if rec, err := receipt.DecodeSession(it.Value); err != nil || rec.State == receipt.SessionOpen {
+			out = append(out, "open session "+string(it.Key))
+		}
+	}
 	return out
 }
 
@@ -133,9 +142,12 @@ func (sc *scenario) checkInvariants(ctx context.Context) {
 				k, sc.gens[k], rec.Envelope.Outcome, !committed))
 		}
 	}
-	// Every counter equals the number of committed batches that touched it.
-	for d := 0; d < sc.cfg.Docs; d++ {
-		want := 0
+	// Every counter equals the number of committed batches that touched it,
+	// plus what the sessions that applied staged on it; table u's counters
+	// (d >= Docs) only the latter.
+	adds := sc.checkSessions(ctx, tables)
+	for d := 0; d < sc.counters(); d++ {
+		want := adds[d]
 		for kg := range markers {
 			for _, dd := range docsOfKey(kg[0], sc.cfg.Docs) {
 				if dd == d {
@@ -144,13 +156,14 @@ func (sc *scenario) checkInvariants(ctx context.Context) {
 			}
 		}
 		got := 0
-		if doc, err := tables.Get(ctx, principal, tableName, counterID(d)); err == nil {
+		tbl, id := sc.counterRef(d)
+		if doc, err := tables.Get(ctx, principal, tbl, id); err == nil {
 			var v struct{ N int }
 			_ = json.Unmarshal(doc, &v)
 			got = v.N
 		}
 		if got != want {
-			sc.violate(fmt.Sprintf("counter c%d = %d, but %d committed batches touched it", d, got, want))
+			sc.violate(fmt.Sprintf("counter %s/%s = %d, but committed batches and sessions add up to %d (sessions: %d)", tbl, id, got, want, adds[d]))
 		}
 	}
 }

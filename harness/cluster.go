@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"time"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
@@ -42,6 +43,8 @@ type node struct {
 	store *nodeStore
 	svc   *receipt.Service
 	up    bool
+	// stop ends the incarnation's maintainer.
+	stop chan struct{}
 }
 
 // cluster is the system under test. Its engine lives on a crashable
@@ -52,9 +55,12 @@ type cluster struct {
 	sim     *sim
 	opts    receipt.Options
 	chained bool // nodes see a store that can chain (see Config.Chained)
-	audit   *auditor
-	rng     *rand.Rand
-	log     *slog.Logger
+	// The maintenance loop the harness runs for every node (maintainer):
+	// its interval, and its first pass's at most (<= 0: a whole interval).
+	maintainEvery, maintainFirst time.Duration
+	audit                        *auditor
+	rng                          *rand.Rand
+	log                          *slog.Logger
 
 	db    *engine.DB
 	opens int // engine opens so far
@@ -63,13 +69,22 @@ type cluster struct {
 
 func newCluster(s *sim, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
 	c := &cluster{
-		disk:    memfs.NewDisk(),
-		sim:     s,
-		chained: chained,
-		opts:    opts,
-		rng:     rand.New(rand.NewPCG(seed, 0xc1)),
-		log:     slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: logLevel})),
+		disk:          memfs.NewDisk(),
+		sim:           s,
+		chained:       chained,
+		opts:          opts,
+		maintainEvery: opts.MaintainInterval,
+		maintainFirst: time.Second, // receipt's default FirstPassMax
+		rng:           rand.New(rand.NewPCG(seed, 0xc1)),
+		log:           slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: logLevel})),
 	}
+	if c.maintainEvery == 0 {
+		c.maintainEvery = opts.LeaseTTL / 2 // receipt's default
+	}
+	if opts.FirstPassMax < 0 {
+		c.maintainFirst = 0
+	}
+	c.opts.MaintainInterval = -1 // the harness runs the loop: maintainer
 	if err := c.openStore(); err != nil {
 		return nil, err
 	}
@@ -112,7 +127,44 @@ func (c *cluster) startNode(ctx context.Context, i int) error {
 	}
 	n.store.setOwner(svc.Owner())
 	n.svc, n.up = svc, true
+	n.stop = make(chan struct{})
+	go c.maintainer(n, svc, n.stop)
 	return nil
+}
+
+// maintainer is node n's maintenance loop — receipt's own
+// (Service.startLoop), run by the harness on the node's clock so that its
+// timer carries the node's label: a pass every maintainEvery, the first
+// after maintainFirst at most, until the incarnation stops. Passes run
+// beside the node's session calls, as they do in a server: the receipt
+// layer's stripe locks are channels, so a call waiting for a stripe a pass
+// holds is durably blocked and the bubble settles.
+func (c *cluster) maintainer(n *node, svc *receipt.Service, stop chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	clock := nodeClock{c.sim, n.id}
+	wait := c.maintainEvery
+	if c.maintainFirst > 0 {
+		wait = min(wait, c.maintainFirst)
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-clock.After(wait):
+		}
+		wait = c.maintainEvery
+		if _, err := svc.MaintainOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("harness: maintenance pass failed", "node", n.id, "err", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // crashNode stops node i as a process crash would: nothing it does from now
@@ -124,6 +176,7 @@ func (c *cluster) crashNode(i int) {
 	}
 	n.store.kill()
 	n.svc.Close()
+	close(n.stop)
 	n.up = false
 }
 

@@ -13,17 +13,19 @@ import "time"
 func ConfigFor(seed int64) Config {
 	u := uint64(seed)
 	c := Config{
-		Seed:        seed,
-		Variant:     Standalone,
-		Nodes:       1,
-		Clients:     4,
-		Keys:        10,
-		Docs:        3,
-		Steps:       24,
-		FaultRate:   0.6,
-		ExecutorMax: 64,
-		Retention:   45 * time.Second,
-		Chained:     u%3 != 0,
+		Seed:    seed,
+		Variant: Standalone,
+		Nodes:   1,
+		Clients: 4,
+		// Two session clients (session.go) besides the keyed ones.
+		SessionClients: 2,
+		Keys:           10,
+		Docs:           3,
+		Steps:          24,
+		FaultRate:      0.6,
+		ExecutorMax:    64,
+		Retention:      45 * time.Second,
+		Chained:        u%3 != 0,
 	}
 	if u%4 == 3 {
 		c.Retention, c.MaintainInterval = 4*time.Second, 30*time.Second

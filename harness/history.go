@@ -12,8 +12,9 @@ import (
 type opKind uint8
 
 const (
-	opBatch opKind = iota + 1 // a keyed batch: $inc on Docs and a marker insert
-	opRead                    // a read of one counter document
+	opBatch  opKind = iota + 1 // a keyed batch: $inc on Docs and a marker insert
+	opRead                     // a read of one counter document
+	opCommit                   // the commit of an interactive session (session.go)
 )
 
 // outClass is what a batch's answer says about its effect.
@@ -30,9 +31,15 @@ func (c outClass) String() string { return [...]string{"unknown", "committed", "
 // opInput is a porcupine operation's input.
 type opInput struct {
 	Kind opKind
-	Key  int   // key index (batch)
+	Key  int   // key index (batch); session index (commit)
 	Gen  int   // the key's generation: bumped when its receipt is cleaned
-	Docs []int // counters the batch increments, or the one read
+	Docs []int // counters the batch increments (the commit touches), or the one read
+	// A commit: Incs[i] is what it adds to Docs[i] (0: only read), Seen[i]
+	// the value the session saw Docs[i] at (-1: not known). A commit
+	// applies at a point where every counter it saw still holds that
+	// value: it is conditioned on the versions seen.
+	Incs []int
+	Seen []int
 }
 
 // opOutput is a porcupine operation's output.
@@ -58,7 +65,7 @@ func (r *recorder) newClient() int { return int(r.clients.Add(1) - 1) }
 // record adds one operation. An operation with an unknown outcome returns
 // at math.MaxInt64: it may take effect at any time after its call.
 func (r *recorder) record(client int, in opInput, call int64, out opOutput, ret int64) {
-	if out.Class == outUnknown && in.Kind == opBatch {
+	if out.Class == outUnknown && in.Kind != opRead {
 		ret = math.MaxInt64
 	}
 	r.mu.Lock()
@@ -79,7 +86,8 @@ type keyGen struct{ key, gen int }
 
 // observations is what the harness saw in the store between steps.
 type observations struct {
-	settled map[keyGen]settled // first seen terminal
+	settled  map[keyGen]settled // first seen terminal
+	sessions map[int]settled    // session commits first seen terminal, by session index
 }
 
 // effectHistory turns the recorded history into the one the document model
@@ -97,47 +105,61 @@ type observations struct {
 // unknown (it may apply at any time after its first call). Reads are kept
 // as they are. The per-attempt answers are checked separately (keyModel).
 //
+// A session's commits (every retry of one session's commit) are one effect
+// in the same way, over the same interval, the receipt of its commit key
+// standing for the key's; a session whose commit was never asked for has
+// no effect in the history at all — if anything it staged ever shows, a
+// read disagrees with the model.
+//
 // With one operation per key instead of one per attempt, the checker's
 // search no longer grows with the retries of slow keys.
 func effectHistory(h []porcupine.Operation, obs observations) []porcupine.Operation {
 	type effect struct {
 		call, ret int64
 		class     outClass
-		docs      []int
-		key, gen  int
+		in        opInput
 	}
-	effects := map[keyGen]*effect{}
-	var order []keyGen
+	// Keyed batches by (key, generation), commits by session: the two never
+	// share an effect.
+	type effectKey struct {
+		kind     opKind
+		key, gen int
+	}
+	effects := map[effectKey]*effect{}
+	var order []effectKey
 	var out []porcupine.Operation
 	for _, op := range h {
 		in, o := op.Input.(opInput), op.Output.(opOutput)
-		if in.Kind != opBatch {
+		if in.Kind == opRead {
 			out = append(out, op)
 			continue
 		}
-		kg := keyGen{in.Key, in.Gen}
-		e := effects[kg]
+		ek := effectKey{in.Kind, in.Key, in.Gen}
+		e := effects[ek]
 		if e == nil {
-			e = &effect{call: op.Call, ret: math.MaxInt64, class: outUnknown, docs: in.Docs, key: in.Key, gen: in.Gen}
-			effects[kg] = e
-			order = append(order, kg)
+			e = &effect{call: op.Call, ret: math.MaxInt64, class: outUnknown, in: in}
+			effects[ek] = e
+			order = append(order, ek)
 		}
 		e.call = min(e.call, op.Call)
 		if o.Class != outUnknown && o.Env != "" && op.Return < e.ret {
 			e.ret, e.class = op.Return, o.Class
 		}
 	}
-	for _, kg := range order {
-		e := effects[kg]
-		if s, ok := obs.settled[kg]; ok && s.at < e.ret {
+	for _, ek := range order {
+		e := effects[ek]
+		s, ok := obs.settled[keyGen{ek.key, ek.gen}]
+		if ek.kind == opCommit {
+			s, ok = obs.sessions[ek.key]
+		}
+		if ok && s.at < e.ret {
 			e.ret, e.class = s.at, s.class
 		}
 		if e.class == outNotApplied {
 			continue
 		}
 		op := porcupine.Operation{ClientId: len(out) + 1<<20, Call: e.call, Return: max(e.ret, e.call),
-			Input:  opInput{Kind: opBatch, Key: e.key, Gen: e.gen, Docs: e.docs},
-			Output: opOutput{Class: e.class}}
+			Input: e.in, Output: opOutput{Class: e.class}}
 		out = append(out, op)
 	}
 	return out

@@ -2,12 +2,16 @@ package harness
 
 import (
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 )
 
-var flagReplayRuns = flag.Int("replay.runs", 2, "runs of each seed TestReplay_SeedReplaysRun compares")
+var (
+	flagReplayRuns  = flag.Int("replay.runs", 2, "runs of each seed TestReplay_SeedReplaysRun compares")
+	flagReplaySeeds = flag.String("replay.seeds", "", "seeds TestReplay_SeedReplaysRun runs, as FROM-TO (default: replaySeeds)")
+)
 
 // replaySeeds cover both variants, a tiny executor, deferred resolution
 // and short retention.
@@ -16,9 +20,19 @@ var replaySeeds = []int64{1, 2, 3, 4, 5, 7, 10, 11, 15, 19, 27, 35}
 // TestReplay_SeedReplaysRun: a seed replays its run, not only its fault
 // schedule — the same schedule and the same client operations in the same
 // order (Trace) on every run — and reports how often the whole history was
-// identical too (go test ./harness -run Replay -replay.runs=20 -v).
+// identical too (go test ./harness -run Replay -replay.runs=20 -v; with
+// -replay.seeds=1-40, on those seeds).
 func TestReplay_SeedReplaysRun(t *testing.T) {
-	for _, seed := range replaySeeds {
+	seeds := replaySeeds
+	if *flagReplaySeeds != "" {
+		var from, to int64
+		if _, err := fmt.Sscanf(*flagReplaySeeds, "%d-%d", &from, &to); err != nil || from > to {
+			t.Fatalf("-replay.seeds=%q: want FROM-TO", *flagReplaySeeds)
+		}
+		seeds = seedRange(from, to)
+	}
+	identical := 0
+	for _, seed := range seeds {
 		var first Result
 		same := 0
 		for i := 0; i < *flagReplayRuns; i++ {
@@ -45,7 +59,11 @@ func TestReplay_SeedReplaysRun(t *testing.T) {
 		}
 		t.Logf("seed %d: %d ops, %v simulated, %d scheduler events; history identical in %d of %d runs",
 			seed, first.Ops, first.SimTime, first.Events, same, *flagReplayRuns)
+		if same == *flagReplayRuns {
+			identical++
+		}
 	}
+	t.Logf("%d of %d seeds replayed their whole history in all %d runs", identical, len(seeds), *flagReplayRuns)
 }
 
 func firstDiff(a, b []string) string {

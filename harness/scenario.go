@@ -22,14 +22,16 @@ import (
 
 // Config describes one scenario. Everything random in it derives from Seed.
 type Config struct {
-	Seed      int64
-	Variant   Variant
-	Nodes     int     // shared variant: 2 or 3 (standalone: always 1)
-	Clients   int     // concurrent clients per step
-	Keys      int     // workload keys (< keysMax: the rest are the faults' own, see inducedKeys)
-	Docs      int     // counters
-	Steps     int     // steps of the schedule
-	FaultRate float64 // probability that a step injects a fault
+	Seed    int64
+	Variant Variant
+	Nodes   int // shared variant: 2 or 3 (standalone: always 1)
+	Clients int // concurrent keyed clients per step
+	// SessionClients run interactive sessions (session.go), one leg a step.
+	SessionClients int
+	Keys           int     // workload keys (< keysMax: the rest are the faults' own, see inducedKeys)
+	Docs           int     // counters
+	Steps          int     // steps of the schedule
+	FaultRate      float64 // probability that a step injects a fault
 	// ExecutorMax small values fill the executor (429, pending receipts).
 	ExecutorMax int
 	// Retention and MaintainInterval on the simulated clock; a retention
@@ -88,8 +90,10 @@ type Result struct {
 	// have the same Trace (TestReplay_SeedReplaysRun).
 	Trace []string
 	// History is the recorded history, one operation a line: calls and
-	// returns on the logical time base, and answers. Two runs of a seed
-	// have the same History when the scheduler's decisions replayed exactly.
+	// returns on the logical time base, and answers; then every other
+	// session call and its answer, and the session markers read. Two runs
+	// of a seed have the same History when the scheduler's decisions
+	// replayed exactly.
 	History []string
 	// SimTime is the simulated time the run took; Events the scheduler's
 	// decisions.
@@ -110,6 +114,10 @@ type scenario struct {
 	induced  int    // reserved keys used
 	clients  []*client
 	obs      observations // what the store showed between steps
+	// sessions begun, by index; markerReads of their markers from outside.
+	sessions    []*sessionRun
+	markerReads []markerRead
+	sessLog     []string // session calls other than commits, and their answers
 
 	mu         sync.Mutex // clients report concurrently
 	ops        int
@@ -160,7 +168,7 @@ func Run(t *testing.T, cfg Config) Result {
 	sc := &scenario{cfg: cfg, rec: &recorder{}, schedule: makeSchedule(cfg),
 		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), 0xc11e)),
 		gens: make([]int, keysMax), sent: make([]bool, keysMax), faults: map[string]int{},
-		outcomes: map[string]int{}, obs: observations{settled: map[keyGen]settled{}}}
+		outcomes: map[string]int{}, obs: observations{settled: map[keyGen]settled{}, sessions: map[int]settled{}}}
 	for _, e := range sc.schedule {
 		res.Schedule = append(res.Schedule, e.String())
 	}
@@ -189,6 +197,10 @@ func Run(t *testing.T, cfg Config) Result {
 	res.Outcomes = sc.outcomes
 	for _, op := range sc.rec.history() {
 		res.History = append(res.History, fmt.Sprintf("%d %d-%d %s", op.ClientId, op.Call, op.Return, describeOp(op.Input, op.Output)))
+	}
+	res.History = append(res.History, sc.sessLog...)
+	for _, r := range sc.markerReads {
+		res.History = append(res.History, fmt.Sprintf("%d-%d read marker %s/%s -> %v", r.call, r.ret, r.ref.table, r.ref.id, r.present))
 	}
 	return res
 }
@@ -232,10 +244,16 @@ func (sc *scenario) simulate() {
 		if _, _, err := cl.nodes[0].svc.Tables().Create(ctx, principal, tableName, 4); err != nil {
 			sc.violate("setup: " + err.Error())
 		}
+		if _, _, err := cl.nodes[0].svc.Tables().Create(ctx, principal, sessTable, 2); err != nil {
+			sc.violate("setup: " + err.Error())
+		}
 	})
-	for i := 0; i < cfg.Clients; i++ {
-		sc.clients = append(sc.clients, &client{slot: i, id: sc.rec.newClient(),
-			rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i)+1))})
+	for i := 0; i < cfg.Clients+cfg.SessionClients; i++ {
+		c := &client{slot: i, id: sc.rec.newClient(), rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i)+1))}
+		if i >= cfg.Clients {
+			c.sess = &sessionClient{}
+		}
+		sc.clients = append(sc.clients, c)
 	}
 	for i := 0; i < cfg.Steps && !sc.failed(); i++ {
 		sc.step(i)
@@ -247,6 +265,11 @@ func (sc *scenario) simulate() {
 		sc.finalOps()
 		sc.perform("invariants", sc.checkInvariants)
 	}
+}
+
+// maintainOnce runs a maintenance pass on node i.
+func (sc *scenario) maintainOnce(ctx context.Context, i int) (receipt.MaintainStats, error) {
+	return sc.cl.nodes[i].svc.MaintainOnce(ctx)
 }
 
 // node is the node an event targets.
@@ -312,22 +335,48 @@ func (sc *scenario) step(i int) {
 	for _, slot := range sc.rng.Perm(len(sc.clients)) {
 		cl := sc.clients[slot]
 		n := live[cl.rng.IntN(len(live))]
+		nd := sc.cl.nodes[n]
+		if cl.sess != nil {
+			// A session leg: its choices come from one draw, whatever
+			// they turn out to do.
+			seed := cl.rng.Uint64()
+			sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d session leg %x via node-%d", i, slot, seed, n))
+			actors = append(actors, sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
+				ctx, cancel := context.WithTimeout(ctx, clientTimeout)
+				defer cancel()
+				if crashed := sc.sessionLeg(ctx, cl, n, seed); crashed >= 0 {
+					sc.mu.Lock()
+					sc.crashNodes[crashed] = true
+					sc.mu.Unlock()
+				}
+			}))
+			continue
+		}
 		wantBatch := cl.rng.Float64() < 0.7
-		k, d := cl.rng.IntN(sc.cfg.Keys), cl.rng.IntN(sc.cfg.Docs)
+		// Reads: a counter of table t or u (d >= Docs), or — one in four —
+		// a session's marker (pick chooses which).
+		k, d, pick := cl.rng.IntN(sc.cfg.Keys), cl.rng.IntN(sc.counters()), cl.rng.Uint32()
 		batch := wantBatch && sc.gens[k] < genMax-1
+		markerRead := pick%4 == 0
 		what := fmt.Sprintf("read c%d", d)
-		if wantBatch {
+		switch {
+		case wantBatch:
 			what = fmt.Sprintf("batch %s", keyName(k))
+		case markerRead:
+			what = fmt.Sprintf("read marker %x", pick)
 		}
 		sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d %s via node-%d", i, slot, what, n))
 		if batch {
 			sc.sent[k] = true
 		}
-		nd := sc.cl.nodes[n]
 		actors = append(actors, sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, clientTimeout)
 			defer cancel()
-			if !batch {
+			switch {
+			case !batch && markerRead:
+				sc.doMarkerRead(ctx, nd, pick)
+				return
+			case !batch:
 				sc.doRead(ctx, cl, nd, d)
 				return
 			}
@@ -346,6 +395,7 @@ func (sc *scenario) step(i int) {
 	sc.checkArmed(i, false)
 	// Observe before anything can delete a receipt (the cleaner).
 	sc.observe()
+	sc.observeSessions()
 	sc.checkStarted()
 	if spec.disarm != nil {
 		spec.disarm(sc, &e)
@@ -525,6 +575,7 @@ func (sc *scenario) newGenerations() {
 			sc.count("cleaned-keys")
 		}
 	}
+	sc.cleanSessions()
 }
 
 // receipts reads every receipt from the store.
@@ -555,7 +606,7 @@ func (sc *scenario) stabilize() {
 		sc.advance(leaseTTL + time.Second)
 		for _, i := range sc.cl.live() {
 			sc.perform("maintenance", func(ctx context.Context) {
-				ms, err := sc.cl.nodes[i].svc.MaintainOnce(ctx)
+				ms, err := sc.maintainOnce(ctx, i)
 				if err != nil {
 					sc.cl.log.Warn("harness: maintenance", "err", err)
 				}
@@ -575,8 +626,9 @@ func (sc *scenario) settled() bool {
 	return sc.stable()
 }
 
-// finalOps replays every key sent in its current generation and reads every
-// counter, so the history ends with every terminal answer on record.
+// finalOps replays every key sent in its current generation and every
+// session commit asked for, and reads every counter, so the history ends
+// with every terminal answer on record.
 func (sc *scenario) finalOps() {
 	cl := &client{slot: -1, id: sc.rec.newClient()}
 	live := sc.cl.live()
@@ -590,7 +642,8 @@ func (sc *scenario) finalOps() {
 		for i, k := range keys {
 			sc.doBatch(ctx, cl, sc.cl.nodes[live[i%len(live)]], k)
 		}
-		for d := 0; d < sc.cfg.Docs; d++ {
+		sc.finalCommits(ctx, cl, live)
+		for d := 0; d < sc.counters(); d++ {
 			sc.doRead(ctx, cl, sc.cl.nodes[live[d%len(live)]], d)
 		}
 	})

@@ -29,7 +29,7 @@ var plantedBugs = []struct {
 }{
 	// The models: answers replay, effects happen once.
 	{fault.BugReexecuteOnReplay, []int64{1, 2}},
-	{fault.BugConflictAsAbort, []int64{24, 42}},
+	{fault.BugConflictAsAbort, []int64{18, 45}},
 	// The auditor, fed by the zombie choreographies (shared seeds).
 	{fault.BugTerminalUnfenced, []int64{1, 5}},
 	{fault.BugRenewUnfenced, []int64{1, 5}},
@@ -41,6 +41,9 @@ var plantedBugs = []struct {
 	{fault.BugCleanIgnoresVisibilityDebt, []int64{3, 6}},
 	// A damaged checkpoint (ckpt-damage).
 	{fault.BugCkptIgnoresCRC, []int64{2, 5}},
+	// Sessions: a commit conditioned on nothing it saw overwrites what
+	// others wrote meanwhile (the docs model, the counters).
+	{fault.BugSessionCommitUnconditioned, []int64{1, 2}},
 	// The fingerprint property.
 	{fault.BugFingerprintIgnoresDeletes, nil},
 	{fault.BugCanonDropsUpsert, nil},

@@ -57,6 +57,7 @@ type client struct {
 	slot int // its place among the step's clients (-1: the harness's own)
 	id   int
 	rng  *rand.Rand
+	sess *sessionClient // a session client (nil: keyed batches and reads)
 }
 
 // doBatch sends key k's batch to node n and records the operation. It
@@ -91,19 +92,20 @@ func (sc *scenario) doBatchWait(ctx context.Context, cl *client, n *node, k int,
 	return errors.Is(err, fault.ErrInjected)
 }
 
-// doRead reads counter d through node n. Failed reads say nothing and are
-// not recorded.
+// doRead reads counter d (table u's when d >= Config.Docs) through node
+// n. Failed reads say nothing and are not recorded.
 func (sc *scenario) doRead(ctx context.Context, cl *client, n *node, d int) {
 	in := opInput{Kind: opRead, Docs: []int{d}}
+	tbl, id := sc.counterRef(d)
 	call := sc.rec.now()
-	doc, err := n.svc.Tables().Get(ctx, principal, tableName, counterID(d))
+	doc, err := n.svc.Tables().Get(ctx, principal, tbl, id)
 	ret := sc.rec.now()
 	value := 0
 	switch {
 	case err == nil:
 		var v struct{ N int }
 		if json.Unmarshal(doc, &v) != nil {
-			sc.violate(fmt.Sprintf("counter c%d is not a counter: %s", d, doc))
+			sc.violate(fmt.Sprintf("counter %s/%s is not a counter: %s", tbl, id, doc))
 			return
 		}
 		value = v.N

@@ -37,7 +37,7 @@ type lifecycle struct {
 	// sessionLocks serialise the steps of one session in this process
 	// (striped by ID: bounded, whatever the number of sessions); across
 	// processes the session record's version and claim fence them.
-	sessionLocks [sessionLockStripes]sync.Mutex
+	sessionLocks [sessionLockStripes]stripeLock
 	stagings     stagingCache // folded stagings of the sessions held here
 	dropMu       sync.Mutex
 	dropQ        []stepDrop // ended sessions whose steps maintenance deletes
@@ -58,14 +58,15 @@ type lifecycle struct {
 
 func newLifecycle(store engine.Store, coord *twopc.Coordinator, owner lease.Owner, opts Options) lifecycle {
 	return lifecycle{
-		store:       store,
-		coord:       coord,
-		clock:       opts.Clock,
-		owner:       owner,
-		opts:        opts,
-		active:      lease.NewActiveSet(),
-		hb:          &lease.Heartbeat{Store: store, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
-		exec:        make(chan struct{}, opts.ExecutorMax),
-		maintainLog: newCauseLog(MaintainLogEvery, MaintainLogCausesMax),
+		store:        store,
+		coord:        coord,
+		clock:        opts.Clock,
+		owner:        owner,
+		opts:         opts,
+		active:       lease.NewActiveSet(),
+		hb:           &lease.Heartbeat{Store: store, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
+		exec:         make(chan struct{}, opts.ExecutorMax),
+		maintainLog:  newCauseLog(MaintainLogEvery, MaintainLogCausesMax),
+		sessionLocks: newStripeLocks(),
 	}
 }

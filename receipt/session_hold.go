@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"sync"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
@@ -39,9 +38,34 @@ func (e *HeldElsewhereError) Error() string {
 	return fmt.Sprintf("receipt: session %s is held by %s", e.Session, e.Holder)
 }
 
+// stripeLock is one stripe's lock: a one-slot channel rather than a
+// sync.Mutex, so that a goroutine waiting for it is durably blocked — a
+// host testing with testing/synctest (as the harness does) sees it settle.
+type stripeLock chan struct{}
+
+func newStripeLocks() (out [sessionLockStripes]stripeLock) {
+	for i := range out {
+		out[i] = make(stripeLock, 1)
+	}
+	return out
+}
+
+func (s stripeLock) Lock()   { s <- struct{}{} }
+func (s stripeLock) Unlock() { <-s }
+
+// TryLock takes the lock if it is free now.
+func (s stripeLock) TryLock() bool {
+	select {
+	case s <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 // lockSession takes the stripe lock of session id.
-func (l *lifecycle) lockSession(id string) *sync.Mutex {
-	mu := &l.sessionLocks[stripeOf(id)]
+func (l *lifecycle) lockSession(id string) stripeLock {
+	mu := l.sessionLocks[stripeOf(id)]
 	mu.Lock()
 	return mu
 }

@@ -14,7 +14,7 @@ import (
 // over: that goroutine is working on it.
 func (l *lifecycle) maintainSession(ctx context.Context, it engine.Item, ms *MaintainStats) {
 	id := string(engine.NSSession.Suffix(it.Key))[len("open/"):]
-	mu := &l.sessionLocks[stripeOf(id)]
+	mu := l.sessionLocks[stripeOf(id)]
 	if !mu.TryLock() {
 		ms.LocalBusy++
 		return

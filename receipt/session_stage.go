@@ -3,6 +3,7 @@ package receipt
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/idemdb/idem/code"
@@ -70,14 +71,24 @@ func (s *Service) StageSession(ctx context.Context, principal, id string, batche
 // its commit conflicts if the document changes meanwhile.
 func (s *Service) ReadSession(ctx context.Context, principal, id, tbl, doc string) (json.RawMessage, error) {
 	var out json.RawMessage
+	var missing error
 	_, err := s.sessionStep(ctx, principal, id, false, func(st *table.Staging) error {
 		// Only a first read changes what the commit is conditioned on
-		// (st.Changed): a repeated one writes nothing.
+		// (st.Changed): a repeated one writes nothing. A first read that
+		// finds no document records that too — the commit must abort if
+		// one appears meanwhile — so it is no failure of the step.
 		var err error
 		out, err = s.tables.SessionRead(ctx, principal, st, tbl, doc)
+		var ce *code.Error
+		if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
+			missing, err = err, nil
+		}
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, missing
 }
 
 // sessionStep runs step on a copy of open session id's staging under its

@@ -573,3 +573,30 @@ func TestSummary_CountsOpenSessions(t *testing.T) {
 		t.Fatalf("summary %+v %v, want 2 open sessions", sum, err)
 	}
 }
+
+// TestSession_AbsentReadIsRecorded: a session that read a document as
+// missing commits only if it is still missing: another writer's insert
+// meanwhile aborts the commit with transaction_conflict, and the session's
+// own later read still says missing (what it saw).
+func TestSession_AbsentReadIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	a := e.open(receipt.Options{})
+	createTable(t, a, "t")
+	id := begin(t, a, alice, 0)
+	_, err := a.ReadSession(ctx, alice, id, "t", "x")
+	wantCode(t, err, code.DocumentNotFound)
+	if info, _ := a.SessionInfo(ctx, alice, id); info.Docs != 1 {
+		t.Fatalf("the absent read was not recorded: %+v", info)
+	}
+	stage(t, a, id, "t", `{"inserts":[{"id":"y","doc":{}}]}`)
+	mustExecute(t, a, req(alice, "t", "meanwhile", mustBatch(t, `{"inserts":[{"id":"x","doc":{"n":1}}]}`)))
+	_, err = a.ReadSession(ctx, alice, id, "t", "x")
+	wantCode(t, err, code.DocumentNotFound)
+	ans := commit(t, a, id, "")
+	if ans.Outcome != receipt.OutcomeAborted || ans.Code != code.TransactionConflict {
+		t.Fatalf("commit after the document appeared: %+v", ans)
+	}
+	if docExists(t, a, "t", "y") {
+		t.Fatal("the aborted commit applied")
+	}
+}
