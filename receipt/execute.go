@@ -62,20 +62,14 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 			f.sameRequest, f.state = bytes.Equal(rec.Fingerprint, fp[:]), rec.State
 		}
 		var ans Answer
-		switch dispatch(f) {
-		case actUnavailable:
-			return answerUnavailable(id, false), nil
-		case actUnavailablePending:
-			return answerUnavailable(id, true), nil
-		case actMismatch:
-			s.stats.mismatches.Add(1)
-			return answerMismatch(id, rec), nil
-		case actReplay:
-			if fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
+		act := dispatch(f)
+		if ans, ok := s.settledAnswer(act, id, rec); ok {
+			if act == actReplay && fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
 				_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch) // planted bug: the harness must catch it
 			}
-			s.stats.replayed.Add(1)
-			return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, nil
+			return ans, nil
+		}
+		switch act {
 		case actCreate:
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
 				Key: req.Key, Fingerprint: fp[:], Request: canon}}
@@ -94,6 +88,26 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	}
 	s.stats.pending.Add(1)
 	return answerPending(id, 0, msgKeptChanging, s.retryAfter()), nil
+}
+
+// settledAnswer is the answer of a lookup whose action leaves the receipt
+// as it is — the store refuses writes, the key is bound to another
+// request, or the receipt is terminal and replays — and ok=false for the
+// actions that work on it (create, take over).
+func (l *lifecycle) settledAnswer(act action, id string, rec *Record) (ans Answer, ok bool) {
+	switch act {
+	case actUnavailable:
+		return answerUnavailable(id, false), true
+	case actUnavailablePending:
+		return answerUnavailable(id, true), true
+	case actMismatch:
+		l.stats.mismatches.Add(1)
+		return answerMismatch(id, rec), true
+	case actReplay:
+		l.stats.replayed.Add(1)
+		return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, true
+	}
+	return Answer{}, false
 }
 
 // invalid answers a request that is malformed on its own: 400, no

@@ -154,15 +154,7 @@ func TestSupervisor_RenewsIndependentlyOfBlockedMaintenance(t *testing.T) {
 		t.Fatalf("active set %d, want the started and the pending receipt", a.Active().Len())
 	}
 
-	unpause := testsupport.Arm(t, fault.ReceiptMaintainBefore, "pause")
-	maint := make(chan error, 1)
-	go func() {
-		_, err := a.MaintainOnce(ctx)
-		maint <- err
-	}()
-	testsupport.Poll(t, "maintenance to park on its failpoint", testsupport.Patience, func() bool {
-		return stackHas("receipt.(*Service).MaintainOnce(", "failpoint.(*Failpoint).Pause(")
-	})
+	unpause, maint := pauseMaintenance(t, a)
 
 	st0, _ := lease.Read(ctx, e.db, id)
 	renewed0 := a.Supervisor().Stats().Renewed

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -259,6 +260,23 @@ func (e *env) step(d time.Duration, n int) {
 	e.parked(n)
 	e.clock.Advance(d)
 	e.parked(n)
+}
+
+// pauseMaintenance starts a maintenance pass of svc parked on the
+// receipt/maintain-before failpoint and waits until it is; unpause lets it
+// go, and done receives its error.
+func pauseMaintenance(t *testing.T, svc *receipt.Service) (unpause func(), done <-chan error) {
+	t.Helper()
+	unpause = testsupport.Arm(t, fault.ReceiptMaintainBefore, "pause")
+	maint := make(chan error, 1)
+	go func() {
+		_, err := svc.MaintainOnce(ctx)
+		maint <- err
+	}()
+	testsupport.Poll(t, "maintenance to park on its failpoint", testsupport.Patience, func() bool {
+		return stackHas("receipt.(*Service).MaintainOnce(", "failpoint.(*Failpoint).Pause(")
+	})
+	return unpause, maint
 }
 
 // stackHas reports whether some goroutine's stack contains every fragment.

@@ -73,18 +73,10 @@ func (s *Service) CommitSession(ctx context.Context, req CommitRequest) (Answer,
 			ans, err = s.commitNew(ctx, req, id, key, fp, deadline)
 		} else {
 			f := found{exists: true, refuses: s.refusesWrites() != nil, sameRequest: string(rec.Fingerprint) == string(fp[:]), state: rec.State}
-			switch dispatch(f) {
-			case actUnavailablePending:
-				return answerUnavailable(id, true), nil
-			case actMismatch:
-				s.stats.mismatches.Add(1)
-				return answerMismatch(id, rec), nil
-			case actReplay:
-				s.stats.replayed.Add(1)
-				return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, nil
-			default:
-				ans, err = s.takeOver(ctx, &attempt{id: id, rec: rec, ver: ver}, deadline)
+			if ans, ok := s.settledAnswer(dispatch(f), id, rec); ok {
+				return ans, nil
 			}
+			ans, err = s.takeOver(ctx, &attempt{id: id, rec: rec, ver: ver}, deadline)
 		}
 		if errors.Is(err, errRetry) {
 			continue

@@ -395,15 +395,7 @@ func TestSupervisor_RenewsSessionsIndependentlyOfBlockedMaintenance(t *testing.T
 	createTable(t, a, "t")
 	id := begin(t, a, alice, time.Minute)
 
-	unpause := testsupport.Arm(t, fault.ReceiptMaintainBefore, "pause")
-	maint := make(chan error, 1)
-	go func() {
-		_, err := a.MaintainOnce(ctx)
-		maint <- err
-	}()
-	testsupport.Poll(t, "maintenance to park on its failpoint", testsupport.Patience, func() bool {
-		return stackHas("receipt.(*Service).MaintainOnce(", "failpoint.(*Failpoint).Pause(")
-	})
+	unpause, maint := pauseMaintenance(t, a)
 	var versions []engine.Version
 	for i := 0; i < 2*int(ttl/renewI)+1; i++ {
 		e.step(renewI, 1)
