@@ -254,13 +254,19 @@ func TestIdemd_TLSAndAuthToEtcd(t *testing.T) {
 		name string
 		args []string
 		want string
+		// dial bounds the start: the wrong password is refused as soon as
+		// etcd answers (some 60 ms here), so its bound only has to outlast
+		// a loaded machine's TLS handshake (1 s once did not: the deadline,
+		// not the refusal, ended the attempt); without a CA the TLS
+		// endpoints never answer, and the bound is what ends the start.
+		dial string
 	}{
-		{"wrong password", append(tlsArgs, "-etcd-user", "root", "-etcd-password-file", bad), "authentication failed"},
-		{"no CA", []string{"-etcd-user", "root", "-etcd-password-file", good}, "https endpoints need -etcd-ca"},
+		{"wrong password", append(tlsArgs, "-etcd-user", "root", "-etcd-password-file", bad), "authentication failed", "30s"},
+		{"no CA", []string{"-etcd-user", "root", "-etcd-password-file", good}, "https endpoints need -etcd-ca", "1s"},
 	} {
 		addr := apitest.FreeAddr(t)
 		_, err := apitest.TryLaunch(t, t.TempDir(), nil, append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", endpoints,
-			"-etcd-prefix", "/idem/tls/", "-node", "node-b", "-advertise", "http://" + addr, "-etcd-dial-timeout", "1s"}, c.args...)...)
+			"-etcd-prefix", "/idem/tls/", "-node", "node-b", "-advertise", "http://" + addr, "-etcd-dial-timeout", c.dial}, c.args...)...)
 		var early *apitest.EarlyExit
 		if !errors.As(err, &early) || !strings.Contains(early.Proc.Logs(), c.want) {
 			t.Fatalf("%s: %v, want an exit before listening that says %q", c.name, err, c.want)
