@@ -136,8 +136,9 @@ func TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz(t *testing.T) {
 }
 
 // TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt: node-a's
-// decision of k is held up (a failpoint sleeps 4 s in it) while node-b
-// gets the same request. node-b forwards it to node-a — the node the
+// decision of k is held up (a failpoint sleeps 10 s in it: long enough for
+// a loaded machine to ask node-b everything while it lasts; 4 s once was
+// not) while node-b gets the same request. node-b forwards it to node-a — the node the
 // receipt's claim names, at the address its record advertises — and
 // relays node-a's answer: 409 in progress without a wait; with Prefer:
 // wait, node-a's terminal answer, the same bytes node-a gave its own
@@ -154,7 +155,7 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := apitest.NewClient(t, "http://unused").WithToken("tok-a")
-	a := startNode(t, cl, c, prefix, "node-a", []string{`GO_FAILPOINTS=receipt/decide-before=1*sleep(4000)`}, "-separate-decide", "-lease-ttl", "10s", "-tokens", tokens)
+	a := startNode(t, cl, c, prefix, "node-a", []string{`GO_FAILPOINTS=receipt/decide-before=1*sleep(10000)`}, "-separate-decide", "-lease-ttl", "10s", "-tokens", tokens)
 	b := startNode(t, cl, c, prefix, "node-b", nil, "-lease-ttl", "10s", "-tokens", tokens)
 	ca, cb := cl.WithBase(a.Base()), cl.WithBase(b.Base())
 	ca.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
