@@ -12,8 +12,8 @@ func init() {
 	register(Suite{
 		Name:  "receipts",
 		Rank:  40,
-		Doc:   "receipt.Service: keyed Execute, ExecuteFast, replay of terminal keys, sessions of 10 staged batches next to 10 keyed batches (+ renewal and reopen unless those suites run)",
-		Cases: []string{"keyed", "fast", "replay", caseKeyed10x, caseSession, "renewal", "reopen"},
+		Doc:   "receipt.Service: keyed Execute, the keyed-floor (a keyed request's recorded writes as one Apply), ExecuteFast, replay of terminal keys, sessions of 10 staged batches next to 10 keyed batches (+ renewal and reopen unless those suites run)",
+		Cases: []string{"keyed", caseKeyedFloor, "fast", "replay", caseKeyed10x, caseSession, "renewal", "reopen"},
 		Run:   runReceipts,
 	})
 }
@@ -47,6 +47,13 @@ func runReceipts(env *Env) error {
 			results = append(results, &r)
 		}
 	}
+	if env.Want(caseKeyedFloor) {
+		rs, err := keyedFloorCase(env, env.Opts.Concurrency)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
+		}
+	}
 	if env.Want("replay") {
 		rs, err := receiptsReplay(env, env.Opts.Concurrency)
 		results = append(results, rs...)
@@ -60,6 +67,7 @@ func runReceipts(env *Env) error {
 		return fail(err)
 	}
 	keyedRatios(env, results, targetKeyedRate, 64)
+	keyedFloorRatios(results)
 	unitRatios(results)
 	idx := indexResults(results)
 	if r := idx.get("fast", 64); r != nil {
