@@ -135,7 +135,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c, "twopc/twopc-2w/"+c,
 			"receipts/keyed/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
-			"http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
+			"http/http-floor/"+c, "http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
 	want = append(want, "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "renewal/renewal/1")
 	if os.Getenv("IDEM_BENCH_PG") == "" {

@@ -20,8 +20,8 @@ func init() {
 	register(Suite{
 		Name:  "http",
 		Rank:  50,
-		Doc:   "api over loopback HTTP/1.1: closed-loop clients posting keyed, key-less and replayed batches, and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
-		Cases: []string{"keyed", "fast", "replay", caseKeyed10x, caseSession},
+		Doc:   "api over loopback HTTP/1.1: the http-floor (GET /healthz over the same client), closed-loop clients posting keyed, key-less and replayed batches, and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
+		Cases: []string{caseHTTPFloor, "keyed", "fast", "replay", caseKeyed10x, caseSession},
 		Run:   runHTTP,
 	})
 }
@@ -41,6 +41,13 @@ func runHTTP(env *Env) error {
 	fail := func(err error) error {
 		env.reportAll(results)
 		return err
+	}
+	if env.Want(caseHTTPFloor) {
+		rs, err := httpFloorCase(env, concs)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
+		}
 	}
 	for _, name := range []string{"keyed", "fast"} {
 		if !env.Want(name) {
@@ -74,6 +81,7 @@ func runHTTP(env *Env) error {
 		return fail(err)
 	}
 	keyedRatios(env, results, targetHTTPKeyed, httpTargetConc)
+	httpFloorRatios(results)
 	unitRatios(results)
 	if r := indexResults(results).get("replay", httpTargetConc); r != nil {
 		rateTarget(r, fmt.Sprintf("http replay@%d", httpTargetConc), targetHTTPReplay)

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// http:http-floor (issue 18): GET /healthz over the same server, client
+// and connection pool as the other http cases — the floor of an HTTP
+// answer here (net/http on both sides, loopback, a small JSON body), which
+// the replay case is held to.
+const caseHTTPFloor = "http-floor"
+
+// Issue 18's aim: replay@32 at least 0.6 of the floor's rate.
+const targetReplayOverHTTPFloor = 0.6
+
+func httpFloorCase(env *Env, concs []int) ([]*Result, error) {
+	var out []*Result
+	for _, c := range concs {
+		st, srv, err := openHTTP(env, caseHTTPFloor, c)
+		if err != nil {
+			return out, err
+		}
+		url := srv.base + "/healthz"
+		m, err := env.Loop(Loop{Case: caseHTTPFloor, Concurrency: c, Fsyncs: srv.fsyncs},
+			func(ctx context.Context, _ int, _ uint64) error {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if err != nil {
+					return err
+				}
+				resp, err := srv.client.Do(req)
+				if err != nil {
+					return err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("GET /healthz: status %d", resp.StatusCode)
+				}
+				return nil
+			})
+		if cerr := srv.close(st); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return out, err
+		}
+		r := m.Result(caseHTTPFloor, c)
+		out = append(out, &r)
+	}
+	return out, nil
+}
+
+// httpFloorRatios sets replay/http-floor at each concurrency and the aim
+// at httpTargetConc.
+func httpFloorRatios(results []*Result) {
+	idx := indexResults(results)
+	for _, r := range results {
+		if r.Case != "replay" {
+			continue
+		}
+		f := idx.get(caseHTTPFloor, r.Concurrency)
+		if f == nil || f.OpsPerSec <= 0 {
+			continue
+		}
+		ratio := r.OpsPerSec / f.OpsPerSec
+		r.Set("replay_over_http_floor_rate", round(ratio, 3))
+		if r.Concurrency == httpTargetConc {
+			r.Targets = append(r.Targets, Target{
+				Want: fmt.Sprintf("replay@%d >= %.1f x %s@%d (issue 18)", httpTargetConc, targetReplayOverHTTPFloor, caseHTTPFloor, httpTargetConc),
+				Got:  fmt.Sprintf("%.3f x (%.0f / %.0f req/s)", ratio, r.OpsPerSec, f.OpsPerSec),
+				Met:  ratio >= targetReplayOverHTTPFloor,
+			})
+		}
+	}
+}
