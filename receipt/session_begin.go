@@ -37,6 +37,12 @@ func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.D
 	if err != nil {
 		return Session{}, err
 	}
+	// Under the session's stripe lock, as every step: maintenance, which
+	// walks open sessions, passes over one whose publishing write is still
+	// being settled here rather than find its hold not confirmed yet and
+	// presume it aborted.
+	mu := s.lockSession(id)
+	defer mu.Unlock()
 	return s.beginSession(ctx, principal, id, ttl)
 }
 

@@ -122,6 +122,11 @@ func (l *lifecycle) holdSession(ctx context.Context, principal, id string) (sa *
 			}
 		}
 		_, cv, _, st := h.Snapshot()
+		if st == lease.Publishing {
+			// Its begin is still settling (only maintenance can look this
+			// early, and the stripe lock keeps it out): not a lost owner.
+			return nil, nil, code.Errorf(code.Unavailable, "session %q is being begun; retry", id)
+		}
 		if st != lease.Lost && cv != 0 {
 			sa.held, sa.claimVer = h, cv
 			if sessionExpired(rec, now) {
