@@ -15,7 +15,7 @@ func init() {
 		Name:     "peer",
 		Rank:     90,
 		RunsLast: true,
-		Doc:      "PostgreSQL (-pg DSN): Stripe/brandur-style idempotency keys with the same batches; Idem's ratios against it",
+		Doc:      "PostgreSQL (-pg DSN): Stripe/brandur-style idempotency keys with the same batches, as a library and behind net/http (pg-http-*, the http suite's route and client); Idem's ratios against it",
 		Run:      runPeer,
 	})
 }
@@ -154,6 +154,11 @@ func runPeer(env *Env) error {
 		}
 		results = append(results, &r)
 	}
+	hs, err := peerHTTPCases(env, pool)
+	results = append(results, hs...)
+	if err != nil {
+		return fail(err)
+	}
 	for _, r := range results {
 		r.Set("fsync_waits_p50", round(env.fsyncWaits(r.P50us), 2))
 		r.Set("pg_version", version)
@@ -161,6 +166,7 @@ func runPeer(env *Env) error {
 		r.Set("pg_fsync", fsync)
 	}
 	env.comparePeer(results)
+	env.comparePGHTTP(results)
 	env.reportAll(results)
 	return nil
 }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The like-for-like HTTP peer (issue 18): the brandur flow of the peer
+// suite (pipelined: the pending key as one statement, documents and
+// response as one batch) behind a net/http server with idemd's batch
+// route, JSON bodies and Idempotency-Key handling — what a team would
+// otherwise write and run — measured with the http suite's client.
+const (
+	casePGHTTPKeyed  = "pg-http-keyed"
+	casePGHTTPReplay = "pg-http-replay"
+	casePGHTTPNoKey  = "pg-http-nokey"
+	// pgHTTPBodyBytesMax is idemd's default -max-body.
+	pgHTTPBodyBytesMax = 1 << 20
+)
+
+// DESIGN §12 / issue 18 ratios of Idem's HTTP cases against this peer.
+const (
+	targetHTTPKeyedVsPGHTTP  = 2.0 // http keyed@32 >= 2 x pg-http-keyed@32
+	targetHTTPReplayVsPGHTTP = 1.5 // http replay@32 >= 1.5 x pg-http-replay@32
+)
+
+// pgHTTP serves POST /v1/tables/{table}/batch on PostgreSQL.
+type pgHTTP struct{ pool *pgxpool.Pool }
+
+type pgHTTPBatch struct {
+	Inserts []struct {
+		ID  string          `json:"id"`
+		Doc json.RawMessage `json:"doc"`
+	} `json:"inserts"`
+}
+
+func pgProblem(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"type":"urn:peer:problem:%s","status":%d,"code":%q,"detail":%q}`, code, status, code, detail)
+}
+
+func (p *pgHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, pgHTTPBodyBytesMax))
+	if err != nil {
+		pgProblem(w, http.StatusRequestEntityTooLarge, "payload_too_large", err.Error())
+		return
+	}
+	var b pgHTTPBatch
+	if err := json.Unmarshal(body, &b); err != nil || len(b.Inserts) == 0 {
+		pgProblem(w, http.StatusBadRequest, "invalid_request", "body must be a batch of inserts")
+		return
+	}
+	ids, docs := make([]string, len(b.Inserts)), make([]string, len(b.Inserts))
+	for i, in := range b.Inserts {
+		ids[i], docs[i] = in.ID, string(in.Doc)
+	}
+	reply := fmt.Sprintf(peerResponse, len(ids))
+	ctx := r.Context()
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		if _, err := p.pool.Exec(ctx, peerSQL.insertDocs, ids, docs); err != nil {
+			pgProblem(w, http.StatusInternalServerError, "internal", err.Error())
+			return
+		}
+		pgReply(w, http.StatusCreated, reply, false)
+		return
+	}
+	w.Header().Set("Idempotency-Key", key)
+	fp := sha256.Sum256(body)
+	var state string
+	err = p.pool.QueryRow(ctx, peerSQL.insertKey, benchPrincipal, key, fp[:], string(body)).Scan(&state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		p.replay(ctx, w, key, fp)
+		return
+	case err != nil:
+		pgProblem(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(peerSQL.insertDocs, ids, docs)
+	batch.Queue(peerSQL.finishKey, benchPrincipal, key, reply)
+	if err := p.pool.SendBatch(ctx, batch).Close(); err != nil {
+		pgProblem(w, http.StatusServiceUnavailable, "pending", err.Error())
+		return
+	}
+	pgReply(w, http.StatusCreated, reply, false)
+}
+
+// replay answers a key that exists: its stored response, a mismatch, or
+// in progress.
+func (p *pgHTTP) replay(ctx context.Context, w http.ResponseWriter, key string, fp [32]byte) {
+	var (
+		got    []byte
+		state  string
+		status *int
+		body   *string
+	)
+	if err := p.pool.QueryRow(ctx, peerSQL.replay, benchPrincipal, key).Scan(&got, &state, &status, &body); err != nil {
+		pgProblem(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	switch {
+	case string(got) != string(fp[:]):
+		pgProblem(w, http.StatusUnprocessableEntity, "idempotency_key_mismatch", "the key was used with another request")
+	case state != "finished" || status == nil || body == nil:
+		pgProblem(w, http.StatusConflict, "idempotency_request_in_progress", "retry later")
+	default:
+		pgReply(w, *status, *body, true)
+	}
+}
+
+func pgReply(w http.ResponseWriter, status int, body string, replayed bool) {
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}
+
+// servePGHTTP starts the peer's server and a client like the http suite's.
+func servePGHTTP(pool *pgxpool.Pool, maxConc int) (*httpServer, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &http.Server{Handler: &pgHTTP{pool: pool}, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	tr := &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, IdleConnTimeout: time.Minute, DisableCompression: true}
+	base := "http://" + ln.Addr().String()
+	s := &httpServer{base: base, url: base + "/v1/tables/" + benchTable + "/batch", srv: srv,
+		client: &http.Client{Transport: tr, Timeout: time.Minute}, tr: tr}
+	stop := func() {
+		tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	return s, stop, nil
+}
+
+// peerHTTPCases runs the three pg-http cases at the http suite's
+// concurrencies.
+func peerHTTPCases(env *Env, pool *pgxpool.Pool) ([]*Result, error) {
+	concs := env.concurrencies(httpDefaultConcurrency)
+	maxC := 1
+	for _, c := range concs {
+		maxC = max(maxC, c)
+	}
+	srv, stop, err := servePGHTTP(pool, maxC)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var out []*Result
+	run := func(name string, c int, op Op) error {
+		_, _ = pool.Exec(env.Ctx, "CHECKPOINT")
+		if err := warmPool(env.Ctx, pool, c); err != nil {
+			return err
+		}
+		m, err := env.Loop(Loop{Case: name, Concurrency: c}, op)
+		if err != nil {
+			return err
+		}
+		r := m.Result(name, c)
+		out = append(out, &r)
+		return nil
+	}
+	for _, name := range []string{casePGHTTPKeyed, casePGHTTPNoKey} {
+		for _, c := range concs {
+			wl := newWorkload(env.Opts.BatchDocs)
+			bufs := make([][]byte, c)
+			keyed := name == casePGHTTPKeyed
+			if err := run(name, c, func(ctx context.Context, w int, i uint64) error {
+				bufs[w] = wl.appendBody(bufs[w][:0], w, i)
+				key := ""
+				if keyed {
+					key = wl.key(w, i)
+				}
+				return srv.post(ctx, bufs[w], key, false)
+			}); err != nil {
+				return out, err
+			}
+		}
+	}
+	wl := newWorkload(env.Opts.BatchDocs)
+	n := env.Opts.ReplayKeys
+	bodies, keys := make([][]byte, n), make([]string, n)
+	for k := range n {
+		bodies[k], keys[k] = wl.appendBody(nil, 0, uint64(k)), wl.key(0, uint64(k))
+	}
+	env.Progress("%s/%s creating %d keys", env.Suite(), casePGHTTPReplay, n)
+	err = precreate(env.Ctx, n, func(ctx context.Context, k uint64) error { return srv.post(ctx, bodies[k], keys[k], false) })
+	env.ProgressDone()
+	if err != nil {
+		return out, err
+	}
+	for _, c := range concs {
+		if err := run(casePGHTTPReplay, c, func(ctx context.Context, w int, i uint64) error {
+			k := replayIndex(w, i, n)
+			return srv.post(ctx, bodies[k], keys[k], true)
+		}); err != nil {
+			return out, err
+		}
+		out[len(out)-1].Set("replay_set", n)
+	}
+	return out, nil
+}
+
+// comparePGHTTP puts Idem's HTTP ratios against the pg-http peer on the
+// peer's lines, when the http suite ran earlier in this run.
+func (e *Env) comparePGHTTP(peer []*Result) bool {
+	p := indexResults(peer)
+	web := indexResults(ptrs(e.Earlier("http")))
+	compared := false
+	for _, tc := range []struct {
+		idem, peer string
+		aim        float64
+	}{{"keyed", casePGHTTPKeyed, targetHTTPKeyedVsPGHTTP}, {"replay", casePGHTTPReplay, targetHTTPReplayVsPGHTTP}, {"fast", casePGHTTPNoKey, 0}} {
+		for c, r := range web[tc.idem] {
+			pr := p.get(tc.peer, c)
+			if pr == nil || pr.OpsPerSec <= 0 {
+				continue
+			}
+			x := r.OpsPerSec / pr.OpsPerSec
+			pr.Set("idem_http_"+tc.idem+"_rate_over_this", round(x, 3))
+			compared = true
+			if tc.aim > 0 && c == httpTargetConc {
+				pr.Targets = append(pr.Targets, Target{
+					Want: fmt.Sprintf("idem http %s@%d >= %.1f x %s@%d (issue 18)", tc.idem, c, tc.aim, tc.peer, c),
+					Got:  fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, pr.OpsPerSec),
+					Met:  x >= tc.aim,
+				})
+			}
+		}
+	}
+	return compared
+}
