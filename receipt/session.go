@@ -202,15 +202,18 @@ func errSessionNotFound(id string) *code.Error {
 	return code.Errorf(code.SessionNotFound, "session %q does not exist (or has been cleaned up)", id)
 }
 
+// endedWhy says, for each Reason, why a session is aborted.
+var endedWhy = map[string]string{
+	ReasonAborted:   "its client aborted it",
+	ReasonExpired:   "it outlived its TTL",
+	ReasonOwnerLost: "the node that held it stopped before its commit was requested",
+}
+
 func errSessionEnded(id string, r *SessionRecord) *code.Error {
 	if r.State == SessionCommitted {
 		return code.Errorf(code.SessionCommitted, "session %q is committed (transaction %s); begin a new session", id, r.TxnID)
 	}
-	why := map[string]string{
-		ReasonAborted:   "its client aborted it",
-		ReasonExpired:   "it outlived its TTL",
-		ReasonOwnerLost: "the node that held it stopped before its commit was requested",
-	}[r.Reason]
+	why := endedWhy[r.Reason]
 	if why == "" {
 		why = "it ended"
 	}

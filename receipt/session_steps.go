@@ -119,14 +119,17 @@ const StepDropQueueMax = 4096
 // steps, and queues their deletion unless the ending write did it.
 func (l *lifecycle) ended(id string, n int, inline bool) {
 	l.stagings.drop(id)
-	if inline || n == 0 {
-		return
+	if !inline && n > 0 {
+		l.queueDrops(stepDrop{id, n})
 	}
+}
+
+// queueDrops queues ended sessions' steps for maintenance, up to
+// StepDropQueueMax; beyond it the cleaner deletes them with the records.
+func (l *lifecycle) queueDrops(ds ...stepDrop) {
 	l.dropMu.Lock()
 	defer l.dropMu.Unlock()
-	if len(l.dropQ) < StepDropQueueMax {
-		l.dropQ = append(l.dropQ, stepDrop{id, n})
-	}
+	l.dropQ = append(l.dropQ, ds[:min(len(ds), StepDropQueueMax-len(l.dropQ))]...)
 }
 
 // dropQueuedSteps deletes the steps queued by ended, as maintenance.
@@ -137,9 +140,7 @@ func (l *lifecycle) dropQueuedSteps(ctx context.Context) {
 	l.dropMu.Unlock()
 	for i, d := range q {
 		if err := l.dropSteps(ctx, d.id, d.steps, nil); err != nil {
-			l.dropMu.Lock()
-			l.dropQ = append(l.dropQ, q[i:]...)[:min(len(l.dropQ)+len(q)-i, StepDropQueueMax)]
-			l.dropMu.Unlock()
+			l.queueDrops(q[i:]...) // the next pass goes on from here
 			return
 		}
 	}

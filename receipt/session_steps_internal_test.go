@@ -10,6 +10,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/table"
 )
 
@@ -73,5 +74,75 @@ func TestSessionSteps_EachStepLogsWhatItChangedAndFoldsBack(t *testing.T) {
 	}
 	if left, _ := db.Scan(ctx, prefix, engine.PrefixEnd(prefix), 100); len(left) != 0 {
 		t.Fatalf("%d steps left after the commit", len(left))
+	}
+}
+
+// TestSessionSteps_TooManyForTheEndingWriteAreDeletedLater: on a store
+// whose ops limit lets an ending write take only a few steps, a longer
+// session's steps outlive the write that aborts it; maintenance deletes
+// them from its queue — and when a restart lost the queue, the cleaner
+// deletes them with the record, after its retention.
+func TestSessionSteps_TooManyForTheEndingWriteAreDeletedLater(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "maintenance", true: "cleaner after a restart"}[restart], func(t *testing.T) {
+			ctx := context.Background()
+			_, clock := internalStore(t)
+			store := memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 64, ApplyCondsMax: 64, ApplyBytesMax: 1 << 20, ScanItemsMax: 1000})
+			opts := Options{Node: "node-0", Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1, Logger: slog.New(slog.DiscardHandler)}
+			s, err := Open(ctx, store, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.stepsInlineMax() != 16 {
+				t.Fatalf("inline steps %d, want 16 (a quarter of 64 ops)", s.stepsInlineMax())
+			}
+			if _, _, err := s.Tables().Create(ctx, "p", "t", 0); err != nil {
+				t.Fatal(err)
+			}
+			sess, err := s.BeginSession(ctx, "p", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 20; i++ {
+				b, _ := table.DecodeBatch([]byte(`{"inserts":[{"id":"d` + string(rune('a'+i)) + `","doc":{}}]}`))
+				if _, _, err := s.StageSession(ctx, "p", sess.ID, []TableBatch{{Table: "t", Batch: b}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.AbortSession(ctx, "p", sess.ID); err != nil {
+				t.Fatal(err)
+			}
+			prefix := sessionStepPrefix(sess.ID)
+			steps := func() int {
+				items, err := store.Scan(ctx, prefix, engine.PrefixEnd(prefix), 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(items)
+			}
+			if n := steps(); n != 20 {
+				t.Fatalf("%d steps after the abort, want all 20 left to delete later", n)
+			}
+			if restart {
+				s.Close()
+				if s, err = Open(ctx, store, opts); err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if _, err := s.MaintainOnce(ctx); err != nil || steps() != 20 {
+					t.Fatalf("maintenance of the new incarnation: %v, %d steps (its queue is empty)", err, steps())
+				}
+				clock.Advance(time.Hour + time.Second)
+				if n, err := s.CleanOnce(ctx); err != nil || n != 1 {
+					t.Fatalf("cleaner: %d %v", n, err)
+				}
+			} else if _, err := s.MaintainOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := steps(); n != 0 {
+				t.Fatalf("%d steps left", n)
+			}
+		})
 	}
 }

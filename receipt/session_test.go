@@ -641,3 +641,37 @@ func TestSession_MaintenanceLeavesABeginThatIsStillSettling(t *testing.T) {
 		t.Fatalf("the session after maintenance: %+v", info)
 	}
 }
+
+// TestSession_StepsCountInTheSharedExecutor: a session step holds one of
+// the executor's slots, counted as the session kind, and a full executor
+// refuses a step with overloaded rather than queue it.
+func TestSession_StepsCountInTheSharedExecutor(t *testing.T) {
+	e := newEnv(t)
+	hs := &hookStore{Store: e.db}
+	a := e.openOn(hs, receipt.Options{ExecutorMax: 1})
+	createTable(t, a, "t")
+	id := begin(t, a, alice, time.Minute)
+	other := begin(t, a, alice, time.Minute)
+	g := hs.block(t, engine.NSSession.Key("rec", id))
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := a.StageSession(ctx, alice, id, one("t", mustBatch(t, `{"inserts":[{"id":"x","doc":{}}]}`)))
+		done <- err
+	}()
+	g.wait(t)
+	if st := a.Stats(); st.ExecutorBusySessions != 1 || st.ExecutorBusyReceipts != 0 || st.ExecutorBusy != 1 {
+		t.Fatalf("while a stage writes: %+v, want its one slot counted as a session's", st)
+	}
+	_, _, err := a.StageSession(ctx, alice, other, one("t", mustBatch(t, `{"inserts":[{"id":"y","doc":{}}]}`)))
+	wantCode(t, err, code.Overloaded)
+	if ans := mustExecute(t, a, req(alice, "t", "k", incBatch(t, "k", "ctr"))); ans.Code != code.Overloaded {
+		t.Fatalf("a keyed batch with the slot taken by a session step: %+v, want overloaded", ans)
+	}
+	g.open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); st.ExecutorBusy != 0 || st.ExecutorBusySessions != 0 {
+		t.Fatalf("after the stage: %+v", st)
+	}
+}
