@@ -119,6 +119,11 @@ func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *Maint
 		return
 	}
 	id := rest[slash+1:]
+	adoptAfter := func(dead string) time.Duration { return l.adoptDelay(id, dead, nodes) }
+	if l.heldLiveElsewhere(ctx, id, adoptAfter) {
+		ms.Deferred++
+		return
+	}
 	f, mine := l.beginFlight(id)
 	if !mine {
 		ms.LocalBusy++
@@ -141,8 +146,22 @@ func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *Maint
 		l.passedOver("load", classifyStep(err), id, err)
 		return
 	}
-	l.advance(ctx, &attempt{id: id, rec: rec, ver: ver,
-		adoptAfter: func(dead string) time.Duration { return l.adoptDelay(id, dead, nodes) }}, ms)
+	l.advance(ctx, &attempt{id: id, rec: rec, ver: ver, adoptAfter: adoptAfter}, ms)
+}
+
+// heldLiveElsewhere reports whether another live owner holds the receipt
+// id, by a look at its lease taken before any flight begins. Most entries
+// a pass walks are such receipts, and a pass that merely looked at one
+// under a flight would make a foreground request for it, in that moment,
+// answer "in progress" as if this process were working on it — without
+// naming the owner it could be forwarded to. An error reads as "not
+// known to be": the hold under the flight reads the lease again.
+func (l *lifecycle) heldLiveElsewhere(ctx context.Context, id string, adoptAfter func(string) time.Duration) bool {
+	st, err := lease.Read(ctx, l.store, id)
+	if err != nil || st.ClaimVersion == 0 || st.Claim.Of(l.owner) {
+		return false
+	}
+	return ownership(leaseFacts{stored: st, me: l.owner, now: l.clock.Now(), adoptAfter: adoptAfter(st.Claim.Node)}) == holdBusy
 }
 
 // advance takes the mutable receipt a one step as maintenance: the same

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
@@ -144,5 +145,46 @@ func TestMaintenance_LogsWhatItPassesOverSampled(t *testing.T) {
 	hs.clear()
 	if ms, err := a.MaintainOnce(ctx); err != nil || ms.Terminal != 1 {
 		t.Fatalf("once readable: %+v %v", ms, err)
+	}
+}
+
+// TestMaintenance_LookingAtALiveOwnersReceiptHidesNotItsOwner: while a
+// pass on node-1 reads the lease of a receipt node-0 holds alive, a
+// foreground request for it on node-1 answers "in progress" naming node-0
+// (so that a server may forward it there), not as if node-1 itself were
+// working on it. Found by idemd's forwarding test on etcd, where a pass
+// that ran in that moment made node-b answer unforwarded.
+func TestMaintenance_LookingAtALiveOwnersReceiptHidesNotItsOwner(t *testing.T) {
+	e := newEnv(t)
+	n0 := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
+	createTable(t, n0, "t")
+	r := req("alice", "t", "k", incBatch(t, "k", "ctr"))
+	leaveStarted(t, n0, r)
+
+	hs := &hookStore{Store: e.db}
+	n1 := e.openOn(hs, receipt.Options{Node: "node-1"})
+	id := receipt.Bind("alice", "t", "k")
+	watched := [][]byte{engine.NSReceipt.Key(id), lease.ClaimKey(id)}
+	var fired atomic.Bool
+	var fg receipt.Answer
+	var fgErr error
+	hs.onGet(func(key []byte) error {
+		if (bytes.Equal(key, watched[0]) || bytes.Equal(key, watched[1])) && fired.CompareAndSwap(false, true) {
+			fg, fgErr = n1.Execute(ctx, r)
+		}
+		return nil
+	})
+	ms, err := n1.MaintainOnce(ctx)
+	if err != nil || !fired.Load() {
+		t.Fatalf("maintenance: %+v %v (foreground ran: %v)", ms, err, fired.Load())
+	}
+	if fgErr != nil {
+		t.Fatal(fgErr)
+	}
+	if fg.Code != code.RequestInProgress || fg.Holder.Node != "node-0" {
+		t.Fatalf("foreground during the pass: %s held by %+v, want in progress held by node-0", fg.Code, fg.Holder)
+	}
+	if ms.Deferred != 1 || ms.Adopted != 0 {
+		t.Fatalf("pass: %+v, want the live owner's receipt deferred", ms)
 	}
 }
