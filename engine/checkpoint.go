@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,16 +19,17 @@ import (
 	"github.com/idemdb/idem/wal"
 )
 
-// Checkpoints (file format: ckptfile.go).
+// Checkpoints (file formats: ckptfile.go, delta.go; chains: ckptchain.go).
 //
-// Checkpoint writes the store as a generation of parts, each durable on
-// its own, resuming the generation an earlier call — or an earlier process
-// — left incomplete. Once the generation is complete it is recorded in the
-// log, and the log is truncated before the *previous* complete checkpoint,
-// not before this one: the previous checkpoint and the log from it on are
-// what recovery falls back to if this one is damaged or lost (recover.go).
-// That costs one more checkpoint and up to one checkpoint interval of log
-// on disk.
+// Checkpoint writes either a delta on the current chain — what changed
+// since its newest link — or the whole store as a new base: a generation
+// of parts, each durable on its own, resuming the generation an earlier
+// call — or an earlier process — left incomplete. Once the link is
+// durable it is recorded in the log, and the log is truncated before the
+// *previous* link, not before this one: the previous chain and the log
+// from it on are what recovery falls back to if this link is damaged or
+// lost (recover.go). That costs up to one checkpoint interval of log on
+// disk, and, for a new base, the chain before it.
 
 // pendingGen is a generation being written: where it resumes.
 type pendingGen struct {
@@ -35,11 +37,14 @@ type pendingGen struct {
 	seq   int    // the next part's number
 	start []byte // the next part's first key
 	bytes int64  // size of the parts written so far
+	exact bool   // every part so far from the snapshot at v0
+	parts []partMeta
 }
 
-// Checkpoint makes a complete checkpoint of the current durable state
-// (resuming an incomplete one) and truncates the log behind the previous
-// one. It may run concurrently with Apply.
+// Checkpoint makes a complete checkpoint of the current durable state —
+// a delta on the current chain, or a new base (ckptchain.go), resuming an
+// incomplete base — and truncates the log behind the previous link. It
+// may run concurrently with Apply.
 func (db *DB) Checkpoint() (err error) {
 	if db.closed.Load() {
 		return ErrClosed
@@ -48,14 +53,29 @@ func (db *DB) Checkpoint() (err error) {
 	defer db.ckptMu.Unlock()
 	defer db.observeCheckpoint(time.Now(), db.lastCkptIndex.Load(), &err)
 	logged := db.loggedBytes.Load()
-	snap := db.Snapshot()
+	if db.nextIsDelta() {
+		return db.checkpointDelta(logged)
+	}
+	return db.checkpointBase(logged)
+}
+
+// checkpointBase writes the whole store as a new base generation, or
+// resumes the one pending.
+func (db *DB) checkpointBase(logged int64) error {
 	g := db.ckptPending
+	var snap *Snapshot
 	if g == nil {
+		// The new base is one snapshot: the writes noted from it on are
+		// exactly what the first delta on it needs.
+		snap = db.snapshotWith(func() { db.dirty.reset() })
 		if uint64(snap.version) == db.lastCkptIndex.Load() {
 			return nil
 		}
-		g = &pendingGen{v0: snap.version}
+		g = &pendingGen{v0: snap.version, exact: true}
 		db.ckptPending = g
+	} else {
+		snap = db.Snapshot()
+		g.exact = false // parts from more than one snapshot
 	}
 	began := time.Now()
 	for {
@@ -73,36 +93,142 @@ func (db *DB) Checkpoint() (err error) {
 		}
 	}
 	db.ckptPending = nil
-	db.ckptSize.Store(g.bytes)
+	return db.linked(&ckptChain{base: generation{v0: g.v0, parts: g.parts}, exact: g.exact}, logged, began)
+}
+
+// checkpointDelta writes what changed since the chain's tip as a delta on
+// it. A failed delta gives its keys back to the dirty set: the next one
+// covers them.
+func (db *DB) checkpointDelta(logged int64) error {
+	c := db.chain
+	var taken *dirtySet
+	snap := db.snapshotWith(func() { taken = db.dirty.take() })
+	if snap.version == c.tip() {
+		return nil
+	}
+	began := time.Now()
+	m, err := db.writeDelta(snap, taken, c)
+	if err != nil {
+		db.treeMu.Lock()
+		db.dirty.restore(taken)
+		db.treeMu.Unlock()
+		return err
+	}
+	return db.linked(c.with(m), logged, began)
+}
+
+// linked makes next, durable on disk, the newest checkpoint: recorded in
+// the log, which is then truncated before the previous link, and every
+// checkpoint file but next's and the previous chain's removed.
+func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
+	prevChain := db.chain
 	prev := db.lastCkptIndex.Load()
-	db.lastCkptIndex.Store(uint64(g.v0))
+	v := next.tip()
+	db.chain = next
+	db.ckptSize.Store(next.bytes())
+	db.deltaNext.Store(db.nextIsDelta())
+	db.lastCkptIndex.Store(uint64(v))
 	db.ckptLogBytes.Store(logged)
-	if err := db.logCheckpoint(uint64(g.v0)); err != nil {
-		return fmt.Errorf("engine: record checkpoint %s in the log: %w", genName(g.v0), err)
+	if err := db.logCheckpoint(uint64(v)); err != nil {
+		return fmt.Errorf("engine: record checkpoint %s in the log: %w", genName(v), err)
 	}
 	// Complete once recorded in the log; truncation failures are reported
-	// on their own. bytes and parts are the whole generation's, duration
-	// this call's (a resumed generation had earlier parts written before).
-	db.opts.Logger.Info("engine: checkpoint written", "index", uint64(g.v0), "bytes", g.bytes, "parts", g.seq,
-		"duration", time.Since(began))
-	if err := db.log.TruncateFront(prev + 1); err != nil {
-		return fmt.Errorf("engine: truncate log after checkpoint %s: %w", genName(g.v0), err)
+	// on their own. The base's bytes and parts are the whole generation's,
+	// duration this call's (a resumed generation had earlier parts).
+	if len(next.deltas) > 0 {
+		db.ckpt.deltas.Add(1)
+		d := next.deltas[len(next.deltas)-1]
+		db.opts.Logger.Info("engine: delta checkpoint written", "index", uint64(v), "bytes", d.size, "records", d.count,
+			"chain_deltas", len(next.deltas), "chain_bytes", next.bytes(), "duration", time.Since(began))
+	} else {
+		db.opts.Logger.Info("engine: checkpoint written", "index", uint64(v), "bytes", next.base.bytes(), "parts", len(next.base.parts),
+			"duration", time.Since(began))
 	}
-	return db.removeGenerationsBefore(Version(prev), g.v0, g.seq)
+	if err := db.log.TruncateFront(prev + 1); err != nil {
+		return fmt.Errorf("engine: truncate log after checkpoint %s: %w", genName(v), err)
+	}
+	keep := map[string]bool{}
+	for _, c := range []*ckptChain{next, prevChain} {
+		if c != nil {
+			for _, name := range c.files() {
+				keep[name] = true
+			}
+		}
+	}
+	return db.removeCheckpointFilesBut(keep, Version(prev))
+}
+
+// snapshotWith takes a snapshot and runs fn under the same tree lock: what
+// fn does to the dirty set happens exactly at the snapshot.
+func (db *DB) snapshotWith(fn func()) *Snapshot {
+	db.treeMu.Lock()
+	defer db.treeMu.Unlock()
+	fn()
+	return &Snapshot{tree: db.tree.Clone(), version: db.applied}
+}
+
+// writeDelta writes the delta at snap on chain c: the value at snap of
+// every key in dirty, or a tombstone if the chain's files may hold it.
+func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
+	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip()}
+	size, err := db.writeCkptFile(m.name, func(w io.Writer) error {
+		dw := newDeltaWriter(w, m.v, m.base, m.prev)
+		for _, k := range dirty.sorted() {
+			if it, ok := snap.tree.Get(index.Probe(k.key)); ok {
+				dw.put(it.Key(), it.Value(), Version(it.Version))
+			} else if k.existed || !c.exact {
+				dw.tombstone(k.key)
+			}
+		}
+		m.count = dw.count
+		return dw.finish()
+	})
+	m.size = size
+	return m, err
 }
 
 // writePart writes g's next part from snap and reports whether it was the
-// last. On failure the temp file is removed (a full disk must get its
-// space back) and g is unchanged.
+// last. On failure g is unchanged.
 func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
-	final := filepath.Join(db.dir, partName(g.v0, g.seq))
+	var end []byte
+	var count uint64
+	size, err := db.writeCkptFile(partName(g.v0, g.seq), func(wr io.Writer) error {
+		w := newPartWriter(wr, g.v0, g.seq, snap.version, g.start)
+		defer func() { count = w.count }()
+		last = true
+		snap.tree.Ascend(index.Probe(g.start), func(it index.KV) bool {
+			if w.bytes >= db.opts.CheckpointPartBytes {
+				end, last = append([]byte(nil), it.Key()...), false
+				return false
+			}
+			w.add(it)
+			return true
+		})
+		return w.finish(end, last)
+	})
+	if err != nil {
+		return false, err
+	}
+	g.parts = append(g.parts, partMeta{name: partName(g.v0, g.seq), v0: g.v0, seq: g.seq, version: snap.version,
+		start: g.start, end: end, last: last, count: count, size: size})
+	g.seq++
+	g.start = end
+	g.bytes += size
+	return last, nil
+}
+
+// writeCkptFile makes a checkpoint file durable under name: written by
+// write to a temp file, fsynced, renamed, the directory fsynced. On
+// failure the temp file is removed (a full disk must get its space back).
+func (db *DB) writeCkptFile(name string, write func(io.Writer) error) (size int64, err error) {
+	final := filepath.Join(db.dir, name)
 	tmp := final + ckptTmpSuffix
 	if err := fault.Inject(fault.CkptWriteBefore); err != nil {
-		return false, err
+		return 0, err
 	}
 	f, err := db.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	renamed := false
 	defer func() {
@@ -112,54 +238,39 @@ func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
 			}
 		}
 	}()
-	w := newPartWriter(&writebackFile{f: f}, g.v0, g.seq, snap.version, g.start)
-	var end []byte
-	last = true
-	snap.tree.Ascend(index.Probe(g.start), func(it index.KV) bool {
-		if w.bytes >= db.opts.CheckpointPartBytes {
-			end, last = append([]byte(nil), it.Key()...), false
-			return false
-		}
-		w.add(it)
-		return true
-	})
-	if err := w.finish(end, last); err != nil {
+	if err := write(&writebackFile{f: f}); err != nil {
 		f.Close()
-		return false, err
+		return 0, err
 	}
-	var size int64
 	if fi, err := f.Stat(); err == nil {
 		size = fi.Size()
 	}
 	if err := fault.Inject(fault.CkptSyncBefore); err != nil {
 		f.Close()
-		return false, err
+		return 0, err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return false, err
+		return 0, err
 	}
 	if err := f.Close(); err != nil {
-		return false, err
+		return 0, err
 	}
 	if err := fault.Inject(fault.CkptRenameBefore); err != nil {
-		return false, err
+		return 0, err
 	}
 	if err := db.fs.Rename(tmp, final); err != nil {
-		return false, err
+		return 0, err
 	}
 	renamed = true
 	if err := fault.Inject(fault.CkptDirSyncBefore); err != nil {
-		return false, err
+		return 0, err
 	}
 	if err := vfs.SyncDir(db.fs, db.dir); err != nil {
-		return false, err
+		return 0, err
 	}
-	g.seq++
-	g.start = end
-	g.bytes += size
 	db.ckpt.bytes.Add(uint64(size))
-	return last, nil
+	return size, nil
 }
 
 // logCheckpoint appends a wal.KindCheckpoint entry naming the checkpoint
@@ -208,11 +319,10 @@ func (w *writebackFile) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// removeGenerationsBefore removes every checkpoint file but those of keep
-// (parts 0..keepParts-1) and of v (the previous complete checkpoint) —
-// older generations, abandoned incomplete ones, stale parts — and damaged
-// ones moved aside that v supersedes.
-func (db *DB) removeGenerationsBefore(v, keep Version, keepParts int) error {
+// removeCheckpointFilesBut removes every checkpoint file not in keep —
+// older chains, abandoned incomplete generations, stale parts — and the
+// damaged ones moved aside that the link at prev supersedes.
+func (db *DB) removeCheckpointFilesBut(keep map[string]bool, prev Version) error {
 	ents, err := db.fs.ReadDir(db.dir)
 	if err != nil {
 		return err
@@ -220,20 +330,13 @@ func (db *DB) removeGenerationsBefore(v, keep Version, keepParts int) error {
 	var victims []string
 	for _, e := range ents {
 		name := e.Name()
-		if !strings.HasPrefix(name, ckptPrefix) || strings.HasSuffix(name, ckptTmpSuffix) {
+		if !strings.HasPrefix(name, ckptPrefix) || strings.HasSuffix(name, ckptTmpSuffix) || keep[name] {
 			continue
 		}
-		owner := ckptOwner(name)
-		_, seq, isPart := parsePartName(name)
-		switch {
-		case owner == keep && isPart && seq >= keepParts:
-			victims = append(victims, name) // left by an earlier attempt
-		case owner == v || owner == keep:
-		case strings.HasSuffix(name, damagedSuffix) && owner > v:
-			// Kept for an operator until a newer checkpoint supersedes it.
-		default:
-			victims = append(victims, name)
+		if strings.HasSuffix(name, damagedSuffix) && ckptOwner(name) > prev {
+			continue // kept for an operator until a newer checkpoint supersedes it
 		}
+		victims = append(victims, name)
 	}
 	if len(victims) == 0 {
 		return nil

@@ -16,11 +16,14 @@ type CheckpointStats struct {
 	// log truncation or removal of old files failed. A call counts once.
 	Completed uint64
 	Failed    uint64
+	// Deltas counts the completed checkpoints that were deltas
+	// (ckptchain.go); the others rewrote the whole store.
+	Deltas uint64
 	// BytesWritten are the bytes of the checkpoint parts made durable,
 	// those of checkpoints that later failed or were resumed included.
 	BytesWritten uint64
 	// Bytes is the size of the newest complete checkpoint, written or
-	// loaded at open (0: none).
+	// loaded at open (0: none): its base and every delta on it.
 	Bytes int64
 	// Duration: nanoseconds per completed Checkpoint call, from taking the
 	// checkpoint lock to the old files' removal.
@@ -39,8 +42,8 @@ var ckptDurationBounds = wal.DurationBounds(
 
 // ckptStats are the counters behind CheckpointStats.
 type ckptStats struct {
-	completed, failed, bytes atomic.Uint64
-	duration                 *wal.Histogram
+	completed, failed, bytes, deltas atomic.Uint64
+	duration                         *wal.Histogram
 }
 
 func newCkptStats() *ckptStats { return &ckptStats{duration: wal.NewHistogram(ckptDurationBounds)} }
@@ -63,6 +66,6 @@ func (db *DB) observeCheckpoint(start time.Time, prev uint64, errp *error) {
 }
 
 func (db *DB) checkpointStats() CheckpointStats {
-	return CheckpointStats{Completed: db.ckpt.completed.Load(), Failed: db.ckpt.failed.Load(),
+	return CheckpointStats{Completed: db.ckpt.completed.Load(), Failed: db.ckpt.failed.Load(), Deltas: db.ckpt.deltas.Load(),
 		BytesWritten: db.ckpt.bytes.Load(), Bytes: db.ckptSize.Load(), Duration: db.ckpt.duration.Snapshot()}
 }

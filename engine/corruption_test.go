@@ -107,7 +107,7 @@ func (b *logBuffer) String() string {
 // ckptTestOpts make checkpoints of several parts and a log of several
 // segments.
 func ckptTestOpts() Options {
-	return quiet(Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 1024}})
+	return quiet(Options{CheckpointLogBytes: -1, CheckpointDeltasMax: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 1024}})
 }
 
 // twoCheckpointStore leaves a closed store with two checkpoints whose log

@@ -51,7 +51,12 @@ type DB struct {
 	ckptStop      chan struct{} // closed by Close
 	ckptDone      chan struct{}
 	lastCkptIndex atomic.Uint64
+	deltaNext     atomic.Bool   // the next checkpoint is likely a delta (the interval to wait for)
+	liveNow       atomic.Int64  // liveBytes as of the last group installed
 	ckptPending   *pendingGen   // an incomplete checkpoint to resume; under ckptMu
+	chain         *ckptChain    // the newest complete checkpoint (nil: none); under ckptMu
+	dirty         *dirtySet     // keys written since the chain's tip (dirty.go); under treeMu
+	liveBytes     int64         // the tree's records as a checkpoint would hold them (estimate); under treeMu
 	ckpt          *ckptStats    // ckptstats.go
 	recovery      RecoveryStats // set by recover, then read-only
 }
@@ -98,6 +103,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		ckptStop:     make(chan struct{}),
 		ckptDone:     make(chan struct{}),
 		ckpt:         newCkptStats(),
+		dirty:        newDirtySet(),
 	}
 	if err := db.recover(); err != nil {
 		lock.Close()
@@ -162,14 +168,24 @@ func (db *DB) applyToTree(v Version, ops []Op) {
 		panic(fmt.Sprintf("engine: invariant broken: versions strictly increase, but batch %d is applied after batch %d", v, db.applied))
 	}
 	for _, op := range ops {
+		var old index.KV
+		var existed bool
 		if op.Delete {
-			db.tree.Delete(index.Probe(op.Key))
+			old, existed = db.tree.Delete(index.Probe(op.Key))
 		} else {
-			db.tree.Put(index.PackedKV(packed(op), len(op.Key), uint64(v)))
+			old, existed = db.tree.Put(index.PackedKV(packed(op), len(op.Key), uint64(v)))
+			db.liveBytes += recordBytes(len(op.Key), len(op.Value))
 		}
+		if existed {
+			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
+		}
+		db.dirty.note(op.Key, existed)
 	}
 	db.applied = v
 }
+
+// recordBytes estimates a record's size in a checkpoint.
+func recordBytes(klen, vlen int) int64 { return int64(klen + vlen + ckptRecordOverhead) }
 
 // onDurable runs on the WAL writer after each fsynced group, before the
 // group's callers are released. Groups arrive in log order, so entry
@@ -210,23 +226,34 @@ func (db *DB) installDurable(entries []wal.Entry) {
 			db.applyToTree(Version(e.Index), rec.ops)
 		}
 	}
+	db.liveNow.Store(db.liveBytes)
 }
 
 // maybeRequestCheckpoint asks the checkpointer for a checkpoint once the log
 // after the last one — the tail replayed at open included — has grown by
-// CheckpointLogBytes or by the last checkpoint's size, if larger: a
-// checkpoint rewrites the whole store, so write amplification stays
-// bounded (≤ 2×) however large the store gets.
+// checkpointInterval.
 func (db *DB) maybeRequestCheckpoint() {
 	if db.opts.CheckpointLogBytes <= 0 {
 		return
 	}
-	if db.loggedBytes.Load()-db.ckptLogBytes.Load() >= max(db.opts.CheckpointLogBytes, db.ckptSize.Load()) {
+	if db.loggedBytes.Load()-db.ckptLogBytes.Load() >= db.checkpointInterval() {
 		select {
 		case db.ckptRequests <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// checkpointInterval is the log to accumulate before the next checkpoint:
+// CheckpointLogBytes while the next is a delta, which costs what changed;
+// before a new base, which rewrites the whole store, at least the store's
+// size too, so that rewriting costs at most as much again as the log it
+// retires however large the store gets.
+func (db *DB) checkpointInterval() int64 {
+	if db.deltaNext.Load() {
+		return db.opts.CheckpointLogBytes
+	}
+	return max(db.opts.CheckpointLogBytes, db.liveNow.Load())
 }
 
 // Close waits for in-flight batches and closes the files. A clean close does

@@ -15,7 +15,7 @@ import (
 // works never produces one.
 
 func bareDB() *DB {
-	return &DB{tree: index.NewKeySpace(), pending: map[string]pendingWrite{}, opts: Options{CheckpointLogBytes: -1}}
+	return &DB{tree: index.NewKeySpace(), pending: map[string]pendingWrite{}, dirty: newDirtySet(), opts: Options{CheckpointLogBytes: -1}}
 }
 
 func putOps(key string) []Op { return ownOps([]Op{{Key: []byte(key), Value: []byte("v")}}) }

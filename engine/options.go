@@ -28,6 +28,10 @@ type Options struct {
 	// since the last one. Negative disables automatic checkpoints. Default
 	// 64 MiB.
 	CheckpointLogBytes int64
+	// CheckpointDeltasMax bounds the deltas on one base (ckptchain.go):
+	// after as many, the next checkpoint rewrites the whole store. Zero
+	// means the default, 64; negative makes every checkpoint a full one.
+	CheckpointDeltasMax int
 	// CheckpointPartBytes bounds one part of a checkpoint: the progress a
 	// crash cannot take away (see ckptfile.go). Default 32 MiB.
 	CheckpointPartBytes int
@@ -43,11 +47,15 @@ type Options struct {
 const (
 	defaultCheckpointLogBytes  = 64 << 20
 	defaultCheckpointPartBytes = 32 << 20
+	defaultCheckpointDeltasMax = 64
 )
 
 func (o Options) withDefaults() Options {
 	if o.CheckpointLogBytes == 0 {
 		o.CheckpointLogBytes = defaultCheckpointLogBytes
+	}
+	if o.CheckpointDeltasMax == 0 {
+		o.CheckpointDeltasMax = defaultCheckpointDeltasMax
 	}
 	if o.CheckpointPartBytes <= 0 {
 		o.CheckpointPartBytes = defaultCheckpointPartBytes

@@ -69,8 +69,9 @@ func (p *propRun) run(steps int) {
 	p.t.Helper()
 	p.disk = newMemDisk()
 	p.opts = quiet(Options{
-		CheckpointLogBytes: []int64{-1, 2 << 10, 0}[p.rng.IntN(3)],
-		WAL:                wal.Options{SegmentBytes: []int{512, 4096, 0}[p.rng.IntN(3)]},
+		CheckpointLogBytes:  []int64{-1, 2 << 10, 0}[p.rng.IntN(3)],
+		CheckpointDeltasMax: []int{-1, 1, 4, 0}[p.rng.IntN(4)],
+		WAL:                 wal.Options{SegmentBytes: []int{512, 4096, 0}[p.rng.IntN(3)]},
 	})
 	p.model = map[string]modelItem{}
 	p.stats = map[string]int{}

@@ -67,6 +67,8 @@ func (db *DB) recover() error {
 	db.durable = Version(log.NextIndex() - 1)
 	db.log = log
 	db.lastCkptIndex.Store(ckpt)
+	db.liveNow.Store(db.liveBytes)
+	db.deltaNext.Store(db.nextIsDelta())
 	// The replayed tail counts towards the next checkpoint, so that a
 	// crash loop cannot keep the log growing: recovery time stays bounded
 	// by one checkpoint interval however often the process dies.
@@ -140,56 +142,114 @@ func filesOf(g generation) string {
 	return fmt.Sprintf("%s-*%s (%d parts)", genName(g.v0), ckptSuffix, len(g.parts))
 }
 
-// loadCheckpoint fills the tree from the newest usable checkpoint, returns
-// its index v0 (0: none, replay the whole log) and whether it skipped damaged
-// newer ones, and finds an incomplete newer one to resume. The log holds
-// entries from logFirst on; recorded lists the checkpoints the log says
-// were written (read only to explain a refusal).
-func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (v0 uint64, fellBack bool, err error) {
+// loadCheckpoint fills the tree from the newest usable checkpoint chain
+// (ckptchain.go) and returns its tip (0: none, replay the whole log) and
+// whether it skipped damaged newer links, and finds an incomplete newer
+// base to resume. The log holds entries from logFirst on; recorded lists
+// the checkpoints the log says were written (read only to explain a
+// refusal).
+func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uint64, fellBack bool, err error) {
 	gens, err := listGenerations(db.fs, db.dir)
 	if err != nil {
 		return 0, false, err
 	}
+	deltas, err := listDeltas(db.fs, db.dir)
+	if err != nil {
+		return 0, false, err
+	}
 	var tried []string
-	var damaged []generation
-	chosen := -1
-	for i, g := range gens {
+	var damaged []string
+	var chosen *ckptChain
+	for _, g := range gens {
 		if !g.complete() {
 			continue // being written, or lost a part: replay covers it
 		}
-		if uint64(g.v0)+1 < logFirst {
+		c := chainOf(g, deltas)
+		if uint64(c.tip())+1 < logFirst {
 			// Older than the log: replay cannot complete it, nor anything older.
 			break
 		}
-		err := db.loadGeneration(g)
-		if err == nil {
-			chosen = i
+		if err := db.loadGeneration(g); err != nil {
+			if !errors.Is(err, errCheckpointDamaged) {
+				return 0, false, err
+			}
+			db.opts.Logger.Warn("engine: checkpoint does not load", "files", filesOf(g), "err", err)
+			tried = append(tried, filesOf(g)+" ("+err.Error()+")")
+			for _, p := range g.parts {
+				damaged = append(damaged, p.name)
+			}
+			continue
+		}
+		good := 0
+		for _, d := range c.deltas {
+			if err := db.loadDelta(d); err != nil {
+				if !errors.Is(err, errCheckpointDamaged) {
+					return 0, false, err
+				}
+				db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", err)
+				tried = append(tried, d.name+" ("+err.Error()+")")
+				damaged = append(damaged, d.name)
+				break
+			}
+			good++
+		}
+		c.deltas = c.deltas[:good]
+		if uint64(c.tip())+1 < logFirst {
+			// A damaged delta that later links built on, and the log no
+			// longer reaches back to the link before it.
 			break
 		}
-		if !errors.Is(err, errCheckpointDamaged) {
-			return 0, false, err
-		}
-		db.opts.Logger.Warn("engine: checkpoint does not load", "files", filesOf(g), "err", err)
-		tried = append(tried, filesOf(g)+" ("+err.Error()+")")
-		damaged = append(damaged, g)
+		c.exact = true
+		chosen = c
+		break
 	}
-	if chosen < 0 && logFirst > 1 {
-		return 0, false, db.noUsableCheckpoint(gens, tried, logFirst, recorded())
+	if chosen == nil && logFirst > 1 {
+		return 0, false, db.noUsableCheckpoint(gens, deltas, tried, logFirst, recorded())
 	}
-	if chosen >= 0 {
-		v0 = uint64(gens[chosen].v0)
+	if chosen != nil {
+		tip = uint64(chosen.tip())
+		db.chain = chosen
+		db.ckptSize.Store(chosen.bytes())
 	} else {
-		db.tree = index.NewKeySpace()
+		db.tree, db.liveBytes = index.NewKeySpace(), 0
 	}
 	if len(tried) > 0 {
 		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
-			"damaged", tried, "used", checkpointLabel(v0))
+			"damaged", tried, "used", checkpointLabel(tip))
 		db.moveAside(damaged)
 	}
-	if len(gens) > 0 && !gens[0].complete() && gens[0].v0 > Version(v0) {
+	if len(gens) > 0 && !gens[0].complete() && gens[0].v0 > Version(tip) {
 		db.resume(gens[0])
 	}
-	return v0, len(tried) > 0, nil
+	return tip, len(tried) > 0, nil
+}
+
+// loadDelta validates the delta d and applies it to the tree.
+func (db *DB) loadDelta(d deltaMeta) error {
+	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, d.name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
+	}
+	if err != nil {
+		return err
+	}
+	if err := decodeDelta(data, d, nil); err != nil {
+		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
+	}
+	return decodeDelta(data, d, func(k, v []byte, ver Version, tombstone bool) {
+		var old index.KV
+		var existed bool
+		if tombstone {
+			old, existed = db.tree.Delete(index.Probe(k))
+		} else {
+			// Records alias data, as a part's do.
+			old, existed = db.tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
+			db.liveBytes += recordBytes(len(k), len(v))
+		}
+		if existed {
+			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
+		}
+	})
 }
 
 // resume makes g, an incomplete checkpoint, the one the next Checkpoint
@@ -211,11 +271,12 @@ func (db *DB) resume(g generation) {
 		}
 	}
 	p := g.parts[n-1]
-	db.ckptPending = &pendingGen{v0: g.v0, seq: n, start: p.end, bytes: generation{parts: g.parts[:n]}.bytes()}
+	db.ckptPending = &pendingGen{v0: g.v0, seq: n, start: p.end, bytes: generation{parts: g.parts[:n]}.bytes(),
+		parts: g.parts[:n:n]}
 	db.opts.Logger.Info("engine: resuming an interrupted checkpoint", "checkpoint", genName(g.v0), "parts_done", n)
 }
 
-func (db *DB) noUsableCheckpoint(gens []generation, tried []string, logFirst uint64, recorded []uint64) error {
+func (db *DB) noUsableCheckpoint(gens []generation, deltas map[Version][]deltaMeta, tried []string, logFirst uint64, recorded []uint64) error {
 	var what []string
 	if len(tried) > 0 {
 		what = append(what, "damaged: "+strings.Join(tried, "; "))
@@ -223,6 +284,11 @@ func (db *DB) noUsableCheckpoint(gens []generation, tried []string, logFirst uin
 	complete := map[Version]bool{}
 	for _, g := range gens {
 		complete[g.v0] = g.complete()
+	}
+	for _, ds := range deltas {
+		for _, d := range ds {
+			complete[d.v] = true
+		}
 	}
 	var missing []string
 	for _, v := range recorded {
@@ -239,7 +305,7 @@ func (db *DB) noUsableCheckpoint(gens []generation, tried []string, logFirst uin
 	return &CorruptionError{File: db.dir, Reason: fmt.Sprintf(
 		"no usable checkpoint (%s): the log starts at entry %d, so the entries before it exist only in a checkpoint. "+
 			"Nothing was changed. Restore the data directory from a backup, or put back the files of a checkpoint "+
-			"ckpt-<index>-*.ckpt with index ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
+			"ckpt-<index>-*.ckpt, with every ckpt-*.delta on it, whose newest link is ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
 }
 
 // recordedCheckpoints lists the checkpoints the log records writing
@@ -259,6 +325,7 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 func (db *DB) loadGeneration(g generation) error {
 	tree := index.NewKeySpace()
 	applied := g.v0
+	var live int64
 	for _, p := range g.parts {
 		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -271,29 +338,27 @@ func (db *DB) loadGeneration(g generation) error {
 			// Records alias data: one allocation holds the whole part.
 			// k and v are adjacent in the image: one item aliases both.
 			tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
+			live += recordBytes(len(k), len(v))
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
 		}
 		applied = max(applied, p.version)
 	}
-	db.tree = tree
+	db.tree, db.liveBytes = tree, live
 	db.applied = applied
-	db.ckptSize.Store(g.bytes())
 	return nil
 }
 
-// moveAside renames damaged checkpoints' files to <name>.damaged: out of
+// moveAside renames damaged checkpoint files to <name>.damaged: out of
 // every later choice, kept for an operator until newer checkpoints
 // supersede them. A failure only costs a warning: the next open skips them
 // again.
-func (db *DB) moveAside(gens []generation) {
-	for _, g := range gens {
-		for _, part := range g.parts {
-			p := filepath.Join(db.dir, part.name)
-			if err := db.fs.Rename(p, p+damagedSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				db.opts.Logger.Warn("engine: could not move a damaged checkpoint aside", "file", p, "err", err)
-			}
+func (db *DB) moveAside(names []string) {
+	for _, name := range names {
+		p := filepath.Join(db.dir, name)
+		if err := db.fs.Rename(p, p+damagedSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			db.opts.Logger.Warn("engine: could not move a damaged checkpoint aside", "file", p, "err", err)
 		}
 	}
 	if err := vfs.SyncDir(db.fs, db.dir); err != nil {

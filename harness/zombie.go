@@ -418,8 +418,10 @@ func (sc *scenario) damageCheckpoint(e *event) {
 	sc.restart()
 }
 
-// damageNewestCheckpoint flips a marker document's generation digit in the
-// newest checkpoint file that holds one; it returns the file ("" if none).
+// damageNewestCheckpoint flips a marker document's generation digit in a
+// file of the newest checkpoint link — a base's part or a delta — that
+// holds one; it returns the file ("" if none). Only the newest link may be
+// lost without loss: a delta needs every link before it.
 func damageNewestCheckpoint(fs vfs.FS) string {
 	entries, err := fs.ReadDir(dataDir)
 	if err != nil {
@@ -427,13 +429,18 @@ func damageNewestCheckpoint(fs vfs.FS) string {
 	}
 	var names []string
 	for _, de := range entries {
-		if n := de.Name(); strings.HasPrefix(n, "ckpt-") && strings.HasSuffix(n, ".ckpt") {
+		if n := de.Name(); strings.HasPrefix(n, "ckpt-") && (strings.HasSuffix(n, ".ckpt") || strings.HasSuffix(n, ".delta")) {
 			names = append(names, n)
 		}
 	}
-	slices.Sort(names)
+	slices.Sort(names) // zero-padded indexes: the newest link sorts last
+	if len(names) == 0 {
+		return ""
+	}
+	link := func(name string) string { return name[:min(len(name), len("ckpt-")+20)] }
+	newest := link(names[len(names)-1])
 	pattern := []byte(`"gen":`)
-	for i := len(names) - 1; i >= 0; i-- {
+	for i := len(names) - 1; i >= 0 && link(names[i]) == newest; i-- {
 		path := filepath.Join(dataDir, names[i])
 		data, err := vfs.ReadFile(fs, path)
 		if err != nil {

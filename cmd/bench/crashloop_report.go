@@ -216,21 +216,26 @@ func slope(v []float64) float64 {
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
-// checkpointFiles counts the data dir's checkpoints (ckpt-<index>-<n>.ckpt
-// files grouped by index; complete or being written), names and sizes the
-// newest, and counts the temp files of unfinished parts.
+// checkpointFiles counts the data dir's checkpoint links (a base's
+// ckpt-<index>-<n>.ckpt parts grouped by index, complete or being
+// written, and ckpt-<index>.delta deltas), names the newest, sizes them
+// all (an open reads at most the newest chain of them), and counts the
+// temp files of unfinished ones.
 func checkpointFiles(data string) (n int, newest string, size int64, tmps int) {
 	names, _ := filepath.Glob(filepath.Join(data, "ckpt-*.ckpt"))
-	slices.Sort(names) // zero-padded indexes: the newest sorts last
-	sizes := map[string]int64{}
+	deltas, _ := filepath.Glob(filepath.Join(data, "ckpt-*.delta"))
+	names = append(names, deltas...)
+	slices.SortFunc(names, func(a, b string) int { return strings.Compare(filepath.Base(a), filepath.Base(b)) })
+	links := map[string]bool{}
 	for _, p := range names {
 		base := filepath.Base(p)
-		gen := base[:min(len(base), len("ckpt-")+20)]
+		link := base[:min(len(base), len("ckpt-")+20)]
 		if info, err := os.Stat(p); err == nil {
-			sizes[gen] += info.Size()
+			size += info.Size()
 		}
-		newest = gen
+		links[link] = true
+		newest = link // zero-padded indexes: the newest sorts last
 	}
 	tmp, _ := filepath.Glob(filepath.Join(data, "ckpt-*.tmp"))
-	return len(sizes), newest, sizes[newest], len(tmp)
+	return len(links), newest, size, len(tmp)
 }

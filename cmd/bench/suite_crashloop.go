@@ -85,13 +85,13 @@ type crashStart struct {
 	healthy   time.Duration // process start to the first /healthz 200
 	walBytes  int64         // <data>/wal once healthy
 	dataBytes int64         // the whole data dir once healthy
-	ckptBytes int64         // the newest checkpoint file (0: none yet)
-	ckpts     int           // checkpoint files present
+	ckptBytes int64         // the checkpoint files on disk, every link kept (0: none yet)
+	ckpts     int           // checkpoint links present (a base's parts count once)
 	newest    string        // the newest checkpoint's name ("": none)
 	ckptTmps  int           // ckpt-*.tmp files present (a checkpoint cut short by a kill)
 }
 
-// loadedMB is what the open read at most: the newest checkpoint and the
+// loadedMB is what the open read at most: the checkpoint files and the
 // log (the log may also hold already-checkpointed segments it skips).
 func (s crashStart) loadedMB() float64 { return mb(s.ckptBytes + s.walBytes) }
 

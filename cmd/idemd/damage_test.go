@@ -61,13 +61,17 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	if !strings.Contains(p.Logs(), "stopped cleanly") {
 		t.Fatalf("idemd did not stop cleanly:\n%s", p.Logs())
 	}
-	// Each checkpoint here is one part: the store is far below a part's size.
-	ckpts := filesMatching(t, data, "ckpt-*.ckpt")
+	// The links of the checkpoint chain kept — a base and the deltas on
+	// it, perhaps the previous base — oldest first. Each base here is one
+	// part: the store is far below a part's size.
+	ckpts := append(filesMatching(t, data, "ckpt-*.ckpt"), filesMatching(t, data, "ckpt-*.delta")...)
+	sort.Slice(ckpts, func(i, j int) bool { return filepath.Base(ckpts[i]) < filepath.Base(ckpts[j]) })
 	segs := filesMatching(t, filepath.Join(data, "wal"), "[0-9]*")
-	if len(ckpts) != 2 || len(segs) < 2 || filepath.Base(segs[0]) == fmt.Sprintf("%020d", 1) {
-		t.Fatalf("want two checkpoints and a truncated log of several segments; have %v and %v", ckpts, segs)
+	if len(ckpts) < 2 || len(segs) < 2 || filepath.Base(segs[0]) == fmt.Sprintf("%020d", 1) {
+		t.Fatalf("want two checkpoint links or more and a truncated log of several segments; have %v and %v", ckpts, segs)
 	}
 	newestSeg, newestCkpt := segs[len(segs)-1], ckpts[len(ckpts)-1]
+	previousCkpt := ckpts[len(ckpts)-2]
 
 	for _, tc := range []struct {
 		name   string
@@ -79,11 +83,18 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 		{"flip in the last byte of the newest segment", flipAt(newestSeg, 1), filepath.Base(newestSeg)},
 		{"newest checkpoint cut to half", cutCheckpoint(newestCkpt), ""},
 		{"newest checkpoint deleted", removeFile(newestCkpt), ""},
-		{"both checkpoints deleted", func(copy string) {
-			removeFile(ckpts[0])(copy)
-			removeFile(ckpts[1])(copy)
-		}, checkpointOf(ckpts[1])},
+		{"the two newest links deleted", func(copy string) {
+			removeFile(previousCkpt)(copy)
+			removeFile(newestCkpt)(copy)
+		}, checkpointOf(newestCkpt)},
+		// A delta is built on the link before it, and the log no longer
+		// reaches back past that link: losing it loses data, so the open
+		// must refuse (only the newest link may be lost).
+		{olderLinkCase(newestCkpt), removeFile(previousCkpt), checkpointOf(previousCkpt)},
 	} {
+		if tc.name == "" {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			copy := t.TempDir()
 			copyDir(t, data, copy)
@@ -124,6 +135,16 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	}
 }
 
+// olderLinkCase names the case of losing the link before the newest,
+// which a store must refuse when the newest is a delta built on it; ""
+// (no case) when the newest is a base, which needs nothing before it.
+func olderLinkCase(newest string) string {
+	if strings.HasSuffix(newest, ".delta") {
+		return "the link before the newest delta deleted"
+	}
+	return ""
+}
+
 // checkpointOf is the name of the checkpoint a part file belongs to
 // (ckpt-<index>), as the server's messages give it.
 func checkpointOf(part string) string {
@@ -145,7 +166,7 @@ func filesMatching(t *testing.T, dir, pattern string) []string {
 	for _, p := range m {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && !strings.Contains(filepath.Base(p), ".") {
 			out = append(out, p)
-		} else if strings.HasSuffix(p, ".ckpt") {
+		} else if isCheckpointFile(p) {
 			out = append(out, p)
 		}
 	}
@@ -153,10 +174,13 @@ func filesMatching(t *testing.T, dir, pattern string) []string {
 	return slices.Compact(out)
 }
 
+// isCheckpointFile: a base's part or a delta.
+func isCheckpointFile(p string) bool { return strings.HasSuffix(p, ".ckpt") || strings.HasSuffix(p, ".delta") }
+
 // inCopy maps a path under the original data dir to the same path in copy.
 func inCopy(orig, copy string) string {
 	i := strings.Index(orig, string(filepath.Separator)+"wal"+string(filepath.Separator))
-	if strings.HasSuffix(orig, ".ckpt") || i < 0 {
+	if isCheckpointFile(orig) || i < 0 {
 		return filepath.Join(copy, filepath.Base(orig))
 	}
 	return filepath.Join(copy, "wal", filepath.Base(orig))

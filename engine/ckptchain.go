@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/idemdb/idem/vfs"
+)
+
+// Checkpoint chains.
+//
+// The newest complete checkpoint is a chain: a base generation (the whole
+// store, ckptfile.go) and the deltas written on it since (delta.go), each
+// holding only what changed after the link before it. A growing store
+// therefore stops rewriting itself at every checkpoint: a delta costs what
+// changed, and the store is rewritten as a new base only when the chain's
+// files hold more than ckptGarbageRatio times the live data (overwritten
+// and deleted records in older links), or CheckpointDeltasMax deltas are
+// on it (bounding what an open reads and applies).
+//
+// Fallback. The log is kept from the previous link on, and that link's
+// files with it, so a damaged or missing newest link — a delta, or a new
+// base — falls back to the chain before it and loses nothing. An older
+// delta of the chain is needed by every link after it: a damaged one makes
+// the chain unusable, and an open refuses, naming it, unless the log still
+// reaches back far enough (docs/deviations.md).
+
+// ckptGarbageRatio bounds the chain's files against the live data: beyond
+// it, the next checkpoint is a new base.
+const ckptGarbageRatio = 2
+
+// ckptRecordOverhead estimates a record's bytes in a checkpoint beyond its
+// key and value (lengths and version), for the live-data estimate.
+const ckptRecordOverhead = 8
+
+// ckptChain is a complete checkpoint: a base and the deltas on it, oldest
+// first.
+type ckptChain struct {
+	base   generation
+	deltas []deltaMeta
+	// exact says the chain's files give the store exactly as of tip(), so
+	// the writes noted since say truly whether the files hold a key. A
+	// base completed across several snapshots is fuzzy: the first delta on
+	// it writes a tombstone for every deleted key.
+	exact bool
+}
+
+// tip is the chain's newest link: where replay starts after it.
+func (c *ckptChain) tip() Version {
+	if len(c.deltas) > 0 {
+		return c.deltas[len(c.deltas)-1].v
+	}
+	return c.base.v0
+}
+
+func (c *ckptChain) bytes() int64 {
+	n := c.base.bytes()
+	for _, d := range c.deltas {
+		n += d.size
+	}
+	return n
+}
+
+// files names every file of the chain.
+func (c *ckptChain) files() []string {
+	var out []string
+	for _, p := range c.base.parts {
+		out = append(out, p.name)
+	}
+	for _, d := range c.deltas {
+		out = append(out, d.name)
+	}
+	return out
+}
+
+// with returns the chain with d on it.
+func (c *ckptChain) with(d deltaMeta) *ckptChain {
+	return &ckptChain{base: c.base, deltas: append(append([]deltaMeta(nil), c.deltas...), d), exact: true}
+}
+
+// listDeltas returns the deltas in dir whose header and trailer read, by
+// the version of the link they follow, and removes the temporary files of
+// interrupted ones.
+func listDeltas(fsys vfs.FS, dir string) (map[Version][]deltaMeta, error) {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[Version][]deltaMeta{}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, ckptPrefix) {
+			continue
+		}
+		if strings.HasSuffix(name, deltaSuffix+ckptTmpSuffix) {
+			fsys.Remove(filepath.Join(dir, name)) // an interrupted delta
+			continue
+		}
+		if _, ok := parseDeltaName(name); !ok {
+			continue
+		}
+		m, err := readDeltaMeta(fsys, dir, name)
+		if err != nil {
+			continue // unreadable: its chain ends before it
+		}
+		out[m.prev] = append(out[m.prev], m)
+	}
+	for _, ds := range out {
+		sort.Slice(ds, func(i, j int) bool { return ds[i].v > ds[j].v })
+	}
+	return out, nil
+}
+
+// chainOf returns g's chain as the files in dir link it: each next delta
+// follows the newest link and names g as its base. Of two deltas on one
+// link (only a crash between writing one and recording it could leave
+// them), the newer is taken.
+func chainOf(g generation, deltas map[Version][]deltaMeta) *ckptChain {
+	c := &ckptChain{base: g}
+	for {
+		var next *deltaMeta
+		for i, d := range deltas[c.tip()] {
+			if d.base == g.v0 {
+				next = &deltas[c.tip()][i]
+				break
+			}
+		}
+		if next == nil {
+			return c
+		}
+		c.deltas = append(c.deltas, *next)
+	}
+}
+
+// nextIsDelta decides what the next checkpoint writes: a delta on the
+// current chain, or a new base. Caller holds ckptMu.
+func (db *DB) nextIsDelta() bool {
+	c := db.chain
+	if db.opts.CheckpointDeltasMax < 0 || c == nil || db.ckptPending != nil || len(c.deltas) >= db.opts.CheckpointDeltasMax {
+		return false
+	}
+	db.treeMu.RLock()
+	lost, live := db.dirty.lost, db.liveBytes
+	db.treeMu.RUnlock()
+	return !lost && c.bytes() <= ckptGarbageRatio*max(live, 1)
+}

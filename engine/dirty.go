@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"bytes"
+	"slices"
+)
+
+// Dirty keys: what a delta checkpoint writes (delta.go).
+//
+// Every key a durable batch writes is noted, in log order, from the
+// snapshot of the newest checkpoint link on. A delta checkpoint then needs
+// only these keys' values at its own snapshot, not the whole store: its
+// cost follows what changed, not what is stored.
+//
+// Keys are copied into an arena rather than aliasing the tree's items, so
+// that a key deleted or overwritten since does not keep its value's memory
+// alive until the next checkpoint. The set is bounded (dirtyBytesMax): a
+// store whose checkpoints keep failing would otherwise grow it with the
+// log. Past the bound it is dropped and marked lost, and the next
+// checkpoint rewrites the whole store, which needs no dirty set.
+
+// dirtyBytesMax bounds the dirty set's memory: its keys' bytes and a slice
+// header per noted write. 64 MiB holds the keys of about a million writes,
+// several checkpoint intervals of a keyed workload.
+const dirtyBytesMax = 64 << 20
+
+// dirtyChunkBytes is the arena's allocation unit.
+const dirtyChunkBytes = 1 << 20
+
+// dirtyKey is one noted write: its key, and whether the key was present
+// just before it. For a key's first write since the link, that says
+// whether the link's files hold it: a key that was absent then and is
+// absent now needs no tombstone.
+type dirtyKey struct {
+	key     []byte
+	existed bool
+}
+
+// dirtySet notes the keys written since a checkpoint link's snapshot.
+// Callers serialize access (treeMu, or sole ownership during recovery).
+type dirtySet struct {
+	keys  []dirtyKey // in write order, repeats included
+	chunk []byte     // the arena's current chunk
+	bytes int        // memory held: key bytes and headers
+	max   int        // the bound (dirtyBytesMax; tests shrink it)
+	lost  bool       // a write went unnoted: only a full checkpoint is exact
+}
+
+func newDirtySet() *dirtySet { return &dirtySet{max: dirtyBytesMax} }
+
+// note records a write of key, which existed (was present) just before.
+func (d *dirtySet) note(key []byte, existed bool) {
+	if d.lost {
+		return
+	}
+	const header = 32
+	if d.bytes+len(key)+header > d.max {
+		*d = dirtySet{max: d.max, lost: true}
+		return
+	}
+	if len(key) > cap(d.chunk)-len(d.chunk) {
+		d.chunk = make([]byte, 0, max(dirtyChunkBytes, len(key)))
+	}
+	d.chunk = append(d.chunk, key...)
+	d.keys = append(d.keys, dirtyKey{key: d.chunk[len(d.chunk)-len(key) : len(d.chunk) : len(d.chunk)], existed: existed})
+	d.bytes += len(key) + header
+}
+
+// take returns the set noted so far and starts an empty one.
+func (d *dirtySet) take() *dirtySet {
+	taken := *d
+	*d = dirtySet{max: d.max}
+	return &taken
+}
+
+// reset empties the set, lost or not: a full checkpoint's snapshot is
+// being taken, and the next delta builds on it.
+func (d *dirtySet) reset() { *d = dirtySet{max: d.max} }
+
+// restore puts back a taken set whose delta failed: its keys are noted
+// before those written since, so the next delta still covers them.
+func (d *dirtySet) restore(taken *dirtySet) {
+	if taken.lost || d.lost || taken.bytes+d.bytes > d.max {
+		*d = dirtySet{max: d.max, lost: true}
+		return
+	}
+	d.keys = append(taken.keys, d.keys...)
+	d.bytes += taken.bytes
+}
+
+// sorted returns the distinct keys noted, in key order, each with its
+// first write's existed.
+func (d *dirtySet) sorted() []dirtyKey {
+	keys := slices.Clone(d.keys)
+	slices.SortStableFunc(keys, func(a, b dirtyKey) int { return bytes.Compare(a.key, b.key) })
+	return slices.CompactFunc(keys, func(a, b dirtyKey) bool { return bytes.Equal(a.key, b.key) })
+}
