@@ -173,7 +173,7 @@ func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMe
 	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip()}
 	size, err := db.writeCkptFile(m.name, func(w io.Writer) error {
 		dw := newDeltaWriter(w, m.v, m.base, m.prev)
-		for _, k := range dirty.sorted() {
+		for _, k := range dirty.sortDistinct() {
 			if it, ok := snap.tree.Get(index.Probe(k.key)); ok {
 				dw.put(it.Key(), it.Value(), Version(it.Version))
 			} else if k.existed || !c.exact {

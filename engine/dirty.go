@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 )
 
@@ -33,13 +34,15 @@ const dirtyChunkBytes = 1 << 20
 // absent now needs no tombstone.
 type dirtyKey struct {
 	key     []byte
+	seq     uint32 // its place in write order (the set's bound keeps it small)
 	existed bool
 }
 
 // dirtySet notes the keys written since a checkpoint link's snapshot.
 // Callers serialize access (treeMu, or sole ownership during recovery).
 type dirtySet struct {
-	keys  []dirtyKey // in write order, repeats included
+	keys  []dirtyKey // repeats included; seq gives the write order
+	next  uint32     // the next write's seq
 	chunk []byte     // the arena's current chunk
 	bytes int        // memory held: key bytes and headers
 	max   int        // the bound (dirtyBytesMax; tests shrink it)
@@ -62,7 +65,8 @@ func (d *dirtySet) note(key []byte, existed bool) {
 		d.chunk = make([]byte, 0, max(dirtyChunkBytes, len(key)))
 	}
 	d.chunk = append(d.chunk, key...)
-	d.keys = append(d.keys, dirtyKey{key: d.chunk[len(d.chunk)-len(key) : len(d.chunk) : len(d.chunk)], existed: existed})
+	d.keys = append(d.keys, dirtyKey{key: d.chunk[len(d.chunk)-len(key) : len(d.chunk) : len(d.chunk)], seq: d.next, existed: existed})
+	d.next++
 	d.bytes += len(key) + header
 }
 
@@ -84,14 +88,24 @@ func (d *dirtySet) restore(taken *dirtySet) {
 		*d = dirtySet{max: d.max, lost: true}
 		return
 	}
+	for i := range d.keys {
+		d.keys[i].seq += taken.next
+	}
 	d.keys = append(taken.keys, d.keys...)
+	d.next += taken.next
 	d.bytes += taken.bytes
 }
 
-// sorted returns the distinct keys noted, in key order, each with its
-// first write's existed.
-func (d *dirtySet) sorted() []dirtyKey {
-	keys := slices.Clone(d.keys)
-	slices.SortStableFunc(keys, func(a, b dirtyKey) int { return bytes.Compare(a.key, b.key) })
-	return slices.CompactFunc(keys, func(a, b dirtyKey) bool { return bytes.Equal(a.key, b.key) })
+// sortDistinct sorts the set by key, keeping of each key only its first
+// write (lowest seq), and returns it. The set stays valid: restore may
+// still take it back.
+func (d *dirtySet) sortDistinct() []dirtyKey {
+	slices.SortFunc(d.keys, func(a, b dirtyKey) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	d.keys = slices.CompactFunc(d.keys, func(a, b dirtyKey) bool { return bytes.Equal(a.key, b.key) })
+	return d.keys
 }
