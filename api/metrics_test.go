@@ -66,6 +66,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_wal_fsync_duration_seconds":          dto.MetricType_HISTOGRAM,
 	"idem_wal_group_entries":                   dto.MetricType_HISTOGRAM,
 	"idem_checkpoints_total":                   dto.MetricType_COUNTER,
+	"idem_checkpoint_deltas_total":             dto.MetricType_COUNTER,
 	"idem_checkpoint_failures_total":           dto.MetricType_COUNTER,
 	"idem_checkpoint_bytes_total":              dto.MetricType_COUNTER,
 	"idem_checkpoint_duration_seconds":         dto.MetricType_HISTOGRAM,

@@ -103,15 +103,24 @@ func (db *DB) checkpointDelta(logged int64) error {
 	c := db.chain
 	var taken *dirtySet
 	snap := db.snapshotWith(func() { taken = db.dirty.take() })
+	giveBack := func() {
+		db.treeMu.Lock()
+		db.dirty.restore(taken)
+		db.treeMu.Unlock()
+	}
+	if taken.lost {
+		// Overflowed since nextIsDelta looked: only a full one is exact.
+		giveBack()
+		return db.checkpointBase(logged)
+	}
 	if snap.version == c.tip() {
+		giveBack()
 		return nil
 	}
 	began := time.Now()
 	m, err := db.writeDelta(snap, taken, c)
 	if err != nil {
-		db.treeMu.Lock()
-		db.dirty.restore(taken)
-		db.treeMu.Unlock()
+		giveBack()
 		return err
 	}
 	return db.linked(c.with(m), logged, began)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
 )
@@ -161,14 +162,32 @@ func receiptsCase(env *Env, name string, concurrency int) (Result, error) {
 			return err
 		}
 	}
+	before := st.db.Stats()
 	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: st.fsyncs}, op)
+	after := st.db.Stats()
 	if cerr := st.close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return Result{}, err
 	}
-	return m.Result(name, concurrency), nil
+	r := m.Result(name, concurrency)
+	setWriteAmplification(&r, before, after)
+	return r, nil
+}
+
+// setWriteAmplification adds what the case's requests cost the disk: log
+// and checkpoint bytes per request (a checkpoint rewriting the store shows
+// here, a delta costs what changed), and the checkpoints written.
+func setWriteAmplification(r *Result, before, after engine.Stats) {
+	if r.Ops == 0 {
+		return
+	}
+	ops := float64(r.Ops)
+	r.Set("wal_bytes_per_op", round(float64(after.WAL.Bytes-before.WAL.Bytes)/ops, 0))
+	r.Set("ckpt_bytes_per_op", round(float64(after.Checkpoints.BytesWritten-before.Checkpoints.BytesWritten)/ops, 0))
+	r.Set("checkpoints", after.Checkpoints.Completed-before.Checkpoints.Completed)
+	r.Set("checkpoint_deltas", after.Checkpoints.Deltas-before.Checkpoints.Deltas)
 }
 
 // receiptsReplay pre-creates a set of terminal receipts on one store and

@@ -175,7 +175,9 @@ func filesMatching(t *testing.T, dir, pattern string) []string {
 }
 
 // isCheckpointFile: a base's part or a delta.
-func isCheckpointFile(p string) bool { return strings.HasSuffix(p, ".ckpt") || strings.HasSuffix(p, ".delta") }
+func isCheckpointFile(p string) bool {
+	return strings.HasSuffix(p, ".ckpt") || strings.HasSuffix(p, ".delta")
+}
 
 // inCopy maps a path under the original data dir to the same path in copy.
 func inCopy(orig, copy string) string {

@@ -64,6 +64,7 @@ func newEngineCollector(stats func() engine.Stats) *engineCollector {
 	histogram("idem_wal_group_entries", "Entries per WAL group commit.",
 		1, func(s engine.Stats) wal.HistogramSnapshot { return s.WAL.GroupEntries })
 	counter("idem_checkpoints_total", "Checkpoints completed.", func(s engine.Stats) uint64 { return s.Checkpoints.Completed })
+	counter("idem_checkpoint_deltas_total", "Checkpoints completed as deltas: what changed since the chain's newest link, not the whole store.", func(s engine.Stats) uint64 { return s.Checkpoints.Deltas })
 	counter("idem_checkpoint_failures_total", "Checkpoint attempts that failed, in writing or in truncating the log after (automatic ones are retried with backoff).", func(s engine.Stats) uint64 { return s.Checkpoints.Failed })
 	counter("idem_checkpoint_bytes_total", "Checkpoint bytes made durable.", func(s engine.Stats) uint64 { return s.Checkpoints.BytesWritten })
 	histogram("idem_checkpoint_duration_seconds", "Duration of each completed checkpoint.",

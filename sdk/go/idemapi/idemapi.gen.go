@@ -22354,8 +22354,8 @@ type ClientInterface interface {
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
 	// idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
-	// (histogram), idem_checkpoints_total, idem_checkpoint_failures_total,
-	// idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
+	// (histogram), idem_checkpoints_total, idem_checkpoint_deltas_total,
+	// idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 	// (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 	// idem_engine_log_since_checkpoint_entries,
 	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
@@ -22722,8 +22722,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,
 // idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
-// (histogram), idem_checkpoints_total, idem_checkpoint_failures_total,
-// idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
+// (histogram), idem_checkpoints_total, idem_checkpoint_deltas_total,
+// idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 // (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 // idem_engine_log_since_checkpoint_entries,
 // idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
@@ -24088,8 +24088,8 @@ type ClientWithResponsesInterface interface {
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
 	// idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
-	// (histogram), idem_checkpoints_total, idem_checkpoint_failures_total,
-	// idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
+	// (histogram), idem_checkpoints_total, idem_checkpoint_deltas_total,
+	// idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 	// (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 	// idem_engine_log_since_checkpoint_entries,
 	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
@@ -25986,8 +25986,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,
 // idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
-// (histogram), idem_checkpoints_total, idem_checkpoint_failures_total,
-// idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
+// (histogram), idem_checkpoints_total, idem_checkpoint_deltas_total,
+// idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 // (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 // idem_engine_log_since_checkpoint_entries,
 // idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
