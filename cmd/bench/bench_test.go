@@ -209,10 +209,13 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"## Machine", "| CPU |", "## Targets", "## Suite `receipts`", "| keyed | 2 |", "receipts-throughput.png", "http-latency.png"} {
+	for _, s := range []string{"## Machine", "| CPU |", "## Targets", "report-targets.png", "## Suite `receipts`", "| keyed | 2 |", "receipts-throughput.png", "http-latency.png"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("report lacks %q", s)
 		}
+	}
+	if os.Getenv("IDEM_BENCH_PG") != "" && !strings.Contains(string(md), "vs-peer-keyed-rate.png") {
+		t.Errorf("report with a peer lacks the keyed comparison chart")
 	}
 	pngs, _ := filepath.Glob(filepath.Join(dir, "out", "report-*.png"))
 	if len(pngs) < 8 {

@@ -93,9 +93,10 @@ func crashResults(o CrashloopOptions, first crashStart, starts []crashStart, loa
 	if n > 1 {
 		x := medLast / medFirst
 		ratio.Targets = append(ratio.Targets, Target{
-			Want: fmt.Sprintf("time to healthy does not grow with kills: median of the last %d <= %.0fx the first %d (issue 11)", m, crashBoundRatio, m),
-			Got:  fmt.Sprintf("%.2fx (%.0f / %.0f ms; kill %d %.0f ms, kill 1 %.0f ms: %.2fx)", x, medLast, medFirst, n, healthy[n-1], healthy[0], healthy[n-1]/healthy[0]),
-			Met:  x <= crashBoundRatio,
+			Want:  fmt.Sprintf("time to healthy does not grow with kills: median of the last %d <= %.0fx the first %d (issue 11)", m, crashBoundRatio, m),
+			Got:   fmt.Sprintf("%.2fx (%.0f / %.0f ms; kill %d %.0f ms, kill 1 %.0f ms: %.2fx)", x, medLast, medFirst, n, healthy[n-1], healthy[0], healthy[n-1]/healthy[0]),
+			Met:   x <= crashBoundRatio,
+			Score: atMost(x, crashBoundRatio),
 		})
 	}
 	out = append(out, ratio)

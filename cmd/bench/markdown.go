@@ -60,6 +60,24 @@ func writeMarkdown(path string, rs *runState, args []string, took time.Duration)
 	}
 
 	base := strings.TrimSuffix(path, filepath.Ext(path))
+	head, err := targetsChart(base, rs.suites)
+	if err != nil {
+		return fmt.Errorf("targets chart: %w", err)
+	}
+	if head != nil {
+		fmt.Fprintf(&b, "![%s](%s)\n\n", head.title, filepath.Base(head.file))
+	}
+	peers, err := peerCharts(base, rs.suites)
+	if err != nil {
+		return fmt.Errorf("peer charts: %w", err)
+	}
+	if len(peers) > 0 {
+		fmt.Fprintf(&b, "## Idem beside its peer\n\nThe same work on the same axes, from this run: Idem as a library and behind idemd's HTTP API, PostgreSQL with the Stripe/brandur idempotency-key flow as a library and behind a `net/http` server with the same route and bodies (suite `peer`).\n\n")
+		for _, c := range peers {
+			fmt.Fprintf(&b, "![%s](%s)\n", c.title, filepath.Base(c.file))
+		}
+		fmt.Fprintf(&b, "\n")
+	}
 	for _, s := range rs.suites {
 		fmt.Fprintf(&b, "## Suite `%s`\n\n%s.\n\n", s.Name, s.Doc)
 		if s.Skipped != "" {
@@ -192,13 +210,9 @@ func suiteCharts(base string, s suiteRun) ([]chart, error) {
 			p.Add(fl)
 			p.Legend.Add("fsync-group floor", fl)
 		}
-		// Headroom above the highest line for the legend (log scale).
-		p.Y.Max *= 6
-		p.Legend.Top = true
-		p.Legend.Left = true
 		p.Legend.TextStyle.Font.Size = vg.Points(9)
 		file := base + "-" + s.Name + "-throughput.png"
-		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, file); err != nil {
+		if err := saveBeside(p, file, chartWidth, chartHeight); err != nil {
 			return nil, err
 		}
 		out = append(out, chart{s.Name + " throughput", file})
@@ -236,15 +250,12 @@ func suiteCharts(base string, s suiteRun) ([]chart, error) {
 			ticks = append(ticks, plot.Tick{Value: pc.x, Label: pc.label})
 		}
 		p.X.Tick.Marker = plot.ConstantTicks(ticks)
-		p.X.Min, p.X.Max = 0, 3.9 // room for the legend
 		if err := plotutil.AddLinePoints(p, lines...); err != nil {
 			return nil, err
 		}
-		p.Legend.Top = false
-		p.Legend.Left = false
 		p.Legend.TextStyle.Font.Size = vg.Points(8)
 		file := base + "-" + s.Name + "-latency.png"
-		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, file); err != nil {
+		if err := saveBeside(p, file, chartWidth, chartHeight); err != nil {
 			return nil, err
 		}
 		out = append(out, chart{s.Name + " latency percentiles", file})

@@ -239,9 +239,10 @@ func (e *Env) comparePGHTTP(peer []*Result) bool {
 			compared = true
 			if tc.aim > 0 && c == httpTargetConc {
 				pr.Targets = append(pr.Targets, Target{
-					Want: fmt.Sprintf("idem http %s@%d >= %.1f x %s@%d (issue 18)", tc.idem, c, tc.aim, tc.peer, c),
-					Got:  fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, pr.OpsPerSec),
-					Met:  x >= tc.aim,
+					Want:  fmt.Sprintf("idem http %s@%d >= %.1f x %s@%d (issue 18)", tc.idem, c, tc.aim, tc.peer, c),
+					Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, pr.OpsPerSec),
+					Met:   x >= tc.aim,
+					Score: atLeast(x, tc.aim),
 				})
 			}
 		}

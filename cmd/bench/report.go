@@ -48,6 +48,27 @@ type Target struct {
 	Want string `json:"want"` // e.g. "apply@64 >= 0.60 x fsync-group"
 	Got  string `json:"got"`  // the observed figure
 	Met  bool   `json:"met"`
+	// Score is the figure against its bound: 1 is exactly on it, above 1
+	// better (got/bound for a floor, bound/got for a ceiling); 0 when the
+	// figure is not a number. The report's headline chart draws it.
+	Score float64 `json:"score,omitempty"`
+}
+
+// atLeast scores a figure that must reach bound.
+func atLeast(got, bound float64) float64 {
+	if bound <= 0 {
+		return 0
+	}
+	return got / bound
+}
+
+// atMost scores a figure that must stay within bound (a figure of 0 is
+// scored as 100 times better: the chart's axis ends there).
+func atMost(got, bound float64) float64 {
+	if got <= 0 {
+		return 100
+	}
+	return bound / got
 }
 
 // Set adds an extra field.

@@ -56,17 +56,19 @@ func runEngine(env *Env) error {
 		if f := env.Floors(); f != nil && f.Group.OpsPerSec > 0 {
 			ratio := r64.OpsPerSec / f.Group.OpsPerSec
 			r64.Targets = append(r64.Targets, Target{
-				Want: fmt.Sprintf("engine apply@64 >= %.2f x %s", targetApplyFloorRatio, floorGroup),
-				Got:  fmt.Sprintf("%.3f (%.0f / %.0f ops/s)", ratio, r64.OpsPerSec, f.Group.OpsPerSec),
-				Met:  ratio >= targetApplyFloorRatio,
+				Want:  fmt.Sprintf("engine apply@64 >= %.2f x %s", targetApplyFloorRatio, floorGroup),
+				Got:   fmt.Sprintf("%.3f (%.0f / %.0f ops/s)", ratio, r64.OpsPerSec, f.Group.OpsPerSec),
+				Met:   ratio >= targetApplyFloorRatio,
+				Score: atLeast(ratio, targetApplyFloorRatio),
 			})
 		}
 		if r1 := byConc[1]; r1 != nil && r1.OpsPerSec > 0 {
 			x := r64.OpsPerSec / r1.OpsPerSec
 			r64.Targets = append(r64.Targets, Target{
-				Want: fmt.Sprintf("engine apply@64 >= %.0f x apply@1", targetApplyScaling),
-				Got:  fmt.Sprintf("%.1fx (%.0f / %.0f ops/s)", x, r64.OpsPerSec, r1.OpsPerSec),
-				Met:  x >= targetApplyScaling,
+				Want:  fmt.Sprintf("engine apply@64 >= %.0f x apply@1", targetApplyScaling),
+				Got:   fmt.Sprintf("%.1fx (%.0f / %.0f ops/s)", x, r64.OpsPerSec, r1.OpsPerSec),
+				Met:   x >= targetApplyScaling,
+				Score: atLeast(x, targetApplyScaling),
 			})
 		}
 	}
@@ -175,9 +177,10 @@ func engineRecovery(env *Env) error {
 	r.Set("disk_bytes", dirBytes(dir))
 	limit := targetReopenPer1M * float64(total) / 1e6
 	r.Targets = append(r.Targets, Target{
-		Want: fmt.Sprintf("reopen %d keys <= %.2fs (%.0fs per 1M keys)", total, limit, targetReopenPer1M),
-		Got:  fmt.Sprintf("%.3fs", openSeconds),
-		Met:  openSeconds <= limit,
+		Want:  fmt.Sprintf("reopen %d keys <= %.2fs (%.0fs per 1M keys)", total, limit, targetReopenPer1M),
+		Got:   fmt.Sprintf("%.3fs", openSeconds),
+		Met:   openSeconds <= limit,
+		Score: atMost(openSeconds, limit),
 	})
 	env.Report(r)
 	return nil

@@ -116,9 +116,10 @@ func renewalCase(env *Env) error {
 		r.Set("leases_per_apply", round(float64(dr)/float64(dw), 1))
 	}
 	r.Targets = append(r.Targets, Target{
-		Want: fmt.Sprintf("one Apply per renewal pass; every lease renewed within ceil(%d/%d) = %d passes", set.Len(), batchMax, passes),
-		Got:  fmt.Sprintf("%.3f Applies per pass, every round renewed all %d", applies, set.Len()),
-		Met:  dp > 0 && applies <= 1.0,
+		Want:  fmt.Sprintf("one Apply per renewal pass; every lease renewed within ceil(%d/%d) = %d passes", set.Len(), batchMax, passes),
+		Got:   fmt.Sprintf("%.3f Applies per pass, every round renewed all %d", applies, set.Len()),
+		Met:   dp > 0 && applies <= 1.0,
+		Score: atMost(applies, 1.0),
 	})
 	env.Report(r)
 	return nil

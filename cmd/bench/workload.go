@@ -250,9 +250,10 @@ func (b byCase) best(name string) *Result {
 // rateTarget adds "case@c >= want ops/s".
 func rateTarget(r *Result, what string, want float64) {
 	r.Targets = append(r.Targets, Target{
-		Want: fmt.Sprintf("%s >= %.0f/s", what, want),
-		Got:  fmt.Sprintf("%.0f/s (%.2fx)", r.OpsPerSec, r.OpsPerSec/want),
-		Met:  r.OpsPerSec >= want,
+		Want:  fmt.Sprintf("%s >= %.0f/s", what, want),
+		Got:   fmt.Sprintf("%.0f/s (%.2fx)", r.OpsPerSec, r.OpsPerSec/want),
+		Met:   r.OpsPerSec >= want,
+		Score: atLeast(r.OpsPerSec, want),
 	})
 }
 
