@@ -1,34 +1,52 @@
 package index
 
-import "bytes"
+import (
+	"bytes"
+	"unsafe"
+)
 
-// KV is one key of the engine's key space. Key and value share one byte
-// slice (key first) and the item is 40 bytes rather than the 56 of two
-// slices, which matters twice over in B-tree nodes: less to shift on insert,
-// less memory per retained key. The bytes are immutable once inserted;
-// Version is the log index of the batch that last wrote the key.
+// KV is one key of the engine's key space. Key and value share one
+// allocation (key first), held by a bare pointer and two lengths: the item
+// is 24 bytes rather than the 56 of two slices or the 40 of one, which
+// matters twice over in B-tree nodes — less to shift on insert, less memory
+// per retained key. The bytes are immutable once inserted; Version is the
+// log index of the batch that last wrote the key.
 type KV struct {
-	kv      []byte // key ‖ value
-	klen    uint32
-	Version uint64
+	p          *byte // key ‖ value
+	klen, vlen uint32
+	Version    uint64
 }
 
 // PackedKV wraps buf = key ‖ value (klen bytes of key) without copying; buf
 // must not change afterwards.
 func PackedKV(buf []byte, klen int, version uint64) KV {
-	return KV{kv: buf, klen: uint32(klen), Version: version}
+	return KV{p: unsafe.SliceData(buf), klen: uint32(klen), vlen: uint32(len(buf) - klen), Version: version}
 }
 
 // Probe is a key-only item for lookups and range bounds.
-func Probe(key []byte) KV { return KV{kv: key, klen: uint32(len(key))} }
+func Probe(key []byte) KV { return KV{p: unsafe.SliceData(key), klen: uint32(len(key))} }
 
 // Key returns the key (shared; do not modify).
-func (e KV) Key() []byte { return e.kv[:e.klen:e.klen] }
+func (e KV) Key() []byte {
+	if e.p == nil {
+		return nil
+	}
+	return unsafe.Slice(e.p, e.klen)
+}
 
-// Value returns the value (shared; do not modify).
-func (e KV) Value() []byte { return e.kv[e.klen:len(e.kv):len(e.kv)] }
+// Value returns the value (shared; do not modify). An empty value is an
+// empty slice at the key's start, never a pointer past the allocation.
+func (e KV) Value() []byte {
+	if e.vlen == 0 {
+		if e.p == nil {
+			return nil
+		}
+		return unsafe.Slice(e.p, 0)
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e.p), e.klen)), e.vlen)
+}
 
-func kvLess(a, b KV) bool { return bytes.Compare(a.kv[:a.klen], b.kv[:b.klen]) < 0 }
+func kvLess(a, b KV) bool { return bytes.Compare(a.Key(), b.Key()) < 0 }
 
 // NewKeySpace returns an empty primary key space ordered by key bytes.
 func NewKeySpace() *Ordered[KV] { return NewOrdered(kvLess) }

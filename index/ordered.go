@@ -3,8 +3,8 @@ package index
 import "github.com/google/btree"
 
 // degree is the B-tree branching factor: nodes hold up to 2*degree-1 items.
-// 32 keeps nodes around two and a half kilobytes for the key space's
-// 40-byte items (KV).
+// 32 keeps nodes around one and a half kilobytes for the key space's
+// 24-byte items (KV).
 const degree = 32
 
 // Ordered is an ordered set of T.
