@@ -138,13 +138,19 @@ func (k *chaosKey) firstTerminal() int {
 }
 
 // terminalOutcome is "committed", "aborted" or "not_applied" for a terminal
-// keyed answer, "" for anything a retry with the same key may change.
+// keyed answer, "" for anything a retry with the same key may change:
+// every answer that says to retry with the same key (in progress,
+// overloaded, pending, unavailable, internal) is not stored — a 503
+// unavailable says not_applied truly, and the retry may then apply it.
 func terminalOutcome(r *apitest.Response) string {
 	if r.Status == 201 {
 		return "committed"
 	}
 	var p apitest.Problem
 	if r.Header.Get("Content-Type") != "application/problem+json" || json.Unmarshal(r.Body, &p) != nil {
+		return ""
+	}
+	if p.RetryWith == "same_key" {
 		return ""
 	}
 	if p.Outcome == "aborted" || p.Outcome == "not_applied" {

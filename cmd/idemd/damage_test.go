@@ -67,8 +67,10 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	ckpts := append(filesMatching(t, data, "ckpt-*.ckpt"), filesMatching(t, data, "ckpt-*.delta")...)
 	sort.Slice(ckpts, func(i, j int) bool { return filepath.Base(ckpts[i]) < filepath.Base(ckpts[j]) })
 	segs := filesMatching(t, filepath.Join(data, "wal"), "[0-9]*")
-	if len(ckpts) < 2 || len(segs) < 2 || filepath.Base(segs[0]) == fmt.Sprintf("%020d", 1) {
-		t.Fatalf("want two checkpoint links or more and a truncated log of several segments; have %v and %v", ckpts, segs)
+	// Deltas are cheap, so checkpoints come often and the log may be down
+	// to one segment: truncated all the same.
+	if len(ckpts) < 2 || len(segs) < 1 || filepath.Base(segs[0]) == fmt.Sprintf("%020d", 1) {
+		t.Fatalf("want two checkpoint links or more and a truncated log; have %v and %v", ckpts, segs)
 	}
 	newestSeg, newestCkpt := segs[len(segs)-1], ckpts[len(ckpts)-1]
 	previousCkpt := ckpts[len(ckpts)-2]
