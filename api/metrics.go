@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -202,16 +203,87 @@ func (m *metrics) handler() http.Handler {
 
 // instrument records every request h answers in the request metrics,
 // under route (a pattern, or unmatchedRoute) and the status the client
-// got: promhttp's instrumenters over the vecs curried with the route, so
-// that each one's own label is code (promhttp's delegator: the status of
-// WriteHeader, 200 for a body written without one or for no answer at all;
-// every handler here writes its header once). The duration is h's, from
-// its start to its return.
+// got: the status of WriteHeader, 200 for a body written without one or
+// for no answer at all (every handler here writes its header once). The
+// duration is h's, from its start to its return.
+//
+// It is promhttp's InstrumentHandlerCounter and InstrumentHandlerDuration
+// in one, without their per-request costs: one status-capturing writer
+// instead of two, and each (route, code) pair's series resolved once, not
+// looked up by label values on every request (a profile of the HTTP keyed
+// path put the two wrappers at 7 % of the handler's CPU).
 func (m *metrics) instrument(route string, h http.Handler) http.Handler {
-	l := prometheus.Labels{"route": route}
-	return promhttp.InstrumentHandlerCounter(m.requests.MustCurryWith(l),
-		promhttp.InstrumentHandlerDuration(m.durations.MustCurryWith(l), h))
+	return &instrumented{h: h, series: routeSeriesOf(m, route)}
 }
+
+type instrumented struct {
+	h      http.Handler
+	series *routeSeries
+}
+
+func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := statusWriter{ResponseWriter: w}
+	in.h.ServeHTTP(&sw, r)
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	c, d := in.series.of(status)
+	c.Inc()
+	d.Observe(time.Since(start).Seconds())
+}
+
+// routeSeries are one route's request series, by status code, resolved
+// on first use.
+type routeSeries struct {
+	m      *metrics
+	route  string
+	byCode sync.Map // int → *codeSeries
+}
+
+type codeSeries struct {
+	count prometheus.Counter
+	dur   prometheus.Observer
+}
+
+func routeSeriesOf(m *metrics, route string) *routeSeries { return &routeSeries{m: m, route: route} }
+
+func (rs *routeSeries) of(status int) (prometheus.Counter, prometheus.Observer) {
+	if v, ok := rs.byCode.Load(status); ok {
+		cs := v.(*codeSeries)
+		return cs.count, cs.dur
+	}
+	sc := strconv.Itoa(status)
+	cs := &codeSeries{count: rs.m.requests.WithLabelValues(rs.route, sc), dur: rs.m.durations.WithLabelValues(rs.route, sc)}
+	v, _ := rs.byCode.LoadOrStore(status, cs)
+	cs = v.(*codeSeries)
+	return cs.count, cs.dur
+}
+
+// statusWriter remembers the status a handler wrote. Unwrap lets
+// http.ResponseController reach the connection's writer (flushing,
+// deadlines) through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // observe records one answer no handler wrote, so that instrument never
 // saw it: net/http's own answer to a request it could not parse
