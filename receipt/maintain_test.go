@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,23 +50,7 @@ func TestMaintenance_CountsOnlyItsOwnAdoptions(t *testing.T) {
 	// adopts and finishes it in the foreground.
 	hs := &hookStore{Store: e.db}
 	n1 := e.openOn(hs, receipt.Options{Node: "node-1"})
-	var fired atomic.Bool
-	var fg receipt.Answer
-	var fgErr error
-	claimY := lease.ClaimKey(receipt.Bind("alice", "t", "ky"))
-	hs.onGet(func(key []byte) error {
-		if bytes.Equal(key, claimY) && fired.CompareAndSwap(false, true) {
-			fg, fgErr = n1.Execute(ctx, rx)
-		}
-		return nil
-	})
-	ms, err := n1.MaintainOnce(ctx)
-	if err != nil || !fired.Load() {
-		t.Fatalf("maintenance: %+v %v (foreground ran: %v)", ms, err, fired.Load())
-	}
-	if fgErr != nil {
-		t.Fatal(fgErr)
-	}
+	ms, fg := passWithForegroundAt(t, n1, hs, rx, lease.ClaimKey(receipt.Bind("alice", "t", "ky")))
 	wantCommitted(t, fg, receipt.Bind("alice", "t", "kx"), false)
 	if ms.Adopted != 0 || n1.Stats().Adopted != 1 {
 		t.Fatalf("pass adopted %d, service %d: want 0 and 1 (the foreground's)", ms.Adopted, n1.Stats().Adopted)
@@ -164,27 +149,35 @@ func TestMaintenance_LookingAtALiveOwnersReceiptHidesNotItsOwner(t *testing.T) {
 	hs := &hookStore{Store: e.db}
 	n1 := e.openOn(hs, receipt.Options{Node: "node-1"})
 	id := receipt.Bind("alice", "t", "k")
-	watched := [][]byte{engine.NSReceipt.Key(id), lease.ClaimKey(id)}
-	var fired atomic.Bool
-	var fg receipt.Answer
-	var fgErr error
-	hs.onGet(func(key []byte) error {
-		if (bytes.Equal(key, watched[0]) || bytes.Equal(key, watched[1])) && fired.CompareAndSwap(false, true) {
-			fg, fgErr = n1.Execute(ctx, r)
-		}
-		return nil
-	})
-	ms, err := n1.MaintainOnce(ctx)
-	if err != nil || !fired.Load() {
-		t.Fatalf("maintenance: %+v %v (foreground ran: %v)", ms, err, fired.Load())
-	}
-	if fgErr != nil {
-		t.Fatal(fgErr)
-	}
+	ms, fg := passWithForegroundAt(t, n1, hs, r, engine.NSReceipt.Key(id), lease.ClaimKey(id))
 	if fg.Code != code.RequestInProgress || fg.Holder.Node != "node-0" {
 		t.Fatalf("foreground during the pass: %s held by %+v, want in progress held by node-0", fg.Code, fg.Holder)
 	}
 	if ms.Deferred != 1 || ms.Adopted != 0 {
 		t.Fatalf("pass: %+v, want the live owner's receipt deferred", ms)
 	}
+}
+
+// passWithForegroundAt runs a maintenance pass of svc (opened on hs) that,
+// at its first read of one of keys, runs r in the foreground, and returns
+// the pass's stats and the foreground's answer.
+func passWithForegroundAt(t *testing.T, svc *receipt.Service, hs *hookStore, r receipt.Request, keys ...[]byte) (receipt.MaintainStats, receipt.Answer) {
+	t.Helper()
+	var fired atomic.Bool
+	var fg receipt.Answer
+	var fgErr error
+	hs.onGet(func(key []byte) error {
+		if slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, key) }) && fired.CompareAndSwap(false, true) {
+			fg, fgErr = svc.Execute(ctx, r)
+		}
+		return nil
+	})
+	ms, err := svc.MaintainOnce(ctx)
+	if err != nil || !fired.Load() {
+		t.Fatalf("maintenance: %+v %v (foreground ran: %v)", ms, err, fired.Load())
+	}
+	if fgErr != nil {
+		t.Fatal(fgErr)
+	}
+	return ms, fg
 }
