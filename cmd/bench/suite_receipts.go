@@ -90,6 +90,9 @@ func runReceipts(env *Env) error {
 		if err := reopenReceipts(env); err != nil {
 			return err
 		}
+		if err := reopenDocs(env); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -18,12 +18,15 @@ func init() {
 	register(Suite{
 		Name: "recovery",
 		Rank: 60,
-		Doc:  "reopen: the engine's recovery of -keys keys, and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt)",
+		Doc:  "reopen: the engine's recovery of -keys keys, and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document)",
 		Run: func(env *Env) error {
 			if err := engineRecovery(env); err != nil {
 				return err
 			}
-			return reopenReceipts(env)
+			if err := reopenReceipts(env); err != nil {
+				return err
+			}
+			return reopenDocs(env)
 		},
 	})
 }
