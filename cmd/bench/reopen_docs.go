@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
@@ -27,56 +26,24 @@ func reopenDocs(env *Env) error {
 	}
 	defer cleanup()
 
-	buildStart := time.Now()
-	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger})
+	ro, err := reopenRun(env, dir, name,
+		func(db *engine.DB) error { return insertDocs(env, db, name, batches, per) },
+		func(db *engine.DB, _ *receipt.Service) error {
+			if keys := db.Stats().Keys; keys < n {
+				return fmt.Errorf("%d keys for %d documents", keys, n)
+			}
+			return nil
+		})
 	if err != nil {
 		return err
 	}
-	err = insertDocs(env, db, name, batches, per)
-	if err == nil {
-		env.Progress("%s/%s checkpoint", env.Suite(), name)
-		err = db.Checkpoint()
-	}
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	env.ProgressDone()
-	if err != nil {
-		return err
-	}
-	buildSeconds := time.Since(buildStart).Seconds()
-
-	env.Progress("%s/%s reopening", env.Suite(), name)
-	before := liveHeap()
-	start := time.Now()
-	db, err = engine.Open(dir, engine.Options{Logger: discardLogger})
-	if err != nil {
-		env.ProgressDone()
-		return fmt.Errorf("reopen: %w", err)
-	}
-	svc, err := receipt.Open(env.Ctx, db, receipt.Options{Logger: discardLogger})
-	openSeconds := time.Since(start).Seconds()
-	if err != nil {
-		db.Close()
-		env.ProgressDone()
-		return fmt.Errorf("reopen: receipt.Open: %w", err)
-	}
-	after := liveHeap()
-	keys := db.Stats().Keys
-	svc.Close()
-	if err := db.Close(); err != nil {
-		return err
-	}
-	env.ProgressDone()
-	if keys < n {
-		return fmt.Errorf("reopen: %d keys for %d documents", keys, n)
-	}
+	openSeconds := ro.open
 	r := Result{Case: name, Concurrency: 1, Ops: uint64(n), Seconds: openSeconds, OpsPerSec: float64(n) / openSeconds, NoFloorRatio: true}
-	r.Set("bytes_per_doc", round((float64(after)-float64(before))/float64(n), 1))
+	r.Set("bytes_per_doc", round(ro.heap/float64(n), 1))
 	r.Set("doc_json_bytes", docBytes)
 	r.Set("open_seconds", round(openSeconds, 4))
-	r.Set("build_seconds", round(buildSeconds, 2))
-	r.Set("keys", keys)
+	r.Set("build_seconds", round(ro.build, 2))
+	r.Set("keys", ro.stats.Keys)
 	r.Set("disk_bytes", dirBytes(dir))
 	env.Report(r)
 	return nil

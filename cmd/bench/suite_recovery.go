@@ -69,67 +69,31 @@ func reopenReceipts(env *Env) error {
 	if err != nil {
 		return err
 	}
-	buildStart := time.Now()
-	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger})
+	ro, err := reopenRun(env, dir, name,
+		func(db *engine.DB) error { return putReceipts(env, db, tmpl, n, name) },
+		func(_ *engine.DB, svc *receipt.Service) error {
+			// Prove the receipts are there: the first and last replay.
+			for _, i := range []int{0, n - 1} {
+				v, err := svc.Lookup(env.Ctx, benchPrincipal, benchTable, tmpl.key(i))
+				if err == nil && (v.State != receipt.Terminal || v.Envelope == nil || v.Envelope.Status != 201) {
+					err = fmt.Errorf("state %v", v.State)
+				}
+				if err != nil {
+					return fmt.Errorf("receipt %d: %w", i, err)
+				}
+			}
+			return nil
+		})
 	if err != nil {
 		return err
 	}
-	err = putReceipts(env, db, tmpl, n, name)
-	if err == nil {
-		env.Progress("%s/%s checkpoint", env.Suite(), name)
-		err = db.Checkpoint()
-	}
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	env.ProgressDone()
-	if err != nil {
-		return err
-	}
-	buildSeconds := time.Since(buildStart).Seconds()
-
-	env.Progress("%s/%s reopening", env.Suite(), name)
-	before := liveHeap()
-	start := time.Now()
-	db, err = engine.Open(dir, engine.Options{Logger: discardLogger})
-	if err != nil {
-		env.ProgressDone()
-		return fmt.Errorf("reopen: %w", err)
-	}
-	engineSeconds := time.Since(start).Seconds()
-	svc, err := receipt.Open(env.Ctx, db, receipt.Options{Logger: discardLogger})
-	openSeconds := time.Since(start).Seconds()
-	if err != nil {
-		db.Close()
-		env.ProgressDone()
-		return fmt.Errorf("reopen: receipt.Open: %w", err)
-	}
-	after := liveHeap()
-	// Prove the receipts are there: the first and last replay.
-	for _, i := range []int{0, n - 1} {
-		v, err := svc.Lookup(env.Ctx, benchPrincipal, benchTable, tmpl.key(i))
-		if err == nil && (v.State != receipt.Terminal || v.Envelope == nil || v.Envelope.Status != 201) {
-			err = fmt.Errorf("state %v", v.State)
-		}
-		if err != nil {
-			svc.Close()
-			db.Close()
-			env.ProgressDone()
-			return fmt.Errorf("reopen: receipt %d: %w", i, err)
-		}
-	}
-	st := db.Stats()
-	svc.Close()
-	if err := db.Close(); err != nil {
-		return err
-	}
-	env.ProgressDone()
+	openSeconds, engineSeconds, buildSeconds, st := ro.open, ro.engineOpen, ro.build, ro.stats
 
 	r := Result{Case: name, Concurrency: 1, Ops: uint64(n), Seconds: openSeconds, OpsPerSec: float64(n) / openSeconds,
 		NoFloorRatio: true}
 	r.Set("open_seconds", round(openSeconds, 4))
 	r.Set("engine_open_seconds", round(engineSeconds, 4))
-	perReceipt := (float64(after) - float64(before)) / float64(n)
+	perReceipt := ro.heap / float64(n)
 	r.Set("bytes_per_receipt", round(perReceipt, 1))
 	r.Set("record_bytes", tmpl.recordBytes)
 	r.Set("envelope_bytes", tmpl.envelopeBytes)
@@ -165,6 +129,66 @@ func reopenReceipts(env *Env) error {
 		})
 	env.Report(r)
 	return nil
+}
+
+// reopened is what reopenRun measured.
+type reopened struct {
+	build, engineOpen, open float64 // seconds: building the store, engine.Open, engine.Open + receipt.Open
+	heap                    float64 // live heap bytes the open added
+	stats                   engine.Stats
+}
+
+// reopenRun builds a store in dir with fill, checkpoints and closes it,
+// then reopens it as a restart does — engine.Open, then receipt.Open —
+// measuring the time and the live heap the open cost; check runs on the
+// reopened store before it is closed.
+func reopenRun(env *Env, dir, name string, fill func(*engine.DB) error, check func(*engine.DB, *receipt.Service) error) (reopened, error) {
+	var ro reopened
+	buildStart := time.Now()
+	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger})
+	if err != nil {
+		return ro, err
+	}
+	err = fill(db)
+	if err == nil {
+		env.Progress("%s/%s checkpoint", env.Suite(), name)
+		err = db.Checkpoint()
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	env.ProgressDone()
+	if err != nil {
+		return ro, err
+	}
+	ro.build = time.Since(buildStart).Seconds()
+
+	env.Progress("%s/%s reopening", env.Suite(), name)
+	defer env.ProgressDone()
+	before := liveHeap()
+	start := time.Now()
+	db, err = engine.Open(dir, engine.Options{Logger: discardLogger})
+	if err != nil {
+		return ro, fmt.Errorf("reopen: %w", err)
+	}
+	ro.engineOpen = time.Since(start).Seconds()
+	svc, err := receipt.Open(env.Ctx, db, receipt.Options{Logger: discardLogger})
+	ro.open = time.Since(start).Seconds()
+	if err != nil {
+		db.Close()
+		return ro, fmt.Errorf("reopen: receipt.Open: %w", err)
+	}
+	ro.heap = float64(liveHeap()) - float64(before)
+	err = check(db, svc)
+	ro.stats = db.Stats()
+	svc.Close()
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return ro, fmt.Errorf("reopen: %w", err)
+	}
+	return ro, nil
 }
 
 // receiptTemplate makes terminal records that differ only in key, binding
