@@ -328,3 +328,36 @@ func TestCheckpoint_AnOverflowingDirtySetMakesTheNextOneFull(t *testing.T) {
 	defer db.Close()
 	sameState(t, "after an overflow", scanAll(t, db), state)
 }
+
+// An older delta lost while the log still reaches back past it (the log is
+// cut by whole segments, so it may): the open serves, from the links before
+// it and the log, with nothing lost.
+func TestOpen_ALostOlderDeltaTheLogStillCoversLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	opts := deltaTestOpts()
+	opts.WAL = wal.Options{} // default segments: truncation cuts nothing here
+	db := openT(t, dir, opts)
+	fillStore(t, db, 400)
+	checkpointT(t, db)
+	for range 2 {
+		fillStore(t, db, 60)
+		checkpointT(t, db)
+	}
+	state := fillStore(t, db, 20)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ds := deltasT(t, dir)
+	if len(ds) != 2 {
+		t.Fatalf("deltas %+v, want two", ds)
+	}
+	if err := os.Remove(filepath.Join(dir, ds[0].name)); err != nil {
+		t.Fatal(err)
+	}
+	db = openT(t, dir, opts)
+	defer db.Close()
+	sameState(t, "the first delta lost, the log covering it", scanAll(t, db), state)
+	if got := db.Stats().Recovery.FromCheckpoint; got >= ds[0].v {
+		t.Fatalf("recovered from %d: the chain should stop before the lost delta %d", got, ds[0].v)
+	}
+}
