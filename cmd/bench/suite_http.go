@@ -82,6 +82,7 @@ func runHTTP(env *Env) error {
 	}
 	keyedRatios(env, results, targetHTTPKeyed, httpTargetConc)
 	httpFloorRatios(results)
+	httpLibraryRatios(env, results)
 	unitRatios(results)
 	if r := indexResults(results).get("replay", httpTargetConc); r != nil {
 		rateTarget(r, fmt.Sprintf("http replay@%d", httpTargetConc), targetHTTPReplay)
