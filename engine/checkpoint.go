@@ -34,11 +34,16 @@ import (
 // pendingGen is a generation being written: where it resumes.
 type pendingGen struct {
 	v0    Version
-	seq   int    // the next part's number
-	start []byte // the next part's first key
-	bytes int64  // size of the parts written so far
-	exact bool   // every part so far from the snapshot at v0
-	parts []partMeta
+	exact bool       // every part so far from the snapshot at v0
+	parts []partMeta // written so far, in key order
+}
+
+// next is the number and first key of the generation's next part.
+func (g *pendingGen) next() (seq int, start []byte) {
+	if n := len(g.parts); n > 0 {
+		return n, g.parts[n-1].end
+	}
+	return 0, nil
 }
 
 // Checkpoint makes a complete checkpoint of the current durable state —
@@ -199,13 +204,14 @@ func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMe
 // writePart writes g's next part from snap and reports whether it was the
 // last. On failure g is unchanged.
 func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
+	seq, start := g.next()
 	var end []byte
 	var count uint64
-	size, err := db.writeCkptFile(partName(g.v0, g.seq), func(wr io.Writer) error {
-		w := newPartWriter(wr, g.v0, g.seq, snap.version, g.start)
+	size, err := db.writeCkptFile(partName(g.v0, seq), func(wr io.Writer) error {
+		w := newPartWriter(wr, g.v0, seq, snap.version, start)
 		defer func() { count = w.count }()
 		last = true
-		snap.tree.Ascend(index.Probe(g.start), func(it index.KV) bool {
+		snap.tree.Ascend(index.Probe(start), func(it index.KV) bool {
 			if w.bytes >= db.opts.CheckpointPartBytes {
 				end, last = append([]byte(nil), it.Key()...), false
 				return false
@@ -218,11 +224,8 @@ func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	g.parts = append(g.parts, partMeta{name: partName(g.v0, g.seq), v0: g.v0, seq: g.seq, version: snap.version,
-		start: g.start, end: end, last: last, count: count, size: size})
-	g.seq++
-	g.start = end
-	g.bytes += size
+	g.parts = append(g.parts, partMeta{name: partName(g.v0, seq), v0: g.v0, seq: seq, version: snap.version,
+		start: start, end: end, last: last, count: count, size: size})
 	return last, nil
 }
 

@@ -46,7 +46,7 @@ type DB struct {
 	ckptMu        sync.Mutex // one checkpoint at a time
 	loggedBytes   atomic.Int64
 	ckptLogBytes  atomic.Int64  // loggedBytes at the last checkpoint
-	ckptSize      atomic.Int64  // bytes of the last checkpoint written
+	ckptSize      atomic.Int64  // bytes of the newest chain's files (base and deltas)
 	ckptRequests  chan struct{} // never closed: onDurable may send until the log is drained
 	ckptStop      chan struct{} // closed by Close
 	ckptDone      chan struct{}

@@ -165,13 +165,13 @@ func TestCheckpoint_ANewBaseOnceTheChainIsMostlyGarbageOrLong(t *testing.T) {
 	}
 }
 
-// deltaChainStore leaves a closed store whose chain is a base and two
-// deltas, with the log truncated before the first delta: the log covers
-// the second delta's changes only.
-func deltaChainStore(t *testing.T) (dir string, opts Options, state map[string]Item, ds []deltaMeta) {
+// deltaChainStore leaves a closed store, opened with opts, whose chain is
+// a base and two deltas. With deltaTestOpts' small segments the log is
+// truncated before the first delta: it covers the second delta's changes
+// only.
+func deltaChainStore(t *testing.T, opts Options) (dir string, state map[string]Item, ds []deltaMeta) {
 	t.Helper()
 	dir = t.TempDir()
-	opts = deltaTestOpts()
 	db := openT(t, dir, opts)
 	fillStore(t, db, 400)
 	checkpointT(t, db)
@@ -187,7 +187,7 @@ func deltaChainStore(t *testing.T) (dir string, opts Options, state map[string]I
 	if len(ds) != 2 || len(generationsT(t, dir)) != 1 {
 		t.Fatalf("deltas %+v, generations %+v: want a base and two deltas", ds, generationsT(t, dir))
 	}
-	return dir, opts, state, ds
+	return dir, state, ds
 }
 
 // deltaDamages are what may happen to a delta file on disk.
@@ -224,7 +224,8 @@ var deltaDamages = []struct {
 func TestOpen_DamagedOrMissingNewestDeltaFallsBackLosingNothing(t *testing.T) {
 	for _, damage := range deltaDamages {
 		t.Run(damage.name, func(t *testing.T) {
-			dir, opts, state, ds := deltaChainStore(t)
+			opts := deltaTestOpts()
+			dir, state, ds := deltaChainStore(t, opts)
 			newest := ds[1]
 			damage.do(t, filepath.Join(dir, newest.name))
 			var logs logBuffer
@@ -246,7 +247,8 @@ func TestOpen_DamagedOrMissingNewestDeltaFallsBackLosingNothing(t *testing.T) {
 func TestOpen_DamagedOlderDeltaIsRefusedNamingIt(t *testing.T) {
 	for _, damage := range deltaDamages[:2] {
 		t.Run(damage.name, func(t *testing.T) {
-			dir, opts, _, ds := deltaChainStore(t)
+			opts := deltaTestOpts()
+			dir, _, ds := deltaChainStore(t, opts)
 			damage.do(t, filepath.Join(dir, ds[0].name))
 			before := dirListing(t, dir)
 			_, err := Open(dir, opts)
@@ -333,28 +335,13 @@ func TestCheckpoint_AnOverflowingDirtySetMakesTheNextOneFull(t *testing.T) {
 // cut by whole segments, so it may): the open serves, from the links before
 // it and the log, with nothing lost.
 func TestOpen_ALostOlderDeltaTheLogStillCoversLosesNothing(t *testing.T) {
-	dir := t.TempDir()
 	opts := deltaTestOpts()
 	opts.WAL = wal.Options{} // default segments: truncation cuts nothing here
-	db := openT(t, dir, opts)
-	fillStore(t, db, 400)
-	checkpointT(t, db)
-	for range 2 {
-		fillStore(t, db, 60)
-		checkpointT(t, db)
-	}
-	state := fillStore(t, db, 20)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ds := deltasT(t, dir)
-	if len(ds) != 2 {
-		t.Fatalf("deltas %+v, want two", ds)
-	}
+	dir, state, ds := deltaChainStore(t, opts)
 	if err := os.Remove(filepath.Join(dir, ds[0].name)); err != nil {
 		t.Fatal(err)
 	}
-	db = openT(t, dir, opts)
+	db := openT(t, dir, opts)
 	defer db.Close()
 	sameState(t, "the first delta lost, the log covering it", scanAll(t, db), state)
 	if got := db.Stats().Recovery.FromCheckpoint; got >= ds[0].v {

@@ -270,9 +270,7 @@ func (db *DB) resume(g generation) {
 			return
 		}
 	}
-	p := g.parts[n-1]
-	db.ckptPending = &pendingGen{v0: g.v0, seq: n, start: p.end, bytes: generation{parts: g.parts[:n]}.bytes(),
-		parts: g.parts[:n:n]}
+	db.ckptPending = &pendingGen{v0: g.v0, parts: g.parts[:n:n]}
 	db.opts.Logger.Info("engine: resuming an interrupted checkpoint", "checkpoint", genName(g.v0), "parts_done", n)
 }
 

@@ -101,7 +101,7 @@ func TestCheckpoint_ACrashMidCheckpointKeepsItsParts(t *testing.T) {
 		t.Fatalf("after the crash: %+v, %v; want one incomplete checkpoint of two parts", gens, err)
 	}
 	interrupted := gens[0]
-	if db.ckptPending == nil || db.ckptPending.v0 != interrupted.v0 || db.ckptPending.seq != 2 {
+	if db.ckptPending == nil || db.ckptPending.v0 != interrupted.v0 || len(db.ckptPending.parts) != 2 {
 		t.Fatalf("the open does not resume the interrupted checkpoint: %+v", db.ckptPending)
 	}
 	if err := db.Checkpoint(); err != nil {
