@@ -49,13 +49,7 @@ func TestHeartbeat_OpenSessionOutlivesTwoLeasePeriods(t *testing.T) {
 // presumed aborted), and maintenance publishes the real outcome, which
 // the client's retry replays.
 func TestAmbiguity_BareDecisionConflictKeepsSessionCommitStarted(t *testing.T) {
-	e := newEnv(t)
-	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{})
-	createTable(t, a, "t")
-	sid := begin(t, a, alice, time.Minute)
-	stage(t, a, sid, "t", `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
-	id := receipt.Bind(alice, "", sid)
+	e, hs, a, sid, id := counterSessionOnHooks(t)
 	bareDecisionConflict(hs, id)
 	wantPending(t, commit(t, a, sid, ""), id)
 	if rec, _ := record(t, e.db, id); rec.State != receipt.Started {
@@ -131,13 +125,7 @@ func TestAbort_SessionConflictPublicationFailureRecoversExactEnvelope(t *testing
 func TestCreation_AmbiguousCommitWriteIsTypedPendingAndConverges(t *testing.T) {
 	for _, landed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
-			e := newEnv(t)
-			hs := &hookStore{Store: e.db}
-			a := e.openOn(hs, receipt.Options{})
-			createTable(t, a, "t")
-			sid := begin(t, a, alice, time.Minute)
-			stage(t, a, sid, "t", `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
-			id := receipt.Bind(alice, "", sid)
+			e, hs, a, sid, id := counterSessionOnHooks(t)
 			hs.onApply(func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool) {
 				if !putsKey(b, engine.NSReceipt.Key(id)) {
 					return 0, nil, false
@@ -187,4 +175,18 @@ func TestSession_CommitAfterTheTableWasDroppedIsNotApplied(t *testing.T) {
 	}
 	_, _, err := a.StageSession(ctx, alice, sid, one("t", mustBatch(t, `{"deletes":["x"]}`)))
 	wantCode(t, err, code.SessionCommitted)
+}
+
+// counterSessionOnHooks opens a service on a hookStore (its writes can be
+// failed or held) with table "t", and begins a session of alice that
+// stages one $inc of ctr; id is its commit's receipt (keyless commit).
+func counterSessionOnHooks(t *testing.T) (e *env, hs *hookStore, a *receipt.Service, sid, id string) {
+	t.Helper()
+	e = newEnv(t)
+	hs = &hookStore{Store: e.db}
+	a = e.openOn(hs, receipt.Options{})
+	createTable(t, a, "t")
+	sid = begin(t, a, alice, time.Minute)
+	stage(t, a, sid, "t", `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
+	return e, hs, a, sid, receipt.Bind(alice, "", sid)
 }
