@@ -92,7 +92,7 @@ func (pc *procChaos) sendSession(key, node int, wait string) string {
 		headers = append(headers, "Prefer", wait)
 	}
 	r, err := c.Try("POST", "/v1/sessions/"+s.id+"/commit", nil, headers...)
-	if err != nil || !terminal(r) && !sessionAborted(r) {
+	if err != nil || apitest.TerminalOutcome(r) == "" && !sessionAborted(r) {
 		return ""
 	}
 	a := fmt.Sprintf("%d %s", r.Status, bytes.TrimSpace(r.Body))

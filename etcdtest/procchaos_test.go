@@ -178,7 +178,7 @@ func (pc *procChaos) send(key, node int, wait string) string {
 	}
 	body := `{"transforms":[{"id":"ctr-` + fmt.Sprint(key) + `","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
 	r, err := pc.client(node).Try("POST", "/v1/tables/t/batch", body, headers...)
-	if err != nil || !terminal(r) {
+	if err != nil || apitest.TerminalOutcome(r) == "" {
 		return ""
 	}
 	a := fmt.Sprintf("%d %s", r.Status, bytes.TrimSpace(r.Body))
@@ -186,18 +186,6 @@ func (pc *procChaos) send(key, node int, wait string) string {
 	pc.answers[key] = append(pc.answers[key], a)
 	pc.mu.Unlock()
 	return a
-}
-
-// terminal reports whether r is a receipt's terminal answer: a 201, or a
-// problem whose outcome is final.
-func terminal(r *apitest.Response) bool {
-	if r.Status == 201 {
-		return true
-	}
-	var p struct {
-		Outcome string `json:"outcome"`
-	}
-	return json.Unmarshal(r.Body, &p) == nil && (p.Outcome == "aborted" || p.Outcome == "not_applied") && r.Status != 503
 }
 
 func (pc *procChaos) schedule(rng *rand.Rand, d time.Duration) map[string]int {

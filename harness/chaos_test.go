@@ -130,33 +130,11 @@ func (k *chaosKey) record(r *apitest.Response, err error) {
 // firstTerminal is the index of k's first terminal answer (-1: none).
 func (k *chaosKey) firstTerminal() int {
 	for i, r := range k.answers {
-		if r != nil && terminalOutcome(r) != "" {
+		if r != nil && apitest.TerminalOutcome(r) != "" {
 			return i
 		}
 	}
 	return -1
-}
-
-// terminalOutcome is "committed", "aborted" or "not_applied" for a terminal
-// keyed answer, "" for anything a retry with the same key may change:
-// every answer that says to retry with the same key (in progress,
-// overloaded, pending, unavailable, internal) is not stored — a 503
-// unavailable says not_applied truly, and the retry may then apply it.
-func terminalOutcome(r *apitest.Response) string {
-	if r.Status == 201 {
-		return "committed"
-	}
-	var p apitest.Problem
-	if r.Header.Get("Content-Type") != "application/problem+json" || json.Unmarshal(r.Body, &p) != nil {
-		return ""
-	}
-	if p.RetryWith == "same_key" {
-		return ""
-	}
-	if p.Outcome == "aborted" || p.Outcome == "not_applied" {
-		return p.Outcome
-	}
-	return ""
 }
 
 // stream is the client workload against the crashing process.
@@ -315,7 +293,7 @@ func runChaos(t *testing.T, v chaosVariant, seed uint64) {
 		if f < 0 {
 			continue // reported by checkKeyAnswers
 		}
-		o := terminalOutcome(k.answers[f])
+		o := apitest.TerminalOutcome(k.answers[f])
 		outcomes[o]++
 		committed[k.key] = o == "committed"
 		if k.answers[0] == nil {
@@ -407,11 +385,11 @@ func convergeKey(t *testing.T, c *apitest.Client, k *chaosKey, deadline time.Tim
 		}
 		r, err := c.Try("POST", path, k.body, "Idempotency-Key", k.key, "Prefer", "wait=5")
 		k.record(r, err)
-		if err == nil && terminalOutcome(r) == "" && r.Status < 500 && r.Status != 409 && r.Status != 429 {
+		if err == nil && apitest.TerminalOutcome(r) == "" && r.Status < 500 && r.Status != 409 && r.Status != 429 {
 			t.Errorf("key %s: unexpected non-terminal answer %d %s", k.key, r.Status, r.Body)
 			return
 		}
-		if err != nil || terminalOutcome(r) == "" {
+		if err != nil || apitest.TerminalOutcome(r) == "" {
 			// An answer that did not wait (pending after an ambiguous
 			// write): poll again shortly, bounded by the deadline.
 			time.Sleep(20 * time.Millisecond)
@@ -457,7 +435,7 @@ func checkKeyAnswers(t *testing.T, k *chaosKey) {
 			t.Errorf("key %s: answer %d before the terminal one is not a same-key retry: %d %v %s", k.key, i, r.Status, r.Header, r.Body)
 		}
 	}
-	if terminalOutcome(first) == "committed" && string(first.Body) != `{"inserted":1,"deleted":0,"transformed":1}` {
+	if apitest.TerminalOutcome(first) == "committed" && string(first.Body) != `{"inserted":1,"deleted":0,"transformed":1}` {
 		t.Errorf("key %s: committed body %s", k.key, first.Body)
 	}
 	for i := f + 1; i < len(k.answers); i++ {
@@ -517,7 +495,7 @@ func checkDocuments(t *testing.T, c *apitest.Client, keys []*chaosKey, committed
 		}
 		c.Do("GET", "/v1/receipts/"+chaosTable+"/"+k.key, nil).JSON(t, 200, &rv)
 		first := k.answers[k.firstTerminal()]
-		if rv.State != "terminal" || rv.Envelope.Status != first.Status || rv.Envelope.Outcome != terminalOutcome(first) {
+		if rv.State != "terminal" || rv.Envelope.Status != first.Status || rv.Envelope.Outcome != apitest.TerminalOutcome(first) {
 			t.Errorf("receipt of %s: %+v; its terminal answer was %d %s", k.key, rv, first.Status, first.Body)
 		}
 	}

@@ -238,3 +238,26 @@ func (r *Response) JSON(t testing.TB, status int, v any) {
 		}
 	}
 }
+
+// TerminalOutcome is "committed", "aborted" or "not_applied" for a
+// receipt's terminal keyed answer — one every retry with the same key gets
+// again — and "" for anything such a retry may change: every answer that
+// says to retry with the same key (in progress, overloaded, pending,
+// unavailable, internal) is not stored. A 503 unavailable says not_applied
+// truly, and the retry may then apply the batch.
+func TerminalOutcome(r *Response) string {
+	if r.Status == 201 {
+		return "committed"
+	}
+	var p Problem
+	if r.Header.Get("Content-Type") != "application/problem+json" || json.Unmarshal(r.Body, &p) != nil {
+		return ""
+	}
+	if p.RetryWith == "same_key" {
+		return ""
+	}
+	if p.Outcome == "aborted" || p.Outcome == "not_applied" {
+		return p.Outcome
+	}
+	return ""
+}
