@@ -35,6 +35,9 @@ type config struct {
 	// failpoint between the two can hold or leave the receipt started.
 	separateDecide bool
 	waitMax        time.Duration
+	// retention and tombRetention: receipt.Options.Retention and
+	// TombstoneRetention (zero: the defaults).
+	retention, tombRetention time.Duration
 	// logger, if set, receives the server's and the service's logs.
 	logger *slog.Logger
 }
@@ -89,7 +92,8 @@ func (n *node) open() {
 		aopts.StoreCollectors, aopts.Health = []prometheus.Collector{enginemetrics.New(db.Stats)}, db.Health
 	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax, WaitMax: n.cfg.waitMax,
-		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide}
+		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide,
+		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention}
 	svc, err := receipt.Open(context.Background(), store, opts)
 	if err != nil {
 		if db != nil {

@@ -71,6 +71,9 @@ const (
 	// different request. Its envelope says not_applied; counted apart, a
 	// client bug does not hide among the batches refused on their merits.
 	outcomeMismatch = "mismatch"
+	// outcomeExpired: 409 idempotency_key_expired, the key reused after
+	// its receipt's retention, refused by its tombstone.
+	outcomeExpired = "expired"
 	// outcomeRejected: an answer without an outcome (refused before a
 	// receipt existed).
 	outcomeRejected = "rejected"
@@ -79,7 +82,7 @@ const (
 // keyedOutcomes are the outcome label's values.
 var keyedOutcomes = []string{
 	receipt.OutcomeCommitted, receipt.OutcomeAborted, receipt.OutcomeNotApplied, receipt.OutcomePending,
-	outcomeMismatch, outcomeRejected,
+	outcomeMismatch, outcomeExpired, outcomeRejected,
 }
 
 // requestLabelsHelp lists the values of the request metrics' labels.
@@ -114,7 +117,7 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_keyed_answers_total", Help: "Keyed batch answers by outcome and whether replayed. " +
 				"outcome: committed, aborted, not_applied, pending (the envelope's outcome), " +
-				"mismatch (422 idempotency_key_mismatch), rejected (refused without an outcome). replayed: true, false.",
+				"mismatch (422 idempotency_key_mismatch), expired (409 idempotency_key_expired), rejected (refused without an outcome). replayed: true, false.",
 		}, []string{"outcome", "replayed"}),
 	}
 	// Every keyed series exists from the start, so that rates over them do
@@ -141,6 +144,9 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 	counter("idem_recovered_total", "Receipts made terminal by recovery maintenance.", func(s receipt.Stats) uint64 { return s.Recovered })
 	counter("idem_decisions_released_total", "Retained 2PC decisions released.", func(s receipt.Stats) uint64 { return s.Released })
 	counter("idem_cleaner_deletions_total", "Receipts deleted by the retention cleaner.", func(s receipt.Stats) uint64 { return s.Cleaned })
+	counter("idem_tombstones_written_total", "Tombstones the cleaner left of the receipts it deleted (the key stays refused until its protection ends).", func(s receipt.Stats) uint64 { return s.Tombstoned })
+	counter("idem_tombstones_cleaned_total", "Tombstones deleted once their key's protection ended.", func(s receipt.Stats) uint64 { return s.TombsCleaned })
+	counter("idem_key_expired_total", "Requests refused with 409 idempotency_key_expired: a key reused after its receipt's retention.", func(s receipt.Stats) uint64 { return s.Expired })
 	sup := func(name, help string, f func(s supStats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(f(supStats(svc.Supervisor().Stats()))) }))
@@ -300,6 +306,8 @@ func (m *metrics) keyed(a receipt.Answer) {
 	switch {
 	case a.Code == code.KeyMismatch:
 		outcome = outcomeMismatch
+	case a.Code == code.KeyExpired:
+		outcome = outcomeExpired
 	case outcome == "":
 		outcome = outcomeRejected
 	}

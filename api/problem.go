@@ -25,7 +25,33 @@ type problem struct {
 	RetryWith     string        `json:"retry_with,omitempty"` // keyed answers only
 	Outcome       string        `json:"outcome,omitempty"`
 	TransactionID string        `json:"transaction_id,omitempty"`
-	Original      *originalJSON `json:"original_receipt,omitempty"` // a 422 key mismatch only
+	Original      *originalJSON `json:"original_receipt,omitempty"` // a 422 key mismatch, a 409 expired key
+	Differences   *diffJSON     `json:"differences,omitempty"`      // a 422 key mismatch whose receipt kept digests
+}
+
+// diffJSON is the differences member of a 422 key mismatch: which entries
+// of this request differ from the original's (receipt.Diff).
+type diffJSON struct {
+	Complete bool            `json:"complete"`
+	Entries  []diffEntryJSON `json:"entries"`
+}
+
+type diffEntryJSON struct {
+	Change string `json:"change"`
+	List   string `json:"list"`
+	Index  int    `json:"index"`
+	ID     string `json:"id,omitempty"`
+}
+
+func diffOf(o *receipt.Original) *diffJSON {
+	if o == nil || o.Diff == nil {
+		return nil
+	}
+	d := &diffJSON{Complete: o.Diff.Complete, Entries: make([]diffEntryJSON, len(o.Diff.Entries))}
+	for i, e := range o.Diff.Entries {
+		d.Entries[i] = diffEntryJSON{Change: e.Change, List: e.List, Index: e.Index, ID: e.ID}
+	}
+	return d
 }
 
 const problemContentType = "application/problem+json"
@@ -96,6 +122,10 @@ type originalJSON struct {
 	TransactionID string `json:"transaction_id"`
 	State         string `json:"state"`
 	Outcome       string `json:"outcome,omitempty"`
+	// Of an expired key (state "expired") only.
+	Completed      *time.Time `json:"completed,omitempty"`
+	ProtectedUntil *time.Time `json:"protected_until,omitempty"`
+	SameRequest    *bool      `json:"same_request,omitempty"`
 }
 
 // envelopeBody renders a keyed answer: the result for a commit, a problem
@@ -108,7 +138,7 @@ func envelopeBody(e receipt.Envelope, orig *receipt.Original) (status int, conte
 	return e.Status, problemContentType, renderJSON(problem{
 		Type: problemTypeBase + string(e.Code), Title: title(e.Code), Status: e.Status, Detail: e.Message,
 		Code: string(e.Code), Retryable: e.Retryable, RetryWith: string(e.RetryWith),
-		Outcome: e.Outcome, TransactionID: e.TxnID, Original: originalOf(orig),
+		Outcome: e.Outcome, TransactionID: e.TxnID, Original: originalOf(orig), Differences: diffOf(orig),
 	})
 }
 
@@ -116,7 +146,12 @@ func originalOf(o *receipt.Original) *originalJSON {
 	if o == nil {
 		return nil
 	}
-	return &originalJSON{TransactionID: o.TxnID, State: o.State.String(), Outcome: o.Outcome}
+	out := &originalJSON{TransactionID: o.TxnID, State: o.State.String(), Outcome: o.Outcome}
+	if o.State == receipt.Expired {
+		done, until, same := o.Completed.UTC(), o.ProtectUntil.UTC(), o.SameRequest
+		out.Completed, out.ProtectedUntil, out.SameRequest = &done, &until, &same
+	}
+	return out
 }
 
 // Response headers of the keyed route.
@@ -125,6 +160,7 @@ const (
 	headerReplayed       = "Idempotent-Replayed"
 	headerTxnID          = "Idem-Transaction-Id"
 	headerRetryAfter     = "Retry-After"
+	headerKeyExpiry      = "Idem-Key-Expiry" // expiry.go
 )
 
 // writeAnswer renders a keyed answer; the caller has set the
@@ -136,6 +172,9 @@ func writeAnswer(w http.ResponseWriter, a receipt.Answer) {
 	}
 	if a.Replayed {
 		h.Set(headerReplayed, "true")
+	}
+	if v := keyExpiry(a.Expiry); v != "" {
+		h.Set(headerKeyExpiry, v)
 	}
 	setRetryAfter(w, a.Status, a.RetryAfter)
 	status, ct, body := envelopeBody(a.Envelope, a.Original)

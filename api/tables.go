@@ -116,10 +116,25 @@ type envelopeJSON struct {
 type receiptJSON struct {
 	TransactionID string        `json:"transaction_id"`
 	State         string        `json:"state"`
-	Created       time.Time     `json:"created"`
+	Created       *time.Time    `json:"created,omitempty"` // not kept by a tombstone
 	Owner         string        `json:"owner,omitempty"`
 	Debt          bool          `json:"debt"`
 	Envelope      *envelopeJSON `json:"envelope,omitempty"`
+	// Terminal and expired receipts: the outcome, when it completed, and
+	// the promise of Idem-Key-Expiry (replay_until: terminal only).
+	Outcome        string     `json:"outcome,omitempty"`
+	Completed      *time.Time `json:"completed,omitempty"`
+	ReplayUntil    *time.Time `json:"replay_until,omitempty"`
+	ProtectedUntil *time.Time `json:"protected_until,omitempty"`
+}
+
+// utcOrNil is t in UTC, or nil when it is zero (omitted).
+func utcOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // getReceipt serves GET /v1/receipts/{table}/{key}: the caller's own
@@ -134,7 +149,12 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := receiptJSON{TransactionID: v.TxnID, State: v.State.String(), Created: v.Created.UTC(), Debt: v.Debt != 0}
+	out := receiptJSON{TransactionID: v.TxnID, State: v.State.String(), Created: utcOrNil(v.Created), Debt: v.Debt != 0,
+		Outcome: v.Outcome, Completed: utcOrNil(v.Completed),
+		ReplayUntil: utcOrNil(v.Expiry.ReplayUntil), ProtectedUntil: utcOrNil(v.Expiry.ProtectUntil)}
+	if v := keyExpiry(v.Expiry); v != "" {
+		w.Header().Set(headerKeyExpiry, v)
+	}
 	if v.Owner != nil && v.State != receipt.Terminal {
 		out.Owner = v.Owner.Node
 	}

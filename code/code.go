@@ -29,6 +29,7 @@ const (
 	TransactionAborted  Code = "transaction_aborted"
 	RequestInProgress   Code = "idempotency_request_in_progress"
 	KeyMismatch         Code = "idempotency_key_mismatch"
+	KeyExpired          Code = "idempotency_key_expired"
 	Overloaded          Code = "overloaded"
 	ReceiptPending      Code = "idempotency_receipt_pending"
 	PayloadTooLarge     Code = "payload_too_large"
@@ -72,6 +73,7 @@ var registry = map[Code]Info{
 	TransactionAborted:  {409, true, NewKey, "Transaction aborted"},
 	RequestInProgress:   {409, true, SameKey, "Request in progress"},
 	KeyMismatch:         {422, false, None, "Idempotency-Key reused with a different request"},
+	KeyExpired:          {409, false, NewKey, "Idempotency-Key expired"},
 	Overloaded:          {429, true, SameKey, "Overloaded"},
 	ReceiptPending:      {503, true, SameKey, "Outcome pending"},
 	PayloadTooLarge:     {413, false, None, "Payload too large"},

@@ -18,10 +18,11 @@ const (
 	NSTable    Namespace = "tbl/v1/"    // documents: <table>/<shard>/<doc>
 	NSMeta     Namespace = "meta/v1/"   // table metadata and engine bookkeeping
 	NSSession  Namespace = "sess/v1/"   // interactive sessions: rec/<id>, and open/<id> while open
+	NSTomb     Namespace = "tomb/v1/"   // what is left of an expired receipt: the 16 bytes of its txn_id
 )
 
 // Namespaces lists every registered namespace.
-var Namespaces = []Namespace{NSReceipt, NSLease, NSExpiry, NSRecovery, NSTxn, NSIntent, NSTable, NSMeta, NSSession}
+var Namespaces = []Namespace{NSReceipt, NSLease, NSExpiry, NSRecovery, NSTxn, NSIntent, NSTable, NSMeta, NSSession, NSTomb}
 
 // Key builds a namespaced key from parts joined by '/'. Parts must not
 // contain '/' unless they are the last part; callers that accept arbitrary

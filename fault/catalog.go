@@ -36,6 +36,7 @@ const (
 	ReceiptTerminalBefore = "receipt/terminal-before"
 	ReceiptReleaseBefore  = "receipt/release-before"
 	ReceiptCleanBefore    = "receipt/clean-before"
+	TombCleanBefore       = "receipt/tomb-clean-before"
 	ReceiptMaintainBefore = "receipt/maintain-before"
 
 	SessionBeginBefore = "session/begin-before"
@@ -86,6 +87,7 @@ var Catalog = []Point{
 	{ReceiptTerminalBefore, "receipt", "lifecycle.publish (receipt/decide.go), before publishing an already decided outcome", "terminal publication fails: recovery publishes the exact envelope later"},
 	{ReceiptReleaseBefore, "receipt", "lifecycle.releaseBatch (receipt/release.go), before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
 	{ReceiptCleanBefore, "receipt", "lifecycle.deleteVictims (receipt/clean.go), before each cleanup Apply", "crash of the cleaner mid-pass"},
+	{TombCleanBefore, "receipt", "lifecycle.cleanTombs (receipt/tombclean.go), before each Apply that deletes tombstones whose protection ended", "crash of the tombstone cleaner mid-chunk: the chunk stays and is walked again"},
 	{ReceiptMaintainBefore, "receipt", "Service.MaintainOnce, at the start of a recovery pass", "a blocked or failing recovery pass (renewal must not depend on it)"},
 	{SessionBeginBefore, "receipt", "lifecycle.beginSession (receipt/session_begin.go), before the write that publishes a new session", "crash before the session exists: begin left no trace"},
 	{SessionStageBefore, "receipt", "lifecycle.writeSession (receipt/session_stage.go), before a staged batch or a first read is made durable", "owner dies mid-session: the session is presumed aborted once its lease expires"},

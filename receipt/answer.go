@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/table"
 )
 
 // Answer is what Execute returns: an envelope and how it was produced.
@@ -27,13 +28,43 @@ type Answer struct {
 	// It belongs to the original request, not to this one: this request
 	// was not applied, whatever became of the original.
 	Original *Original
+	// Expiry is how long the answer replays and the key stays protected:
+	// set on terminal answers, fresh or replayed, and on a refusal of an
+	// expired key (ProtectUntil only).
+	Expiry Expiry
 }
 
-// Original is the state of the receipt a mismatched request collided with.
+// Expiry is the promise a keyed answer carries (DESIGN §4 retention,
+// tombstone.go): until ReplayUntil the same request replays this answer;
+// until ProtectUntil the key never executes again. Both are lower bounds:
+// the cleaner may act later, never sooner. Zero: no promise is made.
+type Expiry struct {
+	ReplayUntil  time.Time
+	ProtectUntil time.Time
+}
+
+// expiryOf is the promise terminal rec makes.
+func (l *lifecycle) expiryOf(rec *Record) Expiry {
+	if rec == nil || rec.State != Terminal || rec.RetainUntil == 0 {
+		return Expiry{}
+	}
+	return Expiry{ReplayUntil: time.UnixMilli(rec.RetainUntil), ProtectUntil: time.UnixMilli(l.protectUntil(rec))}
+}
+
+// Original is the state of the receipt a mismatched request collided
+// with, or — State Expired — what the tombstone of an expired key keeps.
 type Original struct {
 	TxnID   string
 	State   State
 	Outcome string // the terminal outcome; "" while the receipt is not terminal
+	// Of an expired key only: when its receipt completed, until when the
+	// key stays refused, and whether this request is the one it ran.
+	Completed    time.Time
+	ProtectUntil time.Time
+	SameRequest  bool
+	// Diff, on a mismatch, says which of this request's entries differ
+	// from the original's (nil: the receipt kept no digests).
+	Diff *Diff
 }
 
 // Details of the answers that say a retry with the same key converges.
@@ -79,11 +110,25 @@ func answerOverloaded(txnID string, retryAfter time.Duration) Answer {
 		State: Pending, RetryAfter: retryAfter}
 }
 
+// answerExpired refuses a key whose receipt was cleaned: it never executes
+// again while its tombstone lasts. The transaction ID is the key's (the
+// binding makes it the same for any request with the key). The outcome
+// is this request's, not_applied, as for a mismatch: the original's is in
+// Original, with whether this request is the one it ran.
+func answerExpired(t *Tombstone, fp [32]byte) Answer {
+	same := [tombFingerprintBytes]byte(fp[:tombFingerprintBytes]) == t.Fingerprint
+	return Answer{Envelope: fromCode(code.KeyExpired, "this Idempotency-Key's receipt expired; the key stays spent until "+
+		t.ProtectUntil.UTC().Format(time.RFC3339)+": send a new request with a new key", t.TxnID, OutcomeNotApplied),
+		Original: &Original{TxnID: t.TxnID, State: Expired, Outcome: t.Outcome, Completed: t.Completed,
+			ProtectUntil: t.ProtectUntil, SameRequest: same},
+		Expiry: Expiry{ProtectUntil: t.ProtectUntil}}
+}
+
 // answerMismatch refuses a request whose key is bound to another request.
 // Its envelope carries no transaction ID: this request has none, and the
 // original's belongs in Original, beside its own state.
-func answerMismatch(txnID string, rec *Record) Answer {
-	o := &Original{TxnID: txnID, State: rec.State}
+func answerMismatch(txnID string, rec *Record, b *table.Batch) Answer {
+	o := &Original{TxnID: txnID, State: rec.State, Diff: diffEntries(rec.Entries, rec.Lists, b)}
 	if rec.State == Terminal {
 		o.Outcome = EnvelopeOf(rec, txnID).Outcome // legacy schemas too
 	}

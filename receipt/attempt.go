@@ -46,6 +46,9 @@ type attempt struct {
 	// that write is durable.
 	alongside func(b *engine.Batch) error
 	published func()
+	// final is the terminal record the latest terminal write built: its
+	// retention and protection are the promise of the answer it produced.
+	final *Record
 }
 
 // claimWrite is what a write does to the receipt's lease claim.

@@ -76,6 +76,12 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 		var victims []victim
 		for _, it := range items {
 			scanned++
+			if chunk, ok := tombChunkOf(it); ok {
+				if _, err := l.cleanTombs(ctx, jobVer, chunk, now); err != nil {
+					return cleaned, nil, err
+				}
+				continue
+			}
 			if v, ok := l.cleanable(ctx, it); ok {
 				victims = append(victims, v)
 			}
@@ -95,17 +101,18 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 
 // cleanPageMax is how many expiry entries one pass reads, and so at most
 // deletes with one Apply: CleanBatchMax, or fewer where the store takes
-// less per call. A victim costs at most three deletes (entry, receipt,
-// decision) and three conditions (their versions, the absent coordinator
-// record); the batch adds the job-lease fence.
+// less per call. A victim costs at most four writes (entry, receipt and
+// decision deleted, tombstone put) and three conditions (their versions,
+// the absent coordinator record); the batch adds the job-lease fence and
+// its tombstones' chunk.
 func (l *lifecycle) cleanPageMax() int {
 	lim := l.store.Limits()
-	return min(CleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 0, 1))
+	return min(CleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 1, 1))
 }
 
 // The most one victim adds to a cleanup batch (see deleteVictims).
 const (
-	victimOpsMax   = 3
+	victimOpsMax   = 4
 	victimCondsMax = 3
 )
 
@@ -118,7 +125,8 @@ type victim struct {
 	session  bool
 	rcptVer  engine.Version // the receipt's, or the session record's
 	entryVer engine.Version
-	steps    int // a session's steps, which may outlive it (session_steps.go)
+	tomb     *Tombstone // what the receipt leaves behind (nil: nothing)
+	steps    int        // a session's steps, which may outlive it (session_steps.go)
 }
 
 func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool) {
@@ -147,6 +155,9 @@ func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool
 		return v, true // an entry the receipt no longer points at
 	}
 	v.receipt, v.rcptVer = true, ver
+	if rec.State == Terminal {
+		v.tomb, _ = l.tombstoneOf(id, rec)
+	}
 	return v, true
 }
 
@@ -195,12 +206,17 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 			b = new(engine.Batch)
 		}
 		receipts := 0
+		var chunk tombChunk
 		for _, v := range vs {
 			b.AtVersion(v.entry, v.entryVer).Delete(v.entry)
 			switch {
 			case v.receipt:
 				b.AtVersion(receiptKey(v.id), v.rcptVer).Delete(receiptKey(v.id))
 				twopc.ReleaseInto(b, v.id)
+				if v.tomb != nil {
+					b.Put(tombKey(v.id), encodeTomb(v.tomb))
+					chunk.add(v.tomb)
+				}
 				receipts++
 			case v.session:
 				b.AtVersion(sessionKey(v.id), v.rcptVer).Delete(sessionKey(v.id))
@@ -210,10 +226,12 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 		if err := fault.Inject(fault.ReceiptCleanBefore); err != nil {
 			return 0, err
 		}
+		chunk.into(b)
 		_, err := l.store.Apply(ctx, b)
 		switch classifyWrite(err, lease.JobKey(cleanerJob)) {
 		case writeDone:
 			l.stats.cleaned.Add(uint64(receipts))
+			l.stats.tombstoned.Add(uint64(chunk.len()))
 			return receipts, nil
 		case writeFenced: // a newer incarnation's cleaner holds the job
 			l.stats.fenced.Add(1)

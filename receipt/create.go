@@ -51,12 +51,15 @@ func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadli
 func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *code.Error) (Answer, error) {
 	env := notApplied(refusal, a.id)
 	rec := a.rec
-	rec.State, rec.Completed, rec.Envelope, rec.Request = Terminal, l.clock.Now().UnixMilli(), env.stored(), nil
+	now := l.clock.Now()
+	rec.State, rec.Completed, rec.Envelope, rec.Request = Terminal, now.UnixMilli(), env.stored(), nil
+	rec.ProtectUntil = l.promise(now, rec.RetainUntil)
 	val, err := EncodeRecord(rec)
 	if err != nil {
 		return Answer{}, err
 	}
-	b := new(engine.Batch).Absent(receiptKey(a.id)).Put(receiptKey(a.id), val).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	b := l.absentReceipt(a.id).Put(receiptKey(a.id), val).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	a.final = rec
 	if a.alongside != nil {
 		if err := a.alongside(b); err != nil {
 			return l.stuck(a, classifyStep(err), err)
@@ -72,6 +75,17 @@ func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *c
 	a.publishedOnce()
 	l.countTerminal(env)
 	return Answer{Envelope: env, Terminal: true}, nil
+}
+
+// absentReceipt starts the write that publishes receipt id: conditioned
+// on its absence, and on the absence of its tombstone — the proof, not
+// the lookup before it, that an expired key never executes again.
+func (l *lifecycle) absentReceipt(id string) *engine.Batch {
+	b := new(engine.Batch).Absent(receiptKey(id))
+	if k := tombKey(id); k != nil {
+		b.Absent(k)
+	}
+	return b
 }
 
 // createPending publishes a pending receipt when no executor slot is free:
@@ -118,7 +132,7 @@ func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn
 // the active set — before the write that publishes it (DESIGN §7).
 func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, error) {
 	a.claim, a.until = claimPublished, now.Add(l.opts.LeaseTTL)
-	b := new(engine.Batch).Absent(receiptKey(a.id))
+	b := l.absentReceipt(a.id)
 	a.held = lease.ClaimNew(b, a.id, l.owner, a.until)
 	claim := a.held.Claim()
 	rec := a.rec

@@ -107,6 +107,7 @@ func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*eng
 	t := *a.rec
 	t.State, t.Request, t.Completed, t.Envelope = Terminal, nil, now.UnixMilli(), env.stored()
 	t.RetainUntil = now.Add(l.opts.Retention).UnixMilli()
+	t.ProtectUntil = l.promise(now, t.RetainUntil)
 	if l.owesVisibility(a) {
 		t.Debt |= VisibilityDebt
 	} else {
@@ -119,6 +120,7 @@ func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*eng
 		return nil, err
 	}
 	b.Put(receiptKey(a.id), val)
+	a.final = &t
 	if t.RetainUntil != a.rec.RetainUntil {
 		b.Delete(expiryKey(a.rec.RetainUntil, a.id)).Put(expiryKey(t.RetainUntil, a.id), nil)
 	}

@@ -17,6 +17,9 @@ type found struct {
 	exists      bool  // a receipt is stored under the key
 	sameRequest bool  // its fingerprint is this request's
 	state       State // its state (when it exists)
+	// expired: no receipt, but a tombstone: the key's receipt was cleaned
+	// after its retention and the key is still protected.
+	expired bool
 	// refuses says the store accepts no writes (it fail-stopped, or is
 	// closing): only what needs no write can be answered.
 	refuses bool
@@ -41,6 +44,10 @@ const (
 	// actUnavailablePending: a receipt that is not terminal, and the store
 	// cannot advance it: 503 unavailable, pending.
 	actUnavailablePending
+	// actExpired: the key's receipt was cleaned and its tombstone protects
+	// it: 409 idempotency_key_expired, never a new execution (whatever
+	// the request: the key is spent).
+	actExpired
 )
 
 // dispatch decides what a keyed request does with what its lookup found.
@@ -48,6 +55,8 @@ const (
 // mismatches: neither writes.
 func dispatch(f found) action {
 	switch {
+	case !f.exists && f.expired:
+		return actExpired
 	case !f.exists && f.refuses:
 		return actUnavailable
 	case !f.exists:

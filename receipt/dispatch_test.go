@@ -34,6 +34,8 @@ func TestDispatch_EveryLookupOutcomeHasItsAction(t *testing.T) {
 		{"§3 fail-stop: a mismatch needs no write", found{exists: true, state: Started, refuses: true}, actMismatch},
 		{"§3 fail-stop: pending cannot advance: unavailable, pending", found{exists: true, sameRequest: true, state: Pending, refuses: true}, actUnavailablePending},
 		{"§3 fail-stop: started cannot advance: unavailable, pending", found{exists: true, sameRequest: true, state: Started, refuses: true}, actUnavailablePending},
+		{"tombstone: a cleaned key is refused, never created again", found{expired: true}, actExpired},
+		{"tombstone: the refusal needs no write", found{expired: true, refuses: true}, actExpired},
 	} {
 		if got := dispatch(tc.f); got != tc.want {
 			t.Errorf("%s: dispatch(%+v) = %d, want %d", tc.design, tc.f, got, tc.want)
@@ -48,23 +50,29 @@ func TestDispatch_InvariantsHoldOverEveryInput(t *testing.T) {
 		for _, same := range []bool{false, true} {
 			for _, st := range []State{Pending, Started, Terminal} {
 				for _, refuses := range []bool{false, true} {
-					f := found{exists: exists, sameRequest: same, state: st, refuses: refuses}
-					if !exists {
-						f.sameRequest, f.state = false, 0 // nothing was read
-					}
-					a := dispatch(f)
-					where := fmt.Sprintf("dispatch(%+v) = %d", f, a)
-					switch {
-					case a == actCreate && (exists || refuses):
-						t.Errorf("§5.3 only an absent receipt is created, on a store that takes writes: %s", where)
-					case a == actReplay && !(exists && same && st == Terminal):
-						t.Errorf("§5.3 only a terminal receipt of the same request replays: %s", where)
-					case exists && !same && a != actMismatch:
-						t.Errorf("§5.3 another request's receipt is a mismatch in any state: %s", where)
-					case a == actTakeOver && (refuses || st == Terminal):
-						t.Errorf("§4 only a mutable receipt is advanced, on a store that takes writes: %s", where)
-					case refuses && (a == actCreate || a == actTakeOver):
-						t.Errorf("§3 a store that refuses writes is not written: %s", where)
+					for _, expired := range []bool{false, true} {
+						f := found{exists: exists, sameRequest: same, state: st, refuses: refuses, expired: expired}
+						if !exists {
+							f.sameRequest, f.state = false, 0 // nothing was read
+						} else {
+							f.expired = false // the tombstone is read only for an absent receipt
+						}
+						a := dispatch(f)
+						where := fmt.Sprintf("dispatch(%+v) = %d", f, a)
+						switch {
+						case a == actCreate && (exists || refuses):
+							t.Errorf("§5.3 only an absent receipt is created, on a store that takes writes: %s", where)
+						case a == actReplay && !(exists && same && st == Terminal):
+							t.Errorf("§5.3 only a terminal receipt of the same request replays: %s", where)
+						case exists && !same && a != actMismatch:
+							t.Errorf("§5.3 another request's receipt is a mismatch in any state: %s", where)
+						case a == actTakeOver && (refuses || st == Terminal):
+							t.Errorf("§4 only a mutable receipt is advanced, on a store that takes writes: %s", where)
+						case refuses && (a == actCreate || a == actTakeOver):
+							t.Errorf("§3 a store that refuses writes is not written: %s", where)
+						case f.expired && a != actExpired:
+							t.Errorf("a key its tombstone protects never executes again: %s", where)
+						}
 					}
 				}
 			}

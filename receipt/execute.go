@@ -42,28 +42,34 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		var plan planner // the metadata-carrying one on a MultiGetter store; else planRequest, made at a create
 		var rec *Record
 		var ver engine.Version
+		var tomb *Tombstone
 		var err error
 		if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
-			// The receipt and the table's metadata in one round trip on a
-			// store that reads several keys at once (etcd): a new key
-			// needs both. (On the local engine reads cost no round trip,
-			// and a replay would pay for the metadata for nothing.)
+			// The receipt, its tombstone and the table's metadata in one
+			// round trip on a store that reads several keys at once
+			// (etcd): a new key needs all three. (On the local engine
+			// reads cost no round trip, and a replay would pay for the
+			// metadata for nothing.)
 			var meta engine.Item
-			rec, ver, meta, err = s.loadWithMeta(ctx, id, req.Principal, req.Table)
+			rec, ver, tomb, meta, err = s.loadWithMeta(ctx, id, req.Principal, req.Table)
 			plan = s.planRequestWith(req, meta)
 		} else {
-			rec, ver, err = s.load(ctx, id)
+			rec, ver, tomb, err = s.loadOrTomb(ctx, id)
 		}
 		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			return Answer{}, err
 		}
-		f := found{exists: err == nil, refuses: s.refusesWrites() != nil}
+		f := found{exists: rec != nil, expired: tomb != nil, refuses: s.refusesWrites() != nil}
 		if f.exists {
 			f.sameRequest, f.state = bytes.Equal(rec.Fingerprint, fp[:]), rec.State
 		}
 		var ans Answer
 		act := dispatch(f)
-		if ans, ok := s.settledAnswer(act, id, rec); ok {
+		if act == actExpired {
+			s.stats.expired.Add(1)
+			return answerExpired(tomb, fp), nil
+		}
+		if ans, ok := s.settledAnswer(act, id, rec, req.Batch); ok {
 			if act == actReplay && fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
 				_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch) // planted bug: the harness must catch it
 			}
@@ -72,13 +78,16 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		switch act {
 		case actCreate:
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-				Key: req.Key, Fingerprint: fp[:], Request: canon}}
+				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests(), Lists: listsOf(req.Batch)}}
 			if plan == nil {
 				plan = s.planRequest(req)
 			}
 			ans, err = s.create(ctx, a, plan, deadline)
+			s.promised(&ans, a)
 		case actTakeOver:
-			ans, err = s.takeOver(ctx, &attempt{id: id, rec: rec, ver: ver}, deadline)
+			a := &attempt{id: id, rec: rec, ver: ver}
+			ans, err = s.takeOver(ctx, a, deadline)
+			s.promised(&ans, a)
 		}
 		if errors.Is(err, errRetry) {
 			continue
@@ -93,8 +102,9 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 // settledAnswer is the answer of a lookup whose action leaves the receipt
 // as it is — the store refuses writes, the key is bound to another
 // request, or the receipt is terminal and replays — and ok=false for the
-// actions that work on it (create, take over).
-func (l *lifecycle) settledAnswer(act action, id string, rec *Record) (ans Answer, ok bool) {
+// actions that work on it (create, take over). b is the request's batch,
+// for a mismatch to say what differs (nil: a session's commit).
+func (l *lifecycle) settledAnswer(act action, id string, rec *Record, b *table.Batch) (ans Answer, ok bool) {
 	switch act {
 	case actUnavailable:
 		return answerUnavailable(id, false), true
@@ -102,12 +112,20 @@ func (l *lifecycle) settledAnswer(act action, id string, rec *Record) (ans Answe
 		return answerUnavailable(id, true), true
 	case actMismatch:
 		l.stats.mismatches.Add(1)
-		return answerMismatch(id, rec), true
+		return answerMismatch(id, rec, b), true
 	case actReplay:
 		l.stats.replayed.Add(1)
-		return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true}, true
+		return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true, Expiry: l.expiryOf(rec)}, true
 	}
 	return Answer{}, false
+}
+
+// promised gives a terminal answer that a's steps produced the promise of
+// the record they made terminal (a.final).
+func (l *lifecycle) promised(ans *Answer, a *attempt) {
+	if ans.Terminal && ans.Expiry == (Expiry{}) {
+		ans.Expiry = l.expiryOf(a.final)
+	}
 }
 
 // invalid answers a request that is malformed on its own: 400, no

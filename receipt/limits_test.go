@@ -48,6 +48,14 @@ func TestStoreLimits_EveryBatchFitsTheStore(t *testing.T) {
 	if cleaned != receipts {
 		t.Fatalf("cleaned %d receipts, want %d", cleaned, receipts)
 	}
+	// Their tombstones, once the keys' protection ended, in chunks.
+	e.clock.Advance(receipt.TombstoneRetentionDefault)
+	if _, err := svc.CleanOnce(ctx); err != nil {
+		t.Fatalf("clean tombstones: %v", err)
+	}
+	if got := svc.Stats().TombsCleaned; got != receipts {
+		t.Fatalf("cleaned %d tombstones, want %d", got, receipts)
+	}
 	if got := svc.Stats().Released; got == 0 {
 		t.Fatal("maintenance released no decision")
 	}

@@ -26,6 +26,13 @@ type Options struct {
 	SafetyMargin time.Duration
 	// Retention is how long terminal receipts are kept (default 24h).
 	Retention time.Duration
+	// TombstoneRetention is how long after its completion a receipt's key
+	// stays protected (default TombstoneRetentionDefault): once Retention
+	// ends the cleaner leaves a tombstone, and the key is refused as
+	// idempotency_key_expired instead of executing again. Negative opts
+	// out: an expired key is a new request, as in most idempotency
+	// systems. A value not above Retention leaves no tombstones.
+	TombstoneRetention time.Duration
 	// ExecutorMax bounds concurrently executing receipts (default 256).
 	ExecutorMax int
 	// WaitMax caps Request.Wait (default 30s).
@@ -80,6 +87,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// TombstoneRetentionDefault is how long a key stays protected after its
+// receipt completed, by default.
+const TombstoneRetentionDefault = 30 * 24 * time.Hour
+
 // Bounds of the service's own loops.
 const (
 	// ExecuteAttemptsMax bounds the lookup/create rounds of one Execute.
@@ -125,6 +136,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Retention <= 0 {
 		o.Retention = 24 * time.Hour
+	}
+	if o.TombstoneRetention == 0 {
+		o.TombstoneRetention = TombstoneRetentionDefault
 	}
 	if o.ExecutorMax <= 0 {
 		o.ExecutorMax = 256

@@ -21,6 +21,9 @@ const (
 	Started State = 2
 	// Terminal: immutable, holds the complete envelope.
 	Terminal State = 3
+	// Expired is never stored in a record: it is what a view or an answer
+	// reports of a key whose receipt the cleaner replaced by its tombstone.
+	Expired State = 4
 )
 
 func (s State) String() string {
@@ -31,6 +34,8 @@ func (s State) String() string {
 		return "started"
 	case Terminal:
 		return "terminal"
+	case Expired:
+		return "expired"
 	}
 	return "unknown"
 }
@@ -78,6 +83,17 @@ type Record struct {
 	// Request is then the session's table.Staging, CBOR), or "" for a
 	// keyed batch.
 	Session string `cbor:"16,keyasint,omitempty"`
+	// ProtectUntil (unix ms, terminal receipts) is when the key may
+	// execute again: until then, after RetainUntil, its tombstone refuses
+	// it. Zero in records written before tombstones (tombstone.go).
+	ProtectUntil int64 `cbor:"17,keyasint,omitempty"`
+	// Entries are the digests of the request's first entries
+	// (table.EntryDigests) and Lists how many entries each of its lists
+	// had: what a mismatch needs to say which entries differ
+	// (entrydiff.go) once the request itself is dropped. Keyed batches
+	// only.
+	Entries []byte `cbor:"18,keyasint,omitempty"`
+	Lists   []int  `cbor:"19,keyasint,omitempty"`
 }
 
 // StoredEnvelope is the complete terminal answer (the transaction ID is the

@@ -23,7 +23,7 @@ import (
 func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	ctx := context.Background()
 	db, clock := internalStore(t)
-	s, err := Open(ctx, db, Options{Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1,
+	s, err := Open(ctx, db, Options{Clock: clock, Retention: time.Hour, TombstoneRetention: -1, MaintainInterval: -1, CleanInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -159,19 +160,34 @@ func (s *Service) SessionTTLMax() time.Duration { return s.opts.SessionTTLMax }
 // load reads and decodes a receipt.
 // loadWithMeta is load, reading principal's table metadata item in the
 // same round trip (engine.GetAll): a new key's plan needs it.
-func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, engine.Version, engine.Item, error) {
-	items, err := engine.GetAll(ctx, s.store, receiptKey(id), table.MetaKey(principal, tbl))
+func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, engine.Version, *Tombstone, engine.Item, error) {
+	items, err := engine.GetAll(ctx, s.store, receiptKey(id), table.MetaKey(principal, tbl), tombKey(id))
 	if err != nil {
-		return nil, 0, engine.Item{}, err
+		return nil, 0, nil, engine.Item{}, err
 	}
 	if items[0].Version == 0 {
-		return nil, 0, items[1], engine.ErrNotFound
+		if items[2].Version == 0 {
+			return nil, 0, nil, items[1], engine.ErrNotFound
+		}
+		t, err := decodeTomb(id, items[2].Value)
+		return nil, 0, t, items[1], err
 	}
 	rec, err := DecodeRecord(items[0].Value)
 	if err != nil {
-		return nil, 0, engine.Item{}, err
+		return nil, 0, nil, engine.Item{}, err
 	}
-	return rec, items[0].Version, items[1], nil
+	return rec, items[0].Version, nil, items[1], nil
+}
+
+// loadOrTomb loads receipt id or, when there is none, its tombstone;
+// engine.ErrNotFound when there is neither.
+func (l *lifecycle) loadOrTomb(ctx context.Context, id string) (*Record, engine.Version, *Tombstone, error) {
+	rec, ver, err := l.load(ctx, id)
+	if !errors.Is(err, engine.ErrNotFound) {
+		return rec, ver, nil, err
+	}
+	t, err := l.loadTomb(ctx, id)
+	return nil, 0, t, err
 }
 
 func (l *lifecycle) load(ctx context.Context, id string) (*Record, engine.Version, error) {

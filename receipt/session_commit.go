@@ -64,19 +64,25 @@ func (s *Service) CommitSession(ctx context.Context, req CommitRequest) (Answer,
 	fp := sessionFingerprint(req.Session)
 	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
 	for round := 0; round < ExecuteAttemptsMax; round++ {
-		rec, ver, err := s.load(ctx, id)
+		rec, ver, tomb, err := s.loadOrTomb(ctx, id)
 		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			return Answer{}, err
 		}
 		var ans Answer
-		if err != nil {
+		switch {
+		case tomb != nil:
+			s.stats.expired.Add(1)
+			return answerExpired(tomb, fp), nil
+		case rec == nil:
 			ans, err = s.commitNew(ctx, req, id, key, fp, deadline)
-		} else {
+		default:
 			f := found{exists: true, refuses: s.refusesWrites() != nil, sameRequest: string(rec.Fingerprint) == string(fp[:]), state: rec.State}
-			if ans, ok := s.settledAnswer(dispatch(f), id, rec); ok {
+			if ans, ok := s.settledAnswer(dispatch(f), id, rec, nil); ok {
 				return ans, nil
 			}
-			ans, err = s.takeOver(ctx, &attempt{id: id, rec: rec, ver: ver}, deadline)
+			a := &attempt{id: id, rec: rec, ver: ver}
+			ans, err = s.takeOver(ctx, a, deadline)
+			s.promised(&ans, a)
 		}
 		if errors.Is(err, errRetry) {
 			continue
@@ -135,7 +141,9 @@ func (s *Service) commitNew(ctx context.Context, req CommitRequest, id, key stri
 		s.ended(sa.id, sa.rec.Steps, inline)
 		s.stats.sessCommitted.Add(1)
 	}
-	return s.create(ctx, a, s.planSession(req.Principal, full), deadline)
+	ans, err := s.create(ctx, a, s.planSession(req.Principal, full), deadline)
+	s.promised(&ans, a)
+	return ans, err
 }
 
 // endCommitted adds to the write that publishes commit receipt a the end
@@ -164,7 +172,7 @@ func (s *Service) replayCommit(ctx context.Context, sess *SessionRecord) (Answer
 		return answerInProgress(sess.TxnID, rec.State, s.retryAfter()), nil
 	}
 	s.stats.replayed.Add(1)
-	return Answer{Envelope: EnvelopeOf(rec, sess.TxnID), Terminal: true, Replayed: true}, nil
+	return Answer{Envelope: EnvelopeOf(rec, sess.TxnID), Terminal: true, Replayed: true, Expiry: s.expiryOf(rec)}, nil
 }
 
 // planSession plans the commit of staging st: the documents as the

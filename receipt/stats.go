@@ -23,6 +23,9 @@ type Stats struct {
 	Recovered      uint64 // receipts made terminal by maintenance
 	Released       uint64 // retained decisions released
 	Cleaned        uint64 // receipts deleted by the retention cleaner
+	Tombstoned     uint64 // ... of which left a tombstone
+	TombsCleaned   uint64 // tombstones deleted once their key's protection ended
+	Expired        uint64 // 409 idempotency_key_expired answers
 	ExecutorBusy   int64  // executor slots in use now
 	// ExecutorBusyReceipts and ExecutorBusySessions split ExecutorBusy by
 	// what holds the slots: receipts (keyed batches and session commits),
@@ -39,6 +42,7 @@ type Stats struct {
 type counters struct {
 	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
+	tombstoned, tombsCleaned, expired                  atomic.Uint64
 	sessBegun, sessCommitted, sessAborted, sessExpired atomic.Uint64
 }
 
@@ -50,6 +54,7 @@ func (s *Service) Stats() Stats {
 		InProgress: c.inProgress.Load(), PendingAnswers: c.pending.Load(), Overloaded: c.overloaded.Load(),
 		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
+		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Expired: c.expired.Load(),
 		ExecutorBusy:         int64(len(s.exec)),
 		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
 		ExecutorBusySessions: s.busy[lease.KindSession].Load(),

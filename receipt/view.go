@@ -9,18 +9,25 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
-// View is an operator's view of a receipt.
+// View is an operator's view of a receipt, or of the tombstone left of it
+// (State Expired).
 type View struct {
-	TxnID    string
-	State    State
-	Owner    *lease.Claim
-	Created  time.Time
-	Envelope *Envelope // terminal receipts only
-	Debt     Debt
+	TxnID     string
+	State     State
+	Owner     *lease.Claim
+	Created   time.Time // zero for a tombstone, which does not keep it
+	Completed time.Time // terminal and expired only
+	Envelope  *Envelope // terminal receipts only
+	Outcome   string    // terminal and expired: the broad outcome
+	Debt      Debt
+	// Expiry is the promise of a terminal receipt, or what is left of it
+	// for an expired one (ProtectUntil).
+	Expiry Expiry
 }
 
 // Lookup returns the receipt of (principal, table, key): its state and, if
-// terminal, its envelope. A missing receipt is engine.ErrNotFound.
+// terminal, its envelope; or, once the cleaner replaced it by a tombstone,
+// that it expired. Neither is engine.ErrNotFound.
 func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View, error) {
 	if !ValidKey(key) {
 		return View{}, code.Errorf(code.InvalidKey, "Idempotency-Key must be 1..%d visible ASCII characters", KeyBytesMax)
@@ -29,14 +36,21 @@ func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View,
 		return View{}, table.InvalidTableName(tbl)
 	}
 	id := Bind(principal, tbl, key)
-	rec, _, err := s.load(ctx, id)
+	rec, _, tomb, err := s.loadOrTomb(ctx, id)
 	if err != nil {
 		return View{}, err
+	}
+	if tomb != nil {
+		return View{TxnID: id, State: Expired, Completed: tomb.Completed, Outcome: tomb.Outcome,
+			Expiry: Expiry{ProtectUntil: tomb.ProtectUntil}}, nil
 	}
 	v := View{TxnID: id, State: rec.State, Owner: rec.Owner, Created: time.UnixMilli(rec.Created), Debt: rec.Debt}
 	if rec.State == Terminal {
 		e := EnvelopeOf(rec, id)
-		v.Envelope = &e
+		v.Envelope, v.Outcome, v.Expiry = &e, e.Outcome, s.expiryOf(rec)
+		if rec.Completed != 0 {
+			v.Completed = time.UnixMilli(rec.Completed)
+		}
 	} else if st, err := lease.Read(ctx, s.store, id); err == nil && st.ClaimVersion != 0 {
 		v.Owner = &st.Claim
 	}

@@ -69,9 +69,10 @@ func (r Result) AppendJSON(dst []byte) []byte {
 
 // canonBatch is what validation computed, once.
 type canonBatch struct {
-	err   *code.Error
-	docs  [][]byte // canonical document of each insert
-	bytes []byte   // canonical encoding of the whole batch
+	err     *code.Error
+	docs    [][]byte // canonical document of each insert
+	bytes   []byte   // canonical encoding of the whole batch
+	digests []byte   // EntryDigests
 }
 
 // docCount is the number of documents the batch touches.

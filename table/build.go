@@ -31,6 +31,7 @@ func (b *Batch) build(f *forms) *canonBatch {
 		out = b.appendTransforms(out, f)
 	}
 	c.bytes = append(out, '}')
+	c.digests = b.entryDigests(c.bytes)
 	return c
 }
 

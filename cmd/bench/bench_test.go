@@ -137,7 +137,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
 			"http/http-floor/"+c, "http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
-	want = append(want, "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-docs/1", "renewal/renewal/1")
+	want = append(want, "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
 	if os.Getenv("IDEM_BENCH_PG") == "" {
 		want = append(want, "peer/skipped/0")
 	} else {
@@ -187,6 +187,11 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 		}
 		if e, _ := r["envelope_bytes"].(float64); e != reopenEnvelopeBytes {
 			t.Errorf("reopen envelope_bytes = %v, want %d", r["envelope_bytes"], reopenEnvelopeBytes)
+		}
+	}
+	if r := seen["recovery/reopen-2k-tombstones/1"]; r != nil {
+		if b, _ := r["bytes_per_tombstone"].(float64); b <= 0 {
+			t.Errorf("reopen bytes_per_tombstone = %v, want > 0", r["bytes_per_tombstone"])
 		}
 	}
 	if r := seen["recovery/reopen-2k-docs/1"]; r != nil {

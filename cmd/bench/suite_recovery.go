@@ -18,7 +18,7 @@ func init() {
 	register(Suite{
 		Name: "recovery",
 		Rank: 60,
-		Doc:  "reopen: the engine's recovery of -keys keys, and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document)",
+		Doc:  "reopen: the engine's recovery of -keys keys, and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document), and over the tombstones -receipts expired receipts leave (RAM and disk per tombstone)",
 		Run: func(env *Env) error {
 			if err := engineRecovery(env); err != nil {
 				return err
@@ -26,7 +26,10 @@ func init() {
 			if err := reopenReceipts(env); err != nil {
 				return err
 			}
-			return reopenDocs(env)
+			if err := reopenDocs(env); err != nil {
+				return err
+			}
+			return reopenTombstones(env)
 		},
 	})
 }
@@ -100,14 +103,7 @@ func reopenReceipts(env *Env) error {
 	r.Set("keys", st.Keys)
 	r.Set("build_seconds", round(buildSeconds, 2))
 	r.Set("disk_bytes", dirBytes(dir))
-	if ck, _ := filepath.Glob(filepath.Join(dir, "ckpt-*")); len(ck) > 0 {
-		// The checkpoint image is what the open loads into memory.
-		var size int64
-		for _, f := range ck {
-			if info, err := os.Stat(f); err == nil {
-				size += info.Size()
-			}
-		}
+	if size := checkpointBytes(dir); size > 0 {
 		r.Set("checkpoint_bytes_per_receipt", round(float64(size)/float64(n), 1))
 	}
 	if n != 1_000_000 {
@@ -260,6 +256,19 @@ func putReceipts(env *Env, db *engine.DB, t *receiptTemplate, n int, name string
 	return applyInBatches(env, db, 0, n, func() batchFiller { return fill }, func(done int) {
 		env.Progress("%s/%s building: %d of %d", env.Suite(), name, done, n)
 	})
+}
+
+// checkpointBytes is the size of dir's checkpoint files: the image an open
+// loads into memory, and what the store occupies once its log is cut.
+func checkpointBytes(dir string) int64 {
+	ck, _ := filepath.Glob(filepath.Join(dir, "ckpt-*"))
+	var size int64
+	for _, f := range ck {
+		if info, err := os.Stat(f); err == nil {
+			size += info.Size()
+		}
+	}
+	return size
 }
 
 // liveHeap is the heap still reachable after a full collection: the

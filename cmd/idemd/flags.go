@@ -21,6 +21,7 @@ type config struct {
 	leaseTTL        time.Duration
 	renewInterval   time.Duration
 	retention       time.Duration
+	tombRetention   time.Duration
 	legacyOwner     string
 	maintainEvery   time.Duration
 	cleanEvery      time.Duration
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, fmt.Sprintf("lease TTL of a receipt's owner, at least %v; a successor may adopt after it lapses", leaseTTLMin))
 	fs.DurationVar(&c.renewInterval, "renew-interval", 0, "lease renewal interval (0 or more than lease-ttl/3 means lease-ttl/3)")
 	fs.DurationVar(&c.retention, "retention", 24*time.Hour, "how long terminal receipts are kept for replay")
+	fs.DurationVar(&c.tombRetention, "tombstone-retention", receipt.TombstoneRetentionDefault, "how long after its completion a key stays protected: past -retention its tombstone answers 409 idempotency_key_expired instead of executing it again (0: no tombstones, an expired key is a new request)")
 	fs.StringVar(&c.legacyOwner, "legacy-table-owner", "anonymous", "principal that owns the tables created before tables had owners (moved to it at start)")
 	fs.DurationVar(&c.maintainEvery, "maintain-interval", 0, "how often the recovery pass runs, the first time at most 1s after start (0: lease-ttl/2; negative: never)")
 	fs.DurationVar(&c.cleanEvery, "clean-interval", 0, "how often expired receipts are cleaned, the first time at most 1s after start (0: 1m; negative: never)")
@@ -167,6 +169,11 @@ func (c *config) validate() error {
 	}
 	if c.retention <= 0 {
 		return usagef("-retention %v: must be positive", c.retention)
+	}
+	if c.tombRetention < 0 || (c.tombRetention > 0 && c.tombRetention <= c.retention) {
+		// Not above the retention it would protect nothing the envelope
+		// does not: say so instead of silently writing no tombstones.
+		return usagef("-tombstone-retention %v: must be 0 (off) or longer than -retention %v", c.tombRetention, c.retention)
 	}
 	if p := c.legacyOwner; p == "" || strings.TrimSpace(p) != p || strings.Contains(p, ":") {
 		// Otherwise no tokens line could name the principal: its tables

@@ -60,7 +60,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	t.engine, began = time.Since(began), time.Now()
 	d.svc, err = receipt.Open(ctx, d.store.store, receipt.Options{
 		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
-		MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
+		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax, SeparateDecide: c.separateDecide, Logger: log,
 	})
 	if err != nil {
@@ -196,4 +196,13 @@ func crashOnPanic(h http.Handler, stderr io.Writer) http.Handler {
 		}()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// tombstoneOption is -tombstone-retention as receipt.Options takes it: the
+// flag's 0 (off) is the option's negative (its 0 is the default).
+func tombstoneOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

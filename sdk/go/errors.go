@@ -46,6 +46,7 @@ var (
 	ErrPayloadTooLarge      = sentinel(idemapi.ErrorCodePayloadTooLarge)
 	ErrUnsupportedMediaType = sentinel(idemapi.ErrorCodeUnsupportedMediaType)
 	ErrKeyMismatch          = sentinel(idemapi.ErrorCodeIdempotencyKeyMismatch)
+	ErrKeyExpired           = sentinel(idemapi.ErrorCodeIdempotencyKeyExpired)
 	ErrHeaderFieldsTooLarge = sentinel(idemapi.ErrorCodeHeaderFieldsTooLarge)
 	ErrOverloaded           = sentinel(idemapi.ErrorCodeOverloaded)
 	ErrInternal             = sentinel(idemapi.ErrorCodeInternal)
@@ -60,6 +61,6 @@ var (
 // sentinels lists them, for the test that holds them to the server's codes.
 var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, ErrTableNotFound, ErrDocumentNotFound,
 	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
-	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrHeaderFieldsTooLarge,
+	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
 	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted}

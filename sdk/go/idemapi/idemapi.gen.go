@@ -17,6 +17,48 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for DifferencesEntriesChange.
+const (
+	Added   DifferencesEntriesChange = "added"
+	Changed DifferencesEntriesChange = "changed"
+	Removed DifferencesEntriesChange = "removed"
+)
+
+// Valid indicates whether the value is a known member of the DifferencesEntriesChange enum.
+func (e DifferencesEntriesChange) Valid() bool {
+	switch e {
+	case Added:
+		return true
+	case Changed:
+		return true
+	case Removed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DifferencesEntriesList.
+const (
+	Deletes    DifferencesEntriesList = "deletes"
+	Inserts    DifferencesEntriesList = "inserts"
+	Transforms DifferencesEntriesList = "transforms"
+)
+
+// Valid indicates whether the value is a known member of the DifferencesEntriesList enum.
+func (e DifferencesEntriesList) Valid() bool {
+	switch e {
+	case Deletes:
+		return true
+	case Inserts:
+		return true
+	case Transforms:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnvelopeOutcome.
 const (
 	EnvelopeOutcomeAborted    EnvelopeOutcome = "aborted"
@@ -42,6 +84,7 @@ func (e EnvelopeOutcome) Valid() bool {
 const (
 	ErrorCodeDocumentNotFound             ErrorCode = "document_not_found"
 	ErrorCodeHeaderFieldsTooLarge         ErrorCode = "header_fields_too_large"
+	ErrorCodeIdempotencyKeyExpired        ErrorCode = "idempotency_key_expired"
 	ErrorCodeIdempotencyKeyMismatch       ErrorCode = "idempotency_key_mismatch"
 	ErrorCodeIdempotencyReceiptPending    ErrorCode = "idempotency_receipt_pending"
 	ErrorCodeIdempotencyRequestInProgress ErrorCode = "idempotency_request_in_progress"
@@ -71,6 +114,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeDocumentNotFound:
 		return true
 	case ErrorCodeHeaderFieldsTooLarge:
+		return true
+	case ErrorCodeIdempotencyKeyExpired:
 		return true
 	case ErrorCodeIdempotencyKeyMismatch:
 		return true
@@ -187,6 +232,7 @@ func (e OriginalReceiptOutcome) Valid() bool {
 
 // Defines values for OriginalReceiptState.
 const (
+	OriginalReceiptStateExpired  OriginalReceiptState = "expired"
 	OriginalReceiptStatePending  OriginalReceiptState = "pending"
 	OriginalReceiptStateStarted  OriginalReceiptState = "started"
 	OriginalReceiptStateTerminal OriginalReceiptState = "terminal"
@@ -195,6 +241,8 @@ const (
 // Valid indicates whether the value is a known member of the OriginalReceiptState enum.
 func (e OriginalReceiptState) Valid() bool {
 	switch e {
+	case OriginalReceiptStateExpired:
+		return true
 	case OriginalReceiptStatePending:
 		return true
 	case OriginalReceiptStateStarted:
@@ -227,8 +275,30 @@ func (e Outcome) Valid() bool {
 	}
 }
 
+// Defines values for ReceiptOutcome.
+const (
+	ReceiptOutcomeAborted    ReceiptOutcome = "aborted"
+	ReceiptOutcomeCommitted  ReceiptOutcome = "committed"
+	ReceiptOutcomeNotApplied ReceiptOutcome = "not_applied"
+)
+
+// Valid indicates whether the value is a known member of the ReceiptOutcome enum.
+func (e ReceiptOutcome) Valid() bool {
+	switch e {
+	case ReceiptOutcomeAborted:
+		return true
+	case ReceiptOutcomeCommitted:
+		return true
+	case ReceiptOutcomeNotApplied:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReceiptState.
 const (
+	ReceiptStateExpired  ReceiptState = "expired"
 	ReceiptStatePending  ReceiptState = "pending"
 	ReceiptStateStarted  ReceiptState = "started"
 	ReceiptStateTerminal ReceiptState = "terminal"
@@ -237,6 +307,8 @@ const (
 // Valid indicates whether the value is a known member of the ReceiptState enum.
 func (e ReceiptState) Valid() bool {
 	switch e {
+	case ReceiptStateExpired:
+		return true
 	case ReceiptStatePending:
 		return true
 	case ReceiptStateStarted:
@@ -404,6 +476,16 @@ type CodeInvalidKey struct {
 
 // CodeInvalidRequest defines model for CodeInvalidRequest.
 type CodeInvalidRequest struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
+// CodeKeyExpired defines model for CodeKeyExpired.
+type CodeKeyExpired struct {
 	Code      interface{} `json:"code"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable,omitempty"`
@@ -598,6 +680,34 @@ type CreateTable struct {
 	Shards *int `json:"shards,omitempty"`
 }
 
+// Differences On a 422 idempotency_key_mismatch: which entries of this request
+// differ from the request the key is bound to, found from digests the
+// receipt keeps (the request itself is not kept). Entries are matched
+// by list and document ID, so an entry that only moved is no
+// difference. `changed` and `added` name this request's entry (list,
+// index, id); `removed` names the original's (list, index — its id is
+// not kept). `complete: false` when a side had more than 64 entries,
+// the list was cut at 32, or no entry could be located (the
+// difference lies beyond the digests). Absent for receipts written
+// before digests, and for session commits.
+type Differences struct {
+	Complete bool `json:"complete"`
+	Entries  []struct {
+		Change DifferencesEntriesChange `json:"change"`
+
+		// Id 1..128 of A-Z a-z 0-9 _ . : @ ~ -, except "." and ".." (clients normalise them away).
+		Id    *DocId                 `json:"id,omitempty"`
+		Index int                    `json:"index"`
+		List  DifferencesEntriesList `json:"list"`
+	} `json:"entries"`
+}
+
+// DifferencesEntriesChange defines model for Differences.Entries.Change.
+type DifferencesEntriesChange string
+
+// DifferencesEntriesList defines model for Differences.Entries.List.
+type DifferencesEntriesList string
+
 // Doc defines model for Doc.
 type Doc struct {
 	Doc map[string]interface{} `json:"doc"`
@@ -630,6 +740,7 @@ type Envelope struct {
 	// | payload_too_large | 413 | false | none |
 	// | unsupported_media_type | 415 | false | none |
 	// | idempotency_key_mismatch | 422 | false | none |
+	// | idempotency_key_expired | 409 | false | new_key |
 	// | header_fields_too_large | 431 | false | none |
 	// | overloaded | 429 | true | same_key |
 	// | internal | 500 | true | same_key |
@@ -677,6 +788,7 @@ type EnvelopeOutcome string
 // | payload_too_large | 413 | false | none |
 // | unsupported_media_type | 415 | false | none |
 // | idempotency_key_mismatch | 422 | false | none |
+// | idempotency_key_expired | 409 | false | new_key |
 // | header_fields_too_large | 431 | false | none |
 // | overloaded | 429 | true | same_key |
 // | internal | 500 | true | same_key |
@@ -783,11 +895,18 @@ type Op5 struct {
 }
 
 // OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-// its transaction, its state and, once terminal, its outcome. It
-// describes the original request, not the refused one.
+// its transaction, its state and, once terminal, its outcome; on a
+// 409 idempotency_key_expired (state `expired`): what its tombstone
+// keeps — the outcome, when it completed, until when the key stays
+// protected, and whether the refused request is the one it ran
+// (compared by 8 bytes of the fingerprint). It describes the
+// original request, not the refused one.
 type OriginalReceipt struct {
-	Outcome *OriginalReceiptOutcome `json:"outcome,omitempty"`
-	State   OriginalReceiptState    `json:"state"`
+	Completed      *time.Time              `json:"completed,omitempty"`
+	Outcome        *OriginalReceiptOutcome `json:"outcome,omitempty"`
+	ProtectedUntil *time.Time              `json:"protected_until,omitempty"`
+	SameRequest    *bool                   `json:"same_request,omitempty"`
+	State          OriginalReceiptState    `json:"state"`
 
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId TransactionId `json:"transaction_id"`
@@ -838,6 +957,7 @@ type Problem struct {
 	// | payload_too_large | 413 | false | none |
 	// | unsupported_media_type | 415 | false | none |
 	// | idempotency_key_mismatch | 422 | false | none |
+	// | idempotency_key_expired | 409 | false | new_key |
 	// | header_fields_too_large | 431 | false | none |
 	// | overloaded | 429 | true | same_key |
 	// | internal | 500 | true | same_key |
@@ -852,9 +972,25 @@ type Problem struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -883,9 +1019,25 @@ type ProblemInternal struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -910,9 +1062,25 @@ type ProblemInvalidRequest struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -937,9 +1105,25 @@ type ProblemKeyMismatch struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt OriginalReceipt `json:"original_receipt"`
 	Outcome         interface{}     `json:"outcome"`
 	RetryWith       interface{}     `json:"retry_with,omitempty"`
@@ -958,9 +1142,25 @@ type ProblemOverloaded struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 	Outcome         interface{}      `json:"outcome"`
 	RetryWith       interface{}      `json:"retry_with,omitempty"`
@@ -981,9 +1181,25 @@ type ProblemOverloadedUnkeyed struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1008,9 +1224,25 @@ type ProblemPayloadTooLarge struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1035,9 +1267,25 @@ type ProblemReceiptNotFound struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1062,9 +1310,25 @@ type ProblemReceiptPending struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 	Outcome         interface{}      `json:"outcome"`
 	RetryWith       interface{}      `json:"retry_with,omitempty"`
@@ -1085,9 +1349,25 @@ type ProblemSessionAborted struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1112,9 +1392,25 @@ type ProblemSessionCommitted struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1139,9 +1435,25 @@ type ProblemSessionNotFound struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1166,9 +1478,25 @@ type ProblemTableNotFound struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1193,9 +1521,25 @@ type ProblemUnauthenticated struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1220,9 +1564,25 @@ type ProblemUnavailable struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1247,9 +1607,25 @@ type ProblemUnsupportedMedia struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1269,7 +1645,11 @@ type ProblemUnsupportedMedia struct {
 
 // Receipt defines model for Receipt.
 type Receipt struct {
-	Created time.Time `json:"created"`
+	// Completed When it became terminal (terminal and expired; absent on a legacy receipt).
+	Completed *time.Time `json:"completed,omitempty"`
+
+	// Created Absent once expired (a tombstone does not keep it).
+	Created *time.Time `json:"created,omitempty"`
 
 	// Debt The receipt is pinned against cleanup (execution, visibility or handoff debt).
 	Debt bool `json:"debt"`
@@ -1277,17 +1657,37 @@ type Receipt struct {
 	// Envelope A terminal receipt's stored answer, as replayed by the batch route.
 	Envelope *Envelope `json:"envelope,omitempty"`
 
+	// Outcome Terminal and expired receipts.
+	Outcome *ReceiptOutcome `json:"outcome,omitempty"`
+
 	// Owner Node ID of the owner while the receipt is mutable.
 	Owner *string `json:"owner,omitempty"`
 
-	// State pending (published, not started) → started (executing; 2PC may be in flight) → terminal (immutable envelope).
+	// ProtectedUntil Terminal and expired: the key never executes again until then (Idem-Key-Expiry protect).
+	ProtectedUntil *time.Time `json:"protected_until,omitempty"`
+
+	// ReplayUntil Terminal: the envelope replays at least until then (Idem-Key-Expiry replay).
+	ReplayUntil *time.Time `json:"replay_until,omitempty"`
+
+	// State pending (published, not started) → started (executing; 2PC may
+	// be in flight) → terminal (immutable envelope) → expired (the
+	// cleaner replaced it by its tombstone after its retention: the
+	// envelope is gone, the key stays refused until
+	// `protected_until`).
 	State ReceiptState `json:"state"`
 
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId TransactionId `json:"transaction_id"`
 }
 
-// ReceiptState pending (published, not started) → started (executing; 2PC may be in flight) → terminal (immutable envelope).
+// ReceiptOutcome Terminal and expired receipts.
+type ReceiptOutcome string
+
+// ReceiptState pending (published, not started) → started (executing; 2PC may
+// be in flight) → terminal (immutable envelope) → expired (the
+// cleaner replaced it by its tombstone after its retention: the
+// envelope is gone, the key stays refused until
+// `protected_until`).
 type ReceiptState string
 
 // RetryWith same_key: retry with the same Idempotency-Key (the answer is not
@@ -1448,9 +1848,25 @@ type GetReceipt400ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1499,9 +1915,25 @@ type StageSession404ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1561,9 +1993,25 @@ type CommitSession400ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1592,9 +2040,25 @@ type CommitSession404ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1623,9 +2087,25 @@ type CommitSession409ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1669,9 +2149,25 @@ type ReadSessionDoc404ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1736,9 +2232,25 @@ type Batch400ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1767,9 +2279,25 @@ type Batch404ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1798,9 +2326,25 @@ type Batch409ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -1834,9 +2378,25 @@ type GetDoc404ApplicationProblemPlusJSONResponseBody struct {
 	// Detail Human-readable; never classify by it.
 	Detail *string `json:"detail,omitempty"`
 
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
 	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-	// its transaction, its state and, once terminal, its outcome. It
-	// describes the original request, not the refused one.
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 
 	// Outcome aborted: the coordinator proved the batch did not apply;
@@ -2736,6 +3296,32 @@ func (t *Problem) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the Problem as a CodeKeyExpired
+func (t Problem) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the Problem as the provided CodeKeyExpired
+func (t *Problem) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the Problem, using the provided CodeKeyExpired
+func (t *Problem) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the Problem as a CodeOverloaded
 func (t Problem) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -2943,6 +3529,13 @@ func (t Problem) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -3017,6 +3610,13 @@ func (t *Problem) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -3495,6 +4095,32 @@ func (t *ProblemInternal) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemInternal as a CodeKeyExpired
+func (t ProblemInternal) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemInternal as the provided CodeKeyExpired
+func (t *ProblemInternal) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemInternal, using the provided CodeKeyExpired
+func (t *ProblemInternal) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemInternal as a CodeOverloaded
 func (t ProblemInternal) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -3702,6 +4328,13 @@ func (t ProblemInternal) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -3774,6 +4407,13 @@ func (t *ProblemInternal) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -4252,6 +4892,32 @@ func (t *ProblemInvalidRequest) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemInvalidRequest as a CodeKeyExpired
+func (t ProblemInvalidRequest) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemInvalidRequest as the provided CodeKeyExpired
+func (t *ProblemInvalidRequest) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeKeyExpired
+func (t *ProblemInvalidRequest) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemInvalidRequest as a CodeOverloaded
 func (t ProblemInvalidRequest) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -4459,6 +5125,13 @@ func (t ProblemInvalidRequest) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -4531,6 +5204,13 @@ func (t *ProblemInvalidRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -5009,6 +5689,32 @@ func (t *ProblemKeyMismatch) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemKeyMismatch as a CodeKeyExpired
+func (t ProblemKeyMismatch) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemKeyMismatch as the provided CodeKeyExpired
+func (t *ProblemKeyMismatch) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeKeyExpired
+func (t *ProblemKeyMismatch) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemKeyMismatch as a CodeOverloaded
 func (t ProblemKeyMismatch) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -5216,6 +5922,13 @@ func (t ProblemKeyMismatch) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
@@ -5282,6 +5995,13 @@ func (t *ProblemKeyMismatch) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -5760,6 +6480,32 @@ func (t *ProblemOverloaded) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemOverloaded as a CodeKeyExpired
+func (t ProblemOverloaded) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemOverloaded as the provided CodeKeyExpired
+func (t *ProblemOverloaded) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemOverloaded, using the provided CodeKeyExpired
+func (t *ProblemOverloaded) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemOverloaded as a CodeOverloaded
 func (t ProblemOverloaded) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -5967,6 +6713,13 @@ func (t ProblemOverloaded) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -6035,6 +6788,13 @@ func (t *ProblemOverloaded) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -6513,6 +7273,32 @@ func (t *ProblemOverloadedUnkeyed) MergeCodeKeyMismatch(v CodeKeyMismatch) error
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemOverloadedUnkeyed as a CodeKeyExpired
+func (t ProblemOverloadedUnkeyed) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeKeyExpired
+func (t *ProblemOverloadedUnkeyed) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeKeyExpired
+func (t *ProblemOverloadedUnkeyed) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemOverloadedUnkeyed as a CodeOverloaded
 func (t ProblemOverloadedUnkeyed) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -6720,6 +7506,13 @@ func (t ProblemOverloadedUnkeyed) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -6792,6 +7585,13 @@ func (t *ProblemOverloadedUnkeyed) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -7270,6 +8070,32 @@ func (t *ProblemPayloadTooLarge) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemPayloadTooLarge as a CodeKeyExpired
+func (t ProblemPayloadTooLarge) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeKeyExpired
+func (t *ProblemPayloadTooLarge) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeKeyExpired
+func (t *ProblemPayloadTooLarge) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemPayloadTooLarge as a CodeOverloaded
 func (t ProblemPayloadTooLarge) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -7477,6 +8303,13 @@ func (t ProblemPayloadTooLarge) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -7549,6 +8382,13 @@ func (t *ProblemPayloadTooLarge) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -8027,6 +8867,32 @@ func (t *ProblemReceiptNotFound) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemReceiptNotFound as a CodeKeyExpired
+func (t ProblemReceiptNotFound) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemReceiptNotFound as the provided CodeKeyExpired
+func (t *ProblemReceiptNotFound) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeKeyExpired
+func (t *ProblemReceiptNotFound) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemReceiptNotFound as a CodeOverloaded
 func (t ProblemReceiptNotFound) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -8234,6 +9100,13 @@ func (t ProblemReceiptNotFound) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -8306,6 +9179,13 @@ func (t *ProblemReceiptNotFound) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -8784,6 +9664,32 @@ func (t *ProblemReceiptPending) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemReceiptPending as a CodeKeyExpired
+func (t ProblemReceiptPending) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemReceiptPending as the provided CodeKeyExpired
+func (t *ProblemReceiptPending) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeKeyExpired
+func (t *ProblemReceiptPending) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemReceiptPending as a CodeOverloaded
 func (t ProblemReceiptPending) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -8991,6 +9897,13 @@ func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -9059,6 +9972,13 @@ func (t *ProblemReceiptPending) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -9537,6 +10457,32 @@ func (t *ProblemSessionAborted) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemSessionAborted as a CodeKeyExpired
+func (t ProblemSessionAborted) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemSessionAborted as the provided CodeKeyExpired
+func (t *ProblemSessionAborted) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeKeyExpired
+func (t *ProblemSessionAborted) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemSessionAborted as a CodeOverloaded
 func (t ProblemSessionAborted) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -9744,6 +10690,13 @@ func (t ProblemSessionAborted) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -9816,6 +10769,13 @@ func (t *ProblemSessionAborted) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -10294,6 +11254,32 @@ func (t *ProblemSessionCommitted) MergeCodeKeyMismatch(v CodeKeyMismatch) error 
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemSessionCommitted as a CodeKeyExpired
+func (t ProblemSessionCommitted) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemSessionCommitted as the provided CodeKeyExpired
+func (t *ProblemSessionCommitted) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeKeyExpired
+func (t *ProblemSessionCommitted) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemSessionCommitted as a CodeOverloaded
 func (t ProblemSessionCommitted) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -10501,6 +11487,13 @@ func (t ProblemSessionCommitted) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -10573,6 +11566,13 @@ func (t *ProblemSessionCommitted) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -11051,6 +12051,32 @@ func (t *ProblemSessionNotFound) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemSessionNotFound as a CodeKeyExpired
+func (t ProblemSessionNotFound) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemSessionNotFound as the provided CodeKeyExpired
+func (t *ProblemSessionNotFound) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeKeyExpired
+func (t *ProblemSessionNotFound) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemSessionNotFound as a CodeOverloaded
 func (t ProblemSessionNotFound) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -11258,6 +12284,13 @@ func (t ProblemSessionNotFound) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -11330,6 +12363,13 @@ func (t *ProblemSessionNotFound) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -11808,6 +12848,32 @@ func (t *ProblemTableNotFound) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemTableNotFound as a CodeKeyExpired
+func (t ProblemTableNotFound) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemTableNotFound as the provided CodeKeyExpired
+func (t *ProblemTableNotFound) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeKeyExpired
+func (t *ProblemTableNotFound) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemTableNotFound as a CodeOverloaded
 func (t ProblemTableNotFound) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -12015,6 +13081,13 @@ func (t ProblemTableNotFound) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -12087,6 +13160,13 @@ func (t *ProblemTableNotFound) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -12565,6 +13645,32 @@ func (t *ProblemUnauthenticated) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemUnauthenticated as a CodeKeyExpired
+func (t ProblemUnauthenticated) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemUnauthenticated as the provided CodeKeyExpired
+func (t *ProblemUnauthenticated) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeKeyExpired
+func (t *ProblemUnauthenticated) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemUnauthenticated as a CodeOverloaded
 func (t ProblemUnauthenticated) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -12772,6 +13878,13 @@ func (t ProblemUnauthenticated) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -12844,6 +13957,13 @@ func (t *ProblemUnauthenticated) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -13322,6 +14442,32 @@ func (t *ProblemUnavailable) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemUnavailable as a CodeKeyExpired
+func (t ProblemUnavailable) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemUnavailable as the provided CodeKeyExpired
+func (t *ProblemUnavailable) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemUnavailable, using the provided CodeKeyExpired
+func (t *ProblemUnavailable) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemUnavailable as a CodeOverloaded
 func (t ProblemUnavailable) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -13529,6 +14675,13 @@ func (t ProblemUnavailable) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -13601,6 +14754,13 @@ func (t *ProblemUnavailable) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -14079,6 +15239,32 @@ func (t *ProblemUnsupportedMedia) MergeCodeKeyMismatch(v CodeKeyMismatch) error 
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ProblemUnsupportedMedia as a CodeKeyExpired
+func (t ProblemUnsupportedMedia) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeKeyExpired
+func (t *ProblemUnsupportedMedia) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeKeyExpired
+func (t *ProblemUnsupportedMedia) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemUnsupportedMedia as a CodeOverloaded
 func (t ProblemUnsupportedMedia) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -14286,6 +15472,13 @@ func (t ProblemUnsupportedMedia) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -14358,6 +15551,13 @@ func (t *ProblemUnsupportedMedia) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -14960,6 +16160,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismat
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -15167,6 +16393,13 @@ func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]by
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -15241,6 +16474,13 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -15719,6 +16959,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMism
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -15926,6 +17192,13 @@ func (t StageSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -16000,6 +17273,13 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b 
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -16478,6 +17758,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMis
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -16685,6 +17991,13 @@ func (t CommitSession400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -16759,6 +18072,13 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -17237,6 +18557,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMis
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -17444,6 +18790,13 @@ func (t CommitSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -17518,6 +18871,13 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -17996,6 +19356,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMis
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -18203,6 +19589,13 @@ func (t CommitSession409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -18277,6 +19670,13 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -18817,6 +20217,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMi
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -19024,6 +20450,13 @@ func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() (
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -19098,6 +20531,13 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -19576,6 +21016,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v 
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -19783,6 +21249,13 @@ func (t Batch400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -19857,6 +21330,13 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -20335,6 +21815,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v 
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -20542,6 +22048,13 @@ func (t Batch404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -20616,6 +22129,13 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -21094,6 +22614,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v 
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -21301,6 +22847,13 @@ func (t Batch409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -21375,6 +22928,13 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -21915,6 +23475,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v
 	return err
 }
 
+// AsCodeKeyExpired returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -22122,6 +23708,13 @@ func (t GetDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, 
 		}
 	}
 
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
 	if t.OriginalReceipt != nil {
 		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
 		if err != nil {
@@ -22196,6 +23789,13 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte
 		err = json.Unmarshal(raw, &t.Detail)
 		if err != nil {
 			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
 		}
 	}
 
@@ -22346,6 +23946,7 @@ type ClientInterface interface {
 	// idem_executions_total, idem_adoptions_total, idem_fence_rejections_total,
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
+	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -22714,6 +24315,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // idem_executions_total, idem_adoptions_total, idem_fence_rejections_total,
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
+// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 // idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -24080,6 +25682,7 @@ type ClientWithResponsesInterface interface {
 	// idem_executions_total, idem_adoptions_total, idem_fence_rejections_total,
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
+	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -24529,6 +26132,11 @@ func (r MetricsResponse) ContentType() string {
 	return ""
 }
 
+// GetReceiptResponse200Headers the declared response headers of an HTTP 200 response for GetReceipt
+type GetReceiptResponse200Headers struct {
+	IdemKeyExpiry *string
+}
+
 // GetReceiptResponse401Headers the declared response headers of an HTTP 401 response for GetReceipt
 type GetReceiptResponse401Headers struct {
 	WWWAuthenticate string
@@ -24547,6 +26155,8 @@ type GetReceiptResponse struct {
 	ApplicationproblemJSON404 *ProblemReceiptNotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetReceiptResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetReceiptResponse401Headers
 }
@@ -25058,6 +26668,7 @@ func (r StageSessionResponse) ContentType() string {
 
 // CommitSessionResponse201Headers the declared response headers of an HTTP 201 response for CommitSession
 type CommitSessionResponse201Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25067,6 +26678,7 @@ type CommitSessionResponse201Headers struct {
 
 // CommitSessionResponse400Headers the declared response headers of an HTTP 400 response for CommitSession
 type CommitSessionResponse400Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25081,6 +26693,7 @@ type CommitSessionResponse401Headers struct {
 
 // CommitSessionResponse404Headers the declared response headers of an HTTP 404 response for CommitSession
 type CommitSessionResponse404Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25090,6 +26703,7 @@ type CommitSessionResponse404Headers struct {
 
 // CommitSessionResponse409Headers the declared response headers of an HTTP 409 response for CommitSession
 type CommitSessionResponse409Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25664,6 +27278,7 @@ func (r PutTableResponse) ContentType() string {
 
 // BatchResponse201Headers the declared response headers of an HTTP 201 response for Batch
 type BatchResponse201Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25673,6 +27288,7 @@ type BatchResponse201Headers struct {
 
 // BatchResponse400Headers the declared response headers of an HTTP 400 response for Batch
 type BatchResponse400Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25687,6 +27303,7 @@ type BatchResponse401Headers struct {
 
 // BatchResponse404Headers the declared response headers of an HTTP 404 response for Batch
 type BatchResponse404Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25696,6 +27313,7 @@ type BatchResponse404Headers struct {
 
 // BatchResponse409Headers the declared response headers of an HTTP 409 response for Batch
 type BatchResponse409Headers struct {
+	IdemKeyExpiry      *string
 	IdemServedBy       *string
 	IdemTransactionId  *TransactionId
 	IdempotencyKey     *Key
@@ -25978,6 +27596,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // idem_executions_total, idem_adoptions_total, idem_fence_rejections_total,
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
+// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 // idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -26583,6 +28202,16 @@ func ParseGetReceiptResponse(rsp *http.Response) (*GetReceiptResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetReceiptResponse200Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetReceiptResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27145,6 +28774,13 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CommitSessionResponse201Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -27183,6 +28819,13 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 		response.Headers201 = &headers
 	case rsp.StatusCode == 400:
 		var headers CommitSessionResponse400Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -27231,6 +28874,13 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 404:
 		var headers CommitSessionResponse404Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -27269,6 +28919,13 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 		response.Headers404 = &headers
 	case rsp.StatusCode == 409:
 		var headers CommitSessionResponse409Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -27940,6 +29597,13 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 	switch {
 	case rsp.StatusCode == 201:
 		var headers BatchResponse201Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -27978,6 +29642,13 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 		response.Headers201 = &headers
 	case rsp.StatusCode == 400:
 		var headers BatchResponse400Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -28026,6 +29697,13 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 404:
 		var headers BatchResponse404Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -28064,6 +29742,13 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 		response.Headers404 = &headers
 	case rsp.StatusCode == 409:
 		var headers BatchResponse409Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
 		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

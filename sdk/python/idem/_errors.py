@@ -25,6 +25,7 @@ CODES: Dict[str, tuple] = {
     "payload_too_large": (413, False, "none"),
     "unsupported_media_type": (415, False, "none"),
     "idempotency_key_mismatch": (422, False, "none"),
+    "idempotency_key_expired": (409, False, "new_key"),
     "header_fields_too_large": (431, False, "none"),
     "overloaded": (429, True, "same_key"),
     "internal": (500, True, "same_key"),

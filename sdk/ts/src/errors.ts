@@ -21,6 +21,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   payload_too_large: { status: 413, retryable: false, retryWith: "none" },
   unsupported_media_type: { status: 415, retryable: false, retryWith: "none" },
   idempotency_key_mismatch: { status: 422, retryable: false, retryWith: "none" },
+  idempotency_key_expired: { status: 409, retryable: false, retryWith: "new_key" },
   header_fields_too_large: { status: 431, retryable: false, retryWith: "none" },
   not_implemented: { status: 501, retryable: false, retryWith: "none" },
   overloaded: { status: 429, retryable: true, retryWith: "same_key" },
@@ -67,6 +68,7 @@ export const ERRORS = Object.fromEntries(
 export const TableNotFoundError = ERRORS.table_not_found;
 export const DocumentNotFoundError = ERRORS.document_not_found;
 export const IdempotencyKeyMismatchError = ERRORS.idempotency_key_mismatch;
+export const IdempotencyKeyExpiredError = ERRORS.idempotency_key_expired;
 export const IdempotencyRequestInProgressError = ERRORS.idempotency_request_in_progress;
 export const IdempotencyReceiptPendingError = ERRORS.idempotency_receipt_pending;
 export const TransactionConflictError = ERRORS.transaction_conflict;

@@ -322,6 +322,7 @@ export interface paths {
          *     idem_executions_total, idem_adoptions_total, idem_fence_rejections_total,
          *     idem_recovery_passes_total, idem_recovered_total,
          *     idem_decisions_released_total, idem_cleaner_deletions_total,
+         *     idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
          *     idem_renewal_batches_total, idem_renewal_writes_total,
          *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
          *     idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -582,12 +583,39 @@ export interface components {
         Receipt: {
             transaction_id: components["schemas"]["TransactionId"];
             /**
-             * @description pending (published, not started) → started (executing; 2PC may be in flight) → terminal (immutable envelope).
+             * @description pending (published, not started) → started (executing; 2PC may
+             *     be in flight) → terminal (immutable envelope) → expired (the
+             *     cleaner replaced it by its tombstone after its retention: the
+             *     envelope is gone, the key stays refused until
+             *     `protected_until`).
              * @enum {string}
              */
-            state: "pending" | "started" | "terminal";
-            /** Format: date-time */
-            created: string;
+            state: "pending" | "started" | "terminal" | "expired";
+            /**
+             * Format: date-time
+             * @description Absent once expired (a tombstone does not keep it).
+             */
+            created?: string;
+            /**
+             * @description Terminal and expired receipts.
+             * @enum {string}
+             */
+            outcome?: "committed" | "aborted" | "not_applied";
+            /**
+             * Format: date-time
+             * @description When it became terminal (terminal and expired; absent on a legacy receipt).
+             */
+            completed?: string;
+            /**
+             * Format: date-time
+             * @description Terminal: the envelope replays at least until then (Idem-Key-Expiry replay).
+             */
+            replay_until?: string;
+            /**
+             * Format: date-time
+             * @description Terminal and expired: the key never executes again until then (Idem-Key-Expiry protect).
+             */
+            protected_until?: string;
             /** @description Node ID of the owner while the receipt is mutable. */
             owner?: string;
             /** @description The receipt is pinned against cleanup (execution, visibility or handoff debt). */
@@ -626,16 +654,48 @@ export interface components {
          */
         Outcome: "aborted" | "not_applied" | "pending";
         /**
+         * @description On a 422 idempotency_key_mismatch: which entries of this request
+         *     differ from the request the key is bound to, found from digests the
+         *     receipt keeps (the request itself is not kept). Entries are matched
+         *     by list and document ID, so an entry that only moved is no
+         *     difference. `changed` and `added` name this request's entry (list,
+         *     index, id); `removed` names the original's (list, index — its id is
+         *     not kept). `complete: false` when a side had more than 64 entries,
+         *     the list was cut at 32, or no entry could be located (the
+         *     difference lies beyond the digests). Absent for receipts written
+         *     before digests, and for session commits.
+         */
+        Differences: {
+            complete: boolean;
+            entries: {
+                /** @enum {string} */
+                change: "changed" | "added" | "removed";
+                /** @enum {string} */
+                list: "inserts" | "deletes" | "transforms";
+                index: number;
+                id?: components["schemas"]["DocId"];
+            }[];
+        };
+        /**
          * @description The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
-         *     its transaction, its state and, once terminal, its outcome. It
-         *     describes the original request, not the refused one.
+         *     its transaction, its state and, once terminal, its outcome; on a
+         *     409 idempotency_key_expired (state `expired`): what its tombstone
+         *     keeps — the outcome, when it completed, until when the key stays
+         *     protected, and whether the refused request is the one it ran
+         *     (compared by 8 bytes of the fingerprint). It describes the
+         *     original request, not the refused one.
          */
         OriginalReceipt: {
             transaction_id: components["schemas"]["TransactionId"];
             /** @enum {string} */
-            state: "pending" | "started" | "terminal";
+            state: "pending" | "started" | "terminal" | "expired";
             /** @enum {string} */
             outcome?: "committed" | "aborted" | "not_applied";
+            /** Format: date-time */
+            completed?: string;
+            /** Format: date-time */
+            protected_until?: string;
+            same_request?: boolean;
         };
         /**
          * @description Stable machine-readable codes (code/code.go). Status, retryable,
@@ -657,6 +717,7 @@ export interface components {
          *     | payload_too_large | 413 | false | none |
          *     | unsupported_media_type | 415 | false | none |
          *     | idempotency_key_mismatch | 422 | false | none |
+         *     | idempotency_key_expired | 409 | false | new_key |
          *     | header_fields_too_large | 431 | false | none |
          *     | overloaded | 429 | true | same_key |
          *     | internal | 500 | true | same_key |
@@ -668,7 +729,7 @@ export interface components {
          *     | session_committed | 409 | false | none |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -694,7 +755,8 @@ export interface components {
             outcome?: components["schemas"]["Outcome"];
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
+            differences?: components["schemas"]["Differences"];
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -919,6 +981,20 @@ export interface components {
             /** @constant */
             retry_with?: "none";
         };
+        CodeKeyExpired: {
+            /** @constant */
+            code: "idempotency_key_expired";
+            /** @constant */
+            type?: "urn:idem:problem:idempotency_key_expired";
+            /** @constant */
+            title?: "Idempotency-Key expired";
+            /** @constant */
+            status?: 409;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "new_key";
+        };
         CodeOverloaded: {
             /** @constant */
             code: "overloaded";
@@ -1030,6 +1106,14 @@ export interface components {
             /** @constant */
             outcome: "not_applied";
             transaction_id?: unknown;
+        };
+        ProblemKeyExpired: components["schemas"]["Problem"] & components["schemas"]["CodeKeyExpired"] & {
+            /** @constant */
+            outcome: "not_applied";
+            original_receipt: {
+                /** @constant */
+                state?: "expired";
+            };
         };
         ProblemOverloaded: components["schemas"]["Problem"] & components["schemas"]["CodeOverloaded"] & {
             /** @constant */
@@ -1241,6 +1325,19 @@ export interface components {
         /** @description `true` when the answer is the stored envelope of an earlier execution; absent otherwise. */
         IdempotentReplayed: "true";
         /**
+         * @description How long this keyed answer holds, as an RFC 9651 Dictionary of
+         *     Dates (`@` and unix seconds): `replay=@T` — until T the same
+         *     request with this key replays this answer byte for byte;
+         *     `protect=@P` — until P the key never executes again (after T it
+         *     is refused as idempotency_key_expired). Both are lower bounds,
+         *     rounded down. Present on terminal answers (first or replayed) and
+         *     on idempotency_key_expired (protect only); absent on answers whose
+         *     envelope is not known yet (in progress, pending, overloaded) and
+         *     on answers with no receipt (400 before one, 422, 503 not_applied).
+         *     With tombstones opted out (idemd -tombstone-retention 0) P = T.
+         */
+        IdemKeyExpiry: string;
+        /**
          * @description RFC 7240 — the wait granted, in whole seconds: the asked N cut to
          *     the server's -wait-max. Present on every keyed answer to a request
          *     that sent `Prefer: wait=N`, including one answered at once (it was
@@ -1443,6 +1540,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     [name: string]: unknown;
                 };
@@ -1463,6 +1561,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     [name: string]: unknown;
                 };
@@ -1486,6 +1585,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     [name: string]: unknown;
                 };
@@ -1502,7 +1602,13 @@ export interface operations {
              *     key), transaction_aborted (presumed abort or a legacy receipt), or
              *     idempotency_request_in_progress (another request with this key is
              *     executing: retry with the same key after Retry-After, or send
-             *     `Prefer: wait=N`).
+             *     `Prefer: wait=N`), or idempotency_key_expired (the key's receipt
+             *     was cleaned after its retention and its tombstone protects the
+             *     key: this request was not applied and never will be under this
+             *     key — `outcome: not_applied`, the key's `transaction_id`, and in
+             *     `original_receipt` the original outcome, completion time, how
+             *     long the key stays protected and whether this is the request it
+             *     ran; send a new request with a new key).
              */
             409: {
                 headers: {
@@ -1510,6 +1616,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     /** @description Whole seconds (at least 1); present on idempotency_request_in_progress only. */
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -1518,7 +1625,7 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {unknown} */
-                        code?: "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress";
+                        code?: "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "idempotency_key_expired";
                     };
                 };
             };
@@ -1529,7 +1636,8 @@ export interface operations {
              *     This request was not applied (`outcome: not_applied`) and has
              *     no transaction; the receipt the key is bound to is described in
              *     `original_receipt` (its transaction, state and, once terminal,
-             *     outcome).
+             *     outcome), and `differences` names the entries of this request
+             *     that differ from it.
              */
             422: {
                 headers: {
@@ -1667,9 +1775,10 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The receipt. */
+            /** @description The receipt, or — state `expired` — what its tombstone keeps. */
             200: {
                 headers: {
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2032,6 +2141,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     [name: string]: unknown;
                 };
@@ -2046,6 +2156,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     [name: string]: unknown;
                 };
@@ -2064,6 +2175,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     [name: string]: unknown;
                 };
@@ -2080,7 +2192,8 @@ export interface operations {
              *     (the session ended before its commit was requested: aborted,
              *     expired, or its node died), or idempotency_request_in_progress
              *     (the commit is executing: retry after Retry-After, or send
-             *     `Prefer: wait=N`).
+             *     `Prefer: wait=N`), or idempotency_key_expired (the commit's key
+             *     outlived its receipt's retention: see the batch route).
              */
             409: {
                 headers: {
@@ -2088,6 +2201,7 @@ export interface operations {
                     "Idem-Served-By": components["headers"]["IdemServedBy"];
                     "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
                     /** @description Whole seconds (at least 1); present on idempotency_request_in_progress only. */
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -2096,7 +2210,7 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {unknown} */
-                        code?: "transaction_conflict" | "transaction_aborted" | "session_aborted" | "idempotency_request_in_progress";
+                        code?: "transaction_conflict" | "transaction_aborted" | "session_aborted" | "idempotency_request_in_progress" | "idempotency_key_expired";
                     };
                 };
             };

@@ -1,0 +1,159 @@
+package receipt
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// A tombstone is what the cleaner leaves of a terminal receipt whose
+// retention ended: enough to refuse the key — it never executes again —
+// and to say what became of it, in a few dozen bytes instead of the
+// envelope. It lives until the receipt's ProtectUntil (Options.
+// TombstoneRetention after completion), and is itself cleaned in bounded,
+// fenced batches (tombclean.go).
+//
+// The key is the namespace and the transaction ID's 16 bytes, not its 32
+// hex characters: tombstones outnumber receipts by the ratio of the two
+// retentions (30 to 1 by default), so each byte counts thirty times.
+//
+// Value (tombFormat1), fixed-size fields first:
+//
+//	format (1) | outcome (1) | fingerprint[:8] | uvarint completed ms |
+//	uvarint ProtectUntil − completed, ms
+type Tombstone struct {
+	TxnID        string
+	Outcome      string // the receipt's broad outcome
+	Fingerprint  [tombFingerprintBytes]byte
+	Completed    time.Time
+	ProtectUntil time.Time
+}
+
+const (
+	tombFormat1 = 1
+	// tombFingerprintBytes of the request fingerprint are kept: enough to
+	// tell a client whether it resent the same request (2^-64 to err),
+	// and the refusal never depends on it.
+	tombFingerprintBytes = 8
+	// tombValueBytesMax bounds an encoded value (two uvarints of 64 bits).
+	tombValueBytesMax = 2 + tombFingerprintBytes + 2*binary.MaxVarintLen64
+	txnIDBytes        = 16
+)
+
+// The broad outcomes a tombstone keeps, one byte each.
+var tombOutcomes = [...]string{1: OutcomeCommitted, 2: OutcomeAborted, 3: OutcomeNotApplied}
+
+// ErrTombstoneCorrupt reports a tombstone value that does not decode.
+var ErrTombstoneCorrupt = errors.New("receipt: corrupt tombstone")
+
+// tombKey is tomb/v1/<the 16 bytes of txn_id>; nil for an ID that is not
+// 32 hex digits (no receipt has one).
+func tombKey(id string) []byte {
+	if len(id) != 2*txnIDBytes {
+		return nil
+	}
+	k := make([]byte, len(engine.NSTomb)+txnIDBytes)
+	copy(k, engine.NSTomb)
+	if _, err := hex.Decode(k[len(engine.NSTomb):], []byte(id)); err != nil {
+		return nil
+	}
+	return k
+}
+
+// tombID is the transaction ID a tombstone key names.
+func tombID(key []byte) (string, bool) {
+	raw := engine.NSTomb.Suffix(key)
+	if len(raw) != txnIDBytes {
+		return "", false
+	}
+	return hex.EncodeToString(raw), true
+}
+
+// encodeTomb encodes t's value.
+func encodeTomb(t *Tombstone) []byte {
+	b := make([]byte, 2, tombValueBytesMax)
+	b[0] = tombFormat1
+	for i, o := range tombOutcomes {
+		if o != "" && o == t.Outcome {
+			b[1] = byte(i)
+		}
+	}
+	b = append(b, t.Fingerprint[:]...)
+	done := t.Completed.UnixMilli()
+	b = binary.AppendUvarint(b, uint64(max(done, 0)))
+	return binary.AppendUvarint(b, uint64(max(t.ProtectUntil.UnixMilli()-done, 0)))
+}
+
+// decodeTomb decodes the tombstone of id from its value.
+func decodeTomb(id string, v []byte) (*Tombstone, error) {
+	if len(v) < 2+tombFingerprintBytes || v[0] != tombFormat1 || int(v[1]) >= len(tombOutcomes) || tombOutcomes[v[1]] == "" {
+		return nil, fmt.Errorf("%w %s", ErrTombstoneCorrupt, id)
+	}
+	t := &Tombstone{TxnID: id, Outcome: tombOutcomes[v[1]]}
+	copy(t.Fingerprint[:], v[2:])
+	rest := v[2+tombFingerprintBytes:]
+	done, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return nil, fmt.Errorf("%w %s", ErrTombstoneCorrupt, id)
+	}
+	span, m := binary.Uvarint(rest[n:])
+	if m <= 0 || n+m != len(rest) {
+		return nil, fmt.Errorf("%w %s", ErrTombstoneCorrupt, id)
+	}
+	t.Completed = time.UnixMilli(int64(done))
+	t.ProtectUntil = t.Completed.Add(time.Duration(span) * time.Millisecond)
+	return t, nil
+}
+
+// tombstoneOf is what the cleaner leaves of terminal rec (the fields a
+// legacy record lacks are zero). ok is false when it leaves nothing: the
+// receipt is protected no longer than it replays.
+func (l *lifecycle) tombstoneOf(id string, rec *Record) (*Tombstone, bool) {
+	until := l.protectUntil(rec)
+	if until <= rec.RetainUntil {
+		return nil, false
+	}
+	t := &Tombstone{TxnID: id, Outcome: EnvelopeOf(rec, id).Outcome,
+		Completed: time.UnixMilli(rec.Completed), ProtectUntil: time.UnixMilli(until)}
+	copy(t.Fingerprint[:], rec.Fingerprint)
+	return t, true
+}
+
+// protectUntil is when rec's key may execute again (unix ms): what the
+// record promised, or — for a record written before receipts carried the
+// promise — its completion plus today's tombstone retention.
+func (l *lifecycle) protectUntil(rec *Record) int64 {
+	if rec.ProtectUntil != 0 {
+		return rec.ProtectUntil
+	}
+	if l.opts.TombstoneRetention <= 0 || rec.Completed == 0 {
+		return rec.RetainUntil
+	}
+	return max(rec.RetainUntil, time.UnixMilli(rec.Completed).Add(l.opts.TombstoneRetention).UnixMilli())
+}
+
+// promise is the ProtectUntil a receipt completing at now writes.
+func (l *lifecycle) promise(now time.Time, retainUntil int64) int64 {
+	if l.opts.TombstoneRetention <= 0 {
+		return retainUntil
+	}
+	return max(retainUntil, now.Add(l.opts.TombstoneRetention).UnixMilli())
+}
+
+// loadTomb reads the tombstone of id; engine.ErrNotFound when there is none.
+func (l *lifecycle) loadTomb(ctx context.Context, id string) (*Tombstone, error) {
+	k := tombKey(id)
+	if k == nil {
+		return nil, engine.ErrNotFound
+	}
+	it, err := l.store.Get(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTomb(id, it.Value)
+}

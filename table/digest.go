@@ -1,0 +1,124 @@
+package table
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// An entry digest stands for one entry of a batch — an insert, a delete or
+// a transform — so that a receipt can say which entries of another request
+// differ from its own without keeping the request (a 422 key mismatch,
+// DESIGN §5.3): 2 bytes of the entry's list and document ID, 4 of its
+// canonical encoding. They are a diagnosis, never a decision — the
+// fingerprint (SHA-256 of the whole canonical request) decides — so a
+// checksum does: CRC-32C, which costs a fraction of a microsecond for a
+// whole batch.
+const (
+	EntryDigestBytes = 6
+	// EntryDigestsMax bounds the entries digested, and so what a receipt
+	// carries for them (384 bytes); the rest are compared only through
+	// the fingerprint.
+	EntryDigestsMax = 64
+)
+
+// The lists of a batch in canonical order, as EntryDigest names them.
+const (
+	ListInserts    = "inserts"
+	ListDeletes    = "deletes"
+	ListTransforms = "transforms"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EntryDigests returns the digests of the batch's first EntryDigestsMax
+// entries, in canonical order (inserts, deletes, transforms), or nil for
+// an invalid batch. Shared: do not modify.
+func (b *Batch) EntryDigests() []byte {
+	if b.Validate() != nil {
+		return nil
+	}
+	return b.canon.Load().digests
+}
+
+// Entries is how many entries the batch has.
+func (b *Batch) Entries() int { return b.docCount() }
+
+// Entry returns the list, the index in it and the document ID of entry i
+// in canonical order.
+func (b *Batch) Entry(i int) (list string, index int, id string) {
+	switch {
+	case i < len(b.Inserts):
+		return ListInserts, i, b.Inserts[i].ID
+	case i < len(b.Inserts)+len(b.Deletes):
+		i -= len(b.Inserts)
+		return ListDeletes, i, b.Deletes[i]
+	}
+	i -= len(b.Inserts) + len(b.Deletes)
+	return ListTransforms, i, b.Transforms[i].ID
+}
+
+// IDDigest is the 2-byte digest of an entry's list and ID, as the first
+// two bytes of its EntryDigest.
+func IDDigest(list, id string) uint16 {
+	h := crc32.Update(0, castagnoli, []byte(list))
+	return uint16(crc32.Update(h, castagnoli, []byte(id)))
+}
+
+// entryDigests digests each entry of canonical batch canon by finding the
+// entries' spans in it: canonical JSON is regular enough that each list is
+// `"<list>":[e,e,…]` and each entry's end is where its balanced braces (or,
+// for a delete, its string) end.
+func (b *Batch) entryDigests(canon []byte) []byte {
+	n := min(b.docCount(), EntryDigestsMax)
+	if n == 0 {
+		return nil
+	}
+	out := make([]byte, 0, n*EntryDigestBytes)
+	rest := canon
+	for i := 0; i < n; i++ {
+		list, _, id := b.Entry(i)
+		if first := i == 0 || lastList(b, i-1) != list; first {
+			at := bytes.Index(rest, []byte(`"`+list+`":[`))
+			rest = rest[at+len(list)+4:]
+		} else {
+			rest = rest[1:] // the ',' between entries
+		}
+		end := entryEnd(rest)
+		out = binary.BigEndian.AppendUint16(out, IDDigest(list, id))
+		out = binary.BigEndian.AppendUint32(out, crc32.Checksum(rest[:end], castagnoli))
+		rest = rest[end:]
+	}
+	return out
+}
+
+func lastList(b *Batch, i int) string { l, _, _ := b.Entry(i); return l }
+
+// entryEnd is the length of the JSON value rest begins with: an object or
+// a string (a delete's ID), canonical (no whitespace).
+func entryEnd(rest []byte) int {
+	depth, inString := 0, false
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case inString && c == '"':
+			inString = false
+			if depth == 0 {
+				return i + 1
+			}
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return len(rest)
+}

@@ -1,0 +1,79 @@
+package table_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/idemdb/idem/table"
+)
+
+func digestsOf(t *testing.T, body string) []byte {
+	t.Helper()
+	b, err := table.DecodeBatch([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := b.EntryDigests()
+	if len(d) != min(b.Entries(), table.EntryDigestsMax)*table.EntryDigestBytes {
+		t.Fatalf("%d digest bytes for %d entries", len(d), b.Entries())
+	}
+	return d
+}
+
+func entry(d []byte, i int) []byte {
+	return d[i*table.EntryDigestBytes : (i+1)*table.EntryDigestBytes]
+}
+
+// TestEntryDigests_OnlyTheChangedEntryChanges: every entry has its own
+// digest; changing one entry — its document, its ops, its ID — changes
+// that digest alone, even where documents hold the lists' own names.
+func TestEntryDigests_OnlyTheChangedEntryChanges(t *testing.T) {
+	base := `{"inserts":[{"id":"a","doc":{"deletes":["x"],"s":"}\""}},{"id":"b","doc":{"n":1}}],` +
+		`"deletes":["c","d~e"],"transforms":[{"id":"f","ops":[{"op":"$inc","path":"n","value":1}]}]}`
+	variants := map[int]string{
+		1: `{"inserts":[{"id":"a","doc":{"deletes":["x"],"s":"}\""}},{"id":"b","doc":{"n":2}}],` +
+			`"deletes":["c","d~e"],"transforms":[{"id":"f","ops":[{"op":"$inc","path":"n","value":1}]}]}`,
+		3: `{"inserts":[{"id":"a","doc":{"deletes":["x"],"s":"}\""}},{"id":"b","doc":{"n":1}}],` +
+			`"deletes":["c","d~f"],"transforms":[{"id":"f","ops":[{"op":"$inc","path":"n","value":1}]}]}`,
+		4: `{"inserts":[{"id":"a","doc":{"deletes":["x"],"s":"}\""}},{"id":"b","doc":{"n":1}}],` +
+			`"deletes":["c","d~e"],"transforms":[{"id":"f","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`,
+	}
+	d0 := digestsOf(t, base)
+	for changed, body := range variants {
+		d := digestsOf(t, body)
+		for i := range 5 {
+			same := bytes.Equal(entry(d0, i), entry(d, i))
+			if same == (i == changed) {
+				t.Errorf("variant %d: entry %d digest same=%v", changed, i, same)
+			}
+		}
+	}
+	// The same batch written differently (key order, spacing) digests the same.
+	if d := digestsOf(t, `{"transforms":[{"ops":[{"value":1,"path":"n","op":"$inc"}],"id":"f"}], "deletes":["c","d~e"],`+
+		`"inserts":[{"doc":{"s":"}\"","deletes":["x"]},"id":"a"},{"id":"b","doc":{"n":1}}]}`); !bytes.Equal(d, d0) {
+		t.Error("a canonically equal batch digests differently")
+	}
+	// The ID digest leads each entry.
+	b, _ := table.DecodeBatch([]byte(base))
+	for i := range b.Entries() {
+		list, _, id := b.Entry(i)
+		if got, want := entry(d0, i)[:2], table.IDDigest(list, id); got[0] != byte(want>>8) || got[1] != byte(want) {
+			t.Errorf("entry %d: ID digest %x, want %04x", i, got, want)
+		}
+	}
+}
+
+func TestEntryDigests_BoundedByEntryDigestsMax(t *testing.T) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"deletes":[`)
+	for i := range table.EntryDigestsMax + 10 {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`"d` + string(rune('a'+i%26)) + string(rune('a'+i/26)) + `"`)
+	}
+	buf.WriteString(`]}`)
+	if d := digestsOf(t, buf.String()); len(d) != table.EntryDigestsMax*table.EntryDigestBytes {
+		t.Fatalf("%d bytes", len(d))
+	}
+}
