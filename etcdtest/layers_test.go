@@ -249,6 +249,19 @@ func TestLayers_TheCleanerAndReleaseFitEtcdLimits(t *testing.T) {
 	if cleaned != receipts {
 		t.Fatalf("cleaned %d receipts, want %d", cleaned, receipts)
 	}
+	// Each left its tombstone: the key is refused, read in the lookup's
+	// one round trip (receipt, tombstone, table metadata).
+	if a := execute(t, svc, keyed(t, "t", "k000")); a.Code != code.KeyExpired || a.Original == nil || a.Original.Outcome != receipt.OutcomeCommitted {
+		t.Fatalf("an expired key on etcd: %+v", a)
+	}
+	// Once their protection ends, the tombstones go too, in Txns that fit.
+	clock.Advance(receipt.TombstoneRetentionDefault)
+	if _, err := svc.CleanOnce(ctx); err != nil {
+		t.Fatalf("clean tombstones: %v", err)
+	}
+	if got := svc.Stats().TombsCleaned; got != receipts {
+		t.Fatalf("cleaned %d tombstones, want %d", got, receipts)
+	}
 	if err := svc.Tables().Drop(ctx, "alice", "t"); err != nil {
 		t.Fatalf("drop a table of %d documents: %v", receipts+1, err)
 	}

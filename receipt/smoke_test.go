@@ -2,10 +2,10 @@ package receipt_test
 
 import (
 	"context"
-	"github.com/idemdb/idem/code"
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
