@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"log/slog"
+
+	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/wal"
+)
+
+// Bounds of what the logical load reports.
+const (
+	// checkStraySamplesMax bounds the keys outside every namespace named
+	// one by one; the rest are counted in one problem.
+	checkStraySamplesMax = 16
+	// checkKeyShownMax bounds the bytes of a key a problem shows.
+	checkKeyShownMax = 64
+	// checkLogLinesMax bounds the lines of the open's own log kept as notes.
+	checkLogLinesMax = 32
+	// checkLogLineBytesMax bounds one line of that log.
+	checkLogLineBytesMax = 1 << 20
+)
+
+// RecoveryCheck is what the open under Check did.
+type RecoveryCheck struct {
+	FromCheckpoint  Version `json:"from_checkpoint"` // 0: the whole log
+	ReplayedEntries int64   `json:"replayed_entries"`
+	ReplayedBytes   int64   `json:"replayed_bytes"`
+}
+
+// load builds the state an open would build, by running Open itself on a
+// copy-on-write view of the dir (checkfs.go) — its repairs, fallbacks and
+// replay are the real ones, their writes stay in memory — and counts it by
+// namespace. What the open logs at warning level is kept as notes: that
+// is what an operator would read at the next start.
+//
+// It costs what an open costs: the whole store in memory, for as long as
+// the counting takes.
+func (c *checker) load() {
+	var logs bytes.Buffer
+	defer func() {
+		// A server would crash here too; a checker says so instead.
+		if p := recover(); p != nil {
+			c.noteLog(&logs)
+			c.problem(ProblemDamage, "", OffsetUnknown, "an open of this dir panics: %v", p)
+		}
+	}()
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: withoutTimeAndLevel}))
+	walOpts := c.opts.WAL
+	walOpts.Logger = logger
+	db, err := Open(c.dir, Options{FS: newViewFS(c.fs), CheckpointLogBytes: -1, WAL: walOpts, Logger: logger})
+	if err != nil {
+		c.noteLog(&logs)
+		c.refused(err)
+		return
+	}
+	c.count(db)
+	c.rep.Loaded = true
+	rec := db.recovery
+	c.rep.Recovery = RecoveryCheck{FromCheckpoint: rec.FromCheckpoint, ReplayedEntries: rec.ReplayedEntries, ReplayedBytes: rec.ReplayedBytes}
+	if err := db.Close(); err != nil {
+		c.problem(ProblemNote, "", OffsetUnknown, "closing the open under check: %v", err)
+	}
+	c.noteLog(&logs)
+	if tip := c.tip(); tip != rec.FromCheckpoint {
+		c.problem(ProblemNote, "", OffsetUnknown,
+			"check reads the checkpoint chain to end at %s, but the open loaded %s: a disagreement between check and recovery",
+			checkpointLabel(uint64(tip)), checkpointLabel(uint64(rec.FromCheckpoint)))
+	}
+}
+
+func (c *checker) tip() Version {
+	if c.rep.Chain == nil {
+		return 0
+	}
+	return c.rep.Chain.Tip
+}
+
+// refused reports an open's refusal, naming the file and offset it names.
+func (c *checker) refused(err error) {
+	file, offset := c.dir, int64(OffsetUnknown)
+	var we *wal.CorruptionError
+	var ce *CorruptionError
+	switch {
+	case errors.As(err, &we):
+		file, offset = we.Path, we.Offset
+	case errors.As(err, &ce) && ce.File != "":
+		file = ce.File
+	}
+	c.problem(ProblemDamage, file, offset, "an open refuses this dir: %v", err)
+}
+
+// count sums the open's tree by namespace; a key in none is damage.
+func (c *checker) count(db *DB) {
+	counts := make([]NamespaceCount, len(Namespaces))
+	for i, ns := range Namespaces {
+		counts[i].Namespace = ns
+	}
+	db.treeMu.RLock()
+	defer db.treeMu.RUnlock()
+	db.tree.AscendAll(func(it index.KV) bool {
+		key := it.Key()
+		n := int64(len(key) + len(it.Value()))
+		c.rep.Keys++
+		c.rep.Bytes += n
+		for i, ns := range Namespaces {
+			if ns.Has(key) {
+				counts[i].Keys++
+				counts[i].Bytes += n
+				return true
+			}
+		}
+		c.rep.StrayKeys++
+		c.rep.StrayBytes += n
+		if c.rep.StrayKeys <= checkStraySamplesMax {
+			c.problem(ProblemDamage, "", OffsetUnknown, "key %q (version %d) lies outside every registered namespace", shownKey(key), it.Version)
+		}
+		return true
+	})
+	if more := c.rep.StrayKeys - checkStraySamplesMax; more > 0 {
+		c.problem(ProblemDamage, "", OffsetUnknown, "%d more keys lie outside every registered namespace (%d keys, %d bytes in all)",
+			more, c.rep.StrayKeys, c.rep.StrayBytes)
+	}
+	c.rep.Namespaces = counts
+}
+
+func shownKey(key []byte) []byte {
+	if len(key) > checkKeyShownMax {
+		return append(key[:checkKeyShownMax:checkKeyShownMax], "…"...)
+	}
+	return key
+}
+
+// noteLog turns the open's warnings into notes, up to checkLogLinesMax.
+func (c *checker) noteLog(logs *bytes.Buffer) {
+	sc := bufio.NewScanner(logs)
+	sc.Buffer(nil, checkLogLineBytesMax)
+	for n := 0; sc.Scan(); n++ {
+		if n == checkLogLinesMax {
+			c.problem(ProblemNote, "", OffsetUnknown, "the open logged more warnings than the %d kept here", checkLogLinesMax)
+			return
+		}
+		c.problem(ProblemNote, "", OffsetUnknown, "an open would log: %s", sc.Text())
+	}
+}
+
+func withoutTimeAndLevel(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
+		return slog.Attr{}
+	}
+	return a
+}
