@@ -22,13 +22,14 @@ RECORDING_PKGS := $(filter-out ./contract/...,$(PKGS))
 
 .PHONY: build test lint bench fault run cluster generate generated-check
 
-# The release binary bin/idemd: failpoints compiled out (GO_FAILPOINTS does
+# The release binaries bin/idemd and bin/idemctl: failpoints compiled out (GO_FAILPOINTS does
 # nothing, pingcap/failpoint is not linked) and planted bugs absent. Also
 # type-checks every module both ways.
 build:
 	$(GO) build $(PKGS)
 	$(GO) build -tags nofailpoint $(PKGS)
 	$(GO) build -tags nofailpoint -ldflags "-X main.stampedVersion=$(VERSION)" -o bin/idemd ./cmd/idemd
+	$(GO) build -tags nofailpoint -o bin/idemctl ./cmd/idemctl
 
 # vet, gofmt, every module's go.mod tidy (go mod tidy ignores go.work), none
 # of the bench's, the harness's, the contract's (kin-openapi) or etcdtest's
