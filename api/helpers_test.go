@@ -26,6 +26,7 @@ import (
 // config shapes a test node; zero values take test defaults.
 type config struct {
 	tokens      map[string]string
+	admins      []string
 	clock       lease.Clock
 	executorMax int
 	bodyMax     int64
@@ -76,7 +77,7 @@ func (n *node) open() {
 	var (
 		db    *engine.DB
 		store engine.Store
-		aopts = api.Options{Tokens: n.cfg.tokens, BodyBytesMax: n.cfg.bodyMax, Logger: log}
+		aopts = api.Options{Tokens: n.cfg.tokens, Admins: n.cfg.admins, BodyBytesMax: n.cfg.bodyMax, Logger: log}
 	)
 	if testsupport.OnReferenceStore() {
 		if n.mem == nil {

@@ -27,6 +27,23 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	durations *prometheus.HistogramVec
 	outcomes  *prometheus.CounterVec
+	// resolutions counts operators' resolutions by what they did.
+	resolutions *prometheus.CounterVec
+}
+
+// Result label values of idem_admin_resolutions_total.
+var resolutionResults = []string{"presumed_abort", "decision_in_force", "already_terminal"}
+
+// resolution counts one operator's resolution.
+func (m *metrics) resolution(r receipt.Resolution) {
+	result := "decision_in_force"
+	switch {
+	case r.WasTerminal:
+		result = "already_terminal"
+	case r.Decided:
+		result = "presumed_abort"
+	}
+	m.resolutions.WithLabelValues(result).Inc()
 }
 
 // routePatterns are the patterns server.go registers; a test holds the two
@@ -39,6 +56,8 @@ var routePatterns = []string{
 	"POST /v1/tables/{table}/batch",
 	"GET /v1/tables/{table}/docs/{id}",
 	"GET /v1/receipts/{table}/{key...}",
+	"GET /v1/receipts",
+	"POST /v1/admin/receipts/{txn_id}/resolve",
 	"POST /v1/sessions",
 	"GET /v1/sessions/{id}",
 	"DELETE /v1/sessions/{id}",
@@ -120,13 +139,20 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 				"mismatch (422 idempotency_key_mismatch), expired (409 idempotency_key_expired), rejected (refused without an outcome). replayed: true, false.",
 		}, []string{"outcome", "replayed"}),
 	}
+	m.resolutions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idem_admin_resolutions_total", Help: "Operators' resolutions of started receipts (POST /v1/admin/receipts/{txn_id}/resolve) by result: " +
+			"presumed_abort (the operator's abort decided it), decision_in_force (a decision existed and was published), already_terminal (nothing written).",
+	}, []string{"result"})
+	for _, r := range resolutionResults {
+		m.resolutions.WithLabelValues(r)
+	}
 	// Every keyed series exists from the start, so that rates over them do
 	// not begin with a gap.
 	for _, o := range keyedOutcomes {
 		m.outcomes.WithLabelValues(o, "true")
 		m.outcomes.WithLabelValues(o, "false")
 	}
-	m.reg.MustRegister(m.requests, m.durations, m.outcomes,
+	m.reg.MustRegister(m.requests, m.durations, m.outcomes, m.resolutions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	counter := func(name, help string, f func(receipt.Stats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},

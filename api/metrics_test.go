@@ -36,6 +36,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_http_requests_total":                 dto.MetricType_COUNTER,
 	"idem_http_request_duration_seconds":       dto.MetricType_HISTOGRAM,
 	"idem_keyed_answers_total":                 dto.MetricType_COUNTER,
+	"idem_admin_resolutions_total":             dto.MetricType_COUNTER,
 	"idem_replays_total":                       dto.MetricType_COUNTER,
 	"idem_key_mismatches_total":                dto.MetricType_COUNTER,
 	"idem_in_progress_total":                   dto.MetricType_COUNTER,
@@ -158,6 +159,8 @@ func TestMetrics_OperatorMetrics(t *testing.T) {
 	n.c.Do("GET", "/v1/sessions/"+sess.ID, nil).JSON(t, 200, nil)
 	n.c.Do("POST", "/v1/sessions/"+sess.ID+"/commit", nil).JSON(t, 201, nil)
 	n.c.Do("DELETE", "/v1/sessions/"+sess.ID, nil).Problem(t, 409)
+	n.c.Do("GET", "/v1/receipts?state=terminal", nil).JSON(t, 200, nil)
+	n.c.Do("POST", "/v1/admin/receipts/00112233445566778899aabbccddeeff/resolve", nil).Problem(t, 404)
 	n.c.Do("GET", "/healthz", nil).JSON(t, 200, nil)
 	n.c.Do("GET", "/nope", nil).Problem(t, 404)
 	n.c.Do("POST", "/healthz", nil).Problem(t, 405)

@@ -39,6 +39,10 @@ type Options struct {
 	// Health, if set, is checked by /healthz: an error answers 503
 	// unavailable (e.g. the engine fail-stopped and needs a restart).
 	Health func() error
+	// Admins are the principals that may act as operators: list every
+	// principal's receipts and resolve a stuck one (admin.go). On a server
+	// without tokens the single principal is one.
+	Admins []string
 	// Forward, if set, sends a keyed request whose receipt another live
 	// node holds to that node (forward.go); nil answers it here.
 	Forward *Forwarding
@@ -83,6 +87,8 @@ func New(svc *receipt.Service, opts Options) *Server {
 	s.route("POST /v1/tables/{table}/batch", auth(s.batch))
 	s.route("GET /v1/tables/{table}/docs/{id}", auth(s.getDoc))
 	s.route("GET /v1/receipts/{table}/{key...}", auth(s.getReceipt))
+	s.route("GET /v1/receipts", auth(s.listReceipts))
+	s.route("POST /v1/admin/receipts/{txn_id}/resolve", auth(s.resolveReceipt))
 	s.route("POST /v1/sessions", auth(s.beginSession))
 	s.route("GET /v1/sessions/{id}", auth(s.getSession))
 	s.route("DELETE /v1/sessions/{id}", auth(s.abortSession))

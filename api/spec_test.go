@@ -58,11 +58,11 @@ func newTestServer(t *testing.T) *Server {
 // contract module checks that the patterns are the spec's operations).
 func TestServer_RoutesArePatterns(t *testing.T) {
 	registered := serverRoutes(t)
-	if len(registered) != 14 {
+	if len(registered) != 16 {
 		t.Fatalf("%d routes: %v", len(registered), registered)
 	}
 	s := newTestServer(t)
-	sample := strings.NewReplacer("{table}", "t1", "{id}", "doc-1", "{doc}", "doc-2", "{key...}", "a%2Fb", "{key}", "a%2Fb")
+	sample := strings.NewReplacer("{table}", "t1", "{id}", "doc-1", "{doc}", "doc-2", "{key...}", "a%2Fb", "{key}", "a%2Fb", "{txn_id}", "00112233445566778899aabbccddeeff")
 	for _, pattern := range registered {
 		method, path, ok := strings.Cut(pattern, " ")
 		if !ok {

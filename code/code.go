@@ -23,6 +23,7 @@ const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
 	Unauthenticated     Code = "unauthenticated"
+	Forbidden           Code = "forbidden"
 	TableNotFound       Code = "table_not_found"
 	DocumentNotFound    Code = "document_not_found"
 	TransactionConflict Code = "transaction_conflict"
@@ -67,6 +68,7 @@ var registry = map[Code]Info{
 	InvalidRequest:      {400, false, None, "Invalid request"},
 	InvalidKey:          {400, false, None, "Invalid Idempotency-Key"},
 	Unauthenticated:     {401, false, None, "Unauthenticated"},
+	Forbidden:           {403, false, None, "Forbidden"},
 	TableNotFound:       {404, false, NewKey, "Table not found"},
 	DocumentNotFound:    {404, false, NewKey, "Document not found"},
 	TransactionConflict: {409, true, NewKey, "Transaction conflict"},

@@ -94,6 +94,10 @@ type Record struct {
 	// only.
 	Entries []byte `cbor:"18,keyasint,omitempty"`
 	Lists   []int  `cbor:"19,keyasint,omitempty"`
+	// ResolvedBy is the operator (principal) whose Resolve published the
+	// terminal envelope (resolve.go); the envelope's message says whether
+	// the operator's presumed abort decided it or a decision existed.
+	ResolvedBy string `cbor:"20,keyasint,omitempty"`
 }
 
 // StoredEnvelope is the complete terminal answer (the transaction ID is the

@@ -26,6 +26,7 @@ type Stats struct {
 	Tombstoned     uint64 // ... of which left a tombstone
 	TombsCleaned   uint64 // tombstones deleted once their key's protection ended
 	Expired        uint64 // 409 idempotency_key_expired answers
+	Resolved       uint64 // started receipts an operator resolved (Resolve)
 	ExecutorBusy   int64  // executor slots in use now
 	// ExecutorBusyReceipts and ExecutorBusySessions split ExecutorBusy by
 	// what holds the slots: receipts (keyed batches and session commits),
@@ -42,7 +43,7 @@ type Stats struct {
 type counters struct {
 	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
-	tombstoned, tombsCleaned, expired                  atomic.Uint64
+	tombstoned, tombsCleaned, expired, resolved        atomic.Uint64
 	sessBegun, sessCommitted, sessAborted, sessExpired atomic.Uint64
 }
 
@@ -54,7 +55,7 @@ func (s *Service) Stats() Stats {
 		InProgress: c.inProgress.Load(), PendingAnswers: c.pending.Load(), Overloaded: c.overloaded.Load(),
 		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
-		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Expired: c.expired.Load(),
+		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
 		ExecutorBusy:         int64(len(s.exec)),
 		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
 		ExecutorBusySessions: s.busy[lease.KindSession].Load(),

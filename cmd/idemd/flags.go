@@ -17,6 +17,7 @@ type config struct {
 	addr            string
 	data            string
 	tokens          string
+	admins          string
 	node            string
 	leaseTTL        time.Duration
 	renewInterval   time.Duration
@@ -95,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8420", "address to listen on, host:port (port 0: any free port)")
 	fs.StringVar(&c.data, "data", "./data", "data directory (created if missing; one process at a time)")
+	fs.StringVar(&c.admins, "admins", "", "comma-separated principals that may act as operators: list every principal's receipts and resolve a stuck one (needs -tokens; without tokens the single principal is an operator)")
 	fs.StringVar(&c.tokens, "tokens", "", "read bearer tokens from `FILE`, one principal:token per line, # comments; without it every request is the single principal \"anonymous\"")
 	fs.StringVar(&c.node, "node", "node-0", fmt.Sprintf("owner ID of this process, 1..%d visible ASCII characters but '/'; its incarnation is bumped at every start", lease.NodeIDBytesMax))
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, fmt.Sprintf("lease TTL of a receipt's owner, at least %v; a successor may adopt after it lapses", leaseTTLMin))
@@ -166,6 +168,14 @@ func (c *config) validate() error {
 	}
 	if c.renewInterval != 0 && c.renewInterval < loopIntervalMin {
 		return usagef("-renew-interval %v: must be 0 (lease-ttl/3) or at least %v", c.renewInterval, loopIntervalMin)
+	}
+	if c.admins != "" && c.tokens == "" {
+		return usagef("-admins %q: needs -tokens (without tokens the single principal is an operator already)", c.admins)
+	}
+	for _, p := range adminList(c.admins) {
+		if p == "" || strings.TrimSpace(p) != p || strings.Contains(p, ":") {
+			return usagef("-admins %q: each must be a principal: non-empty, no ':', no surrounding spaces", c.admins)
+		}
 	}
 	if c.retention <= 0 {
 		return usagef("-retention %v: must be positive", c.retention)
@@ -266,4 +276,12 @@ func (c *config) applyDefaults() {
 		c.requestTimeout = c.waitMax + requestTimeoutOverWait
 	}
 	c.logLevel = strings.ToLower(c.logLevel)
+}
+
+// adminList splits -admins; nil when it is empty.
+func adminList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

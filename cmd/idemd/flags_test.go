@@ -37,6 +37,7 @@ func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
 		{[]string{"-renew-interval", "-1s"}, "-renew-interval -1s: must be 0 (lease-ttl/3) or at least 10ms"},
 		{[]string{"-renew-interval", "1ns"}, "-renew-interval 1ns: must be 0 (lease-ttl/3) or at least 10ms"},
 		{[]string{"-retention", "0"}, "-retention 0s: must be positive"},
+		{[]string{"-admins", "ops"}, `-admins "ops": needs -tokens`},
 		{[]string{"-tombstone-retention", "-1s"}, "-tombstone-retention -1s: must be 0 (off) or longer than -retention 24h0m0s"},
 		{[]string{"-tombstone-retention", "24h"}, "-tombstone-retention 24h0m0s: must be 0 (off) or longer than -retention 24h0m0s"},
 		{[]string{"-legacy-table-owner", ""}, `-legacy-table-owner "": must be a principal`},

@@ -73,7 +73,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	}
 	t.summary = time.Since(began)
 	logRecovered(log, d.store.db, sum, t)
-	handler := api.New(d.svc, api.Options{Tokens: tokens, BodyBytesMax: c.bodyMax,
+	handler := api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
 		RequestTimeout: c.requestTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
 		Forward: forwarding(c), Logger: log})
 	// Through the handler's listener, even the answers net/http gives by

@@ -95,7 +95,7 @@ func logStart(log *slog.Logger, c config) {
 	}
 	log.Info("idemd: settings",
 		"addr", c.addr, "data", c.data, "tokens", tokens, "node", c.node,
-		"lease_ttl", c.leaseTTL, "renew_interval", c.renewInterval, "retention", c.retention, "tombstone_retention", c.tombRetention,
+		"lease_ttl", c.leaseTTL, "renew_interval", c.renewInterval, "retention", c.retention, "tombstone_retention", c.tombRetention, "admins", c.admins,
 		"legacy_table_owner", c.legacyOwner,
 		"maintain_interval", interval(c.maintainEvery), "clean_interval", interval(c.cleanEvery),
 		"executor", c.executor, "wait_max", c.waitMax, "session_ttl_max", c.sessionTTLMax, "sessions_max", c.sessionsMax, "max_body", c.bodyMax,

@@ -57,7 +57,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 	}
 	want := map[string]any{
 		"addr": "127.0.0.1:0", "data": data, "tokens": tokens, "node": "node-0",
-		"lease_ttl": "3s", "renew_interval": "1s", "retention": "24h0m0s", "tombstone_retention": "720h0m0s", "legacy_table_owner": "anonymous",
+		"lease_ttl": "3s", "renew_interval": "1s", "retention": "24h0m0s", "tombstone_retention": "720h0m0s", "admins": "", "legacy_table_owner": "anonymous",
 		"maintain_interval": "never", "clean_interval": "never", "executor": 256.0, "wait_max": "1m30s",
 		"session_ttl_max": "2m0s", "sessions_max": 64.0,
 		"max_body": float64(1 << 20), "request_timeout": "1m40s", "header_timeout": "5s", "write_timeout": "1m45s",

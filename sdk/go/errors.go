@@ -35,6 +35,7 @@ var (
 	ErrInvalidRequest       = sentinel(idemapi.ErrorCodeInvalidRequest)
 	ErrInvalidKey           = sentinel(idemapi.ErrorCodeInvalidIdempotencyKey)
 	ErrUnauthenticated      = sentinel(idemapi.ErrorCodeUnauthenticated)
+	ErrForbidden            = sentinel(idemapi.ErrorCodeForbidden)
 	ErrTableNotFound        = sentinel(idemapi.ErrorCodeTableNotFound)
 	ErrDocumentNotFound     = sentinel(idemapi.ErrorCodeDocumentNotFound)
 	ErrReceiptNotFound      = sentinel(idemapi.ErrorCodeReceiptNotFound)
@@ -59,7 +60,7 @@ var (
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.
-var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, ErrTableNotFound, ErrDocumentNotFound,
+var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, ErrForbidden, ErrTableNotFound, ErrDocumentNotFound,
 	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
 	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,

@@ -83,6 +83,7 @@ func (e EnvelopeOutcome) Valid() bool {
 // Defines values for ErrorCode.
 const (
 	ErrorCodeDocumentNotFound             ErrorCode = "document_not_found"
+	ErrorCodeForbidden                    ErrorCode = "forbidden"
 	ErrorCodeHeaderFieldsTooLarge         ErrorCode = "header_fields_too_large"
 	ErrorCodeIdempotencyKeyExpired        ErrorCode = "idempotency_key_expired"
 	ErrorCodeIdempotencyKeyMismatch       ErrorCode = "idempotency_key_mismatch"
@@ -112,6 +113,8 @@ const (
 func (e ErrorCode) Valid() bool {
 	switch e {
 	case ErrorCodeDocumentNotFound:
+		return true
+	case ErrorCodeForbidden:
 		return true
 	case ErrorCodeHeaderFieldsTooLarge:
 		return true
@@ -173,6 +176,48 @@ const (
 func (e HealthStatus) Valid() bool {
 	switch e {
 	case Ok:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListedReceiptOutcome.
+const (
+	ListedReceiptOutcomeAborted    ListedReceiptOutcome = "aborted"
+	ListedReceiptOutcomeCommitted  ListedReceiptOutcome = "committed"
+	ListedReceiptOutcomeNotApplied ListedReceiptOutcome = "not_applied"
+)
+
+// Valid indicates whether the value is a known member of the ListedReceiptOutcome enum.
+func (e ListedReceiptOutcome) Valid() bool {
+	switch e {
+	case ListedReceiptOutcomeAborted:
+		return true
+	case ListedReceiptOutcomeCommitted:
+		return true
+	case ListedReceiptOutcomeNotApplied:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListedReceiptState.
+const (
+	ListedReceiptStatePending  ListedReceiptState = "pending"
+	ListedReceiptStateStarted  ListedReceiptState = "started"
+	ListedReceiptStateTerminal ListedReceiptState = "terminal"
+)
+
+// Valid indicates whether the value is a known member of the ListedReceiptState enum.
+func (e ListedReceiptState) Valid() bool {
+	switch e {
+	case ListedReceiptStatePending:
+		return true
+	case ListedReceiptStateStarted:
+		return true
+	case ListedReceiptStateTerminal:
 		return true
 	default:
 		return false
@@ -320,6 +365,27 @@ func (e ReceiptState) Valid() bool {
 	}
 }
 
+// Defines values for ResolutionOutcome.
+const (
+	ResolutionOutcomeAborted    ResolutionOutcome = "aborted"
+	ResolutionOutcomeCommitted  ResolutionOutcome = "committed"
+	ResolutionOutcomeNotApplied ResolutionOutcome = "not_applied"
+)
+
+// Valid indicates whether the value is a known member of the ResolutionOutcome enum.
+func (e ResolutionOutcome) Valid() bool {
+	switch e {
+	case ResolutionOutcomeAborted:
+		return true
+	case ResolutionOutcomeCommitted:
+		return true
+	case ResolutionOutcomeNotApplied:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RetryWith.
 const (
 	NewKey  RetryWith = "new_key"
@@ -383,6 +449,30 @@ func (e SessionState) Valid() bool {
 	}
 }
 
+// Defines values for ListReceiptsParamsState.
+const (
+	ListReceiptsParamsStateMutable  ListReceiptsParamsState = "mutable"
+	ListReceiptsParamsStatePending  ListReceiptsParamsState = "pending"
+	ListReceiptsParamsStateStarted  ListReceiptsParamsState = "started"
+	ListReceiptsParamsStateTerminal ListReceiptsParamsState = "terminal"
+)
+
+// Valid indicates whether the value is a known member of the ListReceiptsParamsState enum.
+func (e ListReceiptsParamsState) Valid() bool {
+	switch e {
+	case ListReceiptsParamsStateMutable:
+		return true
+	case ListReceiptsParamsStatePending:
+		return true
+	case ListReceiptsParamsStateStarted:
+		return true
+	case ListReceiptsParamsStateTerminal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Batch At least one and at most 1000 documents in total; each document id
 // appears at most once across inserts, deletes and transforms.
 // Requests that mean the same thing (same members, object keys in any
@@ -436,6 +526,16 @@ type BeginSession struct {
 
 // CodeDocumentNotFound defines model for CodeDocumentNotFound.
 type CodeDocumentNotFound struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
+// CodeForbidden defines model for CodeForbidden.
+type CodeForbidden struct {
 	Code      interface{} `json:"code"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable,omitempty"`
@@ -729,6 +829,7 @@ type Envelope struct {
 	// | invalid_request | 400 | false | none |
 	// | invalid_idempotency_key | 400 | false | none |
 	// | unauthenticated | 401 | false | none |
+	// | forbidden | 403 | false | none |
 	// | table_not_found | 404 | false | new_key |
 	// | document_not_found | 404 | false | new_key |
 	// | receipt_not_found | 404 | false | none |
@@ -777,6 +878,7 @@ type EnvelopeOutcome string
 // | invalid_request | 400 | false | none |
 // | invalid_idempotency_key | 400 | false | none |
 // | unauthenticated | 401 | false | none |
+// | forbidden | 403 | false | none |
 // | table_not_found | 404 | false | new_key |
 // | document_not_found | 404 | false | new_key |
 // | receipt_not_found | 404 | false | none |
@@ -821,6 +923,36 @@ type Insert struct {
 
 // Key An Idempotency-Key — 1..255 visible ASCII characters.
 type Key = string
+
+// ListedReceipt defines model for ListedReceipt.
+type ListedReceipt struct {
+	Completed *time.Time `json:"completed,omitempty"`
+	Created   time.Time  `json:"created"`
+	Debt      bool       `json:"debt"`
+
+	// Key An Idempotency-Key — 1..255 visible ASCII characters.
+	Key     Key                   `json:"key"`
+	Outcome *ListedReceiptOutcome `json:"outcome,omitempty"`
+
+	// Owner Node ID of the owner while the receipt is mutable.
+	Owner     *string `json:"owner,omitempty"`
+	Principal string  `json:"principal"`
+
+	// ResolvedBy The operator whose resolution made it terminal.
+	ResolvedBy *string            `json:"resolved_by,omitempty"`
+	Started    *time.Time         `json:"started,omitempty"`
+	State      ListedReceiptState `json:"state"`
+	Table      string             `json:"table"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId TransactionId `json:"transaction_id"`
+}
+
+// ListedReceiptOutcome defines model for ListedReceipt.Outcome.
+type ListedReceiptOutcome string
+
+// ListedReceiptState defines model for ListedReceipt.State.
+type ListedReceiptState string
 
 // Op One op on a dotted path. Rules, each a 400 invalid_request before
 // anything is written (and, on the keyed route, before a receipt
@@ -946,6 +1078,7 @@ type Problem struct {
 	// | invalid_request | 400 | false | none |
 	// | invalid_idempotency_key | 400 | false | none |
 	// | unauthenticated | 401 | false | none |
+	// | forbidden | 403 | false | none |
 	// | table_not_found | 404 | false | new_key |
 	// | document_not_found | 404 | false | new_key |
 	// | receipt_not_found | 404 | false | none |
@@ -1009,6 +1142,49 @@ type Problem struct {
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId *TransactionId `json:"transaction_id,omitempty"`
 	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// ProblemForbidden defines model for ProblemForbidden.
+type ProblemForbidden struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
 	union         json.RawMessage
 }
 
@@ -1690,6 +1866,32 @@ type ReceiptOutcome string
 // `protected_until`).
 type ReceiptState string
 
+// ReceiptList defines model for ReceiptList.
+type ReceiptList struct {
+	// Next The cursor to ask the next page with; absent once the index is walked to its end. A page may be short, even empty, and still have one (a call reads at most 4096 index entries).
+	Next     *string         `json:"next,omitempty"`
+	Receipts []ListedReceipt `json:"receipts"`
+}
+
+// Resolution defines model for Resolution.
+type Resolution struct {
+	// DecidedByOperator The operator's presumed abort decided the transaction (false — a decision existed and was published, or the receipt was terminal already).
+	DecidedByOperator bool `json:"decided_by_operator"`
+
+	// Envelope A terminal receipt's stored answer, as replayed by the batch route.
+	Envelope Envelope          `json:"envelope"`
+	Outcome  ResolutionOutcome `json:"outcome"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId TransactionId `json:"transaction_id"`
+
+	// WasTerminal Nothing was written.
+	WasTerminal bool `json:"was_terminal"`
+}
+
+// ResolutionOutcome defines model for Resolution.Outcome.
+type ResolutionOutcome string
+
 // RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 // final); new_key: this key's answer is final, a new attempt needs a
 // new key; none: retrying cannot help.
@@ -1840,6 +2042,116 @@ type UnsupportedMedia = ProblemUnsupportedMedia
 
 // UnsupportedMediaKeyed defines model for UnsupportedMediaKeyed.
 type UnsupportedMediaKeyed = ProblemUnsupportedMedia
+
+// ResolveReceipt409ApplicationProblemPlusJSONResponseBody defines parameters for ResolveReceipt.
+type ResolveReceipt409ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// ResolveReceipt503ApplicationProblemPlusJSONResponseBody defines parameters for ResolveReceipt.
+type ResolveReceipt503ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// ListReceiptsParams defines parameters for ListReceipts.
+type ListReceiptsParams struct {
+	State *ListReceiptsParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// OlderThan A Go duration: 90s, 15m, 2h.
+	OlderThan *string `form:"older_than,omitempty" json:"older_than,omitempty"`
+	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Cursor    *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Principal Operators only: whose receipts ("" for everyone's).
+	Principal *string `form:"principal,omitempty" json:"principal,omitempty"`
+}
+
+// ListReceiptsParamsState defines parameters for ListReceipts.
+type ListReceiptsParamsState string
 
 // GetReceipt400ApplicationProblemPlusJSONResponseBody defines parameters for GetReceipt.
 type GetReceipt400ApplicationProblemPlusJSONResponseBody struct {
@@ -2958,6 +3270,32 @@ func (t *Problem) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the Problem as a CodeForbidden
+func (t Problem) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the Problem as the provided CodeForbidden
+func (t *Problem) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the Problem, using the provided CodeForbidden
+func (t *Problem) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the Problem as a CodeTableNotFound
 func (t Problem) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -3679,6 +4017,829 @@ func (t *Problem) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsCodeInvalidRequest returns the union data inside the ProblemForbidden as a CodeInvalidRequest
+func (t ProblemForbidden) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemForbidden as the provided CodeInvalidRequest
+func (t *ProblemForbidden) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemForbidden, using the provided CodeInvalidRequest
+func (t *ProblemForbidden) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemForbidden as a CodeInvalidKey
+func (t ProblemForbidden) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemForbidden as the provided CodeInvalidKey
+func (t *ProblemForbidden) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemForbidden, using the provided CodeInvalidKey
+func (t *ProblemForbidden) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemForbidden as a CodeUnauthenticated
+func (t ProblemForbidden) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemForbidden as the provided CodeUnauthenticated
+func (t *ProblemForbidden) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemForbidden, using the provided CodeUnauthenticated
+func (t *ProblemForbidden) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemForbidden as a CodeForbidden
+func (t ProblemForbidden) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemForbidden as the provided CodeForbidden
+func (t *ProblemForbidden) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemForbidden, using the provided CodeForbidden
+func (t *ProblemForbidden) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemForbidden as a CodeTableNotFound
+func (t ProblemForbidden) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemForbidden as the provided CodeTableNotFound
+func (t *ProblemForbidden) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemForbidden, using the provided CodeTableNotFound
+func (t *ProblemForbidden) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemForbidden as a CodeDocumentNotFound
+func (t ProblemForbidden) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemForbidden as the provided CodeDocumentNotFound
+func (t *ProblemForbidden) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemForbidden, using the provided CodeDocumentNotFound
+func (t *ProblemForbidden) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemForbidden as a CodeReceiptNotFound
+func (t ProblemForbidden) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemForbidden as the provided CodeReceiptNotFound
+func (t *ProblemForbidden) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemForbidden, using the provided CodeReceiptNotFound
+func (t *ProblemForbidden) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemForbidden as a CodeNotFound
+func (t ProblemForbidden) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemForbidden as the provided CodeNotFound
+func (t *ProblemForbidden) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemForbidden, using the provided CodeNotFound
+func (t *ProblemForbidden) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemForbidden as a CodeMethodNotAllowed
+func (t ProblemForbidden) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemForbidden as the provided CodeMethodNotAllowed
+func (t *ProblemForbidden) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemForbidden, using the provided CodeMethodNotAllowed
+func (t *ProblemForbidden) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemForbidden as a CodeTransactionConflict
+func (t ProblemForbidden) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemForbidden as the provided CodeTransactionConflict
+func (t *ProblemForbidden) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemForbidden, using the provided CodeTransactionConflict
+func (t *ProblemForbidden) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemForbidden as a CodeTransactionAborted
+func (t ProblemForbidden) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemForbidden as the provided CodeTransactionAborted
+func (t *ProblemForbidden) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemForbidden, using the provided CodeTransactionAborted
+func (t *ProblemForbidden) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemForbidden as a CodeRequestInProgress
+func (t ProblemForbidden) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemForbidden as the provided CodeRequestInProgress
+func (t *ProblemForbidden) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemForbidden, using the provided CodeRequestInProgress
+func (t *ProblemForbidden) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemForbidden as a CodePayloadTooLarge
+func (t ProblemForbidden) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemForbidden as the provided CodePayloadTooLarge
+func (t *ProblemForbidden) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemForbidden, using the provided CodePayloadTooLarge
+func (t *ProblemForbidden) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemForbidden as a CodeUnsupportedMedia
+func (t ProblemForbidden) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemForbidden as the provided CodeUnsupportedMedia
+func (t *ProblemForbidden) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemForbidden, using the provided CodeUnsupportedMedia
+func (t *ProblemForbidden) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemForbidden as a CodeHeadersTooLarge
+func (t ProblemForbidden) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemForbidden as the provided CodeHeadersTooLarge
+func (t *ProblemForbidden) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemForbidden, using the provided CodeHeadersTooLarge
+func (t *ProblemForbidden) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemForbidden as a CodeNotImplemented
+func (t ProblemForbidden) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemForbidden as the provided CodeNotImplemented
+func (t *ProblemForbidden) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemForbidden, using the provided CodeNotImplemented
+func (t *ProblemForbidden) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemForbidden as a CodeKeyMismatch
+func (t ProblemForbidden) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemForbidden as the provided CodeKeyMismatch
+func (t *ProblemForbidden) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemForbidden, using the provided CodeKeyMismatch
+func (t *ProblemForbidden) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ProblemForbidden as a CodeKeyExpired
+func (t ProblemForbidden) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemForbidden as the provided CodeKeyExpired
+func (t *ProblemForbidden) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemForbidden, using the provided CodeKeyExpired
+func (t *ProblemForbidden) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemForbidden as a CodeOverloaded
+func (t ProblemForbidden) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemForbidden as the provided CodeOverloaded
+func (t *ProblemForbidden) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemForbidden, using the provided CodeOverloaded
+func (t *ProblemForbidden) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemForbidden as a CodeInternal
+func (t ProblemForbidden) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemForbidden as the provided CodeInternal
+func (t *ProblemForbidden) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemForbidden, using the provided CodeInternal
+func (t *ProblemForbidden) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemForbidden as a CodeUnavailable
+func (t ProblemForbidden) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemForbidden as the provided CodeUnavailable
+func (t *ProblemForbidden) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemForbidden, using the provided CodeUnavailable
+func (t *ProblemForbidden) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemForbidden as a CodeReceiptPending
+func (t ProblemForbidden) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemForbidden as the provided CodeReceiptPending
+func (t *ProblemForbidden) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemForbidden, using the provided CodeReceiptPending
+func (t *ProblemForbidden) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemForbidden as a CodeSessionNotFound
+func (t ProblemForbidden) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemForbidden as the provided CodeSessionNotFound
+func (t *ProblemForbidden) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemForbidden, using the provided CodeSessionNotFound
+func (t *ProblemForbidden) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemForbidden as a CodeSessionAborted
+func (t ProblemForbidden) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemForbidden as the provided CodeSessionAborted
+func (t *ProblemForbidden) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemForbidden, using the provided CodeSessionAborted
+func (t *ProblemForbidden) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemForbidden as a CodeSessionCommitted
+func (t ProblemForbidden) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemForbidden as the provided CodeSessionCommitted
+func (t *ProblemForbidden) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemForbidden, using the provided CodeSessionCommitted
+func (t *ProblemForbidden) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemForbidden) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemForbidden) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
 // AsCodeInvalidRequest returns the union data inside the ProblemInternal as a CodeInvalidRequest
 func (t ProblemInternal) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
 	var body CodeInvalidRequest
@@ -3747,6 +4908,32 @@ func (t *ProblemInternal) FromCodeUnauthenticated(v CodeUnauthenticated) error {
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemInternal, using the provided CodeUnauthenticated
 func (t *ProblemInternal) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemInternal as a CodeForbidden
+func (t ProblemInternal) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemInternal as the provided CodeForbidden
+func (t *ProblemInternal) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemInternal, using the provided CodeForbidden
+func (t *ProblemInternal) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4554,6 +5741,32 @@ func (t *ProblemInvalidRequest) MergeCodeUnauthenticated(v CodeUnauthenticated) 
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ProblemInvalidRequest as a CodeForbidden
+func (t ProblemInvalidRequest) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemInvalidRequest as the provided CodeForbidden
+func (t *ProblemInvalidRequest) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeForbidden
+func (t *ProblemInvalidRequest) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ProblemInvalidRequest as a CodeTableNotFound
 func (t ProblemInvalidRequest) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -5341,6 +6554,32 @@ func (t *ProblemKeyMismatch) FromCodeUnauthenticated(v CodeUnauthenticated) erro
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeUnauthenticated
 func (t *ProblemKeyMismatch) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemKeyMismatch as a CodeForbidden
+func (t ProblemKeyMismatch) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemKeyMismatch as the provided CodeForbidden
+func (t *ProblemKeyMismatch) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeForbidden
+func (t *ProblemKeyMismatch) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -6142,6 +7381,32 @@ func (t *ProblemOverloaded) MergeCodeUnauthenticated(v CodeUnauthenticated) erro
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ProblemOverloaded as a CodeForbidden
+func (t ProblemOverloaded) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemOverloaded as the provided CodeForbidden
+func (t *ProblemOverloaded) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemOverloaded, using the provided CodeForbidden
+func (t *ProblemOverloaded) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ProblemOverloaded as a CodeTableNotFound
 func (t ProblemOverloaded) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -6925,6 +8190,32 @@ func (t *ProblemOverloadedUnkeyed) FromCodeUnauthenticated(v CodeUnauthenticated
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeUnauthenticated
 func (t *ProblemOverloadedUnkeyed) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemOverloadedUnkeyed as a CodeForbidden
+func (t ProblemOverloadedUnkeyed) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeForbidden
+func (t *ProblemOverloadedUnkeyed) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeForbidden
+func (t *ProblemOverloadedUnkeyed) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -7732,6 +9023,32 @@ func (t *ProblemPayloadTooLarge) MergeCodeUnauthenticated(v CodeUnauthenticated)
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ProblemPayloadTooLarge as a CodeForbidden
+func (t ProblemPayloadTooLarge) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeForbidden
+func (t *ProblemPayloadTooLarge) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeForbidden
+func (t *ProblemPayloadTooLarge) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ProblemPayloadTooLarge as a CodeTableNotFound
 func (t ProblemPayloadTooLarge) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -8519,6 +9836,32 @@ func (t *ProblemReceiptNotFound) FromCodeUnauthenticated(v CodeUnauthenticated) 
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeUnauthenticated
 func (t *ProblemReceiptNotFound) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemReceiptNotFound as a CodeForbidden
+func (t ProblemReceiptNotFound) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemReceiptNotFound as the provided CodeForbidden
+func (t *ProblemReceiptNotFound) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeForbidden
+func (t *ProblemReceiptNotFound) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -9326,6 +10669,32 @@ func (t *ProblemReceiptPending) MergeCodeUnauthenticated(v CodeUnauthenticated) 
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ProblemReceiptPending as a CodeForbidden
+func (t ProblemReceiptPending) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemReceiptPending as the provided CodeForbidden
+func (t *ProblemReceiptPending) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeForbidden
+func (t *ProblemReceiptPending) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ProblemReceiptPending as a CodeTableNotFound
 func (t ProblemReceiptPending) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -10109,6 +11478,32 @@ func (t *ProblemSessionAborted) FromCodeUnauthenticated(v CodeUnauthenticated) e
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeUnauthenticated
 func (t *ProblemSessionAborted) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemSessionAborted as a CodeForbidden
+func (t ProblemSessionAborted) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemSessionAborted as the provided CodeForbidden
+func (t *ProblemSessionAborted) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeForbidden
+func (t *ProblemSessionAborted) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -10916,6 +12311,32 @@ func (t *ProblemSessionCommitted) MergeCodeUnauthenticated(v CodeUnauthenticated
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ProblemSessionCommitted as a CodeForbidden
+func (t ProblemSessionCommitted) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemSessionCommitted as the provided CodeForbidden
+func (t *ProblemSessionCommitted) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeForbidden
+func (t *ProblemSessionCommitted) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ProblemSessionCommitted as a CodeTableNotFound
 func (t ProblemSessionCommitted) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -11703,6 +13124,32 @@ func (t *ProblemSessionNotFound) FromCodeUnauthenticated(v CodeUnauthenticated) 
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeUnauthenticated
 func (t *ProblemSessionNotFound) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemSessionNotFound as a CodeForbidden
+func (t ProblemSessionNotFound) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemSessionNotFound as the provided CodeForbidden
+func (t *ProblemSessionNotFound) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeForbidden
+func (t *ProblemSessionNotFound) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -12510,6 +13957,32 @@ func (t *ProblemTableNotFound) MergeCodeUnauthenticated(v CodeUnauthenticated) e
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ProblemTableNotFound as a CodeForbidden
+func (t ProblemTableNotFound) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemTableNotFound as the provided CodeForbidden
+func (t *ProblemTableNotFound) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeForbidden
+func (t *ProblemTableNotFound) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ProblemTableNotFound as a CodeTableNotFound
 func (t ProblemTableNotFound) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -13297,6 +14770,32 @@ func (t *ProblemUnauthenticated) FromCodeUnauthenticated(v CodeUnauthenticated) 
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeUnauthenticated
 func (t *ProblemUnauthenticated) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemUnauthenticated as a CodeForbidden
+func (t ProblemUnauthenticated) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemUnauthenticated as the provided CodeForbidden
+func (t *ProblemUnauthenticated) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeForbidden
+func (t *ProblemUnauthenticated) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -14104,6 +15603,32 @@ func (t *ProblemUnavailable) MergeCodeUnauthenticated(v CodeUnauthenticated) err
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ProblemUnavailable as a CodeForbidden
+func (t ProblemUnavailable) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemUnavailable as the provided CodeForbidden
+func (t *ProblemUnavailable) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemUnavailable, using the provided CodeForbidden
+func (t *ProblemUnavailable) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ProblemUnavailable as a CodeTableNotFound
 func (t ProblemUnavailable) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -14891,6 +16416,32 @@ func (t *ProblemUnsupportedMedia) FromCodeUnauthenticated(v CodeUnauthenticated)
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeUnauthenticated
 func (t *ProblemUnsupportedMedia) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemUnsupportedMedia as a CodeForbidden
+func (t ProblemUnsupportedMedia) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeForbidden
+func (t *ProblemUnsupportedMedia) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeForbidden
+func (t *ProblemUnsupportedMedia) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -15744,6 +17295,1656 @@ func (t *SessionEnded) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsCodeInvalidRequest returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
 // AsCodeInvalidRequest returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
 func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
 	var body CodeInvalidRequest
@@ -15812,6 +19013,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenti
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
 func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -16621,6 +19848,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthe
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
 func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -17410,6 +20663,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeUnauthe
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
 func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -18219,6 +21498,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauth
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
 func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -19008,6 +22313,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeUnauthe
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
 func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -19879,6 +23210,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeUnaut
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
 func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -20668,6 +24025,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
 func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -21477,6 +24860,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticate
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
 func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -22266,6 +25675,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated
 
 // MergeCodeUnauthenticated performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
 func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -23137,6 +26572,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticat
 	return err
 }
 
+// AsCodeForbidden returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeTableNotFound returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
 	var body CodeTableNotFound
@@ -23947,6 +27408,7 @@ type ClientInterface interface {
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
+	// idem_admin_resolutions_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -23964,6 +27426,36 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResolveReceipt Resolve a stuck started receipt (operators only), safely by the 2PC rules
+	//
+	// Writes a presumed-abort decision with the same create-if-absent as
+	// recovery, so it can never contradict a decision that exists (that
+	// one is published instead), and publishes the terminal envelope,
+	// which records the operator (`resolved_by` in listings). Fenced by the
+	// receipt's claim: this node's own, or adopted from a dead or older
+	// incarnation. A receipt a live owner elsewhere holds is 409 (resolve
+	// it there, or once its lease expired); a pending receipt (it has not
+	// executed, and will) is 409. Logged, and counted in
+	// idem_admin_resolutions_total by result.
+	//
+	// Corresponds with POST /v1/admin/receipts/{txn_id}/resolve (the `ResolveReceipt` operationId).
+	ResolveReceipt(ctx context.Context, txnId TransactionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListReceipts List receipts by state and age (operators find stuck work)
+	//
+	// The caller's receipts — an operator's (idemd -admins; on a server
+	// without tokens, the single principal) may name another principal,
+	// or `principal=` (empty) for every principal's. `state`: `pending`,
+	// `started`, `mutable` (the default: both, and terminal receipts
+	// still owing visibility), or `terminal` (in completion order).
+	// `older_than`: created (mutable) or completed (terminal) at least
+	// that long ago, a Go duration (`90s`, `2h`). A call reads at most
+	// 4096 index entries and answers at most `limit` receipts; `next` is
+	// the cursor to go on with.
+	//
+	// Corresponds with GET /v1/receipts (the `ListReceipts` operationId).
+	ListReceipts(ctx context.Context, params *ListReceiptsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetReceipt The caller's own receipt for a key
 	//
@@ -24316,6 +27808,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
+// idem_admin_resolutions_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 // idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -24334,6 +27827,56 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMetricsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResolveReceipt Resolve a stuck started receipt (operators only), safely by the 2PC rules
+//
+// Writes a presumed-abort decision with the same create-if-absent as
+// recovery, so it can never contradict a decision that exists (that
+// one is published instead), and publishes the terminal envelope,
+// which records the operator (`resolved_by` in listings). Fenced by the
+// receipt's claim: this node's own, or adopted from a dead or older
+// incarnation. A receipt a live owner elsewhere holds is 409 (resolve
+// it there, or once its lease expired); a pending receipt (it has not
+// executed, and will) is 409. Logged, and counted in
+// idem_admin_resolutions_total by result.
+//
+// Corresponds with POST /v1/admin/receipts/{txn_id}/resolve (the `ResolveReceipt` operationId).
+func (c *Client) ResolveReceipt(ctx context.Context, txnId TransactionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResolveReceiptRequest(c.Server, txnId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReceipts List receipts by state and age (operators find stuck work)
+//
+// The caller's receipts — an operator's (idemd -admins; on a server
+// without tokens, the single principal) may name another principal,
+// or `principal=` (empty) for every principal's. `state`: `pending`,
+// `started`, `mutable` (the default: both, and terminal receipts
+// still owing visibility), or `terminal` (in completion order).
+// `older_than`: created (mutable) or completed (terminal) at least
+// that long ago, a Go duration (`90s`, `2h`). A call reads at most
+// 4096 index entries and answers at most `limit` receipts; `next` is
+// the cursor to go on with.
+//
+// Corresponds with GET /v1/receipts (the `ListReceipts` operationId).
+func (c *Client) ListReceipts(ctx context.Context, params *ListReceiptsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListReceiptsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -24923,6 +28466,142 @@ func NewMetricsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResolveReceiptRequest constructs an http.Request for the ResolveReceipt method
+func NewResolveReceiptRequest(server string, txnId TransactionId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "txn_id", txnId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/receipts/%s/resolve", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListReceiptsRequest constructs an http.Request for the ListReceipts method
+func NewListReceiptsRequest(server string, params *ListReceiptsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/receipts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OlderThan != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "older_than", *params.OlderThan, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Principal != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "principal", *params.Principal, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -25683,6 +29362,7 @@ type ClientWithResponsesInterface interface {
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
+	// idem_admin_resolutions_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -25702,6 +29382,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
+
+	// ResolveReceiptWithResponse Resolve a stuck started receipt (operators only), safely by the 2PC rules
+	//
+	// Writes a presumed-abort decision with the same create-if-absent as
+	// recovery, so it can never contradict a decision that exists (that
+	// one is published instead), and publishes the terminal envelope,
+	// which records the operator (`resolved_by` in listings). Fenced by the
+	// receipt's claim: this node's own, or adopted from a dead or older
+	// incarnation. A receipt a live owner elsewhere holds is 409 (resolve
+	// it there, or once its lease expired); a pending receipt (it has not
+	// executed, and will) is 409. Logged, and counted in
+	// idem_admin_resolutions_total by result.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/receipts/{txn_id}/resolve (the `ResolveReceipt` operationId).
+	ResolveReceiptWithResponse(ctx context.Context, txnId TransactionId, reqEditors ...RequestEditorFn) (*ResolveReceiptResponse, error)
+
+	// ListReceiptsWithResponse List receipts by state and age (operators find stuck work)
+	//
+	// The caller's receipts — an operator's (idemd -admins; on a server
+	// without tokens, the single principal) may name another principal,
+	// or `principal=` (empty) for every principal's. `state`: `pending`,
+	// `started`, `mutable` (the default: both, and terminal receipts
+	// still owing visibility), or `terminal` (in completion order).
+	// `older_than`: created (mutable) or completed (terminal) at least
+	// that long ago, a Go duration (`90s`, `2h`). A call reads at most
+	// 4096 index entries and answers at most `limit` receipts; `next` is
+	// the cursor to go on with.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/receipts (the `ListReceipts` operationId).
+	ListReceiptsWithResponse(ctx context.Context, params *ListReceiptsParams, reqEditors ...RequestEditorFn) (*ListReceiptsResponse, error)
 
 	// GetReceiptWithResponse The caller's own receipt for a key
 	//
@@ -26126,6 +29840,186 @@ func (r MetricsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResolveReceiptResponse401Headers the declared response headers of an HTTP 401 response for ResolveReceipt
+type ResolveReceiptResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ResolveReceiptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Resolution
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ProblemForbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ProblemReceiptNotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ResolveReceipt409ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ResolveReceipt503ApplicationProblemPlusJSONResponseBody
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResolveReceiptResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResolveReceiptResponse) GetJSON200() *Resolution {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResolveReceiptResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResolveReceiptResponse) GetApplicationproblemJSON403() *ProblemForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResolveReceiptResponse) GetApplicationproblemJSON404() *ProblemReceiptNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResolveReceiptResponse) GetApplicationproblemJSON409() *ResolveReceipt409ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResolveReceiptResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResolveReceiptResponse) GetApplicationproblemJSON503() *ResolveReceipt503ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResolveReceiptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResolveReceiptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResolveReceiptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResolveReceiptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListReceiptsResponse401Headers the declared response headers of an HTTP 401 response for ListReceipts
+type ListReceiptsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListReceiptsResponse503Headers the declared response headers of an HTTP 503 response for ListReceipts
+type ListReceiptsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListReceiptsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReceiptList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ProblemInvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ProblemForbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListReceiptsResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListReceiptsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListReceiptsResponse) GetJSON200() *ReceiptList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListReceiptsResponse) GetApplicationproblemJSON400() *ProblemInvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListReceiptsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListReceiptsResponse) GetApplicationproblemJSON403() *ProblemForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListReceiptsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListReceiptsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListReceiptsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListReceiptsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListReceiptsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListReceiptsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -27597,6 +31491,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
+// idem_admin_resolutions_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 // idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -27621,6 +31516,52 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseMetricsResponse(rsp)
+}
+
+// ResolveReceiptWithResponse Resolve a stuck started receipt (operators only), safely by the 2PC rules
+//
+// Writes a presumed-abort decision with the same create-if-absent as
+// recovery, so it can never contradict a decision that exists (that
+// one is published instead), and publishes the terminal envelope,
+// which records the operator (`resolved_by` in listings). Fenced by the
+// receipt's claim: this node's own, or adopted from a dead or older
+// incarnation. A receipt a live owner elsewhere holds is 409 (resolve
+// it there, or once its lease expired); a pending receipt (it has not
+// executed, and will) is 409. Logged, and counted in
+// idem_admin_resolutions_total by result.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/receipts/{txn_id}/resolve (the `ResolveReceipt` operationId).
+func (c *ClientWithResponses) ResolveReceiptWithResponse(ctx context.Context, txnId TransactionId, reqEditors ...RequestEditorFn) (*ResolveReceiptResponse, error) {
+	rsp, err := c.ResolveReceipt(ctx, txnId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResolveReceiptResponse(rsp)
+}
+
+// ListReceiptsWithResponse List receipts by state and age (operators find stuck work)
+//
+// The caller's receipts — an operator's (idemd -admins; on a server
+// without tokens, the single principal) may name another principal,
+// or `principal=` (empty) for every principal's. `state`: `pending`,
+// `started`, `mutable` (the default: both, and terminal receipts
+// still owing visibility), or `terminal` (in completion order).
+// `older_than`: created (mutable) or completed (terminal) at least
+// that long ago, a Go duration (`90s`, `2h`). A call reads at most
+// 4096 index entries and answers at most `limit` receipts; `next` is
+// the cursor to go on with.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/receipts (the `ListReceipts` operationId).
+func (c *ClientWithResponses) ListReceiptsWithResponse(ctx context.Context, params *ListReceiptsParams, reqEditors ...RequestEditorFn) (*ListReceiptsResponse, error) {
+	rsp, err := c.ListReceipts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListReceiptsResponse(rsp)
 }
 
 // GetReceiptWithResponse The caller's own receipt for a key
@@ -28145,6 +32086,171 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	response := &MetricsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseResolveReceiptResponse parses an HTTP response from a ResolveReceiptWithResponse call
+func ParseResolveReceiptResponse(rsp *http.Response) (*ResolveReceiptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResolveReceiptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Resolution
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ProblemForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ProblemReceiptNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ResolveReceipt409ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ResolveReceipt503ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResolveReceiptResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListReceiptsResponse parses an HTTP response from a ListReceiptsWithResponse call
+func ParseListReceiptsResponse(rsp *http.Response) (*ListReceiptsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListReceiptsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReceiptList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ProblemInvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ProblemForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListReceiptsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListReceiptsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

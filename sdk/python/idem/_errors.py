@@ -14,6 +14,7 @@ CODES: Dict[str, tuple] = {
     "invalid_request": (400, False, "none"),
     "invalid_idempotency_key": (400, False, "none"),
     "unauthenticated": (401, False, "none"),
+    "forbidden": (403, False, "none"),
     "table_not_found": (404, False, "new_key"),
     "document_not_found": (404, False, "new_key"),
     "receipt_not_found": (404, False, "none"),

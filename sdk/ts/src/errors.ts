@@ -10,6 +10,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   invalid_request: { status: 400, retryable: false, retryWith: "none" },
   invalid_idempotency_key: { status: 400, retryable: false, retryWith: "none" },
   unauthenticated: { status: 401, retryable: false, retryWith: "none" },
+  forbidden: { status: 403, retryable: false, retryWith: "none" },
   table_not_found: { status: 404, retryable: false, retryWith: "new_key" },
   document_not_found: { status: 404, retryable: false, retryWith: "new_key" },
   receipt_not_found: { status: 404, retryable: false, retryWith: "none" },

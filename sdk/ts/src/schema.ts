@@ -113,6 +113,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/receipts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List receipts by state and age (operators find stuck work)
+         * @description The caller's receipts — an operator's (idemd -admins; on a server
+         *     without tokens, the single principal) may name another principal,
+         *     or `principal=` (empty) for every principal's. `state`: `pending`,
+         *     `started`, `mutable` (the default: both, and terminal receipts
+         *     still owing visibility), or `terminal` (in completion order).
+         *     `older_than`: created (mutable) or completed (terminal) at least
+         *     that long ago, a Go duration (`90s`, `2h`). A call reads at most
+         *     4096 index entries and answers at most `limit` receipts; `next` is
+         *     the cursor to go on with.
+         */
+        get: operations["listReceipts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/receipts/{txn_id}/resolve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                txn_id: components["schemas"]["TransactionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resolve a stuck started receipt (operators only), safely by the 2PC rules
+         * @description Writes a presumed-abort decision with the same create-if-absent as
+         *     recovery, so it can never contradict a decision that exists (that
+         *     one is published instead), and publishes the terminal envelope,
+         *     which records the operator (`resolved_by` in listings). Fenced by the
+         *     receipt's claim: this node's own, or adopted from a dead or older
+         *     incarnation. A receipt a live owner elsewhere holds is 409 (resolve
+         *     it there, or once its lease expired); a pending receipt (it has not
+         *     executed, and will) is 409. Logged, and counted in
+         *     idem_admin_resolutions_total by result.
+         */
+        post: operations["resolveReceipt"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/receipts/{table}/{key}": {
         parameters: {
             query?: never;
@@ -323,6 +381,7 @@ export interface paths {
          *     idem_recovery_passes_total, idem_recovered_total,
          *     idem_decisions_released_total, idem_cleaner_deletions_total,
          *     idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_key_expired_total,
+         *     idem_admin_resolutions_total,
          *     idem_renewal_batches_total, idem_renewal_writes_total,
          *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
          *     idem_executor_busy_by_kind, idem_active_leases_by_kind,
@@ -706,6 +765,7 @@ export interface components {
          *     | invalid_request | 400 | false | none |
          *     | invalid_idempotency_key | 400 | false | none |
          *     | unauthenticated | 401 | false | none |
+         *     | forbidden | 403 | false | none |
          *     | table_not_found | 404 | false | new_key |
          *     | document_not_found | 404 | false | new_key |
          *     | receipt_not_found | 404 | false | none |
@@ -729,7 +789,7 @@ export interface components {
          *     | session_committed | 409 | false | none |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -756,7 +816,7 @@ export interface components {
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
             differences?: components["schemas"]["Differences"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -780,6 +840,20 @@ export interface components {
             title?: "Invalid Idempotency-Key";
             /** @constant */
             status?: 400;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "none";
+        };
+        CodeForbidden: {
+            /** @constant */
+            code: "forbidden";
+            /** @constant */
+            type?: "urn:idem:problem:forbidden";
+            /** @constant */
+            title?: "Forbidden";
+            /** @constant */
+            status?: 403;
             /** @constant */
             retryable?: false;
             /** @constant */
@@ -1096,6 +1170,43 @@ export interface components {
         ProblemInvalidRequest: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidRequest"];
         ProblemInvalidKey: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidKey"];
         ProblemUnauthenticated: components["schemas"]["Problem"] & components["schemas"]["CodeUnauthenticated"];
+        ProblemForbidden: components["schemas"]["Problem"] & components["schemas"]["CodeForbidden"];
+        ReceiptList: {
+            receipts: components["schemas"]["ListedReceipt"][];
+            /** @description The cursor to ask the next page with; absent once the index is walked to its end. A page may be short, even empty, and still have one (a call reads at most 4096 index entries). */
+            next?: string;
+        };
+        ListedReceipt: {
+            transaction_id: components["schemas"]["TransactionId"];
+            principal: string;
+            table: string;
+            key: components["schemas"]["Key"];
+            /** @enum {string} */
+            state: "pending" | "started" | "terminal";
+            /** Format: date-time */
+            created: string;
+            /** Format: date-time */
+            started?: string;
+            /** Format: date-time */
+            completed?: string;
+            /** @description Node ID of the owner while the receipt is mutable. */
+            owner?: string;
+            debt: boolean;
+            /** @enum {string} */
+            outcome?: "committed" | "aborted" | "not_applied";
+            /** @description The operator whose resolution made it terminal. */
+            resolved_by?: string;
+        };
+        Resolution: {
+            transaction_id: components["schemas"]["TransactionId"];
+            /** @enum {string} */
+            outcome: "committed" | "aborted" | "not_applied";
+            /** @description The operator's presumed abort decided the transaction (false — a decision existed and was published, or the receipt was terminal already). */
+            decided_by_operator: boolean;
+            /** @description Nothing was written. */
+            was_terminal: boolean;
+            envelope: components["schemas"]["Envelope"];
+        };
         ProblemTableNotFound: components["schemas"]["Problem"] & components["schemas"]["CodeTableNotFound"];
         ProblemReceiptNotFound: components["schemas"]["Problem"] & components["schemas"]["CodeReceiptNotFound"];
         ProblemNotFound: components["schemas"]["Problem"] & components["schemas"]["CodeNotFound"];
@@ -1756,6 +1867,121 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
+        };
+    };
+    listReceipts: {
+        parameters: {
+            query?: {
+                state?: "pending" | "started" | "mutable" | "terminal";
+                /** @description A Go duration: 90s, 15m, 2h. */
+                older_than?: string;
+                limit?: number;
+                cursor?: string;
+                /** @description Operators only: whose receipts ("" for everyone's). */
+                principal?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptList"];
+                };
+            };
+            /** @description A parameter out of its range, or a cursor this listing did not give. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemInvalidRequest"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description principal= from a caller that is not an operator. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemForbidden"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resolveReceipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                txn_id: components["schemas"]["TransactionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the resolution did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Resolution"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description The caller is not an operator. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemForbidden"];
+                };
+            };
+            /** @description No such receipt. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemReceiptNotFound"];
+                };
+            };
+            /** @description idempotency_request_in_progress — pending, held by a live owner elsewhere, or being worked on here. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @constant */
+                        code?: "idempotency_request_in_progress";
+                    };
+                };
+            };
+            500: components["responses"]["Internal"];
+            /** @description unavailable, or idempotency_receipt_pending (the decision's outcome could not be established; retry). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "unavailable" | "idempotency_receipt_pending";
+                    };
+                };
+            };
         };
     };
     getReceipt: {

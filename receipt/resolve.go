@@ -1,0 +1,120 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/twopc"
+)
+
+// An operator may unstick a started receipt — one whose outcome recovery
+// keeps failing to establish, or that a client waits on for too long —
+// only the way recovery itself could: by writing a presumed-abort decision
+// with the decision's create-if-absent. A decision that exists wins (it is
+// published instead, as it would be anyway), so the action can never
+// contradict one, and it never executes anything. Every write is fenced
+// by the receipt's claim, which the action holds as recovery does: its own
+// node's, or adopted from a dead or older incarnation; a live owner
+// elsewhere is asked to be resolved there. The terminal record names who
+// resolved it (Record.ResolvedBy), the log says so, and a metric counts it.
+
+// Resolution is what Resolve did.
+type Resolution struct {
+	TxnID string
+	// Outcome is the receipt's terminal outcome now; Decided says the
+	// operator's presumed abort is what decided it (false: a decision
+	// already existed, or the receipt was terminal before).
+	Outcome string
+	Decided bool
+	// WasTerminal: nothing was written, the receipt was terminal already.
+	WasTerminal bool
+	Envelope    Envelope
+}
+
+// ResolvedByMax bounds the principal name a resolution records.
+const ResolvedByMax = 255
+
+// msgResolvedByOperator is the presumed abort's message when an operator
+// decided it.
+const msgResolvedByOperator = "an operator resolved the receipt: the transaction was aborted before it was decided (presumed abort)"
+
+// Resolve settles started receipt txnID for operator by (a principal):
+// presumed abort unless a decision exists. A pending receipt (not
+// executed, it will run) and a receipt held live elsewhere are refused
+// with *code.Error; a missing one is engine.ErrNotFound.
+func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, error) {
+	if len(txnID) != 2*txnIDBytes || tombKey(txnID) == nil {
+		return Resolution{}, engine.ErrNotFound
+	}
+	if s.refusesWrites() != nil {
+		return Resolution{}, errUnavailable()
+	}
+	rec, ver, err := s.load(ctx, txnID)
+	if err != nil {
+		return Resolution{}, err
+	}
+	switch rec.State {
+	case Terminal:
+		env := EnvelopeOf(rec, txnID)
+		return Resolution{TxnID: txnID, Outcome: env.Outcome, WasTerminal: true, Envelope: env}, nil
+	case Pending:
+		return Resolution{}, code.Errorf(code.RequestInProgress, "receipt %s is pending: it has not executed and will; only a started receipt can be resolved", txnID)
+	}
+	f, mine := s.beginFlight(txnID)
+	if !mine {
+		return Resolution{}, code.Errorf(code.RequestInProgress, "a request on this node is working on receipt %s; retry", txnID)
+	}
+	defer s.endFlight(txnID, f)
+	a := &attempt{id: txnID, rec: rec, ver: ver}
+	if _, err := s.hold(ctx, a, time.Time{}); err != nil {
+		if errors.Is(err, errNotOurs) {
+			return Resolution{}, code.Errorf(code.RequestInProgress, "receipt %s is held by its live owner %s: resolve it there, or once its lease expired", txnID, a.holder)
+		}
+		if errors.Is(err, errRetry) {
+			return Resolution{}, code.Errorf(code.RequestInProgress, "receipt %s changed meanwhile; retry", txnID)
+		}
+		return Resolution{}, err
+	}
+	ans, err := s.resolveHeld(ctx, a, by)
+	if err != nil {
+		return Resolution{}, err
+	}
+	if !ans.Terminal {
+		return Resolution{}, code.Errorf(code.ReceiptPending, "resolving receipt %s: %s", txnID, ans.Message)
+	}
+	res := Resolution{TxnID: txnID, Outcome: ans.Outcome, Envelope: ans.Envelope, Decided: ans.Message == msgResolvedByOperator}
+	s.stats.resolved.Add(1)
+	s.opts.Logger.Warn("receipt: resolved by an operator", "txn_id", txnID, "by", by, "outcome", res.Outcome, "decided_by_operator", res.Decided)
+	return res, nil
+}
+
+// resolveHeld is reconcile with the operator's policy: the decision in
+// force if there is one, else presumed abort, recorded as the operator's.
+func (l *lifecycle) resolveHeld(ctx context.Context, a *attempt, by string) (Answer, error) {
+	st, err := l.coord.Lookup(ctx, a.id)
+	if err != nil {
+		return l.stuck(a, classifyStep(err), err)
+	}
+	a.begun = st.Begun
+	if st.Decision != nil {
+		if st.Begun && !l.opts.DeferResolution {
+			if _, err := l.coord.Resolve(ctx, a.id); err != nil {
+				return l.stuck(a, classifyStep(err), err)
+			}
+		}
+		return l.publish(ctx, a, envelopeOf(st.Decision, a.id))
+	}
+	if err := l.hb.Ensure(ctx, a.held, l.opts.SafetyMargin); err != nil {
+		return l.stuck(a, classifyStep(err), err)
+	}
+	if len(by) > ResolvedByMax {
+		by = by[:ResolvedByMax]
+	}
+	marked := *a.rec
+	marked.ResolvedBy = by
+	a.rec = &marked
+	return l.decideAndPublish(ctx, a, twopc.Aborted{Code: code.TransactionAborted, Message: msgResolvedByOperator})
+}
