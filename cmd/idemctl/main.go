@@ -1,6 +1,8 @@
 // Command idemctl is the operator's tool for Idem data.
 //
 //	idemctl check [-json] DATA   verify a stopped data dir offline
+//	idemctl receipts list|get|resolve ...
+//	                             see and unstick receipts on a running server
 //	idemctl help [COMMAND]       list the commands, or show one's usage
 //
 // check reads an embedded data dir (idemd -data) the way the engine's own
@@ -51,7 +53,7 @@ type command struct {
 
 // commands is the table of subcommands, in the order help lists them.
 func commands() []command {
-	return []command{checkCommand}
+	return []command{checkCommand, receiptsCommand}
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -110,7 +112,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "  help [COMMAND]\tlist the commands, or show one's usage\n")
 	tw.Flush()
-	fmt.Fprint(w, "\nexit status: 0 done (clean), 1 damage found, 2 could not run (usage, dir in use, not a data dir)\n")
+	fmt.Fprint(w, "\nexit status: 0 done (clean), 1 damage found or the server refused, 2 could not run (usage, dir in use, not a data dir, no server)\n")
 }
 
 // newFlags is a command's flag set: errors and -h go to stderr, under the

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+var receiptsCommand = command{
+	name:     "receipts",
+	synopsis: "[-server URL] [-token-file FILE] list|get|resolve ...",
+	summary:  "see and unstick receipts on a running server",
+	doc: "Against a running idemd (its HTTP API):\n\n" +
+		"  list [-state pending|started|mutable|terminal] [-older-than D] [-principal P | -all] [-limit N] [-json]\n" +
+		"      the caller's receipts by state and age (an operator's, with -principal or -all, anyone's),\n" +
+		"      following the server's cursor up to -limit\n" +
+		"  get TABLE KEY           one receipt: its state, outcome and expiry\n" +
+		"  resolve TXN_ID          resolve a stuck started receipt (operators only): the decision in force,\n" +
+		"                          or a presumed abort through the decision's create-if-absent\n\n" +
+		"The bearer token is read from -token-file, else $IDEM_TOKEN (none: a server without tokens).\n" +
+		"Exit 0 done, 1 the server refused (its problem is printed), 2 could not run.",
+	run: runReceipts,
+}
+
+// Bounds of a listing walked through the server's cursor.
+const (
+	listLimitDefault = 100
+	listPagesMax     = 1000 // the server reads at most 4096 index entries a page
+	clientTimeout    = 30 * time.Second
+	responseBytesMax = 16 << 20
+)
+
+// client is the HTTP API as idemctl uses it.
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// problemError is a problem the server answered.
+type problemError struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+func (p *problemError) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail) }
+
+// do sends method path and decodes a 200 into out; a problem is a *problemError.
+func (c *client) do(method, path string, out any) error {
+	req, err := http.NewRequest(method, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, responseBytesMax))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		p := &problemError{Status: resp.StatusCode}
+		if json.Unmarshal(body, p) != nil || p.Code == "" {
+			p.Code, p.Detail = "unexpected", strings.TrimSpace(string(body))
+		}
+		return p
+	}
+	return json.Unmarshal(body, out)
+}
+
+func runReceipts(c command, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(c, stderr)
+	server := fs.String("server", "http://127.0.0.1:8420", "the server's base URL")
+	tokenFile := fs.String("token-file", "", "read the bearer token from `FILE` (else $IDEM_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	token := os.Getenv("IDEM_TOKEN")
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemctl receipts: %v\n", err)
+			return exitUsage
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	cl := &client{base: strings.TrimRight(*server, "/"), token: token, http: &http.Client{Timeout: clientTimeout}}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	sub := map[string]func(*client, command, []string, io.Writer, io.Writer) int{
+		"list": receiptsList, "get": receiptsGet, "resolve": receiptsResolve,
+	}[rest[0]]
+	if sub == nil {
+		fmt.Fprintf(stderr, "idemctl receipts: unknown subcommand %q (list, get, resolve)\n", rest[0])
+		return exitUsage
+	}
+	return sub(cl, c, rest[1:], stdout, stderr)
+}
+
+// refused prints err and says how idemctl exits for it.
+func refused(stderr io.Writer, what string, err error) int {
+	fmt.Fprintf(stderr, "idemctl receipts %s: %v\n", what, err)
+	var p *problemError
+	if errors.As(err, &p) {
+		return exitDamage
+	}
+	return exitUsage
+}
+
+type listedReceipt struct {
+	TransactionID string     `json:"transaction_id"`
+	Principal     string     `json:"principal"`
+	Table         string     `json:"table"`
+	Key           string     `json:"key"`
+	State         string     `json:"state"`
+	Created       time.Time  `json:"created"`
+	Started       *time.Time `json:"started,omitempty"`
+	Completed     *time.Time `json:"completed,omitempty"`
+	Owner         string     `json:"owner,omitempty"`
+	Debt          bool       `json:"debt"`
+	Outcome       string     `json:"outcome,omitempty"`
+	ResolvedBy    string     `json:"resolved_by,omitempty"`
+}
+
+func receiptsList(cl *client, c command, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("idemctl receipts list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", "mutable", "pending, started, mutable (both) or terminal")
+	older := fs.Duration("older-than", 0, "only receipts created (mutable) or completed (terminal) at least this long ago")
+	principal := fs.String("principal", "", "an operator: list this principal's receipts")
+	all := fs.Bool("all", false, "an operator: list every principal's receipts")
+	limit := fs.Int("limit", listLimitDefault, "list at most this many")
+	asJSON := fs.Bool("json", false, "print one JSON array")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 || *limit < 1 || (*all && *principal != "") {
+		fmt.Fprintln(stderr, "usage: idemctl receipts list [-state S] [-older-than D] [-principal P | -all] [-limit N] [-json]")
+		return exitUsage
+	}
+	q := url.Values{"state": {*state}}
+	if *older > 0 {
+		q.Set("older_than", older.String())
+	}
+	switch {
+	case *all:
+		q.Set("principal", "")
+	case *principal != "":
+		q.Set("principal", *principal)
+	}
+	var got []listedReceipt
+	for page := 0; len(got) < *limit && page < listPagesMax; page++ {
+		q.Set("limit", fmt.Sprint(min(*limit-len(got), 1000)))
+		var p struct {
+			Receipts []listedReceipt `json:"receipts"`
+			Next     string          `json:"next"`
+		}
+		if err := cl.do("GET", "/v1/receipts?"+q.Encode(), &p); err != nil {
+			return refused(stderr, "list", err)
+		}
+		got = append(got, p.Receipts...)
+		if p.Next == "" {
+			break
+		}
+		q.Set("cursor", p.Next)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(got)
+		return exitOK
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSACTION\tPRINCIPAL\tTABLE\tKEY\tSTATE\tAGE\tOWNER/OUTCOME")
+	for _, r := range got {
+		at, who := r.Created, r.Owner
+		if r.Completed != nil {
+			at, who = *r.Completed, r.Outcome
+		}
+		if r.ResolvedBy != "" {
+			who += " (resolved by " + r.ResolvedBy + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.TransactionID, r.Principal, r.Table, r.Key, r.State,
+			now.Sub(at).Round(time.Second), who)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func receiptsGet(cl *client, c command, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 2 {
+		fmt.Fprintln(stderr, "usage: idemctl receipts get TABLE KEY")
+		return exitUsage
+	}
+	var v json.RawMessage
+	if err := cl.do("GET", "/v1/receipts/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), &v); err != nil {
+		return refused(stderr, "get", err)
+	}
+	return printIndented(stdout, v)
+}
+
+func receiptsResolve(cl *client, c command, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: idemctl receipts resolve TXN_ID")
+		return exitUsage
+	}
+	var v json.RawMessage
+	if err := cl.do("POST", "/v1/admin/receipts/"+url.PathEscape(args[0])+"/resolve", &v); err != nil {
+		return refused(stderr, "resolve", err)
+	}
+	return printIndented(stdout, v)
+}
+
+func printIndented(w io.Writer, v json.RawMessage) int {
+	var out any
+	if err := json.Unmarshal(v, &out); err != nil {
+		return exitUsage
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+	return exitOK
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemdb/idem/api"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
+)
+
+// serve starts an API server with tokens for alice and the operator ops,
+// and leaves alice's key "stuck" started; it returns the server's URL and
+// the receipt's transaction ID.
+func serve(t *testing.T) (string, string) {
+	t.Helper()
+	db, err := engine.Open(t.TempDir(), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := receipt.Open(context.Background(), db, receipt.Options{SeparateDecide: true, MaintainInterval: -1, CleanInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	ts := httptest.NewServer(api.New(svc, api.Options{Tokens: map[string]string{"tok-a": "alice", "tok-ops": "ops"}, Admins: []string{"ops"}}))
+	t.Cleanup(ts.Close)
+	if _, _, err := svc.Tables().Create(context.Background(), "alice", "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := table.DecodeBatch([]byte(`{"inserts":[{"id":"x","doc":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("boom")`)
+	if _, err := svc.Execute(context.Background(), receipt.Request{Principal: "alice", Table: "t", Key: "stuck", Batch: b}); err == nil {
+		t.Fatal("no injected failure")
+	}
+	disarm()
+	return ts.URL, receipt.Bind("alice", "t", "stuck")
+}
+
+func tokenFile(t *testing.T, token string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func expectExit(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if got := run(args, &out, &errs); got != want {
+		t.Fatalf("idemctl %v: exit %d, want %d\nstdout %s\nstderr %s", args, got, want, out.String(), errs.String())
+	}
+	return out.String() + errs.String()
+}
+
+// TestReceipts_AnOperatorFindsAndResolvesAStuckReceipt: list shows the
+// stuck started receipt, resolve aborts it (the operator only: alice is
+// refused with exit 1), get shows it terminal, and an unreachable server
+// is exit 2.
+func TestReceipts_AnOperatorFindsAndResolvesAStuckReceipt(t *testing.T) {
+	base, txn := serve(t)
+	ops := []string{"receipts", "-server", base, "-token-file", tokenFile(t, "tok-ops")}
+	alice := []string{"receipts", "-server", base, "-token-file", tokenFile(t, "tok-a")}
+
+	out := expectExit(t, exitOK, append(ops, "list", "-state", "started", "-all")...)
+	if !strings.Contains(out, txn) || !strings.Contains(out, "stuck") || !strings.Contains(out, "alice") {
+		t.Fatalf("list:\n%s", out)
+	}
+	var listed []listedReceipt
+	if err := json.Unmarshal([]byte(expectExit(t, exitOK, append(alice, "list", "-json")...)), &listed); err != nil || len(listed) != 1 || listed[0].State != "started" {
+		t.Fatalf("alice's own listing: %+v %v", listed, err)
+	}
+	if out := expectExit(t, exitDamage, append(alice, "resolve", txn)...); !strings.Contains(out, "forbidden") {
+		t.Fatalf("alice resolves:\n%s", out)
+	}
+	var res struct {
+		Outcome string `json:"outcome"`
+		Decided bool   `json:"decided_by_operator"`
+	}
+	if err := json.Unmarshal([]byte(expectExit(t, exitOK, append(ops, "resolve", txn)...)), &res); err != nil || res.Outcome != "aborted" || !res.Decided {
+		t.Fatalf("resolve: %+v %v", res, err)
+	}
+	var v struct {
+		State   string `json:"state"`
+		Outcome string `json:"outcome"`
+	}
+	if err := json.Unmarshal([]byte(expectExit(t, exitOK, append(alice, "get", "t", "stuck")...)), &v); err != nil || v.State != "terminal" || v.Outcome != "aborted" {
+		t.Fatalf("get: %+v %v", v, err)
+	}
+	expectExit(t, exitUsage, "receipts", "-server", "http://127.0.0.1:1", "list")
+	expectExit(t, exitUsage, append(ops, "frobnicate")...)
+	expectExit(t, exitUsage, append(ops, "resolve")...)
+}
