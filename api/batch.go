@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,10 +49,15 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, res)
 		return
 	}
+	firstSent, err := parseFirstSent(r.Header.Values(headerFirstSent))
+	if err != nil {
+		writeProblem(w, code.InvalidRequest, err.Error())
+		return
+	}
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	principal := principalOf(r.Context())
-	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait}
+	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent}
 	forwarding := s.mayForward(r)
 	if forwarding {
 		// Learn first, without waiting, whether another node holds the
@@ -87,6 +93,27 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.keyed(ans)
 	writeAnswer(w, ans)
+}
+
+// headerFirstSent is Azure's Repeatability-First-Sent (an HTTP-date): when
+// the client first sent this request.
+const headerFirstSent = "Repeatability-First-Sent"
+
+// parseFirstSent reads Repeatability-First-Sent: one HTTP-date (the
+// service refuses one in the future); zero when absent.
+func parseFirstSent(values []string) (time.Time, error) {
+	switch len(values) {
+	case 0:
+		return time.Time{}, nil
+	case 1:
+	default:
+		return time.Time{}, fmt.Errorf("%s: one value, not %d", headerFirstSent, len(values))
+	}
+	t, err := http.ParseTime(strings.TrimSpace(values[0]))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q: want an HTTP-date such as %q", headerFirstSent, values[0], "Tue, 01 Dec 2026 10:00:00 GMT")
+	}
+	return t, nil
 }
 
 // preferWaitMax bounds the wait a client may ask for before the service's

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -141,5 +142,32 @@ func TestKeyMismatch_NamesTheEntriesThatDiffer(t *testing.T) {
 	if !d.Complete || len(d.Entries) != 2 || d.Entries[0].Change != "changed" || d.Entries[0].List != "inserts" || d.Entries[0].ID != "a" ||
 		d.Entries[1].Change != "removed" || d.Entries[1].List != "deletes" || d.Entries[1].Index != 0 || d.Entries[1].ID != "" {
 		t.Fatalf("differences %s", r.Body)
+	}
+}
+
+// TestFirstSent_ANewKeyFirstSentBeyondTheKeyMemoryIsRefused: a new key
+// whose Repeatability-First-Sent lies further back than the server keeps
+// keys (here 48 h) is 412 first_sent_too_old, with no receipt made; one
+// first sent within it executes; a known key replays whatever it says; a
+// malformed value is 400.
+func TestFirstSent_ANewKeyFirstSentBeyondTheKeyMemoryIsRefused(t *testing.T) {
+	n, clock := expiringNode(t)
+	date := func(ago time.Duration) string { return clock.Now().Add(-ago).UTC().Format(http.TimeFormat) }
+	r := n.batch("t", "old", incOne, "Repeatability-First-Sent", date(49*time.Hour))
+	p := r.Problem(t, 412)
+	if p.Code != "first_sent_too_old" || p.Outcome != "not_applied" || p.RetryWith != "new_key" || p.TransactionID == "" {
+		t.Fatalf("%s", r.Body)
+	}
+	n.noReceipt("t", "old")
+	if r := n.batch("t", "recent", incOne, "Repeatability-First-Sent", date(47*time.Hour)); r.Status != 201 {
+		t.Fatalf("within the memory: %d %s", r.Status, r.Body)
+	}
+	if r := n.batch("t", "recent", incOne, "Repeatability-First-Sent", date(100*time.Hour)); r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("a known key: %d %s", r.Status, r.Body)
+	}
+	for _, bad := range []string{"yesterday", date(-time.Hour)} {
+		if p := n.batch("t", "bad", incOne, "Repeatability-First-Sent", bad).Problem(t, 400); p.Code != "invalid_request" {
+			t.Fatalf("%q: %+v", bad, p)
+		}
 	}
 }

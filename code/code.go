@@ -31,6 +31,7 @@ const (
 	RequestInProgress   Code = "idempotency_request_in_progress"
 	KeyMismatch         Code = "idempotency_key_mismatch"
 	KeyExpired          Code = "idempotency_key_expired"
+	FirstSentTooOld     Code = "first_sent_too_old"
 	Overloaded          Code = "overloaded"
 	ReceiptPending      Code = "idempotency_receipt_pending"
 	PayloadTooLarge     Code = "payload_too_large"
@@ -76,6 +77,7 @@ var registry = map[Code]Info{
 	RequestInProgress:   {409, true, SameKey, "Request in progress"},
 	KeyMismatch:         {422, false, None, "Idempotency-Key reused with a different request"},
 	KeyExpired:          {409, false, NewKey, "Idempotency-Key expired"},
+	FirstSentTooOld:     {412, false, NewKey, "First sent before the server's memory of keys"},
 	Overloaded:          {429, true, SameKey, "Overloaded"},
 	ReceiptPending:      {503, true, SameKey, "Outcome pending"},
 	PayloadTooLarge:     {413, false, None, "Payload too large"},

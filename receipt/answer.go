@@ -124,6 +124,14 @@ func answerExpired(t *Tombstone, fp [32]byte) Answer {
 		Expiry: Expiry{ProtectUntil: t.ProtectUntil}}
 }
 
+// answerTooOld refuses a new request first sent before the key memory
+// reaches back: it may have executed and been forgotten. Transient: no
+// receipt is made, and the answer carries the key's transaction ID.
+func answerTooOld(txnID string, firstSent time.Time, memory time.Duration) Answer {
+	return Answer{Envelope: fromCode(code.FirstSentTooOld, "the request was first sent at "+firstSent.UTC().Format(time.RFC3339)+
+		", longer ago than this server remembers keys ("+memory.String()+"): it may have been applied; send it again with a new key if it was not", txnID, OutcomeNotApplied)}
+}
+
 // answerMismatch refuses a request whose key is bound to another request.
 // Its envelope carries no transaction ID: this request has none, and the
 // original's belongs in Original, beside its own state.

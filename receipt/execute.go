@@ -21,6 +21,12 @@ type Request struct {
 	// Wait is how long the caller will wait for a terminal envelope when the
 	// receipt is in progress (Prefer: wait=N); capped by Options.WaitMax.
 	Wait time.Duration
+	// FirstSent is when the client first sent this request (Azure's
+	// Repeatability-First-Sent, AEP-155's first_sent); zero if it did not
+	// say. A request first sent longer ago than the key is remembered
+	// (KeyMemory) finds no receipt and no tombstone for a reason it cannot
+	// tell — forgotten, or never sent — and is refused instead of run.
+	FirstSent time.Time
 }
 
 // Execute runs the keyed flow of DESIGN §5: lookup, compare, replay or
@@ -31,6 +37,9 @@ type Request struct {
 func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	if ans, bad := invalid(req); bad {
 		return ans, nil
+	}
+	if req.FirstSent.After(s.clock.Now().Add(FirstSentSkewMax)) {
+		return answerInvalid(code.InvalidRequest, "Repeatability-First-Sent lies in the future"), nil
 	}
 	canon, fp, err := Canonical(req.Table, req.Batch)
 	if err != nil {
@@ -77,6 +86,9 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		}
 		switch act {
 		case actCreate:
+			if l := s.KeyMemory(); !req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > l {
+				return answerTooOld(id, req.FirstSent, l), nil
+			}
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
 				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests(), Lists: listsOf(req.Batch)}}
 			if plan == nil {
@@ -118,6 +130,19 @@ func (l *lifecycle) settledAnswer(act action, id string, rec *Record, b *table.B
 		return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true, Expiry: l.expiryOf(rec)}, true
 	}
 	return Answer{}, false
+}
+
+// FirstSentSkewMax is how far in the future Request.FirstSent may lie (the
+// client's clock ahead of ours) before the request is refused as invalid.
+const FirstSentSkewMax = 5 * time.Minute
+
+// KeyMemory is how long after a receipt completes its key is still known
+// here — by the receipt, then by its tombstone: TombstoneRetention, or
+// Retention with tombstones off. (Measured from completion, which is after
+// the first send: a request first sent within it, and never seen, cannot
+// have been forgotten.)
+func (s *Service) KeyMemory() time.Duration {
+	return max(s.opts.Retention, s.opts.TombstoneRetention)
 }
 
 // promised gives a terminal answer that a's steps produced the promise of

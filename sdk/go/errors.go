@@ -48,6 +48,7 @@ var (
 	ErrUnsupportedMediaType = sentinel(idemapi.ErrorCodeUnsupportedMediaType)
 	ErrKeyMismatch          = sentinel(idemapi.ErrorCodeIdempotencyKeyMismatch)
 	ErrKeyExpired           = sentinel(idemapi.ErrorCodeIdempotencyKeyExpired)
+	ErrFirstSentTooOld      = sentinel(idemapi.ErrorCodeFirstSentTooOld)
 	ErrHeaderFieldsTooLarge = sentinel(idemapi.ErrorCodeHeaderFieldsTooLarge)
 	ErrOverloaded           = sentinel(idemapi.ErrorCodeOverloaded)
 	ErrInternal             = sentinel(idemapi.ErrorCodeInternal)
@@ -62,6 +63,6 @@ var (
 // sentinels lists them, for the test that holds them to the server's codes.
 var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, ErrForbidden, ErrTableNotFound, ErrDocumentNotFound,
 	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
-	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrHeaderFieldsTooLarge,
+	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrFirstSentTooOld, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
 	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted}

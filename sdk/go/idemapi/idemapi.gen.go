@@ -83,6 +83,7 @@ func (e EnvelopeOutcome) Valid() bool {
 // Defines values for ErrorCode.
 const (
 	ErrorCodeDocumentNotFound             ErrorCode = "document_not_found"
+	ErrorCodeFirstSentTooOld              ErrorCode = "first_sent_too_old"
 	ErrorCodeForbidden                    ErrorCode = "forbidden"
 	ErrorCodeHeaderFieldsTooLarge         ErrorCode = "header_fields_too_large"
 	ErrorCodeIdempotencyKeyExpired        ErrorCode = "idempotency_key_expired"
@@ -113,6 +114,8 @@ const (
 func (e ErrorCode) Valid() bool {
 	switch e {
 	case ErrorCodeDocumentNotFound:
+		return true
+	case ErrorCodeFirstSentTooOld:
 		return true
 	case ErrorCodeForbidden:
 		return true
@@ -534,6 +537,16 @@ type CodeDocumentNotFound struct {
 	Type      interface{} `json:"type,omitempty"`
 }
 
+// CodeFirstSentTooOld defines model for CodeFirstSentTooOld.
+type CodeFirstSentTooOld struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
 // CodeForbidden defines model for CodeForbidden.
 type CodeForbidden struct {
 	Code      interface{} `json:"code"`
@@ -842,6 +855,7 @@ type Envelope struct {
 	// | unsupported_media_type | 415 | false | none |
 	// | idempotency_key_mismatch | 422 | false | none |
 	// | idempotency_key_expired | 409 | false | new_key |
+	// | first_sent_too_old | 412 | false | new_key |
 	// | header_fields_too_large | 431 | false | none |
 	// | overloaded | 429 | true | same_key |
 	// | internal | 500 | true | same_key |
@@ -891,6 +905,7 @@ type EnvelopeOutcome string
 // | unsupported_media_type | 415 | false | none |
 // | idempotency_key_mismatch | 422 | false | none |
 // | idempotency_key_expired | 409 | false | new_key |
+// | first_sent_too_old | 412 | false | new_key |
 // | header_fields_too_large | 431 | false | none |
 // | overloaded | 429 | true | same_key |
 // | internal | 500 | true | same_key |
@@ -1091,6 +1106,7 @@ type Problem struct {
 	// | unsupported_media_type | 415 | false | none |
 	// | idempotency_key_mismatch | 422 | false | none |
 	// | idempotency_key_expired | 409 | false | new_key |
+	// | first_sent_too_old | 412 | false | new_key |
 	// | header_fields_too_large | 431 | false | none |
 	// | overloaded | 429 | true | same_key |
 	// | internal | 500 | true | same_key |
@@ -2008,6 +2024,9 @@ type IdempotencyKey = string
 // Prefer Examples: wait=5
 type Prefer = string
 
+// RepeatabilityFirstSent Examples: Tue, 01 Dec 2026 10:00:00 GMT
+type RepeatabilityFirstSent = string
+
 // TableParam defines model for Table.
 type TableParam = TableName
 
@@ -2529,6 +2548,16 @@ type BatchParams struct {
 	// Other preferences are ignored; the fast path ignores it.
 	Prefer *Prefer `json:"Prefer,omitempty"`
 
+	// RepeatabilityFirstSent When the client first sent this request (an HTTP-date, as Azure's
+	// header; AEP-155's first_sent). A new key first sent longer ago
+	// than the server remembers keys (-tombstone-retention after
+	// completion; -retention with tombstones off) is 412
+	// first_sent_too_old instead of executing: it may have been applied
+	// and forgotten. A key the server still knows answers as always.
+	// Keyed route only; a malformed value, or one more than 5 minutes in
+	// the future, is 400.
+	RepeatabilityFirstSent *RepeatabilityFirstSent `json:"Repeatability-First-Sent,omitempty"`
+
 	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
 	// receipt's owner, naming itself. A request that carries it is
 	// answered where it lands, never forwarded again (one hop at most).
@@ -2675,6 +2704,45 @@ type Batch409ApplicationProblemPlusJSONResponseBody struct {
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId *TransactionId `json:"transaction_id,omitempty"`
 	Type          string         `json:"type"`
+	union         json.RawMessage
+}
+
+// Batch412ApplicationProblemPlusJSONResponseBody defines parameters for Batch.
+type Batch412ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+	Outcome         interface{}      `json:"outcome"`
+	RetryWith       interface{}      `json:"retry_with,omitempty"`
+	Retryable       interface{}      `json:"retryable"`
+	Status          interface{}      `json:"status"`
+	Title           interface{}      `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId TransactionId `json:"transaction_id"`
+	Type          interface{}   `json:"type"`
 	union         json.RawMessage
 }
 
@@ -3660,6 +3728,32 @@ func (t *Problem) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the Problem as a CodeFirstSentTooOld
+func (t Problem) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the Problem as the provided CodeFirstSentTooOld
+func (t *Problem) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the Problem, using the provided CodeFirstSentTooOld
+func (t *Problem) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the Problem as a CodeOverloaded
 func (t Problem) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -4475,6 +4569,32 @@ func (t *ProblemForbidden) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemForbidden, using the provided CodeKeyExpired
 func (t *ProblemForbidden) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemForbidden as a CodeFirstSentTooOld
+func (t ProblemForbidden) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemForbidden as the provided CodeFirstSentTooOld
+func (t *ProblemForbidden) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemForbidden, using the provided CodeFirstSentTooOld
+func (t *ProblemForbidden) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5308,6 +5428,32 @@ func (t *ProblemInternal) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ProblemInternal as a CodeFirstSentTooOld
+func (t ProblemInternal) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemInternal as the provided CodeFirstSentTooOld
+func (t *ProblemInternal) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemInternal, using the provided CodeFirstSentTooOld
+func (t *ProblemInternal) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemInternal as a CodeOverloaded
 func (t ProblemInternal) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -6121,6 +6267,32 @@ func (t *ProblemInvalidRequest) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeKeyExpired
 func (t *ProblemInvalidRequest) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemInvalidRequest as a CodeFirstSentTooOld
+func (t ProblemInvalidRequest) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemInvalidRequest as the provided CodeFirstSentTooOld
+func (t *ProblemInvalidRequest) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeFirstSentTooOld
+func (t *ProblemInvalidRequest) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -6954,6 +7126,32 @@ func (t *ProblemKeyMismatch) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ProblemKeyMismatch as a CodeFirstSentTooOld
+func (t ProblemKeyMismatch) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemKeyMismatch as the provided CodeFirstSentTooOld
+func (t *ProblemKeyMismatch) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeFirstSentTooOld
+func (t *ProblemKeyMismatch) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemKeyMismatch as a CodeOverloaded
 func (t ProblemKeyMismatch) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -7761,6 +7959,32 @@ func (t *ProblemOverloaded) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemOverloaded, using the provided CodeKeyExpired
 func (t *ProblemOverloaded) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemOverloaded as a CodeFirstSentTooOld
+func (t ProblemOverloaded) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemOverloaded as the provided CodeFirstSentTooOld
+func (t *ProblemOverloaded) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemOverloaded, using the provided CodeFirstSentTooOld
+func (t *ProblemOverloaded) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -8580,6 +8804,32 @@ func (t *ProblemOverloadedUnkeyed) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeKeyExpired
 func (t *ProblemOverloadedUnkeyed) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemOverloadedUnkeyed as a CodeFirstSentTooOld
+func (t ProblemOverloadedUnkeyed) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeFirstSentTooOld
+func (t *ProblemOverloadedUnkeyed) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeFirstSentTooOld
+func (t *ProblemOverloadedUnkeyed) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -9413,6 +9663,32 @@ func (t *ProblemPayloadTooLarge) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ProblemPayloadTooLarge as a CodeFirstSentTooOld
+func (t ProblemPayloadTooLarge) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeFirstSentTooOld
+func (t *ProblemPayloadTooLarge) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeFirstSentTooOld
+func (t *ProblemPayloadTooLarge) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemPayloadTooLarge as a CodeOverloaded
 func (t ProblemPayloadTooLarge) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -10226,6 +10502,32 @@ func (t *ProblemReceiptNotFound) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeKeyExpired
 func (t *ProblemReceiptNotFound) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemReceiptNotFound as a CodeFirstSentTooOld
+func (t ProblemReceiptNotFound) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemReceiptNotFound as the provided CodeFirstSentTooOld
+func (t *ProblemReceiptNotFound) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeFirstSentTooOld
+func (t *ProblemReceiptNotFound) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -11059,6 +11361,32 @@ func (t *ProblemReceiptPending) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ProblemReceiptPending as a CodeFirstSentTooOld
+func (t ProblemReceiptPending) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemReceiptPending as the provided CodeFirstSentTooOld
+func (t *ProblemReceiptPending) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeFirstSentTooOld
+func (t *ProblemReceiptPending) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemReceiptPending as a CodeOverloaded
 func (t ProblemReceiptPending) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -11868,6 +12196,32 @@ func (t *ProblemSessionAborted) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeKeyExpired
 func (t *ProblemSessionAborted) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemSessionAborted as a CodeFirstSentTooOld
+func (t ProblemSessionAborted) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemSessionAborted as the provided CodeFirstSentTooOld
+func (t *ProblemSessionAborted) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeFirstSentTooOld
+func (t *ProblemSessionAborted) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -12701,6 +13055,32 @@ func (t *ProblemSessionCommitted) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ProblemSessionCommitted as a CodeFirstSentTooOld
+func (t ProblemSessionCommitted) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemSessionCommitted as the provided CodeFirstSentTooOld
+func (t *ProblemSessionCommitted) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeFirstSentTooOld
+func (t *ProblemSessionCommitted) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemSessionCommitted as a CodeOverloaded
 func (t ProblemSessionCommitted) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -13514,6 +13894,32 @@ func (t *ProblemSessionNotFound) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeKeyExpired
 func (t *ProblemSessionNotFound) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemSessionNotFound as a CodeFirstSentTooOld
+func (t ProblemSessionNotFound) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemSessionNotFound as the provided CodeFirstSentTooOld
+func (t *ProblemSessionNotFound) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeFirstSentTooOld
+func (t *ProblemSessionNotFound) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -14347,6 +14753,32 @@ func (t *ProblemTableNotFound) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ProblemTableNotFound as a CodeFirstSentTooOld
+func (t ProblemTableNotFound) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemTableNotFound as the provided CodeFirstSentTooOld
+func (t *ProblemTableNotFound) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeFirstSentTooOld
+func (t *ProblemTableNotFound) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemTableNotFound as a CodeOverloaded
 func (t ProblemTableNotFound) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -15160,6 +15592,32 @@ func (t *ProblemUnauthenticated) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeKeyExpired
 func (t *ProblemUnauthenticated) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemUnauthenticated as a CodeFirstSentTooOld
+func (t ProblemUnauthenticated) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemUnauthenticated as the provided CodeFirstSentTooOld
+func (t *ProblemUnauthenticated) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeFirstSentTooOld
+func (t *ProblemUnauthenticated) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -15993,6 +16451,32 @@ func (t *ProblemUnavailable) MergeCodeKeyExpired(v CodeKeyExpired) error {
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ProblemUnavailable as a CodeFirstSentTooOld
+func (t ProblemUnavailable) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemUnavailable as the provided CodeFirstSentTooOld
+func (t *ProblemUnavailable) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemUnavailable, using the provided CodeFirstSentTooOld
+func (t *ProblemUnavailable) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ProblemUnavailable as a CodeOverloaded
 func (t ProblemUnavailable) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -16806,6 +17290,32 @@ func (t *ProblemUnsupportedMedia) FromCodeKeyExpired(v CodeKeyExpired) error {
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeKeyExpired
 func (t *ProblemUnsupportedMedia) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemUnsupportedMedia as a CodeFirstSentTooOld
+func (t ProblemUnsupportedMedia) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeFirstSentTooOld
+func (t *ProblemUnsupportedMedia) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeFirstSentTooOld
+func (t *ProblemUnsupportedMedia) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -17763,6 +18273,32 @@ func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyEx
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -18578,6 +19114,32 @@ func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeKeyExp
 
 // MergeCodeKeyExpired performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
 func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -19413,6 +19975,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpire
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -20228,6 +20816,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpir
 
 // MergeCodeKeyExpired performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
 func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -21063,6 +21677,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExp
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -21888,6 +22528,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExp
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -22703,6 +23369,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpi
 
 // MergeCodeKeyExpired performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
 func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -23600,6 +24292,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyEx
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -24415,6 +25133,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v Co
 
 // MergeCodeKeyExpired performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
 func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -25250,6 +25994,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v C
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -26075,6 +26845,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v C
 	return err
 }
 
+// AsCodeFirstSentTooOld returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeOverloaded returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
 func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
 	var body CodeOverloaded
@@ -26342,6 +27138,851 @@ func (t Batch409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 }
 
 func (t *Batch409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Batch412ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	object["outcome"], err = json.Marshal(t.Outcome)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["transaction_id"], err = json.Marshal(t.TransactionId)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -26952,6 +28593,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v C
 
 // MergeCodeKeyExpired performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
 func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -29244,15 +30911,26 @@ func NewBatchRequestWithBody(server string, tableParam TableParam, params *Batch
 			req.Header.Set("Prefer", headerParam1)
 		}
 
-		if params.IdemForwardedBy != nil {
+		if params.RepeatabilityFirstSent != nil {
 			var headerParam2 string
 
-			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "Idem-Forwarded-By", *params.IdemForwardedBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "Repeatability-First-Sent", *params.RepeatabilityFirstSent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("Idem-Forwarded-By", headerParam2)
+			req.Header.Set("Repeatability-First-Sent", headerParam2)
+		}
+
+		if params.IdemForwardedBy != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "Idem-Forwarded-By", *params.IdemForwardedBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idem-Forwarded-By", headerParam3)
 		}
 
 	}
@@ -31216,6 +32894,14 @@ type BatchResponse409Headers struct {
 	RetryAfter         *int
 }
 
+// BatchResponse412Headers the declared response headers of an HTTP 412 response for Batch
+type BatchResponse412Headers struct {
+	IdemServedBy      *string
+	IdemTransactionId *TransactionId
+	IdempotencyKey    *Key
+	PreferenceApplied *string
+}
+
 // BatchResponse413Headers the declared response headers of an HTTP 413 response for Batch
 type BatchResponse413Headers struct {
 	IdempotencyKey *Key
@@ -31272,6 +32958,8 @@ type BatchResponse struct {
 	ApplicationproblemJSON404 *Batch404ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Batch409ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *Batch412ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLargeKeyed
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -31294,6 +32982,8 @@ type BatchResponse struct {
 	Headers404 *BatchResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *BatchResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *BatchResponse412Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *BatchResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
@@ -31331,6 +33021,11 @@ func (r BatchResponse) GetApplicationproblemJSON404() *Batch404ApplicationProble
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r BatchResponse) GetApplicationproblemJSON409() *Batch409ApplicationProblemPlusJSONResponseBody {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r BatchResponse) GetApplicationproblemJSON412() *Batch412ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON412
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -33656,6 +35351,13 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest Batch412ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLargeKeyed
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -33898,6 +35600,37 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers BatchResponse412Headers
+		if values := rsp.Header.Values("Idem-Served-By"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Served-By", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemServedBy = &value
+		}
+		if values := rsp.Header.Values("Idem-Transaction-Id"); len(values) > 0 {
+			var value TransactionId
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Transaction-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemTransactionId = &value
+		}
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		response.Headers412 = &headers
 	case rsp.StatusCode == 413:
 		var headers BatchResponse413Headers
 		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {

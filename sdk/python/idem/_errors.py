@@ -27,6 +27,7 @@ CODES: Dict[str, tuple] = {
     "unsupported_media_type": (415, False, "none"),
     "idempotency_key_mismatch": (422, False, "none"),
     "idempotency_key_expired": (409, False, "new_key"),
+    "first_sent_too_old": (412, False, "new_key"),
     "header_fields_too_large": (431, False, "none"),
     "overloaded": (429, True, "same_key"),
     "internal": (500, True, "same_key"),

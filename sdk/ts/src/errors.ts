@@ -23,6 +23,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   unsupported_media_type: { status: 415, retryable: false, retryWith: "none" },
   idempotency_key_mismatch: { status: 422, retryable: false, retryWith: "none" },
   idempotency_key_expired: { status: 409, retryable: false, retryWith: "new_key" },
+  first_sent_too_old: { status: 412, retryable: false, retryWith: "new_key" },
   header_fields_too_large: { status: 431, retryable: false, retryWith: "none" },
   not_implemented: { status: 501, retryable: false, retryWith: "none" },
   overloaded: { status: 429, retryable: true, retryWith: "same_key" },

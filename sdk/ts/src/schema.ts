@@ -778,6 +778,7 @@ export interface components {
          *     | unsupported_media_type | 415 | false | none |
          *     | idempotency_key_mismatch | 422 | false | none |
          *     | idempotency_key_expired | 409 | false | new_key |
+         *     | first_sent_too_old | 412 | false | new_key |
          *     | header_fields_too_large | 431 | false | none |
          *     | overloaded | 429 | true | same_key |
          *     | internal | 500 | true | same_key |
@@ -789,7 +790,7 @@ export interface components {
          *     | session_committed | 409 | false | none |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -816,7 +817,7 @@ export interface components {
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
             differences?: components["schemas"]["Differences"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -1054,6 +1055,20 @@ export interface components {
             retryable?: false;
             /** @constant */
             retry_with?: "none";
+        };
+        CodeFirstSentTooOld: {
+            /** @constant */
+            code: "first_sent_too_old";
+            /** @constant */
+            type?: "urn:idem:problem:first_sent_too_old";
+            /** @constant */
+            title?: "First sent before the server's memory of keys";
+            /** @constant */
+            status?: 412;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "new_key";
         };
         CodeKeyExpired: {
             /** @constant */
@@ -1417,6 +1432,17 @@ export interface components {
          */
         IdemForwardedBy: string;
         /**
+         * @description When the client first sent this request (an HTTP-date, as Azure's
+         *     header; AEP-155's first_sent). A new key first sent longer ago
+         *     than the server remembers keys (-tombstone-retention after
+         *     completion; -retention with tombstones off) is 412
+         *     first_sent_too_old instead of executing: it may have been applied
+         *     and forgotten. A key the server still knows answers as always.
+         *     Keyed route only; a malformed value, or one more than 5 minutes in
+         *     the future, is 400.
+         */
+        RepeatabilityFirstSent: string;
+        /**
          * @description RFC 7240. `wait=N` (seconds): if a request with this key is in
          *     progress, or waits for an executor slot, wait up to N seconds
          *     (capped by the server's -wait-max) for its terminal envelope
@@ -1620,6 +1646,17 @@ export interface operations {
                  */
                 Prefer?: components["parameters"]["Prefer"];
                 /**
+                 * @description When the client first sent this request (an HTTP-date, as Azure's
+                 *     header; AEP-155's first_sent). A new key first sent longer ago
+                 *     than the server remembers keys (-tombstone-retention after
+                 *     completion; -retention with tombstones off) is 412
+                 *     first_sent_too_old instead of executing: it may have been applied
+                 *     and forgotten. A key the server still knows answers as always.
+                 *     Keyed route only; a malformed value, or one more than 5 minutes in
+                 *     the future, is 400.
+                 */
+                "Repeatability-First-Sent"?: components["parameters"]["RepeatabilityFirstSent"];
+                /**
                  * @description Set by a node of a cluster that forwards the request to the
                  *     receipt's owner, naming itself. A request that carries it is
                  *     answered where it lands, never forwarded again (one hop at most).
@@ -1737,6 +1774,27 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {unknown} */
                         code?: "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "idempotency_key_expired";
+                    };
+                };
+            };
+            /**
+             * @description first_sent_too_old: the key is unknown here and
+             *     Repeatability-First-Sent is older than the server remembers
+             *     keys; nothing was executed and no receipt made
+             *     (`outcome: not_applied`, the key's `transaction_id`).
+             */
+            412: {
+                headers: {
+                    "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                    "Idem-Served-By": components["headers"]["IdemServedBy"];
+                    "Idem-Transaction-Id": components["headers"]["IdemTransactionId"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & components["schemas"]["CodeFirstSentTooOld"] & {
+                        /** @constant */
+                        outcome: "not_applied";
                     };
                 };
             };
