@@ -29,6 +29,9 @@ const (
 	// Debt pins a receipt against the cleaner.
 	BugCleanIgnoresDebt           = "bug/receipt-clean-ignores-debt"
 	BugCleanIgnoresVisibilityDebt = "bug/receipt-clean-ignores-visibility-debt"
+	// An expired key never executes again.
+	BugCleanDropsTombstone = "bug/receipt-clean-drops-tombstone"
+	BugExpiredReexecutes   = "bug/receipt-expired-reexecutes"
 	// The request fingerprint tells apart batches that differ in one field.
 	BugFingerprintIgnoresDeletes = "bug/receipt-fingerprint-ignores-deletes"
 	BugCanonDropsUpsert          = "bug/table-canon-drops-upsert"

@@ -21,6 +21,8 @@ var PlantedCatalog = []Point{
 	{BugCleanUnfenced, "bug", "lifecycle.deleteVictims (receipt/clean.go), the cleanup batch", "planted bug: a cleanup batch carries no job-lease fence: a stale cleaner's delete lands"},
 	{BugCleanIgnoresDebt, "bug", "lifecycle.cleanable (receipt/clean.go)", "planted bug: the cleaner deletes receipts with debt"},
 	{BugCleanIgnoresVisibilityDebt, "bug", "lifecycle.cleanable (receipt/clean.go), terminal receipts", "planted bug: the cleaner deletes terminal receipts with visibility debt"},
+	{BugCleanDropsTombstone, "bug", "lifecycle.cleanable (receipt/clean.go), terminal receipts", "planted bug: the cleaner deletes a protected receipt without leaving its tombstone"},
+	{BugExpiredReexecutes, "bug", "Service.Execute, the expired branch", "planted bug: an expired key's batch runs again (fast path) though the answer refuses it"},
 	{BugFingerprintIgnoresDeletes, "bug", "receipt.Canonical, the fingerprint", "planted bug: the request fingerprint leaves out the deletes: another batch replays the first's answer"},
 	{BugCanonDropsUpsert, "bug", "table: the canonical batch", "planted bug: the canonical batch drops upsert: another batch replays the first's answer"},
 	{BugCkptIgnoresCRC, "bug", "engine.decodePart, the checksum check", "planted bug: a checkpoint part is loaded without checking its CRC"},

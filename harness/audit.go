@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -27,6 +28,12 @@ import (
 //   - a cleanup that deleted a receipt with debt (not terminal, or
 //     terminal with visibility debt), one whose retention had not ended, or
 //     one deleted by a cleaner that no longer held the cleaner's job lease;
+//   - tombstones (judgeTomb): a cleanup of a receipt protected beyond its
+//     retention that did not write, in the same batch, the tombstone its
+//     record promises (outcome, fingerprint, completion, ProtectUntil), or
+//     wrote one it does not promise; a tombstone deleted before its
+//     ProtectUntil or by a cleaner that no longer held the job lease; a
+//     receipt created while its tombstone exists, or ever beside it;
 //   - for interactive sessions (judgeSession), which share the lease
 //     records: a write to an open session by anyone but its claim's holder
 //     — except the ending of one whose lease anyone may take (presumed
@@ -65,6 +72,9 @@ type receiptState struct {
 	rec     *receipt.Record
 	lease   lease.State
 	expires []byte
+	tomb    []byte // nil: absent
+	tombVal tombVal
+	tombOK  bool // tombVal decoded
 	// A session: its record and whether its open entry exists.
 	sess     []byte // nil: absent
 	sessRec  *receipt.SessionRecord
@@ -116,6 +126,9 @@ func touched(batches []*engine.Batch) []string {
 					seen[string(id)] = true
 				}
 			}
+			if raw, ok := bytes.CutPrefix(op.Key, []byte(engine.NSTomb)); ok {
+				seen[hex.EncodeToString(raw)] = true
+			}
 		}
 	}
 	ids := make([]string, 0, len(seen))
@@ -139,6 +152,12 @@ func (a *auditor) read(ids []string) map[string]receiptState {
 		if it, err := a.store.Get(ctx, lease.ExpiryKey(id)); err == nil {
 			st.expires = it.Value
 		}
+		if k := tombKeyOf(id); k != nil {
+			if it, err := a.store.Get(ctx, k); err == nil {
+				st.tomb = it.Value
+				st.tombVal, st.tombOK = decodeTombVal(it.Value)
+			}
+		}
 		if lease.KindOf(id) == lease.KindSession {
 			if it, err := a.store.Get(ctx, engine.NSSession.Key("rec", id)); err == nil {
 				st.sess = it.Value
@@ -154,7 +173,7 @@ func (a *auditor) read(ids []string) map[string]receiptState {
 
 // kindOf names what batches do to receipt id.
 func kindOf(batches []*engine.Batch, id string, pre receiptState) string {
-	var putRcpt, delRcpt, putClaim, casClaim, putTTL, drop bool
+	var putRcpt, delRcpt, putClaim, casClaim, putTTL, drop, delTomb bool
 	var rec *receipt.Record
 	for _, b := range batches {
 		for _, c := range b.Conds {
@@ -173,12 +192,16 @@ func kindOf(batches []*engine.Batch, id string, pre receiptState) string {
 				putClaim, drop = putClaim || !op.Delete, drop || op.Delete
 			case bytes.Equal(k, lease.ExpiryKey(id)):
 				putTTL = putTTL || !op.Delete
+			case bytes.Equal(k, tombKeyOf(id)):
+				delTomb = delTomb || op.Delete
 			}
 		}
 	}
 	switch {
 	case delRcpt && !putRcpt:
 		return "cleanup"
+	case delTomb && !putRcpt:
+		return "tomb-cleanup"
 	case putClaim && (casClaim || pre.lease.ClaimVersion != 0):
 		return "adoption"
 	case putClaim || (putRcpt && pre.rcpt == nil):
@@ -211,6 +234,7 @@ func (a *auditor) judge(w lease.Owner, batches []*engine.Batch, ids []string, pr
 		bad := func(format string, args ...any) {
 			a.violations = append(a.violations, fmt.Sprintf("%s by %s on receipt %s: ", kind, w, id)+fmt.Sprintf(format, args...))
 		}
+		a.judgeTomb(bad, w, id, p, q, now)
 		if p.rcpt != nil && q.rcpt == nil {
 			switch {
 			case p.rec == nil:
@@ -261,7 +285,7 @@ func (a *auditor) judge(w lease.Owner, batches []*engine.Batch, ids []string, pr
 func (a *auditor) refused(w lease.Owner, batches []*engine.Batch, ids []string, pre map[string]receiptState, key []byte) {
 	if bytes.Equal(key, lease.JobKey("cleaner")) {
 		if holder, ok := a.jobs["cleaner"]; ok && holder != w {
-			a.fenced["cleanup"]++
+			a.fenced[cleanupKind(batches)]++
 		}
 		return
 	}
@@ -282,6 +306,63 @@ func (a *auditor) refused(w lease.Owner, batches []*engine.Batch, ids []string, 
 		case bytes.Equal(key, lease.ClaimKey(id)) && (p.lease.ClaimVersion == 0 || !p.lease.Claim.Of(w)):
 			a.fenced[kind]++
 		}
+	}
+}
+
+// cleanupKind tells a cleaner's batch that deletes tombstones only from
+// one that deletes receipts (or sessions).
+func cleanupKind(batches []*engine.Batch) string {
+	kind := "cleanup"
+	for _, b := range batches {
+		for _, op := range b.Ops {
+			switch {
+			case op.Delete && engine.NSTomb.Has(op.Key):
+				kind = "tomb-cleanup"
+			case engine.NSReceipt.Has(op.Key), engine.NSSession.Has(op.Key):
+				return "cleanup"
+			}
+		}
+	}
+	return kind
+}
+
+// judgeTomb flags what a landed write must not have done to receipt id's
+// tombstone. Every receipt the harness writes carries ProtectUntil, so
+// its record alone says whether its cleanup owes a tombstone.
+func (a *auditor) judgeTomb(bad func(string, ...any), w lease.Owner, id string, p, q receiptState, now time.Time) {
+	switch {
+	case p.rcpt == nil && q.rcpt != nil && p.tomb != nil:
+		bad("created a receipt while its tombstone exists: an expired key executed again")
+	case q.rcpt != nil && q.tomb != nil:
+		bad("left a receipt beside its tombstone")
+	case p.rcpt != nil && q.rcpt == nil && p.rec != nil && p.rec.State == receipt.Terminal:
+		r := p.rec
+		switch owed := r.ProtectUntil > r.RetainUntil; {
+		case !owed && q.tomb != nil:
+			bad("left a tombstone, though the receipt is protected no longer than retained")
+		case !owed:
+		case q.tomb == nil:
+			bad("deleted a receipt protected %v beyond its retention without writing its tombstone in the same batch", time.Duration(r.ProtectUntil-r.RetainUntil)*time.Millisecond)
+		case !q.tombOK:
+			bad("wrote an undecodable tombstone")
+		case q.tombVal.outcome != receipt.EnvelopeOf(r, id).Outcome || q.tombVal.completed != r.Completed ||
+			q.tombVal.protectUntil != r.ProtectUntil || !bytes.HasPrefix(r.Fingerprint, q.tombVal.fp[:]):
+			bad("wrote tombstone %+v, but the receipt was %s, completed %d, protected until %d", q.tombVal, receipt.EnvelopeOf(r, id).Outcome, r.Completed, r.ProtectUntil)
+		}
+	case p.tomb == nil && q.tomb != nil:
+		bad("wrote a tombstone without deleting its receipt")
+	case p.tomb != nil && q.tomb == nil:
+		switch {
+		case !p.tombOK:
+			bad("deleted an undecodable tombstone")
+		case p.tombVal.protectUntil > now.UnixMilli():
+			bad("deleted a tombstone %v before its protection ended", time.UnixMilli(p.tombVal.protectUntil).Sub(now))
+		}
+		if holder, ok := a.jobs["cleaner"]; ok && holder != w {
+			bad("the cleaner's job lease is held by %s: a stale cleaner's tombstone delete landed", holder)
+		}
+	case p.tomb != nil && !bytes.Equal(p.tomb, q.tomb):
+		bad("rewrote a tombstone")
 	}
 }
 

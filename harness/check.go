@@ -76,7 +76,10 @@ func (sc *scenario) observe() {
 		if e.Outcome == receipt.OutcomeCommitted {
 			class = outCommitted
 		}
-		sc.obs.settled[kg] = settled{at: sc.rec.now(), class: class, env: envString(e)}
+		sc.obs.settled[kg] = settled{at: sc.rec.now(), class: class, env: envString(e), outcome: e.Outcome}
+		if sc.reborn[kg] {
+			sc.count("expired-keys-ran-again") // after their tombstone's cleanup
+		}
 	}
 }
 
@@ -117,13 +120,28 @@ func (sc *scenario) checkInvariants(ctx context.Context) {
 	}
 	sc.checkStarted()
 	tables := sc.cl.nodes[sc.cl.live()[0]].svc.Tables()
+	sc.checkTombs()
 	markers := map[[2]int]bool{}
 	for k := range sc.gens {
 		for g := 0; g <= sc.gens[k]; g++ {
-			if _, err := tables.Get(ctx, principal, tableName, markerID(k, g)); err == nil {
-				markers[[2]int{k, g}] = true
-			} else if !isCode(err, "document_not_found") {
+			_, err := tables.Get(ctx, principal, tableName, markerID(k, g))
+			if err != nil && !isCode(err, "document_not_found") {
 				sc.violate(fmt.Sprintf("read marker %s: %v", markerID(k, g), err))
+				continue
+			}
+			// A generation seen terminal left its marker exactly when it
+			// committed — cleaned since or not: a request resent while
+			// its tombstone lasts (the same batch) must not run it again.
+			present, kg := err == nil, keyGen{k, g}
+			if s, ok := sc.obs.settled[kg]; ok && present != (s.class == outCommitted) {
+				sc.violate(fmt.Sprintf("key %d gen %d was %s, but its marker present=%v", k, g, s.outcome, present))
+			}
+			switch {
+			case present && sc.obs.spent[kg]:
+				// Not counted either: the counters must show it did not run.
+				sc.violate(fmt.Sprintf("key %d gen %d was sent only while its key's tombstone lasted, yet its marker exists: an expired key produced a second effect", k, g))
+			case present:
+				markers[[2]int{k, g}] = true
 			}
 		}
 		// No terminal receipt whose documents disagree with its outcome.

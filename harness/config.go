@@ -9,7 +9,11 @@ import "time"
 // the cleaner meets receipts whose debt outlives their first deadline;
 // two seeds in three chain a new receipt's writes (Config.Chained); seeds
 // ≡ 3 or 6 mod 8 defer intent resolution to maintenance, so terminal
-// receipts carry visibility debt (and, ≡ 3 mod 8, meet the cleaner with it).
+// receipts carry visibility debt (and, ≡ 3 mod 8, meet the cleaner with it);
+// seeds ≡ 0 mod 7 opt out of tombstones, the others protect a key 2, 2.5 or
+// 3 × Retention after it completed (⌊seed/7⌋ mod 3), so that within a run
+// receipts become tombstones, keys are refused while protected, and the
+// tombstones are cleaned in turn and the keys executed again.
 func ConfigFor(seed int64) Config {
 	u := uint64(seed)
 	c := Config{
@@ -33,6 +37,10 @@ func ConfigFor(seed int64) Config {
 	if u%2 == 1 {
 		c.Variant = Shared
 		c.Nodes = 2 + int(u/2%2)
+	}
+	c.TombstoneRetention = c.Retention * time.Duration(4+u/7%3) / 2
+	if u%7 == 0 {
+		c.TombstoneRetention = -1
 	}
 	if u%5 == 0 {
 		c.ExecutorMax = 1

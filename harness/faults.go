@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/idemdb/idem/fault"
 )
@@ -63,6 +64,7 @@ var faultTable = [faultKinds]faultSpec{
 		params: func(rng *rand.Rand, e *event) { points := crashPoints(); e.Point = points[rng.IntN(len(points))] },
 		show:   func(e event) string { return e.Point },
 		arm:    (*scenario).armCrash, // fires and is handled by checkArmed
+		disarm: (*scenario).cleanToCrash,
 	},
 	faultRestart: {name: "restart",
 		disarm: func(sc *scenario, e *event) { sc.cl.crashNode(e.Node % len(sc.cl.nodes)); sc.restart() },
@@ -136,6 +138,31 @@ func crashPoints() []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// cleanerPoint: the failpoints only the retention cleaner passes.
+func cleanerPoint(name string) bool {
+	return name == fault.ReceiptCleanBefore || name == fault.TombCleanBefore
+}
+
+// cleanToCrash makes a crash armed at a cleaner's failpoint meet the
+// cleaner — which passes it only with something due: time passes beyond
+// the receipts' retention (and, for tombstones, their keys' protection),
+// then the cleaner runs; for tombstones once more if the first pass only
+// made them.
+func (sc *scenario) cleanToCrash(e *event) {
+	if !cleanerPoint(e.Point) {
+		return
+	}
+	due := sc.cfg.Retention
+	if e.Point == fault.TombCleanBefore {
+		due = max(due, sc.cfg.TombstoneRetention)
+	}
+	sc.advance(due + time.Second)
+	sc.clean(e.Node)
+	if e.Point == fault.TombCleanBefore && sc.armed != nil && fault.Hits(e.Point) == sc.armedHits {
+		sc.clean(e.Node)
+	}
 }
 
 // inducedKeys is how many keys, beyond the workload's, faults may send

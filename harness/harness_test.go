@@ -124,7 +124,7 @@ func sessionLine(outcomes map[string]int) string {
 
 // fencedKinds are the writes a stale owner attempts in the zombie
 // choreographies (auditor.refused counts them).
-var fencedKinds = []string{"terminal", "renewal", "adoption", "cleanup"}
+var fencedKinds = []string{"terminal", "renewal", "adoption", "cleanup", "tomb-cleanup"}
 
 func runSeed(t *testing.T, seed int64) Result {
 	cfg := ConfigFor(seed)
@@ -151,8 +151,8 @@ func report(t *testing.T, res Result) {
 
 // TestSchedule_FixedSeedsCoverEveryFaultKind: the fixed seeds of `make test`
 // schedule every fault kind and a crash at every catalog failpoint, on both
-// variants and every shape of ConfigFor, and the same seed always yields the
-// same schedule.
+// variants and every shape of ConfigFor (tombstones on and off among them),
+// and the same seed always yields the same schedule.
 func TestSchedule_FixedSeedsCoverEveryFaultKind(t *testing.T) {
 	kinds := map[faultKind]bool{}
 	points := map[string]bool{}
@@ -190,9 +190,11 @@ func TestSchedule_FixedSeedsCoverEveryFaultKind(t *testing.T) {
 		shapes[fmt.Sprintf("chained=%v", cfg.Chained)] = true
 		shapes[fmt.Sprintf("tiny-executor=%v", cfg.ExecutorMax == 1)] = true
 		shapes[fmt.Sprintf("deferred=%v short-retention=%v", cfg.DeferResolution, cfg.MaintainInterval > 0)] = true
+		shapes[fmt.Sprintf("tombstones=%v short-retention=%v", cfg.TombstoneRetention > 0, cfg.MaintainInterval > 0)] = true
 	}
 	for _, want := range []string{"chained=true", "chained=false", "tiny-executor=true", "tiny-executor=false",
-		"deferred=true short-retention=true", "deferred=true short-retention=false", "deferred=false short-retention=true", "deferred=false short-retention=false"} {
+		"deferred=true short-retention=true", "deferred=true short-retention=false", "deferred=false short-retention=true", "deferred=false short-retention=false",
+		"tombstones=true short-retention=true", "tombstones=true short-retention=false", "tombstones=false short-retention=true", "tombstones=false short-retention=false"} {
 		if !shapes[want] {
 			t.Errorf("no fixed seed runs %s", want)
 		}

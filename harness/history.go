@@ -24,9 +24,16 @@ const (
 	outUnknown    outClass = iota // no terminal answer: it may apply, now or later
 	outCommitted                  // terminal committed
 	outNotApplied                 // terminal aborted or not_applied
+	// outExpired: 409 idempotency_key_expired, the key's tombstone refused
+	// it. Not terminal (no answer of the key's to replay), but definite:
+	// this request did not apply, and no request of its generation will
+	// (every one is sent while the tombstone lasts: see tombs.go).
+	outExpired
 )
 
-func (c outClass) String() string { return [...]string{"unknown", "committed", "not-applied"}[c] }
+func (c outClass) String() string {
+	return [...]string{"unknown", "committed", "not-applied", "expired"}[c]
+}
 
 // opInput is a porcupine operation's input.
 type opInput struct {
@@ -34,6 +41,10 @@ type opInput struct {
 	Key  int   // key index (batch); session index (commit)
 	Gen  int   // the key's generation: bumped when its receipt is cleaned
 	Docs []int // counters the batch increments (the commit touches), or the one read
+	// Resend: the batch sent is the cleaned generation's (the same request
+	// as the one its tombstone stands for), under the generation sent
+	// while the tombstone lasts.
+	Resend bool
 	// A commit: Incs[i] is what it adds to Docs[i] (0: only read), Seen[i]
 	// the value the session saw Docs[i] at (-1: not known). A commit
 	// applies at a point where every counter it saw still holds that
@@ -77,9 +88,10 @@ func (r *recorder) record(client int, in opInput, call int64, out opOutput, ret 
 // terminal in the store, and with which class: its effect, if any, landed
 // before that moment.
 type settled struct {
-	at    int64
-	class outClass
-	env   string
+	at      int64
+	class   outClass
+	env     string
+	outcome string // the envelope's broad outcome: what a tombstone keeps
 }
 
 type keyGen struct{ key, gen int }
@@ -88,6 +100,9 @@ type keyGen struct{ key, gen int }
 type observations struct {
 	settled  map[keyGen]settled // first seen terminal
 	sessions map[int]settled    // session commits first seen terminal, by session index
+	// spent are the generations sent while their key's tombstone lasted:
+	// none may ever apply.
+	spent map[keyGen]bool
 }
 
 // effectHistory turns the recorded history into the one the document model
@@ -101,9 +116,11 @@ type observations struct {
 //     given, and a receipt only becomes terminal, once the effect is settled).
 //
 // Its class is the key's terminal class; a key whose answers say "not
-// applied" contributes no effect at all, and one never settled stays
-// unknown (it may apply at any time after its first call). Reads are kept
-// as they are. The per-attempt answers are checked separately (keyModel).
+// applied" contributes no effect at all, nor does a generation sent only
+// while its key's tombstone lasted (spent: it must never apply) or one an
+// attempt of which was answered expired (only spent ones are); one never
+// settled stays unknown (it may apply at any time after its first call).
+// Reads are kept as they are. The per-attempt answers are checked separately (keyModel).
 //
 // A session's commits (every retry of one session's commit) are one effect
 // in the same way, over the same interval, the receipt of its commit key
@@ -118,6 +135,7 @@ func effectHistory(h []porcupine.Operation, obs observations) []porcupine.Operat
 		call, ret int64
 		class     outClass
 		in        opInput
+		refused   bool // an attempt was answered expired
 	}
 	// Keyed batches by (key, generation), commits by session: the two never
 	// share an effect.
@@ -142,6 +160,7 @@ func effectHistory(h []porcupine.Operation, obs observations) []porcupine.Operat
 			order = append(order, ek)
 		}
 		e.call = min(e.call, op.Call)
+		e.refused = e.refused || o.Class == outExpired
 		if o.Class != outUnknown && o.Env != "" && op.Return < e.ret {
 			e.ret, e.class = op.Return, o.Class
 		}
@@ -155,7 +174,7 @@ func effectHistory(h []porcupine.Operation, obs observations) []porcupine.Operat
 		if ok && s.at < e.ret {
 			e.ret, e.class = s.at, s.class
 		}
-		if e.class == outNotApplied {
+		if e.class == outNotApplied || e.refused || (ek.kind == opBatch && obs.spent[keyGen{ek.key, ek.gen}]) {
 			continue
 		}
 		op := porcupine.Operation{ClientId: len(out) + 1<<20, Call: e.call, Return: max(e.ret, e.call),

@@ -35,9 +35,9 @@ type docState struct {
 // commits, partitioned by document: every batch of a (key, generation),
 // and every session's commit, changes the counter at most once — a batch
 // by one, a commit by what the session staged on it — a committed answer
-// means it did (at or before its return), a not-applied answer means it
-// never did, an unknown answer means it may have, at any time after its
-// call; a commit applies only where the counter still holds the value the
+// means it did (at or before its return), a not-applied or an expired
+// answer means it never did, an unknown answer means it may have, at any
+// time after its call; a commit applies only where the counter still holds the value the
 // session saw (its commit is conditioned on the version seen); and every
 // read sees exactly the effects linearized before it — nothing a session
 // staged before its commit applied.
@@ -65,7 +65,7 @@ func docModel() porcupine.Model {
 					return []interface{}{s}
 				}
 				return []interface{}{applied}
-			case outNotApplied:
+			case outNotApplied, outExpired:
 				if done {
 					return nil
 				}
@@ -191,5 +191,9 @@ func describeOp(input, output interface{}) string {
 	case opCommit:
 		return fmt.Sprintf("commit(s%d counters %v inc %v seen %v) -> %s %s", in.Key, in.Docs, in.Incs, in.Seen, out.Class, out.Env)
 	}
-	return fmt.Sprintf("batch(k%d.%d inc %v) -> %s %s", in.Key, in.Gen, in.Docs, out.Class, out.Env)
+	resend := ""
+	if in.Resend {
+		resend = " resend"
+	}
+	return fmt.Sprintf("batch(k%d.%d%s inc %v) -> %s %s", in.Key, in.Gen, resend, in.Docs, out.Class, out.Env)
 }

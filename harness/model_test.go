@@ -69,6 +69,50 @@ func readDoc(client, d int, call int64, value int, ret int64) porcupine.Operatio
 	return op
 }
 
+// TestModels_ExpiredKeysNeverApply: an expired answer is definite — its
+// batch never applied — and a generation sent only while its key's
+// tombstone lasted (spent) has no effect at all, whatever else its
+// attempts answered: a read that sees one is refused. An expired answer
+// is not an answer the key replays (the keys model passes over it).
+func TestModels_ExpiredKeysNeverApply(t *testing.T) {
+	expired := func(client, key, gen int, call, ret int64) porcupine.Operation {
+		op := batchOp(client, key, call, outExpired, ret)
+		op.Input = opInput{Kind: opBatch, Key: key, Gen: gen, Docs: []int{0}}
+		op.Output = opOutput{Class: outExpired}
+		return op
+	}
+	unknown := func(client, key, gen int, call int64) porcupine.Operation {
+		op := batchOp(client, key, call, outUnknown, 0)
+		op.Input = opInput{Kind: opBatch, Key: key, Gen: gen, Docs: []int{0}}
+		return op
+	}
+	spent := observations{spent: map[keyGen]bool{{1, 1}: true}}
+	cases := []struct {
+		name string
+		h    []porcupine.Operation
+		obs  observations
+		ok   bool
+	}{
+		{"refused, nothing seen", []porcupine.Operation{
+			batchOp(0, 1, 1, outCommitted, 2), expired(2, 1, 1, 3, 4), readOp(1, 5, 1, 6)}, observations{}, true},
+		{"refused, yet applied", []porcupine.Operation{
+			batchOp(0, 1, 1, outCommitted, 2), unknown(3, 1, 1, 3), expired(2, 1, 1, 4, 5), readOp(1, 6, 2, 7)}, observations{}, false},
+		{"unknown and not spent: may apply", []porcupine.Operation{
+			batchOp(0, 1, 1, outCommitted, 2), unknown(3, 1, 1, 3), readOp(1, 6, 2, 7)}, observations{}, true},
+		{"spent, an unknown attempt applied", []porcupine.Operation{
+			batchOp(0, 1, 1, outCommitted, 2), unknown(3, 1, 1, 3), readOp(1, 6, 2, 7)}, spent, false},
+	}
+	for _, c := range cases {
+		if got := porcupine.CheckOperations(docModel(), effectHistory(c.h, c.obs)); got != c.ok {
+			t.Errorf("%s: linearizable=%v, want %v", c.name, got, c.ok)
+		}
+	}
+	first := []porcupine.Operation{batchOp(0, 1, 1, outCommitted, 2), expired(1, 1, 0, 3, 4)}
+	if !porcupine.CheckOperations(keyModel(), first) {
+		t.Error("keys model: an expired answer taken for a different terminal answer")
+	}
+}
+
 // TestModels_SessionCommitsKeepVerdicts: a session's commit applies what
 // it staged once, where every counter it saw still holds the value seen,
 // and nothing of it before its commit was asked for; the models accept the

@@ -38,6 +38,10 @@ type Config struct {
 	// shorter than the maintenance interval leaves receipts with debt past
 	// their first expiry deadline, which the cleaner must skip.
 	Retention, MaintainInterval time.Duration
+	// TombstoneRetention is receipt.Options': negative opts out (a cleaned
+	// key is a new request at once); a few retentions keep cleaned keys
+	// refused, then new, within one run.
+	TombstoneRetention time.Duration
 	// Chained gives the nodes a store that chains writes, so new receipts
 	// take the default one-wait path (twopc.BeginCommit); otherwise every
 	// receipt decides in a write of its own.
@@ -114,6 +118,10 @@ type scenario struct {
 	induced  int    // reserved keys used
 	clients  []*client
 	obs      observations // what the store showed between steps
+	// tombs: the keys whose cleaned receipt's tombstone lasts (tombs.go);
+	// reborn: the generations that follow a tombstone's cleanup.
+	tombs  []*keyTomb
+	reborn map[keyGen]bool
 	// sessions begun, by index; markerReads of their markers from outside.
 	sessions    []*sessionRun
 	markerReads []markerRead
@@ -167,8 +175,9 @@ func Run(t *testing.T, cfg Config) Result {
 	res := Result{Seed: cfg.Seed}
 	sc := &scenario{cfg: cfg, rec: &recorder{}, schedule: makeSchedule(cfg),
 		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), 0xc11e)),
-		gens: make([]int, keysMax), sent: make([]bool, keysMax), faults: map[string]int{},
-		outcomes: map[string]int{}, obs: observations{settled: map[keyGen]settled{}, sessions: map[int]settled{}}}
+		gens: make([]int, keysMax), sent: make([]bool, keysMax), tombs: make([]*keyTomb, keysMax), reborn: map[keyGen]bool{},
+		faults: map[string]int{}, outcomes: map[string]int{},
+		obs: observations{settled: map[keyGen]settled{}, sessions: map[int]settled{}, spent: map[keyGen]bool{}}}
 	for _, e := range sc.schedule {
 		res.Schedule = append(res.Schedule, e.String())
 	}
@@ -214,7 +223,7 @@ func (sc *scenario) simulate() {
 	opts := receipt.Options{
 		LeaseTTL: leaseTTL, Retention: cfg.Retention, ExecutorMax: cfg.ExecutorMax,
 		MaintainInterval: cfg.MaintainInterval, CleanInterval: -1, WaitPoll: tick,
-		DeferResolution: cfg.DeferResolution,
+		DeferResolution: cfg.DeferResolution, TombstoneRetention: cfg.TombstoneRetention,
 	}
 	if cfg.MaintainInterval > 0 {
 		// A slow recovery pass, so that the cleaner meets debt outliving a
@@ -358,8 +367,13 @@ func (sc *scenario) step(i int) {
 		k, d, pick := cl.rng.IntN(sc.cfg.Keys), cl.rng.IntN(sc.counters()), cl.rng.Uint32()
 		batch := wantBatch && sc.gens[k] < genMax-1
 		markerRead := pick%4 == 0
+		// A key its tombstone refuses is sent, half the time, with the
+		// cleaned generation's batch: the very request that ran.
+		resend := batch && sc.tombs[k] != nil && pick%2 == 1
 		what := fmt.Sprintf("read c%d", d)
 		switch {
+		case resend:
+			what = fmt.Sprintf("batch %s resent", keyName(k))
 		case wantBatch:
 			what = fmt.Sprintf("batch %s", keyName(k))
 		case markerRead:
@@ -367,7 +381,7 @@ func (sc *scenario) step(i int) {
 		}
 		sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d %s via node-%d", i, slot, what, n))
 		if batch {
-			sc.sent[k] = true
+			sc.markSent(k)
 		}
 		actors = append(actors, sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, clientTimeout)
@@ -380,7 +394,7 @@ func (sc *scenario) step(i int) {
 				sc.doRead(ctx, cl, nd, d)
 				return
 			}
-			if sc.doBatch(ctx, cl, nd, k) {
+			if sc.sendBatch(ctx, cl, nd, k, 0, resend) {
 				sc.mu.Lock()
 				sc.crashNodes[n] = true
 				sc.mu.Unlock()
@@ -464,6 +478,9 @@ func (sc *scenario) checkArmed(step int, final bool) {
 	_ = fault.Disable(e.Point)
 	sc.armed = nil
 	sc.count("crash-fired")
+	if cleanerPoint(e.Point) {
+		sc.count("crash-fired@" + e.Point)
+	}
 	layer := layerOf(e.Point)
 	if sc.cfg.Variant == Standalone || layer == "wal" || layer == "engine" || sc.cl.db.Health() != nil {
 		sc.crashAll()
@@ -543,39 +560,30 @@ func layerOf(name string) string {
 
 // clean runs the retention cleaner on a live node and checks what it
 // deleted (checkCleaned): a later request with a key whose receipt it
-// deleted is a new execution.
+// deleted is refused while the receipt's tombstone lasts, and a new
+// execution after. A cleaner stopped by an armed crash failpoint is the
+// node that hit it (checkArmed).
 func (sc *scenario) clean(target int) {
 	live := sc.cl.live()
 	if len(live) == 0 {
 		return
 	}
-	n := sc.cl.nodes[live[target%len(live)]]
+	i := live[target%len(live)]
+	n := sc.cl.nodes[i]
 	before := sc.beforeClean()
 	sc.perform("cleaner", func(ctx context.Context) {
 		if _, err := n.svc.CleanOnce(ctx); err != nil {
 			sc.cl.log.Warn("harness: cleaner", "err", err)
+			if errors.Is(err, fault.ErrInjected) {
+				sc.mu.Lock()
+				if sc.crashNodes != nil {
+					sc.crashNodes[i] = true
+				}
+				sc.mu.Unlock()
+			}
 		}
 	})
 	sc.checkCleaned(before)
-}
-
-// newGenerations gives every key sent in its generation whose receipt is
-// gone a new generation. A store that fail-stopped is restarted first: its
-// reads do not show what is durable (a write whose outcome was ambiguous
-// may be in the log and not in the tree).
-func (sc *scenario) newGenerations() {
-	sc.recoverStore()
-	for k := range sc.sent {
-		if !sc.sent[k] {
-			continue
-		}
-		if _, err := sc.cl.db.Get(context.Background(), receiptKey(k)); err != nil {
-			sc.gens[k]++
-			sc.sent[k] = false
-			sc.count("cleaned-keys")
-		}
-	}
-	sc.cleanSessions()
 }
 
 // receipts reads every receipt from the store.

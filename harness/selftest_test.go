@@ -39,6 +39,10 @@ var plantedBugs = []struct {
 	// (seeds with deferred resolution).
 	{fault.BugCleanIgnoresDebt, []int64{15, 6}},
 	{fault.BugCleanIgnoresVisibilityDebt, []int64{3, 6}},
+	// Tombstones: the auditor (a cleanup without its tombstone), the
+	// invariants (a spent generation's marker and increments).
+	{fault.BugCleanDropsTombstone, []int64{1, 6}},
+	{fault.BugExpiredReexecutes, []int64{3, 6}},
 	// A damaged checkpoint (ckpt-damage).
 	{fault.BugCkptIgnoresCRC, []int64{2, 5}},
 	// Sessions: a commit conditioned on nothing it saw overwrites what

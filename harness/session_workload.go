@@ -394,7 +394,9 @@ func (sc *scenario) commitOutput(s *sessionRun, ans receipt.Answer, err error) o
 		return opOutput{Class: outNotApplied, Env: envString(ans.Envelope)}
 	case ans.Code == code.SessionAborted:
 		return opOutput{Class: outNotApplied, Env: envString(ans.Envelope)}
-	case ans.Code == code.KeyMismatch, ans.Code == code.SessionNotFound:
+	case ans.Code == code.KeyMismatch, ans.Code == code.SessionNotFound, ans.Code == code.KeyExpired:
+		// Expired: a commit is never asked again once its receipt was
+		// cleaned (cleanSessions), so no tombstone may answer it.
 		sc.violate(fmt.Sprintf("session s%d: commit answered %s: %s", s.idx, ans.Code, ans.Message))
 	}
 	return opOutput{Class: outUnknown}

@@ -63,26 +63,43 @@ type client struct {
 // doBatch sends key k's batch to node n and records the operation. It
 // returns true if the node hit an injected crash.
 func (sc *scenario) doBatch(ctx context.Context, cl *client, n *node, k int) bool {
-	return sc.doBatchWait(ctx, cl, n, k, 0)
+	return sc.sendBatch(ctx, cl, n, k, 0, false)
 }
 
 // doBatchWait is doBatch with Prefer: wait.
 func (sc *scenario) doBatchWait(ctx context.Context, cl *client, n *node, k int, wait time.Duration) bool {
-	gen := sc.gens[k]
-	in := opInput{Kind: opBatch, Key: k, Gen: gen, Docs: docsOfKey(k, sc.cfg.Docs)}
+	return sc.sendBatch(ctx, cl, n, k, wait, false)
+}
+
+// sendBatch is doBatchWait, and with resend — for a key whose tombstone
+// lasts — the batch of the generation that tombstone stands for.
+func (sc *scenario) sendBatch(ctx context.Context, cl *client, n *node, k int, wait time.Duration, resend bool) bool {
+	gen, tomb := sc.gens[k], sc.tombs[k]
+	batchGen := gen
+	if resend = resend && tomb != nil; resend {
+		batchGen = tomb.gen
+	}
+	in := opInput{Kind: opBatch, Key: k, Gen: gen, Resend: resend, Docs: docsOfKey(k, sc.cfg.Docs)}
 	call := sc.rec.now()
 	ans, err := n.svc.Execute(ctx, receipt.Request{Principal: principal, Table: tableName, Key: keyName(k),
-		Batch: batchFor(k, gen, sc.cfg.Docs), Wait: wait})
+		Batch: batchFor(k, batchGen, sc.cfg.Docs), Wait: wait})
 	ret := sc.rec.now()
 	out := opOutput{Class: outUnknown}
 	switch {
 	case err != nil:
+	case ans.Code == code.KeyExpired:
+		out = sc.expiredAnswer(k, gen, resend, ans)
 	case ans.Terminal && ans.Outcome == receipt.OutcomeCommitted:
 		out = opOutput{Class: outCommitted, Env: envString(ans.Envelope)}
 	case ans.Terminal:
 		out = opOutput{Class: outNotApplied, Env: envString(ans.Envelope)}
 	case ans.Code == code.KeyMismatch:
 		sc.violate(fmt.Sprintf("key %d gen %d: idempotency_key_mismatch for the same request", k, gen))
+	}
+	if tomb != nil && (out.Class == outCommitted || out.Class == outNotApplied) {
+		// No cleaner runs while clients do: the tombstone was there
+		// throughout, and the key must have been refused.
+		sc.violate(fmt.Sprintf("key %d gen %d: answered %s %s while its tombstone lasts: an expired key ran again", k, gen, out.Class, out.Env))
 	}
 	sc.rec.record(cl.id, in, call, out, ret)
 	sc.countOp(out.Class.String())

@@ -36,7 +36,7 @@ const inducedWait = 5 * time.Second
 func (sc *scenario) induce(n *node) (int, *actor) {
 	k := sc.cfg.Keys + sc.induced
 	sc.induced++
-	sc.sent[k] = true
+	sc.markSent(k)
 	cl := &client{slot: -1, id: sc.rec.newClient()}
 	sc.trace = append(sc.trace, fmt.Sprintf("step %d: induced batch %s via %s", sc.stepNo, keyName(k), n.id))
 	a := sc.spawn("induced-"+keyName(k), func(ctx context.Context) {
@@ -89,11 +89,12 @@ func adoptionOf(id string) func([]*engine.Batch) bool {
 	}
 }
 
-// cleanupWrite matches a cleaner's batch: one that deletes receipts.
+// cleanupWrite matches a cleaner's batch: one that deletes receipts, or
+// tombstones whose protection ended.
 func cleanupWrite(batches []*engine.Batch) bool {
 	for _, b := range batches {
 		for _, op := range b.Ops {
-			if op.Delete && engine.NSReceipt.Has(op.Key) {
+			if op.Delete && (engine.NSReceipt.Has(op.Key) || engine.NSTomb.Has(op.Key)) {
 				return true
 			}
 		}
@@ -334,11 +335,13 @@ func (sc *scenario) debtClean(e *event) {
 }
 
 // checkCleaned checks, from durable state, that no receipt present in
-// before (a read of every receipt before a cleaner ran, with the audit's
-// rewrite counts then) and gone now had debt or a retention still running
-// — unless its record was rewritten meanwhile (its debt paid while the
-// cleaner ran: then the auditor judged the delete on what it deleted) —
-// then starts the new generations of the keys whose receipts are gone.
+// before (a read of every receipt and tombstone before a cleaner ran, with
+// the audit's rewrite counts then) and gone now had debt or a retention
+// still running, or left no tombstone while its protection runs — unless
+// its record was rewritten meanwhile (its debt paid while the cleaner ran:
+// then the auditor judged the delete on what it deleted) — and that no
+// tombstone gone now was still protecting its key; then starts the new
+// generations of the keys whose receipts or tombstones are gone.
 func (sc *scenario) checkCleaned(before cleanView) {
 	if sc.cl.db.Health() != nil || sc.cl.opens != before.opens {
 		// The store fail-stopped or reopened meanwhile: until it restarts,
@@ -346,7 +349,7 @@ func (sc *scenario) checkCleaned(before cleanView) {
 		sc.newGenerations()
 		return
 	}
-	after := sc.receipts()
+	after, tombs := sc.receipts(), sc.tombstones()
 	rewrites := sc.cl.audit.rewritten()
 	now := time.Now().UnixMilli()
 	for _, id := range slices.Sorted(maps.Keys(before.recs)) {
@@ -354,12 +357,22 @@ func (sc *scenario) checkCleaned(before cleanView) {
 		if _, ok := after[id]; ok {
 			continue
 		}
+		_, tomb := tombs[id]
 		switch {
 		case rewrites[id] != before.rewrites[id]:
 		case rec.State != receipt.Terminal || rec.Debt != 0:
 			sc.violate(fmt.Sprintf("the cleaner deleted receipt %s with debt (state %s, debt %d)", id, rec.State, rec.Debt))
 		case rec.RetainUntil > now:
 			sc.violate(fmt.Sprintf("the cleaner deleted receipt %s %v before its retention ended", id, time.Duration(rec.RetainUntil-now)*time.Millisecond))
+		case rec.ProtectUntil > now && !tomb:
+			sc.violate(fmt.Sprintf("the cleaner deleted receipt %s, protected %v longer, and left no tombstone", id, time.Duration(rec.ProtectUntil-now)*time.Millisecond))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(before.tombs)) {
+		if t := before.tombs[id]; t.protectUntil > now {
+			if _, ok := tombs[id]; !ok {
+				sc.violate(fmt.Sprintf("the cleaner deleted the tombstone of %s %v before its protection ended", id, time.Duration(t.protectUntil-now)*time.Millisecond))
+			}
 		}
 	}
 	sc.newGenerations()
@@ -368,6 +381,7 @@ func (sc *scenario) checkCleaned(before cleanView) {
 // cleanView is what checkCleaned compares with.
 type cleanView struct {
 	recs     map[string]*receipt.Record
+	tombs    map[string]tombVal
 	rewrites map[string]int
 	opens    int
 }
@@ -381,7 +395,7 @@ func (sc *scenario) beforeClean() cleanView {
 		sc.observe()
 		sc.observeSessions()
 	}
-	return cleanView{recs: sc.receipts(), rewrites: sc.cl.audit.rewritten(), opens: sc.cl.opens}
+	return cleanView{recs: sc.receipts(), tombs: sc.tombstones(), rewrites: sc.cl.audit.rewritten(), opens: sc.cl.opens}
 }
 
 // damageCheckpoint: with nothing in flight, a fresh checkpoint, then a

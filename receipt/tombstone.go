@@ -157,3 +157,10 @@ func (l *lifecycle) loadTomb(ctx context.Context, id string) (*Tombstone, error)
 	}
 	return decodeTomb(id, it.Value)
 }
+
+// TombstoneKey is the key of txn_id id's tombstone (nil for an ID that is
+// not 32 hex digits), for tools and checkers that read the store.
+func TombstoneKey(id string) []byte { return tombKey(id) }
+
+// DecodeTombstone decodes the tombstone of id from its stored value.
+func DecodeTombstone(id string, v []byte) (*Tombstone, error) { return decodeTomb(id, v) }
