@@ -136,7 +136,7 @@ func answerTooOld(txnID string, firstSent time.Time, memory time.Duration) Answe
 // Its envelope carries no transaction ID: this request has none, and the
 // original's belongs in Original, beside its own state.
 func answerMismatch(txnID string, rec *Record, b *table.Batch) Answer {
-	o := &Original{TxnID: txnID, State: rec.State, Diff: diffEntries(rec.Entries, rec.Lists, b)}
+	o := &Original{TxnID: txnID, State: rec.State, Diff: diffEntries(rec.Entries, b)}
 	if rec.State == Terminal {
 		o.Outcome = EnvelopeOf(rec, txnID).Outcome // legacy schemas too
 	}

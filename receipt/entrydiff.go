@@ -9,8 +9,7 @@ import (
 // A 422 key mismatch says which entries of the batch differ from the
 // request the key is bound to — changed, added or removed — without the
 // receipt keeping that request: it keeps the entries' digests
-// (table.EntryDigests, Record.Entries) and how many each list had
-// (Record.Lists). Entries are matched by their list and ID digest, so an
+// and how many each list had (table.EntryDigests, Record.Entries). Entries are matched by their list and ID digest, so an
 // entry that moved is not a difference; what the digests cannot locate
 // (beyond table.EntryDigestsMax entries, or a digest collision) makes the
 // diff incomplete, never wrong about what it names.
@@ -47,15 +46,10 @@ const (
 // DiffEntriesMax bounds the entries a mismatch names.
 const DiffEntriesMax = 32
 
-// listsOf counts a batch's entries per list, in canonical order.
-func listsOf(b *table.Batch) []int {
-	return []int{len(b.Inserts), len(b.Deletes), len(b.Transforms)}
-}
-
 var listNames = [...]string{table.ListInserts, table.ListDeletes, table.ListTransforms}
 
 // entryAt is the list and index of entry i given the lists' counts.
-func entryAt(lists []int, i int) (string, int) {
+func entryAt(lists [3]int, i int) (string, int) {
 	for l, n := range lists {
 		if i < n {
 			return listNames[l], i
@@ -65,14 +59,15 @@ func entryAt(lists []int, i int) (string, int) {
 	return "", -1
 }
 
-// diffEntries compares batch b with the original's digests and list
-// counts; nil when the original kept none (a receipt written before
-// digests, or a session's commit).
-func diffEntries(orig []byte, origLists []int, b *table.Batch) *Diff {
-	if len(orig) == 0 || len(origLists) != len(listNames) || b == nil {
+// diffEntries compares batch b with the original's entry digests
+// (Record.Entries); nil when the original kept none (a receipt written
+// before digests, or a session's commit).
+func diffEntries(kept []byte, b *table.Batch) *Diff {
+	origLists, orig, ok := table.ParseEntryDigests(kept)
+	if len(kept) == 0 || !ok || b == nil {
 		return nil
 	}
-	mine := b.EntryDigests()
+	_, mine, _ := table.ParseEntryDigests(b.EntryDigests())
 	known := len(orig) / table.EntryDigestBytes
 	origN := 0
 	for _, n := range origLists {

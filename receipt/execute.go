@@ -93,7 +93,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 				return answerTooOld(id, req.FirstSent, l), nil
 			}
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests(), Lists: listsOf(req.Batch)}}
+				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests()}}
 			if plan == nil {
 				plan = s.planRequest(req)
 			}

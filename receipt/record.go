@@ -87,13 +87,11 @@ type Record struct {
 	// execute again: until then, after RetainUntil, its tombstone refuses
 	// it. Zero in records written before tombstones (tombstone.go).
 	ProtectUntil int64 `cbor:"17,keyasint,omitempty"`
-	// Entries are the digests of the request's first entries
-	// (table.EntryDigests) and Lists how many entries each of its lists
-	// had: what a mismatch needs to say which entries differ
-	// (entrydiff.go) once the request itself is dropped. Keyed batches
-	// only.
+	// Entries are how many entries each list of the request had and the
+	// digests of its first entries (table.EntryDigests, one slice): what
+	// a mismatch needs to say which entries differ (entrydiff.go) once the
+	// request itself is dropped. Keyed batches only.
 	Entries []byte `cbor:"18,keyasint,omitempty"`
-	Lists   []int  `cbor:"19,keyasint,omitempty"`
 	// ResolvedBy is the operator (principal) whose Resolve published the
 	// terminal envelope (resolve.go); the envelope's message says whether
 	// the operator's presumed abort decided it or a decision existed.

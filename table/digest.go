@@ -11,9 +11,9 @@ import (
 // differ from its own without keeping the request (a 422 key mismatch,
 // DESIGN §5.3): 2 bytes of the entry's list and document ID, 4 of its
 // canonical encoding. They are a diagnosis, never a decision — the
-// fingerprint (SHA-256 of the whole canonical request) decides — so a
-// checksum does: CRC-32C, which costs a fraction of a microsecond for a
-// whole batch.
+// fingerprint (SHA-256 of the whole canonical request) decides — so
+// checksums do: FNV-1a over list and ID (strings, hashed in place), CRC-32C
+// over the entry, a fraction of a microsecond for a whole batch.
 const (
 	EntryDigestBytes = 6
 	// EntryDigestsMax bounds the entries digested, and so what a receipt
@@ -31,9 +31,11 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// EntryDigests returns the digests of the batch's first EntryDigestsMax
-// entries, in canonical order (inserts, deletes, transforms), or nil for
-// an invalid batch. Shared: do not modify.
+// EntryDigests returns the lengths of the batch's three lists (uvarints,
+// in canonical order: inserts, deletes, transforms) followed by the
+// digests of its first EntryDigestsMax entries in that order — what a
+// receipt keeps, in one slice (ParseEntryDigests reads it) — or nil for an
+// invalid batch. Shared: do not modify.
 func (b *Batch) EntryDigests() []byte {
 	if b.Validate() != nil {
 		return nil
@@ -59,11 +61,39 @@ func (b *Batch) Entry(i int) (list string, index int, id string) {
 }
 
 // IDDigest is the 2-byte digest of an entry's list and ID, as the first
-// two bytes of its EntryDigest.
+// two bytes of its EntryDigest: FNV-1a, folded.
 func IDDigest(list, id string) uint16 {
-	h := crc32.Update(0, castagnoli, []byte(list))
-	return uint16(crc32.Update(h, castagnoli, []byte(id)))
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for _, s := range [...]string{list, "/", id} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint32(s[i])) * prime
+		}
+	}
+	return uint16(h ^ h>>16)
 }
+
+// ParseEntryDigests splits what EntryDigests returned (as a receipt kept
+// it) into the lists' lengths and the digests; ok is false for bytes that
+// are not that.
+func ParseEntryDigests(b []byte) (lists [3]int, digests []byte, ok bool) {
+	for i := range lists {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > BatchEntriesLimit {
+			return lists, nil, false
+		}
+		lists[i], b = int(n), b[k:]
+	}
+	if len(b)%EntryDigestBytes != 0 {
+		return lists, nil, false
+	}
+	return lists, b, true
+}
+
+// BatchEntriesLimit bounds a list length ParseEntryDigests accepts: far
+// above any batch a store takes, so that a damaged length cannot be mistaken
+// for one.
+const BatchEntriesLimit = 1 << 20
 
 // entryDigests digests each entry of canonical batch canon by finding the
 // entries' spans in it: canonical JSON is regular enough that each list is
@@ -71,10 +101,10 @@ func IDDigest(list, id string) uint16 {
 // for a delete, its string) end.
 func (b *Batch) entryDigests(canon []byte) []byte {
 	n := min(b.docCount(), EntryDigestsMax)
-	if n == 0 {
-		return nil
+	out := make([]byte, 0, 3*binary.MaxVarintLen32+n*EntryDigestBytes)
+	for _, l := range [...]int{len(b.Inserts), len(b.Deletes), len(b.Transforms)} {
+		out = binary.AppendUvarint(out, uint64(l))
 	}
-	out := make([]byte, 0, n*EntryDigestBytes)
 	rest := canon
 	for i := 0; i < n; i++ {
 		list, _, id := b.Entry(i)

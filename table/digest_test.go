@@ -13,9 +13,10 @@ func digestsOf(t *testing.T, body string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := b.EntryDigests()
-	if len(d) != min(b.Entries(), table.EntryDigestsMax)*table.EntryDigestBytes {
-		t.Fatalf("%d digest bytes for %d entries", len(d), b.Entries())
+	lists, d, ok := table.ParseEntryDigests(b.EntryDigests())
+	if !ok || lists != [3]int{len(b.Inserts), len(b.Deletes), len(b.Transforms)} ||
+		len(d) != min(b.Entries(), table.EntryDigestsMax)*table.EntryDigestBytes {
+		t.Fatalf("lists %v, %d digest bytes for %d entries (ok %v)", lists, len(d), b.Entries(), ok)
 	}
 	return d
 }
