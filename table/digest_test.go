@@ -2,6 +2,8 @@ package table_test
 
 import (
 	"bytes"
+	"hash/fnv"
+	"strings"
 	"testing"
 
 	"github.com/idemdb/idem/table"
@@ -76,5 +78,28 @@ func TestEntryDigests_BoundedByEntryDigestsMax(t *testing.T) {
 	buf.WriteString(`]}`)
 	if d := digestsOf(t, buf.String()); len(d) != table.EntryDigestsMax*table.EntryDigestBytes {
 		t.Fatalf("%d bytes", len(d))
+	}
+}
+
+// TestDocKeys_AreDocKeyAndIntentKey: the one-allocation pair equals the
+// two keys built apart, and neither can grow into the other.
+func TestDocKeys_AreDocKeyAndIntentKey(t *testing.T) {
+	doc, intent := table.DocKeysForTest("tid", 7, "doc-1")
+	if string(doc) != "tbl/v1/tid/7/doc-1" || string(intent) != "intent/v1/tid/7/doc-1" || cap(doc) != len(doc) || cap(intent) != len(intent) {
+		t.Fatalf("%q (cap %d) %q (cap %d)", doc, cap(doc), intent, cap(intent))
+	}
+}
+
+// TestShardOf_IsFNV1a: documents stay on the shard they were written to —
+// the in-place hash is hash/fnv's FNV-1a, value for value.
+func TestShardOf_IsFNV1a(t *testing.T) {
+	for _, id := range []string{"a", "doc-1", "~x.y:z@w", strings.Repeat("q", 128)} {
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		for _, n := range []int{1, 3, 16, 1024} {
+			if got, want := table.ShardOf(id, n), int(h.Sum32()%uint32(n)); got != want {
+				t.Fatalf("ShardOf(%q, %d) = %d, hash/fnv says %d", id, n, got, want)
+			}
+		}
 	}
 }

@@ -2,7 +2,6 @@ package table
 
 import (
 	"context"
-	"hash/fnv"
 	"sort"
 	"strconv"
 
@@ -80,11 +79,12 @@ func (t *Tables) PreflightWithMeta(tenant, table string, b *Batch, meta engine.I
 func (t *Tables) plan(m Meta, b *Batch) *Plan {
 	p := &Plan{Table: m, Batch: b, Canonical: b.canon.Load().bytes}
 	byShard := map[int]*Shard{}
+	tableKey := metaKey(m.Tenant, m.Name) // one for every shard
 	add := func(w docWork) {
 		n := ShardOf(w.id, m.Shards)
 		s := byShard[n]
 		if s == nil {
-			s = &Shard{tables: t, meta: m, shard: n}
+			s = &Shard{tables: t, meta: m, shard: n, tableKey: tableKey}
 			byShard[n] = s
 		}
 		s.docs = append(s.docs, w)
@@ -114,11 +114,15 @@ func (p *Plan) Result() Result {
 	return r
 }
 
-// ShardOf maps a document ID to one of n shards (FNV-1a).
+// ShardOf maps a document ID to one of n shards (FNV-1a, 32 bits, over the
+// ID's bytes in place: hash/fnv's would copy the string).
 func ShardOf(id string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(n))
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * prime
+	}
+	return int(h % uint32(n))
 }
 
 func docKey(tableID string, shard int, id string) []byte {
@@ -127,4 +131,16 @@ func docKey(tableID string, shard int, id string) []byte {
 
 func intentKey(tableID string, shard int, id string) []byte {
 	return engine.NSIntent.Key(tableID, strconv.Itoa(shard), id)
+}
+
+// docKeys is docKey and intentKey in one allocation (each capped, so that
+// neither can grow into the other).
+func docKeys(tableID string, shard int, id string) (doc, intent []byte) {
+	sh := strconv.Itoa(shard)
+	suffix := len(tableID) + len(sh) + len(id) + 2
+	buf := make([]byte, 0, len(engine.NSTable)+len(engine.NSIntent)+2*suffix)
+	buf = append(append(append(append(append(append(buf, engine.NSTable...), tableID...), '/'), sh...), '/'), id...)
+	n := len(buf)
+	buf = append(append(append(append(append(append(buf, engine.NSIntent...), tableID...), '/'), sh...), '/'), id...)
+	return buf[:n:n], buf[n:len(buf):len(buf)]
 }

@@ -35,6 +35,17 @@ type Shard struct {
 	staged     []staged
 	stagedTxn  string
 	preparedAt engine.Version
+	// tableKey is the table's metadata key, shared by the shards of one
+	// plan (nil: computed when first needed).
+	tableKey []byte
+}
+
+// metaKey is the key of the shard's table metadata.
+func (s *Shard) metaKey() []byte {
+	if s.tableKey == nil {
+		s.tableKey = metaKey(s.meta.Tenant, s.meta.Name)
+	}
+	return s.tableKey
 }
 
 // intent is a document's staged new state under a transaction.
@@ -63,7 +74,7 @@ func (s *Shard) ID() string { return s.meta.ID + "/" + strconv.Itoa(s.shard) }
 
 // Ref encodes what Resolve needs, for the coordinator record.
 func (s *Shard) Ref() []byte {
-	r := shardRef{TableID: s.meta.ID, Shard: s.shard, Table: s.meta.Name, Tenant: s.meta.Tenant}
+	r := shardRef{TableID: s.meta.ID, Shard: s.shard, Table: s.meta.Name, Tenant: s.meta.Tenant, Docs: make([]string, 0, len(s.docs))}
 	for _, d := range s.docs {
 		r.Docs = append(r.Docs, d.id)
 	}
@@ -101,7 +112,8 @@ type staged struct {
 // the result requires the intent to be absent, atomically, and a failure
 // there is the transaction_conflict vote (Refusal).
 func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, error) {
-	st := staged{docKey: docKey(s.meta.ID, s.shard, w.id), intentKey: intentKey(s.meta.ID, s.shard, w.id)}
+	st := staged{}
+	st.docKey, st.intentKey = docKeys(s.meta.ID, s.shard, w.id)
 	switch w.kind {
 	case kindPut:
 		st.base, st.condOnBase, st.deleted, st.doc = w.base, !w.blind, w.deleted, w.doc
@@ -162,7 +174,7 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 // writes (with their conditions) that make the vote durable. A *code.Error is
 // a "no" vote; any other error is an error.
 func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
-	b := new(engine.Batch).AtVersion(metaKey(s.meta.Tenant, s.meta.Name), s.meta.Version)
+	b := new(engine.Batch).AtVersion(s.metaKey(), s.meta.Version)
 	s.result = Result{}
 	s.staged, s.stagedTxn, s.preparedAt = s.staged[:0], txnID, 0
 	for _, w := range s.docs {
@@ -272,7 +284,7 @@ func (s *Shard) Prepared(txnID string, v engine.Version) {
 func (s *Shard) Refusal(key []byte) (*code.Error, bool, bool) {
 	sh := strconv.Itoa(s.shard)
 	switch {
-	case s.meta.Name != "" && bytes.Equal(key, metaKey(s.meta.Tenant, s.meta.Name)):
+	case s.meta.Name != "" && bytes.Equal(key, s.metaKey()):
 		return tableNotFound(s.meta.Name), false, true
 	case bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, sh)):
 		return code.Errorf(code.TransactionConflict, "document %q is being written by another transaction",

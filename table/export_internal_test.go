@@ -1,0 +1,4 @@
+package table
+
+// DocKeysForTest exposes docKeys to the external tests.
+var DocKeysForTest = docKeys
