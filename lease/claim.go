@@ -102,7 +102,8 @@ func MayAdopt(st State, me Owner, now time.Time) bool {
 // Unconfirm).
 func ClaimNew(b *engine.Batch, id string, o Owner, until time.Time) *Held {
 	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: 1}
-	b.Absent(ClaimKey(id)).Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
+	ck := ClaimKey(id) // a batch never changes a key it is given: one for both
+	b.Absent(ck).Put(ck, encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
 	return &Held{ID: id, Kind: KindOf(id), claim: c, until: until, status: Publishing}
 }
 
@@ -113,8 +114,8 @@ func ClaimAdopt(b *engine.Batch, id string, st State, o Owner, until time.Time) 
 	if fault.Planted(fault.BugAdoptKeepsEpoch) { // planted only under -tags idem_selftest
 		c.Epoch = st.Claim.Epoch // planted bug: the adoption keeps the epoch
 	}
-	b.AtVersion(ClaimKey(id), st.ClaimVersion).AtVersion(ExpiryKey(id), st.ExpiryVersion).
-		Put(ClaimKey(id), encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
+	ck, ek := ClaimKey(id), ExpiryKey(id)
+	b.AtVersion(ck, st.ClaimVersion).AtVersion(ek, st.ExpiryVersion).Put(ck, encodeClaim(c)).Put(ek, encodeExpiry(until))
 	return &Held{ID: id, Kind: KindOf(id), claim: c, until: until, status: Publishing}
 }
 

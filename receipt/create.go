@@ -58,7 +58,8 @@ func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *c
 	if err != nil {
 		return Answer{}, err
 	}
-	b := l.absentReceipt(a.id).Put(receiptKey(a.id), val).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	rk := receiptKey(a.id)
+	b := l.absentReceipt(a.id, rk).Put(rk, val).Put(expiryKey(rec.RetainUntil, a.id), nil)
 	a.final = rec
 	if a.alongside != nil {
 		if err := a.alongside(b); err != nil {
@@ -77,11 +78,23 @@ func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *c
 	return Answer{Envelope: env, Terminal: true}, nil
 }
 
-// absentReceipt starts the write that publishes receipt id: conditioned
+// What the write that publishes a new receipt holds, at most, before a
+// planner's or a session's additions: the receipt's and its tombstone's
+// absence and the claim's conditions; the claim, its expiry, the receipt,
+// its recovery and retention entries.
+const (
+	publishCondsMax = 4
+	publishOpsMax   = 6
+)
+
+// absentReceipt starts the write that publishes receipt id (at key rk,
+// which the caller also puts): conditioned
 // on its absence, and on the absence of its tombstone — the proof, not
 // the lookup before it, that an expired key never executes again.
-func (l *lifecycle) absentReceipt(id string) *engine.Batch {
-	b := new(engine.Batch).Absent(receiptKey(id))
+func (l *lifecycle) absentReceipt(id string, rk []byte) *engine.Batch {
+	// Sized for the claim and the receipt's writes that follow (newClaimed):
+	// grown once, not write by write.
+	b := new(engine.Batch).Grow(publishCondsMax, publishOpsMax).Absent(rk)
 	if k := tombKey(id); k != nil {
 		b.Absent(k)
 	}
@@ -132,7 +145,8 @@ func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn
 // the active set — before the write that publishes it (DESIGN §7).
 func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, error) {
 	a.claim, a.until = claimPublished, now.Add(l.opts.LeaseTTL)
-	b := l.absentReceipt(a.id)
+	rk := receiptKey(a.id)
+	b := l.absentReceipt(a.id, rk)
 	a.held = lease.ClaimNew(b, a.id, l.owner, a.until)
 	claim := a.held.Claim()
 	rec := a.rec
@@ -147,7 +161,7 @@ func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Bat
 	if err != nil {
 		return nil, err
 	}
-	b.Put(receiptKey(a.id), val).Put(recoveryKey(l.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	b.Put(rk, val).Put(recoveryKey(l.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
 	if a.alongside != nil {
 		if err := a.alongside(b); err != nil {
 			return nil, err

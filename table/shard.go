@@ -174,7 +174,9 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 // writes (with their conditions) that make the vote durable. A *code.Error is
 // a "no" vote; any other error is an error.
 func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
-	b := new(engine.Batch).AtVersion(s.metaKey(), s.meta.Version)
+	// Per document an intent put, its absence and at most the base's
+	// version; sized once, not grown document by document.
+	b := new(engine.Batch).Grow(1+2*len(s.docs), len(s.docs)).AtVersion(s.metaKey(), s.meta.Version)
 	s.result = Result{}
 	s.staged, s.stagedTxn, s.preparedAt = s.staged[:0], txnID, 0
 	for _, w := range s.docs {
