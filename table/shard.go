@@ -185,15 +185,22 @@ func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error
 			return nil, err
 		}
 		s.staged = append(s.staged, st)
+	}
+	// The intents' values in one buffer, sized first so that no value
+	// moves once taken (each is capped).
+	size := 0
+	for _, st := range s.staged {
+		size += intentBytesMax(len(txnID), len(st.doc))
+	}
+	vals := make([]byte, 0, size)
+	for _, st := range s.staged {
 		b.Absent(st.intentKey)
 		if st.condOnBase {
 			b.AtVersion(st.docKey, st.base)
 		}
-		val, err := cbor.Marshal(intent{Txn: txnID, Deleted: st.deleted, Doc: st.doc, Read: st.read})
-		if err != nil {
-			return nil, err
-		}
-		b.Put(st.intentKey, val)
+		start := len(vals)
+		vals = appendIntent(vals, intent{Txn: txnID, Deleted: st.deleted, Doc: st.doc, Read: st.read})
+		b.Put(st.intentKey, vals[start:len(vals):len(vals)])
 	}
 	return b, nil
 }
