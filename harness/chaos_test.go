@@ -50,6 +50,13 @@ type chaosVariant struct {
 	name  string
 	fp    string // failpoint armed in the crashing process ("" for none)
 	terms string // pingcap modifiers before its panic action, e.g. "5%"
+	// crashWithin, if set, replaces terms by a count: the failpoint lets
+	// pass a number of evaluations drawn from the seed in
+	// [0, crashWithin) and panics at the next. For a failpoint only some
+	// requests reach — the chain's, which conflicting requests leave for
+	// the two-write path — a probability made the crash depend on how many
+	// chains succeeded: under load, few enough for 600 keys to pass it by.
+	crashWithin int
 	mode  crashMode
 	// tableFirst creates the table in an earlier, failpoint-free process:
 	// the failpoint would also fire on that write (and on startup writes).
@@ -73,7 +80,7 @@ var chaosVariants = []chaosVariant{
 	{name: "decided", fp: fault.TwoPCDecideAfter, terms: "5%", mode: processCrash, args: []string{"-separate-decide"}},
 	// The default chained write (receipt, prepares, decision, terminal
 	// envelope in one fsync) durable, the caller never told.
-	{name: "chain-durable", fp: fault.TwoPCChainAfter, terms: "5%", mode: processCrash},
+	{name: "chain-durable", fp: fault.TwoPCChainAfter, crashWithin: 10, mode: processCrash},
 	// A participant's "no" vote: abort decision durable with the started
 	// receipt, terminal publication never happened. Reached on the
 	// transaction_conflict path the concurrent $inc on one counter takes;
@@ -214,7 +221,11 @@ func runChaos(t *testing.T, v chaosVariant, seed uint64) {
 	marker := "failpoint panic: " + v.fp
 	var env []string
 	if v.fp != "" {
-		env = []string{fmt.Sprintf("GO_FAILPOINTS=%s=%spanic(%q)", v.fp, v.terms, v.fp)}
+		terms := v.terms
+		if v.crashWithin > 0 {
+			terms = fmt.Sprintf("%d*off->", rng.IntN(v.crashWithin))
+		}
+		env = []string{fmt.Sprintf("GO_FAILPOINTS=%s=%spanic(%q)", v.fp, terms, v.fp)}
 	}
 
 	if v.tableFirst {
