@@ -163,3 +163,46 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 	}
 	t.Logf("%d unsynced bytes, states by cut: %v", unsynced, seen)
 }
+
+// contendedChains makes its first fails ApplyChains fail as if a document's
+// intent were held by another transaction, then applies them.
+type contendedChains struct {
+	*engine.DB
+	fails, calls int
+}
+
+func (c *contendedChains) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]engine.Version, error) {
+	c.calls++
+	if c.calls <= c.fails {
+		return nil, &engine.ConditionError{Cond: engine.Condition{Key: engine.NSIntent.Key("tid", "0", "x"), Kind: engine.MustBeAbsent}, Found: 7}
+	}
+	return c.DB.ApplyChain(ctx, links...)
+}
+
+// TestBeginCommit_AContendedChainIsTriedAgainBounded: a chain refused only
+// by a document another transaction held is prepared and tried again —
+// nothing was written — up to ChainContendedRetriesMax times; past that it
+// is ok=false with nothing written, for Begin to report the conflict.
+func TestBeginCommit_AContendedChainIsTriedAgainBounded(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
+	ctx := context.Background()
+	for _, fails := range []int{1, twopc.ChainContendedRetriesMax, twopc.ChainContendedRetriesMax + 1} {
+		n := newNode(t, twopc.Options{})
+		work.seed(t, n)
+		cs := &contendedChains{DB: n.edb, fails: fails}
+		coord := n.newCoordinator(cs)
+		dumped := dump(t, n.db)
+		_, ok, err := coord.BeginCommit(ctx, txnFor("tx", n.plan(t, work.body())), nil, nil)
+		wantOK := fails <= twopc.ChainContendedRetriesMax
+		if err != nil || ok != wantOK || cs.calls != min(fails+1, twopc.ChainContendedRetriesMax+1) {
+			t.Fatalf("%d contended tries: ok=%v err=%v after %d chains; want ok=%v", fails, ok, err, cs.calls, wantOK)
+		}
+		if wantOK {
+			if got := work.state(t, n); got != "new" {
+				t.Fatalf("state %s after the retried chain", got)
+			}
+		} else if dump(t, n.db) != dumped {
+			t.Fatal("a chain refused every time wrote")
+		}
+	}
+}
