@@ -18,6 +18,19 @@ import (
 // reconcile finishes a started receipt whose execution is not running
 // here.
 func (l *lifecycle) reconcile(ctx context.Context, a *attempt) (Answer, error) {
+	return l.settleStarted(ctx, a, func(st twopc.Status) twopc.Outcome {
+		if !st.Begun {
+			// Started but never prepared: nothing to commit.
+			return twopc.PresumedOutcome(twopc.PresumeAbort, nil)
+		}
+		return twopc.PresumedOutcome(l.opts.recoveryPolicy(), st.Result)
+	})
+}
+
+// settleStarted makes held started receipt a terminal: with the decision
+// in force, learned from the retained 2PC record, or — none yet — with
+// undecided's outcome, written through the decision's create-if-absent.
+func (l *lifecycle) settleStarted(ctx context.Context, a *attempt, undecided func(twopc.Status) twopc.Outcome) (Answer, error) {
 	st, err := l.coord.Lookup(ctx, a.id)
 	if err != nil {
 		return l.stuck(a, classifyStep(err), err)
@@ -34,12 +47,7 @@ func (l *lifecycle) reconcile(ctx context.Context, a *attempt) (Answer, error) {
 	if err := l.hb.Ensure(ctx, a.held, l.opts.SafetyMargin); err != nil {
 		return l.stuck(a, classifyStep(err), err)
 	}
-	o := twopc.PresumedOutcome(l.opts.recoveryPolicy(), st.Result)
-	if !st.Begun {
-		// Started but never prepared: nothing to commit.
-		o = twopc.PresumedOutcome(twopc.PresumeAbort, nil)
-	}
-	return l.decideAndPublish(ctx, a, o)
+	return l.decideAndPublish(ctx, a, undecided(st))
 }
 
 // payDebt resolves the intents of a terminal receipt with visibility debt

@@ -94,27 +94,10 @@ func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, er
 // resolveHeld is reconcile with the operator's policy: the decision in
 // force if there is one, else presumed abort, recorded as the operator's.
 func (l *lifecycle) resolveHeld(ctx context.Context, a *attempt, by string) (Answer, error) {
-	st, err := l.coord.Lookup(ctx, a.id)
-	if err != nil {
-		return l.stuck(a, classifyStep(err), err)
-	}
-	a.begun = st.Begun
-	if st.Decision != nil {
-		if st.Begun && !l.opts.DeferResolution {
-			if _, err := l.coord.Resolve(ctx, a.id); err != nil {
-				return l.stuck(a, classifyStep(err), err)
-			}
-		}
-		return l.publish(ctx, a, envelopeOf(st.Decision, a.id))
-	}
-	if err := l.hb.Ensure(ctx, a.held, l.opts.SafetyMargin); err != nil {
-		return l.stuck(a, classifyStep(err), err)
-	}
-	if len(by) > ResolvedByMax {
-		by = by[:ResolvedByMax]
-	}
-	marked := *a.rec
-	marked.ResolvedBy = by
-	a.rec = &marked
-	return l.decideAndPublish(ctx, a, twopc.Aborted{Code: code.TransactionAborted, Message: msgResolvedByOperator})
+	return l.settleStarted(ctx, a, func(twopc.Status) twopc.Outcome {
+		marked := *a.rec
+		marked.ResolvedBy = by[:min(len(by), ResolvedByMax)]
+		a.rec = &marked
+		return twopc.Aborted{Code: code.TransactionAborted, Message: msgResolvedByOperator}
+	})
 }
