@@ -57,7 +57,7 @@ type chaosVariant struct {
 	// the two-write path — a probability made the crash depend on how many
 	// chains succeeded: under load, few enough for 600 keys to pass it by.
 	crashWithin int
-	mode  crashMode
+	mode        crashMode
 	// tableFirst creates the table in an earlier, failpoint-free process:
 	// the failpoint would also fire on that write (and on startup writes).
 	tableFirst bool
