@@ -19,6 +19,7 @@ import (
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]
 	key := ""
+	hs := new(headerSlots)
 	if keyed {
 		var err error
 		if key, err = parseIdempotencyKey(values); err != nil {
@@ -28,7 +29,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		// Echo the key, as the client wrote it, on every answer of the keyed
 		// route, including the 400 and 413 answers given before a receipt
 		// exists: that makes each of them a keyed answer.
-		w.Header().Set(headerIdempotencyKey, strings.Trim(values[0], " \t"))
+		hs.set(w.Header(), headerIdempotencyKey, strings.Trim(values[0], " \t"))
 	}
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -89,10 +90,10 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		// The wait granted, which -wait-max may have cut, on every answer
 		// to a request that asked: an answer that came sooner was still
 		// given under that bound.
-		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+		hs.set(w.Header(), "Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
 	}
 	s.metrics.keyed(ans)
-	writeAnswer(w, ans)
+	writeAnswerWith(w, hs, ans)
 }
 
 // headerFirstSent is Azure's Repeatability-First-Sent (an HTTP-date): when

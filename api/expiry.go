@@ -36,7 +36,11 @@ import (
 // keyExpiry renders e, or "" when it promises nothing. Seconds round
 // down: a promise must not overstate.
 func keyExpiry(e receipt.Expiry) string {
-	var b []byte
+	if e == (receipt.Expiry{}) {
+		return ""
+	}
+	var buf [len("replay=@, protect=@") + 2*20]byte // two int64s at most
+	b := buf[:0]
 	if !e.ReplayUntil.IsZero() {
 		b = appendSFDate(append(b, "replay="...), e.ReplayUntil)
 	}

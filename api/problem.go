@@ -165,40 +165,59 @@ const (
 
 // writeAnswer renders a keyed answer; the caller has set the
 // Idempotency-Key echo.
-func writeAnswer(w http.ResponseWriter, a receipt.Answer) {
+func writeAnswer(w http.ResponseWriter, a receipt.Answer) { writeAnswerWith(w, new(headerSlots), a) }
+
+// writeAnswerWith is writeAnswer setting its fields through hs, which the
+// handler may have begun to fill.
+func writeAnswerWith(w http.ResponseWriter, hs *headerSlots, a receipt.Answer) {
 	h := w.Header()
 	if a.TxnID != "" {
-		h.Set(headerTxnID, a.TxnID)
+		hs.set(h, headerTxnID, a.TxnID)
 	}
 	if a.Replayed {
-		h.Set(headerReplayed, "true")
+		hs.set(h, headerReplayed, "true")
 	}
 	if v := keyExpiry(a.Expiry); v != "" {
-		h.Set(headerKeyExpiry, v)
+		hs.set(h, headerKeyExpiry, v)
 	}
-	setRetryAfter(w, a.Status, a.RetryAfter)
+	if v := retryAfter(a.Status, a.RetryAfter); v != "" {
+		hs.set(h, headerRetryAfter, v)
+	}
 	status, ct, body := envelopeBody(a.Envelope, a.Original)
-	writeBody(w, status, ct, body)
+	writeBodyWith(w, hs, status, ct, body)
 }
 
 // setRetryAfter sets Retry-After (whole seconds) on 409-in-progress, 429
 // and 503 answers.
 func setRetryAfter(w http.ResponseWriter, status int, d time.Duration) {
+	if v := retryAfter(status, d); v != "" {
+		w.Header().Set(headerRetryAfter, v)
+	}
+}
+
+// retryAfter is the Retry-After value of an answer, "" for none.
+func retryAfter(status int, d time.Duration) string {
 	if status != 409 && status != 429 && status != 503 {
-		return
+		return ""
 	}
 	if d <= 0 {
 		if status == 409 {
-			return // a conflict, not an in-progress answer
+			return "" // a conflict, not an in-progress answer
 		}
 		d = time.Second
 	}
-	w.Header().Set(headerRetryAfter, strconv.Itoa(int(math.Ceil(d.Seconds()))))
+	return strconv.Itoa(int(math.Ceil(d.Seconds())))
 }
 
 func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	writeBodyWith(w, new(headerSlots), status, contentType, body)
+}
+
+// writeBodyWith is writeBody setting its fields through hs.
+func writeBodyWith(w http.ResponseWriter, hs *headerSlots, status int, contentType string, body []byte) {
+	h := w.Header()
+	hs.set(h, "Content-Type", contentType)
+	hs.set(h, "Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
