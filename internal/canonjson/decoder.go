@@ -93,7 +93,38 @@ func (d *Decoder) memberName() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return string(k), nil
+	return intern(k), nil
+}
+
+// intern returns the member names every batch repeats as constants, so
+// that decoding them allocates nothing (the compiler compares string(k)
+// in a switch without converting); any other name is a new string.
+func intern(k []byte) string {
+	switch string(k) {
+	case "id":
+		return "id"
+	case "doc":
+		return "doc"
+	case "ops":
+		return "ops"
+	case "op":
+		return "op"
+	case "path":
+		return "path"
+	case "value":
+		return "value"
+	case "upsert":
+		return "upsert"
+	case "inserts":
+		return "inserts"
+	case "deletes":
+		return "deletes"
+	case "transforms":
+		return "transforms"
+	case "table":
+		return "table"
+	}
+	return string(k)
 }
 
 // next consumes the separator after a member or element: more is true after
