@@ -14,6 +14,7 @@ func DecodeBatch(data []byte) (*Batch, error) {
 	d := batchDecoder{b: &Batch{canonicalInput: true}}
 	d.dec.Reset(data)
 	b, err := d.batch()
+	d.dec.Release()
 	if err != nil {
 		return nil, invalid("malformed batch body: %v", err)
 	}

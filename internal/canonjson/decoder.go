@@ -9,6 +9,9 @@ package canonjson
 type Decoder struct {
 	p   parser
 	buf []byte // every canonical value ReadValue returned, back to back
+	// shell is the pooled parser whose scratch stacks p borrowed; Release
+	// gives them back through it (nil: none borrowed).
+	shell *parser
 }
 
 // NewDecoder returns a Decoder reading data.
@@ -22,12 +25,29 @@ func NewDecoder(data []byte) *Decoder {
 // ReadValue returned stay valid). A Decoder held by value and Reset costs
 // no allocation of its own.
 func (d *Decoder) Reset(data []byte) {
-	// Canonical values are about as long as the body they come from, so
-	// one buffer of its size takes them all without growing.
+	// The scratch stacks come from the parsers' pool (Release returns
+	// them); the values go to a buffer of the body's size — canonical
+	// values are about as long as the body they come from — which they
+	// outlive the Decoder in.
+	shell := parsers.Get().(*parser)
 	*d = Decoder{
-		p:   parser{src: data, arena: make([]byte, 0, 256), members: make([]member, 0, 16)},
-		buf: make([]byte, 0, len(data)),
+		p:     parser{src: data, arena: shell.arena[:0], members: shell.members[:0], region: shell.region[:0]},
+		buf:   make([]byte, 0, len(data)),
+		shell: shell,
 	}
+	*shell = parser{}
+}
+
+// Release gives the Decoder's scratch back for the next Reset; the values
+// it returned stay valid. The Decoder must not be used again until Reset.
+func (d *Decoder) Release() {
+	if d.shell == nil {
+		return
+	}
+	shell := d.shell
+	shell.arena, shell.members, shell.region = d.p.arena, d.p.members, d.p.region
+	d.p, d.shell = parser{}, nil
+	shell.release()
 }
 
 // namesTracked is how many member names of one object Object remembers to
