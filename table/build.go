@@ -12,38 +12,41 @@ import (
 // what fingerprints are computed from: this layout must never change.
 func (b *Batch) build(f *forms) *canonBatch {
 	c := &canonBatch{}
-	// One buffer holds the canonical batch; documents alias into it.
+	// One buffer holds the canonical batch; documents alias into it. Each
+	// entry is digested as it is written (digest.go).
+	d := b.newEntryDigests()
 	out := make([]byte, 0, 64+b.rawSize())
 	out = append(out, '{')
 	if len(b.Inserts) > 0 {
-		out = b.appendInserts(out, f, c)
+		out = b.appendInserts(out, f, c, &d)
 	}
 	if len(b.Deletes) > 0 {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = b.appendDeletes(out)
+		out = b.appendDeletes(out, &d)
 	}
 	if len(b.Transforms) > 0 {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = b.appendTransforms(out, f)
+		out = b.appendTransforms(out, f, &d)
 	}
 	c.bytes = append(out, '}')
-	c.digests = b.entryDigests(c.bytes)
+	c.digests = d.out
 	return c
 }
 
 // appendInserts also records where each document is in out (c.docs), for
 // storage to reuse.
-func (b *Batch) appendInserts(out []byte, f *forms, c *canonBatch) []byte {
+func (b *Batch) appendInserts(out []byte, f *forms, c *canonBatch, d *entryDigests) []byte {
 	out = append(out, `"inserts":[`...)
 	c.docs = make([][]byte, len(b.Inserts))
 	for i, in := range b.Inserts {
 		if i > 0 {
 			out = append(out, ',')
 		}
+		entry := len(out)
 		out = append(out, `{"id":`...)
 		out = canonjson.AppendString(out, []byte(in.ID))
 		out = append(out, `,"doc":`...)
@@ -52,28 +55,32 @@ func (b *Batch) appendInserts(out []byte, f *forms, c *canonBatch) []byte {
 		out = append(out, doc...)
 		c.docs[i] = out[start:len(out):len(out)]
 		out = append(out, '}')
+		d.add(ListInserts, in.ID, out[entry:])
 	}
 	return append(out, ']')
 }
 
-func (b *Batch) appendDeletes(out []byte) []byte {
+func (b *Batch) appendDeletes(out []byte, d *entryDigests) []byte {
 	out = append(out, `"deletes":[`...)
 	for i, id := range b.Deletes {
 		if i > 0 {
 			out = append(out, ',')
 		}
+		entry := len(out)
 		out = canonjson.AppendString(out, []byte(id))
+		d.add(ListDeletes, id, out[entry:])
 	}
 	return append(out, ']')
 }
 
-func (b *Batch) appendTransforms(out []byte, f *forms) []byte {
+func (b *Batch) appendTransforms(out []byte, f *forms, d *entryDigests) []byte {
 	out = append(out, `"transforms":[`...)
 	k := 0 // the op's index in the batch, for forms
 	for i, tr := range b.Transforms {
 		if i > 0 {
 			out = append(out, ',')
 		}
+		entry := len(out)
 		out = append(out, `{"id":`...)
 		out = canonjson.AppendString(out, []byte(tr.ID))
 		out = append(out, `,"ops":[`...)
@@ -89,6 +96,7 @@ func (b *Batch) appendTransforms(out []byte, f *forms) []byte {
 			out = append(out, `,"upsert":true`...)
 		}
 		out = append(out, '}')
+		d.add(ListTransforms, tr.ID, out[entry:])
 	}
 	return append(out, ']')
 }

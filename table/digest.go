@@ -1,7 +1,6 @@
 package table
 
 import (
-	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 )
@@ -95,60 +94,28 @@ func ParseEntryDigests(b []byte) (lists [3]int, digests []byte, ok bool) {
 // for one.
 const BatchEntriesLimit = 1 << 20
 
-// entryDigests digests each entry of canonical batch canon by finding the
-// entries' spans in it: canonical JSON is regular enough that each list is
-// `"<list>":[e,e,…]` and each entry's end is where its balanced braces (or,
-// for a delete, its string) end.
-func (b *Batch) entryDigests(canon []byte) []byte {
-	n := min(b.docCount(), EntryDigestsMax)
-	out := make([]byte, 0, 3*binary.MaxVarintLen32+n*EntryDigestBytes)
-	for _, l := range [...]int{len(b.Inserts), len(b.Deletes), len(b.Transforms)} {
-		out = binary.AppendUvarint(out, uint64(l))
-	}
-	rest := canon
-	for i := 0; i < n; i++ {
-		list, _, id := b.Entry(i)
-		if first := i == 0 || lastList(b, i-1) != list; first {
-			at := bytes.Index(rest, []byte(`"`+list+`":[`))
-			rest = rest[at+len(list)+4:]
-		} else {
-			rest = rest[1:] // the ',' between entries
-		}
-		end := entryEnd(rest)
-		out = binary.BigEndian.AppendUint16(out, IDDigest(list, id))
-		out = binary.BigEndian.AppendUint32(out, crc32.Checksum(rest[:end], castagnoli))
-		rest = rest[end:]
-	}
-	return out
+// entryDigests collects EntryDigests while build writes the batch: the
+// lists' lengths first, then each entry's digest as the entry is written.
+type entryDigests struct {
+	out []byte
+	n   int
 }
 
-func lastList(b *Batch, i int) string { l, _, _ := b.Entry(i); return l }
-
-// entryEnd is the length of the JSON value rest begins with: an object or
-// a string (a delete's ID), canonical (no whitespace).
-func entryEnd(rest []byte) int {
-	depth, inString := 0, false
-	for i := 0; i < len(rest); i++ {
-		c := rest[i]
-		switch {
-		case inString && c == '\\':
-			i++
-		case inString && c == '"':
-			inString = false
-			if depth == 0 {
-				return i + 1
-			}
-		case inString:
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		}
+func (b *Batch) newEntryDigests() entryDigests {
+	d := entryDigests{out: make([]byte, 0, 3*binary.MaxVarintLen32+min(b.docCount(), EntryDigestsMax)*EntryDigestBytes)}
+	for _, l := range [...]int{len(b.Inserts), len(b.Deletes), len(b.Transforms)} {
+		d.out = binary.AppendUvarint(d.out, uint64(l))
 	}
-	return len(rest)
+	return d
+}
+
+// add digests entry (its canonical bytes) of list with document ID id;
+// past EntryDigestsMax entries it keeps nothing.
+func (d *entryDigests) add(list, id string, entry []byte) {
+	if d.n == EntryDigestsMax {
+		return
+	}
+	d.out = binary.BigEndian.AppendUint16(d.out, IDDigest(list, id))
+	d.out = binary.BigEndian.AppendUint32(d.out, crc32.Checksum(entry, castagnoli))
+	d.n++
 }
