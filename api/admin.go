@@ -40,8 +40,9 @@ func (s *Server) isAdmin(r *http.Request) bool {
 	return false
 }
 
-// listedJSON is one receipt of a listing.
-type listedJSON struct {
+// ListedReceipt is one receipt of a listing, as GET /v1/receipts answers
+// it (idemctl decodes it).
+type ListedReceipt struct {
 	TransactionID string     `json:"transaction_id"`
 	Principal     string     `json:"principal"`
 	Table         string     `json:"table"`
@@ -117,12 +118,9 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := struct {
-		Receipts []listedJSON `json:"receipts"`
-		Next     string       `json:"next,omitempty"`
-	}{Receipts: make([]listedJSON, 0, len(page.Receipts))}
+	out := ReceiptList{Receipts: make([]ListedReceipt, 0, len(page.Receipts))}
 	for _, l := range page.Receipts {
-		j := listedJSON{TransactionID: l.TxnID, Principal: l.Principal, Table: l.Table, Key: l.Key, State: l.State.String(),
+		j := ListedReceipt{TransactionID: l.TxnID, Principal: l.Principal, Table: l.Table, Key: l.Key, State: l.State.String(),
 			Created: l.Created.UTC(), Started: utcOrNil(l.Started), Completed: utcOrNil(l.Completed), Debt: l.Debt != 0,
 			Outcome: l.Outcome, ResolvedBy: l.ResolvedBy}
 		if l.Owner != nil && l.State != receipt.Terminal {
@@ -134,6 +132,12 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		out.Next = base64.RawURLEncoding.EncodeToString(page.Next)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// ReceiptList is one page of GET /v1/receipts.
+type ReceiptList struct {
+	Receipts []ListedReceipt `json:"receipts"`
+	Next     string          `json:"next,omitempty"` // the cursor of the next page
 }
 
 // resolutionJSON is what a resolution did.

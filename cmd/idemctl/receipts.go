@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/idemdb/idem/api"
 )
 
 var receiptsCommand = command{
@@ -127,21 +129,6 @@ func refused(stderr io.Writer, what string, err error) int {
 	return exitUsage
 }
 
-type listedReceipt struct {
-	TransactionID string     `json:"transaction_id"`
-	Principal     string     `json:"principal"`
-	Table         string     `json:"table"`
-	Key           string     `json:"key"`
-	State         string     `json:"state"`
-	Created       time.Time  `json:"created"`
-	Started       *time.Time `json:"started,omitempty"`
-	Completed     *time.Time `json:"completed,omitempty"`
-	Owner         string     `json:"owner,omitempty"`
-	Debt          bool       `json:"debt"`
-	Outcome       string     `json:"outcome,omitempty"`
-	ResolvedBy    string     `json:"resolved_by,omitempty"`
-}
-
 func receiptsList(cl *client, c command, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("idemctl receipts list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -171,13 +158,10 @@ func receiptsList(cl *client, c command, args []string, stdout, stderr io.Writer
 	case *principal != "":
 		q.Set("principal", *principal)
 	}
-	var got []listedReceipt
+	var got []api.ListedReceipt
 	for page := 0; len(got) < *limit && page < listPagesMax; page++ {
 		q.Set("limit", fmt.Sprint(min(*limit-len(got), 1000)))
-		var p struct {
-			Receipts []listedReceipt `json:"receipts"`
-			Next     string          `json:"next"`
-		}
+		var p api.ReceiptList
 		if err := cl.do("GET", "/v1/receipts?"+q.Encode(), &p); err != nil {
 			return refused(stderr, "list", err)
 		}

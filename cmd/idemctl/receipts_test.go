@@ -81,7 +81,7 @@ func TestReceipts_AnOperatorFindsAndResolvesAStuckReceipt(t *testing.T) {
 	if !strings.Contains(out, txn) || !strings.Contains(out, "stuck") || !strings.Contains(out, "alice") {
 		t.Fatalf("list:\n%s", out)
 	}
-	var listed []listedReceipt
+	var listed []api.ListedReceipt
 	if err := json.Unmarshal([]byte(expectExit(t, exitOK, append(alice, "list", "-json")...)), &listed); err != nil || len(listed) != 1 || listed[0].State != "started" {
 		t.Fatalf("alice's own listing: %+v %v", listed, err)
 	}
