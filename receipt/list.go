@@ -156,7 +156,9 @@ func (s *Service) listed(ctx context.Context, f ListFilter, ns engine.Namespace,
 func indexedID(ns engine.Namespace, key []byte) (string, bool) {
 	if ns == engine.NSExpiry {
 		_, id, ok := parseExpiryKey(key)
-		if !ok || len(id) != 2*txnIDBytes || lease.KindOf(id) != lease.KindReceipt || id[:1] == tombChunkPrefix {
+		// A receipt's ID is 32 hex digits: a session's ("s…") and a
+		// tombstone chunk's ("t" and 32) are not.
+		if !ok || len(id) != 2*txnIDBytes || lease.KindOf(id) != lease.KindReceipt {
 			return "", false
 		}
 		return id, true
