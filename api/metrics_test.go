@@ -79,6 +79,12 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_engine_log_since_checkpoint_entries": dto.MetricType_GAUGE,
 	"idem_engine_recovery_replayed_bytes":      dto.MetricType_GAUGE,
 	"idem_engine_fail_stopped":                 dto.MetricType_GAUGE,
+	"idem_vlog_segments":                       dto.MetricType_GAUGE,
+	"idem_vlog_bytes":                          dto.MetricType_GAUGE,
+	"idem_vlog_live_bytes":                     dto.MetricType_GAUGE,
+	"idem_vlog_spilled_bytes_total":            dto.MetricType_COUNTER,
+	"idem_vlog_relocated_bytes_total":          dto.MetricType_COUNTER,
+	"idem_vlog_segments_collected_total":       dto.MetricType_COUNTER,
 }
 
 // metricsNode is a server over a real engine (with its collector and Health,

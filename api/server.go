@@ -259,6 +259,10 @@ func (s *Server) classify(r *http.Request, err error) *code.Error {
 		msg = "the write's outcome is unknown"
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "the request timed out"
+	case errors.Is(err, engine.ErrCorruption):
+		// Never an envelope, never a new execution: the operator's
+		// idemctl check names the damaged file.
+		msg = "stored data this request needs is damaged (idemctl check names it)"
 	}
 	s.opts.Logger.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	return code.Errorf(code.Internal, "%s", msg)

@@ -83,9 +83,11 @@ type CheckReport struct {
 	Bytes      int64            `json:"bytes"` // keys and values
 	// StrayKeys lie outside every registered namespace: nothing the engine
 	// writes does, so each is damage.
-	StrayKeys  int64     `json:"stray_keys"`
-	StrayBytes int64     `json:"stray_bytes"`
-	Problems   []Problem `json:"problems"`
+	StrayKeys  int64 `json:"stray_keys"`
+	StrayBytes int64 `json:"stray_bytes"`
+	// ValueLog is what the loaded state keeps in the value log.
+	ValueLog ValueLogCheck `json:"value_log"`
+	Problems []Problem     `json:"problems"`
 }
 
 // LogCheck sums up the log.

@@ -48,8 +48,9 @@ func (g *pendingGen) next() (seq int, start []byte) {
 
 // Checkpoint makes a complete checkpoint of the current durable state —
 // a delta on the current chain, or a new base (ckptchain.go), resuming an
-// incomplete base — and truncates the log behind the previous link. It
-// may run concurrently with Apply.
+// incomplete base — and truncates the log behind the previous link; then
+// runs one pass of the value-log collector (vlog_gc.go). It may run
+// concurrently with Apply.
 func (db *DB) Checkpoint() (err error) {
 	if db.closed.Load() {
 		return ErrClosed
@@ -59,9 +60,14 @@ func (db *DB) Checkpoint() (err error) {
 	defer db.observeCheckpoint(time.Now(), db.lastCkptIndex.Load(), &err)
 	logged := db.loggedBytes.Load()
 	if db.nextIsDelta() {
-		return db.checkpointDelta(logged)
+		err = db.checkpointDelta(logged)
+	} else {
+		err = db.checkpointBase(logged)
 	}
-	return db.checkpointBase(logged)
+	if err != nil {
+		return err
+	}
+	return db.collectValueLog()
 }
 
 // checkpointBase writes the whole store as a new base generation, or
@@ -71,9 +77,17 @@ func (db *DB) checkpointBase(logged int64) error {
 	var snap *Snapshot
 	if g == nil {
 		// The new base is one snapshot: the writes noted from it on are
-		// exactly what the first delta on it needs.
-		snap = db.snapshotWith(func() { db.dirty.reset() })
-		if uint64(snap.version) == db.lastCkptIndex.Load() {
+		// exactly what the first delta on it needs. Nothing applied since
+		// the newest link: no base, and the dirty set is kept — it may
+		// hold the value-log collector's moves, which change no version
+		// and must reach the next link written, base or delta.
+		skip := false
+		snap = db.snapshotWith(func() {
+			if skip = uint64(db.applied) == db.lastCkptIndex.Load(); !skip {
+				db.dirty.reset()
+			}
+		})
+		if skip {
 			return nil
 		}
 		g = &pendingGen{v0: snap.version, exact: true}
@@ -146,6 +160,7 @@ func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 	if err := db.logCheckpoint(uint64(v)); err != nil {
 		return fmt.Errorf("engine: record checkpoint %s in the log: %w", genName(v), err)
 	}
+	db.ckptLinks++
 	// Complete once recorded in the log; truncation failures are reported
 	// on their own. The base's bytes and parts are the whole generation's,
 	// duration this call's (a resumed generation had earlier parts).
@@ -169,7 +184,10 @@ func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 			}
 		}
 	}
-	return db.removeCheckpointFilesBut(keep, Version(prev))
+	if err := db.removeCheckpointFilesBut(keep, Version(prev)); err != nil {
+		return err
+	}
+	return db.removeRetired()
 }
 
 // snapshotWith takes a snapshot and runs fn under the same tree lock: what
@@ -178,27 +196,52 @@ func (db *DB) snapshotWith(fn func()) *Snapshot {
 	db.treeMu.Lock()
 	defer db.treeMu.Unlock()
 	fn()
-	return &Snapshot{tree: db.tree.Clone(), version: db.applied}
+	return &Snapshot{tree: db.tree.Clone(), version: db.applied, db: db}
 }
 
 // writeDelta writes the delta at snap on chain c: the value at snap of
 // every key in dirty, or a tombstone if the chain's files may hold it.
 func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
 	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip()}
+	var spills []vlogSpill
+	var scratch [vlogPtrLen]byte
 	size, err := db.writeCkptFile(m.name, func(w io.Writer) error {
 		dw := newDeltaWriter(w, m.v, m.base, m.prev)
 		for _, k := range dirty.sortDistinct() {
 			if it, ok := snap.tree.Get(index.Probe(k.key)); ok {
-				dw.put(it.Key(), it.Value(), Version(it.Version))
+				val, indirect, err := db.stored(it, &spills, scratch[:])
+				if err != nil {
+					return err
+				}
+				dw.put(it.Key(), val, Version(it.Version), indirect)
 			} else if k.existed || !c.exact {
 				dw.tombstone(k.key)
 			}
 		}
 		m.count = dw.count
-		return dw.finish()
+		if err := dw.finish(); err != nil {
+			return err
+		}
+		return db.spilled(spills)
 	})
 	m.size = size
 	return m, err
+}
+
+// spilled makes the values a checkpoint file about to be synced points
+// at durable, and the tree's items pointers: the value log is durable
+// before any pointer to it is, in the file or in RAM. On failure the
+// spilled records are garbage and the checkpoint fails.
+func (db *DB) spilled(spills []vlogSpill) error {
+	if len(spills) == 0 {
+		return nil
+	}
+	if err := db.vlog.sync(); err != nil {
+		db.vlog.discardUnsynced()
+		return fmt.Errorf("engine: sync the value log: %w", err)
+	}
+	db.installSpills(spills)
+	return nil
 }
 
 // writePart writes g's next part from snap and reports whether it was the
@@ -207,19 +250,33 @@ func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
 	seq, start := g.next()
 	var end []byte
 	var count uint64
+	var spills []vlogSpill
+	var scratch [vlogPtrLen]byte
 	size, err := db.writeCkptFile(partName(g.v0, seq), func(wr io.Writer) error {
 		w := newPartWriter(wr, g.v0, seq, snap.version, start)
 		defer func() { count = w.count }()
 		last = true
+		var serr error
 		snap.tree.Ascend(index.Probe(start), func(it index.KV) bool {
 			if w.bytes >= db.opts.CheckpointPartBytes {
 				end, last = append([]byte(nil), it.Key()...), false
 				return false
 			}
-			w.add(it)
+			val, indirect, err := db.stored(it, &spills, scratch[:])
+			if err != nil {
+				serr = err
+				return false
+			}
+			w.add(it.Key(), val, it.Version, indirect)
 			return true
 		})
-		return w.finish(end, last)
+		if serr != nil {
+			return serr
+		}
+		if err := w.finish(end, last); err != nil {
+			return err
+		}
+		return db.spilled(spills)
 	})
 	if err != nil {
 		return false, err
@@ -252,6 +309,7 @@ func (db *DB) writeCkptFile(name string, write func(io.Writer) error) (size int6
 	}()
 	if err := write(&writebackFile{f: f}); err != nil {
 		f.Close()
+		db.vlog.discardUnsynced()
 		return 0, err
 	}
 	if fi, err := f.Stat(); err == nil {

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -28,8 +27,8 @@ import (
 // named by v0, the snapshot version of its first part:
 //
 //	ckpt-<v0>-<seq>.ckpt
-//	header   "IDEMCKP3" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
-//	records  count × ( uvarint(len key) | uvarint(len value) | key | value | uvarint(version) )
+//	header   "IDEMCKP4" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
+//	records  count × ( uvarint(len key) | uvarint(len value << 1 | indirect) | key | value | uvarint(version) )
 //	trailer  end | len(end) u32 | last u8 | count u64 | crc32c(header ‖ records) u32
 //	         | crc32c(end ‖ len(end) ‖ last ‖ count ‖ that crc) u32 | "IDEMEND3"
 //
@@ -45,6 +44,10 @@ import (
 // directory fsynced; the trailer alone says where the part ends, so a
 // generation's progress is read without reading its records.
 //
+// indirect says the value is a pointer into the value log (vlog.go). Parts
+// of format IDEMCKP3, written before the value log, have no such bit (the
+// length is the length) and are read as they are.
+//
 // A checkpoint written by earlier versions, ckpt-<index>.ckpt (format
 // IDEMCKP2: header "IDEMCKP2" | index | count, records, crc32c, "IDEMEND1"),
 // is read as a complete generation of one part at v0 = index.
@@ -53,7 +56,8 @@ const (
 	ckptSuffix    = ".ckpt" // parts, and the single-file checkpoints of earlier versions
 	ckptTmpSuffix = ".tmp"
 
-	partMagic      = "IDEMCKP3"
+	partMagic      = "IDEMCKP4"
+	partMagicV3    = "IDEMCKP3" // no indirect bit
 	partEndMagic   = "IDEMEND3"
 	partHeaderMin  = 8 + 8 + 4 + 8
 	partTrailerLen = 4 + 1 + 8 + 4 + 4 + 8
@@ -87,6 +91,7 @@ type partMeta struct {
 	count      uint64
 	size       int64
 	legacy     bool
+	flagged    bool // IDEMCKP4: value lengths carry the indirect bit
 }
 
 // generation is one checkpoint: its parts in order.
@@ -262,10 +267,11 @@ func partMetaOf(hdr, tail []byte, size int64) (partMeta, error) {
 
 // parsePartHeader decodes a part's header and returns its length.
 func parsePartHeader(b []byte) (partMeta, int, error) {
-	if len(b) < partHeaderMin || string(b[:8]) != partMagic {
+	if len(b) < partHeaderMin || (string(b[:8]) != partMagic && string(b[:8]) != partMagicV3) {
 		return partMeta{}, 0, errors.New("bad magic")
 	}
 	m := partMeta{
+		flagged: string(b[:8]) == partMagic,
 		v0:      Version(binary.LittleEndian.Uint64(b[8:])),
 		seq:     int(binary.LittleEndian.Uint32(b[16:])),
 		version: Version(binary.LittleEndian.Uint64(b[20:])),
@@ -285,7 +291,7 @@ func parsePartHeader(b []byte) (partMeta, int, error) {
 // decodePart validates a whole part image against its meta and calls fn
 // for each record in order. Keys and values alias data, the value right
 // after its key.
-func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Version)) error {
+func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Version, indirect bool)) error {
 	if m.legacy {
 		at, err := decodeLegacy(data, fn)
 		if err == nil && at != m.v0 {
@@ -302,17 +308,17 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Vers
 		!fault.Planted(fault.BugCkptIgnoresCRC) { // planted only under -tags idem_selftest
 		return errors.New("checksum mismatch")
 	}
-	_, at, err := parsePartHeader(data[:bodyEnd])
+	h, at, err := parsePartHeader(data[:bodyEnd])
 	if err != nil {
 		return err
 	}
 	prev := m.start
-	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, func(k, v []byte, ver Version) error {
+	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.flagged, func(k, v []byte, ver Version, indirect bool) error {
 		if bytes.Compare(k, prev) < 0 || (len(m.end) > 0 && bytes.Compare(k, m.end) >= 0) {
 			return fmt.Errorf("key %q outside the part's range", k)
 		}
 		prev = k
-		fn(k, v, ver)
+		fn(k, v, ver, indirect)
 		return nil
 	})
 	if err != nil {
@@ -325,8 +331,9 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Vers
 }
 
 // decodeRecords decodes count records no newer than at, in strictly
-// increasing key order, and returns how many bytes they took.
-func decodeRecords(rest []byte, count uint64, at Version, fn func(key, value []byte, version Version) error) (int, error) {
+// increasing key order, and returns how many bytes they took. flagged
+// says the value lengths carry the indirect bit.
+func decodeRecords(rest []byte, count uint64, at Version, flagged bool, fn func(key, value []byte, version Version, indirect bool) error) (int, error) {
 	total := len(rest)
 	var prev []byte
 	for i := uint64(0); i < count; i++ {
@@ -337,6 +344,13 @@ func decodeRecords(rest []byte, count uint64, at Version, fn func(key, value []b
 		vlen, n2 := binary.Uvarint(rest[n1:])
 		if n2 <= 0 {
 			return 0, fmt.Errorf("record %d: bad value length", i)
+		}
+		indirect := false
+		if flagged {
+			indirect, vlen = vlen&1 == 1, vlen>>1
+			if indirect && vlen != vlogPtrLen {
+				return 0, fmt.Errorf("record %d: a value-log pointer of %d bytes", i, vlen)
+			}
 		}
 		r := rest[n1+n2:]
 		if klen == 0 || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
@@ -354,7 +368,7 @@ func decodeRecords(rest []byte, count uint64, at Version, fn func(key, value []b
 		}
 		prev = key
 		rest = r[n:]
-		if err := fn(key, val, Version(ver)); err != nil {
+		if err := fn(key, val, Version(ver), indirect); err != nil {
 			return 0, err
 		}
 	}
@@ -362,7 +376,7 @@ func decodeRecords(rest []byte, count uint64, at Version, fn func(key, value []b
 }
 
 // decodeLegacy validates an IDEMCKP2 checkpoint and calls fn for each record.
-func decodeLegacy(data []byte, fn func(key, value []byte, version Version)) (Version, error) {
+func decodeLegacy(data []byte, fn func(key, value []byte, version Version, indirect bool)) (Version, error) {
 	if len(data) < legacyHeaderLen+legacyFooterLen {
 		return 0, errors.New("short file")
 	}
@@ -377,8 +391,8 @@ func decodeLegacy(data []byte, fn func(key, value []byte, version Version)) (Ver
 		return 0, errors.New("checksum mismatch")
 	}
 	at := Version(binary.LittleEndian.Uint64(body[8:]))
-	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at,
-		func(k, v []byte, ver Version) error { fn(k, v, ver); return nil })
+	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at, false,
+		func(k, v []byte, ver Version, _ bool) error { fn(k, v, ver, false); return nil })
 	if err != nil {
 		return 0, err
 	}
@@ -417,16 +431,25 @@ func newPartWriter(w io.Writer, v0 Version, seq int, version Version, start []by
 	return p
 }
 
-func (p *partWriter) add(it index.KV) {
-	key, val := it.Key(), it.Value()
+// add writes one record: val is the value, or with indirect its pointer.
+func (p *partWriter) add(key, val []byte, version uint64, indirect bool) {
 	n := binary.PutUvarint(p.buf[:], uint64(len(key)))
-	n += binary.PutUvarint(p.buf[n:], uint64(len(val)))
+	n += binary.PutUvarint(p.buf[n:], flaggedLen(len(val), indirect))
 	p.bw.Write(p.buf[:n])
 	p.bw.Write(key)
 	p.bw.Write(val)
-	p.bw.Write(p.buf[:binary.PutUvarint(p.buf[:], it.Version)])
+	p.bw.Write(p.buf[:binary.PutUvarint(p.buf[:], version)])
 	p.count++
 	p.bytes += n + len(key) + len(val)
+}
+
+// flaggedLen is a value's length with the indirect bit.
+func flaggedLen(n int, indirect bool) uint64 {
+	l := uint64(n) << 1
+	if indirect {
+		l |= 1
+	}
+	return l
 }
 
 // finish writes the trailer: end is the first key of the next part (nil

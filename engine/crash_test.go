@@ -23,9 +23,16 @@ import (
 // directory fsyncs, whole-segment truncation) and small checkpoint
 // intervals on top of the workers' explicit checkpoints, of many parts (so
 // that crashes land between them and later checkpoints resume).
+//
+// Half the values (testCold) go to the value log at checkpoints, in small
+// segments, so that segments fill, die and are collected within a run.
 func crashOpts() Options {
-	return Options{CheckpointLogBytes: 8 << 10, CheckpointPartBytes: 512, WAL: wal.Options{SegmentBytes: 4096}}
+	return Options{CheckpointLogBytes: 8 << 10, CheckpointPartBytes: 512, WAL: wal.Options{SegmentBytes: 4096},
+		ColdValue: testCold, ValueLogSegmentBytes: 2048}
 }
+
+// testCold sends values of even length to the value log.
+func testCold(_, value []byte) bool { return len(value)%2 == 0 }
 
 // crashTear is one way the disk may keep what was written after the last
 // fsync of each file: nothing, a prefix, or a prefix then zero-filled

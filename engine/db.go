@@ -59,6 +59,12 @@ type DB struct {
 	liveBytes     int64         // the tree's records as a checkpoint would hold them (estimate); under treeMu
 	ckpt          *ckptStats    // ckptstats.go
 	recovery      RecoveryStats // set by recover, then read-only
+
+	vlog        *valueLog        // vlog.go
+	vlogLive    map[uint32]int64 // bytes of records the tree points at, by segment; under treeMu
+	vlogRetired []retiredSeg     // segments nothing in the tree points at; under ckptMu (vlog_gc.go)
+	ckptLinks   uint64           // checkpoint links made since open; under ckptMu
+	vlogStats   vlogCounters
 }
 
 type pendingWrite struct {
@@ -105,10 +111,17 @@ func Open(dir string, opts Options) (*DB, error) {
 		ckpt:         newCkptStats(),
 		dirty:        newDirtySet(),
 	}
-	if err := db.recover(); err != nil {
+	if db.vlog, err = openValueLog(opts.FS, dir, opts.ValueLogSegmentBytes); err != nil {
 		lock.Close()
 		return nil, err
 	}
+	db.vlogLive = map[uint32]int64{}
+	if err := db.recover(); err != nil {
+		db.vlog.close()
+		lock.Close()
+		return nil, err
+	}
+	db.retireUnreferenced()
 	go db.checkpointer()
 	if db.ckptPending != nil && opts.CheckpointLogBytes > 0 {
 		db.ckptRequests <- struct{}{} // resume the checkpoint a crash interrupted
@@ -178,6 +191,7 @@ func (db *DB) applyToTree(v Version, ops []Op) {
 		}
 		if existed {
 			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
+			unlive(db.vlogLive, old)
 		}
 		db.dirty.note(op.Key, existed)
 	}
@@ -265,6 +279,9 @@ func (db *DB) Close() error {
 	close(db.ckptStop)
 	<-db.ckptDone
 	err := db.log.Close()
+	if cerr := db.vlog.close(); err == nil {
+		err = cerr
+	}
 	if cerr := db.lock.Close(); err == nil {
 		err = cerr
 	}
@@ -289,6 +306,8 @@ type Stats struct {
 	// FailStopped: Health reports ErrFailStopped (the store needs a
 	// restart).
 	FailStopped bool
+	// ValueLog describes the value log (vlog.go).
+	ValueLog ValueLogStats
 }
 
 // RecoveryStats says what the open that started this DB replayed.
@@ -305,7 +324,7 @@ func (db *DB) Stats() Stats {
 	db.treeMu.RUnlock()
 	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied,
 		Checkpoint: Version(db.lastCkptIndex.Load()), Recovery: db.recovery,
-		Checkpoints: db.checkpointStats(), FailStopped: errors.Is(db.Health(), ErrFailStopped)}
+		Checkpoints: db.checkpointStats(), FailStopped: errors.Is(db.Health(), ErrFailStopped), ValueLog: db.valueLogStats()}
 }
 
 // Health reports why the store cannot take writes: nil when healthy,

@@ -26,9 +26,14 @@ import (
 // delta is written from one snapshot, as one file:
 //
 //	ckpt-<v>.delta
-//	header   "IDEMDLT1" | v u64 | base u64 | prev u64
-//	records  count × ( uvarint(len key) | uvarint(len value + 1, 0 for a tombstone) | key
+//	header   "IDEMDLT2" | v u64 | base u64 | prev u64
+//	records  count × ( uvarint(len key) | uvarint((len value << 1 | indirect) + 1, 0 for a
+//	                   tombstone) | key
 //	                   | value | uvarint(version), a put's only )
+//
+// (indirect: the value is a value-log pointer, as in a part. A delta of
+// format IDEMDLT1, written before the value log, has no such bit.)
+//
 //	trailer  count u64 | crc32c(header ‖ records ‖ count) u32 | "IDEMEND4"
 //
 // base names the generation the chain starts from. Keys strictly increase,
@@ -38,7 +43,8 @@ import (
 // directory fsynced, as a part is.
 const (
 	deltaSuffix      = ".delta"
-	deltaMagic       = "IDEMDLT1"
+	deltaMagic       = "IDEMDLT2"
+	deltaMagicV1     = "IDEMDLT1" // no indirect bit
 	deltaEndMagic    = "IDEMEND4"
 	deltaHeaderLen   = 8 + 8 + 8 + 8
 	deltaTrailerLen  = 8 + 4 + 8
@@ -54,6 +60,7 @@ type deltaMeta struct {
 	v, base, prev Version
 	count         uint64
 	size          int64
+	flagged       bool // IDEMDLT2: value lengths carry the indirect bit
 }
 
 // parseDeltaName returns the version a delta's name gives.
@@ -104,18 +111,19 @@ func readDeltaMeta(fsys vfs.FS, dir, name string) (deltaMeta, error) {
 }
 
 func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
-	if string(hdr[:8]) != deltaMagic {
+	if string(hdr[:8]) != deltaMagic && string(hdr[:8]) != deltaMagicV1 {
 		return deltaMeta{}, errors.New("bad magic")
 	}
 	if string(tr[12:]) != deltaEndMagic {
 		return deltaMeta{}, errors.New("no trailer (incomplete write)")
 	}
 	m := deltaMeta{
-		v:     Version(binary.LittleEndian.Uint64(hdr[8:])),
-		base:  Version(binary.LittleEndian.Uint64(hdr[16:])),
-		prev:  Version(binary.LittleEndian.Uint64(hdr[24:])),
-		count: binary.LittleEndian.Uint64(tr[0:]),
-		size:  size,
+		v:       Version(binary.LittleEndian.Uint64(hdr[8:])),
+		base:    Version(binary.LittleEndian.Uint64(hdr[16:])),
+		prev:    Version(binary.LittleEndian.Uint64(hdr[24:])),
+		count:   binary.LittleEndian.Uint64(tr[0:]),
+		size:    size,
+		flagged: string(hdr[:8]) == deltaMagic,
 	}
 	if m.prev < m.base || m.v <= m.prev {
 		return deltaMeta{}, fmt.Errorf("links %d after %d on base %d: out of order", m.v, m.prev, m.base)
@@ -125,8 +133,9 @@ func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
 
 // decodeDelta validates a whole delta image against its meta and, if fn
 // is not nil, calls it for each record in order (value nil and tombstone
-// true for a deletion). Keys and values alias data.
-func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Version, tombstone bool)) error {
+// true for a deletion; indirect for a value-log pointer). Keys and values
+// alias data.
+func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Version, tombstone, indirect bool)) error {
 	if int64(len(data)) != m.size {
 		return fmt.Errorf("%d bytes, %d when listed", len(data), m.size)
 	}
@@ -154,10 +163,16 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Ve
 			return fmt.Errorf("record %d: bad value length", i)
 		}
 		r := rest[n1+n2:]
-		tombstone := vcode == deltaTombstone
+		tombstone, indirect := vcode == deltaTombstone, false
 		vlen := uint64(0)
 		if !tombstone {
 			vlen = vcode - deltaValueOffset
+			if m.flagged {
+				indirect, vlen = vlen&1 == 1, vlen>>1
+				if indirect && vlen != vlogPtrLen {
+					return fmt.Errorf("record %d: a value-log pointer of %d bytes", i, vlen)
+				}
+			}
 		}
 		if klen == 0 || klen > KeyBytesMax || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
 			return fmt.Errorf("record %d: bad key or value", i)
@@ -170,7 +185,7 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Ve
 		if tombstone {
 			rest = r[klen:]
 			if fn != nil {
-				fn(key, nil, 0, true)
+				fn(key, nil, 0, true, false)
 			}
 			continue
 		}
@@ -182,7 +197,7 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Ve
 		}
 		rest = r[n:]
 		if fn != nil {
-			fn(key, val, Version(ver), false)
+			fn(key, val, Version(ver), false, indirect)
 		}
 	}
 	if len(rest) != 0 {
@@ -212,9 +227,10 @@ func newDeltaWriter(w io.Writer, v, base, prev Version) *deltaWriter {
 	return d
 }
 
-func (d *deltaWriter) put(key, value []byte, version Version) {
+// put writes one record: value is the value, or with indirect its pointer.
+func (d *deltaWriter) put(key, value []byte, version Version, indirect bool) {
 	n := binary.PutUvarint(d.buf[:], uint64(len(key)))
-	n += binary.PutUvarint(d.buf[n:], uint64(len(value))+deltaValueOffset)
+	n += binary.PutUvarint(d.buf[n:], flaggedLen(len(value), indirect)+deltaValueOffset)
 	d.bw.Write(d.buf[:n])
 	d.bw.Write(key)
 	d.bw.Write(value)

@@ -94,15 +94,24 @@ func TestCheckpoint_IOErrorKeepsLogAndStoreWritable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}})
+			opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024},
+				ColdValue: testCold, ValueLogSegmentBytes: 256})
 			db := openT(t, dir, opts)
 			put := func(i int) {
 				t.Helper()
-				if _, err := db.Apply(ctx, new(Batch).Put([]byte(fmt.Sprintf("k%03d", i%50)), []byte(fmt.Sprint(i)))); err != nil {
+				if _, err := db.Apply(ctx, new(Batch).Put([]byte(fmt.Sprintf("k%03d", i%50)), []byte(fmt.Sprintf("value %04d of the test", i)))); err != nil {
 					t.Fatal(err)
 				}
 			}
+			// A first checkpoint spills every value; the writes after it
+			// leave its value-log segments dead, for the collector.
 			for i := 0; i < 100; i++ {
+				put(i)
+			}
+			if err := db.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 100; i < 150; i++ {
 				put(i)
 			}
 			before := fault.Hits(name)

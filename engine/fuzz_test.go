@@ -29,7 +29,7 @@ func snapshotOf(at Version, recs []ckptRec) *Snapshot {
 func encodeCkpt(t testing.TB, snap *Snapshot) []byte {
 	var buf bytes.Buffer
 	w := newPartWriter(&buf, snap.version, 0, snap.version, nil)
-	snap.tree.AscendAll(func(it index.KV) bool { w.add(it); return true })
+	snap.tree.AscendAll(func(it index.KV) bool { w.add(it.Key(), it.Value(), it.Version, it.Indirect()); return true })
 	if err := w.finish(nil, true); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func decodeRecs(data []byte) (Version, []ckptRec, error) {
 		return 0, nil, err
 	}
 	var recs []ckptRec
-	err = decodePart(data, m, func(k, v []byte, ver Version) {
+	err = decodePart(data, m, func(k, v []byte, ver Version, _ bool) {
 		recs = append(recs, ckptRec{bytes.Clone(k), bytes.Clone(v), ver})
 	})
 	return m.version, recs, err

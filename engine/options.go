@@ -35,6 +35,19 @@ type Options struct {
 	// CheckpointPartBytes bounds one part of a checkpoint: the progress a
 	// crash cannot take away (see ckptfile.go). Default 32 MiB.
 	CheckpointPartBytes int
+	// ColdValue says which values leave RAM for the value log (vlog.go) at
+	// the checkpoint that first writes them: values read rarely and never
+	// changed in place (the receipt layer's terminal receipts and
+	// tombstones: receipt.ColdValue). nil keeps every value in RAM; values
+	// already in the value log stay readable either way.
+	ColdValue func(key, value []byte) bool
+	// ValueLogSegmentBytes bounds one value-log segment: the unit the
+	// collector reclaims. Default 64 MiB, at most 4 GiB.
+	ValueLogSegmentBytes int64
+	// ValueLogGCLiveRatio is the live fraction below which the collector
+	// rewrites a segment's live records and removes it. Default 0.5:
+	// rewriting then costs at most as many bytes as it frees.
+	ValueLogGCLiveRatio float64
 	// WAL passes options through to the log (OnDurable is the engine's own).
 	WAL wal.Options
 	// Logger receives checkpoint, repair and fail-stop reports.
@@ -48,6 +61,8 @@ const (
 	defaultCheckpointLogBytes  = 64 << 20
 	defaultCheckpointPartBytes = 32 << 20
 	defaultCheckpointDeltasMax = 64
+	defaultVlogSegmentBytes    = 64 << 20
+	defaultVlogGCLiveRatio     = 0.5
 )
 
 func (o Options) withDefaults() Options {
@@ -59,6 +74,13 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CheckpointPartBytes <= 0 {
 		o.CheckpointPartBytes = defaultCheckpointPartBytes
+	}
+	if o.ValueLogSegmentBytes <= 0 {
+		o.ValueLogSegmentBytes = defaultVlogSegmentBytes
+	}
+	o.ValueLogSegmentBytes = min(o.ValueLogSegmentBytes, vlogSegmentMaxCap)
+	if o.ValueLogGCLiveRatio <= 0 || o.ValueLogGCLiveRatio >= 1 {
+		o.ValueLogGCLiveRatio = defaultVlogGCLiveRatio
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -18,7 +18,7 @@ func (db *DB) Get(_ context.Context, key []byte) (Item, error) {
 	if !ok {
 		return Item{}, ErrNotFound
 	}
-	return Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)}, nil
+	return db.item(it)
 }
 
 // Limits implements Store: the local store's bounds (options.go).
@@ -34,17 +34,27 @@ func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, err
 	if limit <= 0 || limit > ScanLimitMax {
 		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidScan, limit, ScanLimitMax)
 	}
-	out := make([]Item, 0, min(limit, 64))
+	found := make([]index.KV, 0, min(limit, 64))
 	collect := func(it index.KV) bool {
-		out = append(out, Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)})
-		return len(out) < limit
+		found = append(found, it)
+		return len(found) < limit
 	}
 	db.treeMu.RLock()
-	defer db.treeMu.RUnlock()
 	if end == nil {
 		db.tree.Ascend(index.Probe(start), collect)
 	} else {
 		db.tree.AscendRange(index.Probe(start), index.Probe(end), collect)
+	}
+	db.treeMu.RUnlock()
+	// Values in the value log are read outside the tree lock: a pread
+	// must not hold up the writers' publication.
+	out := make([]Item, 0, len(found))
+	for _, it := range found {
+		item, err := db.item(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, item)
 	}
 	return out, nil
 }
@@ -54,13 +64,14 @@ func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, err
 type Snapshot struct {
 	tree    *index.Ordered[index.KV]
 	version Version
+	db      *DB // reads values in the value log
 }
 
 // Snapshot takes a snapshot of the durable state.
 func (db *DB) Snapshot() *Snapshot {
 	db.treeMu.Lock()
 	defer db.treeMu.Unlock()
-	return &Snapshot{tree: db.tree.Clone(), version: db.applied}
+	return &Snapshot{tree: db.tree.Clone(), version: db.applied, db: db}
 }
 
 // Version is the last batch included in the snapshot.
@@ -69,9 +80,18 @@ func (s *Snapshot) Version() Version { return s.version }
 // Len is the number of keys.
 func (s *Snapshot) Len() int { return s.tree.Len() }
 
-// Ascend calls fn for each item with key ≥ start, in order, until fn returns false.
-func (s *Snapshot) Ascend(start []byte, fn func(Item) bool) {
+// Ascend calls fn for each item with key ≥ start, in order, until fn
+// returns false or a value cannot be read (the error returned). A value in
+// the value log is read as of now: the collector may have moved it, never
+// changed it.
+func (s *Snapshot) Ascend(start []byte, fn func(Item) bool) error {
+	var err error
 	s.tree.Ascend(index.Probe(start), func(it index.KV) bool {
-		return fn(Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)})
+		var item Item
+		if item, err = s.db.item(it); err != nil {
+			return false
+		}
+		return fn(item)
 	})
+	return err
 }

@@ -211,7 +211,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 		db.chain = chosen
 		db.ckptSize.Store(chosen.bytes())
 	} else {
-		db.tree, db.liveBytes = index.NewKeySpace(), 0
+		db.tree, db.liveBytes, db.vlogLive = index.NewKeySpace(), 0, map[uint32]int64{}
 	}
 	if len(tried) > 0 {
 		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
@@ -236,18 +236,21 @@ func (db *DB) loadDelta(d deltaMeta) error {
 	if err := decodeDelta(data, d, nil); err != nil {
 		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
 	}
-	return decodeDelta(data, d, func(k, v []byte, ver Version, tombstone bool) {
+	return decodeDelta(data, d, func(k, v []byte, ver Version, tombstone, indirect bool) {
 		var old index.KV
 		var existed bool
 		if tombstone {
 			old, existed = db.tree.Delete(index.Probe(k))
 		} else {
 			// Records alias data, as a part's do.
-			old, existed = db.tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
+			it := loadedKV(k, v, ver, indirect)
+			old, existed = db.tree.Put(it)
 			db.liveBytes += recordBytes(len(k), len(v))
+			relive(db.vlogLive, it)
 		}
 		if existed {
 			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
+			unlive(db.vlogLive, old)
 		}
 	})
 }
@@ -324,6 +327,7 @@ func (db *DB) loadGeneration(g generation) error {
 	tree := index.NewKeySpace()
 	applied := g.v0
 	var live int64
+	vlive := map[uint32]int64{}
 	for _, p := range g.parts {
 		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -332,10 +336,13 @@ func (db *DB) loadGeneration(g generation) error {
 		if err != nil {
 			return err
 		}
-		err = decodePart(data, p, func(k, v []byte, ver Version) {
+		err = decodePart(data, p, func(k, v []byte, ver Version, indirect bool) {
 			// Records alias data: one allocation holds the whole part.
-			// k and v are adjacent in the image: one item aliases both.
-			tree.Put(index.PackedKV(k[:len(k)+len(v):len(k)+len(v)], len(k), uint64(ver)))
+			it := loadedKV(k, v, ver, indirect)
+			if old, existed := tree.Put(it); existed {
+				unlive(vlive, old) // parts do not overlap; a bug otherwise, but count right
+			}
+			relive(vlive, it)
 			live += recordBytes(len(k), len(v))
 		})
 		if err != nil {
@@ -343,9 +350,19 @@ func (db *DB) loadGeneration(g generation) error {
 		}
 		applied = max(applied, p.version)
 	}
-	db.tree, db.liveBytes = tree, live
+	db.tree, db.liveBytes, db.vlogLive = tree, live, vlive
 	db.applied = applied
 	return nil
+}
+
+// loadedKV is a checkpoint record as a tree item. k and v are adjacent in
+// the file's image: one item aliases both.
+func loadedKV(k, v []byte, ver Version, indirect bool) index.KV {
+	buf := k[: len(k)+len(v) : len(k)+len(v)]
+	if indirect {
+		return index.IndirectKV(buf, len(k), uint64(ver))
+	}
+	return index.PackedKV(buf, len(k), uint64(ver))
 }
 
 // moveAside renames damaged checkpoint files to <name>.damaged: out of

@@ -7,9 +7,15 @@ import (
 
 // Store is the contract every layer above the engine programs against.
 //
-// Ownership: Items returned by Get and Scan share memory with the store and
-// must not be modified. Apply copies what it needs from the batch before it
+// Ownership: Items returned by Get and Scan may share memory with the store
+// and must not be modified; they stay valid as long as the caller keeps
+// them (the store never changes bytes it handed out). A value the local
+// engine read from its value log is a fresh copy, the caller's alone; one
+// from RAM is shared. Apply copies what it needs from the batch before it
 // returns; the caller may reuse the batch afterwards.
+//
+// A value that cannot be read back whole (a damaged value-log record) is
+// an error wrapping ErrCorruption, never other bytes and never ErrNotFound.
 type Store interface {
 	// Get returns the current value of key: the value of the last Apply
 	// that returned nil (reads never see a batch that has not), or

@@ -17,6 +17,10 @@ const (
 	CkptRenameBefore  = "engine/ckpt-rename-before"
 	CkptDirSyncBefore = "engine/ckpt-dirsync-before"
 
+	VlogWriteBefore = "engine/vlog-write-before"
+	VlogSyncBefore  = "engine/vlog-sync-before"
+	VlogGCBefore    = "engine/vlog-gc-before"
+
 	TwoPCBeginBefore   = "twopc/begin-before"
 	TwoPCBeginAfter    = "twopc/begin-after"
 	TwoPCDecideBefore  = "twopc/decide-before"
@@ -67,6 +71,9 @@ var Catalog = []Point{
 	{CkptSyncBefore, "engine", "DB.writePart, after writing a part's temp file, before its fsync", "crash with a half-durable temp part"},
 	{CkptRenameBefore, "engine", "DB.writePart, before renaming a part's temp file to its name", "crash with a complete temp part never published"},
 	{CkptDirSyncBefore, "engine", "DB.writePart, after a part's rename, before the directory fsync", "crash with the rename not yet durable (a crash undoes it)"},
+	{VlogWriteBefore, "engine", "valueLog.flush, before writing buffered records to the active segment", "value-log I/O failure or crash mid-checkpoint: no pointer to the records exists yet; the checkpoint fails and the log is kept"},
+	{VlogSyncBefore, "engine", "valueLog.sync, before each segment's fsync", "crash with value-log records written but not durable, before any pointer to them is"},
+	{VlogGCBefore, "engine", "DB.collectValueLog, before the moved values' pointers replace the old ones", "crash after relocated values are durable, before the tree points at them: the old segment is still in use"},
 
 	{TwoPCBeginBefore, "twopc", "Coordinator.Begin, before the atomic record+prepares Apply", "crash before the transaction exists: nothing durable"},
 	{TwoPCBeginAfter, "twopc", "Coordinator.Begin, after record and every prepare are durable", "crash with intents prepared and no decision: recovery decides"},

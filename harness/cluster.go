@@ -95,8 +95,11 @@ func newCluster(s *sim, nodes int, opts receipt.Options, chained bool, seed uint
 }
 
 func (c *cluster) openStore() error {
+	// Terminal envelopes and tombstones go to the value log, in segments
+	// small enough that the collector runs within a seed.
 	db, err := engine.Open(dataDir, engine.Options{Logger: c.log, CheckpointLogBytes: 256 << 10,
-		WAL: wal.Options{SegmentBytes: 64 << 10}, FS: c.disk.FS()})
+		WAL: wal.Options{SegmentBytes: 64 << 10}, FS: c.disk.FS(),
+		ColdValue: receipt.ColdValue, ValueLogSegmentBytes: 32 << 10})
 	if err != nil {
 		return err
 	}

@@ -17,11 +17,28 @@ type KV struct {
 	Version    uint64
 }
 
+// indirectBit marks an item whose stored bytes are not its value but a
+// pointer to it in the engine's value log (values are bounded far below
+// 2 GiB, so the length's top bit is free).
+const indirectBit = 1 << 31
+
 // PackedKV wraps buf = key ‖ value (klen bytes of key) without copying; buf
 // must not change afterwards.
 func PackedKV(buf []byte, klen int, version uint64) KV {
 	return KV{p: unsafe.SliceData(buf), klen: uint32(klen), vlen: uint32(len(buf) - klen), Version: version}
 }
+
+// IndirectKV wraps buf = key ‖ pointer: an item whose value lives in the
+// engine's value log, pointer being where. Value returns the pointer.
+func IndirectKV(buf []byte, klen int, version uint64) KV {
+	kv := PackedKV(buf, klen, version)
+	kv.vlen |= indirectBit
+	return kv
+}
+
+// Indirect reports whether the item's value lives in the value log: then
+// Value is the pointer, not the value.
+func (e KV) Indirect() bool { return e.vlen&indirectBit != 0 }
 
 // Probe is a key-only item for lookups and range bounds.
 func Probe(key []byte) KV { return KV{p: unsafe.SliceData(key), klen: uint32(len(key))} }
@@ -34,16 +51,18 @@ func (e KV) Key() []byte {
 	return unsafe.Slice(e.p, e.klen)
 }
 
-// Value returns the value (shared; do not modify). An empty value is an
+// Value returns the stored bytes (shared; do not modify): the value, or
+// for an Indirect item the pointer to it. An empty value is an
 // empty slice at the key's start, never a pointer past the allocation.
 func (e KV) Value() []byte {
-	if e.vlen == 0 {
+	vlen := e.vlen &^ indirectBit
+	if vlen == 0 {
 		if e.p == nil {
 			return nil
 		}
 		return unsafe.Slice(e.p, 0)
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e.p), e.klen)), e.vlen)
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e.p), e.klen)), vlen)
 }
 
 func kvLess(a, b KV) bool { return bytes.Compare(a.Key(), b.Key()) < 0 }

@@ -52,7 +52,9 @@ func newEnv(t testing.TB) *env {
 
 func (e *env) openDB() {
 	e.t.Helper()
-	db, err := engine.Open("/data", engine.Options{Logger: quiet, FS: e.disk.FS()})
+	// As idemd runs it: terminal receipts and tombstones go to the value
+	// log at checkpoints.
+	db, err := engine.Open("/data", engine.Options{Logger: quiet, FS: e.disk.FS(), ColdValue: receipt.ColdValue})
 	if err != nil {
 		e.t.Fatal(err)
 	}

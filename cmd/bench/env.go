@@ -21,6 +21,7 @@ type Options struct {
 	ValueBytes     int    // size of each written value / record
 	Keys           int    // store size for recovery cases
 	Receipts       int    // terminal receipts for the reopen case
+	Capacity       int    // retained receipts the capacity suite fills its store with
 	BatchDocs      int    // documents per batch (twopc, receipts, http, peer)
 	ReplayKeys     int    // pre-created keys that replay cases cycle through
 	JSON           bool   // one JSON object per result line on stdout

@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		valueB    = fs.Int("value-bytes", 200, "bytes per written value or record (wal, engine)")
 		keys      = fs.Int("keys", 1_000_000, "keys in the store for the engine recovery case (quick tour: 100000)")
 		receipts  = fs.Int("receipts", 1_000_000, "terminal receipts for the reopen case (quick tour: 100000)")
+		capacity  = fs.Int("capacity", 20_000_000, "capacity: retained terminal receipts to fill the store with")
 		replayN   = fs.Int("replay-keys", 4096, "terminal receipts (or peer key rows) that replay cases create first and cycle through (quick tour: 512)")
 		batchDocs = fs.Int("batch-docs", 10, "documents per batch (twopc, receipts, http, peer, crashloop), each of about 190 bytes")
 		pgDSN     = fs.String("pg", "", "PostgreSQL DSN (postgres://...) for the peer suite; see cmd/bench/pg-throwaway.sh")
@@ -89,8 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *duration <= 0 || *valueB < 0 || *keys < 1 || *receipts < 1 || *replayN < 1 || *batchDocs < 1 || *batchDocs > table.BatchDocsMax {
-		return fmt.Errorf("need -duration > 0, -value-bytes >= 0, -keys, -receipts, -replay-keys >= 1, -batch-docs in 1..%d", table.BatchDocsMax)
+	if *duration <= 0 || *valueB < 0 || *keys < 1 || *receipts < 1 || *capacity < capacityStages || *replayN < 1 || *batchDocs < 1 || *batchDocs > table.BatchDocsMax {
+		return fmt.Errorf("need -duration > 0, -value-bytes >= 0, -keys, -receipts, -replay-keys >= 1, -capacity >= %d, -batch-docs in 1..%d", capacityStages, table.BatchDocsMax)
 	}
 	crash := CrashloopOptions{Kills: *crashKills, Clients: *crashClients, Seed: *crashSeed, MaxWall: *crashMax,
 		CheckpointBytes: *crashCkpt, Docs: *crashDocs, Retention: *crashRetain}
@@ -109,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opts := Options{Duration: *duration, Concurrency: conc, ConcurrencySet: set["concurrency"],
-		ValueBytes: *valueB, Keys: *keys, Receipts: *receipts, BatchDocs: *batchDocs, ReplayKeys: *replayN,
+		ValueBytes: *valueB, Keys: *keys, Receipts: *receipts, Capacity: *capacity, BatchDocs: *batchDocs, ReplayKeys: *replayN,
 		JSON: *jsonOut, PG: *pgDSN, Crashloop: crash}
 	// The quick tour: no suite named, so every suite runs briefly. Flags
 	// given explicitly still win.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
@@ -70,6 +71,7 @@ func runReceipts(env *Env) error {
 	keyedRatios(env, results, targetKeyedRate, 64)
 	keyedFloorRatios(results)
 	unitRatios(results)
+	vlogReplayRatios(env, results)
 	idx := indexResults(results)
 	if r := idx.get("fast", 64); r != nil {
 		rateTarget(r, "receipts fast@64 batches", targetReceiptsFastBatch)
@@ -237,5 +239,91 @@ func receiptsReplay(env *Env, concs []int) ([]*Result, error) {
 		r.Set("replay_set", n)
 		out = append(out, &r)
 	}
+	rs, err := replayFromValueLog(env, st, concs, n, execute)
+	return append(out, rs...), err
+}
+
+// Targets of issue 20: a replay whose envelope is in the value log.
+const (
+	targetVlogReplayHot   = 0.5 // replay-vlog@c over replay@c (envelope in RAM), same run
+	targetVlogColdP99Wait = 2.0 // replay-vlog-cold p99 in fsync-serial p50s
+)
+
+// replayFromValueLog replays the same receipts once a checkpoint moved
+// their envelopes to the value log, as idemd's engine does: hot (the
+// segments in the page cache) at each concurrency, and cold at c=1, with
+// the segments dropped from the page cache before every replay (the
+// drop's own syscalls are in the time: the figure is an upper bound).
+func replayFromValueLog(env *Env, st *stack, concs []int, n int, execute func(context.Context, uint64, bool) error) ([]*Result, error) {
+	if err := st.db.Checkpoint(); err != nil {
+		return nil, err
+	}
+	vs := st.db.Stats().ValueLog
+	if vs.Live == 0 {
+		return nil, fmt.Errorf("replay-vlog: the checkpoint moved no envelope to the value log (%+v)", vs)
+	}
+	var out []*Result
+	for _, c := range concs {
+		m, err := env.Loop(Loop{Case: "replay-vlog", Concurrency: c, Fsyncs: st.fsyncs},
+			func(ctx context.Context, w int, i uint64) error {
+				return execute(ctx, replayIndex(w, i, n), true)
+			})
+		if err != nil {
+			return out, err
+		}
+		r := m.Result("replay-vlog", c)
+		r.Set("replay_set", n)
+		r.Set("vlog_bytes", vs.Bytes)
+		out = append(out, &r)
+	}
+	segs, _ := filepath.Glob(filepath.Join(st.dir, "vlog", "*.vlog"))
+	if dropCache(segs[0]) != nil {
+		return out, nil // no posix_fadvise here: no cold case
+	}
+	m, err := env.Loop(Loop{Case: "replay-vlog-cold", Concurrency: 1, Fsyncs: st.fsyncs},
+		func(ctx context.Context, w int, i uint64) error {
+			for _, s := range segs {
+				if err := dropCache(s); err != nil {
+					return err
+				}
+			}
+			return execute(ctx, replayIndex(w, i, n), true)
+		})
+	if err != nil {
+		return out, err
+	}
+	r := m.Result("replay-vlog-cold", 1)
+	r.Set("replay_set", n)
+	out = append(out, &r)
 	return out, nil
+}
+
+// vlogReplayRatios adds issue 20's replay targets.
+func vlogReplayRatios(env *Env, results []*Result) {
+	idx := indexResults(results)
+	for c, r := range idx["replay-vlog"] {
+		ram := idx.get("replay", c)
+		if ram == nil || ram.OpsPerSec == 0 {
+			continue
+		}
+		ratio := r.OpsPerSec / ram.OpsPerSec
+		r.Set("vs_replay_in_ram", round(ratio, 3))
+		r.Targets = append(r.Targets, Target{
+			Want:  fmt.Sprintf("replay with the envelope in the value log (hot) >= %.1f x replay from RAM, c=%d", targetVlogReplayHot, c),
+			Got:   fmt.Sprintf("%.3fx (%.0f / %.0f per s)", ratio, r.OpsPerSec, ram.OpsPerSec),
+			Met:   ratio >= targetVlogReplayHot,
+			Score: atLeast(ratio, targetVlogReplayHot),
+		})
+	}
+	if r := idx.get("replay-vlog-cold", 1); r != nil {
+		if waits := env.fsyncWaits(r.P99us); waits > 0 {
+			r.Set("p99_fsync_waits", round(waits, 2))
+			r.Targets = append(r.Targets, Target{
+				Want:  fmt.Sprintf("cold replay p99 <= %.0f x fsync-serial p50", targetVlogColdP99Wait),
+				Got:   fmt.Sprintf("%.0f us, %.2f fsync waits", r.P99us, waits),
+				Met:   waits <= targetVlogColdP99Wait,
+				Score: atMost(waits, targetVlogColdP99Wait),
+			})
+		}
+	}
 }

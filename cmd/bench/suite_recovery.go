@@ -241,21 +241,7 @@ func newReceiptTemplate() (*receiptTemplate, error) {
 
 // putReceipts writes n receipts, each with its retention entry.
 func putReceipts(env *Env, db *engine.DB, t *receiptTemplate, n int, name string) error {
-	fill := func(b *engine.Batch, lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			id, rec := t.record(i)
-			val, err := receipt.EncodeRecord(rec)
-			if err != nil {
-				return err
-			}
-			b.Put(engine.NSReceipt.Key(id), val).
-				Put(engine.NSExpiry.Key(fmt.Sprintf("%020d", rec.RetainUntil), id), nil)
-		}
-		return nil
-	}
-	return applyInBatches(env, db, 0, n, func() batchFiller { return fill }, func(done int) {
-		env.Progress("%s/%s building: %d of %d", env.Suite(), name, done, n)
-	})
+	return putReceiptRange(env, db, t, 0, n, name)
 }
 
 // checkpointBytes is the size of dir's checkpoint files: the image an open

@@ -112,6 +112,7 @@ var discardLogger = slog.New(slog.DiscardHandler)
 
 // stack is an engine with the receipt service on it and the bench table.
 type stack struct {
+	dir     string
 	db      *engine.DB
 	svc     *receipt.Service
 	cleanup func()
@@ -119,12 +120,14 @@ type stack struct {
 
 // openStack opens a fresh store in its own data dir with the receipt
 // service (default options: 10s leases, executor of 256) and the table.
+// The engine runs as idemd's does: terminal receipts go to the value log
+// at checkpoints.
 func openStack(env *Env, name string, opts receipt.Options) (*stack, error) {
 	dir, cleanup, err := env.DataDir(name)
 	if err != nil {
 		return nil, err
 	}
-	db, err := engine.Open(dir, engine.Options{Logger: discardLogger})
+	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue})
 	if err != nil {
 		cleanup()
 		return nil, err
@@ -142,7 +145,7 @@ func openStack(env *Env, name string, opts receipt.Options) (*stack, error) {
 		cleanup()
 		return nil, err
 	}
-	return &stack{db: db, svc: svc, cleanup: cleanup}, nil
+	return &stack{dir: dir, db: db, svc: svc, cleanup: cleanup}, nil
 }
 
 func (s *stack) fsyncs() uint64 { return s.db.Stats().WAL.Fsyncs }

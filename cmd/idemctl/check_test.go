@@ -23,7 +23,9 @@ import (
 // engine's report.
 
 var storeOpts = engine.Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10,
-	WAL: wal.Options{SegmentBytes: 1024}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	WAL: wal.Options{SegmentBytes: 1024}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	// Half the documents' values go to the value log at checkpoints.
+	ColdValue: func(key, _ []byte) bool { return key[len(key)-1]%2 == 0 }}
 
 // dataDir is a closed data dir of keys keys: a base checkpoint, a delta on
 // it, and a log tail of several segments.
@@ -108,6 +110,9 @@ func TestRun_CheckOfACleanDirExitsZero(t *testing.T) {
 	if code != exitOK || rep.Damaged() || !rep.Loaded || rep.Keys != int64(keys) || rep.Chain == nil || rep.Chain.Deltas != 1 {
 		t.Fatalf("check -json: exit %d, %+v", code, rep)
 	}
+	if rep.ValueLog.Values == 0 || rep.ValueLog.Damaged != 0 || rep.ValueLog.Segments == 0 {
+		t.Fatalf("check -json: value log %+v, want values read back and none damaged", rep.ValueLog)
+	}
 	for _, n := range rep.Namespaces {
 		if (n.Namespace == engine.NSTable) != (n.Keys == int64(keys)) {
 			t.Fatalf("namespace %s has %d keys; want all %d in %s", n.Namespace, n.Keys, keys, engine.NSTable)
@@ -133,6 +138,27 @@ func TestRun_CheckFindingDamageExitsOneNamingTheFile(t *testing.T) {
 	code, rep := checkJSON(t, dir)
 	if code != exitDamage || !rep.Damaged() {
 		t.Fatalf("check -json: exit %d, damaged %v", code, rep.Damaged())
+	}
+}
+
+func TestRun_CheckFindingAFlippedValueLogByteExitsOneNamingTheSegment(t *testing.T) {
+	dir, _ := dataDir(t)
+	seg := filepath.Join("vlog", files(t, filepath.Join(dir, "vlog"), ".vlog")[0])
+	b, err := os.ReadFile(filepath.Join(dir, seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0x01 // the last record: a value the delta spilled, in use
+	if err := os.WriteFile(filepath.Join(dir, seg), b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := idemctl("check", dir)
+	if code != exitDamage || !strings.Contains(out, "DAMAGE: "+seg) || !strings.Contains(out, "does not read back") {
+		t.Fatalf("exit %d, want %d naming %s:\n%s", code, exitDamage, seg, out)
+	}
+	code, rep := checkJSON(t, dir)
+	if code != exitDamage || rep.ValueLog.Damaged != 1 {
+		t.Fatalf("check -json: exit %d, value log %+v; want exactly the one damaged value", code, rep.ValueLog)
 	}
 }
 

@@ -101,7 +101,7 @@ func logStart(log *slog.Logger, c config) {
 		"executor", c.executor, "wait_max", c.waitMax, "session_ttl_max", c.sessionTTLMax, "sessions_max", c.sessionsMax, "max_body", c.bodyMax,
 		"request_timeout", c.requestTimeout, "header_timeout", c.headerTimeout,
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
-		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes),
+		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes), "value_log", c.valueLog,
 		"wal_segment_bytes", c.segmentBytes, "separate_decide", c.separateDecide,
 		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/engine/etcdstore"
+	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -48,8 +49,11 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 	if c.store == storeEtcd {
 		return openEtcd(ctx, c, log)
 	}
-	db, err := engine.Open(c.data, engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log,
-		WAL: wal.Options{SegmentBytes: c.segmentBytes}})
+	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, WAL: wal.Options{SegmentBytes: c.segmentBytes}}
+	if c.valueLog {
+		opts.ColdValue = receipt.ColdValue
+	}
+	db, err := engine.Open(c.data, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", c.data, err)
 	}

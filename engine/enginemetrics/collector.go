@@ -76,6 +76,15 @@ func newEngineCollector(stats func() engine.Stats) *engineCollector {
 		func(s engine.Stats) float64 { return float64(s.Applied - min(s.Checkpoint, s.Applied)) })
 	gauge("idem_engine_recovery_replayed_bytes", "Log bytes the open that started this process replayed after its checkpoint.",
 		func(s engine.Stats) float64 { return float64(s.Recovery.ReplayedBytes) })
+	gauge("idem_vlog_segments", "Value-log segment files (terminal envelopes and tombstones moved out of RAM).",
+		func(s engine.Stats) float64 { return float64(s.ValueLog.Segments) })
+	gauge("idem_vlog_bytes", "Bytes of the value-log segments on disk.", func(s engine.Stats) float64 { return float64(s.ValueLog.Bytes) })
+	gauge("idem_vlog_live_bytes", "Bytes of value-log records the store still points at; bytes - live is what the collector may reclaim.",
+		func(s engine.Stats) float64 { return float64(s.ValueLog.Live) })
+	counter("idem_vlog_spilled_bytes_total", "Record bytes checkpoints moved from RAM to the value log.", func(s engine.Stats) uint64 { return s.ValueLog.Spilled })
+	counter("idem_vlog_relocated_bytes_total", "Record bytes the value-log collector copied out of mostly dead segments (write amplification: (spilled + relocated) / spilled).",
+		func(s engine.Stats) uint64 { return s.ValueLog.Relocated })
+	counter("idem_vlog_segments_collected_total", "Value-log segments the collector removed.", func(s engine.Stats) uint64 { return s.ValueLog.Collected })
 	gauge("idem_engine_fail_stopped", "1 when the engine fail-stopped after an I/O error and refuses writes until restarted, else 0.",
 		func(s engine.Stats) float64 {
 			if s.FailStopped {

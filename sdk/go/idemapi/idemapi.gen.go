@@ -29088,7 +29088,10 @@ type ClientInterface interface {
 	// idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 	// (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 	// idem_engine_log_since_checkpoint_entries,
-	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
+	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+	// idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
+	// idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
+	// idem_vlog_segments_collected_total; plus the
 	// Go and process collectors. Each family's HELP lists its label values.
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
@@ -29488,7 +29491,10 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 // (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 // idem_engine_log_since_checkpoint_entries,
-// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
+// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+// idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
+// idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
+// idem_vlog_segments_collected_total; plus the
 // Go and process collectors. Each family's HELP lists its label values.
 //
 // Corresponds with GET /metrics (the `Metrics` operationId).
@@ -31053,7 +31059,10 @@ type ClientWithResponsesInterface interface {
 	// idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 	// (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 	// idem_engine_log_since_checkpoint_entries,
-	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
+	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+	// idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
+	// idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
+	// idem_vlog_segments_collected_total; plus the
 	// Go and process collectors. Each family's HELP lists its label values.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -33199,7 +33208,10 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
 // (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 // idem_engine_log_since_checkpoint_entries,
-// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
+// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+// idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
+// idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
+// idem_vlog_segments_collected_total; plus the
 // Go and process collectors. Each family's HELP lists its label values.
 //
 // Returns a wrapper object for the known response body format(s).

@@ -394,7 +394,10 @@ export interface paths {
          *     idem_checkpoint_failures_total, idem_checkpoint_bytes_total, idem_checkpoint_duration_seconds
          *     (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
          *     idem_engine_log_since_checkpoint_entries,
-         *     idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped; plus the
+         *     idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+         *     idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
+         *     idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
+         *     idem_vlog_segments_collected_total; plus the
          *     Go and process collectors. Each family's HELP lists its label values.
          */
         get: operations["metrics"];

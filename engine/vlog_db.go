@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/idemdb/idem/index"
+)
+
+// The DB's side of the value log (vlog.go): which values leave RAM, the
+// pointers that replace them, and what the tree still points at.
+
+// vlogSpill is a value a checkpoint wrote to the value log: once the log
+// is durable, the tree's item for key — if still at version — becomes the
+// pointer.
+type vlogSpill struct {
+	key     []byte
+	version uint64
+	ptr     vlogPtr
+}
+
+// vlogSwapBatch bounds the items swapped for pointers under one hold of
+// the tree lock, so that a large checkpoint never stalls the writers'
+// publication for long.
+const vlogSwapBatch = 4096
+
+// cold reports whether a value should live in the value log.
+func (db *DB) cold(key, value []byte) bool {
+	return db.opts.ColdValue != nil && len(value) > vlogPtrLen && db.opts.ColdValue(key, value)
+}
+
+// stored returns what a checkpoint record holds for it: the value, or a
+// pointer — an existing one, or a new one to a value spilled now.
+func (db *DB) stored(it index.KV, spills *[]vlogSpill, scratch []byte) ([]byte, bool, error) {
+	key, val := it.Key(), it.Value()
+	if it.Indirect() || !db.cold(key, val) {
+		return val, it.Indirect(), nil
+	}
+	ptr, err := db.vlog.append(key, val)
+	if err != nil {
+		return nil, false, fmt.Errorf("engine: append to the value log: %w", err)
+	}
+	db.vlogStats.spilled.Add(uint64(ptr.n))
+	*spills = append(*spills, vlogSpill{key: key, version: it.Version, ptr: ptr})
+	return ptr.encode(scratch[:0]), true, nil
+}
+
+// installSpills makes durable spilled values' items pointers. An item
+// written since the snapshot keeps its new value; its spilled record is
+// garbage the collector reclaims.
+func (db *DB) installSpills(spills []vlogSpill) {
+	for len(spills) > 0 {
+		n := min(len(spills), vlogSwapBatch)
+		db.treeMu.Lock()
+		for _, s := range spills[:n] {
+			it, ok := db.tree.Get(index.Probe(s.key))
+			if !ok || it.Version != s.version || it.Indirect() {
+				continue
+			}
+			buf := make([]byte, len(s.key), len(s.key)+vlogPtrLen)
+			copy(buf, s.key)
+			buf = s.ptr.encode(buf)
+			db.tree.Put(index.IndirectKV(buf, len(s.key), s.version))
+			db.liveBytes += recordBytes(len(s.key), vlogPtrLen) - recordBytes(len(s.key), len(it.Value()))
+			db.vlogLive[s.ptr.seg] += int64(s.ptr.n)
+		}
+		db.liveNow.Store(db.liveBytes)
+		db.treeMu.Unlock()
+		spills = spills[n:]
+	}
+}
+
+// unlive notes that the tree no longer points at old's value-log record.
+// Caller holds treeMu (or owns the tree).
+func unlive(live map[uint32]int64, old index.KV) {
+	if !old.Indirect() {
+		return
+	}
+	if ptr, err := decodeVlogPtr(old.Value()); err == nil {
+		live[ptr.seg] -= int64(ptr.n)
+	}
+}
+
+// relive notes that the tree points at it's value-log record.
+func relive(live map[uint32]int64, it index.KV) {
+	if !it.Indirect() {
+		return
+	}
+	if ptr, err := decodeVlogPtr(it.Value()); err == nil {
+		live[ptr.seg] += int64(ptr.n)
+	}
+}
+
+// vlogReadTries bounds the reads of one key's value: a read that finds its
+// segment gone raced the collector, and the tree then points elsewhere.
+const vlogReadTries = 3
+
+// valueOf returns it's value: its own bytes, or read from the value log.
+func (db *DB) valueOf(it index.KV) ([]byte, error) {
+	if !it.Indirect() {
+		return it.Value(), nil
+	}
+	for try := 1; ; try++ {
+		ptr, err := decodeVlogPtr(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		v, err := db.vlog.read(it.Key(), ptr)
+		if err == nil || try == vlogReadTries {
+			return v, err
+		}
+		db.treeMu.RLock()
+		again, ok := db.tree.Get(index.Probe(it.Key()))
+		db.treeMu.RUnlock()
+		if !ok || !again.Indirect() || string(again.Value()) == string(it.Value()) {
+			// Deleted, rewritten in RAM, or still pointing where the read
+			// failed: the error (or the new state) is the answer.
+			if ok && !again.Indirect() {
+				return again.Value(), nil
+			}
+			if !ok {
+				return nil, ErrNotFound
+			}
+			return nil, err
+		}
+		it = again
+	}
+}
+
+// item turns a tree item into an Item, its value read if it is elsewhere.
+func (db *DB) item(it index.KV) (Item, error) {
+	v, err := db.valueOf(it)
+	if err != nil {
+		return Item{}, err
+	}
+	return Item{Key: it.Key(), Value: v, Version: Version(it.Version)}, nil
+}
+
+// vlogCounters are ValueLogStats' counters.
+type vlogCounters struct {
+	spilled, relocated, collected atomic.Uint64
+}
+
+// ValueLogStats say what the value log holds and what it cost.
+type ValueLogStats struct {
+	Segments int
+	// Bytes is the segments' size on disk; Live the bytes of records the
+	// store still points at.
+	Bytes, Live int64
+	// Spilled counts record bytes checkpoints moved out of RAM since
+	// open; Relocated those the collector copied to a new segment
+	// (write amplification = (Spilled + Relocated) / Spilled).
+	Spilled, Relocated uint64
+	// Collected counts the segments the collector removed since open.
+	Collected uint64
+}
+
+func (db *DB) valueLogStats() ValueLogStats {
+	s := ValueLogStats{Spilled: db.vlogStats.spilled.Load(), Relocated: db.vlogStats.relocated.Load(), Collected: db.vlogStats.collected.Load()}
+	for _, id := range db.vlog.ids() {
+		s.Segments++
+		s.Bytes += db.vlog.size(id)
+	}
+	db.treeMu.RLock()
+	for _, n := range db.vlogLive {
+		s.Live += n
+	}
+	db.treeMu.RUnlock()
+	return s
+}

@@ -1,0 +1,31 @@
+package receipt
+
+import (
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// ColdValue is engine.Options.ColdValue for a store the receipt layer
+// runs on: the values that never change again and are read only by a
+// replay, a lookup or an operator — terminal receipts (the complete
+// envelope, most of a retained receipt's bytes) and tombstones — live in
+// the engine's value log, and RAM keeps their keys and a pointer. Mutable
+// receipts, leases, indexes, sessions and documents stay in RAM: the
+// request path reads and conditions on them.
+//
+// A terminal receipt is written again only when its visibility debt is
+// paid; the engine then holds the new value in RAM until the next
+// checkpoint moves it, and the old record is the collector's.
+func ColdValue(key, value []byte) bool {
+	switch {
+	case engine.NSTomb.Has(key):
+		return true
+	case engine.NSReceipt.Has(key):
+		var head struct {
+			State State `cbor:"7,keyasint"`
+		}
+		return cbor.Unmarshal(value, &head) == nil && head.State == Terminal
+	}
+	return false
+}

@@ -1,0 +1,41 @@
+package receipt
+
+import (
+	"testing"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// TestColdValue_OnlyTerminalReceiptsAndTombstones: the records the request
+// path reads and conditions on stay in RAM.
+func TestColdValue_OnlyTerminalReceiptsAndTombstones(t *testing.T) {
+	rec := func(s State) []byte {
+		b, err := cbor.Marshal(&Record{Schema: SchemaCurrent, Principal: "p", State: s, Envelope: &StoredEnvelope{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	id := "00112233445566778899aabbccddeeff"
+	for _, c := range []struct {
+		what  string
+		key   []byte
+		value []byte
+		want  bool
+	}{
+		{"terminal receipt", engine.NSReceipt.Key(id), rec(Terminal), true},
+		{"pending receipt", engine.NSReceipt.Key(id), rec(Pending), false},
+		{"started receipt", engine.NSReceipt.Key(id), rec(Started), false},
+		{"tombstone", TombstoneKey(id), make([]byte, 21), true},
+		{"damaged receipt", engine.NSReceipt.Key(id), []byte{0xff, 0x00}, false},
+		{"a document", engine.NSTable.Key("t", "0", "d"), rec(Terminal), false},
+		{"a lease", engine.NSLease.Key("claim", id), rec(Terminal), false},
+		{"a session record", engine.NSSession.Key("rec", "s"+id), rec(Terminal), false},
+	} {
+		if got := ColdValue(c.key, c.value); got != c.want {
+			t.Errorf("%s: ColdValue = %v, want %v", c.what, got, c.want)
+		}
+	}
+}
