@@ -26,7 +26,7 @@ func reopenDocs(env *Env) error {
 	}
 	defer cleanup()
 
-	ro, err := reopenRun(env, dir, name,
+	ro, err := reopenRun(env, dir, name, receipt.ColdValue,
 		func(db *engine.DB) error { return insertDocs(env, db, name, batches, per) },
 		func(db *engine.DB, _ *receipt.Service) error {
 			if keys := db.Stats().Keys; keys < n {

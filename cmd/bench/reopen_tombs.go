@@ -29,7 +29,7 @@ func reopenTombstones(env *Env) error {
 	if err != nil {
 		return err
 	}
-	ro, err := reopenRun(env, dir, name,
+	ro, err := reopenRun(env, dir, name, receipt.ColdValue,
 		func(db *engine.DB) error {
 			if err := putReceipts(env, db, tmpl, n, name); err != nil {
 				return err

@@ -51,6 +51,9 @@ func runCapacity(env *Env) error {
 		st.close()
 		return err
 	}
+	// Completed within the last 12 hours, retained a day: none expires
+	// while the suite runs, so the cleaner leaves them all.
+	tmpl.spread = 12 * time.Hour
 	wl := newWorkload(env.Opts.BatchDocs)
 	keyed := func(stage int) (float64, error) {
 		tag := fmt.Sprintf("cap%d", stage)

@@ -84,6 +84,7 @@ func runHTTP(env *Env) error {
 	httpFloorRatios(results)
 	httpLibraryRatios(env, results)
 	unitRatios(results)
+	httpVlogRatios(results)
 	if r := indexResults(results).get("replay", httpTargetConc); r != nil {
 		rateTarget(r, fmt.Sprintf("http replay@%d", httpTargetConc), targetHTTPReplay)
 	}
@@ -184,7 +185,8 @@ func httpCase(env *Env, srv *httpServer, name string, concurrency int, wl *workl
 	bufs := make([][]byte, concurrency)
 	var bodies [][]byte
 	var keys []string
-	if name == "replay" {
+	replay := name == "replay" || name == caseReplayVlog
+	if replay {
 		bodies, keys = make([][]byte, n), make([]string, n)
 		for k := range n {
 			bodies[k], keys[k] = wl.appendBody(nil, 0, uint64(k)), wl.key(0, uint64(k))
@@ -192,11 +194,11 @@ func httpCase(env *Env, srv *httpServer, name string, concurrency int, wl *workl
 	}
 	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: srv.fsyncs},
 		func(ctx context.Context, w int, i uint64) error {
-			switch name {
-			case "replay":
+			switch {
+			case replay:
 				k := replayIndex(w, i, n)
 				return srv.post(ctx, bodies[k], keys[k], true)
-			case "keyed":
+			case name == "keyed":
 				bufs[w] = wl.appendBody(bufs[w][:0], w, i)
 				return srv.post(ctx, bufs[w], wl.key(w, i), false)
 			}
@@ -207,10 +209,37 @@ func httpCase(env *Env, srv *httpServer, name string, concurrency int, wl *workl
 		return Result{}, err
 	}
 	r := m.Result(name, concurrency)
-	if name == "replay" {
+	if replay {
 		r.Set("replay_set", n)
 	}
 	return r, nil
+}
+
+// caseReplayVlog replays receipts whose envelopes a checkpoint moved to
+// the value log, as idemd's engine does (issue 20).
+const caseReplayVlog = "replay-vlog"
+
+// targetHTTPReplayVlog: replay from the value log is within noise of
+// replay from RAM, over HTTP (issue 20: "must not get slower").
+const targetHTTPReplayVlog = 0.9
+
+// httpVlogRatios sets replay-vlog@c over replay@c of the same run.
+func httpVlogRatios(results []*Result) {
+	idx := indexResults(results)
+	for c, r := range idx[caseReplayVlog] {
+		ram := idx.get("replay", c)
+		if ram == nil || ram.OpsPerSec == 0 {
+			continue
+		}
+		ratio := r.OpsPerSec / ram.OpsPerSec
+		r.Set("vs_replay_in_ram", round(ratio, 3))
+		r.Targets = append(r.Targets, Target{
+			Want:  fmt.Sprintf("http replay from the value log >= %.1f x http replay from RAM, c=%d", targetHTTPReplayVlog, c),
+			Got:   fmt.Sprintf("%.3fx (%.0f / %.0f per s)", ratio, r.OpsPerSec, ram.OpsPerSec),
+			Met:   ratio >= targetHTTPReplayVlog,
+			Score: atLeast(ratio, targetHTTPReplayVlog),
+		})
+	}
 }
 
 // httpReplay pre-creates terminal receipts through the API and replays
@@ -238,6 +267,19 @@ func httpReplay(env *Env, concs []int) ([]*Result, error) {
 		}
 		var r Result
 		r, err = httpCase(env, srv, "replay", c, wl, n)
+		if err == nil {
+			out = append(out, &r)
+		}
+	}
+	if err == nil {
+		err = st.db.Checkpoint() // the envelopes go to the value log
+	}
+	for _, c := range concs {
+		if err != nil {
+			break
+		}
+		var r Result
+		r, err = httpCase(env, srv, caseReplayVlog, c, wl, n)
 		if err == nil {
 			out = append(out, &r)
 		}

@@ -60,8 +60,16 @@ func reopenCaseName(n int) string {
 // restart does: engine.Open (checkpoint load) + receipt.Open. It reports
 // the heap that the retained receipts cost.
 func reopenReceipts(env *Env) error {
+	// As idemd runs (envelopes in the value log), then every value in RAM.
+	if err := reopenReceiptsWith(env, "", receipt.ColdValue); err != nil {
+		return err
+	}
+	return reopenReceiptsWith(env, "-in-ram", nil)
+}
+
+func reopenReceiptsWith(env *Env, suffix string, cold func(key, value []byte) bool) error {
 	n := env.Opts.Receipts
-	name := reopenCaseName(n)
+	name := reopenCaseName(n) + suffix
 	dir, cleanup, err := env.DataDir("reopen")
 	if err != nil {
 		return err
@@ -72,7 +80,7 @@ func reopenReceipts(env *Env) error {
 	if err != nil {
 		return err
 	}
-	ro, err := reopenRun(env, dir, name,
+	ro, err := reopenRun(env, dir, name, cold,
 		func(db *engine.DB) error { return putReceipts(env, db, tmpl, n, name) },
 		func(_ *engine.DB, svc *receipt.Service) error {
 			// Prove the receipts are there: the first and last replay.
@@ -103,6 +111,7 @@ func reopenReceipts(env *Env) error {
 	r.Set("keys", st.Keys)
 	r.Set("build_seconds", round(buildSeconds, 2))
 	r.Set("disk_bytes", dirBytes(dir))
+	r.Set("vlog_bytes", st.ValueLog.Bytes)
 	if size := checkpointBytes(dir); size > 0 {
 		r.Set("checkpoint_bytes_per_receipt", round(float64(size)/float64(n), 1))
 	}
@@ -138,10 +147,14 @@ type reopened struct {
 // then reopens it as a restart does — engine.Open, then receipt.Open —
 // measuring the time and the live heap the open cost; check runs on the
 // reopened store before it is closed.
-func reopenRun(env *Env, dir, name string, fill func(*engine.DB) error, check func(*engine.DB, *receipt.Service) error) (reopened, error) {
+//
+// cold is the engine's Options.ColdValue for both opens: receipt.ColdValue
+// (idemd's default: terminal receipts and tombstones in the value log) or
+// nil (every value in RAM).
+func reopenRun(env *Env, dir, name string, cold func(key, value []byte) bool, fill func(*engine.DB) error, check func(*engine.DB, *receipt.Service) error) (reopened, error) {
 	var ro reopened
 	buildStart := time.Now()
-	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger})
+	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger, ColdValue: cold})
 	if err != nil {
 		return ro, err
 	}
@@ -163,7 +176,7 @@ func reopenRun(env *Env, dir, name string, fill func(*engine.DB) error, check fu
 	defer env.ProgressDone()
 	before := liveHeap()
 	start := time.Now()
-	db, err = engine.Open(dir, engine.Options{Logger: discardLogger})
+	db, err = engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: cold})
 	if err != nil {
 		return ro, fmt.Errorf("reopen: %w", err)
 	}
@@ -190,7 +203,10 @@ func reopenRun(env *Env, dir, name string, fill func(*engine.DB) error, check fu
 // receiptTemplate makes terminal records that differ only in key, binding
 // and fingerprint.
 type receiptTemplate struct {
-	now                        time.Time
+	now time.Time
+	// spread is how far back completions go (a day, unless set): a store
+	// that lives longer than its fill needs receipts far from expiring.
+	spread                     time.Duration
 	result                     []byte
 	recordBytes, envelopeBytes int
 }
@@ -202,7 +218,11 @@ func (t *receiptTemplate) record(i int) (id string, rec *receipt.Record) {
 	id = receipt.Bind(benchPrincipal, benchTable, key)
 	fp := sha256.Sum256([]byte(key))
 	// Completed over the last day, so deadlines spread like real ones.
-	completed := t.now.Add(-time.Duration(splitmix64(uint64(i)) % uint64(24*time.Hour)))
+	spread := t.spread
+	if spread == 0 {
+		spread = 24 * time.Hour
+	}
+	completed := t.now.Add(-time.Duration(splitmix64(uint64(i)) % uint64(spread)))
 	rec = &receipt.Record{
 		Schema: receipt.SchemaCurrent, Principal: benchPrincipal, Table: benchTable, Key: key,
 		Fingerprint: fp[:], State: receipt.Terminal,
