@@ -133,11 +133,12 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	}
 	for _, c := range []string{"1", "2"} {
 		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c, "twopc/twopc-2w/"+c,
-			"receipts/keyed/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
+			"receipts/keyed/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/replay-vlog/"+c,
+			"receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
-			"http/http-floor/"+c, "http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
+			"http/http-floor/"+c, "http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
-	want = append(want, "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
+	want = append(want, "receipts/replay-vlog-cold/1", "recovery/recovery/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-receipts-in-ram/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
 	if os.Getenv("IDEM_BENCH_PG") == "" {
 		want = append(want, "peer/skipped/0")
 	} else {
@@ -394,8 +395,35 @@ func TestBench_CrashloopKillsRestartsAndReplays(t *testing.T) {
 	}
 }
 
+// TestBench_CapacityFillsReopensAndReports runs the capacity suite on a
+// small store: the curve has a point before the fill and after each step,
+// and the figures it reports are there and sane.
+func TestBench_CapacityFillsReopensAndReports(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"-suite", "capacity", "-capacity", "2000", "-duration", "20ms", "-json", "-dir", t.TempDir()}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	seen, _ := contractLines(t, &stdout)
+	r := seen["capacity/capacity-2k-receipts/1"]
+	if r == nil {
+		t.Fatalf("no capacity result: %v", keys(seen))
+	}
+	curve, _ := r["keyed_curve"].([]any)
+	if len(curve) != capacityStages+1 {
+		t.Errorf("keyed curve %v: want %d points", r["keyed_curve"], capacityStages+1)
+	}
+	for _, k := range []string{"bytes_per_receipt", "disk_bytes_per_receipt", "reopen_seconds", "vlog_live_bytes"} {
+		if v, ok := r[k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v, want a positive figure", k, r[k])
+		}
+	}
+}
+
 // TestBench_CrashloopIsOptIn: the default run and -suite all leave the
-// crashloop suite out; naming it runs it.
+// opt-in suites (crashloop, capacity) out; naming one runs it.
 func TestBench_CrashloopIsOptIn(t *testing.T) {
 	for _, list := range []string{"", "all"} {
 		ss, err := selectSuites(list)
@@ -403,8 +431,8 @@ func TestBench_CrashloopIsOptIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range ss {
-			if s.Name == "crashloop" {
-				t.Errorf("selectSuites(%q) includes crashloop", list)
+			if s.Name == "crashloop" || s.Name == "capacity" {
+				t.Errorf("selectSuites(%q) includes %s", list, s.Name)
 			}
 		}
 	}
