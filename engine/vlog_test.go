@@ -34,6 +34,29 @@ func deleteT(t *testing.T, db *DB, key string) {
 	}
 }
 
+// fillCold writes n cold keys of generation 0 and checkpoints: every value
+// goes to the value log.
+func fillCold(t *testing.T, db *DB, n int) {
+	t.Helper()
+	for i := range n {
+		putT(t, db, fmt.Sprintf("cold/%04d", i), coldValue(i, 0))
+	}
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reopenSame closes db, reopens dir and checks it holds want.
+func reopenSame(t *testing.T, db *DB, dir string, opts Options, want map[string]Item, what string) *DB {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openT(t, dir, opts)
+	sameState(t, what, scanAll(t, db), want)
+	return db
+}
+
 func coldValue(i, gen int) string {
 	return fmt.Sprintf("terminal envelope %05d of generation %d, %s", i, gen, strings.Repeat("x", i%40))
 }
@@ -154,12 +177,7 @@ func TestValueLog_TheCollectorReclaimsDeadSegmentsAndKeepsTheLiveValues(t *testi
 	dir := t.TempDir()
 	opts := vlogOpts()
 	db := openT(t, dir, opts)
-	for i := range 400 {
-		putT(t, db, fmt.Sprintf("cold/%04d", i), coldValue(i, 0))
-	}
-	if err := db.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	fillCold(t, db, 400)
 	first := db.vlog.ids()
 	for i := range 400 {
 		switch {
@@ -213,13 +231,8 @@ func TestValueLog_TheCollectorReclaimsDeadSegmentsAndKeepsTheLiveValues(t *testi
 		t.Errorf("write amplification %.2f: the collector rewrote more than it spilled", wa)
 	}
 	putT(t, db, "hot/tick", "y")
-	want = scanAll(t, db)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openT(t, dir, opts)
-	defer db.Close()
-	sameState(t, "after reopen", scanAll(t, db), want)
+	db = reopenSame(t, db, dir, opts, scanAll(t, db), "after reopen")
+	db.Close()
 }
 
 // TestValueLog_TheFallbackChainStillFindsItsValues: the collector has moved
@@ -230,12 +243,7 @@ func TestValueLog_TheFallbackChainStillFindsItsValues(t *testing.T) {
 	dir := t.TempDir()
 	opts := vlogOpts()
 	db := openT(t, dir, opts)
-	for i := range 200 {
-		putT(t, db, fmt.Sprintf("cold/%04d", i), coldValue(i, 0))
-	}
-	if err := db.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	fillCold(t, db, 200)
 	for i := range 200 {
 		if i%5 != 0 {
 			deleteT(t, db, fmt.Sprintf("cold/%04d", i))
@@ -335,12 +343,7 @@ func TestValueLog_MovedPointersReachTheNextLinkAfterASkippedCheckpoint(t *testin
 	dir := t.TempDir()
 	opts := vlogOpts()
 	db := openT(t, dir, opts)
-	for i := range 400 {
-		putT(t, db, fmt.Sprintf("cold/%04d", i), coldValue(i, 0))
-	}
-	if err := db.Checkpoint(); err != nil { // the base: every value spilled
-		t.Fatal(err)
-	}
+	fillCold(t, db, 400) // the base: every value spilled
 	for i := range 400 {
 		if i%8 != 0 {
 			deleteT(t, db, fmt.Sprintf("cold/%04d", i))
@@ -377,11 +380,6 @@ func TestValueLog_MovedPointersReachTheNextLinkAfterASkippedCheckpoint(t *testin
 			t.Fatal(err)
 		}
 	}
-	want := scanAll(t, db)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openT(t, dir, opts)
-	defer db.Close()
-	sameState(t, "after reopen", scanAll(t, db), want)
+	db = reopenSame(t, db, dir, opts, scanAll(t, db), "after reopen")
+	db.Close()
 }

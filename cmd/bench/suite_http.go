@@ -84,7 +84,7 @@ func runHTTP(env *Env) error {
 	httpFloorRatios(results)
 	httpLibraryRatios(env, results)
 	unitRatios(results)
-	httpVlogRatios(results)
+	replayVlogRatios(results, "http replay from the value log", targetHTTPReplayVlog)
 	if r := indexResults(results).get("replay", httpTargetConc); r != nil {
 		rateTarget(r, fmt.Sprintf("http replay@%d", httpTargetConc), targetHTTPReplay)
 	}
@@ -222,25 +222,6 @@ const caseReplayVlog = "replay-vlog"
 // targetHTTPReplayVlog: replay from the value log is within noise of
 // replay from RAM, over HTTP (issue 20: "must not get slower").
 const targetHTTPReplayVlog = 0.9
-
-// httpVlogRatios sets replay-vlog@c over replay@c of the same run.
-func httpVlogRatios(results []*Result) {
-	idx := indexResults(results)
-	for c, r := range idx[caseReplayVlog] {
-		ram := idx.get("replay", c)
-		if ram == nil || ram.OpsPerSec == 0 {
-			continue
-		}
-		ratio := r.OpsPerSec / ram.OpsPerSec
-		r.Set("vs_replay_in_ram", round(ratio, 3))
-		r.Targets = append(r.Targets, Target{
-			Want:  fmt.Sprintf("http replay from the value log >= %.1f x http replay from RAM, c=%d", targetHTTPReplayVlog, c),
-			Got:   fmt.Sprintf("%.3fx (%.0f / %.0f per s)", ratio, r.OpsPerSec, ram.OpsPerSec),
-			Met:   ratio >= targetHTTPReplayVlog,
-			Score: atLeast(ratio, targetHTTPReplayVlog),
-		})
-	}
-}
 
 // httpReplay pre-creates terminal receipts through the API and replays
 // them at each concurrency on the same server.

@@ -243,6 +243,27 @@ func receiptsReplay(env *Env, concs []int) ([]*Result, error) {
 	return append(out, rs...), err
 }
 
+// replayVlogRatios sets replay-vlog@c over replay@c of the same run (the
+// envelope read from the value log against the one in RAM), with the
+// target that the ratio be at least aim.
+func replayVlogRatios(results []*Result, what string, aim float64) {
+	idx := indexResults(results)
+	for c, r := range idx[caseReplayVlog] {
+		ram := idx.get("replay", c)
+		if ram == nil || ram.OpsPerSec == 0 {
+			continue
+		}
+		ratio := r.OpsPerSec / ram.OpsPerSec
+		r.Set("vs_replay_in_ram", round(ratio, 3))
+		r.Targets = append(r.Targets, Target{
+			Want:  fmt.Sprintf("%s >= %.1f x replay from RAM, c=%d", what, aim, c),
+			Got:   fmt.Sprintf("%.3fx (%.0f / %.0f per s)", ratio, r.OpsPerSec, ram.OpsPerSec),
+			Met:   ratio >= aim,
+			Score: atLeast(ratio, aim),
+		})
+	}
+}
+
 // Targets of issue 20: a replay whose envelope is in the value log.
 const (
 	targetVlogReplayHot   = 0.5 // replay-vlog@c over replay@c (envelope in RAM), same run
@@ -264,14 +285,14 @@ func replayFromValueLog(env *Env, st *stack, concs []int, n int, execute func(co
 	}
 	var out []*Result
 	for _, c := range concs {
-		m, err := env.Loop(Loop{Case: "replay-vlog", Concurrency: c, Fsyncs: st.fsyncs},
+		m, err := env.Loop(Loop{Case: caseReplayVlog, Concurrency: c, Fsyncs: st.fsyncs},
 			func(ctx context.Context, w int, i uint64) error {
 				return execute(ctx, replayIndex(w, i, n), true)
 			})
 		if err != nil {
 			return out, err
 		}
-		r := m.Result("replay-vlog", c)
+		r := m.Result(caseReplayVlog, c)
 		r.Set("replay_set", n)
 		r.Set("vlog_bytes", vs.Bytes)
 		out = append(out, &r)
@@ -300,21 +321,8 @@ func replayFromValueLog(env *Env, st *stack, concs []int, n int, execute func(co
 
 // vlogReplayRatios adds issue 20's replay targets.
 func vlogReplayRatios(env *Env, results []*Result) {
+	replayVlogRatios(results, "replay with the envelope in the value log (hot)", targetVlogReplayHot)
 	idx := indexResults(results)
-	for c, r := range idx["replay-vlog"] {
-		ram := idx.get("replay", c)
-		if ram == nil || ram.OpsPerSec == 0 {
-			continue
-		}
-		ratio := r.OpsPerSec / ram.OpsPerSec
-		r.Set("vs_replay_in_ram", round(ratio, 3))
-		r.Targets = append(r.Targets, Target{
-			Want:  fmt.Sprintf("replay with the envelope in the value log (hot) >= %.1f x replay from RAM, c=%d", targetVlogReplayHot, c),
-			Got:   fmt.Sprintf("%.3fx (%.0f / %.0f per s)", ratio, r.OpsPerSec, ram.OpsPerSec),
-			Met:   ratio >= targetVlogReplayHot,
-			Score: atLeast(ratio, targetVlogReplayHot),
-		})
-	}
 	if r := idx.get("replay-vlog-cold", 1); r != nil {
 		if waits := env.fsyncWaits(r.P99us); waits > 0 {
 			r.Set("p99_fsync_waits", round(waits, 2))
