@@ -13,7 +13,6 @@ require (
 
 require (
 	github.com/fxamacker/cbor/v2 v2.10.0 // indirect
-	github.com/google/btree v1.1.3 // indirect
 	github.com/pingcap/errors v0.11.4 // indirect
 	github.com/pingcap/failpoint v0.0.0-20240528011301-b51a646c7c86 // indirect
 	github.com/tidwall/gjson v1.10.2 // indirect

@@ -70,5 +70,19 @@ func kvLess(a, b KV) bool { return bytes.Compare(a.Key(), b.Key()) < 0 }
 // NewKeySpace returns an empty primary key space ordered by key bytes.
 func NewKeySpace() *Ordered[KV] { return NewOrdered(kvLess) }
 
+// NewSortedKeySpace returns a key space of sorted, which must be in
+// strictly increasing key order (a checkpoint's records are).
+func NewSortedKeySpace(sorted []KV) *Ordered[KV] { return NewSortedOrdered(kvLess, sorted) }
+
+// SortedKV reports whether items are in strictly increasing key order.
+func SortedKV(items []KV) bool {
+	for i := 1; i < len(items); i++ {
+		if !kvLess(items[i-1], items[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // NewIDSet returns an empty set of string IDs (the renewal active set).
 func NewIDSet() *Ordered[string] { return NewOrdered(func(a, b string) bool { return a < b }) }

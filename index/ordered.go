@@ -1,6 +1,6 @@
 package index
 
-import "github.com/google/btree"
+import "github.com/idemdb/idem/internal/btree"
 
 // degree is the B-tree branching factor: nodes hold up to 2*degree-1 items.
 // 32 keeps nodes around one and a half kilobytes for the key space's
@@ -16,6 +16,14 @@ type Ordered[T any] struct {
 // NewOrdered returns an empty set ordered by less.
 func NewOrdered[T any](less func(a, b T) bool) *Ordered[T] {
 	return &Ordered[T]{t: btree.NewG(degree, less), less: less}
+}
+
+// NewSortedOrdered returns the set of sorted, which must be in strictly
+// increasing order by less, with its nodes filled (internal/btree's
+// NewSortedG): half the nodes of one built by inserting them, and no
+// search per item.
+func NewSortedOrdered[T any](less func(a, b T) bool, sorted []T) *Ordered[T] {
+	return &Ordered[T]{t: btree.NewSortedG(degree, less, sorted), less: less}
 }
 
 // Len is the number of items.

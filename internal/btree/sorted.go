@@ -1,0 +1,72 @@
+package btree
+
+// NewSortedG is Idem's addition to google/btree (PATCH.md): it builds a
+// tree of the given degree from items already in strictly increasing
+// order, top down, with every node as full as a tree of that height
+// allows. Inserting sorted items one by one instead leaves the nodes half
+// full (each split leaves its left half behind for good) and costs a
+// descent with a binary search per item; here each item is copied once.
+//
+// sorted is only read. The result is an ordinary tree: every operation,
+// Clone included, works on it as on one built by inserts.
+func NewSortedG[T any](degree int, less LessFunc[T], sorted []T) *BTreeG[T] {
+	t := NewG[T](degree, less)
+	if len(sorted) == 0 {
+		return t
+	}
+	height := 1
+	for capacityOf(height, t.maxItems()) < len(sorted) {
+		height++
+	}
+	t.root = t.buildSorted(sorted, height)
+	t.length = len(sorted)
+	return t
+}
+
+// capacityOf is the most items a subtree of height h (1: a leaf) holds
+// with nodes of at most max items; it saturates instead of overflowing.
+func capacityOf(h, max int) int {
+	c := max
+	for ; h > 1; h-- {
+		if c > (1<<62)/(max+1) {
+			return 1 << 62
+		}
+		c = (max+1)*c + max
+	}
+	return c
+}
+
+// buildSorted makes the subtree of height h holding items: the fewest
+// children that can hold them, the items spread evenly among them, one
+// separator between each two. Even spreading keeps every node at least
+// half full — the fewest children means each holds more than half of what
+// its height can — so the result obeys the B-tree's minimum.
+func (t *BTreeG[T]) buildSorted(sorted []T, h int) *node[T] {
+	n := t.cow.newNode()
+	if h == 1 {
+		n.items = append(make(items[T], 0, len(sorted)), sorted...)
+		return n
+	}
+	child := capacityOf(h-1, t.maxItems())
+	k := (len(sorted) + child + 1) / (child + 1) // ceil((len+1) / (child+1))
+	if k < 2 {
+		k = 2
+	}
+	n.items = make(items[T], 0, k-1)
+	n.children = make(items[*node[T]], 0, k)
+	rest := len(sorted) - (k - 1) // items below the separators
+	at := 0
+	for i := 0; i < k; i++ {
+		size := rest / k
+		if i < rest%k {
+			size++
+		}
+		n.children = append(n.children, t.buildSorted(sorted[at:at+size], h-1))
+		at += size
+		if i < k-1 {
+			n.items = append(n.items, sorted[at])
+			at++
+		}
+	}
+	return n
+}
