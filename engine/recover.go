@@ -201,6 +201,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 		}
 		c.exact = true
 		chosen = c
+		db.finishLoad()
 		break
 	}
 	if chosen == nil && logFirst > 1 {
@@ -212,6 +213,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 		db.ckptSize.Store(chosen.bytes())
 	} else {
 		db.tree, db.liveBytes, db.vlogLive = index.NewKeySpace(), 0, map[uint32]int64{}
+		db.loading = nil
 	}
 	if len(tried) > 0 {
 		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
@@ -224,7 +226,8 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	return tip, len(tried) > 0, nil
 }
 
-// loadDelta validates the delta d and applies it to the tree.
+// loadDelta validates the delta d and adds its records to the chain's
+// load.
 func (db *DB) loadDelta(d deltaMeta) error {
 	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, d.name))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -236,23 +239,20 @@ func (db *DB) loadDelta(d deltaMeta) error {
 	if err := decodeDelta(data, d, nil); err != nil {
 		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
 	}
-	return decodeDelta(data, d, func(k, v []byte, ver Version, tombstone, indirect bool) {
-		var old index.KV
-		var existed bool
+	run := make([]chainRec, 0, min(d.count, loadPreallocMax))
+	err = decodeDelta(data, d, func(k, v []byte, ver Version, tombstone, indirect bool) {
 		if tombstone {
-			old, existed = db.tree.Delete(index.Probe(k))
-		} else {
-			// Records alias data, as a part's do.
-			it := loadedKV(k, v, ver, indirect)
-			old, existed = db.tree.Put(it)
-			db.liveBytes += recordBytes(len(k), len(v))
-			relive(db.vlogLive, it)
+			run = append(run, chainRec{kv: index.Probe(k), tombstone: true})
+			return
 		}
-		if existed {
-			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
-			unlive(db.vlogLive, old)
-		}
+		// Records alias data, as a part's do.
+		run = append(run, chainRec{kv: loadedKV(k, v, ver, indirect)})
 	})
+	if err != nil {
+		return err
+	}
+	db.loading.deltas = append(db.loading.deltas, run)
+	return nil
 }
 
 // resume makes g, an incomplete checkpoint, the one the next Checkpoint
@@ -322,13 +322,10 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 	return out
 }
 
-// loadGeneration decodes every part of g into a new tree. The parts cover
-// the key space in order, each in key order, so the records arrive sorted
-// and the tree is built from them at once, its nodes full
-// (index.NewSortedKeySpace): half the nodes, and no search per key, of a
-// tree built by inserting them. Records out of order — parts that overlap,
-// which no checkpoint writes — are inserted one by one instead, the later
-// part's record winning as before.
+// loadGeneration decodes every part of g and starts the chain's load
+// (loadchain.go) with its records: the parts cover the key space in
+// order, each in key order, so they arrive sorted. finishLoad builds the
+// tree once the deltas are read.
 func (db *DB) loadGeneration(g generation) error {
 	var total uint64
 	for _, p := range g.parts {
@@ -336,8 +333,6 @@ func (db *DB) loadGeneration(g generation) error {
 	}
 	items := make([]index.KV, 0, min(total, loadPreallocMax))
 	applied := g.v0
-	var live int64
-	vlive := map[uint32]int64{}
 	for _, p := range g.parts {
 		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -348,33 +343,22 @@ func (db *DB) loadGeneration(g generation) error {
 		}
 		err = decodePart(data, p, func(k, v []byte, ver Version, indirect bool) {
 			// Records alias data: one allocation holds the whole part.
-			it := loadedKV(k, v, ver, indirect)
-			items = append(items, it)
-			relive(vlive, it)
-			live += recordBytes(len(k), len(v))
+			items = append(items, loadedKV(k, v, ver, indirect))
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
 		}
 		applied = max(applied, p.version)
 	}
-	var tree *index.Ordered[index.KV]
-	if index.SortedKV(items) {
-		tree = index.NewSortedKeySpace(items)
-	} else {
-		tree, live, vlive = index.NewKeySpace(), 0, map[uint32]int64{}
-		for _, it := range items {
-			if old, existed := tree.Put(it); existed {
-				live -= recordBytes(len(old.Key()), len(old.Value()))
-				unlive(vlive, old)
-			}
-			live += recordBytes(len(it.Key()), len(it.Value()))
-			relive(vlive, it)
-		}
-	}
-	db.tree, db.liveBytes, db.vlogLive = tree, live, vlive
+	db.loading = &chainLoad{base: items, sorted: index.SortedKV(items)}
 	db.applied = applied
 	return nil
+}
+
+// finishLoad builds the tree of the chain loaded.
+func (db *DB) finishLoad() {
+	db.tree, db.liveBytes, db.vlogLive = db.loading.build()
+	db.loading = nil
 }
 
 // loadPreallocMax bounds the slice of a generation's records reserved
