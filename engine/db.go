@@ -65,7 +65,6 @@ type DB struct {
 	vlogRetired []retiredSeg     // segments nothing in the tree points at; under ckptMu (vlog_gc.go)
 	ckptLinks   uint64           // checkpoint links made since open; under ckptMu
 	vlogStats   vlogCounters
-	loading     *chainLoad // a checkpoint chain being read at open (loadchain.go)
 }
 
 type pendingWrite struct {

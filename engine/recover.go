@@ -169,7 +169,8 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 			// Older than the log: replay cannot complete it, nor anything older.
 			break
 		}
-		if err := db.loadGeneration(g); err != nil {
+		load, err := db.loadGeneration(g)
+		if err != nil {
 			if !errors.Is(err, errCheckpointDamaged) {
 				return 0, false, err
 			}
@@ -182,7 +183,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 		}
 		good := 0
 		for _, d := range c.deltas {
-			if err := db.loadDelta(d); err != nil {
+			if err := db.loadDelta(load, d); err != nil {
 				if !errors.Is(err, errCheckpointDamaged) {
 					return 0, false, err
 				}
@@ -201,7 +202,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 		}
 		c.exact = true
 		chosen = c
-		db.finishLoad()
+		db.tree, db.liveBytes, db.vlogLive = load.build()
 		break
 	}
 	if chosen == nil && logFirst > 1 {
@@ -213,7 +214,6 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 		db.ckptSize.Store(chosen.bytes())
 	} else {
 		db.tree, db.liveBytes, db.vlogLive = index.NewKeySpace(), 0, map[uint32]int64{}
-		db.loading = nil
 	}
 	if len(tried) > 0 {
 		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
@@ -228,7 +228,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 
 // loadDelta validates the delta d and adds its records to the chain's
 // load.
-func (db *DB) loadDelta(d deltaMeta) error {
+func (db *DB) loadDelta(load *chainLoad, d deltaMeta) error {
 	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, d.name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
@@ -251,7 +251,7 @@ func (db *DB) loadDelta(d deltaMeta) error {
 	if err != nil {
 		return err
 	}
-	db.loading.deltas = append(db.loading.deltas, run)
+	load.deltas = append(load.deltas, run)
 	return nil
 }
 
@@ -324,9 +324,9 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 
 // loadGeneration decodes every part of g and starts the chain's load
 // (loadchain.go) with its records: the parts cover the key space in
-// order, each in key order, so they arrive sorted. finishLoad builds the
-// tree once the deltas are read.
-func (db *DB) loadGeneration(g generation) error {
+// order, each in key order, so they arrive sorted. The chain's build
+// (chainLoad.build) makes the tree once the deltas are read.
+func (db *DB) loadGeneration(g generation) (*chainLoad, error) {
 	var total uint64
 	for _, p := range g.parts {
 		total += p.count
@@ -336,29 +336,22 @@ func (db *DB) loadGeneration(g generation) error {
 	for _, p := range g.parts {
 		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
+			return nil, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = decodePart(data, p, func(k, v []byte, ver Version, indirect bool) {
 			// Records alias data: one allocation holds the whole part.
 			items = append(items, loadedKV(k, v, ver, indirect))
 		})
 		if err != nil {
-			return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
+			return nil, fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
 		}
 		applied = max(applied, p.version)
 	}
-	db.loading = &chainLoad{base: items, sorted: index.SortedKV(items)}
 	db.applied = applied
-	return nil
-}
-
-// finishLoad builds the tree of the chain loaded.
-func (db *DB) finishLoad() {
-	db.tree, db.liveBytes, db.vlogLive = db.loading.build()
-	db.loading = nil
+	return &chainLoad{base: items, sorted: index.SortedKV(items)}, nil
 }
 
 // loadPreallocMax bounds the slice of a generation's records reserved

@@ -92,15 +92,16 @@ func relive(live map[uint32]int64, it index.KV) {
 }
 
 // vlogReadTries bounds the reads of one key's value: a read that finds its
-// segment gone raced the collector, and the tree then points elsewhere.
+// segment gone raced the collector (a reader holding a pointer across two
+// checkpoint links), and the tree then points elsewhere.
 const vlogReadTries = 3
 
 // valueOf returns it's value: its own bytes, or read from the value log.
+// A failed read is retried on what the tree holds now, only if that is
+// another place; anything else is the failure (never ErrNotFound, which
+// a Scan could not tell from its own result).
 func (db *DB) valueOf(it index.KV) ([]byte, error) {
-	if !it.Indirect() {
-		return it.Value(), nil
-	}
-	for try := 1; ; try++ {
+	for try := 1; it.Indirect(); try++ {
 		ptr, err := decodeVlogPtr(it.Value())
 		if err != nil {
 			return nil, err
@@ -112,19 +113,12 @@ func (db *DB) valueOf(it index.KV) ([]byte, error) {
 		db.treeMu.RLock()
 		again, ok := db.tree.Get(index.Probe(it.Key()))
 		db.treeMu.RUnlock()
-		if !ok || !again.Indirect() || string(again.Value()) == string(it.Value()) {
-			// Deleted, rewritten in RAM, or still pointing where the read
-			// failed: the error (or the new state) is the answer.
-			if ok && !again.Indirect() {
-				return again.Value(), nil
-			}
-			if !ok {
-				return nil, ErrNotFound
-			}
+		if !ok || (again.Indirect() && string(again.Value()) == string(it.Value())) {
 			return nil, err
 		}
 		it = again
 	}
+	return it.Value(), nil
 }
 
 // item turns a tree item into an Item, its value read if it is elsewhere.

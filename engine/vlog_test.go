@@ -383,3 +383,29 @@ func TestValueLog_MovedPointersReachTheNextLinkAfterASkippedCheckpoint(t *testin
 	db = reopenSame(t, db, dir, opts, scanAll(t, db), "after reopen")
 	db.Close()
 }
+
+// TestValueLog_CheckpointsNeverRewriteIt: once a value is in the value
+// log, later checkpoints — full rewrites of the store here, the most a
+// checkpoint ever writes — carry its pointer, and the value log does not
+// grow by a byte.
+func TestValueLog_CheckpointsNeverRewriteIt(t *testing.T) {
+	dir := t.TempDir()
+	opts := vlogOpts()
+	opts.CheckpointDeltasMax = -1 // every checkpoint a new base
+	db := openT(t, dir, opts)
+	defer db.Close()
+	fillCold(t, db, 300)
+	spilled := db.Stats().ValueLog
+	for i := range 3 {
+		putT(t, db, fmt.Sprintf("hot/%d", i), "x")
+		if err := db.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if vs := db.Stats().ValueLog; vs.Bytes != spilled.Bytes || vs.Spilled != spilled.Spilled || vs.Segments != spilled.Segments {
+			t.Fatalf("base %d after the spill: value log %+v, was %+v", i+1, vs, spilled)
+		}
+	}
+	if ind, _ := indirectKeys(db); ind != 300 {
+		t.Fatalf("%d values in the value log after the rewrites, want 300", ind)
+	}
+}

@@ -69,6 +69,18 @@ func expiryEntries(t *testing.T, store engine.Store) int {
 	return len(items)
 }
 
+// expireOne executes alice's key k1 (an increment of ctr), lets its
+// retention pass and runs the cleaner, which leaves its tombstone; it
+// returns the request.
+func expireOne(t *testing.T, e *env, svc *receipt.Service) receipt.Request {
+	t.Helper()
+	r := req(alice, "t", "k1", incBatch(t, "k1", "ctr"))
+	mustExecute(t, svc, r)
+	e.clock.Advance(tombRetain + time.Second)
+	cleanN(t, svc, 1)
+	return r
+}
+
 // TestTombstone_AnExpiredKeyIsRefusedAndNeverExecutesAgain: past its
 // retention the receipt is cleaned, and the key — with the same request
 // or another — answers 409 idempotency_key_expired with the original
@@ -121,10 +133,7 @@ func TestTombstone_AnExpiredKeyIsRefusedAndNeverExecutesAgain(t *testing.T) {
 func TestTombstone_ProtectionEndsAndTheKeyIsNewAgain(t *testing.T) {
 	e := newEnv(t)
 	svc := tombstones(t, e)
-	r := req(alice, "t", "k1", incBatch(t, "k1", "ctr"))
-	mustExecute(t, svc, r)
-	e.clock.Advance(tombRetain + time.Second)
-	cleanN(t, svc, 1)
+	r := expireOne(t, e, svc)
 	e.clock.Advance(tombProtect - tombRetain - 2*time.Second)
 	cleanN(t, svc, 0)
 	if tombCount(t, e.db) != 1 {
@@ -182,11 +191,8 @@ func TestTombstone_ManyBatchesOfTombstonesAreAllCleaned(t *testing.T) {
 func TestTombstone_ACrashCleaningTombstonesConverges(t *testing.T) {
 	e := newEnv(t)
 	svc := tombstones(t, e)
-	r := req(alice, "t", "k1", incBatch(t, "k1", "ctr"))
+	expireOne(t, e, svc)
 	id := receipt.Bind(alice, "t", "k1")
-	mustExecute(t, svc, r)
-	e.clock.Advance(tombRetain + time.Second)
-	cleanN(t, svc, 1)
 	e.clock.Advance(tombProtect)
 	disarm := testsupport.Arm(t, fault.TombCleanBefore, `return("crash")`)
 	if _, err := svc.CleanOnce(ctx); err == nil {
@@ -242,11 +248,8 @@ func TestTombstone_AStaleReadOfTheTombstoneStillNeverExecutes(t *testing.T) {
 	hs := &hookStore{Store: e.db}
 	svc := e.openOn(hs, receipt.Options{Retention: tombRetain, TombstoneRetention: tombProtect})
 	createTable(t, svc, "t")
-	r := req(alice, "t", "k1", incBatch(t, "k1", "ctr"))
+	r := expireOne(t, e, svc)
 	id := receipt.Bind(alice, "t", "k1")
-	mustExecute(t, svc, r)
-	e.clock.Advance(tombRetain + time.Second)
-	cleanN(t, svc, 1)
 	stale := 0
 	hs.onGet(func(key []byte) error {
 		if engine.NSTomb.Has(key) && stale == 0 {
@@ -291,10 +294,7 @@ func TestTombstone_OptedOutAnExpiredKeyExecutesAgain(t *testing.T) {
 func TestTombstone_ADamagedTombstoneIsAnErrorNotANewKey(t *testing.T) {
 	e := newEnv(t)
 	svc := tombstones(t, e)
-	r := req(alice, "t", "k1", incBatch(t, "k1", "ctr"))
-	mustExecute(t, svc, r)
-	e.clock.Advance(tombRetain + time.Second)
-	cleanN(t, svc, 1)
+	r := expireOne(t, e, svc)
 	items, err := e.db.Scan(ctx, []byte(engine.NSTomb), engine.PrefixEnd([]byte(engine.NSTomb)), 2)
 	if err != nil || len(items) != 1 {
 		t.Fatalf("%v %d", err, len(items))

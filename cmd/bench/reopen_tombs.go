@@ -37,16 +37,7 @@ func reopenTombstones(env *Env) error {
 			return cleanAll(env, db, tmpl.now.Add(25*time.Hour), n, name)
 		},
 		func(db *engine.DB, svc *receipt.Service) error {
-			for _, i := range []int{0, n - 1} {
-				v, err := svc.Lookup(env.Ctx, benchPrincipal, benchTable, tmpl.key(i))
-				if err == nil && v.State != receipt.Expired {
-					err = fmt.Errorf("state %v", v.State)
-				}
-				if err != nil {
-					return fmt.Errorf("tombstone %d: %w", i, err)
-				}
-			}
-			return nil
+			return checkEnds(env, svc, tmpl, n, "tombstone", func(v receipt.View) bool { return v.State == receipt.Expired })
 		})
 	if err != nil {
 		return err

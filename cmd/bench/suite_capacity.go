@@ -130,16 +130,10 @@ func runCapacity(env *Env) error {
 	heap := float64(liveHeap()) - float64(before)
 	stats := db.Stats()
 	// The first and the last receipt replay from the value log.
-	for _, i := range []int{0, n - 1} {
-		v, err := svc.Lookup(env.Ctx, benchPrincipal, benchTable, tmpl.key(i))
-		if err == nil && (v.State != receipt.Terminal || v.Envelope == nil || v.Envelope.Status != 201) {
-			err = fmt.Errorf("state %v", v.State)
-		}
-		if err != nil {
-			svc.Close()
-			db.Close()
-			return fmt.Errorf("receipt %d after reopen: %w", i, err)
-		}
+	if err := checkEnds(env, svc, tmpl, n, "receipt after reopen", replays); err != nil {
+		svc.Close()
+		db.Close()
+		return err
 	}
 	svc.Close()
 	if err := db.Close(); err != nil {
