@@ -2,6 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"runtime"
+	"slices"
+	"sync"
 
 	"github.com/idemdb/idem/index"
 )
@@ -11,35 +14,73 @@ import (
 // A chain is a base (its parts in key order) and deltas (each in key order,
 // newest last). Instead of inserting each record into the tree — a descent
 // with a binary search per record, and nodes left half full — the base's
-// records and every delta's are merged in order, newest winning, and the
+// records and every delta's are merged in one pass, newest winning, and the
 // tree is built from the result at once with full nodes
-// (index.NewSortedKeySpace). The merge is pairwise over the deltas (adjacent
-// runs, so precedence holds), then once with the base; a tombstone survives
-// the deltas' merges, to delete what an older run holds, and is dropped in
-// the last. Memory: the records of the chain once more, as 24-byte items,
-// until the build is done.
+// (index.NewSortedKeySpace).
+//
+// The merge is a loser tree over all the runs (the base and up to
+// CheckpointDeltasMax deltas): log2(runs) comparisons per record and no
+// intermediate runs, which a pairwise merge would allocate and copy once per
+// level, and the garbage collector would then scan. The key space is cut into
+// as many ranges as there are processors, at keys drawn from the largest run,
+// and the ranges are merged at once, each into its own stretch of the output.
+// The merge also proves the order: every record it emits must follow the one
+// before. A run out of order (no checkpoint writer makes one) makes the build
+// fall back to applying records one by one, which the order does not matter
+// to. Memory: the records of the chain once more, as 24-byte items, until the
+// build is done.
 
-// chainRec is one record of a delta: an item, or a tombstone for its key.
-type chainRec struct {
-	kv        index.KV
-	tombstone bool
+// loadRun is the records of one link of a chain, in key order.
+type loadRun struct {
+	kv    []index.KV
+	tombs []uint64 // bit i set: kv[i] is a tombstone for its key (nil: none)
+}
+
+func (r *loadRun) add(kv index.KV, tombstone bool) {
+	if tombstone {
+		i := len(r.kv)
+		for len(r.tombs) <= i>>6 {
+			r.tombs = append(r.tombs, 0)
+		}
+		r.tombs[i>>6] |= 1 << (i & 63)
+	}
+	r.kv = append(r.kv, kv)
+}
+
+func (r *loadRun) tombstone(i int) bool {
+	return i>>6 < len(r.tombs) && r.tombs[i>>6]&(1<<(i&63)) != 0
 }
 
 // chainLoad is a chain being loaded: the base's records, and the deltas'
 // in order.
 type chainLoad struct {
 	base   []index.KV
-	sorted bool // the base's records strictly increase (always, from our writer)
-	deltas [][]chainRec
+	deltas []loadRun
 }
+
+// loadRangesMax bounds the ranges one build merges at once, and
+// loadRangeMin is the fewest records a range is cut for.
+const (
+	loadRangesMax = 8
+	loadRangeMin  = 4096
+)
 
 // build returns the tree the chain holds, its live-bytes estimate and the
 // value log's live bytes by segment.
 func (l *chainLoad) build() (*index.Ordered[index.KV], int64, map[uint32]int64) {
-	var items []index.KV
-	if l.sorted {
-		items = mergeBase(l.base, mergeDeltas(l.deltas))
-	} else {
+	records := len(l.base)
+	for _, d := range l.deltas {
+		records += len(d.kv)
+	}
+	return l.buildIn(max(1, min(runtime.GOMAXPROCS(0), loadRangesMax, records/loadRangeMin)))
+}
+
+func (l *chainLoad) buildIn(ranges int) (*index.Ordered[index.KV], int64, map[uint32]int64) {
+	runs := make([]loadRun, 0, 1+len(l.deltas))
+	runs = append(runs, loadRun{kv: l.base})
+	runs = append(runs, l.deltas...)
+	items, ok := mergeRanges(runs, ranges)
+	if !ok {
 		items = l.byInserts()
 	}
 	var live int64
@@ -52,20 +93,18 @@ func (l *chainLoad) build() (*index.Ordered[index.KV], int64, map[uint32]int64) 
 }
 
 // byInserts applies the chain record by record, as an open did before the
-// sorted build, for a base whose records are out of order (overlapping
-// parts, which no checkpoint writes): a later record wins. It returns the
-// result in key order.
+// sorted build: a later record wins. It returns the result in key order.
 func (l *chainLoad) byInserts() []index.KV {
 	tree := index.NewKeySpace()
 	for _, it := range l.base {
 		tree.Put(it)
 	}
 	for _, d := range l.deltas {
-		for _, r := range d {
-			if r.tombstone {
-				tree.Delete(r.kv)
+		for i, kv := range d.kv {
+			if d.tombstone(i) {
+				tree.Delete(kv)
 			} else {
-				tree.Put(r.kv)
+				tree.Put(kv)
 			}
 		}
 	}
@@ -74,78 +113,178 @@ func (l *chainLoad) byInserts() []index.KV {
 	return out
 }
 
-// mergeDeltas merges the deltas' runs, oldest first, into one run in key
-// order: the newest record of each key, tombstones included.
-func mergeDeltas(runs [][]chainRec) []chainRec {
-	if len(runs) == 0 {
+// mergeRanges merges runs (oldest first) in up to ranges pieces of the key
+// space at once. It returns false if a run is out of order.
+func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
+	total := 0
+	for _, r := range runs {
+		total += len(r.kv)
+	}
+	cuts := splitKeys(runs, ranges)
+	// bounds[j][r] is where range j starts in run r.
+	bounds := make([][]int, len(cuts)+2)
+	bounds[0] = make([]int, len(runs))
+	for j, cut := range cuts {
+		bounds[j+1] = make([]int, len(runs))
+		for r, run := range runs {
+			bounds[j+1][r], _ = slices.BinarySearchFunc(run.kv, cut, func(kv index.KV, k []byte) int {
+				return bytes.Compare(kv.Key(), k)
+			})
+		}
+	}
+	last := make([]int, len(runs))
+	for r, run := range runs {
+		last[r] = len(run.kv)
+	}
+	bounds[len(cuts)+1] = last
+	out := make([]index.KV, total)
+	n := make([]int, len(cuts)+1)
+	ok := make([]bool, len(cuts)+1)
+	var wg sync.WaitGroup
+	for j := range len(cuts) + 1 {
+		at := 0
+		for r := range runs {
+			at += bounds[j][r]
+		}
+		wg.Go(func() {
+			dst := out[at:]
+			ok[j] = mergeRuns(runs, bounds[j], bounds[j+1], func(kv index.KV, tombstone bool) {
+				if !tombstone {
+					dst[n[j]] = kv
+					n[j]++
+				}
+			})
+		})
+	}
+	wg.Wait()
+	w := 0
+	for j := range n {
+		if !ok[j] {
+			return nil, false
+		}
+		at := 0
+		for r := range runs {
+			at += bounds[j][r]
+		}
+		w += copy(out[w:], out[at:at+n[j]])
+	}
+	clear(out[w:]) // no stale pointers for the collector to keep
+	return out[:w], true
+}
+
+// splitKeys returns up to ranges-1 increasing keys that cut the largest run
+// into equal pieces.
+func splitKeys(runs []loadRun, ranges int) [][]byte {
+	largest := 0
+	for r := range runs {
+		if len(runs[r].kv) > len(runs[largest].kv) {
+			largest = r
+		}
+	}
+	kv := runs[largest].kv
+	if len(kv) < ranges {
 		return nil
 	}
-	for len(runs) > 1 {
-		next := make([][]chainRec, 0, (len(runs)+1)/2)
-		for i := 0; i+1 < len(runs); i += 2 {
-			next = append(next, mergeTwo(runs[i], runs[i+1]))
+	var cuts [][]byte
+	for j := 1; j < ranges; j++ {
+		k := kv[j*len(kv)/ranges].Key()
+		if len(k) == 0 || (len(cuts) > 0 && bytes.Compare(k, cuts[len(cuts)-1]) <= 0) {
+			continue // a tiny run, or a run out of order: fewer ranges
 		}
-		if len(runs)%2 == 1 {
-			next = append(next, runs[len(runs)-1])
-		}
-		runs = next
+		cuts = append(cuts, k)
 	}
-	return runs[0]
+	return cuts
 }
 
-// mergeTwo merges two runs in key order, newer's record winning a key
-// both hold.
-func mergeTwo(older, newer []chainRec) []chainRec {
-	out := make([]chainRec, 0, len(older)+len(newer))
-	i, j := 0, 0
-	for i < len(older) && j < len(newer) {
-		switch c := bytes.Compare(older[i].kv.Key(), newer[j].kv.Key()); {
-		case c < 0:
-			out = append(out, older[i])
-			i++
-		case c > 0:
-			out = append(out, newer[j])
-			j++
-		default:
-			out = append(out, newer[j])
-			i++
-			j++
+// mergeRuns merges runs[r][from[r]:to[r]] for every r, newest run winning
+// a key several hold, passing each winner to emit in key order; it returns
+// false if a run is out of order.
+func mergeRuns(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone bool)) bool {
+	t := newLoserTree(runs, from, to)
+	var prev []byte
+	prevRun, havePrev := 0, false
+	for {
+		w := t.winner()
+		if w < 0 {
+			return true
 		}
+		pos := t.pos[w]
+		kv := runs[w].kv[pos]
+		t.advance(w)
+		if havePrev {
+			switch c := bytes.Compare(kv.Key(), prev); {
+			case c < 0, c == 0 && w == prevRun:
+				return false
+			case c == 0:
+				continue // an older record of the key just decided
+			}
+		}
+		prev, prevRun, havePrev = kv.Key(), w, true
+		emit(kv, runs[w].tombstone(pos))
 	}
-	out = append(out, older[i:]...)
-	return append(out, newer[j:]...)
 }
 
-// mergeBase merges the base's items with the deltas' run: a delta's record
-// replaces the base's, a tombstone removes it.
-func mergeBase(base []index.KV, deltas []chainRec) []index.KV {
-	if len(deltas) == 0 {
-		return base
+// loserTree is a tournament over the runs' heads: each inner node holds the
+// run that lost there, node 0 the overall winner — the least key, the newest
+// run among equal keys. Replacing the winner's head replays one path.
+type loserTree struct {
+	runs []loadRun
+	pos  []int // each run's head
+	end  []int
+	node []int // node[0]: winner; node[i], i ≥ 1: loser at inner node i
+}
+
+func newLoserTree(runs []loadRun, from, to []int) *loserTree {
+	t := &loserTree{runs: runs, pos: slices.Clone(from), end: to, node: make([]int, len(runs))}
+	t.node[0] = t.play(1)
+	return t
+}
+
+// play fills the subtree under inner node i and returns its winner (leaves
+// are nodes len(runs)…2·len(runs)-1).
+func (t *loserTree) play(i int) int {
+	k := len(t.runs)
+	if i >= k {
+		return i - k
 	}
-	out := make([]index.KV, 0, len(base)+len(deltas))
-	i, j := 0, 0
-	for i < len(base) || j < len(deltas) {
-		c := 0
-		switch {
-		case j == len(deltas):
-			c = -1
-		case i == len(base):
-			c = 1
-		default:
-			c = bytes.Compare(base[i].Key(), deltas[j].kv.Key())
-		}
-		if c < 0 {
-			out = append(out, base[i])
-			i++
-			continue
-		}
-		if !deltas[j].tombstone {
-			out = append(out, deltas[j].kv)
-		}
-		if c == 0 {
-			i++
-		}
-		j++
+	a, b := t.play(2*i), t.play(2*i+1)
+	if t.before(a, b) {
+		t.node[i] = b
+		return a
 	}
-	return out
+	t.node[i] = a
+	return b
+}
+
+// before reports whether run a's head comes before run b's: an exhausted
+// run comes last, equal keys go newest first.
+func (t *loserTree) before(a, b int) bool {
+	if t.pos[b] == t.end[b] {
+		return t.pos[a] != t.end[a]
+	}
+	if t.pos[a] == t.end[a] {
+		return false
+	}
+	c := bytes.Compare(t.runs[a].kv[t.pos[a]].Key(), t.runs[b].kv[t.pos[b]].Key())
+	return c < 0 || (c == 0 && a > b)
+}
+
+// winner is the run holding the next record, or -1 when every run is done.
+func (t *loserTree) winner() int {
+	w := t.node[0]
+	if t.pos[w] == t.end[w] {
+		return -1
+	}
+	return w
+}
+
+// advance moves run w past its head and replays w's path to the root.
+func (t *loserTree) advance(w int) {
+	t.pos[w]++
+	for i := (w + len(t.runs)) / 2; i > 0; i /= 2 {
+		if t.before(t.node[i], w) {
+			t.node[i], w = w, t.node[i]
+		}
+	}
+	t.node[0] = w
 }

@@ -9,51 +9,116 @@ import (
 	"github.com/idemdb/idem/index"
 )
 
-// TestChainLoad_TheSortedMergeEqualsApplyingEveryRecordInOrder: for random
-// chains — a base and up to nine deltas of puts and tombstones, some over
-// keys the base lacks — the merged build holds exactly what inserting and
-// deleting record by record, oldest first, leaves: the same keys, each with
-// the newest record's value and version.
-func TestChainLoad_TheSortedMergeEqualsApplyingEveryRecordInOrder(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seedFor(t), 7))
-	kv := func(k string, ver uint64) index.KV {
-		buf := []byte(k + fmt.Sprintf("=v%d", ver))
-		return index.PackedKV(buf, len(k), ver)
+func chainKV(k string, ver uint64) index.KV {
+	buf := []byte(k + fmt.Sprintf("=v%d", ver))
+	return index.PackedKV(buf, len(k), ver)
+}
+
+// randomChain is a base and up to maxDeltas deltas of puts and tombstones
+// over keys k0000…, some of them keys the base lacks.
+func randomChain(rng *rand.Rand, maxDeltas int) *chainLoad {
+	keys := 1 + rng.IntN(300)
+	var base []index.KV
+	ver := uint64(1)
+	for i := range keys {
+		if rng.IntN(3) > 0 {
+			base = append(base, chainKV(fmt.Sprintf("k%04d", i), ver))
+			ver++
+		}
 	}
-	for round := range 200 {
-		keys := 1 + rng.IntN(300)
-		var base []index.KV
-		ver := uint64(1)
-		for i := range keys {
-			if rng.IntN(3) > 0 {
-				base = append(base, kv(fmt.Sprintf("k%04d", i), ver))
+	l := &chainLoad{base: base}
+	for range rng.IntN(maxDeltas + 1) {
+		var run loadRun
+		for i := range keys + 20 {
+			switch rng.IntN(6) {
+			case 0:
+				run.add(index.Probe([]byte(fmt.Sprintf("k%04d", i))), true)
+			case 1:
+				run.add(chainKV(fmt.Sprintf("k%04d", i), ver), false)
 				ver++
 			}
 		}
-		var deltas [][]chainRec
-		for range rng.IntN(10) {
-			var run []chainRec
-			for i := range keys + 20 {
-				switch rng.IntN(6) {
-				case 0:
-					run = append(run, chainRec{kv: index.Probe([]byte(fmt.Sprintf("k%04d", i))), tombstone: true})
-				case 1:
-					run = append(run, chainRec{kv: kv(fmt.Sprintf("k%04d", i), ver)})
-					ver++
-				}
-			}
-			deltas = append(deltas, run)
+		l.deltas = append(l.deltas, run)
+	}
+	return l
+}
+
+func holding(tree *index.Ordered[index.KV]) []string {
+	var out []string
+	tree.AscendAll(func(it index.KV) bool {
+		out = append(out, fmt.Sprintf("%s@%d", it.Value(), it.Version))
+		return true
+	})
+	return out
+}
+
+// TestChainLoad_TheSortedMergeEqualsApplyingEveryRecordInOrder: for random
+// chains — a base and up to 70 deltas (more than CheckpointDeltasMax) of
+// puts and tombstones — the merged build, in any number of ranges at once,
+// holds exactly what inserting and deleting record by record, oldest first,
+// leaves: the same keys, each with the newest record's value and version.
+func TestChainLoad_TheSortedMergeEqualsApplyingEveryRecordInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t), 7))
+	for round := range 300 {
+		l := randomChain(rng, []int{0, 1, 9, 70}[round%4])
+		want := l.byInserts()
+		var wantLive int64
+		for _, it := range want {
+			wantLive += recordBytes(len(it.Key()), len(it.Value()))
 		}
-		sorted := &chainLoad{base: base, sorted: true, deltas: deltas}
-		inserts := &chainLoad{base: base, sorted: false, deltas: deltas}
-		got, gotLive, _ := sorted.build()
-		want, wantLive, _ := inserts.build()
-		var g, w []string
-		got.AscendAll(func(it index.KV) bool { g = append(g, fmt.Sprintf("%s@%d", it.Value(), it.Version)); return true })
-		want.AscendAll(func(it index.KV) bool { w = append(w, fmt.Sprintf("%s@%d", it.Value(), it.Version)); return true })
-		if !slices.Equal(g, w) || gotLive != wantLive {
-			t.Fatalf("round %d: the merged build holds %d items (live %d), record by record %d (live %d)\nmerged %v\nwant   %v",
-				round, len(g), gotLive, len(w), wantLive, g, w)
+		w := holding(index.NewSortedKeySpace(want))
+		for _, ranges := range []int{1, 2, 3, 8} {
+			got, gotLive, _ := l.buildIn(ranges)
+			if g := holding(got); !slices.Equal(g, w) || gotLive != wantLive {
+				t.Fatalf("round %d, %d ranges, %d deltas: the merged build holds %d items (live %d), record by record %d (live %d)\nmerged %v\nwant   %v",
+					round, ranges, len(l.deltas), len(g), gotLive, len(w), wantLive, g, w)
+			}
 		}
 	}
+}
+
+// TestChainLoad_ARunOutOfOrderFallsBackToInserts: a run whose keys do not
+// increase is no input for a sorted build. A descent is always noticed, in
+// any range, and the build applies the records one by one instead, a later
+// record winning. A key twice in one run is noticed too, unless a newer
+// run's record of the key decides it anyway: either way the build holds
+// what applying every record in order leaves.
+func TestChainLoad_ARunOutOfOrderFallsBackToInserts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t), 11))
+	for round := range 200 {
+		l := randomChain(rng, 4)
+		// Swap two records of one run, or repeat one.
+		runs := append([]*[]index.KV{&l.base}, nil)
+		for i := range l.deltas {
+			runs = append(runs, &l.deltas[i].kv)
+		}
+		runs = slices.DeleteFunc(runs, func(r *[]index.KV) bool { return r == nil || len(*r) < 2 })
+		if len(runs) == 0 {
+			continue
+		}
+		r := *runs[rng.IntN(len(runs))]
+		i := rng.IntN(len(r) - 1)
+		j := i + 1 + rng.IntN(len(r)-i-1)
+		descent := rng.IntN(2) == 0
+		if descent {
+			r[i], r[j] = r[j], r[i]
+		} else {
+			r[j] = chainKV(string(r[i].Key()), r[j].Version)
+		}
+		w := holding(index.NewSortedKeySpace(l.byInserts()))
+		for _, ranges := range []int{1, 2, 5} {
+			run := loadRunsOf(l)
+			if _, ok := mergeRanges(run, ranges); ok && descent {
+				t.Fatalf("round %d, %d ranges: a run out of order was merged as if sorted", round, ranges)
+			}
+			got, _, _ := l.buildIn(ranges)
+			if g := holding(got); !slices.Equal(g, w) {
+				t.Fatalf("round %d, %d ranges: the fallback holds %v, record by record %v", round, ranges, g, w)
+			}
+		}
+	}
+}
+
+func loadRunsOf(l *chainLoad) []loadRun {
+	return append([]loadRun{{kv: l.base}}, l.deltas...)
 }

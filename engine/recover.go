@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/vfs"
@@ -181,18 +183,15 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 			}
 			continue
 		}
-		good := 0
-		for _, d := range c.deltas {
-			if err := db.loadDelta(load, d); err != nil {
-				if !errors.Is(err, errCheckpointDamaged) {
-					return 0, false, err
-				}
-				db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", err)
-				tried = append(tried, d.name+" ("+err.Error()+")")
-				damaged = append(damaged, d.name)
-				break
+		good, err := db.loadDeltas(load, c.deltas)
+		if err != nil {
+			if !errors.Is(err, errCheckpointDamaged) {
+				return 0, false, err
 			}
-			good++
+			d := c.deltas[good]
+			db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", err)
+			tried = append(tried, d.name+" ("+err.Error()+")")
+			damaged = append(damaged, d.name)
 		}
 		c.deltas = c.deltas[:good]
 		if uint64(c.tip())+1 < logFirst {
@@ -226,33 +225,55 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	return tip, len(tried) > 0, nil
 }
 
-// loadDelta validates the delta d and adds its records to the chain's
-// load.
-func (db *DB) loadDelta(load *chainLoad, d deltaMeta) error {
+// loadDeltas reads and decodes the deltas ds, as many at once as there
+// are processors (each is independent of the others), and adds to the
+// chain's load those before the first that does not load: their number,
+// and that one's error.
+func (db *DB) loadDeltas(load *chainLoad, ds []deltaMeta) (int, error) {
+	runs := make([]loadRun, len(ds))
+	errs := make([]error, len(ds))
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			runs[i], errs[i] = db.loadDelta(d)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			load.deltas = append(load.deltas, runs[:i]...)
+			return i, err
+		}
+	}
+	load.deltas = append(load.deltas, runs...)
+	return len(ds), nil
+}
+
+// loadDelta validates the delta d and returns its records, which alias
+// the file's image as a part's do.
+func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
 	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, d.name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
+		return loadRun{}, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
 	}
 	if err != nil {
-		return err
+		return loadRun{}, err
 	}
-	if err := decodeDelta(data, d, nil); err != nil {
-		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
-	}
-	run := make([]chainRec, 0, min(d.count, loadPreallocMax))
+	run := loadRun{kv: make([]index.KV, 0, min(d.count, loadPreallocMax))}
 	err = decodeDelta(data, d, func(k, v []byte, ver Version, tombstone, indirect bool) {
 		if tombstone {
-			run = append(run, chainRec{kv: index.Probe(k), tombstone: true})
+			run.add(index.Probe(k), true)
 			return
 		}
-		// Records alias data, as a part's do.
-		run = append(run, chainRec{kv: loadedKV(k, v, ver, indirect)})
+		run.add(loadedKV(k, v, ver, indirect), false)
 	})
 	if err != nil {
-		return err
+		return loadRun{}, fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
 	}
-	load.deltas = append(load.deltas, run)
-	return nil
+	return run, nil
 }
 
 // resume makes g, an incomplete checkpoint, the one the next Checkpoint
@@ -328,30 +349,68 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 // (chainLoad.build) makes the tree once the deltas are read.
 func (db *DB) loadGeneration(g generation) (*chainLoad, error) {
 	var total uint64
+	legacy := false
 	for _, p := range g.parts {
 		total += p.count
+		legacy = legacy || p.legacy
 	}
-	items := make([]index.KV, 0, min(total, loadPreallocMax))
 	applied := g.v0
 	for _, p := range g.parts {
-		data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
+		applied = max(applied, p.version)
+	}
+	if legacy || total > loadPreallocMax {
+		items := make([]index.KV, 0, min(total, loadPreallocMax))
+		for _, p := range g.parts {
+			err := db.decodePartFile(p, func(kv index.KV) { items = append(items, kv) })
+			if err != nil {
+				return nil, err
+			}
 		}
+		db.applied = applied
+		return &chainLoad{base: items}, nil
+	}
+	// The parts are independent files with exact counts: each decodes into
+	// its own stretch of the base, as many at once as there are processors.
+	items := make([]index.KV, total)
+	errs := make([]error, len(g.parts))
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	at := 0
+	for i, p := range g.parts {
+		dst := items[at : at+int(p.count)]
+		at += int(p.count)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			n := 0
+			errs[i] = db.decodePartFile(p, func(kv index.KV) { dst[n] = kv; n++ })
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		err = decodePart(data, p, func(k, v []byte, ver Version, indirect bool) {
-			// Records alias data: one allocation holds the whole part.
-			items = append(items, loadedKV(k, v, ver, indirect))
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
-		}
-		applied = max(applied, p.version)
 	}
 	db.applied = applied
-	return &chainLoad{base: items, sorted: index.SortedKV(items)}, nil
+	return &chainLoad{base: items}, nil
+}
+
+// decodePartFile reads the part p and passes each record to fn, as an
+// item aliasing the file's image: one allocation holds the whole part.
+func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
+	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
+	}
+	if err != nil {
+		return err
+	}
+	err = decodePart(data, p, func(k, v []byte, ver Version, indirect bool) { fn(loadedKV(k, v, ver, indirect)) })
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
+	}
+	return nil
 }
 
 // loadPreallocMax bounds the slice of a generation's records reserved
