@@ -35,13 +35,13 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	b, err := table.DecodeBatch(body)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	tbl := r.PathValue("table")
 	if !keyed {
+		b, err := table.DecodeBatch(body)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		res, err := s.svc.ExecuteFast(r.Context(), principalOf(r.Context()), tbl, b)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -58,7 +58,28 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	principal := principalOf(r.Context())
-	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent}
+	answer := func(ans receipt.Answer) {
+		if asked {
+			// The wait granted, which -wait-max may have cut, on every
+			// answer to a request that asked: an answer that came sooner
+			// was still given under that bound.
+			hs.set(w.Header(), "Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+		}
+		s.metrics.keyed(ans)
+		writeAnswerWith(w, hs, ans)
+	}
+	// The same bytes as the receipt's request replay without a decode.
+	digest := receipt.BodyDigest(body)
+	if ans, ok := s.svc.ReplayVerbatim(r.Context(), principal, tbl, key, firstSent, digest); ok {
+		answer(ans)
+		return
+	}
+	b, err := table.DecodeBatch(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent, BodyDigest: digest}
 	forwarding := s.mayForward(r)
 	if forwarding {
 		// Learn first, without waiting, whether another node holds the
@@ -86,14 +107,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	if ans.Code == code.Unavailable {
 		s.noteUnavailable(s.health())
 	}
-	if asked {
-		// The wait granted, which -wait-max may have cut, on every answer
-		// to a request that asked: an answer that came sooner was still
-		// given under that bound.
-		hs.set(w.Header(), "Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
-	}
-	s.metrics.keyed(ans)
-	writeAnswerWith(w, hs, ans)
+	answer(ans)
 }
 
 // headerFirstSent is Azure's Repeatability-First-Sent (an HTTP-date): when

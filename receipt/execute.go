@@ -27,6 +27,10 @@ type Request struct {
 	// (KeyMemory) finds no receipt and no tombstone for a reason it cannot
 	// tell — forgotten, or never sent — and is refused instead of run.
 	FirstSent time.Time
+	// BodyDigest is BodyDigest of the raw bytes Batch was decoded from,
+	// if it was: the receipt keeps it, so that a retry of the same bytes
+	// replays without being decoded (ReplayVerbatim). Nil: none.
+	BodyDigest []byte
 }
 
 // Execute runs the keyed flow of DESIGN §5: lookup, compare, replay or
@@ -93,7 +97,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 				return answerTooOld(id, req.FirstSent, l), nil
 			}
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests()}}
+				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}}
 			if plan == nil {
 				plan = s.planRequest(req)
 			}
@@ -154,6 +158,14 @@ func (l *lifecycle) promised(ans *Answer, a *attempt) {
 	if ans.Terminal && ans.Expiry == (Expiry{}) {
 		ans.Expiry = l.expiryOf(a.final)
 	}
+}
+
+// bodyDigestOf is req's body digest, if it is one.
+func bodyDigestOf(req Request) []byte {
+	if len(req.BodyDigest) != bodyDigestLen {
+		return nil
+	}
+	return req.BodyDigest
 }
 
 // invalid answers a request that is malformed on its own: 400, no

@@ -96,6 +96,10 @@ type Record struct {
 	// terminal envelope (resolve.go); the envelope's message says whether
 	// the operator's presumed abort decided it or a decision existed.
 	ResolvedBy string `cbor:"20,keyasint,omitempty"`
+	// BodyDigest is BodyDigest of the raw bytes the request came in, if
+	// it came in bytes (verbatim.go): a retry of the same bytes replays
+	// without being parsed. Kept once terminal, as Fingerprint is.
+	BodyDigest []byte `cbor:"21,keyasint,omitempty"`
 }
 
 // StoredEnvelope is the complete terminal answer (the transaction ID is the

@@ -1,0 +1,56 @@
+package receipt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"time"
+
+	"github.com/idemdb/idem/table"
+)
+
+// A retry usually sends the very bytes it sent before. A receipt made
+// from raw bytes (Request.BodyDigest) keeps their digest, and a retry whose
+// bytes have the same digest replays without being parsed, validated or
+// canonicalized: the decode of a batch is most of what a replay over HTTP
+// costs. Any other retry — other bytes for the same batch, a receipt made
+// without a digest, or from before digests — takes Execute's path, which
+// compares canonical fingerprints; so the digest only ever saves work, and
+// never decides a mismatch.
+
+// bodyDigestLen is the bytes of SHA-256 a receipt keeps: 128 bits, far
+// beyond any accidental collision. A deliberate one could only confuse the
+// principal that made it, whose key alone the receipt answers.
+const bodyDigestLen = 16
+
+// BodyDigest is the digest of a request's raw bytes (Request.BodyDigest).
+func BodyDigest(body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return sum[:bodyDigestLen]
+}
+
+// ReplayVerbatim answers a retry whose raw bytes digest to what the
+// terminal receipt of (principal, tbl, key) recorded: the stored envelope,
+// as Execute would replay it. ok=false — no receipt, one not terminal, or
+// other bytes — leaves the request to Execute, as does a request Execute
+// would refuse before any lookup (an invalid key or table name, or a
+// FirstSent in the future). The one difference: a batch that today's
+// limits would refuse replays the answer it was given when they allowed
+// it.
+func (s *Service) ReplayVerbatim(ctx context.Context, principal, tbl, key string, firstSent time.Time, digest []byte) (Answer, bool) {
+	if len(digest) != bodyDigestLen || !ValidKey(key) || !table.ValidTableName(tbl) ||
+		firstSent.After(s.clock.Now().Add(FirstSentSkewMax)) {
+		return Answer{}, false
+	}
+	id := Bind(principal, tbl, key)
+	rec, _, err := s.load(ctx, id)
+	if err != nil || rec.State != Terminal || !bytes.Equal(rec.BodyDigest, digest) ||
+		rec.Principal != principal || rec.Table != tbl || rec.Key != key {
+		return Answer{}, false
+	}
+	act := dispatch(found{exists: true, sameRequest: true, state: Terminal, refuses: s.refusesWrites() != nil})
+	if act != actReplay {
+		return Answer{}, false
+	}
+	return s.settledAnswer(act, id, rec, nil)
+}
