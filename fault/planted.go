@@ -37,6 +37,8 @@ const (
 	BugCanonDropsUpsert          = "bug/table-canon-drops-upsert"
 	// A damaged checkpoint is never loaded.
 	BugCkptIgnoresCRC = "bug/engine-ckpt-ignores-crc"
+	// A damaged value-log record is never served.
+	BugVlogIgnoresCRC = "bug/engine-vlog-ignores-crc"
 	// A session's commit is conditioned on the versions the session saw.
 	BugSessionCommitUnconditioned = "bug/receipt-session-commit-unconditioned"
 )

@@ -25,8 +25,15 @@ const (
 	faultZombieClean            // a paused cleaner comes back to delete after another took over
 	faultCkptDamage             // a power loss that damages the newest checkpoint
 	faultDebtClean              // the cleaner meets a receipt whose visibility debt outlived its retention
+	faultVlogDamage             // a terminal receipt's value-log record damaged under the running store, then restored
 	faultKinds
 )
+
+// faultsDrawn ends the kinds a schedule draws from its main stream: the
+// kinds added after them are placed by streams of their own (makeSchedule),
+// so that a new kind leaves the events every seed had where they were — a
+// seed's schedule only gains the new kind's events, on steps that had none.
+const faultsDrawn = faultVlogDamage
 
 // event is the fault of one step: its kind and the parameters drawn for it.
 type event struct {
@@ -104,6 +111,11 @@ var faultTable = [faultKinds]faultSpec{
 		show:   func(e event) string { return fmt.Sprintf("cleaner +%d", e.Other) },
 		arm:    (*scenario).debtClean,
 	},
+	faultVlogDamage: {name: "vlog-damage", once: true,
+		params: func(rng *rand.Rand, e *event) { e.Other = rng.IntN(keysMax) },
+		show:   func(e event) string { return fmt.Sprintf("pick %d", e.Other) },
+		disarm: (*scenario).damageValueLog,
+	},
 }
 
 func drawP(from, span float64) func(*rand.Rand, *event) {
@@ -170,17 +182,14 @@ func (sc *scenario) cleanToCrash(e *event) {
 func (c Config) inducedKeys() int { return keysMax - c.Keys }
 
 // makeSchedule derives a scenario's fault schedule from its seed alone:
-// the same seed always yields the same schedule.
+// the same seed always yields the same schedule. The main stream draws, for
+// each step, whether it has a fault and which of the kinds before
+// faultsDrawn; each later kind has a stream of its own, which places it on
+// the steps still without a fault at the rate every drawn kind has.
 func makeSchedule(cfg Config) []event {
-	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5ced))
 	out := make([]event, cfg.Steps)
 	induced, used := 0, map[faultKind]bool{}
-	for i := range out {
-		if rng.Float64() >= cfg.FaultRate {
-			continue
-		}
-		e := event{Node: rng.IntN(cfg.nodes())}
-		e.Kind = faultKind(1 + rng.IntN(int(faultKinds)-1))
+	place := func(rng *rand.Rand, e event) event {
 		spec := faultTable[e.Kind]
 		if spec.params != nil {
 			spec.params(rng, &e)
@@ -197,7 +206,29 @@ func makeSchedule(cfg Config) []event {
 			induced++
 		}
 		used[e.Kind] = true
-		out[i] = e
+		return e
+	}
+	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5ced))
+	for i := range out {
+		if rng.Float64() >= cfg.FaultRate {
+			continue
+		}
+		e := event{Node: rng.IntN(cfg.nodes())}
+		e.Kind = faultKind(1 + rng.IntN(int(faultsDrawn)-1))
+		out[i] = place(rng, e)
+	}
+	p := cfg.FaultRate / float64(faultsDrawn-1) // a drawn kind's rate per step
+	if cfg.FaultRate < 1 {
+		p /= 1 - cfg.FaultRate // on the steps without a fault
+	}
+	for k := faultsDrawn; k < faultKinds; k++ {
+		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5ced+uint64(k)))
+		for i := range out {
+			if rng.Float64() >= p || out[i].Kind != faultNone {
+				continue
+			}
+			out[i] = place(rng, event{Kind: k, Node: rng.IntN(cfg.nodes())})
+		}
 	}
 	return out
 }

@@ -126,6 +126,9 @@ type scenario struct {
 	sessions    []*sessionRun
 	markerReads []markerRead
 	sessLog     []string // session calls other than commits, and their answers
+	// damaged is the key whose value vlog-damage damaged while the damage
+	// lasts (nil: none): the harness's own scans go around it.
+	damaged []byte
 
 	mu         sync.Mutex // clients report concurrently
 	ops        int

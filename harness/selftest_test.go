@@ -34,10 +34,10 @@ var plantedBugs = []struct {
 	{fault.BugTerminalUnfenced, []int64{1, 5}},
 	{fault.BugRenewUnfenced, []int64{1, 5}},
 	{fault.BugAdoptKeepsEpoch, []int64{1, 6}},
-	{fault.BugCleanUnfenced, []int64{1, 3}},
+	{fault.BugCleanUnfenced, []int64{3, 5}},
 	// Debt pins a receipt: the auditor and the durable checks of a clean
 	// (seeds with deferred resolution).
-	{fault.BugCleanIgnoresDebt, []int64{15, 6}},
+	{fault.BugCleanIgnoresDebt, []int64{3, 6}},
 	{fault.BugCleanIgnoresVisibilityDebt, []int64{3, 6}},
 	// Tombstones: the auditor (a cleanup without its tombstone), the
 	// invariants (a spent generation's marker and increments).
@@ -45,6 +45,8 @@ var plantedBugs = []struct {
 	{fault.BugExpiredReexecutes, []int64{3, 6}},
 	// A damaged checkpoint (ckpt-damage).
 	{fault.BugCkptIgnoresCRC, []int64{2, 5}},
+	// A damaged value-log record (vlog-damage).
+	{fault.BugVlogIgnoresCRC, []int64{1, 2}},
 	// Sessions: a commit conditioned on nothing it saw overwrites what
 	// others wrote meanwhile (the docs model, the counters).
 	{fault.BugSessionCommitUnconditioned, []int64{1, 2}},

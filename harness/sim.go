@@ -45,6 +45,7 @@ type sim struct {
 	timers []*timer // pending timers of the nodes' clock
 	seq    uint64   // arrival order (the last tie-breaker)
 	drain  bool     // tearing down: the gate lets everything through
+	held   bool     // the nodes' timers wait (hold)
 	served int64    // decisions taken
 }
 
@@ -160,7 +161,7 @@ func (s *sim) next() bool {
 		}
 	}
 	for i, t := range s.timers {
-		if !t.at.After(now) {
+		if !s.held && !t.at.After(now) {
 			due = append(due, event{t.at, t.label, t.seq, -1, i})
 		}
 	}
@@ -203,11 +204,22 @@ func (s *sim) nextAt() (time.Time, bool) {
 		}
 	}
 	for _, t := range s.timers {
-		if !ok || t.at.Before(at) {
+		if !s.held && (!ok || t.at.Before(at)) {
 			at, ok = t.at, true
 		}
 	}
 	return at, ok
+}
+
+// hold keeps the nodes' timers from firing (on) or lets them fire again,
+// those that fell due meanwhile at once: while held, only store calls are
+// served, so an actor the harness runs with nothing else in flight
+// (settle) is the only one that acts — the store after it shows what it
+// did and nothing else.
+func (s *sim) hold(on bool) {
+	s.mu.Lock()
+	s.held = on
+	s.mu.Unlock()
 }
 
 // run drives the bubble until done reports true (checked whenever

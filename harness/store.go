@@ -1,9 +1,9 @@
 // Package harness drives Idem through seeded fault schedules — crashes at
 // catalog failpoints, lease expiry, paused zombies that come back to write,
 // transient and ambiguous store errors, bare decision conflicts, damaged
-// checkpoints — records every client operation as a porcupine history,
-// and checks it for linearizability against models of exactly-once keyed
-// batches, interactive sessions' commits (session.go) and document reads,
+// checkpoints and value-log records — records every client operation as a
+// porcupine history, and checks it for linearizability against models of
+// exactly-once keyed batches, interactive sessions' commits (session.go) and document reads,
 // audits every write a stale owner lands, and checks the store's
 // invariants once the system is stable. A scenario runs
 // in a testing/synctest bubble under one scheduler (sim.go), so a seed

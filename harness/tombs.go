@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -106,7 +107,15 @@ func (sc *scenario) newGenerations() {
 		if !sc.sent[k] {
 			continue
 		}
-		if _, err := sc.cl.db.Get(context.Background(), receiptKey(k)); err != nil {
+		_, err := sc.cl.db.Get(context.Background(), receiptKey(k))
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+			// Not gone: unreadable (a receipt vlog-damage damaged).
+			if !bytes.Equal(receiptKey(k), sc.damaged) {
+				sc.violate(fmt.Sprintf("read the receipt of key %d: %v", k, err))
+			}
+			continue
+		}
+		if err != nil {
 			kg := keyGen{k, sc.gens[k]}
 			sc.gens[k]++
 			sc.sent[k] = false

@@ -74,6 +74,13 @@ func (sc *scenario) doBatchWait(ctx context.Context, cl *client, n *node, k int,
 // sendBatch is doBatchWait, and with resend — for a key whose tombstone
 // lasts — the batch of the generation that tombstone stands for.
 func (sc *scenario) sendBatch(ctx context.Context, cl *client, n *node, k int, wait time.Duration, resend bool) bool {
+	_, err := sc.batchOp(ctx, cl, n, k, wait, resend)
+	return errors.Is(err, fault.ErrInjected)
+}
+
+// batchOp is sendBatch's operation, recorded: it returns the answer and
+// the error.
+func (sc *scenario) batchOp(ctx context.Context, cl *client, n *node, k int, wait time.Duration, resend bool) (receipt.Answer, error) {
 	gen, tomb := sc.gens[k], sc.tombs[k]
 	batchGen := gen
 	if resend = resend && tomb != nil; resend {
@@ -106,7 +113,7 @@ func (sc *scenario) sendBatch(ctx context.Context, cl *client, n *node, k int, w
 	if out.Class == outUnknown {
 		cl.id = sc.rec.newClient()
 	}
-	return errors.Is(err, fault.ErrInjected)
+	return ans, err
 }
 
 // doRead reads counter d (table u's when d >= Config.Docs) through node

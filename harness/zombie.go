@@ -489,19 +489,7 @@ func damageNewestCheckpoint(fs vfs.FS) string {
 
 // everything reads the whole store.
 func (sc *scenario) everything() ([]engine.Item, error) {
-	var out []engine.Item
-	start, end := []byte{}, []byte{0xff}
-	for {
-		items, err := sc.cl.db.Scan(context.Background(), start, end, engine.ScanLimitMax)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-		if len(items) < engine.ScanLimitMax {
-			return out, nil
-		}
-		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
-	}
+	return sc.scanRange([]byte{}, []byte{0xff}, nil)
 }
 
 // diffItems describes the first differences between two reads of the
