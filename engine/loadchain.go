@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"runtime"
 	"slices"
 	"sync"
@@ -147,13 +148,14 @@ func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
 			at += bounds[j][r]
 		}
 		wg.Go(func() {
-			dst := out[at:]
+			dst, written := out[at:], 0 // a local count: n[j] shares a cache line
 			ok[j] = mergeRuns(runs, bounds[j], bounds[j+1], func(kv index.KV, tombstone bool) {
 				if !tombstone {
-					dst[n[j]] = kv
-					n[j]++
+					dst[written] = kv
+					written++
 				}
 			})
+			n[j] = written
 		})
 	}
 	wg.Wait()
@@ -201,26 +203,25 @@ func splitKeys(runs []loadRun, ranges int) [][]byte {
 // false if a run is out of order.
 func mergeRuns(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone bool)) bool {
 	t := newLoserTree(runs, from, to)
-	var prev []byte
-	prevRun, havePrev := 0, false
+	var prev head
+	prevRun := 0
 	for {
 		w := t.winner()
 		if w < 0 {
 			return true
 		}
-		pos := t.pos[w]
-		kv := runs[w].kv[pos]
+		pos, h := t.pos[w], t.heads[w]
 		t.advance(w)
-		if havePrev {
-			switch c := bytes.Compare(kv.Key(), prev); {
+		if prev.key != nil {
+			switch c := compareHeads(&h, &prev); {
 			case c < 0, c == 0 && w == prevRun:
 				return false
 			case c == 0:
 				continue // an older record of the key just decided
 			}
 		}
-		prev, prevRun, havePrev = kv.Key(), w, true
-		emit(kv, runs[w].tombstone(pos))
+		prev, prevRun = h, w
+		emit(runs[w].kv[pos], runs[w].tombstone(pos))
 	}
 }
 
@@ -228,16 +229,58 @@ func mergeRuns(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone 
 // run that lost there, node 0 the overall winner — the least key, the newest
 // run among equal keys. Replacing the winner's head replays one path.
 type loserTree struct {
-	runs []loadRun
-	pos  []int // each run's head
-	end  []int
-	node []int // node[0]: winner; node[i], i ≥ 1: loser at inner node i
+	runs  []loadRun
+	pos   []int // each run's head
+	end   []int
+	heads []head
+	node  []int // node[0]: winner; node[i], i ≥ 1: loser at inner node i
+}
+
+// head is a run's head key and its first headWords·8 bytes as big-endian
+// words, zero-padded: words that differ order the keys as their bytes do
+// (a key's zero padding sorts before any byte a longer key has there), so
+// most comparisons are of integers, and only keys that share their first
+// 24 bytes are compared byte by byte. (Receipts' keys differ in their
+// second word, retention entries' in their third.)
+type head struct {
+	w   [headWords]uint64
+	key []byte // nil: the run is done
+}
+
+const headWords = 3
+
+func headOf(key []byte) head {
+	h := head{key: key}
+	if len(key) >= 8*headWords {
+		for i := range h.w {
+			h.w[i] = binary.BigEndian.Uint64(key[8*i:])
+		}
+		return h
+	}
+	var pad [8 * headWords]byte
+	copy(pad[:], key)
+	for i := range h.w {
+		h.w[i] = binary.BigEndian.Uint64(pad[8*i:])
+	}
+	return h
 }
 
 func newLoserTree(runs []loadRun, from, to []int) *loserTree {
-	t := &loserTree{runs: runs, pos: slices.Clone(from), end: to, node: make([]int, len(runs))}
+	t := &loserTree{runs: runs, pos: slices.Clone(from), end: to, heads: make([]head, len(runs)), node: make([]int, len(runs))}
+	for r := range runs {
+		t.load(r)
+	}
 	t.node[0] = t.play(1)
 	return t
+}
+
+// load sets run r's head from its position.
+func (t *loserTree) load(r int) {
+	if t.pos[r] == t.end[r] {
+		t.heads[r] = head{}
+		return
+	}
+	t.heads[r] = headOf(t.runs[r].kv[t.pos[r]].Key())
 }
 
 // play fills the subtree under inner node i and returns its winner (leaves
@@ -256,23 +299,37 @@ func (t *loserTree) play(i int) int {
 	return b
 }
 
-// before reports whether run a's head comes before run b's: an exhausted
-// run comes last, equal keys go newest first.
+// before reports whether run a's head comes before run b's: a finished run
+// comes last, equal keys go newest first.
 func (t *loserTree) before(a, b int) bool {
-	if t.pos[b] == t.end[b] {
-		return t.pos[a] != t.end[a]
+	ha, hb := &t.heads[a], &t.heads[b]
+	if hb.key == nil {
+		return ha.key != nil
 	}
-	if t.pos[a] == t.end[a] {
+	if ha.key == nil {
 		return false
 	}
-	c := bytes.Compare(t.runs[a].kv[t.pos[a]].Key(), t.runs[b].kv[t.pos[b]].Key())
+	c := compareHeads(ha, hb)
 	return c < 0 || (c == 0 && a > b)
+}
+
+// compareHeads orders two heads' keys, as bytes.Compare does.
+func compareHeads(a, b *head) int {
+	for i := range a.w {
+		if a.w[i] != b.w[i] {
+			if a.w[i] < b.w[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return bytes.Compare(a.key, b.key)
 }
 
 // winner is the run holding the next record, or -1 when every run is done.
 func (t *loserTree) winner() int {
 	w := t.node[0]
-	if t.pos[w] == t.end[w] {
+	if t.heads[w].key == nil {
 		return -1
 	}
 	return w
@@ -281,6 +338,7 @@ func (t *loserTree) winner() int {
 // advance moves run w past its head and replays w's path to the root.
 func (t *loserTree) advance(w int) {
 	t.pos[w]++
+	t.load(w)
 	for i := (w + len(t.runs)) / 2; i > 0; i /= 2 {
 		if t.before(t.node[i], w) {
 			t.node[i], w = w, t.node[i]

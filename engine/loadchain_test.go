@@ -14,15 +14,25 @@ func chainKV(k string, ver uint64) index.KV {
 	return index.PackedKV(buf, len(k), ver)
 }
 
+// keyPrefixes make keys that differ in the first, second and third word
+// of the merge's heads (head), beyond them, and around zero bytes.
+var keyPrefixes = []string{"k", "rcpt/v1/", "exp/v1/0000000000000000176", "exp/v1/00000000000000001764000/", "x\x00", "\x00\x00"}
+
 // randomChain is a base and up to maxDeltas deltas of puts and tombstones
-// over keys k0000…, some of them keys the base lacks.
+// over keys <prefix>0000…, some of them keys the base lacks, and the same
+// keys with a zero byte or a one appended.
 func randomChain(rng *rand.Rand, maxDeltas int) *chainLoad {
+	prefix := keyPrefixes[rng.IntN(len(keyPrefixes))]
+	key := func(i int) string {
+		k := fmt.Sprintf("%s%04d", prefix, i/3)
+		return k + []string{"", "\x00", "\x01"}[i%3]
+	}
 	keys := 1 + rng.IntN(300)
 	var base []index.KV
 	ver := uint64(1)
 	for i := range keys {
 		if rng.IntN(3) > 0 {
-			base = append(base, chainKV(fmt.Sprintf("k%04d", i), ver))
+			base = append(base, chainKV(key(i), ver))
 			ver++
 		}
 	}
@@ -32,9 +42,9 @@ func randomChain(rng *rand.Rand, maxDeltas int) *chainLoad {
 		for i := range keys + 20 {
 			switch rng.IntN(6) {
 			case 0:
-				run.add(index.Probe([]byte(fmt.Sprintf("k%04d", i))), true)
+				run.add(index.Probe([]byte(key(i))), true)
 			case 1:
-				run.add(chainKV(fmt.Sprintf("k%04d", i), ver), false)
+				run.add(chainKV(key(i), ver), false)
 				ver++
 			}
 		}
@@ -68,6 +78,9 @@ func TestChainLoad_TheSortedMergeEqualsApplyingEveryRecordInOrder(t *testing.T) 
 		}
 		w := holding(index.NewSortedKeySpace(want))
 		for _, ranges := range []int{1, 2, 3, 8} {
+			if _, ok := mergeRanges(loadRunsOf(l), ranges); !ok {
+				t.Fatalf("round %d, %d ranges: a chain in order refused as out of order", round, ranges)
+			}
 			got, gotLive, _ := l.buildIn(ranges)
 			if g := holding(got); !slices.Equal(g, w) || gotLive != wantLive {
 				t.Fatalf("round %d, %d ranges, %d deltas: the merged build holds %d items (live %d), record by record %d (live %d)\nmerged %v\nwant   %v",
