@@ -63,6 +63,7 @@ type DB struct {
 	vlog        *valueLog        // vlog.go
 	vlogLive    map[uint32]int64 // bytes of records the tree points at, by segment; under treeMu
 	vlogRetired []retiredSeg     // segments nothing in the tree points at; under ckptMu (vlog_gc.go)
+	vlogHeld    map[uint32]bool  // segments a collection left in use (damaged records); under ckptMu
 	ckptLinks   uint64           // checkpoint links made since open; under ckptMu
 	vlogStats   vlogCounters
 }
@@ -110,6 +111,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		ckptDone:     make(chan struct{}),
 		ckpt:         newCkptStats(),
 		dirty:        newDirtySet(),
+		vlogHeld:     map[uint32]bool{},
 	}
 	if db.vlog, err = openValueLog(opts.FS, dir, opts.ValueLogSegmentBytes); err != nil {
 		lock.Close()

@@ -345,8 +345,10 @@ func (vl *valueLog) size(id uint32) int64 {
 }
 
 // records calls fn for each record of segment id from its start, in order,
-// until fn returns false or the segment ends; it stops at the first record
-// that does not parse (a torn tail) and returns the offset it reached.
+// until fn returns false or the segment ends. A record whose framing holds
+// but whose checksum does not (damage) is passed over; it stops at the first
+// record whose framing does not hold (a torn tail: nothing after it can be
+// found) and returns the offset it reached.
 func (vl *valueLog) records(id uint32, fn func(ptr vlogPtr, key, value []byte) bool) (int64, error) {
 	vl.mu.RLock()
 	s := vl.segs[id]
@@ -382,7 +384,8 @@ func (vl *valueLog) records(id uint32, fn func(ptr vlogPtr, key, value []byte) b
 		}
 		k, v, err := parseVlogRecord(rec)
 		if err != nil {
-			return off, nil
+			off += n // damaged: its neighbours are still records
+			continue
 		}
 		if !fn(vlogPtr{seg: id, off: uint32(off), n: uint32(n)}, k, v) {
 			return off + n, nil

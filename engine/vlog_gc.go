@@ -112,7 +112,7 @@ func (db *DB) gcVictims() []uint32 {
 	var cands []cand
 	db.treeMu.RLock()
 	for _, id := range db.vlog.ids() {
-		if retired[id] || (db.vlog.active != nil && id == db.vlog.active.id) {
+		if retired[id] || db.vlogHeld[id] || (db.vlog.active != nil && id == db.vlog.active.id) {
 			continue
 		}
 		size := db.vlog.size(id)
@@ -175,8 +175,10 @@ func (db *DB) collectSegment(id uint32) error {
 	if left > 0 {
 		// Records the tree points at that did not read back: damage,
 		// which a read reports and idemctl check names. The segment stays.
-		db.opts.Logger.Error("engine: value-log segment still in use after collection (unreadable records?)",
+		// Later passes leave it alone: nothing more would move.
+		db.opts.Logger.Error("engine: value-log segment still in use after collection (unreadable records?); it stays until the store is reopened",
 			"segment", vlogSegName(id), "live_bytes", left)
+		db.vlogHeld[id] = true
 		return nil
 	}
 	db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks})

@@ -409,3 +409,94 @@ func TestValueLog_CheckpointsNeverRewriteIt(t *testing.T) {
 		t.Fatalf("%d values in the value log after the rewrites, want 300", ind)
 	}
 }
+
+// TestValueLog_TheCollectorMovesPastADamagedRecordAndKeepsItsSegment: a
+// segment mostly dead holds a damaged record the tree still points at.
+// The collector moves the live records after it too, leaves the damaged
+// one where it is — still ErrCorruption, never another value — keeps the
+// segment, and does not pick it again.
+func TestValueLog_TheCollectorMovesPastADamagedRecordAndKeepsItsSegment(t *testing.T) {
+	dir := t.TempDir()
+	opts := vlogOpts()
+	db := openT(t, dir, opts)
+	defer func() { db.Close() }()
+	fillCold(t, db, 400)
+	ptrOf := func(key string) vlogPtr {
+		t.Helper()
+		db.treeMu.RLock()
+		it, ok := db.tree.Get(index.Probe([]byte(key)))
+		db.treeMu.RUnlock()
+		if !ok || !it.Indirect() {
+			t.Fatalf("%s is not in the value log", key)
+		}
+		p, err := decodeVlogPtr(it.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The keys of the second segment, in the order they were written.
+	seg := ptrOf("cold/0000").seg + 1
+	var keys []string
+	for i := range 400 {
+		if k := fmt.Sprintf("cold/%04d", i); ptrOf(k).seg == seg {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < 8 {
+		t.Fatalf("segment %d holds %d keys; want at least 8", seg, len(keys))
+	}
+	damaged, after := keys[1], []string{keys[len(keys)-2], keys[len(keys)-1]}
+	p := ptrOf(damaged)
+	f, err := os.OpenFile(filepath.Join(dir, vlogDirName, vlogSegName(seg)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	at := int64(p.off + p.n - 2) // a byte of the value
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x01
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// All but the damaged record and the last two die: the segment is
+	// mostly dead, so the collector takes it.
+	for _, k := range keys {
+		if k != damaged && k != after[0] && k != after[1] {
+			deleteT(t, db, k)
+		}
+	}
+	for range 6 {
+		putT(t, db, "hot/tick", "x")
+		if err := db.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range after {
+		if ptrOf(k).seg == seg {
+			t.Fatalf("%s, after the damaged record, was not moved out of segment %d", k, seg)
+		}
+		i := 0
+		fmt.Sscanf(k, "cold/%04d", &i)
+		if it, err := db.Get(context.Background(), []byte(k)); err != nil || string(it.Value) != coldValue(i, 0) {
+			t.Fatalf("%s after the move: %q %v", k, it.Value, err)
+		}
+	}
+	if ptrOf(damaged).seg != seg {
+		t.Fatalf("the damaged record moved")
+	}
+	if it, err := db.Get(context.Background(), []byte(damaged)); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("the damaged record reads %q, %v; want ErrCorruption", it.Value, err)
+	}
+	if db.vlog.size(seg) == 0 || !db.vlogHeld[seg] {
+		t.Fatalf("segment %d: size %d, held %v; want kept and held", seg, db.vlog.size(seg), db.vlogHeld[seg])
+	}
+	for _, id := range db.gcVictims() {
+		if id == seg {
+			t.Fatalf("segment %d is picked again", seg)
+		}
+	}
+}

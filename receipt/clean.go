@@ -143,6 +143,10 @@ func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool
 	case errors.Is(err, engine.ErrNotFound):
 		return v, true // stray entry
 	case err != nil:
+		if errors.Is(err, engine.ErrCorruption) {
+			l.opts.Logger.Error("receipt: a receipt does not read; the cleaner leaves it and its entry (see idemctl check)",
+				"txn_id", id, "err", err)
+		}
 		return victim{}, false
 	case !settled(rec):
 		if rec.State == Terminal && fault.Planted(fault.BugCleanIgnoresVisibilityDebt) { // planted only under -tags idem_selftest

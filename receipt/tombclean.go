@@ -87,16 +87,28 @@ func (l *lifecycle) tombsPerApply() int {
 // tombstones, so that a crash leaves it to be walked again. A tombstone
 // still protected is not the one the chunk was written for (its key was
 // reused after an earlier tombstone ended, and a later chunk lists it):
-// it is left alone. Every Apply is fenced by the cleaner's job lease.
+// it is left alone, and so is one that does not read (damaged), with the
+// chunk. Every Apply is fenced by the cleaner's job lease.
 func (l *lifecycle) cleanTombs(ctx context.Context, jobVer engine.Version, c chunkEntry, now time.Time) (int, error) {
 	type due struct {
 		key []byte
 		ver engine.Version
 	}
 	var dues []due
+	unreadable := 0
 	for _, id := range c.ids {
 		it, err := l.store.Get(ctx, tombKey(id))
 		if errors.Is(err, engine.ErrNotFound) {
+			continue
+		}
+		if errors.Is(err, engine.ErrCorruption) {
+			// Damaged on disk: it cannot say whether it still protects, so
+			// it stays — it refuses its key either way — and so does the
+			// chunk, for a pass after a repair. The rest of the chunk, and
+			// the pass, go on.
+			l.opts.Logger.Error("receipt: a tombstone does not read; it and its cleanup entry stay (see idemctl check)",
+				"txn_id", id, "err", err)
+			unreadable++
 			continue
 		}
 		if err != nil {
@@ -109,13 +121,16 @@ func (l *lifecycle) cleanTombs(ctx context.Context, jobVer engine.Version, c chu
 	}
 	per, deleted := l.tombsPerApply(), 0
 	for {
+		if len(dues) == 0 && unreadable > 0 {
+			return deleted, nil
+		}
 		n := min(per, len(dues))
 		b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
 		for _, d := range dues[:n] {
 			b.AtVersion(d.key, d.ver).Delete(d.key)
 		}
 		last := n == len(dues)
-		if last {
+		if last && unreadable == 0 {
 			b.AtVersion(c.key, c.version).Delete(c.key)
 		}
 		if err := fault.Inject(fault.TombCleanBefore); err != nil {

@@ -311,3 +311,44 @@ func TestTombstone_ADamagedTombstoneIsAnErrorNotANewKey(t *testing.T) {
 		t.Fatalf("counter %d", got)
 	}
 }
+
+// TestTombClean_ADamagedTombstoneStaysAndTheCleanerGoesOn: a tombstone that
+// does not read (a damaged value-log record) cannot say whether it still
+// protects its key: it stays, with its cleanup entry, while the pass goes
+// on to the tombstones after it. Once it reads again, a later pass cleans it.
+func TestTombClean_ADamagedTombstoneStaysAndTheCleanerGoesOn(t *testing.T) {
+	e := newEnv(t)
+	hs := &hookStore{Store: e.db}
+	svc := e.openOn(hs, receipt.Options{Retention: tombRetain, TombstoneRetention: tombProtect})
+	createTable(t, svc, "t")
+	for _, k := range []string{"k1", "k2"} { // one cleanup entry each
+		mustExecute(t, svc, req(alice, "t", k, incBatch(t, k, "ctr")))
+		e.clock.Advance(tombRetain + time.Second)
+		cleanN(t, svc, 1)
+	}
+	if n := tombCount(t, e.db); n != 2 {
+		t.Fatalf("%d tombstones, want 2", n)
+	}
+	damaged := receipt.TombstoneKey(receipt.Bind(alice, "t", "k1"))
+	hs.onGet(func(key []byte) error {
+		if bytes.Equal(key, damaged) {
+			return fmt.Errorf("%w: a flipped byte (test)", engine.ErrCorruption)
+		}
+		return nil
+	})
+	e.clock.Advance(tombProtect + tombRetain)
+	before := svc.Stats().TombsCleaned
+	if _, err := svc.CleanOnce(ctx); err != nil {
+		t.Fatalf("a pass over a damaged tombstone failed: %v", err)
+	}
+	if got := svc.Stats().TombsCleaned - before; got != 1 {
+		t.Fatalf("%d tombstones cleaned past the damaged one, want 1", got)
+	}
+	if _, err := e.db.Get(ctx, damaged); err != nil {
+		t.Fatalf("the damaged tombstone is gone: %v", err)
+	}
+	hs.clear()
+	if _, err := svc.CleanOnce(ctx); err != nil || tombCount(t, e.db) != 0 {
+		t.Fatalf("once it reads again: %v, %d tombstones left", err, tombCount(t, e.db))
+	}
+}
