@@ -19,17 +19,19 @@ import (
 // tree is built from the result at once with full nodes
 // (index.NewSortedKeySpace).
 //
-// The merge is a loser tree over all the runs (the base and up to
-// CheckpointDeltasMax deltas): log2(runs) comparisons per record and no
-// intermediate runs, which a pairwise merge would allocate and copy once per
-// level, and the garbage collector would then scan. The key space is cut into
-// as many ranges as there are processors, at keys drawn from the largest run,
-// and the ranges are merged at once, each into its own stretch of the output.
-// The merge also proves the order: every record it emits must follow the one
-// before. A run out of order (no checkpoint writer makes one) makes the build
-// fall back to applying records one by one, which the order does not matter
-// to. Memory: the records of the chain once more, as 24-byte items, until the
-// build is done.
+// The deltas (up to CheckpointDeltasMax) are merged through a loser tree,
+// log2(deltas) comparisons per record, and its winner meets the base's head,
+// one more: the base, most of a chain rebased not long ago, costs about one
+// comparison per record. Nothing is merged into a run of its own first — a
+// pairwise merge would allocate and copy once per level, memory that a
+// fresh process pays for in page faults and the collector in scanning. The
+// key space is cut into as many ranges as there are processors, at keys
+// drawn from the largest run, and the ranges are merged at once, each into
+// its own stretch of the output. The merge also proves the order: every
+// record it emits must follow the one before. A run out of order (no
+// checkpoint writer makes one) makes the build fall back to applying
+// records one by one, which the order does not matter to. Memory: the
+// records of the chain once more, as 24-byte items, until the build is done.
 
 // loadRun is the records of one link of a chain, in key order.
 type loadRun struct {
@@ -149,7 +151,7 @@ func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
 		}
 		wg.Go(func() {
 			dst, written := out[at:], 0 // a local count: n[j] shares a cache line
-			ok[j] = mergeRuns(runs, bounds[j], bounds[j+1], func(kv index.KV, tombstone bool) {
+			ok[j] = mergeRange(runs, bounds[j], bounds[j+1], func(kv index.KV, tombstone bool) {
 				if !tombstone {
 					dst[written] = kv
 					written++
@@ -198,30 +200,61 @@ func splitKeys(runs []loadRun, ranges int) [][]byte {
 	return cuts
 }
 
-// mergeRuns merges runs[r][from[r]:to[r]] for every r, newest run winning
-// a key several hold, passing each winner to emit in key order; it returns
-// false if a run is out of order.
-func mergeRuns(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone bool)) bool {
-	t := newLoserTree(runs, from, to)
+// mergeRange merges one range of the runs (the base first), passing each
+// record that wins its key to emit in key order — the newest run's, a
+// tombstone included — and returns false if a run is out of order. The
+// deltas go through one loser tree, log2(deltas) comparisons per record;
+// its winner then meets the base's head, one more: a base far larger than
+// its deltas — a store rebased not long ago — costs about one comparison
+// per record, and nothing is merged into a run of its own first.
+func mergeRange(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone bool)) bool {
+	base := runs[0].kv[from[0]:to[0]]
+	var t *loserTree
+	if len(runs) > 1 {
+		t = newLoserTree(runs[1:], from[1:], to[1:])
+	}
+	bi := 0
+	var bh head // the base's head; key nil: done
+	if len(base) > 0 {
+		bh = headOf(base[0].Key())
+	}
+	const fromBase = -1
 	var prev head
 	prevRun := 0
 	for {
-		w := t.winner()
-		if w < 0 {
-			return true
+		w := -1
+		if t != nil {
+			w = t.winner()
 		}
-		pos, h := t.pos[w], t.heads[w]
-		t.advance(w)
+		var h head
+		var kv index.KV
+		tombstone, run := false, fromBase
+		switch {
+		case w < 0 && bh.key == nil:
+			return true
+		case w < 0 || (bh.key != nil && compareHeads(&bh, &t.heads[w]) < 0):
+			// The base's record; on a key a delta holds too, the delta's
+			// comes first and the base's is passed over below.
+			h, kv = bh, base[bi]
+			bi++
+			if bh = (head{}); bi < len(base) {
+				bh = headOf(base[bi].Key())
+			}
+		default:
+			pos := t.pos[w]
+			h, kv, tombstone, run = t.heads[w], runs[1+w].kv[pos], runs[1+w].tombstone(pos), w
+			t.advance(w)
+		}
 		if prev.key != nil {
 			switch c := compareHeads(&h, &prev); {
-			case c < 0, c == 0 && w == prevRun:
+			case c < 0, c == 0 && run == prevRun:
 				return false
 			case c == 0:
 				continue // an older record of the key just decided
 			}
 		}
-		prev, prevRun = h, w
-		emit(runs[w].kv[pos], runs[w].tombstone(pos))
+		prev, prevRun = h, run
+		emit(kv, tombstone)
 	}
 }
 

@@ -39,6 +39,8 @@ const (
 	BugCkptIgnoresCRC = "bug/engine-ckpt-ignores-crc"
 	// A damaged value-log record is never served.
 	BugVlogIgnoresCRC = "bug/engine-vlog-ignores-crc"
+	// A verbatim replay is of the same bytes only.
+	BugVerbatimIgnoresDigest = "bug/receipt-verbatim-ignores-digest"
 	// A session's commit is conditioned on the versions the session saw.
 	BugSessionCommitUnconditioned = "bug/receipt-session-commit-unconditioned"
 )

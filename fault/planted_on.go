@@ -27,5 +27,6 @@ var PlantedCatalog = []Point{
 	{BugCanonDropsUpsert, "bug", "table: the canonical batch", "planted bug: the canonical batch drops upsert: another batch replays the first's answer"},
 	{BugCkptIgnoresCRC, "bug", "engine.decodePart, the checksum check", "planted bug: a checkpoint part is loaded without checking its CRC"},
 	{BugVlogIgnoresCRC, "bug", "engine.parseVlogRecord (engine/vlog.go), the checksum check", "planted bug: a value-log record is read without checking its CRC: a flipped byte is served as the value"},
+	{BugVerbatimIgnoresDigest, "bug", "Service.ReplayVerbatim (receipt/verbatim.go), the digest check", "planted bug: a retry replays verbatim whatever bytes it sends: another batch replays the first's answer"},
 	{BugSessionCommitUnconditioned, "bug", "Service.planSession (receipt/session_commit.go), before the plan", "planted bug: a session's commit holds the documents it writes to no version (all blind): a write made since the session read them is overwritten, a lost update"},
 }

@@ -53,6 +53,7 @@ var plantedBugs = []struct {
 	// The fingerprint property.
 	{fault.BugFingerprintIgnoresDeletes, nil},
 	{fault.BugCanonDropsUpsert, nil},
+	{fault.BugVerbatimIgnoresDigest, nil},
 }
 
 // TestSelfTest_CatchesPlantedBugs proves the harness is not vacuous: each
