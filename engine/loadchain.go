@@ -140,25 +140,20 @@ func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
 		last[r] = len(run.kv)
 	}
 	bounds[len(cuts)+1] = last
+	// Range j writes from starts[j], the count of every run's records
+	// before it: the ranges before it write no more than that.
+	starts := make([]int, len(cuts)+1)
+	for j := range starts {
+		for r := range runs {
+			starts[j] += bounds[j][r]
+		}
+	}
 	out := make([]index.KV, total)
 	n := make([]int, len(cuts)+1)
 	ok := make([]bool, len(cuts)+1)
 	var wg sync.WaitGroup
-	for j := range len(cuts) + 1 {
-		at := 0
-		for r := range runs {
-			at += bounds[j][r]
-		}
-		wg.Go(func() {
-			dst, written := out[at:], 0 // a local count: n[j] shares a cache line
-			ok[j] = mergeRange(runs, bounds[j], bounds[j+1], func(kv index.KV, tombstone bool) {
-				if !tombstone {
-					dst[written] = kv
-					written++
-				}
-			})
-			n[j] = written
-		})
+	for j := range starts {
+		wg.Go(func() { n[j], ok[j] = mergeRange(runs, bounds[j], bounds[j+1], out[starts[j]:]) })
 	}
 	wg.Wait()
 	w := 0
@@ -166,11 +161,7 @@ func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
 		if !ok[j] {
 			return nil, false
 		}
-		at := 0
-		for r := range runs {
-			at += bounds[j][r]
-		}
-		w += copy(out[w:], out[at:at+n[j]])
+		w += copy(out[w:], out[starts[j]:starts[j]+n[j]])
 	}
 	clear(out[w:]) // no stale pointers for the collector to keep
 	return out[:w], true
@@ -200,14 +191,14 @@ func splitKeys(runs []loadRun, ranges int) [][]byte {
 	return cuts
 }
 
-// mergeRange merges one range of the runs (the base first), passing each
-// record that wins its key to emit in key order — the newest run's, a
-// tombstone included — and returns false if a run is out of order. The
+// mergeRange merges one range of the runs (the base first) into dst: for
+// each key the newest run's record, in key order, a tombstone dropping its
+// key. It returns how many it wrote, and false if a run is out of order. The
 // deltas go through one loser tree, log2(deltas) comparisons per record;
 // its winner then meets the base's head, one more: a base far larger than
 // its deltas — a store rebased not long ago — costs about one comparison
 // per record, and nothing is merged into a run of its own first.
-func mergeRange(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone bool)) bool {
+func mergeRange(runs []loadRun, from, to []int, dst []index.KV) (int, bool) {
 	base := runs[0].kv[from[0]:to[0]]
 	var t *loserTree
 	if len(runs) > 1 {
@@ -220,7 +211,7 @@ func mergeRange(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone
 	}
 	const fromBase = -1
 	var prev head
-	prevRun := 0
+	prevRun, written := 0, 0
 	for {
 		w := -1
 		if t != nil {
@@ -231,7 +222,7 @@ func mergeRange(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone
 		tombstone, run := false, fromBase
 		switch {
 		case w < 0 && bh.key == nil:
-			return true
+			return written, true
 		case w < 0 || (bh.key != nil && compareHeads(&bh, &t.heads[w]) < 0):
 			// The base's record; on a key a delta holds too, the delta's
 			// comes first and the base's is passed over below.
@@ -248,13 +239,16 @@ func mergeRange(runs []loadRun, from, to []int, emit func(kv index.KV, tombstone
 		if prev.key != nil {
 			switch c := compareHeads(&h, &prev); {
 			case c < 0, c == 0 && run == prevRun:
-				return false
+				return written, false
 			case c == 0:
 				continue // an older record of the key just decided
 			}
 		}
 		prev, prevRun = h, run
-		emit(kv, tombstone)
+		if !tombstone {
+			dst[written] = kv
+			written++
+		}
 	}
 }
 

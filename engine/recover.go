@@ -231,25 +231,35 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 // and that one's error.
 func (db *DB) loadDeltas(load *chainLoad, ds []deltaMeta) (int, error) {
 	runs := make([]loadRun, len(ds))
-	errs := make([]error, len(ds))
+	good, err := eachAtOnce(len(ds), func(i int) (err error) {
+		runs[i], err = db.loadDelta(ds[i])
+		return err
+	})
+	load.deltas = append(load.deltas, runs[:good]...)
+	return good, err
+}
+
+// eachAtOnce calls fn(0) … fn(n-1), as many at once as there are
+// processors, and returns how many calls before the first that failed
+// succeeded, and that one's error (n and nil if none failed).
+func eachAtOnce(n int, fn func(i int) error) (int, error) {
+	errs := make([]error, n)
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i, d := range ds {
+	for i := range n {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			runs[i], errs[i] = db.loadDelta(d)
+			errs[i] = fn(i)
 		})
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			load.deltas = append(load.deltas, runs[:i]...)
 			return i, err
 		}
 	}
-	load.deltas = append(load.deltas, runs...)
-	return len(ds), nil
+	return n, nil
 }
 
 // loadDelta validates the delta d and returns its records, which alias
@@ -372,25 +382,17 @@ func (db *DB) loadGeneration(g generation) (*chainLoad, error) {
 	// The parts are independent files with exact counts: each decodes into
 	// its own stretch of the base, as many at once as there are processors.
 	items := make([]index.KV, total)
-	errs := make([]error, len(g.parts))
-	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	at := 0
-	for i, p := range g.parts {
-		dst := items[at : at+int(p.count)]
-		at += int(p.count)
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			n := 0
-			errs[i] = db.decodePartFile(p, func(kv index.KV) { dst[n] = kv; n++ })
-		})
+	starts := make([]int, len(g.parts))
+	for i, at := 1, 0; i < len(g.parts); i++ {
+		at += int(g.parts[i-1].count)
+		starts[i] = at
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	_, err := eachAtOnce(len(g.parts), func(i int) error {
+		dst, n := items[starts[i]:starts[i]+int(g.parts[i].count)], 0
+		return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++ })
+	})
+	if err != nil {
+		return nil, err
 	}
 	db.applied = applied
 	return &chainLoad{base: items}, nil
