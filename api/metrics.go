@@ -172,6 +172,7 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 	counter("idem_cleaner_deletions_total", "Receipts deleted by the retention cleaner.", func(s receipt.Stats) uint64 { return s.Cleaned })
 	counter("idem_tombstones_written_total", "Tombstones the cleaner left of the receipts it deleted (the key stays refused until its protection ends).", func(s receipt.Stats) uint64 { return s.Tombstoned })
 	counter("idem_tombstones_cleaned_total", "Tombstones deleted once their key's protection ended.", func(s receipt.Stats) uint64 { return s.TombsCleaned })
+	counter("idem_expiry_entries_folded_total", "Retention entries folded into chunks, one key per chunk instead of one per receipt.", func(s receipt.Stats) uint64 { return s.Folded })
 	counter("idem_key_expired_total", "Requests refused with 409 idempotency_key_expired: a key reused after its receipt's retention.", func(s receipt.Stats) uint64 { return s.Expired })
 	sup := func(name, help string, f func(s supStats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},

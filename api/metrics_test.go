@@ -51,6 +51,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_cleaner_deletions_total":             dto.MetricType_COUNTER,
 	"idem_tombstones_written_total":            dto.MetricType_COUNTER,
 	"idem_tombstones_cleaned_total":            dto.MetricType_COUNTER,
+	"idem_expiry_entries_folded_total":         dto.MetricType_COUNTER,
 	"idem_key_expired_total":                   dto.MetricType_COUNTER,
 	"idem_renewal_batches_total":               dto.MetricType_COUNTER,
 	"idem_renewal_writes_total":                dto.MetricType_COUNTER,

@@ -73,6 +73,28 @@ func FailedKey(err error) ([]byte, bool) {
 	return nil, false
 }
 
+// ValueError reports one key whose stored value does not read: damaged on
+// disk, or not one this store wrote. It is the key's failure, not the
+// store's — every other key still reads — so a caller walking a range can
+// step past it (DamagedKey) instead of stopping there. It matches
+// ErrCorruption.
+type ValueError struct {
+	Key []byte
+	Err error // says where and how; matches ErrCorruption
+}
+
+func (e *ValueError) Error() string { return e.Err.Error() }
+func (e *ValueError) Unwrap() error { return e.Err }
+
+// DamagedKey returns the key whose value did not read, if err says so.
+func DamagedKey(err error) ([]byte, bool) {
+	var ve *ValueError
+	if errors.As(err, &ve) {
+		return ve.Key, true
+	}
+	return nil, false
+}
+
 // CorruptionError says which file is damaged and how.
 type CorruptionError struct {
 	File   string

@@ -196,16 +196,20 @@ func (vl *valueLog) read(key []byte, ptr vlogPtr) ([]byte, error) {
 	}
 	vl.mu.RUnlock()
 	if err != nil {
-		return nil, fmt.Errorf("%w: value of %q at %s: %v", ErrCorruption, key, ptr, err)
+		return nil, valueDamaged(key, ptr, err)
 	}
 	k, v, err := parseVlogRecord(rec)
 	if err == nil && !bytes.Equal(k, key) {
 		err = fmt.Errorf("the record is %q's", k)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: value of %q at %s: %v", ErrCorruption, key, ptr, err)
+		return nil, valueDamaged(key, ptr, err)
 	}
 	return v, nil
+}
+
+func valueDamaged(key []byte, ptr vlogPtr, err error) error {
+	return &ValueError{Key: bytes.Clone(key), Err: fmt.Errorf("%w: value of %q at %s: %v", ErrCorruption, key, ptr, err)}
 }
 
 // append adds key's value to the active segment (a new one first if it

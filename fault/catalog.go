@@ -41,6 +41,8 @@ const (
 	ReceiptReleaseBefore  = "receipt/release-before"
 	ReceiptCleanBefore    = "receipt/clean-before"
 	TombCleanBefore       = "receipt/tomb-clean-before"
+	ExpiryFoldBefore      = "receipt/expiry-fold-before"
+	ChunkCleanBefore      = "receipt/chunk-clean-before"
 	ReceiptMaintainBefore = "receipt/maintain-before"
 
 	SessionBeginBefore = "session/begin-before"
@@ -95,6 +97,8 @@ var Catalog = []Point{
 	{ReceiptReleaseBefore, "receipt", "lifecycle.releaseBatch (receipt/release.go), before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
 	{ReceiptCleanBefore, "receipt", "lifecycle.deleteVictims (receipt/clean.go), before each cleanup Apply", "crash of the cleaner mid-pass"},
 	{TombCleanBefore, "receipt", "lifecycle.cleanTombs (receipt/tombclean.go), before each Apply that deletes tombstones whose protection ended", "crash of the tombstone cleaner mid-chunk: the chunk stays and is walked again"},
+	{ExpiryFoldBefore, "receipt", "lifecycle.foldChunk (receipt/expfold.go), before the Apply that writes a chunk of expiry entries and deletes them", "crash of the cleaner mid-fold: the entries stay, or the chunk has them, never neither"},
+	{ChunkCleanBefore, "receipt", "lifecycle.cleanChunk (receipt/chunkclean.go), before the Apply that rewrites or deletes a receipt chunk after its due receipts were cleaned", "crash between the cleanup and the chunk: the chunk is walked again, its cleaned receipts strays"},
 	{ReceiptMaintainBefore, "receipt", "Service.MaintainOnce, at the start of a recovery pass", "a blocked or failing recovery pass (renewal must not depend on it)"},
 	{SessionBeginBefore, "receipt", "lifecycle.beginSession (receipt/session_begin.go), before the write that publishes a new session", "crash before the session exists: begin left no trace"},
 	{SessionStageBefore, "receipt", "lifecycle.writeSession (receipt/session_stage.go), before a staged batch or a first read is made durable", "owner dies mid-session: the session is presumed aborted once its lease expires"},

@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -21,9 +22,26 @@ const cleanerJob = "cleaner"
 // coordinator handoff (decided, not yet published: still started) — are
 // pinned and skipped. Every batch is fenced by the cleaner's job lease, so a
 // stale incarnation's cleaner cannot delete anything.
+//
+// The pass then folds settled entries into chunks (expfold.go), at most
+// CleanScanMax of them.
 func (s *Service) CleanOnce(ctx context.Context) (int, error) {
 	n, _, err := s.cleanPass(ctx, nil)
+	if err != nil {
+		return n, err
+	}
+	_, err = s.foldPass(ctx)
 	return n, err
+}
+
+// foldPass is one fold pass under the cleaner's job lease.
+func (l *lifecycle) foldPass(ctx context.Context) (int, error) {
+	now := l.clock.Now()
+	jobVer, ok, err := lease.AcquireJob(ctx, l.store, cleanerJob, l.owner, now, l.opts.LeaseTTL)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return l.foldFrom(ctx, jobVer, now)
 }
 
 // cleanPass is CleanOnce from the expiry entry from on (nil: the first);
@@ -46,33 +64,69 @@ const cleanPassesMax = 64
 
 // cleanTick runs passes, each going on where the last stopped, until the
 // expired entries are walked, or cleanPassesMax.
+// Then fold passes, until one folds nothing, or cleanPassesMax.
 func (l *lifecycle) cleanTick(ctx context.Context) (int, error) {
 	total := 0
 	var from []byte
 	for range cleanPassesMax {
 		n, next, err := l.cleanPass(ctx, from)
 		total += n
-		if err != nil || next == nil {
+		if err != nil {
 			return total, err
 		}
+		if next == nil {
+			break
+		}
 		from = next
+	}
+	for range cleanPassesMax {
+		if n, err := l.foldPass(ctx); err != nil || n == 0 {
+			return total, err
+		}
 	}
 	return total, nil
 }
 
+// cleanFrom walks the due plain entries, then the due chunks of folded
+// ones (expfold.go), from from on, at most CleanScanMax entries.
 func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now time.Time, from []byte) (int, []byte, error) {
-	start := []byte(engine.NSExpiry)
-	if from != nil {
-		start = from
+	due := now.UnixMilli() + 1
+	ranges := [][2][]byte{{[]byte(engine.NSExpiry), expiryKey(due, "")}, {rcptChunksStart(), rcptChunkKey(due, "")}}
+	if from != nil && isRcptChunkKey(from) {
+		ranges = ranges[1:]
 	}
-	end := expiryKey(now.UnixMilli()+1, "")
+	if from != nil {
+		ranges[0][0] = from
+	}
 	cleaned, scanned := 0, 0
+	for _, r := range ranges {
+		n, next, err := l.cleanRange(ctx, jobVer, now, r[0], r[1], &scanned)
+		cleaned += n
+		if err != nil || next != nil {
+			return cleaned, next, err
+		}
+	}
+	return cleaned, nil, nil
+}
+
+// cleanRange is cleanFrom over one range of the expiry index, scanned
+// counting against CleanScanMax.
+func (l *lifecycle) cleanRange(ctx context.Context, jobVer engine.Version, now time.Time, start, end []byte, scannedp *int) (int, []byte, error) {
+	cleaned := 0
 	page := l.cleanPageMax()
-	for scanned < CleanScanMax {
-		items, err := l.store.Scan(ctx, start, end, page)
+	for *scannedp < CleanScanMax {
+		scanned := *scannedp
+		items, damaged, last, err := scanAround(ctx, l.store, start, end, page)
 		if err != nil {
 			return cleaned, nil, err
 		}
+		for _, k := range damaged {
+			// A chunk whose value does not read: its receipts wait for a
+			// repair; the pass goes on.
+			l.opts.Logger.Error("receipt: an expiry entry does not read; the cleaner leaves it (see idemctl check)",
+				"key", string(k))
+		}
+		scanned += len(damaged)
 		var victims []victim
 		for _, it := range items {
 			scanned++
@@ -82,19 +136,29 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 				}
 				continue
 			}
+			if chunk, ok := rcptChunkOf(it); ok {
+				scanned += len(chunk.entries)
+				n, err := l.cleanChunk(ctx, jobVer, chunk, now)
+				cleaned += n
+				if err != nil {
+					return cleaned, nil, err
+				}
+				continue
+			}
 			if v, ok := l.cleanable(ctx, it); ok {
 				victims = append(victims, v)
 			}
 		}
+		*scannedp = scanned
 		n, err := l.deleteVictims(ctx, jobVer, victims)
 		cleaned += n
 		if err != nil {
 			return cleaned, nil, err
 		}
-		if len(items) < page {
+		if last == nil {
 			return cleaned, nil, nil
 		}
-		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+		start = append(bytes.Clone(last), 0)
 	}
 	return cleaned, start, nil
 }
@@ -125,6 +189,7 @@ type victim struct {
 	session  bool
 	rcptVer  engine.Version // the receipt's, or the session record's
 	entryVer engine.Version
+	deadline int64      // of the entry, unix ms
 	tomb     *Tombstone // what the receipt leaves behind (nil: nothing)
 	steps    int        // a session's steps, which may outlive it (session_steps.go)
 }
@@ -138,6 +203,14 @@ func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool
 	if lease.KindOf(id) == lease.KindSession {
 		return l.cleanableSession(ctx, v, deadline)
 	}
+	return l.cleanableAt(ctx, v, deadline)
+}
+
+// cleanableAt is cleanable for receipt v.id, due by an index entry at
+// deadline: a plain one (v.entry), or in a chunk (no entry of its own).
+func (l *lifecycle) cleanableAt(ctx context.Context, v victim, deadline int64) (victim, bool) {
+	v.deadline = deadline
+	id := v.id
 	rec, ver, err := l.load(ctx, id)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
@@ -215,7 +288,9 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 		receipts := 0
 		var chunk tombChunk
 		for _, v := range vs {
-			b.AtVersion(v.entry, v.entryVer).Delete(v.entry)
+			if v.entry != nil { // nil: listed in a chunk (cleanChunk)
+				b.AtVersion(v.entry, v.entryVer).Delete(v.entry)
+			}
 			switch {
 			case v.receipt:
 				b.AtVersion(receiptKey(v.id), v.rcptVer).Delete(receiptKey(v.id))

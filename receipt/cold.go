@@ -12,7 +12,9 @@ import (
 // envelope, most of a retained receipt's bytes) and tombstones — live in
 // the engine's value log, and RAM keeps their keys and a pointer. Mutable
 // receipts, leases, indexes, sessions and documents stay in RAM: the
-// request path reads and conditions on them.
+// request path reads and conditions on them. So do plain expiry entries
+// (their value is empty); the chunks that fold them (expfold.go,
+// tombclean.go) are read only by the cleaner and a listing.
 //
 // A terminal receipt is written again only when its visibility debt is
 // paid; the engine then holds the new value in RAM until the next
@@ -21,6 +23,8 @@ func ColdValue(key, value []byte) bool {
 	switch {
 	case engine.NSTomb.Has(key):
 		return true
+	case engine.NSExpiry.Has(key):
+		return expiryChunkKey(key)
 	case engine.NSReceipt.Has(key):
 		var head struct {
 			State State `cbor:"7,keyasint"`
@@ -28,4 +32,11 @@ func ColdValue(key, value []byte) bool {
 		return cbor.Unmarshal(value, &head) == nil && head.State == Terminal
 	}
 	return false
+}
+
+// expiryChunkKey reports whether an expiry key names a chunk of receipts
+// (exp/v1/c/…) or of tombstones (exp/v1/<20-digit deadline>/t…).
+func expiryChunkKey(key []byte) bool {
+	at := len(engine.NSExpiry) + 21
+	return isRcptChunkKey(key) || (len(key) > at && key[at] == tombChunkPrefix[0])
 }

@@ -8,9 +8,10 @@ import (
 	"github.com/idemdb/idem/engine"
 )
 
-// TestColdValue_OnlyTerminalReceiptsAndTombstones: the records the request
+// TestColdValue_OnlyImmutableRecords: terminal receipts, tombstones and
+// the expiry index's chunks go to the value log; the records the request
 // path reads and conditions on stay in RAM.
-func TestColdValue_OnlyTerminalReceiptsAndTombstones(t *testing.T) {
+func TestColdValue_OnlyImmutableRecords(t *testing.T) {
 	rec := func(s State) []byte {
 		b, err := cbor.Marshal(&Record{Schema: SchemaCurrent, Principal: "p", State: s, Envelope: &StoredEnvelope{}})
 		if err != nil {
@@ -33,6 +34,10 @@ func TestColdValue_OnlyTerminalReceiptsAndTombstones(t *testing.T) {
 		{"a document", engine.NSTable.Key("t", "0", "d"), rec(Terminal), false},
 		{"a lease", engine.NSLease.Key("claim", id), rec(Terminal), false},
 		{"a session record", engine.NSSession.Key("rec", "s"+id), rec(Terminal), false},
+		{"an expiry entry", expiryKey(1, id), nil, false},
+		{"a session's expiry entry", expiryKey(1, "s"+id), nil, false},
+		{"a chunk of expiry entries", rcptChunkKey(1, id), make([]byte, 24), true},
+		{"a chunk of tombstones", expiryKey(1, tombChunkPrefix+id), make([]byte, 16), true},
 	} {
 		if got := ColdValue(c.key, c.value); got != c.want {
 			t.Errorf("%s: ColdValue = %v, want %v", c.what, got, c.want)

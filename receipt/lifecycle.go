@@ -48,6 +48,8 @@ type lifecycle struct {
 	// successor or a retry that executes it (Service.planStored).
 	replan planner
 
+	foldMu sync.Mutex // serialises fold passes (expfold.go)
+
 	releaseMu sync.Mutex
 	releaseQ  []string
 	decCursor []byte // maintenance scan position in txn/v1/dec (under releaseMu)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/idemdb/idem/engine"
@@ -14,7 +15,8 @@ import (
 // receipt: mutable ones (pending, started, and terminal ones still paying
 // visibility debt) through the recovery index, recov/v1/<owner>/<txn_id>;
 // terminal ones through the retention index, exp/v1/<deadline>/<txn_id>,
-// in deadline order — that is, in the order they completed. A call reads
+// in deadline order — that is, in the order they completed (a chunk of
+// folded entries, expfold.go, at its latest deadline). A call reads
 // at most ListScanMax index entries and answers at most its limit, with a
 // cursor to go on from (the last entry read), so a listing of a large
 // store is many bounded calls, never one unbounded one.
@@ -71,49 +73,142 @@ type ListPage struct {
 // ErrBadCursor reports a cursor that is not one List gave for this index.
 var ErrBadCursor = errors.New("receipt: the cursor is not one this listing gave")
 
-// List answers one page of receipts selected by f.
+// List answers one page of receipts selected by f. Terminal receipts are
+// walked through the chunks of folded entries first (expfold.go: the
+// older receipts), then the plain entries.
 func (s *Service) List(ctx context.Context, f ListFilter) (ListPage, error) {
 	ns := engine.NSRecovery
+	ranges := [][2][]byte{{[]byte(ns), engine.PrefixEnd([]byte(ns))}}
 	if f.Terminal {
 		ns = engine.NSExpiry
+		chunks := rcptChunksStart()
+		ranges = [][2][]byte{{chunks, engine.PrefixEnd(chunks)}, {[]byte(ns), chunks}}
 	}
-	start, end := []byte(ns), engine.PrefixEnd([]byte(ns))
+	var resumeIn []byte // a chunk the cursor points into
+	resumeAt := 0       // and the first of its entries not yet listed
 	if f.After != nil {
 		if !ns.Has(f.After) {
 			return ListPage{}, ErrBadCursor
 		}
-		start = append(bytes.Clone(f.After), 0)
+		for len(ranges) > 1 && (bytes.Compare(f.After, ranges[0][0]) < 0 || bytes.Compare(f.After, ranges[0][1]) >= 0) {
+			ranges = ranges[1:]
+		}
+		ranges[0][0] = append(bytes.Clone(f.After), 0)
+		if chunk, i, ok := parseChunkCursor(f.After); ok && f.Terminal {
+			ranges[0][0], resumeIn, resumeAt = chunk, chunk, i+1
+		}
 	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = ListLimitDefault
 	}
 	limit = min(limit, ListLimitMax)
-	now := s.clock.Now()
-	var page ListPage
-	for scanned := 0; scanned < ListScanMax; {
-		n := min(ListScanMax-scanned, s.store.Limits().ScanItemsMax, MaintainPageMax)
-		items, err := s.store.Scan(ctx, start, end, n)
+	w := listWalk{s: s, f: f, ns: ns, now: s.clock.Now(), limit: limit, resumeIn: resumeIn, resumeAt: resumeAt}
+	for i, r := range ranges {
+		done, err := w.walk(ctx, r[0], r[1])
 		if err != nil {
 			return ListPage{}, err
 		}
+		if !done {
+			return w.page, nil
+		}
+		if i == len(ranges)-1 {
+			w.page.Next = nil
+		}
+	}
+	return w.page, nil
+}
+
+// listWalk is one List call's walk of its index ranges.
+type listWalk struct {
+	s        *Service
+	f        ListFilter
+	ns       engine.Namespace
+	now      time.Time
+	limit    int
+	resumeIn []byte
+	resumeAt int
+	scanned  int
+	page     ListPage
+}
+
+// walk lists from [start, end) until the page is full or ListScanMax
+// entries are read (done false: page.Next goes on), or the range ends.
+func (w *listWalk) walk(ctx context.Context, start, end []byte) (done bool, err error) {
+	for w.scanned < ListScanMax {
+		n := min(ListScanMax-w.scanned, w.s.store.Limits().ScanItemsMax, MaintainPageMax)
+		// An entry whose value does not read (a damaged chunk) is passed
+		// over: the listing is of what reads; idemctl check names the rest.
+		items, damaged, last, err := scanAround(ctx, w.s.store, start, end, n)
+		if err != nil {
+			return false, err
+		}
+		w.scanned += len(damaged)
 		for _, it := range items {
-			scanned++
-			page.Next = bytes.Clone(it.Key)
-			if l, ok := s.listed(ctx, f, ns, it.Key, now); ok {
-				page.Receipts = append(page.Receipts, l)
-				if len(page.Receipts) == limit {
-					return page, nil
+			if chunk, ok := rcptChunkOf(it); ok && w.f.Terminal {
+				if full := w.chunk(ctx, chunk); full {
+					return false, nil
 				}
+				continue
+			}
+			w.scanned++
+			w.page.Next = bytes.Clone(it.Key)
+			if l, ok := w.s.listed(ctx, w.f, w.ns, it.Key, w.now); ok && w.add(l) {
+				return false, nil
 			}
 		}
-		if len(items) < n {
-			page.Next = nil
-			return page, nil
+		if last == nil {
+			return true, nil
 		}
-		start = append(bytes.Clone(items[len(items)-1].Key), 0)
+		w.page.Next = bytes.Clone(last)
+		start = append(bytes.Clone(last), 0)
 	}
-	return page, nil
+	return false, nil
+}
+
+// chunk lists a chunk's receipts, from where the cursor left off; full
+// says the call is done inside it.
+func (w *listWalk) chunk(ctx context.Context, c rcptChunk) (full bool) {
+	from := 0
+	if bytes.Equal(c.key, w.resumeIn) {
+		from = w.resumeAt
+	}
+	for i := from; i < len(c.entries); i++ {
+		if w.scanned >= ListScanMax {
+			return true
+		}
+		w.scanned++
+		w.page.Next = chunkCursor(c.key, i)
+		if l, ok := w.s.listedID(ctx, w.f, c.entries[i].id, c.entries[i].deadline, w.now); ok && w.add(l) {
+			return true
+		}
+	}
+	w.page.Next = bytes.Clone(c.key)
+	return false
+}
+
+// add appends l and says whether the page is full.
+func (w *listWalk) add(l Listed) bool {
+	w.page.Receipts = append(w.page.Receipts, l)
+	return len(w.page.Receipts) == w.limit
+}
+
+// A cursor into a receipt chunk (expfold.go) is the chunk's key, "/" and
+// the index of the last entry listed.
+func chunkCursor(chunk []byte, i int) []byte {
+	return strconv.AppendInt(append(bytes.Clone(chunk), '/'), int64(i), 10)
+}
+
+func parseChunkCursor(c []byte) (chunk []byte, i int, ok bool) {
+	at := len(rcptChunksStart()) + 20 + 1 + 2*txnIDBytes
+	if !isRcptChunkKey(c) || len(c) <= at+1 || c[at] != '/' {
+		return nil, 0, false
+	}
+	n, err := strconv.Atoi(string(c[at+1:]))
+	if err != nil || n < 0 {
+		return nil, 0, false
+	}
+	return c[:at], n, true
 }
 
 // listed reads the receipt an index entry names and says whether f keeps it.
@@ -122,8 +217,18 @@ func (s *Service) listed(ctx context.Context, f ListFilter, ns engine.Namespace,
 	if !ok {
 		return Listed{}, false
 	}
+	return s.listedID(ctx, f, id, 0, now)
+}
+
+// listedID is listed for receipt id; a chunk's entry names its deadline,
+// and lists the receipt only while the receipt's is that one (else it has
+// moved on to an entry of its own).
+func (s *Service) listedID(ctx context.Context, f ListFilter, id string, deadline int64, now time.Time) (Listed, bool) {
 	rec, _, err := s.load(ctx, id)
 	if err != nil || (f.Principal != "" && rec.Principal != f.Principal) || (f.State != 0 && rec.State != f.State) {
+		return Listed{}, false
+	}
+	if deadline != 0 && rec.RetainUntil != deadline {
 		return Listed{}, false
 	}
 	if f.Terminal && rec.State != Terminal {

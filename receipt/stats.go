@@ -25,6 +25,7 @@ type Stats struct {
 	Cleaned        uint64 // receipts deleted by the retention cleaner
 	Tombstoned     uint64 // ... of which left a tombstone
 	TombsCleaned   uint64 // tombstones deleted once their key's protection ended
+	Folded         uint64 // expiry entries folded into chunks (expfold.go)
 	Expired        uint64 // 409 idempotency_key_expired answers
 	Resolved       uint64 // started receipts an operator resolved (Resolve)
 	ExecutorBusy   int64  // executor slots in use now
@@ -43,8 +44,8 @@ type Stats struct {
 type counters struct {
 	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
-	tombstoned, tombsCleaned, expired, resolved        atomic.Uint64
-	sessBegun, sessCommitted, sessAborted, sessExpired atomic.Uint64
+	tombstoned, tombsCleaned, folded, expired, resolved atomic.Uint64
+	sessBegun, sessCommitted, sessAborted, sessExpired  atomic.Uint64
 }
 
 func (s *Service) Stats() Stats {
@@ -55,7 +56,7 @@ func (s *Service) Stats() Stats {
 		InProgress: c.inProgress.Load(), PendingAnswers: c.pending.Load(), Overloaded: c.overloaded.Load(),
 		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
-		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
+		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Folded: c.folded.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
 		ExecutorBusy:         int64(len(s.exec)),
 		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
 		ExecutorBusySessions: s.busy[lease.KindSession].Load(),

@@ -57,18 +57,22 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 			return sum, err
 		}
 		limit := min(summaryPageMax, s.store.Limits().ScanItemsMax, SummaryReceiptsMax-seen)
-		items, err := s.store.Scan(ctx, start, end, limit)
+		// A receipt whose value does not read (damaged on disk) is
+		// Unreadable, as one that does not decode is: one bad record must
+		// not keep a server from starting.
+		items, damaged, last, err := scanAround(ctx, s.store, start, end, limit)
 		if err != nil {
 			return sum, err
 		}
 		for _, it := range items {
 			sum.count(it.Value)
 		}
-		seen += len(items)
-		if len(items) < limit {
+		sum.Unreadable += len(damaged)
+		seen += len(items) + len(damaged)
+		if last == nil {
 			return sum, s.countOpenSessions(ctx, &sum)
 		}
-		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+		start = append(append([]byte(nil), last...), 0)
 	}
 }
 

@@ -81,7 +81,18 @@ func reopenReceiptsWith(env *Env, suffix string, cold func(key, value []byte) bo
 		return err
 	}
 	ro, err := reopenRun(env, dir, name, cold,
-		func(db *engine.DB) error { return putReceipts(env, db, tmpl, n, name) },
+		func(db *engine.DB) error {
+			if err := putReceipts(env, db, tmpl, n, name); err != nil {
+				return err
+			}
+			// As the cleaner leaves them: expiry entries folded.
+			svc, err := receipt.Open(env.Ctx, db, receipt.Options{Logger: discardLogger, MaintainInterval: -1, CleanInterval: -1})
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			return foldExpiry(env, svc, name)
+		},
 		func(_ *engine.DB, svc *receipt.Service) error {
 			// Prove the receipts are there: the first and last replay.
 			return checkEnds(env, svc, tmpl, n, "receipt", replays)

@@ -72,6 +72,11 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	if len(ckpts) < 2 || len(segs) < 1 || filepath.Base(segs[0]) == fmt.Sprintf("%020d", 1) {
 		t.Fatalf("want two checkpoint links or more and a truncated log; have %v and %v", ckpts, segs)
 	}
+	// The newest segment may have just been created, and be empty: the
+	// newest with bytes to flip is the one the log was writing.
+	for len(segs) > 1 && fileSize(t, segs[len(segs)-1]) == 0 {
+		segs = segs[:len(segs)-1]
+	}
 	newestSeg, newestCkpt := segs[len(segs)-1], ckpts[len(ckpts)-1]
 	previousCkpt := ckpts[len(ckpts)-2]
 
@@ -192,6 +197,15 @@ func filesMatching(t *testing.T, dir, pattern string) []string {
 }
 
 // isCheckpointFile: a base's part or a delta.
+func fileSize(t *testing.T, p string) int64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
 func isCheckpointFile(p string) bool {
 	return strings.HasSuffix(p, ".ckpt") || strings.HasSuffix(p, ".delta")
 }

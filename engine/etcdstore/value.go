@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -31,10 +32,10 @@ func seal(value []byte, nonce uint64) []byte {
 // format from a later version — is corruption, never a value.
 func unseal(key, stored []byte) (value []byte, nonce uint64, err error) {
 	if len(stored) < envelopeBytes || stored[0] != envelopeFormat {
-		return nil, 0, &engine.CorruptionError{
+		return nil, 0, &engine.ValueError{Key: bytes.Clone(key), Err: &engine.CorruptionError{
 			File:   fmt.Sprintf("etcd key %q", key),
 			Reason: fmt.Sprintf("value of %d bytes is not an Idem envelope (format %d, %d-byte header)", len(stored), envelopeFormat, envelopeBytes),
-		}
+		}}
 	}
 	return stored[envelopeBytes:], binary.BigEndian.Uint64(stored[1:envelopeBytes]), nil
 }

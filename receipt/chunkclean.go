@@ -1,0 +1,78 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/lease"
+)
+
+// cleanChunk cleans the receipts of chunk c that are due and settled, as
+// plain entries' are, then writes the chunk again with what stays (pinned
+// by debt, unreadable, or not yet due), or deletes it when nothing does —
+// the chunk last, in an Apply of its own, so that a crash leaves it to be
+// walked again, and its receipts already deleted then are strays. Every
+// Apply is fenced by the cleaner's job lease.
+func (l *lifecycle) cleanChunk(ctx context.Context, jobVer engine.Version, c rcptChunk, now time.Time) (int, error) {
+	nowMs := now.UnixMilli()
+	var stay []chunkedReceipt
+	var victims []victim
+	for _, e := range c.entries {
+		if e.deadline > nowMs {
+			stay = append(stay, e)
+			continue
+		}
+		v, ok := l.cleanableAt(ctx, victim{id: e.id}, e.deadline)
+		switch {
+		case !ok:
+			stay = append(stay, e)
+		case v.receipt:
+			victims = append(victims, v)
+		} // else a stray: the receipt is gone, or has another entry
+	}
+	cleaned := 0
+	for page := l.cleanPageMax(); len(victims) > 0; {
+		n := min(page, len(victims))
+		done, err := l.deleteVictims(ctx, jobVer, victims[:n])
+		cleaned += done
+		if err != nil {
+			return cleaned, err
+		}
+		// A victim whose condition failed is still there: it stays.
+		for _, v := range victims[:n] {
+			rec, _, err := l.load(ctx, v.id)
+			if errors.Is(err, engine.ErrNotFound) {
+				continue
+			}
+			if err == nil && rec.RetainUntil != v.deadline {
+				continue // moved on: another entry has it
+			}
+			stay = append(stay, chunkedReceipt{id: v.id, deadline: v.deadline})
+		}
+		victims = victims[n:]
+	}
+	b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer).AtVersion(c.key, c.version)
+	if len(stay) == len(c.entries) {
+		return cleaned, nil // nothing to write
+	}
+	if len(stay) == 0 {
+		b.Delete(c.key)
+	} else {
+		b.Put(c.key, encodeRcptChunk(stay))
+	}
+	if err := fault.Inject(fault.ChunkCleanBefore); err != nil {
+		return cleaned, err
+	}
+	_, err := l.store.Apply(ctx, b)
+	switch classifyWrite(err, lease.JobKey(cleanerJob)) {
+	case writeDone, writeRetry: // retry: the next pass walks it again
+		return cleaned, nil
+	case writeFenced:
+		l.stats.fenced.Add(1)
+		return cleaned, lease.ErrFenced
+	}
+	return cleaned, err
+}
