@@ -123,7 +123,8 @@ func TestValueLog_ColdValuesLeaveRAMAtACheckpointAndReadBackTheSame(t *testing.T
 
 // TestValueLog_AFlippedByteIsCorruptionNeverAValue: every byte of a
 // record — checksum, lengths, key, value — is covered: a flipped one makes
-// the read ErrCorruption naming the place, and never returns other bytes.
+// the read ErrCorruption naming the place, and never returns other bytes;
+// a Scan's error names the key (DamagedKey), so a walk can step past it.
 func TestValueLog_AFlippedByteIsCorruptionNeverAValue(t *testing.T) {
 	dir := t.TempDir()
 	opts := vlogOpts()
@@ -152,8 +153,9 @@ func TestValueLog_AFlippedByteIsCorruptionNeverAValue(t *testing.T) {
 		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), vlogSegName(1)) {
 			t.Fatalf("byte %d flipped: Get = %q, %v; want ErrCorruption naming the segment", at, it.Value, err)
 		}
-		if _, err := db.Scan(context.Background(), []byte("cold/"), nil, 10); !errors.Is(err, ErrCorruption) {
-			t.Fatalf("byte %d flipped: Scan error %v, want ErrCorruption", at, err)
+		_, err = db.Scan(context.Background(), []byte("cold/"), nil, 10)
+		if k, ok := DamagedKey(err); !errors.Is(err, ErrCorruption) || !ok || string(k) != "cold/a" {
+			t.Fatalf("byte %d flipped: Scan error %v (damaged key %q), want ErrCorruption naming cold/a", at, err, k)
 		}
 		db.Close()
 	}

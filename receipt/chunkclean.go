@@ -1,8 +1,11 @@
 package receipt
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemdb/idem/engine"
@@ -54,10 +57,13 @@ func (l *lifecycle) cleanChunk(ctx context.Context, jobVer engine.Version, c rcp
 		}
 		victims = victims[n:]
 	}
-	b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer).AtVersion(c.key, c.version)
 	if len(stay) == len(c.entries) {
 		return cleaned, nil // nothing to write
 	}
+	slices.SortFunc(stay, func(a, b chunkedReceipt) int { // a listing's order
+		return cmp.Or(cmp.Compare(a.deadline, b.deadline), strings.Compare(a.id, b.id))
+	})
+	b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer).AtVersion(c.key, c.version)
 	if len(stay) == 0 {
 		b.Delete(c.key)
 	} else {

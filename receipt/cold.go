@@ -16,9 +16,9 @@ import (
 // (their value is empty); the chunks that fold them (expfold.go,
 // tombclean.go) are read only by the cleaner and a listing.
 //
-// A terminal receipt is written again only when its visibility debt is
-// paid; the engine then holds the new value in RAM until the next
-// checkpoint moves it, and the old record is the collector's.
+// A terminal receipt still owing visibility debt stays in RAM too: it is
+// written again when the debt is paid, and only then moves. So a receipt
+// in the value log is terminal and owes nothing, which Summary counts on.
 func ColdValue(key, value []byte) bool {
 	switch {
 	case engine.NSTomb.Has(key):
@@ -26,10 +26,8 @@ func ColdValue(key, value []byte) bool {
 	case engine.NSExpiry.Has(key):
 		return expiryChunkKey(key)
 	case engine.NSReceipt.Has(key):
-		var head struct {
-			State State `cbor:"7,keyasint"`
-		}
-		return cbor.Unmarshal(value, &head) == nil && head.State == Terminal
+		var head recordState
+		return cbor.Unmarshal(value, &head) == nil && head.State == Terminal && head.Debt == 0
 	}
 	return false
 }

@@ -19,6 +19,10 @@ func TestColdValue_OnlyImmutableRecords(t *testing.T) {
 		}
 		return b
 	}
+	owing, err := cbor.Marshal(&Record{Schema: SchemaCurrent, Principal: "p", State: Terminal, Debt: VisibilityDebt, Envelope: &StoredEnvelope{}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := "00112233445566778899aabbccddeeff"
 	for _, c := range []struct {
 		what  string
@@ -27,6 +31,7 @@ func TestColdValue_OnlyImmutableRecords(t *testing.T) {
 		want  bool
 	}{
 		{"terminal receipt", engine.NSReceipt.Key(id), rec(Terminal), true},
+		{"terminal receipt owing visibility debt", engine.NSReceipt.Key(id), owing, false},
 		{"pending receipt", engine.NSReceipt.Key(id), rec(Pending), false},
 		{"started receipt", engine.NSReceipt.Key(id), rec(Started), false},
 		{"tombstone", TombstoneKey(id), make([]byte, 21), true},

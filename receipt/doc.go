@@ -29,6 +29,9 @@
 //	maintain.go   the recovery pass over recov/v1, on the same steps
 //	release.go    release retained decisions of settled receipts
 //	clean.go      the retention cleaner over exp/v1, fenced by its job lease
+//	expfold.go    the cleaner folds settled retention entries into chunks (one key per 256)
+//	chunkclean.go the cleaner cleans a chunk's due receipts, then the chunk
+//	scanaround.go index walks that step past a value that does not read
 //	executor.go   the bounded executor's slots
 //	wait.go, flight.go  waiting on another owner, and on a local goroutine (flights)
 //
@@ -43,5 +46,7 @@
 // its write: receipt/create-before (create.go), receipt/adopt-before
 // (adopt.go), receipt/decide-before and receipt/terminal-before
 // (decide.go), receipt/release-before (release.go), receipt/clean-before
-// (clean.go) and receipt/maintain-before (maintain.go).
+// (clean.go), receipt/tomb-clean-before (tombclean.go),
+// receipt/expiry-fold-before (expfold.go), receipt/chunk-clean-before
+// (chunkclean.go) and receipt/maintain-before (maintain.go).
 package receipt

@@ -98,12 +98,14 @@ func rcptChunkKey(deadlineMs int64, first string) []byte {
 	return engine.NSExpiry.Key(rcptChunksPart, fmt.Sprintf("%020d", deadlineMs), first)
 }
 
-// rcptChunksStart begins the chunks' part of the expiry namespace; every
+// rcptChunksPrefix begins the chunks' part of the expiry namespace; every
 // plain entry sorts before it.
-func rcptChunksStart() []byte { return engine.NSExpiry.Key(rcptChunksPart, "") }
+var rcptChunksPrefix = engine.NSExpiry.Key(rcptChunksPart, "")
+
+func rcptChunksStart() []byte { return bytes.Clone(rcptChunksPrefix) }
 
 // isRcptChunkKey reports whether key is in the chunks' part.
-func isRcptChunkKey(key []byte) bool { return bytes.HasPrefix(key, rcptChunksStart()) }
+func isRcptChunkKey(key []byte) bool { return bytes.HasPrefix(key, rcptChunksPrefix) }
 
 // rcptChunkOf reads expiry item it as a receipt chunk; ok is false for any
 // other entry. A value that is not whole entries still makes a chunk (its
