@@ -14,28 +14,33 @@ import (
 // then costs no pread per key, and no damage on disk can fail it. An
 // optimisation, like MultiGetter: Scan works on every store.
 type HotScanner interface {
-	// ScanHot is Scan, except that an item whose value lives in the value
-	// log comes with a nil Value, and cold[i] true.
-	ScanHot(ctx context.Context, start, end []byte, limit int) (items []Item, cold []bool, err error)
+	// ScanHot walks at most limit keys of [start, end) as Scan does, but
+	// reads no value from the value log: hot holds the other keys' items,
+	// in order, and cold counts the keys passed over. last is the last key
+	// walked when limit were, nil when the range ended first.
+	ScanHot(ctx context.Context, start, end []byte, limit int) (hot []Item, cold int, last []byte, err error)
 }
 
 // ScanHot implements HotScanner.
-func (db *DB) ScanHot(_ context.Context, start, end []byte, limit int) ([]Item, []bool, error) {
+func (db *DB) ScanHot(_ context.Context, start, end []byte, limit int) ([]Item, int, []byte, error) {
 	if db.closed.Load() {
-		return nil, nil, ErrClosed
+		return nil, 0, nil, ErrClosed
 	}
 	if limit <= 0 || limit > ScanLimitMax {
-		return nil, nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidScan, limit, ScanLimitMax)
+		return nil, 0, nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidScan, limit, ScanLimitMax)
 	}
-	items := make([]Item, 0, min(limit, 64))
-	cold := make([]bool, 0, min(limit, 64))
+	var hot []Item
+	cold, walked := 0, 0
+	var last index.KV
 	collect := func(it index.KV) bool {
-		item := Item{Key: it.Key(), Version: Version(it.Version)}
-		if !it.Indirect() {
-			item.Value = it.Value()
+		if it.Indirect() {
+			cold++
+		} else {
+			hot = append(hot, Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)})
 		}
-		items, cold = append(items, item), append(cold, it.Indirect())
-		return len(items) < limit
+		walked++
+		last = it
+		return walked < limit
 	}
 	db.treeMu.RLock()
 	defer db.treeMu.RUnlock()
@@ -44,5 +49,8 @@ func (db *DB) ScanHot(_ context.Context, start, end []byte, limit int) ([]Item, 
 	} else {
 		db.tree.AscendRange(index.Probe(start), index.Probe(end), collect)
 	}
-	return items, cold, nil
+	if walked < limit {
+		return hot, cold, nil, nil
+	}
+	return hot, cold, last.Key(), nil
 }

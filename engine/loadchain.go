@@ -79,6 +79,11 @@ func (l *chainLoad) build() (*index.Ordered[index.KV], int64, map[uint32]int64) 
 }
 
 func (l *chainLoad) buildIn(ranges int) (*index.Ordered[index.KV], int64, map[uint32]int64) {
+	if l.smallDeltas() {
+		if tree, live, vlive, ok := l.buildOnBase(ranges); ok {
+			return tree, live, vlive
+		}
+	}
 	runs := make([]loadRun, 0, 1+len(l.deltas))
 	runs = append(runs, loadRun{kv: l.base})
 	runs = append(runs, l.deltas...)

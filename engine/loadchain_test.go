@@ -21,7 +21,11 @@ var keyPrefixes = []string{"k", "rcpt/v1/", "exp/v1/0000000000000000176", "exp/v
 // randomChain is a base and up to maxDeltas deltas of puts and tombstones
 // over keys <prefix>0000…, some of them keys the base lacks, and the same
 // keys with a zero byte or a one appended.
+//
+// One round in four makes its deltas few and small beside the base, so
+// that the build applies them to the base instead of merging.
 func randomChain(rng *rand.Rand, maxDeltas int) *chainLoad {
+	small := rng.IntN(4) == 0
 	prefix := keyPrefixes[rng.IntN(len(keyPrefixes))]
 	key := func(i int) string {
 		k := fmt.Sprintf("%s%04d", prefix, i/3)
@@ -40,6 +44,9 @@ func randomChain(rng *rand.Rand, maxDeltas int) *chainLoad {
 	for range rng.IntN(maxDeltas + 1) {
 		var run loadRun
 		for i := range keys + 20 {
+			if small && rng.IntN(200) > 0 {
+				continue
+			}
 			switch rng.IntN(6) {
 			case 0:
 				run.add(index.Probe([]byte(key(i))), true)
@@ -67,21 +74,31 @@ func holding(tree *index.Ordered[index.KV]) []string {
 // puts and tombstones — the merged build, in any number of ranges at once,
 // holds exactly what inserting and deleting record by record, oldest first,
 // leaves: the same keys, each with the newest record's value and version.
+// So does the build that applies small deltas to the base.
 func TestChainLoad_TheSortedMergeEqualsApplyingEveryRecordInOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seedFor(t), 7))
+	onBase := 0
+	defer func() {
+		if onBase < 10 {
+			t.Errorf("only %d chains had deltas small enough to apply to the base", onBase)
+		}
+	}()
 	for round := range 300 {
 		l := randomChain(rng, []int{0, 1, 9, 70}[round%4])
-		want := l.byInserts()
+		if l.smallDeltas() && len(l.deltas) > 0 {
+			onBase++
+		}
+		want := cloned(l).byInserts()
 		var wantLive int64
 		for _, it := range want {
 			wantLive += recordBytes(len(it.Key()), len(it.Value()))
 		}
 		w := holding(index.NewSortedKeySpace(want))
 		for _, ranges := range []int{1, 2, 3, 8} {
-			if _, ok := mergeRanges(loadRunsOf(l), ranges); !ok {
+			if _, ok := mergeRanges(loadRunsOf(cloned(l)), ranges); !ok {
 				t.Fatalf("round %d, %d ranges: a chain in order refused as out of order", round, ranges)
 			}
-			got, gotLive, _ := l.buildIn(ranges)
+			got, gotLive, _ := cloned(l).buildIn(ranges)
 			if g := holding(got); !slices.Equal(g, w) || gotLive != wantLive {
 				t.Fatalf("round %d, %d ranges, %d deltas: the merged build holds %d items (live %d), record by record %d (live %d)\nmerged %v\nwant   %v",
 					round, ranges, len(l.deltas), len(g), gotLive, len(w), wantLive, g, w)
@@ -118,18 +135,27 @@ func TestChainLoad_ARunOutOfOrderFallsBackToInserts(t *testing.T) {
 		} else {
 			r[j] = chainKV(string(r[i].Key()), r[j].Version)
 		}
-		w := holding(index.NewSortedKeySpace(l.byInserts()))
+		w := holding(index.NewSortedKeySpace(cloned(l).byInserts()))
 		for _, ranges := range []int{1, 2, 5} {
-			run := loadRunsOf(l)
+			run := loadRunsOf(cloned(l))
 			if _, ok := mergeRanges(run, ranges); ok && descent {
 				t.Fatalf("round %d, %d ranges: a run out of order was merged as if sorted", round, ranges)
 			}
-			got, _, _ := l.buildIn(ranges)
+			got, _, _ := cloned(l).buildIn(ranges)
 			if g := holding(got); !slices.Equal(g, w) {
 				t.Fatalf("round %d, %d ranges: the fallback holds %v, record by record %v", round, ranges, g, w)
 			}
 		}
 	}
+}
+
+// cloned is a copy of l for one build, which takes its slices.
+func cloned(l *chainLoad) *chainLoad {
+	c := &chainLoad{base: slices.Clone(l.base)}
+	for _, d := range l.deltas {
+		c.deltas = append(c.deltas, loadRun{kv: slices.Clone(d.kv), tombs: d.tombs})
+	}
+	return c
 }
 
 func loadRunsOf(l *chainLoad) []loadRun {

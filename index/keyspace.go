@@ -71,7 +71,8 @@ func kvLess(a, b KV) bool { return bytes.Compare(a.Key(), b.Key()) < 0 }
 func NewKeySpace() *Ordered[KV] { return NewOrdered(kvLess) }
 
 // NewSortedKeySpace returns a key space of sorted, which must be in
-// strictly increasing key order (a checkpoint's records are).
+// strictly increasing key order (a checkpoint's records are), and becomes
+// the key space's.
 func NewSortedKeySpace(sorted []KV) *Ordered[KV] { return NewSortedOrdered(kvLess, sorted) }
 
 // SortedKV reports whether items are in strictly increasing key order.

@@ -21,7 +21,8 @@ func NewOrdered[T any](less func(a, b T) bool) *Ordered[T] {
 // NewSortedOrdered returns the set of sorted, which must be in strictly
 // increasing order by less, with its nodes filled (internal/btree's
 // NewSortedG): half the nodes of one built by inserting them, and no
-// search per item.
+// search per item. sorted becomes the set's (its leaves are windows of
+// it): the caller must not touch it afterwards.
 func NewSortedOrdered[T any](less func(a, b T) bool, sorted []T) *Ordered[T] {
 	return &Ordered[T]{t: btree.NewSortedG(degree, less, sorted), less: less}
 }
