@@ -26,6 +26,8 @@ const cleanerJob = "cleaner"
 // The pass then folds settled entries into chunks (expfold.go), at most
 // CleanScanMax of them.
 func (s *Service) CleanOnce(ctx context.Context) (int, error) {
+	s.cleanMu.Lock()
+	defer s.cleanMu.Unlock()
 	n, _, err := s.cleanPass(ctx, nil)
 	if err != nil {
 		return n, err
@@ -66,6 +68,8 @@ const cleanPassesMax = 64
 // expired entries are walked, or cleanPassesMax.
 // Then fold passes, until one folds nothing, or cleanPassesMax.
 func (l *lifecycle) cleanTick(ctx context.Context) (int, error) {
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
 	total := 0
 	var from []byte
 	for range cleanPassesMax {

@@ -143,8 +143,6 @@ func (l *lifecycle) foldPerApply() int {
 // CleanScanMax entries read. It answers the receipts folded. Every Apply
 // is fenced by the cleaner's job lease.
 func (l *lifecycle) foldFrom(ctx context.Context, jobVer engine.Version, now time.Time) (int, error) {
-	l.foldMu.Lock() // two passes at once would race for the same entries
-	defer l.foldMu.Unlock()
 	nowMs := now.UnixMilli()
 	start := expiryKey(nowMs+1, "")
 	end := expiryKey(nowMs+l.opts.Retention.Milliseconds()-l.foldAge()+1, "")

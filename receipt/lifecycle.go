@@ -48,7 +48,10 @@ type lifecycle struct {
 	// successor or a retry that executes it (Service.planStored).
 	replan planner
 
-	foldMu sync.Mutex // serialises fold passes (expfold.go)
+	// cleanMu serialises this process's cleaner passes (CleanOnce, the
+	// loop's ticks): each renews the job lease, which would fence the
+	// other's writes, and two folds would race for the same entries.
+	cleanMu sync.Mutex
 
 	releaseMu sync.Mutex
 	releaseQ  []string
