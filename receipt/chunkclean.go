@@ -39,7 +39,9 @@ func (l *lifecycle) cleanChunk(ctx context.Context, jobVer engine.Version, c rcp
 	cleaned := 0
 	for page := l.cleanPageMax(); len(victims) > 0; {
 		n := min(page, len(victims))
-		done, err := l.deleteVictims(ctx, jobVer, victims[:n])
+		// A copy: deleteVictims drops a refused victim by compacting the
+		// slice it is given, and the loop below must see every one.
+		done, err := l.deleteVictims(ctx, jobVer, slices.Clone(victims[:n]))
 		cleaned += done
 		if err != nil {
 			return cleaned, err

@@ -1,6 +1,8 @@
 package receipt_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -288,4 +290,54 @@ func TestExpiryFold_ADamagedChunkOrReceiptStopsNothingElse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExpiryFold_AReceiptWhoseCleanupConditionFailsStaysInItsChunk: the
+// cleanup Apply of a chunk's receipts fails on one receipt's condition (it
+// changed since it was read); the others are deleted, and the chunk is
+// written again listing that one, which the next pass cleans — no receipt
+// is left without an entry.
+func TestExpiryFold_AReceiptWhoseCleanupConditionFailsStaysInItsChunk(t *testing.T) {
+	e := newEnv(t)
+	hs := &hookStore{Store: e.db}
+	svc := e.openOn(hs, receipt.Options{Retention: foldRetain})
+	const n = 5
+	reqs, _ := foldWorkload(t, e, svc, n)
+	e.clock.Advance(foldAge)
+	cleanN(t, svc, 0)
+	if _, chunks, chunked := expiryShape(t, e.db); chunks != 1 || chunked != n {
+		t.Fatalf("%d chunks listing %d, want one listing %d", chunks, chunked, n)
+	}
+	// The middle receipt of the chunk's cleanup batch refuses, once.
+	refused := engine.NSReceipt.Key(receipt.Bind(alice, "t", reqs[2].Key))
+	once := false
+	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
+		if once || !deletesKey(b, refused) {
+			return 0, nil, false
+		}
+		once = true
+		return 0, &engine.ConditionError{Cond: engine.Condition{Key: refused, Kind: engine.MustBeAtVersion, Version: 1}, Found: 2}, true
+	})
+	e.clock.Advance(foldRetain + chunkSpan)
+	cleanN(t, svc, n-1)
+	if !once {
+		t.Fatal("the hook never refused")
+	}
+	if _, chunks, chunked := expiryShape(t, e.db); chunks != 1 || chunked != 1 {
+		t.Fatalf("after the refusal: %d chunks listing %d receipts; want the refused one, alone", chunks, chunked)
+	}
+	cleanN(t, svc, 1)
+	if plain, chunks, _ := expiryShape(t, e.db); plain != 0 || chunks != 0 || receiptExists(t, e.db, receipt.Bind(alice, "t", reqs[2].Key)) {
+		t.Fatalf("left: %d plain entries, %d chunks, or the refused receipt", plain, chunks)
+	}
+}
+
+// deletesKey reports whether b deletes key.
+func deletesKey(b *engine.Batch, key []byte) bool {
+	for _, op := range b.Ops {
+		if op.Delete && bytes.Equal(op.Key, key) {
+			return true
+		}
+	}
+	return false
 }
