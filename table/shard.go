@@ -176,16 +176,11 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
 	// Per document an intent put, its absence and at most the base's
 	// version; sized once, not grown document by document.
-	b := new(engine.Batch).Grow(1+2*len(s.docs), len(s.docs)).AtVersion(s.metaKey(), s.meta.Version)
-	s.result = Result{}
-	s.staged, s.stagedTxn, s.preparedAt = s.staged[:0], txnID, 0
-	for _, w := range s.docs {
-		st, err := s.stage(ctx, w, &s.result)
-		if err != nil {
-			return nil, err
-		}
-		s.staged = append(s.staged, st)
+	if err := s.stageAll(ctx); err != nil {
+		return nil, err
 	}
+	s.stagedTxn = txnID
+	b := new(engine.Batch).Grow(1+2*len(s.docs), len(s.docs)).AtVersion(s.metaKey(), s.meta.Version)
 	// The intents' values in one buffer, sized first so that no value
 	// moves once taken (each is capped).
 	size := 0
@@ -203,6 +198,21 @@ func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error
 		b.Put(st.intentKey, vals[start:len(vals):len(vals)])
 	}
 	return b, nil
+}
+
+// stageAll stages every document of the shard afresh (stage), forgetting
+// what an earlier Prepare staged.
+func (s *Shard) stageAll(ctx context.Context) error {
+	s.result = Result{}
+	s.staged, s.stagedTxn, s.preparedAt = s.staged[:0], "", 0
+	for _, w := range s.docs {
+		st, err := s.stage(ctx, w, &s.result)
+		if err != nil {
+			return err
+		}
+		s.staged = append(s.staged, st)
+	}
+	return nil
 }
 
 // Resolve returns the writes that apply (commit) or discard (abort) the

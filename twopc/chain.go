@@ -24,7 +24,10 @@ type StagedResolver interface {
 
 // Chained says where BeginCommit's two links were written.
 type Chained struct {
-	Begun   engine.Version // the Begin link: record, prepares, beginWith
+	// Begun is the first link's version: record and prepares (or, for
+	// DirectCommitters, no 2PC write at all) with beginWith. It is
+	// Decided when the chain was one link (direct, with beginWith empty).
+	Begun   engine.Version
 	Decided engine.Version // the decision link: decision, resolution, decideWith
 	Result  []byte         // the committed result, as recorded at Begin
 }
@@ -57,7 +60,9 @@ func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *engin
 		return Chained{}, false, nil
 	}
 	for _, p := range txn.Participants {
-		if _, ok := p.(StagedResolver); !ok {
+		_, staged := p.(StagedResolver)
+		_, direct := p.(DirectCommitter)
+		if !staged && !direct {
 			return Chained{}, false, nil
 		}
 	}
@@ -85,21 +90,14 @@ const ChainContendedRetriesMax = 2
 // a fresh prepare may pass.
 func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chainer, txn Txn, beginWith *engine.Batch,
 	decideWith func(result []byte) (*engine.Batch, error)) (ch Chained, ok, contended bool, err error) {
-	begin, result, err := c.beginBatch(ctx, txn)
+	begin, decide, result, direct, err := c.directChain(ctx, txn, beginWith)
+	if !direct {
+		begin, decide, result, err = c.stagedChain(ctx, txn, beginWith)
+	}
 	var refusal *code.Error
 	if errors.As(err, &refusal) {
 		return Chained{}, false, false, nil // Begin reports the vote
 	}
-	if err != nil {
-		return Chained{}, false, false, err
-	}
-	decide, err := c.decisionBatch(txn.ID, Committed{Result: result}, func(p Participant, commit bool) (*engine.Batch, error) {
-		b, staged := p.(StagedResolver).ResolveStaged(txn.ID, commit)
-		if !staged {
-			return nil, fmt.Errorf("twopc: participant %s lost what it staged for %s", p.ID(), txn.ID)
-		}
-		return b, nil
-	}, txn.Participants)
 	if err != nil {
 		return Chained{}, false, false, err
 	}
@@ -110,13 +108,19 @@ func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chaine
 		}
 		decide.Merge(with)
 	}
-	begin.Merge(beginWith)
 	checkDecisionWrites(begin)
 	checkDecisionWrites(decide)
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return Chained{}, false, false, err
 	}
-	vs, err := chainer.ApplyChain(ctx, begin, decide)
+	links := []*engine.Batch{begin, decide}
+	if len(begin.Ops) == 0 {
+		// A direct chain with nothing of the caller's to publish first:
+		// its first link would only hold conditions, which the decision
+		// link can check itself.
+		links = []*engine.Batch{decide.Merge(&engine.Batch{Conds: begin.Conds})}
+	}
+	vs, err := chainer.ApplyChain(ctx, links...)
 	switch {
 	case errors.Is(err, engine.ErrConditionFailed):
 		key, _ := engine.FailedKey(err)
@@ -127,10 +131,35 @@ func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chaine
 		return Chained{}, false, false, err
 	}
 	for _, p := range txn.Participants {
-		if pp, ok := p.(Preparer); ok {
+		if pp, ok := p.(Preparer); ok && !direct {
 			pp.Prepared(txn.ID, vs[0])
 		}
 	}
-	ch = Chained{Begun: vs[0], Decided: vs[1], Result: result}
+	ch = Chained{Begun: vs[0], Decided: vs[len(vs)-1], Result: result}
 	return ch, true, false, fault.Inject(fault.TwoPCChainAfter)
+}
+
+// stagedChain returns BeginCommit's two links for participants that stage
+// intents: Begin's write (record, every prepare, beginWith) and the
+// decision with every participant's staged resolution.
+func (c *Coordinator) stagedChain(ctx context.Context, txn Txn, beginWith *engine.Batch) (begin, decide *engine.Batch, result []byte, err error) {
+	for _, p := range txn.Participants {
+		if _, ok := p.(StagedResolver); !ok {
+			return nil, nil, nil, fmt.Errorf("twopc: participant %s can neither commit directly nor resolve what it staged", p.ID())
+		}
+	}
+	if begin, result, err = c.beginBatch(ctx, txn); err != nil {
+		return nil, nil, nil, err
+	}
+	decide, err = c.decisionBatch(txn.ID, Committed{Result: result}, func(p Participant, commit bool) (*engine.Batch, error) {
+		b, staged := p.(StagedResolver).ResolveStaged(txn.ID, commit)
+		if !staged {
+			return nil, fmt.Errorf("twopc: participant %s lost what it staged for %s", p.ID(), txn.ID)
+		}
+		return b, nil
+	}, txn.Participants)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return begin.Merge(beginWith), decide, result, nil
 }

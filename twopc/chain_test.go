@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/idemdb/idem/engine"
@@ -14,47 +15,68 @@ import (
 	"github.com/idemdb/idem/wal/waltest"
 )
 
+// withKey is what the tests' beginWith publishes, as the receipt layer
+// publishes its receipt in a chain's first link.
+var withKey = engine.NSMeta.Key("test", "with")
+
 // TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide: the chained commit
 // costs one fsync, applies the batch once, and leaves the store as Begin +
-// DecideOrLearn would: the decision retained, no record, no intent.
+// DecideOrLearn would: the decision retained, no record, no intent. A
+// staged chain logs its first link (record, intents) and its decision
+// link; a direct chain logs the caller's first link and the decision
+// link, and is one link when the caller has nothing to publish first.
 func TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide(t *testing.T) {
 	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
-	ctx := context.Background()
-	n := newNode(t, twopc.Options{})
-	work.seed(t, n)
-	txn := txnFor("tx", n.plan(t, work.body()))
-	result, _ := json.Marshal(wantResult)
-	before := n.edb.Stats().WAL
-	ch, ok, err := n.coord.BeginCommit(ctx, txn, nil, nil)
-	if err != nil || !ok {
-		t.Fatalf("BeginCommit: %+v, %v, %v", ch, ok, err)
-	}
-	after := n.edb.Stats().WAL
-	if f, e := after.Fsyncs-before.Fsyncs, after.Entries-before.Entries; f != 1 || e != 2 {
-		t.Fatalf("chained commit took %d fsyncs for %d log entries, want 1 for 2", f, e)
-	}
-	if string(ch.Result) != string(result) || ch.Decided != ch.Begun+1 {
-		t.Fatalf("chained at %+v, want result %s and consecutive versions", ch, result)
-	}
-	if got := work.state(t, n); got != "new" {
-		t.Fatalf("state %s after the chained commit", got)
-	}
-	if o, err := n.coord.Learn(ctx, "tx"); err != nil || outcomeString(o) != outcomeString(twopc.Committed{Result: result}) {
-		t.Fatalf("learn: %s, %v", outcomeString(o), err)
-	}
-	assertNoIntentsOrRecords(t, n.db)
-	// A retry re-plans from scratch: the decided transaction is never
-	// chained again, and Begin returns its decision without writing.
-	dumped := dump(t, n.db)
-	retry := txnFor("tx", n.plan(t, work.body()))
-	if _, ok, err := n.coord.BeginCommit(ctx, retry, nil, nil); ok || err != nil {
-		t.Fatalf("BeginCommit of a decided txn: ok=%v, %v; want nothing written", ok, err)
-	}
-	if res, err := n.coord.Begin(ctx, retry, nil); err != nil || outcomeString(res.Decided) != outcomeString(twopc.Committed{Result: result}) {
-		t.Fatalf("Begin of a decided txn: %+v, %v", res, err)
-	}
-	if dump(t, n.db) != dumped {
-		t.Fatal("retrying a decided transaction wrote")
+	for _, mode := range chainModes {
+		for _, with := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/with=%v", mode, with), func(t *testing.T) {
+				ctx := context.Background()
+				n := newNode(t, twopc.Options{})
+				work.seed(t, n)
+				txn := txnForChain(mode, "tx", n.plan(t, work.body()))
+				result, _ := json.Marshal(wantResult)
+				var beginWith *engine.Batch
+				if with {
+					beginWith = new(engine.Batch).Put(withKey, []byte("first"))
+				}
+				links := 2
+				if mode == "direct" && !with {
+					links = 1
+				}
+				before := n.edb.Stats().WAL
+				ch, ok, err := n.coord.BeginCommit(ctx, txn, beginWith, nil)
+				if err != nil || !ok {
+					t.Fatalf("BeginCommit: %+v, %v, %v", ch, ok, err)
+				}
+				after := n.edb.Stats().WAL
+				if f, e := after.Fsyncs-before.Fsyncs, after.Entries-before.Entries; f != 1 || e != uint64(links) {
+					t.Fatalf("chained commit took %d fsyncs for %d log entries, want 1 for %d", f, e, links)
+				}
+				if string(ch.Result) != string(result) || ch.Decided != ch.Begun+engine.Version(links-1) {
+					t.Fatalf("chained at %+v, want result %s and %d consecutive versions", ch, result, links)
+				}
+				if got := work.state(t, n); got != "new" {
+					t.Fatalf("state %s after the chained commit", got)
+				}
+				if o, err := n.coord.Learn(ctx, "tx"); err != nil || outcomeString(o) != outcomeString(twopc.Committed{Result: result}) {
+					t.Fatalf("learn: %s, %v", outcomeString(o), err)
+				}
+				assertNoIntentsOrRecords(t, n.db)
+				// A retry re-plans from scratch: the decided transaction is never
+				// chained again, and Begin returns its decision without writing.
+				dumped := dump(t, n.db)
+				retry := txnForChain(mode, "tx", n.plan(t, work.body()))
+				if _, ok, err := n.coord.BeginCommit(ctx, retry, nil, nil); ok || err != nil {
+					t.Fatalf("BeginCommit of a decided txn: ok=%v, %v; want nothing written", ok, err)
+				}
+				if res, err := n.coord.Begin(ctx, retry, nil); err != nil || outcomeString(res.Decided) != outcomeString(twopc.Committed{Result: result}) {
+					t.Fatalf("Begin of a decided txn: %+v, %v", res, err)
+				}
+				if dump(t, n.db) != dumped {
+					t.Fatal("retrying a decided transaction wrote")
+				}
+			})
+		}
 	}
 }
 
@@ -98,10 +120,14 @@ func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
 
 // TestBeginCommit_TornChainRecoversAtomically: a chained commit written but
 // never fsynced, then cut by a power loss at offsets across its bytes,
-// recovers to one of three states — nothing, begun and undecided (the
-// prepares alone), or committed — never a decision without its prepares;
-// recovery then leaves the batch all applied or not at all, with no intent
-// or record, and every one of the three states is reached.
+// recovers to a prefix of its links, never a decision without what comes
+// before it; recovery then leaves the batch all applied or not at all, with
+// no intent or record, and every state is reached. A staged chain's states
+// are nothing, begun and undecided (its prepares alone: recovery decides
+// by policy, and commit-prepared commits), or committed. A direct chain's
+// are nothing, the caller's first link alone — no record and no prepare,
+// so there is nothing to recover and the documents are as they were — or
+// committed.
 func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
 	if !fault.Compiled {
@@ -110,58 +136,75 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 	ctx := context.Background()
 	result, _ := json.Marshal(wantResult)
 	const stride = 61 // cuts per chain: a few dozen, in both links and at the end
-	run := func(keep int) (state string, unsynced int) {
-		n := newNode(t, twopc.Options{})
-		work.seed(t, n)
-		txn := txnFor("tx", n.plan(t, work.body()))
-		disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
-		_, _, err := n.coord.BeginCommit(ctx, txn, nil, nil)
-		disarm()
-		if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
-			t.Fatalf("BeginCommit whose fsync failed: %v, want ErrOutcomeUnknown", err)
+	for _, mode := range chainModes {
+		for _, pol := range policies {
+			t.Run(mode+"/"+pol.name, func(t *testing.T) {
+				run := func(keep int) (state string, unsynced int) {
+					n := newNode(t, twopc.Options{})
+					work.seed(t, n)
+					txn := txnForChain(mode, "tx", n.plan(t, work.body()))
+					disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
+					_, _, err := n.coord.BeginCommit(ctx, txn, new(engine.Batch).Put(withKey, []byte("first")), nil)
+					disarm()
+					if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
+						t.Fatalf("BeginCommit whose fsync failed: %v, want ErrOutcomeUnknown", err)
+					}
+					unsynced = waltest.Total(n.disk.Crash(n.edb, memfs.KeepUnsynced(keep)))
+					n.open(t)
+					st, err := n.coord.Lookup(ctx, "tx")
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, withErr := n.db.Get(ctx, withKey)
+					first := withErr == nil
+					switch {
+					case st.Decision != nil && !st.Begun && first:
+						state = "committed"
+						if outcomeString(st.Decision) != outcomeString(twopc.Committed{Result: result}) {
+							t.Fatalf("decision %s", outcomeString(st.Decision))
+						}
+					case mode == "staged" && st.Decision == nil && st.Begun && len(st.Unresolved) == 4 && first:
+						state = "begun"
+					case mode == "direct" && st.Decision == nil && !st.Begun && first:
+						state = "first link"
+					case st.Decision == nil && !st.Begun && !first:
+						state = "nothing"
+					default:
+						t.Fatalf("recovered begun=%v decision=%s unresolved=%d first link=%v: not a prefix of the chain",
+							st.Begun, outcomeString(st.Decision), len(st.Unresolved), first)
+					}
+					if _, err := n.coord.Recover(ctx, twopc.RecoverOptions{Undecided: pol.policy}); err != nil {
+						t.Fatal(err)
+					}
+					want := "old"
+					if state == "committed" || (state == "begun" && pol.policy == twopc.CommitPrepared) {
+						want = "new"
+					}
+					if got := work.state(t, n); got != want {
+						t.Fatalf("%s chain recovered to documents %s, want %s", state, got, want)
+					}
+					assertNoIntentsOrRecords(t, n.db)
+					return state, unsynced
+				}
+				_, unsynced := run(0)
+				seen := map[string]int{}
+				for _, keep := range waltest.CutPoints(unsynced, stride) {
+					state, _ := run(keep)
+					seen[state]++
+				}
+				states := []string{"nothing", "begun", "committed"}
+				if mode == "direct" {
+					states[1] = "first link"
+				}
+				for _, s := range states {
+					if seen[s] == 0 {
+						t.Errorf("no cut of the %d unsynced bytes recovered to %q (seen %v)", unsynced, s, seen)
+					}
+				}
+				t.Logf("%d unsynced bytes, states by cut: %v", unsynced, seen)
+			})
 		}
-		unsynced = waltest.Total(n.disk.Crash(n.edb, memfs.KeepUnsynced(keep)))
-		n.open(t)
-		st, err := n.coord.Lookup(ctx, "tx")
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case st.Decision != nil && !st.Begun:
-			state = "committed"
-			if outcomeString(st.Decision) != outcomeString(twopc.Committed{Result: result}) {
-				t.Fatalf("decision %s", outcomeString(st.Decision))
-			}
-		case st.Decision == nil && st.Begun && len(st.Unresolved) == 4:
-			state = "begun"
-		case st.Decision == nil && !st.Begun:
-			state = "nothing"
-		default:
-			t.Fatalf("recovered begun=%v decision=%s unresolved=%d: not a prefix of the chain",
-				st.Begun, outcomeString(st.Decision), len(st.Unresolved))
-		}
-		if _, err := n.coord.Recover(ctx, twopc.RecoverOptions{Undecided: twopc.PresumeAbort}); err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]string{"committed": "new", "begun": "old", "nothing": "old"}[state]
-		if got := work.state(t, n); got != want {
-			t.Fatalf("%s chain recovered to documents %s, want %s", state, got, want)
-		}
-		assertNoIntentsOrRecords(t, n.db)
-		return state, unsynced
 	}
-	_, unsynced := run(0)
-	seen := map[string]int{}
-	for _, keep := range waltest.CutPoints(unsynced, stride) {
-		state, _ := run(keep)
-		seen[state]++
-	}
-	for _, s := range []string{"nothing", "begun", "committed"} {
-		if seen[s] == 0 {
-			t.Errorf("no cut of the %d unsynced bytes recovered to %q (seen %v)", unsynced, s, seen)
-		}
-	}
-	t.Logf("%d unsynced bytes, states by cut: %v", unsynced, seen)
 }
 
 // contendedChains makes its first fails ApplyChains fail as if a document's

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/table"
@@ -85,15 +86,15 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 	}
 	for _, name := range names {
 		hits := fault.Hits(name)
-		for _, chained := range []bool{false, true} {
-			if chained && testsupport.OnReferenceStore() {
+		for _, chain := range []string{"", "staged", "direct"} {
+			if chain != "" && testsupport.OnReferenceStore() {
 				continue // chaining is engine.DB's
 			}
 			for _, deferRes := range []bool{false, true} {
 				for _, pol := range policies {
 					for _, crash := range []bool{false, true} {
-						t.Run(fmt.Sprintf("%s/chained=%v/defer=%v/%s/crash=%v", name, chained, deferRes, pol.name, crash), func(t *testing.T) {
-							runCrashScenario(t, name, chained, deferRes, pol.policy, crash)
+						t.Run(fmt.Sprintf("%s/chain=%q/defer=%v/%s/crash=%v", name, chain, deferRes, pol.name, crash), func(t *testing.T) {
+							runCrashScenario(t, name, chain, deferRes, pol.policy, crash)
 						})
 					}
 				}
@@ -105,7 +106,9 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 	}
 }
 
-func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy twopc.UndecidedPolicy, crash bool) {
+// runCrashScenario runs one variant: chain "" is Begin then Decide, and
+// "staged" or "direct" BeginCommit's chain of that mode (chainModes).
+func runCrashScenario(t *testing.T, name, chain string, deferRes bool, policy twopc.UndecidedPolicy, crash bool) {
 	ctx := context.Background()
 	n := newNode(t, twopc.Options{DeferResolution: deferRes})
 	work.seed(t, n)
@@ -114,12 +117,21 @@ func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy 
 		t.Fatalf("workload touches %d shards, want 4", len(plan.Shards))
 	}
 	txn := txnFor("tx", plan)
+	if chain != "" {
+		txn = txnForChain(chain, "tx", plan)
+	}
 	result, _ := json.Marshal(wantResult)
 	committed := twopc.Committed{Result: result}
 
 	disarm := testsupport.Arm(t, name, `return("crash")`)
 	hits := fault.Hits(name)
-	step, pastDecide, flowErr := crashFlow(t, n, txn, committed, chained)
+	// A direct chain has no first link of its own to write here (no
+	// beginWith): it is the decision link alone.
+	links := 2
+	if chain == "direct" && !deferRes {
+		links = 1
+	}
+	step, pastDecide, flowErr := crashFlow(t, n, txn, committed, chain != "", links)
 	disarm()
 	if flowErr != nil && !errors.Is(flowErr, fault.ErrInjected) {
 		t.Fatalf("%s: %v is not the injected error", step, flowErr)
@@ -140,7 +152,7 @@ func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy 
 		t.Fatal(err)
 	}
 	expectations := crashExpectations
-	if chained {
+	if chain != "" {
 		expectations = chainedExpectations
 	}
 	exp, known := expectations[name]
@@ -248,7 +260,7 @@ func runCrashScenario(t *testing.T, name string, chained, deferRes bool, policy 
 
 // crashFlow runs the transaction until an error surfaces. It returns the
 // step that failed and whether DecideOrLearn reported the commit.
-func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, chained bool) (string, bool, error) {
+func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, chained bool, links int) (string, bool, error) {
 	t.Helper()
 	ctx := context.Background()
 	if chained {
@@ -256,7 +268,7 @@ func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, 
 		if err != nil {
 			return "chain", false, err
 		}
-		if !ok || string(ch.Result) != string(committed.Result) || ch.Decided != ch.Begun+1 {
+		if !ok || string(ch.Result) != string(committed.Result) || ch.Decided != ch.Begun+engine.Version(links-1) {
 			t.Fatalf("BeginCommit: %+v, ok=%v; want a chained commit of %s", ch, ok, committed.Result)
 		}
 	} else {

@@ -15,5 +15,7 @@
 // Every durable step accepts a `with` batch that is applied atomically with
 // it: the receipt layer publishes its receipt with Begin and its terminal
 // envelope with Decide. On a store that shares one log, BeginCommit chains
-// the two writes into one fsync wait (see chain.go).
+// the two writes into one fsync wait (see chain.go); participants that are
+// DirectCommitters then stage no intents, and their commit rides in the
+// decision link (direct.go).
 package twopc

@@ -259,3 +259,44 @@ func outcomeString(o twopc.Outcome) string {
 	}
 	return fmt.Sprintf("%T", o)
 }
+
+// stagedOnly hides a shard's CommitDirect, so that BeginCommit takes the
+// chain that stages intents in its first link and resolves them in its
+// second: the path of participants that cannot commit directly.
+type stagedOnly struct{ s *table.Shard }
+
+func (p stagedOnly) ID() string                                   { return p.s.ID() }
+func (p stagedOnly) Ref() []byte                                  { return p.s.Ref() }
+func (p stagedOnly) Refusal(key []byte) (*code.Error, bool, bool) { return p.s.Refusal(key) }
+func (p stagedOnly) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
+	return p.s.Prepare(ctx, txnID)
+}
+func (p stagedOnly) Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error) {
+	return p.s.Resolve(ctx, txnID, commit)
+}
+func (p stagedOnly) ResolveStaged(txnID string, commit bool) (*engine.Batch, bool) {
+	return p.s.ResolveStaged(txnID, commit)
+}
+func (p stagedOnly) Prepared(txnID string, v engine.Version) { p.s.Prepared(txnID, v) }
+
+// stagedTxnFor is txnFor with every participant stagedOnly.
+func stagedTxnFor(id string, p *table.Plan) twopc.Txn {
+	txn := txnFor(id, p)
+	for i, s := range p.Shards {
+		txn.Participants[i] = stagedOnly{s}
+	}
+	return txn
+}
+
+// chainModes are the two chains BeginCommit makes: "staged" (intents in
+// the first link, resolved in the second) and "direct" (the documents
+// written by the decision link itself, twopc.DirectCommitter).
+var chainModes = []string{"staged", "direct"}
+
+// txnForChain is the transaction whose BeginCommit takes chain mode.
+func txnForChain(mode, id string, p *table.Plan) twopc.Txn {
+	if mode == "staged" {
+		return stagedTxnFor(id, p)
+	}
+	return txnFor(id, p)
+}

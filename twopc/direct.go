@@ -1,0 +1,70 @@
+package twopc
+
+import (
+	"context"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// DirectCommitter is a participant whose prepare a chained commit can carry
+// in its decision link instead of staging it as intents. In a chain nothing
+// comes between the two links, and they are sequenced as one: intents put
+// by the first link and deleted by the second would cost their log bytes
+// and conditions twice and protect nothing. The first link then holds no
+// prepare, so a crash that keeps it alone (a torn chain) leaves nothing of
+// the transaction to commit: DESIGN §12 lets recovery commit only what has
+// every prepare durable, and presumes abort otherwise.
+type DirectCommitter interface {
+	// CommitDirect stages txnID as Prepare does — a *code.Error is a "no"
+	// vote — and returns, in place of intents, the writes its commit
+	// makes, under the conditions Prepare's vote would rest on (no open
+	// intent on a document, each document read still as read). Refusal
+	// explains a failed condition as it does Prepare's.
+	CommitDirect(ctx context.Context, txnID string) (*engine.Batch, error)
+}
+
+// directChain returns BeginCommit's two links for participants that are
+// all DirectCommitters, or ok=false if one is not (or resolution is
+// deferred, which needs intents to defer). The first link is beginWith,
+// conditioned on the transaction being neither begun nor decided; it
+// writes no coordinator record, since there is nothing for a record to
+// resolve: a first link kept alone is a receipt whose transaction never
+// began, which recovery presumes aborted. The second link is the decision
+// with every participant's direct commit and decideWith's writes.
+func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engine.Batch) (begin, decide *engine.Batch, result []byte, ok bool, err error) {
+	if c.opts.DeferResolution {
+		return nil, nil, nil, false, nil
+	}
+	committers := make([]DirectCommitter, len(txn.Participants))
+	for i, p := range txn.Participants {
+		dc, isDirect := p.(DirectCommitter)
+		if !isDirect {
+			return nil, nil, nil, false, nil
+		}
+		committers[i] = dc
+	}
+	commits := make([]*engine.Batch, len(committers))
+	conds, ops := 1+withSlack, 1+withSlack
+	for i, dc := range committers {
+		if commits[i], err = dc.CommitDirect(ctx, txn.ID); err != nil {
+			return nil, nil, nil, true, err
+		}
+		conds, ops = conds+len(commits[i].Conds), ops+len(commits[i].Ops)
+	}
+	if txn.Result != nil {
+		if result, err = txn.Result(); err != nil {
+			return nil, nil, nil, true, err
+		}
+	}
+	val, err := encodeDecision(Committed{Result: result}, c.opts.Now().UnixMilli())
+	if err != nil {
+		return nil, nil, nil, true, err
+	}
+	begin = new(engine.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	begin.Merge(beginWith)
+	decide = new(engine.Batch).Grow(conds, ops).Absent(decisionKey(txn.ID)).Put(decisionKey(txn.ID), val)
+	for _, cb := range commits {
+		decide.Merge(cb)
+	}
+	return begin, decide, result, true, nil
+}
