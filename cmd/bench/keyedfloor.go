@@ -13,8 +13,9 @@ import (
 // receipts:keyed-floor (issue 18): the engine's cost of a keyed request's
 // durable effect. Keyed requests are run once on a store that records, per
 // request, every write it makes — the receipt, its lease, recovery and
-// retention entries, the coordinator record, the intents and their
-// resolution, the documents, the decision, the terminal envelope — and the
+// retention entries, the documents, the decision, the terminal envelope
+// (and, on a path that stages them, the coordinator record and the
+// intents with their resolution) — and the
 // floor then applies each request's writes, pre-built, as one Apply on a
 // fresh store: the same log bytes and tree writes, with no parsing,
 // encoding, lookup, receipt logic or 2PC bookkeeping. keyed over this
