@@ -23,7 +23,7 @@ func (l *lifecycle) reconcile(ctx context.Context, a *attempt) (Answer, error) {
 			// Started but never prepared: nothing to commit.
 			return twopc.PresumedOutcome(twopc.PresumeAbort, nil)
 		}
-		return twopc.PresumedOutcome(l.opts.recoveryPolicy(), st.Result)
+		return twopc.PresumedFor(l.opts.recoveryPolicy(), st)
 	})
 }
 

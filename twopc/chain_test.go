@@ -125,9 +125,9 @@ func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
 // no intent or record, and every state is reached. A staged chain's states
 // are nothing, begun and undecided (its prepares alone: recovery decides
 // by policy, and commit-prepared commits), or committed. A direct chain's
-// are nothing, the caller's first link alone — no record and no prepare,
-// so there is nothing to recover and the documents are as they were — or
-// committed.
+// are nothing, the caller's first link alone — with a record marked
+// unprepared and no prepare, which recovery presumes aborted under either
+// policy, leaving the documents as they were — or committed.
 func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
 	if !fault.Compiled {
@@ -165,7 +165,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 						}
 					case mode == "staged" && st.Decision == nil && st.Begun && len(st.Unresolved) == 4 && first:
 						state = "begun"
-					case mode == "direct" && st.Decision == nil && !st.Begun && first:
+					case mode == "direct" && st.Decision == nil && st.Begun && st.Unprepared && len(st.Unresolved) == 0 && first:
 						state = "first link"
 					case st.Decision == nil && !st.Begun && !first:
 						state = "nothing"

@@ -308,6 +308,10 @@ type Status struct {
 	Unresolved []string // participants whose intents are not yet resolved
 	Result     []byte   // commit result stored at prepare
 	Created    time.Time
+	// Unprepared: the record holds no durable prepare (a direct chain's
+	// first link, kept without its decision link): only an abort may be
+	// presumed for it (PresumedFor).
+	Unprepared bool
 }
 
 // Lookup reads a transaction's record and decision.
@@ -320,7 +324,7 @@ func (c *Coordinator) Lookup(ctx context.Context, txnID string) (Status, error) 
 		if err != nil {
 			return Status{}, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
 		}
-		st.Begun, st.Result, st.Created = true, rec.Result, time.UnixMilli(rec.Created)
+		st.Begun, st.Result, st.Created, st.Unprepared = true, rec.Result, time.UnixMilli(rec.Created), rec.Unprepared
 		for _, p := range rec.Participants {
 			if !p.Resolved {
 				st.Unresolved = append(st.Unresolved, p.ID)

@@ -3,6 +3,8 @@ package twopc
 import (
 	"context"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/idemdb/idem/engine"
 )
 
@@ -25,12 +27,16 @@ type DirectCommitter interface {
 
 // directChain returns BeginCommit's two links for participants that are
 // all DirectCommitters, or ok=false if one is not (or resolution is
-// deferred, which needs intents to defer). The first link is beginWith,
-// conditioned on the transaction being neither begun nor decided; it
-// writes no coordinator record, since there is nothing for a record to
-// resolve: a first link kept alone is a receipt whose transaction never
-// began, which recovery presumes aborted. The second link is the decision
-// with every participant's direct commit and decideWith's writes.
+// deferred, which needs intents to defer). The first link is beginWith
+// with a coordinator record marked Unprepared (no participants: there is
+// nothing to resolve), conditioned on the transaction being neither begun
+// nor decided: a first link kept alone is a begun transaction that
+// recovery, whatever its policy, presumes aborted — and the caller's
+// started receipt keeps its retained 2PC record, as every started receipt
+// does. The second link is the decision with every participant's direct
+// commit, the record's deletion and decideWith's writes. With an empty
+// beginWith the first link has nothing to protect (BeginCommit then
+// writes the decision link alone): its record is left out.
 func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engine.Batch) (begin, decide *engine.Batch, result []byte, ok bool, err error) {
 	if c.opts.DeferResolution {
 		return nil, nil, nil, false, nil
@@ -44,7 +50,7 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 		committers[i] = dc
 	}
 	commits := make([]*engine.Batch, len(committers))
-	conds, ops := 1+withSlack, 1+withSlack
+	conds, ops := 1+withSlack, 2+withSlack
 	for i, dc := range committers {
 		if commits[i], err = dc.CommitDirect(ctx, txn.ID); err != nil {
 			return nil, nil, nil, true, err
@@ -61,10 +67,20 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 		return nil, nil, nil, true, err
 	}
 	begin = new(engine.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
-	begin.Merge(beginWith)
+	if beginWith != nil && len(beginWith.Ops) > 0 {
+		rec, err := cbor.Marshal(record{Schema: schemaV1, Created: c.opts.Now().UnixMilli(), Unprepared: true})
+		if err != nil {
+			return nil, nil, nil, true, err
+		}
+		begin.Grow(len(beginWith.Conds), 1+len(beginWith.Ops)).Put(recordKey(txn.ID), rec)
+	}
+	begin.Merge(beginWith) // its conditions, even with no op to write
 	decide = new(engine.Batch).Grow(conds, ops).Absent(decisionKey(txn.ID)).Put(decisionKey(txn.ID), val)
 	for _, cb := range commits {
 		decide.Merge(cb)
+	}
+	if len(begin.Ops) > 0 {
+		decide.Delete(recordKey(txn.ID))
 	}
 	return begin, decide, result, true, nil
 }

@@ -34,6 +34,10 @@ type record struct {
 	Participants []partRecord `cbor:"2,keyasint"`
 	Result       []byte       `cbor:"3,keyasint,omitempty"` // the commit result computed at prepare
 	Created      int64        `cbor:"4,keyasint"`           // unix ms
+	// Unprepared: written by a direct chain (direct.go), whose prepares
+	// ride in the decision link, so none is durable without the
+	// decision. Recovery may then only presume abort (DESIGN §12).
+	Unprepared bool `cbor:"5,keyasint,omitempty"`
 }
 
 type partRecord struct {

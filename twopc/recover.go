@@ -101,7 +101,7 @@ func (c *Coordinator) recoverOne(ctx context.Context, id string, rec record, pol
 		return err
 	}
 	if status.Decision == nil {
-		o := PresumedOutcome(policy, rec.Result)
+		o := PresumedFor(policy, status)
 		_, won, err := c.DecideOrLearn(ctx, id, nil, o, nil)
 		if err != nil {
 			return err
@@ -122,6 +122,18 @@ func (c *Coordinator) recoverOne(ctx context.Context, id string, rec record, pol
 	n, err := c.Resolve(ctx, id)
 	st.Resolved += n
 	return err
+}
+
+// PresumedFor is what recovery decides, by policy, for the undecided
+// transaction st describes: PresumedOutcome with its stored result, but an
+// abort whatever the policy when no prepare of it is durable
+// (st.Unprepared), since committing it would publish a result nothing
+// applied.
+func PresumedFor(policy UndecidedPolicy, st Status) Outcome {
+	if st.Unprepared {
+		policy = PresumeAbort
+	}
+	return PresumedOutcome(policy, st.Result)
 }
 
 // PresumedOutcome is what recovery decides, by policy, for an undecided

@@ -203,3 +203,31 @@ func keyedFloorRatios(results []*Result) {
 		}
 	}
 }
+
+// Issue 18's aim against Idem's own key-less path: library keyed@64 at
+// least three quarters of fast@64, the same batches with no receipt.
+const targetKeyedOverFast = 0.75
+
+// keyedFastRatios sets keyed/fast at each concurrency and the aim at 64.
+func keyedFastRatios(results []*Result) {
+	idx := indexResults(results)
+	for _, r := range results {
+		if r.Case != "keyed" {
+			continue
+		}
+		f := idx.get("fast", r.Concurrency)
+		if f == nil || f.OpsPerSec <= 0 {
+			continue
+		}
+		ratio := r.OpsPerSec / f.OpsPerSec
+		r.Set("keyed_over_fast_rate", round(ratio, 3))
+		if r.Concurrency == 64 {
+			r.Targets = append(r.Targets, Target{
+				Want:  fmt.Sprintf("keyed@64 >= %.2f x fast@64 (issue 18)", targetKeyedOverFast),
+				Got:   fmt.Sprintf("%.3f x (%.0f / %.0f req/s)", ratio, r.OpsPerSec, f.OpsPerSec),
+				Met:   ratio >= targetKeyedOverFast,
+				Score: atLeast(ratio, targetKeyedOverFast),
+			})
+		}
+	}
+}

@@ -70,6 +70,7 @@ func runReceipts(env *Env) error {
 	}
 	keyedRatios(env, results, targetKeyedRate, 64)
 	keyedFloorRatios(results)
+	keyedFastRatios(results)
 	unitRatios(results)
 	vlogReplayRatios(env, results)
 	idx := indexResults(results)
