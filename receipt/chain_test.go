@@ -118,12 +118,7 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 		}
 		return state, unsynced
 	}
-	_, unsynced := run(0)
-	seen := map[string]int{}
-	for _, keep := range waltest.CutPoints(unsynced, stride) {
-		state, _ := run(keep)
-		seen[state]++
-	}
+	seen, unsynced := waltest.StatesByCut(stride, run)
 	for _, s := range []string{"lost", receipt.Started.String(), receipt.Terminal.String()} {
 		if seen[s] == 0 {
 			t.Errorf("no cut of the %d unsynced bytes recovered to %q (seen %v)", unsynced, s, seen)

@@ -186,12 +186,7 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 					assertNoIntentsOrRecords(t, n.db)
 					return state, unsynced
 				}
-				_, unsynced := run(0)
-				seen := map[string]int{}
-				for _, keep := range waltest.CutPoints(unsynced, stride) {
-					state, _ := run(keep)
-					seen[state]++
-				}
+				seen, unsynced := waltest.StatesByCut(stride, run)
 				states := []string{"nothing", "begun", "committed"}
 				if mode == "direct" {
 					states[1] = "first link"

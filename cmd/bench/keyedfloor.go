@@ -182,26 +182,7 @@ const targetKeyedOverFloor = 0.5
 // keyedFloorRatios sets keyed/keyed-floor at each concurrency and the aim
 // at 64.
 func keyedFloorRatios(results []*Result) {
-	idx := indexResults(results)
-	for _, r := range results {
-		if r.Case != "keyed" {
-			continue
-		}
-		f := idx.get(caseKeyedFloor, r.Concurrency)
-		if f == nil || f.OpsPerSec <= 0 {
-			continue
-		}
-		ratio := r.OpsPerSec / f.OpsPerSec
-		r.Set("keyed_over_floor_rate", round(ratio, 3))
-		if r.Concurrency == 64 {
-			r.Targets = append(r.Targets, Target{
-				Want:  fmt.Sprintf("keyed@64 >= %.2f x %s@64 (issue 18)", targetKeyedOverFloor, caseKeyedFloor),
-				Got:   fmt.Sprintf("%.3f x (%.0f / %.0f req/s)", ratio, r.OpsPerSec, f.OpsPerSec),
-				Met:   ratio >= targetKeyedOverFloor,
-				Score: atLeast(ratio, targetKeyedOverFloor),
-			})
-		}
-	}
+	keyedOver(results, caseKeyedFloor, "keyed_over_floor_rate", targetKeyedOverFloor)
 }
 
 // Issue 18's aim against Idem's own key-less path: library keyed@64 at
@@ -210,23 +191,29 @@ const targetKeyedOverFast = 0.75
 
 // keyedFastRatios sets keyed/fast at each concurrency and the aim at 64.
 func keyedFastRatios(results []*Result) {
+	keyedOver(results, "fast", "keyed_over_fast_rate", targetKeyedOverFast)
+}
+
+// keyedOver sets keyed's rate over the case other's, as field, at each
+// concurrency both ran, and judges the one at 64 by aim.
+func keyedOver(results []*Result, other, field string, aim float64) {
 	idx := indexResults(results)
 	for _, r := range results {
 		if r.Case != "keyed" {
 			continue
 		}
-		f := idx.get("fast", r.Concurrency)
-		if f == nil || f.OpsPerSec <= 0 {
+		o := idx.get(other, r.Concurrency)
+		if o == nil || o.OpsPerSec <= 0 {
 			continue
 		}
-		ratio := r.OpsPerSec / f.OpsPerSec
-		r.Set("keyed_over_fast_rate", round(ratio, 3))
+		ratio := r.OpsPerSec / o.OpsPerSec
+		r.Set(field, round(ratio, 3))
 		if r.Concurrency == 64 {
 			r.Targets = append(r.Targets, Target{
-				Want:  fmt.Sprintf("keyed@64 >= %.2f x fast@64 (issue 18)", targetKeyedOverFast),
-				Got:   fmt.Sprintf("%.3f x (%.0f / %.0f req/s)", ratio, r.OpsPerSec, f.OpsPerSec),
-				Met:   ratio >= targetKeyedOverFast,
-				Score: atLeast(ratio, targetKeyedOverFast),
+				Want:  fmt.Sprintf("keyed@64 >= %.2f x %s@64 (issue 18)", aim, other),
+				Got:   fmt.Sprintf("%.3f x (%.0f / %.0f req/s)", ratio, r.OpsPerSec, o.OpsPerSec),
+				Met:   ratio >= aim,
+				Score: atLeast(ratio, aim),
 			})
 		}
 	}

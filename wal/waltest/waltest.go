@@ -15,6 +15,19 @@ func CutPoints(n, stride int) []int {
 	return append(cuts, n)
 }
 
+// StatesByCut runs a torn-write scenario once keeping nothing, to learn
+// how many bytes its crash leaves unsynced, then once at each of
+// CutPoints(unsynced, stride), and counts the states the cuts recovered to.
+func StatesByCut(stride int, run func(keep int) (state string, unsynced int)) (seen map[string]int, unsynced int) {
+	_, unsynced = run(0)
+	seen = map[string]int{}
+	for _, keep := range CutPoints(unsynced, stride) {
+		state, _ := run(keep)
+		seen[state]++
+	}
+	return seen, unsynced
+}
+
 // Total sums a memfs.FS.Unsynced report: the bytes a crash left unsynced.
 func Total(unsynced map[string]int) int {
 	n := 0
