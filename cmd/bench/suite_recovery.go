@@ -299,9 +299,14 @@ func checkpointBytes(dir string) int64 {
 	return size
 }
 
-// liveHeap is the heap still reachable after a full collection: the
-// difference across a reopen is what the reopened state costs in RAM.
+// liveHeap is the heap still reachable after full collections: the
+// difference across a reopen is what the reopened state costs in RAM. Two
+// collections, because a sync.Pool's items survive the first one (in its
+// victim cache): with one, pooled buffers of earlier work counted in the
+// heap before a reopen and not after it, and a small store's reopen could
+// measure a negative cost.
 func liveHeap() uint64 {
+	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
