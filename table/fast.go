@@ -54,17 +54,7 @@ func (t *Tables) fastBatch(ctx context.Context, p *Plan) (*engine.Batch, Result,
 			if err != nil {
 				return nil, Result{}, err
 			}
-			b.Absent(st.intentKey)
-			if st.condOnBase {
-				b.AtVersion(st.docKey, st.base)
-			}
-			if st.deleted {
-				if st.base != 0 {
-					b.Delete(st.docKey)
-				}
-			} else {
-				b.Put(st.docKey, st.doc)
-			}
+			st.commitTo(b)
 		}
 	}
 	return b, res, nil

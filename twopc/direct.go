@@ -41,18 +41,15 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 	if c.opts.DeferResolution {
 		return nil, nil, nil, false, nil
 	}
-	committers := make([]DirectCommitter, len(txn.Participants))
-	for i, p := range txn.Participants {
-		dc, isDirect := p.(DirectCommitter)
-		if !isDirect {
+	for _, p := range txn.Participants {
+		if _, isDirect := p.(DirectCommitter); !isDirect {
 			return nil, nil, nil, false, nil
 		}
-		committers[i] = dc
 	}
-	commits := make([]*engine.Batch, len(committers))
+	commits := make([]*engine.Batch, len(txn.Participants))
 	conds, ops := 1+withSlack, 2+withSlack
-	for i, dc := range committers {
-		if commits[i], err = dc.CommitDirect(ctx, txn.ID); err != nil {
+	for i, p := range txn.Participants {
+		if commits[i], err = p.(DirectCommitter).CommitDirect(ctx, txn.ID); err != nil {
 			return nil, nil, nil, true, err
 		}
 		conds, ops = conds+len(commits[i].Conds), ops+len(commits[i].Ops)
