@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/receipt"
 )
 
 // Errors a nodeStore injects.
@@ -39,7 +40,7 @@ type storeFaults struct {
 	ambiguousNew   float64 // probability a receipt-creating Apply returns ErrAmbiguous
 	bareConflict   float64 // probability a decision Apply returns a bare decision conflict
 	ambiguousWrote bool    // whether an ambiguous Apply is applied first
-	refuseChains   bool    // chains fail as a failed condition would (nothing written): writes go one by one
+	refuseChains   bool    // chains, and receipts created terminal in the write that commits them, fail as a failed condition would (nothing written): writes go one by one
 }
 
 // trigger pauses a node at the first write it matches: the zombie
@@ -228,6 +229,14 @@ func (s *nodeStore) Scan(ctx context.Context, start, end []byte, limit int) ([]e
 }
 
 func (s *nodeStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+	s.mu.Lock()
+	refuse := s.faults.refuseChains
+	s.mu.Unlock()
+	if refuse && createsCommitted(b) {
+		// As a refused chain: the receipt layer goes through Begin and
+		// Decide, a write at a time.
+		return 0, &engine.ConditionError{Cond: b.Conds[0]}
+	}
 	var v engine.Version
 	err := s.write(ctx, []*engine.Batch{b}, func() (err error) {
 		v, err = s.inner.Apply(ctx, b)
@@ -304,6 +313,24 @@ func (s *nodeStore) write(ctx context.Context, batches []*engine.Batch, apply fu
 }
 
 var decisionPrefix = engine.NSTxn.Prefix("dec")
+
+// createsCommitted reports whether b is the one write that commits a
+// transaction and creates its receipt terminal (twopc.CommitOnce with the
+// receipt layer's terminal receipt): conditioned on the receipt's and the
+// transaction's absence, it puts a terminal receipt.
+func createsCommitted(b *engine.Batch) bool {
+	rk, newReceipt := condOn(b, engine.MustBeAbsent, []byte(engine.NSReceipt))
+	if _, newTxn := condOn(b, engine.MustBeAbsent, engine.NSTxn.Prefix("rec")); !newReceipt || !newTxn {
+		return false
+	}
+	for _, op := range b.Ops {
+		if !op.Delete && bytes.Equal(op.Key, rk) {
+			rec, err := receipt.DecodeRecord(op.Value)
+			return err == nil && rec.State == receipt.Terminal
+		}
+	}
+	return false
+}
 
 func condOn(b *engine.Batch, kind engine.CondKind, prefix []byte) ([]byte, bool) {
 	for _, c := range b.Conds {

@@ -121,21 +121,30 @@ func (l *lifecycle) createPending(ctx context.Context, a *attempt) (Answer, erro
 }
 
 // createStarted publishes a new receipt as started together with Begin —
-// and, on a store that chains, with the decision (createCommitted).
+// and, on a store that chains, with the decision (createCommitted), or,
+// when the transaction commits directly, already terminal in the write
+// that commits it (createTerminal).
 func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (Answer, error) {
+	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
+		return l.notDone(a, err)
+	}
+	_, chains := l.store.(engine.Chainer)
+	once := chains && !l.opts.SeparateDecide && l.coord.Direct(txn)
+	if once {
+		if ans, done, err := l.createTerminal(ctx, a, txn); done {
+			return ans, err
+		}
+		// Nothing was written: Begin and Decide tell apart whatever
+		// stopped the write.
+	}
 	b, err := l.newClaimed(a, Started, l.clock.Now())
 	if err != nil {
 		return Answer{}, err
 	}
-	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
-		return l.notDone(a, err)
-	}
-	if !l.opts.SeparateDecide {
+	if chains && !once && !l.opts.SeparateDecide {
 		if ans, done, err := l.createCommitted(ctx, a, txn, b); done {
 			return ans, err
 		}
-		// Nothing was written: Begin and Decide tell apart whatever
-		// stopped the chain.
 	}
 	return l.begin(ctx, a, txn, a.rec, b)
 }

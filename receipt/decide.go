@@ -3,6 +3,7 @@ package receipt
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
@@ -103,11 +104,7 @@ func (l *lifecycle) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, err
 // without conditions. With visibility debt the receipt keeps its lease
 // and recovery entry (maintenance resolves the intents); otherwise both go.
 func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*engine.Batch, error) {
-	now := l.clock.Now()
-	t := *a.rec
-	t.State, t.Request, t.Completed, t.Envelope = Terminal, nil, now.UnixMilli(), env.stored()
-	t.RetainUntil = now.Add(l.opts.Retention).UnixMilli()
-	t.ProtectUntil = l.promise(now, t.RetainUntil)
+	t := l.terminal(a, env, l.clock.Now())
 	if l.owesVisibility(a) {
 		t.Debt |= VisibilityDebt
 	} else {
@@ -125,4 +122,14 @@ func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*eng
 		b.Delete(expiryKey(a.rec.RetainUntil, a.id)).Put(expiryKey(t.RetainUntil, a.id), nil)
 	}
 	return b, nil
+}
+
+// terminal returns a.rec made terminal with env at now, and retained from
+// then.
+func (l *lifecycle) terminal(a *attempt, env Envelope, now time.Time) Record {
+	t := *a.rec
+	t.State, t.Request, t.Completed, t.Envelope = Terminal, nil, now.UnixMilli(), env.stored()
+	t.RetainUntil = now.Add(l.opts.Retention).UnixMilli()
+	t.ProtectUntil = l.promise(now, t.RetainUntil)
+	return t
 }

@@ -65,8 +65,13 @@ func TestSmoke_KeyedCommitReplayMismatch(t *testing.T) {
 	if svc.Active().Len() != 0 {
 		t.Fatalf("active set has %d entries after terminal receipts", svc.Active().Len())
 	}
+	// A receipt made terminal in the write that committed it keeps no 2PC
+	// record: maintenance has no decision to release.
+	if txns, err := db.Scan(ctx, []byte(engine.NSTxn), engine.PrefixEnd([]byte(engine.NSTxn)), 1); err != nil || len(txns) != 0 {
+		t.Fatalf("2PC records retained after a keyed commit: %v %v", txns, err)
+	}
 	ms, err := svc.MaintainOnce(ctx)
-	if err != nil || ms.Released == 0 {
+	if err != nil || ms.Released != 0 {
 		t.Fatalf("maintain: %+v %v", ms, err)
 	}
 	clock.Advance(25 * time.Hour)

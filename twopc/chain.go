@@ -121,14 +121,9 @@ func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chaine
 		links = []*engine.Batch{decide.Merge(&engine.Batch{Conds: begin.Conds})}
 	}
 	vs, err := chainer.ApplyChain(ctx, links...)
-	switch {
-	case errors.Is(err, engine.ErrConditionFailed):
-		key, _ := engine.FailedKey(err)
-		return Chained{}, false, engine.NSIntent.Has(key) || engine.NSTable.Has(key), nil
-	case errors.Is(err, engine.ErrAmbiguous):
-		return Chained{}, false, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-	case err != nil:
-		return Chained{}, false, false, err
+	if err != nil {
+		contended, err := notWritten(err)
+		return Chained{}, false, contended, err
 	}
 	for _, p := range txn.Participants {
 		if pp, ok := p.(Preparer); ok && !direct {
@@ -137,6 +132,21 @@ func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chaine
 	}
 	ch = Chained{Begun: vs[0], Decided: vs[len(vs)-1], Result: result}
 	return ch, true, false, fault.Inject(fault.TwoPCChainAfter)
+}
+
+// notWritten classifies the error of a chain's (or CommitOnce's) write: a
+// failed condition wrote nothing and is no error — contended if it was a
+// document's, which a fresh prepare may pass; an ambiguous write's outcome
+// is unknown.
+func notWritten(err error) (contended bool, _ error) {
+	switch {
+	case errors.Is(err, engine.ErrConditionFailed):
+		key, _ := engine.FailedKey(err)
+		return engine.NSIntent.Has(key) || engine.NSTable.Has(key), nil
+	case errors.Is(err, engine.ErrAmbiguous):
+		return false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return false, err
 }
 
 // stagedChain returns BeginCommit's two links for participants that stage

@@ -54,6 +54,15 @@ var chainedExpectations = map[string][2]crashExpect{
 	fault.TwoPCReleaseAfter:  {{step: "release"}, {step: "release"}},
 }
 
+// onceExpectations is crashExpectations for CommitOnce, which writes the
+// documents in one write and leaves no record or decision of its own (its
+// caller records the outcome): a crash before it leaves nothing, after it
+// the batch applied. Resolution deferred, it does not apply.
+var onceExpectations = map[string][2]crashExpect{
+	fault.TwoPCChainBefore: {{step: "chain"}},
+	fault.TwoPCChainAfter:  {{step: "chain"}},
+}
+
 var policies = []struct {
 	name   string
 	policy twopc.UndecidedPolicy
@@ -86,11 +95,14 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 	}
 	for _, name := range names {
 		hits := fault.Hits(name)
-		for _, chain := range []string{"", "staged", "direct"} {
-			if chain != "" && testsupport.OnReferenceStore() {
+		for _, chain := range []string{"", "staged", "direct", "once"} {
+			if chain != "" && chain != "once" && testsupport.OnReferenceStore() {
 				continue // chaining is engine.DB's
 			}
 			for _, deferRes := range []bool{false, true} {
+				if chain == "once" && deferRes {
+					continue // deferred resolution needs intents: CommitOnce does not apply
+				}
 				for _, pol := range policies {
 					for _, crash := range []bool{false, true} {
 						t.Run(fmt.Sprintf("%s/chain=%q/defer=%v/%s/crash=%v", name, chain, deferRes, pol.name, crash), func(t *testing.T) {
@@ -106,8 +118,9 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 	}
 }
 
-// runCrashScenario runs one variant: chain "" is Begin then Decide, and
-// "staged" or "direct" BeginCommit's chain of that mode (chainModes).
+// runCrashScenario runs one variant: chain "" is Begin then Decide,
+// "staged" or "direct" BeginCommit's chain of that mode (chainModes), and
+// "once" CommitOnce.
 func runCrashScenario(t *testing.T, name, chain string, deferRes bool, policy twopc.UndecidedPolicy, crash bool) {
 	ctx := context.Background()
 	n := newNode(t, twopc.Options{DeferResolution: deferRes})
@@ -117,7 +130,7 @@ func runCrashScenario(t *testing.T, name, chain string, deferRes bool, policy tw
 		t.Fatalf("workload touches %d shards, want 4", len(plan.Shards))
 	}
 	txn := txnFor("tx", plan)
-	if chain != "" {
+	if chain == "staged" {
 		txn = txnForChain(chain, "tx", plan)
 	}
 	result, _ := json.Marshal(wantResult)
@@ -131,7 +144,7 @@ func runCrashScenario(t *testing.T, name, chain string, deferRes bool, policy tw
 	if chain == "direct" && !deferRes {
 		links = 1
 	}
-	step, pastDecide, flowErr := crashFlow(t, n, txn, committed, chain != "", links)
+	step, pastDecide, flowErr := crashFlow(t, n, txn, committed, chain, links)
 	disarm()
 	if flowErr != nil && !errors.Is(flowErr, fault.ErrInjected) {
 		t.Fatalf("%s: %v is not the injected error", step, flowErr)
@@ -152,10 +165,16 @@ func runCrashScenario(t *testing.T, name, chain string, deferRes bool, policy tw
 		t.Fatal(err)
 	}
 	expectations := crashExpectations
-	if chain != "" {
+	switch chain {
+	case "once":
+		expectations = onceExpectations
+	case "staged", "direct":
 		expectations = chainedExpectations
 	}
 	exp, known := expectations[name]
+	if chain == "once" && !known {
+		exp, known = [2]crashExpect{}, true // not on CommitOnce's way
+	}
 	if !known {
 		t.Errorf("no crashExpectations entry for failpoint %s: add one", name)
 	} else {
@@ -259,11 +278,20 @@ func runCrashScenario(t *testing.T, name, chain string, deferRes bool, policy tw
 }
 
 // crashFlow runs the transaction until an error surfaces. It returns the
-// step that failed and whether DecideOrLearn reported the commit.
-func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, chained bool, links int) (string, bool, error) {
+// step that failed and whether the commit was written (DecideOrLearn
+// reported it, or CommitOnce wrote it).
+func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, chain string, links int) (string, bool, error) {
 	t.Helper()
 	ctx := context.Background()
-	if chained {
+	switch chain {
+	case "once":
+		// Nothing of the transaction is left to resolve or release.
+		_, ok, err := n.coord.CommitOnce(ctx, txn, nil)
+		if err == nil && !ok {
+			t.Fatal("CommitOnce wrote nothing")
+		}
+		return "chain", ok, err
+	case "staged", "direct":
 		ch, ok, err := n.coord.BeginCommit(ctx, txn, nil, nil)
 		if err != nil {
 			return "chain", false, err
@@ -271,7 +299,7 @@ func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, 
 		if !ok || string(ch.Result) != string(committed.Result) || ch.Decided != ch.Begun+engine.Version(links-1) {
 			t.Fatalf("BeginCommit: %+v, ok=%v; want a chained commit of %s", ch, ok, committed.Result)
 		}
-	} else {
+	default:
 		res, err := n.coord.Begin(ctx, txn, nil)
 		if err != nil {
 			return "begin", false, err

@@ -38,26 +38,12 @@ type DirectCommitter interface {
 // beginWith the first link has nothing to protect (BeginCommit then
 // writes the decision link alone): its record is left out.
 func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engine.Batch) (begin, decide *engine.Batch, result []byte, ok bool, err error) {
-	if c.opts.DeferResolution {
+	if !c.Direct(txn) {
 		return nil, nil, nil, false, nil
 	}
-	for _, p := range txn.Participants {
-		if _, isDirect := p.(DirectCommitter); !isDirect {
-			return nil, nil, nil, false, nil
-		}
-	}
-	commits := make([]*engine.Batch, len(txn.Participants))
-	conds, ops := 1+withSlack, 2+withSlack
-	for i, p := range txn.Participants {
-		if commits[i], err = p.(DirectCommitter).CommitDirect(ctx, txn.ID); err != nil {
-			return nil, nil, nil, true, err
-		}
-		conds, ops = conds+len(commits[i].Conds), ops+len(commits[i].Ops)
-	}
-	if txn.Result != nil {
-		if result, err = txn.Result(); err != nil {
-			return nil, nil, nil, true, err
-		}
+	commits, conds, ops, result, err := c.commitsDirect(ctx, txn, 1+withSlack, 2+withSlack)
+	if err != nil {
+		return nil, nil, nil, true, err
 	}
 	val, err := encodeDecision(Committed{Result: result}, c.opts.Now().UnixMilli())
 	if err != nil {
@@ -80,4 +66,39 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 		decide.Delete(recordKey(txn.ID))
 	}
 	return begin, decide, result, true, nil
+}
+
+// Direct reports whether txn can commit without intents — through
+// CommitOnce, or BeginCommit's direct chain: every participant is a
+// DirectCommitter, and resolution is not deferred (which needs intents to
+// defer).
+func (c *Coordinator) Direct(txn Txn) bool {
+	if c.opts.DeferResolution {
+		return false
+	}
+	for _, p := range txn.Participants {
+		if _, isDirect := p.(DirectCommitter); !isDirect {
+			return false
+		}
+	}
+	return true
+}
+
+// commitsDirect stages every participant's direct commit and the result,
+// and counts the conditions and ops of a batch that carries them on top of
+// conds and ops of its own.
+func (c *Coordinator) commitsDirect(ctx context.Context, txn Txn, conds, ops int) (commits []*engine.Batch, condsAll, opsAll int, result []byte, err error) {
+	commits = make([]*engine.Batch, len(txn.Participants))
+	for i, p := range txn.Participants {
+		if commits[i], err = p.(DirectCommitter).CommitDirect(ctx, txn.ID); err != nil {
+			return nil, 0, 0, nil, err
+		}
+		conds, ops = conds+len(commits[i].Conds), ops+len(commits[i].Ops)
+	}
+	if txn.Result != nil {
+		if result, err = txn.Result(); err != nil {
+			return nil, 0, 0, nil, err
+		}
+	}
+	return commits, conds, ops, result, nil
 }

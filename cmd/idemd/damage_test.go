@@ -32,7 +32,7 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	p := apitest.Start(t, c, data, nil, args...)
 	cl := c.WithBase(p.Base())
 	cl.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
-	const batches, writers = 400, 8
+	const batches, writers = 400, damageWriters
 	var mu sync.Mutex
 	var acked []string
 	var wg sync.WaitGroup
@@ -174,9 +174,17 @@ func checkpointOf(part string) string {
 	return base[:len("ckpt-")+20]
 }
 
+// batchBody inserts document i and rewrites its writer's own document
+// (writers take every batch ≡ w mod writers, one at a time: no conflicts),
+// so that the log outgrows the store and checkpoints truncate it: a log of
+// inserts alone is about the store's size, which a first base waits for.
 func batchBody(i int) string {
-	return fmt.Sprintf(`{"inserts":[{"id":"d%04d","doc":{"n":%d,"pad":%q}}]}`, i, i, strings.Repeat("p", 150))
+	return fmt.Sprintf(`{"inserts":[{"id":"d%04d","doc":{"n":%d,"pad":%q}}],"transforms":[{"id":"w%d","ops":[{"op":"$set","path":"pad","value":%q}],"upsert":true}]}`,
+		i, i, strings.Repeat("p", 150), i%damageWriters, strings.Repeat("q", 300))
 }
+
+// damageWriters is how many clients write batchBody's batches at once.
+const damageWriters = 8
 
 func filesMatching(t *testing.T, dir, pattern string) []string {
 	t.Helper()

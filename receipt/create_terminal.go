@@ -1,0 +1,58 @@
+package receipt
+
+import (
+	"context"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/twopc"
+)
+
+// createTerminal publishes a new receipt already terminal, in the one
+// write that commits its transaction (twopc.CommitOnce): the receipt's and
+// its tombstone's absence, every shard's commit, the committed receipt with
+// its whole envelope and its retention entry. On a store that is this
+// process's own (one that chains: the local engine), a request in flight
+// is known by its flight, and a write that is whole or absent leaves a
+// successor nothing to finish or to learn: the receipt is never pending or
+// started on disk, and has no lease, no recovery entry and no retained 2PC
+// record. (On a shared store the started receipt's lease is how other
+// nodes see the request in flight, so there it is still written first.)
+// done is false when nothing was written and the caller goes on with Begin.
+func (l *lifecycle) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (ans Answer, done bool, err error) {
+	var env Envelope
+	publish := func(result []byte) (*engine.Batch, error) {
+		env = envelopeOf(twopc.Committed{Result: result}, a.id)
+		rk := receiptKey(a.id)
+		b := l.absentReceipt(a.id, rk)
+		if a.alongside != nil {
+			if err := a.alongside(b); err != nil {
+				return nil, err
+			}
+		}
+		now := l.clock.Now()
+		t := l.terminal(a, env, now)
+		t.Started = now.UnixMilli()
+		val, err := EncodeRecord(&t)
+		if err != nil {
+			return nil, err
+		}
+		a.final = &t
+		return b.Put(rk, val).Put(expiryKey(t.RetainUntil, a.id), nil), nil
+	}
+	_, ok, err := l.coord.CommitOnce(ctx, txn, publish)
+	if !ok {
+		a.final = nil // the record it built was not written
+		if err == nil {
+			return Answer{}, false, nil
+		}
+		ans, err := l.notDone(a, err)
+		return ans, true, err
+	}
+	a.publishedOnce()
+	l.stats.executed.Add(1)
+	l.countTerminal(env)
+	if err != nil { // a failpoint after the durable write
+		return Answer{}, true, err
+	}
+	return Answer{Envelope: env, Terminal: true}, true, nil
+}

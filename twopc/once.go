@@ -1,0 +1,72 @@
+package twopc
+
+import (
+	"context"
+	"errors"
+
+	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+)
+
+// CommitOnce commits txn in one atomic write, when every participant is a
+// DirectCommitter and resolution is not deferred: every participant's
+// direct commit and with's writes, conditioned on the transaction being
+// neither begun nor decided. It is BeginCommit with nothing to publish
+// ahead of the decision, and a write that is whole or absent needs no
+// record of the transaction at all: no coordinator record (nothing is ever
+// begun and undecided) and no decision (no one can be left to learn the
+// outcome from it). with, called with the committed result, must therefore
+// record the outcome itself, as the receipt layer's terminal receipt does
+// with its whole envelope; Lookup knows nothing of a transaction committed
+// so. A transaction that must stay visible to Lookup goes through
+// BeginCommit or Begin and Decide.
+//
+// ok=false with a nil error means nothing was written: a participant is
+// not direct or voted no, or a condition failed (the transaction exists,
+// a document another transaction holds or changed, a condition of with's).
+// Begin and Decide tell those cases apart. An ambiguous write returns an
+// error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
+func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte) (*engine.Batch, error)) (engine.Version, bool, error) {
+	if !c.Direct(txn) {
+		return 0, false, nil
+	}
+	for attempt := 0; ; attempt++ {
+		v, ok, contended, err := c.commitOnce(ctx, txn, with)
+		if !contended || attempt == ChainContendedRetriesMax {
+			return v, ok, err
+		}
+	}
+}
+
+// commitOnce is one try of CommitOnce; contended is as for beginCommitOnce.
+func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte) (*engine.Batch, error)) (v engine.Version, ok, contended bool, err error) {
+	commits, conds, ops, result, err := c.commitsDirect(ctx, txn, 2+withSlack, withSlack)
+	var refusal *code.Error
+	if errors.As(err, &refusal) {
+		return 0, false, false, nil // Begin reports the vote
+	}
+	if err != nil {
+		return 0, false, false, err
+	}
+	b := new(engine.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	for _, cb := range commits {
+		b.Merge(cb)
+	}
+	if with != nil {
+		w, err := with(result)
+		if err != nil {
+			return 0, false, false, err
+		}
+		b.Merge(w)
+	}
+	checkDecisionWrites(b)
+	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
+		return 0, false, false, err
+	}
+	if v, err = c.store.Apply(ctx, b); err != nil {
+		contended, err := notWritten(err)
+		return 0, false, contended, err
+	}
+	return v, true, false, fault.Inject(fault.TwoPCChainAfter)
+}

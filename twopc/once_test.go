@@ -1,0 +1,183 @@
+package twopc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
+	"github.com/idemdb/idem/vfs/memfs"
+	"github.com/idemdb/idem/wal/waltest"
+)
+
+// outcomeOnce is what the tests' `with` records for CommitOnce, as the
+// receipt layer records its terminal receipt: the outcome, under the
+// condition that none is recorded yet.
+func outcomeOnce(got *[]byte) func(result []byte) (*engine.Batch, error) {
+	return func(result []byte) (*engine.Batch, error) {
+		*got = result
+		return new(engine.Batch).Absent(withKey).Put(withKey, result), nil
+	}
+}
+
+// TestCommitOnce_OneWriteAndNoRecordOfItsOwn: CommitOnce is one log entry
+// and one fsync holding the batch and with's writes. It leaves no intent,
+// no coordinator record and no decision: Lookup knows nothing, recovery has
+// nothing to do under either policy, and the outcome is with's. A second
+// commit of the same transaction is refused by with's own condition and
+// writes nothing.
+func TestCommitOnce_OneWriteAndNoRecordOfItsOwn(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "counts engine.DB's log entries")
+	ctx := context.Background()
+	n := newNode(t, twopc.Options{})
+	work.seed(t, n)
+	wantRes, _ := json.Marshal(wantResult)
+	var result []byte
+	before := n.edb.Stats().WAL
+	v, ok, err := n.coord.CommitOnce(ctx, txnFor("tx", n.plan(t, work.body())), outcomeOnce(&result))
+	if err != nil || !ok || v == 0 {
+		t.Fatalf("CommitOnce: %d, %v, %v", v, ok, err)
+	}
+	after := n.edb.Stats().WAL
+	if f, e := after.Fsyncs-before.Fsyncs, after.Entries-before.Entries; f != 1 || e != 1 {
+		t.Fatalf("CommitOnce took %d fsyncs for %d log entries, want 1 for 1", f, e)
+	}
+	if string(result) != string(wantRes) {
+		t.Fatalf("with got result %s, want %s", result, wantRes)
+	}
+	if it, err := n.db.Get(ctx, withKey); err != nil || string(it.Value) != string(wantRes) || it.Version != v {
+		t.Fatalf("with's write: %+v, %v; want %s at %d", it, err, wantRes, v)
+	}
+	if got := work.state(t, n); got != "new" {
+		t.Fatalf("state %s after CommitOnce", got)
+	}
+	assertNoIntentsOrRecords(t, n.db)
+	if st, err := n.coord.Lookup(ctx, "tx"); err != nil || st.Begun || st.Decision != nil {
+		t.Fatalf("Lookup: %+v, %v; want nothing known", st, err)
+	}
+	for _, p := range policies {
+		if st, err := n.coord.Recover(ctx, twopc.RecoverOptions{Undecided: p.policy}); err != nil || st != (twopc.RecoverStats{}) {
+			t.Fatalf("recover (%s) = %+v, %v; want nothing to do", p.name, st, err)
+		}
+	}
+	dumped := dump(t, n.db)
+	if _, ok, err := n.coord.CommitOnce(ctx, txnFor("tx", n.plan(t, work.body())), outcomeOnce(&result)); ok || err != nil {
+		t.Fatalf("second CommitOnce: ok=%v, %v; want nothing written", ok, err)
+	}
+	if dump(t, n.db) != dumped {
+		t.Fatal("a second CommitOnce of a recorded outcome wrote")
+	}
+	n.crashReopen(t)
+	if got := work.state(t, n); got != "new" {
+		t.Fatalf("state %s after a crash", got)
+	}
+}
+
+// TestCommitOnce_NothingWrittenWhenItCannot: a participant that cannot
+// commit directly, deferred resolution, a conflicting open intent, a "no"
+// vote, a failed condition of with's, and a transaction already begun or
+// already decided all leave the store untouched with ok=false and no
+// error, so that the caller's Begin and Decide handle them.
+func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, twopc.Options{})
+	n.fast(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"s","doc":{"n":"text"}}]}`)
+	holder := txnFor("H", n.plan(t, `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
+	if res, err := n.coord.Begin(ctx, holder, nil); err != nil || !res.Prepared {
+		t.Fatalf("begin H: %+v %v", res, err)
+	}
+	decided := txnFor("D", n.plan(t, `{"inserts":[{"id":"d","doc":{}}]}`))
+	if res, err := n.coord.Begin(ctx, decided, nil); err != nil || !res.Prepared {
+		t.Fatalf("begin D: %+v %v", res, err)
+	}
+	if _, won, err := n.coord.DecideOrLearn(ctx, "D", decided.Participants, twopc.Aborted{Code: "test", Message: "aborted"}, nil); err != nil || !won {
+		t.Fatalf("decide D: %v %v", won, err)
+	}
+	conflicting := `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":5}]}]}`
+	wrongType := `{"transforms":[{"id":"s","ops":[{"op":"$inc","path":"n","value":5}]}]}`
+	free := `{"inserts":[{"id":"y","doc":{}}]}`
+	_, deferring := table.NewWithCoordinator(n.db, twopc.Options{DeferResolution: true})
+	for _, c := range []struct {
+		name  string
+		coord *twopc.Coordinator
+		txn   twopc.Txn
+		with  *engine.Batch
+	}{
+		{"staged participants", n.coord, stagedTxnFor("T", n.plan(t, free)), nil},
+		{"deferred resolution", deferring, txnFor("T", n.plan(t, free)), nil},
+		{"open intent", n.coord, txnFor("T", n.plan(t, conflicting)), nil},
+		{"no vote", n.coord, txnFor("T", n.plan(t, wrongType)), nil},
+		{"condition of with", n.coord, txnFor("T", n.plan(t, free)), new(engine.Batch).Present([]byte("no/such/key"))},
+		{"begun", n.coord, txnFor("H", n.plan(t, free)), nil},
+		{"decided", n.coord, txnFor("D", n.plan(t, free)), nil},
+	} {
+		before := dump(t, n.db)
+		_, ok, err := c.coord.CommitOnce(ctx, c.txn, func([]byte) (*engine.Batch, error) {
+			return new(engine.Batch).Merge(c.with).Put(withKey, []byte("outcome")), nil
+		})
+		if ok || err != nil {
+			t.Errorf("%s: ok=%v, %v; want nothing written and no error", c.name, ok, err)
+		}
+		if dump(t, n.db) != before {
+			t.Errorf("%s: CommitOnce wrote", c.name)
+		}
+	}
+}
+
+// TestCommitOnce_TornWriteIsAllOrNothing: CommitOnce written but never
+// fsynced, then cut by a power loss at offsets across its bytes, recovers
+// to nothing (documents as they were, with's outcome absent) or to all of
+// it, never a part; both states are reached, and no intent or record is
+// left under either recovery policy.
+func TestCommitOnce_TornWriteIsAllOrNothing(t *testing.T) {
+	testsupport.SkipOnReferenceStore(t, "a power loss needs engine.DB")
+	if !fault.Compiled {
+		t.Skip("failpoints compiled out (-tags nofailpoint)")
+	}
+	ctx := context.Background()
+	const stride = 61
+	for _, pol := range policies {
+		t.Run(pol.name, func(t *testing.T) {
+			run := func(keep int) (state string, unsynced int) {
+				n := newNode(t, twopc.Options{})
+				work.seed(t, n)
+				var result []byte
+				disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
+				_, ok, err := n.coord.CommitOnce(ctx, txnFor("tx", n.plan(t, work.body())), outcomeOnce(&result))
+				disarm()
+				if ok || !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
+					t.Fatalf("CommitOnce whose fsync failed: ok=%v, %v; want ErrOutcomeUnknown", ok, err)
+				}
+				unsynced = waltest.Total(n.disk.Crash(n.edb, memfs.KeepUnsynced(keep)))
+				n.open(t)
+				if _, err := n.coord.Recover(ctx, twopc.RecoverOptions{Undecided: pol.policy}); err != nil {
+					t.Fatal(err)
+				}
+				_, withErr := n.db.Get(ctx, withKey)
+				docs := work.state(t, n)
+				switch {
+				case withErr == nil && docs == "new":
+					state = "committed"
+				case errors.Is(withErr, engine.ErrNotFound) && docs == "old":
+					state = "nothing"
+				default:
+					t.Fatalf("recovered documents %s with outcome %v: a part of one write", docs, withErr)
+				}
+				assertNoIntentsOrRecords(t, n.db)
+				return state, unsynced
+			}
+			seen, unsynced := waltest.StatesByCut(stride, run)
+			for _, s := range []string{"nothing", "committed"} {
+				if seen[s] == 0 {
+					t.Errorf("no cut of the %d unsynced bytes recovered to %q (seen %v)", unsynced, s, seen)
+				}
+			}
+			t.Logf("%d unsynced bytes, states by cut: %v", unsynced, seen)
+		})
+	}
+}
