@@ -22,6 +22,8 @@
 //	              lease allows), next (what a held receipt needs), settled
 //	create.go     publish a new receipt: not_applied, pending, or started with Begin (chained
 //	              with the decision on a store that shares one log)
+//	create_terminal.go  publish a new receipt already terminal, in the one write that
+//	              commits its transaction (twopc.CommitOnce; the default on engine.DB)
 //	start.go      start a pending receipt (started + Begin, fenced); make a refusal durable
 //	decide.go     decide and publish the terminal envelope; publish a decided outcome
 //	adopt.go      hold a mutable receipt: resume our claim, or adopt by CAS

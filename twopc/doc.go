@@ -17,5 +17,7 @@
 // envelope with Decide. On a store that shares one log, BeginCommit chains
 // the two writes into one fsync wait (see chain.go); participants that are
 // DirectCommitters then stage no intents, and their commit rides in the
-// decision link (direct.go).
+// decision link (direct.go). CommitOnce commits such a transaction in one
+// write with no record of its own, for a caller whose `with` records the
+// outcome (once.go).
 package twopc
