@@ -37,8 +37,10 @@ const (
 const (
 	targetKeyedP50VsPipe  = 0.8 // Idem keyed p50@1 <= 0.8 x pg-keyed-pipe p50@1
 	targetKeyedVsPeerBest = 5.0 // Idem keyed@64 >= 5 x the peer's best keyed rate
-	targetHTTPVsPeerBest  = 2.5 // HTTP keyed@32 >= 2.5 x the peer's best keyed rate
-	targetHTTPReplayVsPG  = 1.0 // HTTP replay@32 >= 1 x the peer's SELECT replay
+	// issue 18's nearer aim for the same ratio
+	targetKeyedVsPeerBestIssue18 = 3.0
+	targetHTTPVsPeerBest         = 2.5 // HTTP keyed@32 >= 2.5 x the peer's best keyed rate
+	targetHTTPReplayVsPG         = 1.0 // HTTP replay@32 >= 1 x the peer's SELECT replay
 )
 
 var peerSQL = struct {
@@ -335,6 +337,11 @@ func (e *Env) comparePeer(peer []*Result) {
 				Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, bestKeyed.OpsPerSec),
 				Met:   x >= targetKeyedVsPeerBest,
 				Score: atLeast(x, targetKeyedVsPeerBest),
+			}, Target{
+				Want:  fmt.Sprintf("idem keyed@64 >= %.1f x the peer's best keyed (%s@%d, issue 18)", targetKeyedVsPeerBestIssue18, bestKeyed.Case, bestKeyed.Concurrency),
+				Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, bestKeyed.OpsPerSec),
+				Met:   x >= targetKeyedVsPeerBestIssue18,
+				Score: atLeast(x, targetKeyedVsPeerBestIssue18),
 			})
 			compared = true
 		}
