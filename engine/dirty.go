@@ -73,9 +73,14 @@ func (d *dirtySet) note(key []byte, existed bool) {
 // take returns the set noted so far and starts an empty one.
 func (d *dirtySet) take() *dirtySet {
 	taken := *d
-	*d = dirtySet{max: d.max}
+	// The next interval writes about as many keys as this one: sized so,
+	// its list is not grown (and copied) from empty, doubling by doubling.
+	*d = dirtySet{max: d.max, keys: make([]dirtyKey, 0, min(len(taken.keys), dirtyKeysHintMax))}
 	return &taken
 }
+
+// dirtyKeysHintMax caps the list take sizes for the next interval.
+const dirtyKeysHintMax = 1 << 16
 
 // reset empties the set, lost or not: a full checkpoint's snapshot is
 // being taken, and the next delta builds on it.

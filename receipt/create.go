@@ -94,7 +94,12 @@ const (
 func (l *lifecycle) absentReceipt(id string, rk []byte) *engine.Batch {
 	// Sized for the claim and the receipt's writes that follow (newClaimed):
 	// grown once, not write by write.
-	b := new(engine.Batch).Grow(publishCondsMax, publishOpsMax).Absent(rk)
+	return l.addAbsentReceipt(new(engine.Batch).Grow(publishCondsMax, publishOpsMax), id, rk)
+}
+
+// addAbsentReceipt adds absentReceipt's conditions to b.
+func (l *lifecycle) addAbsentReceipt(b *engine.Batch, id string, rk []byte) *engine.Batch {
+	b.Absent(rk)
 	if k := tombKey(id); k != nil {
 		b.Absent(k)
 	}

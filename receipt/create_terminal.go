@@ -20,13 +20,13 @@ import (
 // done is false when nothing was written and the caller goes on with Begin.
 func (l *lifecycle) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (ans Answer, done bool, err error) {
 	var env Envelope
-	publish := func(result []byte) (*engine.Batch, error) {
+	publish := func(result []byte, b *engine.Batch) error {
 		env = envelopeOf(twopc.Committed{Result: result}, a.id)
 		rk := receiptKey(a.id)
-		b := l.absentReceipt(a.id, rk)
+		l.addAbsentReceipt(b, a.id, rk)
 		if a.alongside != nil {
 			if err := a.alongside(b); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		now := l.clock.Now()
@@ -34,10 +34,11 @@ func (l *lifecycle) createTerminal(ctx context.Context, a *attempt, txn twopc.Tx
 		t.Started = now.UnixMilli()
 		val, err := EncodeRecord(&t)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.final = &t
-		return b.Put(rk, val).Put(expiryKey(t.RetainUntil, a.id), nil), nil
+		b.Put(rk, val).Put(expiryKey(t.RetainUntil, a.id), nil)
+		return nil
 	}
 	_, ok, err := l.coord.CommitOnce(ctx, txn, publish)
 	if !ok {

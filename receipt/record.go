@@ -144,8 +144,22 @@ func DecodeRecord(b []byte) (*Record, error) {
 func receiptKey(id string) []byte        { return engine.NSReceipt.Key(id) }
 func recoveryKey(node, id string) []byte { return engine.NSRecovery.Key(node, id) }
 func expiryKey(deadlineMs int64, id string) []byte {
-	return engine.NSExpiry.Key(fmt.Sprintf("%020d", deadlineMs), id)
+	// exp/v1/<deadline, 20 digits zero-padded>/<id>, in one allocation.
+	if deadlineMs < 0 { // never a deadline; formatted as it always was
+		return engine.NSExpiry.Key(fmt.Sprintf("%020d", deadlineMs), id)
+	}
+	k := make([]byte, 0, len(engine.NSExpiry)+expiryDigits+1+len(id))
+	k = append(k, engine.NSExpiry...)
+	var digits [expiryDigits]byte
+	d := strconv.AppendInt(digits[:0], deadlineMs, 10)
+	for range expiryDigits - len(d) {
+		k = append(k, '0')
+	}
+	return append(append(append(k, d...), '/'), id...)
 }
+
+// expiryDigits is the width of a retention entry's deadline.
+const expiryDigits = 20
 
 // parseExpiryKey splits exp/v1/<deadline>/<id>.
 func parseExpiryKey(k []byte) (int64, string, bool) {

@@ -81,12 +81,25 @@ func TestEntryDigests_BoundedByEntryDigestsMax(t *testing.T) {
 	}
 }
 
-// TestDocKeys_AreDocKeyAndIntentKey: the one-allocation pair equals the
-// two keys built apart, and neither can grow into the other.
+// TestDocKeys_AreDocKeyAndIntentKey: the keys a shard carves from one
+// buffer equal the keys built apart, and none can grow into another: an
+// append to one leaves every other as it was. The keys of a second staging
+// (more keys than the documents) come from a buffer of their own.
 func TestDocKeys_AreDocKeyAndIntentKey(t *testing.T) {
-	doc, intent := table.DocKeysForTest("tid", 7, "doc-1")
-	if string(doc) != "tbl/v1/tid/7/doc-1" || string(intent) != "intent/v1/tid/7/doc-1" || cap(doc) != len(doc) || cap(intent) != len(intent) {
-		t.Fatalf("%q (cap %d) %q (cap %d)", doc, cap(doc), intent, cap(intent))
+	ids := []string{"doc-1", "b", strings.Repeat("q", 40)}
+	docs, intents := table.DocKeysForTest("tid", 7, append(ids, ids...)...)
+	for i, id := range append(ids, ids...) {
+		doc, intent := docs[i], intents[i]
+		if string(doc) != "tbl/v1/tid/7/"+id || string(intent) != "intent/v1/tid/7/"+id || cap(doc) != len(doc) || cap(intent) != len(intent) {
+			t.Fatalf("%d: %q (cap %d) %q (cap %d)", i, doc, cap(doc), intent, cap(intent))
+		}
+		_ = append(doc, 'X')
+		_ = append(intent, 'Y')
+	}
+	for i, id := range append(ids, ids...) {
+		if string(docs[i]) != "tbl/v1/tid/7/"+id || string(intents[i]) != "intent/v1/tid/7/"+id {
+			t.Fatalf("%d changed by an append to another key: %q %q", i, docs[i], intents[i])
+		}
 	}
 }
 

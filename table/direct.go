@@ -6,23 +6,33 @@ import (
 	"github.com/idemdb/idem/engine"
 )
 
-// CommitDirect stages the shard's documents as Prepare does and returns,
-// in place of intents, what committing them writes (twopc.DirectCommitter):
-// a chained commit carries it in its decision link. Its conditions are
-// those Prepare's vote rests on — the table as planned, no open intent on a
+// StageDirect stages the shard's documents as Prepare does and counts what
+// AppendDirect adds (twopc.DirectCommitter).
+func (s *Shard) StageDirect(ctx context.Context, txnID string) (conds, ops int, err error) {
+	if err := s.stageAll(ctx); err != nil {
+		return 0, 0, err
+	}
+	conds = 1 // the table as planned
+	for _, st := range s.staged {
+		c, o := st.commitSize()
+		conds, ops = conds+c, ops+o
+	}
+	return conds, ops, nil
+}
+
+// AppendDirect adds to b, in place of intents, what committing the staged
+// documents writes (twopc.DirectCommitter): a chained commit carries it in
+// its decision link, CommitOnce in its one write. Its conditions are those
+// Prepare's vote rests on — the table as planned, no open intent on a
 // document, every document read still at the version read — so Refusal
 // explains a failed one as it does Prepare's. It is the fast path's write
 // (commitTo) for one shard; nothing is staged for ResolveStaged or
 // Resolve, as no intent is ever written.
-func (s *Shard) CommitDirect(ctx context.Context, txnID string) (*engine.Batch, error) {
-	if err := s.stageAll(ctx); err != nil {
-		return nil, err
-	}
-	b := new(engine.Batch).Grow(1+2*len(s.staged), len(s.staged)).AtVersion(s.metaKey(), s.meta.Version)
+func (s *Shard) AppendDirect(b *engine.Batch) {
+	b.AtVersion(s.metaKey(), s.meta.Version)
 	for _, st := range s.staged {
 		st.commitTo(b)
 	}
-	return b, nil
 }
 
 // commitTo adds to b st's document written directly, with no intent, under
@@ -30,6 +40,7 @@ func (s *Shard) CommitDirect(ctx context.Context, txnID string) (*engine.Batch, 
 // document still at the version read when the result depends on it. The
 // fast path and CommitDirect share it.
 func (st staged) commitTo(b *engine.Batch) {
+	// commitSize counts what this adds: keep the two in step.
 	b.Absent(st.intentKey)
 	if st.condOnBase {
 		b.AtVersion(st.docKey, st.base)
@@ -43,4 +54,18 @@ func (st staged) commitTo(b *engine.Batch) {
 		// condition holds it absent.
 		b.Delete(st.docKey)
 	}
+}
+
+// commitSize is how many conditions and ops commitTo adds.
+func (st staged) commitSize() (conds, ops int) {
+	conds = 1
+	if st.condOnBase {
+		conds++
+	}
+	switch {
+	case st.read:
+	case !st.deleted, !st.condOnBase || st.base != 0:
+		ops = 1
+	}
+	return conds, ops
 }

@@ -1,4 +1,15 @@
 package table
 
-// DocKeysForTest exposes docKeys to the external tests.
-var DocKeysForTest = docKeys
+// DocKeysForTest hands out the keys of ids from one Shard of table tableID,
+// as staging does, in order.
+func DocKeysForTest(tableID string, shard int, ids ...string) (docs, intents [][]byte) {
+	s := &Shard{meta: Meta{ID: tableID}, shard: shard}
+	for _, id := range ids {
+		s.docs = append(s.docs, docWork{id: id})
+	}
+	for _, id := range ids {
+		d, i := s.docKeys(id)
+		docs, intents = append(docs, d), append(intents, i)
+	}
+	return docs, intents
+}

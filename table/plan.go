@@ -2,7 +2,6 @@ package table
 
 import (
 	"context"
-	"sort"
 	"strconv"
 
 	"github.com/idemdb/idem/engine"
@@ -75,34 +74,81 @@ func (t *Tables) PreflightWithMeta(tenant, table string, b *Batch, meta engine.I
 	return t.plan(m, b), nil
 }
 
-// plan splits b by shard of table m.
+// plan splits b by shard of table m. It is a counting sort: one pass
+// finds each document's shard, the counts place every shard's documents in
+// one array (in batch order within a shard), and the shards come out in
+// shard order, each a window of one array of Shards — three allocations
+// where a map, a sort and appends per shard made about twenty.
 func (t *Tables) plan(m Meta, b *Batch) *Plan {
 	p := &Plan{Table: m, Batch: b, Canonical: b.canon.Load().bytes}
-	byShard := map[int]*Shard{}
-	tableKey := metaKey(m.Tenant, m.Name) // one for every shard
-	add := func(w docWork) {
-		n := ShardOf(w.id, m.Shards)
-		s := byShard[n]
-		if s == nil {
-			s = &Shard{tables: t, meta: m, shard: n, tableKey: tableKey}
-			byShard[n] = s
+	n := b.docCount()
+	var counts [ShardsMax + 1]int32 // counts[k+1]: documents of shard k, then offsets
+	var small [planInPlaceDocs]uint16
+	shardOf := small[:0]
+	if n > len(small) {
+		shardOf = make([]uint16, 0, n)
+	}
+	for i := range n {
+		k := ShardOf(b.docID(i), m.Shards)
+		shardOf = append(shardOf, uint16(k))
+		counts[k+1]++
+	}
+	distinct := 0
+	for k := 1; k <= m.Shards; k++ {
+		if counts[k] > 0 {
+			distinct++
 		}
-		s.docs = append(s.docs, w)
+		counts[k] += counts[k-1]
 	}
-	for i, in := range b.Inserts {
-		add(docWork{id: in.ID, kind: kindInsert, doc: b.canonicalDoc(i)})
+	work := make([]docWork, n)
+	next := counts // the next free slot of each shard's window
+	for i := range n {
+		k := shardOf[i]
+		work[next[k]] = b.docWork(i)
+		next[k]++
 	}
-	for _, id := range b.Deletes {
-		add(docWork{id: id, kind: kindDelete})
+	tableKey := metaKey(m.Tenant, m.Name) // one for every shard
+	shards := make([]Shard, distinct)
+	p.Shards = make([]*Shard, distinct)
+	j := 0
+	for k := range m.Shards {
+		lo, hi := counts[k], counts[k+1]
+		if lo == hi {
+			continue
+		}
+		shards[j] = Shard{tables: t, meta: m, shard: k, tableKey: tableKey, docs: work[lo:hi:hi]}
+		p.Shards[j] = &shards[j]
+		j++
 	}
-	for _, tr := range b.Transforms {
-		add(docWork{id: tr.ID, kind: kindTransform, ops: tr.Ops, upsert: tr.Upsert})
-	}
-	for _, s := range byShard {
-		p.Shards = append(p.Shards, s)
-	}
-	sort.Slice(p.Shards, func(i, j int) bool { return p.Shards[i].shard < p.Shards[j].shard })
 	return p
+}
+
+// planInPlaceDocs is how many documents' shard numbers plan keeps on the
+// stack; a larger batch allocates them.
+const planInPlaceDocs = 64
+
+// docID is the ID of the batch's i-th document: inserts, then deletes,
+// then transforms.
+func (b *Batch) docID(i int) string {
+	if i < len(b.Inserts) {
+		return b.Inserts[i].ID
+	}
+	if i -= len(b.Inserts); i < len(b.Deletes) {
+		return b.Deletes[i]
+	}
+	return b.Transforms[i-len(b.Deletes)].ID
+}
+
+// docWork is what the batch does to its i-th document (docID's order).
+func (b *Batch) docWork(i int) docWork {
+	if i < len(b.Inserts) {
+		return docWork{id: b.Inserts[i].ID, kind: kindInsert, doc: b.canonicalDoc(i)}
+	}
+	if i -= len(b.Inserts); i < len(b.Deletes) {
+		return docWork{id: b.Deletes[i], kind: kindDelete}
+	}
+	tr := b.Transforms[i-len(b.Deletes)]
+	return docWork{id: tr.ID, kind: kindTransform, ops: tr.Ops, upsert: tr.Upsert}
 }
 
 // Result sums what the shards' prepares computed.
@@ -133,14 +179,18 @@ func intentKey(tableID string, shard int, id string) []byte {
 	return engine.NSIntent.Key(tableID, strconv.Itoa(shard), id)
 }
 
-// docKeys is docKey and intentKey in one allocation (each capped, so that
-// neither can grow into the other).
-func docKeys(tableID string, shard int, id string) (doc, intent []byte) {
-	sh := strconv.Itoa(shard)
-	suffix := len(tableID) + len(sh) + len(id) + 2
-	buf := make([]byte, 0, len(engine.NSTable)+len(engine.NSIntent)+2*suffix)
-	buf = append(append(append(append(append(append(buf, engine.NSTable...), tableID...), '/'), sh...), '/'), id...)
+// appendDocKeys appends docKey and intentKey to buf and returns them, each
+// capped, so that neither can grow into the other or into what follows.
+func appendDocKeys(buf []byte, tableID, shard, id string) (doc, intent, rest []byte) {
+	start := len(buf)
+	buf = append(append(append(append(append(append(buf, engine.NSTable...), tableID...), '/'), shard...), '/'), id...)
 	n := len(buf)
-	buf = append(append(append(append(append(append(buf, engine.NSIntent...), tableID...), '/'), sh...), '/'), id...)
-	return buf[:n:n], buf[n:len(buf):len(buf)]
+	buf = append(append(append(append(append(append(buf, engine.NSIntent...), tableID...), '/'), shard...), '/'), id...)
+	return buf[start:n:n], buf[n:len(buf):len(buf)], buf[len(buf):]
+}
+
+// docKeysLen is how many bytes appendDocKeys appends.
+func docKeysLen(tableID, shard, id string) int {
+	suffix := len(tableID) + len(shard) + len(id) + 2
+	return len(engine.NSTable) + len(engine.NSIntent) + 2*suffix
 }

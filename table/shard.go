@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/fxamacker/cbor/v2"
@@ -38,6 +39,25 @@ type Shard struct {
 	// tableKey is the table's metadata key, shared by the shards of one
 	// plan (nil: computed when first needed).
 	tableKey []byte
+	// keyBuf is where docKeys carves the documents' keys from.
+	keyBuf []byte
+}
+
+// docKeys returns document id's key and intent key. They are carved from
+// one buffer, allocated for every document of the shard at the first call
+// and at the first after it ran out (a second staging): never reused, so a
+// key handed out stays as it was.
+func (s *Shard) docKeys(id string) (doc, intent []byte) {
+	sh := strconv.Itoa(s.shard)
+	if need := docKeysLen(s.meta.ID, sh, id); cap(s.keyBuf)-len(s.keyBuf) < need {
+		total := 0
+		for _, w := range s.docs {
+			total += docKeysLen(s.meta.ID, sh, w.id)
+		}
+		s.keyBuf = make([]byte, 0, max(total, need))
+	}
+	doc, intent, s.keyBuf = appendDocKeys(s.keyBuf, s.meta.ID, sh, id)
+	return doc, intent
 }
 
 // metaKey is the key of the shard's table metadata.
@@ -113,7 +133,7 @@ type staged struct {
 // there is the transaction_conflict vote (Refusal).
 func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, error) {
 	st := staged{}
-	st.docKey, st.intentKey = docKeys(s.meta.ID, s.shard, w.id)
+	st.docKey, st.intentKey = s.docKeys(w.id)
 	switch w.kind {
 	case kindPut:
 		st.base, st.condOnBase, st.deleted, st.doc = w.base, !w.blind, w.deleted, w.doc
@@ -204,7 +224,7 @@ func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error
 // what an earlier Prepare staged.
 func (s *Shard) stageAll(ctx context.Context) error {
 	s.result = Result{}
-	s.staged, s.stagedTxn, s.preparedAt = s.staged[:0], "", 0
+	s.staged, s.stagedTxn, s.preparedAt = slices.Grow(s.staged[:0], len(s.docs)), "", 0
 	for _, w := range s.docs {
 		st, err := s.stage(ctx, w, &s.result)
 		if err != nil {

@@ -17,12 +17,16 @@ import (
 // the transaction to commit: DESIGN §12 lets recovery commit only what has
 // every prepare durable, and presumes abort otherwise.
 type DirectCommitter interface {
-	// CommitDirect stages txnID as Prepare does — a *code.Error is a "no"
-	// vote — and returns, in place of intents, the writes its commit
-	// makes, under the conditions Prepare's vote would rest on (no open
-	// intent on a document, each document read still as read). Refusal
-	// explains a failed condition as it does Prepare's.
-	CommitDirect(ctx context.Context, txnID string) (*engine.Batch, error)
+	// StageDirect stages txnID as Prepare does — a *code.Error is a "no"
+	// vote — and returns how many conditions and ops AppendDirect adds.
+	StageDirect(ctx context.Context, txnID string) (conds, ops int, err error)
+	// AppendDirect adds to b, in place of intents, the writes of the commit
+	// StageDirect staged, under the conditions Prepare's vote would rest on
+	// (no open intent on a document, each document read still as read).
+	// Refusal explains a failed condition as it does Prepare's. Staging and
+	// writing are apart so that every participant writes into the one batch
+	// that carries them all, sized once.
+	AppendDirect(b *engine.Batch)
 }
 
 // directChain returns BeginCommit's two links for participants that are
@@ -41,7 +45,7 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 	if !c.Direct(txn) {
 		return nil, nil, nil, false, nil
 	}
-	commits, conds, ops, result, err := c.commitsDirect(ctx, txn, 1+withSlack, 2+withSlack)
+	conds, ops, result, err := c.stageDirect(ctx, txn, 1+withSlack, 2+withSlack)
 	if err != nil {
 		return nil, nil, nil, true, err
 	}
@@ -59,9 +63,7 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 	}
 	begin.Merge(beginWith) // its conditions, even with no op to write
 	decide = new(engine.Batch).Grow(conds, ops).Absent(decisionKey(txn.ID)).Put(decisionKey(txn.ID), val)
-	for _, cb := range commits {
-		decide.Merge(cb)
-	}
+	appendDirect(txn, decide)
 	if len(begin.Ops) > 0 {
 		decide.Delete(recordKey(txn.ID))
 	}
@@ -84,21 +86,28 @@ func (c *Coordinator) Direct(txn Txn) bool {
 	return true
 }
 
-// commitsDirect stages every participant's direct commit and the result,
+// stageDirect stages every participant's direct commit and the result,
 // and counts the conditions and ops of a batch that carries them on top of
 // conds and ops of its own.
-func (c *Coordinator) commitsDirect(ctx context.Context, txn Txn, conds, ops int) (commits []*engine.Batch, condsAll, opsAll int, result []byte, err error) {
-	commits = make([]*engine.Batch, len(txn.Participants))
-	for i, p := range txn.Participants {
-		if commits[i], err = p.(DirectCommitter).CommitDirect(ctx, txn.ID); err != nil {
-			return nil, 0, 0, nil, err
+func (c *Coordinator) stageDirect(ctx context.Context, txn Txn, conds, ops int) (condsAll, opsAll int, result []byte, err error) {
+	for _, p := range txn.Participants {
+		nc, no, err := p.(DirectCommitter).StageDirect(ctx, txn.ID)
+		if err != nil {
+			return 0, 0, nil, err
 		}
-		conds, ops = conds+len(commits[i].Conds), ops+len(commits[i].Ops)
+		conds, ops = conds+nc, ops+no
 	}
 	if txn.Result != nil {
 		if result, err = txn.Result(); err != nil {
-			return nil, 0, 0, nil, err
+			return 0, 0, nil, err
 		}
 	}
-	return commits, conds, ops, result, nil
+	return conds, ops, result, nil
+}
+
+// appendDirect adds every participant's staged direct commit to b.
+func appendDirect(txn Txn, b *engine.Batch) {
+	for _, p := range txn.Participants {
+		p.(DirectCommitter).AppendDirect(b)
+	}
 }

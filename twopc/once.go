@@ -16,10 +16,10 @@ import (
 // ahead of the decision, and a write that is whole or absent needs no
 // record of the transaction at all: no coordinator record (nothing is ever
 // begun and undecided) and no decision (no one can be left to learn the
-// outcome from it). with, called with the committed result, must therefore
-// record the outcome itself, as the receipt layer's terminal receipt does
-// with its whole envelope; Lookup knows nothing of a transaction committed
-// so. A transaction that must stay visible to Lookup goes through
+// outcome from it). with, called with the committed result, adds to the
+// write what must therefore record the outcome itself, as the receipt
+// layer's terminal receipt does with its whole envelope; Lookup knows
+// nothing of a transaction committed so. A transaction that must stay visible to Lookup goes through
 // BeginCommit or Begin and Decide.
 //
 // ok=false with a nil error means nothing was written: a participant is
@@ -27,7 +27,7 @@ import (
 // a document another transaction holds or changed, a condition of with's).
 // Begin and Decide tell those cases apart. An ambiguous write returns an
 // error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
-func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte) (*engine.Batch, error)) (engine.Version, bool, error) {
+func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte, b *engine.Batch) error) (engine.Version, bool, error) {
 	if !c.Direct(txn) {
 		return 0, false, nil
 	}
@@ -40,8 +40,8 @@ func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result 
 }
 
 // commitOnce is one try of CommitOnce; contended is as for beginCommitOnce.
-func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte) (*engine.Batch, error)) (v engine.Version, ok, contended bool, err error) {
-	commits, conds, ops, result, err := c.commitsDirect(ctx, txn, 2+withSlack, withSlack)
+func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte, b *engine.Batch) error) (v engine.Version, ok, contended bool, err error) {
+	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
 	var refusal *code.Error
 	if errors.As(err, &refusal) {
 		return 0, false, false, nil // Begin reports the vote
@@ -50,15 +50,11 @@ func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result 
 		return 0, false, false, err
 	}
 	b := new(engine.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
-	for _, cb := range commits {
-		b.Merge(cb)
-	}
+	appendDirect(txn, b)
 	if with != nil {
-		w, err := with(result)
-		if err != nil {
+		if err := with(result, b); err != nil {
 			return 0, false, false, err
 		}
-		b.Merge(w)
 	}
 	checkDecisionWrites(b)
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {

@@ -18,10 +18,11 @@ import (
 // outcomeOnce is what the tests' `with` records for CommitOnce, as the
 // receipt layer records its terminal receipt: the outcome, under the
 // condition that none is recorded yet.
-func outcomeOnce(got *[]byte) func(result []byte) (*engine.Batch, error) {
-	return func(result []byte) (*engine.Batch, error) {
+func outcomeOnce(got *[]byte) func(result []byte, b *engine.Batch) error {
+	return func(result []byte, b *engine.Batch) error {
 		*got = result
-		return new(engine.Batch).Absent(withKey).Put(withKey, result), nil
+		b.Absent(withKey).Put(withKey, result)
+		return nil
 	}
 }
 
@@ -117,8 +118,9 @@ func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 		{"decided", n.coord, txnFor("D", n.plan(t, free)), nil},
 	} {
 		before := dump(t, n.db)
-		_, ok, err := c.coord.CommitOnce(ctx, c.txn, func([]byte) (*engine.Batch, error) {
-			return new(engine.Batch).Merge(c.with).Put(withKey, []byte("outcome")), nil
+		_, ok, err := c.coord.CommitOnce(ctx, c.txn, func(_ []byte, b *engine.Batch) error {
+			b.Merge(c.with).Put(withKey, []byte("outcome"))
+			return nil
 		})
 		if ok || err != nil {
 			t.Errorf("%s: ok=%v, %v; want nothing written and no error", c.name, ok, err)
