@@ -38,7 +38,7 @@ func (s *Shard) AppendDirect(b *engine.Batch) {
 // commitTo adds to b st's document written directly, with no intent, under
 // the conditions that make it safe: no open intent on the document, and the
 // document still at the version read when the result depends on it. The
-// fast path and CommitDirect share it.
+// fast path and AppendDirect share it.
 func (st staged) commitTo(b *engine.Batch) {
 	// commitSize counts what this adds: keep the two in step.
 	b.Absent(st.intentKey)

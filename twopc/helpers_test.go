@@ -260,7 +260,7 @@ func outcomeString(o twopc.Outcome) string {
 	return fmt.Sprintf("%T", o)
 }
 
-// stagedOnly hides a shard's CommitDirect, so that BeginCommit takes the
+// stagedOnly hides a shard's StageDirect and AppendDirect, so that BeginCommit takes the
 // chain that stages intents in its first link and resolves them in its
 // second: the path of participants that cannot commit directly.
 type stagedOnly struct{ s *table.Shard }
