@@ -156,7 +156,8 @@ func keyedFloorCase(env *Env, concs []int) ([]*Result, error) {
 			}
 		}
 		var next atomic.Uint64
-		m, err := env.Loop(Loop{Case: caseKeyedFloor, Concurrency: c, Fsyncs: func() uint64 { return db.Stats().WAL.Fsyncs }},
+		m, err := env.Loop(Loop{Case: caseKeyedFloor, Concurrency: c, Fsyncs: func() uint64 { return db.Stats().WAL.Fsyncs },
+			FsyncNanos: func() int64 { return db.Stats().WAL.FsyncDuration.Sum }},
 			func(ctx context.Context, _ int, _ uint64) error {
 				_, err := db.Apply(ctx, reqs[(next.Add(1)-1)%uint64(len(reqs))])
 				return err

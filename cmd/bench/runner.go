@@ -24,6 +24,11 @@ type Loop struct {
 	// Fsyncs, if set, returns a cumulative fsync counter; it is sampled at
 	// the edges of the measured window.
 	Fsyncs func() uint64
+	// FsyncNanos, if set, returns the cumulative time spent in those
+	// fsyncs: the result then says how busy the disk's fsyncs kept the
+	// window (fsync_busy) — near 1, the case is bound by its fsyncs; well
+	// below, by what happens between them.
+	FsyncNanos func() int64
 	// Warmup overrides the default warm-up (a tenth of the duration, at
 	// most 200ms).
 	Warmup time.Duration
@@ -35,7 +40,9 @@ type Measured struct {
 	Items   uint64
 	Seconds float64
 	Fsyncs  uint64
-	Hist    *hdrhistogram.Histogram // per-call latency in nanoseconds
+	// FsyncNanos is the time spent in those fsyncs; -1 when not measured.
+	FsyncNanos int64
+	Hist       *hdrhistogram.Histogram // per-call latency in nanoseconds
 }
 
 // Latencies are recorded in nanoseconds (1ns..100s at 3 significant
@@ -121,9 +128,16 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 		}
 		return l.Fsyncs()
 	}
+	fsyncNanos := func() int64 {
+		if l.FsyncNanos == nil {
+			return -1
+		}
+		return l.FsyncNanos()
+	}
 	var (
 		t0, t1 time.Time
 		f0, f1 uint64
+		n0, n1 int64
 		err    error
 	)
 	wait := func(d time.Duration) bool {
@@ -141,7 +155,7 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 	label := fmt.Sprintf("%s/%s c=%d", e.suite, l.Case, l.Concurrency)
 	e.Progress("%s warming up", label)
 	if wait(warmup) {
-		f0, t0 = fsyncs(), time.Now()
+		f0, n0, t0 = fsyncs(), fsyncNanos(), time.Now()
 		phase.Store(phaseMeasure)
 		end := t0.Add(e.Opts.Duration)
 		calls := func() (n uint64) {
@@ -163,7 +177,7 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 		}
 	}
 	phase.Store(phaseStop)
-	t1, f1 = time.Now(), fsyncs()
+	t1, f1, n1 = time.Now(), fsyncs(), fsyncNanos()
 	wg.Wait()
 	e.ProgressDone()
 	if firstEr != nil {
@@ -173,7 +187,10 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 		return Measured{}, err
 	}
 
-	m := Measured{Seconds: t1.Sub(t0).Seconds(), Fsyncs: f1 - f0, Hist: newHist()}
+	m := Measured{Seconds: t1.Sub(t0).Seconds(), Fsyncs: f1 - f0, FsyncNanos: -1, Hist: newHist()}
+	if l.FsyncNanos != nil {
+		m.FsyncNanos = n1 - n0
+	}
 	for w := range workers {
 		m.Calls += workers[w].calls.Load()
 		m.Hist.Merge(workers[w].hist)
@@ -193,6 +210,12 @@ func (m Measured) Result(caseName string, concurrency int) Result {
 	if m.Seconds > 0 {
 		r.OpsPerSec = float64(m.Items) / m.Seconds
 		r.FsyncsPerSec = float64(m.Fsyncs) / m.Seconds
+		if m.FsyncNanos >= 0 {
+			r.Set("fsync_busy", round(float64(m.FsyncNanos)/(m.Seconds*1e9), 3))
+			if m.Fsyncs > 0 {
+				r.Set("fsync_mean_us", round(float64(m.FsyncNanos)/float64(m.Fsyncs)/1e3, 1))
+			}
+		}
 	}
 	if m.Hist != nil && m.Hist.TotalCount() > 0 {
 		r.P50us = float64(m.Hist.ValueAtQuantile(50)) / 1e3

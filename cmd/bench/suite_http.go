@@ -101,6 +101,8 @@ type httpServer struct {
 	client *http.Client
 	tr     *http.Transport
 	fsyncs func() uint64 // the store's WAL fsyncs
+	// fsyncNanos is the time spent in them (nil: not known)
+	fsyncNanos func() int64
 }
 
 func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
@@ -130,12 +132,13 @@ func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
 	}
 	base := "http://" + ln.Addr().String()
 	return st, &httpServer{
-		base:   base,
-		url:    base + "/v1/tables/" + benchTable + "/batch",
-		srv:    srv,
-		client: &http.Client{Transport: tr, Timeout: time.Minute},
-		tr:     tr,
-		fsyncs: st.fsyncs,
+		base:       base,
+		url:        base + "/v1/tables/" + benchTable + "/batch",
+		srv:        srv,
+		client:     &http.Client{Transport: tr, Timeout: time.Minute},
+		tr:         tr,
+		fsyncs:     st.fsyncs,
+		fsyncNanos: st.fsyncNanos,
 	}, nil
 }
 
@@ -192,7 +195,7 @@ func httpCase(env *Env, srv *httpServer, name string, concurrency int, wl *workl
 			bodies[k], keys[k] = wl.appendBody(nil, 0, uint64(k)), wl.key(0, uint64(k))
 		}
 	}
-	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: srv.fsyncs},
+	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: srv.fsyncs, FsyncNanos: srv.fsyncNanos},
 		func(ctx context.Context, w int, i uint64) error {
 			switch {
 			case replay:

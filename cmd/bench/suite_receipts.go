@@ -194,7 +194,7 @@ func receiptsCase(env *Env, name string, concurrency int) (Result, error) {
 		}
 	}
 	before := st.db.Stats()
-	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: st.fsyncs}, op)
+	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: st.fsyncs, FsyncNanos: st.fsyncNanos}, op)
 	after := st.db.Stats()
 	if cerr := st.close(); err == nil {
 		err = cerr

@@ -150,6 +150,9 @@ func openStack(env *Env, name string, opts receipt.Options) (*stack, error) {
 
 func (s *stack) fsyncs() uint64 { return s.db.Stats().WAL.Fsyncs }
 
+// fsyncNanos is the time the store's WAL has spent in fsync calls.
+func (s *stack) fsyncNanos() int64 { return s.db.Stats().WAL.FsyncDuration.Sum }
+
 func (s *stack) close() error {
 	s.svc.Close()
 	err := s.db.Close()
