@@ -42,7 +42,7 @@ type lifecycle struct {
 	dropMu       sync.Mutex
 	dropQ        []stepDrop // ended sessions whose steps maintenance deletes
 
-	flights sync.Map // txn_id -> *flight
+	flights flightSet
 
 	// replan plans a pending receipt from the request it stores, for a
 	// successor or a retry that executes it (Service.planStored).
