@@ -35,6 +35,7 @@ type parser struct {
 	pos     int
 	depth   int
 	key     []byte   // scratch: a decoded string with escapes
+	plain   bool     // the string str returned last was plain ASCII
 	arena   []byte   // decoded keys of the objects being parsed
 	members []member // members of the objects being parsed (a stack)
 	region  []byte   // scratch: an unsorted object's members while they are reordered
@@ -88,7 +89,7 @@ func (p *parser) value(dst []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return AppendString(dst, s), nil
+		return p.appendStr(dst, s), nil
 	case c == 't':
 		return p.literal(dst, "true")
 	case c == 'f':

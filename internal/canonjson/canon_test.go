@@ -17,6 +17,8 @@ var canonSeeds = []string{
 	`[1e1000,-1e-1000,0.5E+10,` + strings.Repeat("9", NumberDigitsMax) + `]`, `[1e1001]`, `[1` + strings.Repeat("0", NumberDigitsMax) + `]`,
 	`{"a":1,"a":2}`, `{"a":1}x`, `{"a" 1}`, `[1,]`, `01`, `1.`, `-`, `"\x"`, "\"a\x01\"", `"\u12"`, `tru`, ``, `  `,
 	"\"\xff\"", `{"a":"\ud83d"}`,
+	// plain ASCII strings (copied as they are) beside ones that are not
+	"\"a\x7fb\"", `{"plain key":"plain ~ value","k\u00e9":"x\ty","<&>":"é"}`, "\"ab\xe2\x80\xa8cd\"",
 }
 
 // TestCanonical_MatchesEncodingJSON proves the hand-written canonicalizer is
@@ -64,5 +66,19 @@ func checkCanonical(t *testing.T, in []byte) {
 	again, err := Append(nil, got)
 	if err != nil || !bytes.Equal(again, got) {
 		t.Fatalf("%q: not idempotent: %q then %q (%v)", in, got, again, err)
+	}
+}
+
+// BenchmarkAppend_Doc: one of the bench's 190-byte documents, canonicalized.
+func BenchmarkAppend_Doc(b *testing.B) {
+	doc := []byte(`{"n":1,"pad":"` + strings.Repeat("p", 160) + `","tag":"a-b"}`)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	var dst []byte
+	for b.Loop() {
+		var err error
+		if dst, err = Append(dst[:0], doc); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -89,7 +89,7 @@ func (p *parser) object(dst []byte) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		m.start = len(dst)
-		dst = AppendString(dst, k)
+		dst = p.appendStr(dst, k)
 		p.skipSpace()
 		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
 			return nil, p.fail("expected : after object key")

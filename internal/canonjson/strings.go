@@ -7,11 +7,21 @@ import (
 )
 
 // str parses a string token and returns its decoded bytes (aliasing src when
-// there is no escape, else a scratch copy valid until the next call).
+// there is no escape, else a scratch copy valid until the next call). It
+// sets p.plain when the token was plain ASCII (plainByte): then the token is
+// its own canonical form, and appendStr copies it without a second look.
 func (p *parser) str() ([]byte, error) {
 	s := p.src
 	i := p.pos + 1 // past the quote
 	start := i
+	for i < len(s) && plainByte[s[i]] {
+		i++
+	}
+	if i < len(s) && s[i] == '"' {
+		p.pos, p.plain = i+1, true
+		return s[start:i], nil
+	}
+	p.plain = false
 	for i < len(s) {
 		c := s[i]
 		if c == '"' {
@@ -31,6 +41,24 @@ func (p *parser) str() ([]byte, error) {
 		i++
 	}
 	return nil, p.fail("unterminated string")
+}
+
+// plainByte marks the bytes a string token may hold that need no escape in
+// and none out: ASCII from space on, but for the quote and the backslash.
+// (encoding/json leaves DEL, 0x7f, as it is.)
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendStr appends the string str just returned, in canonical form.
+func (p *parser) appendStr(dst, s []byte) []byte {
+	if p.plain {
+		return append(append(append(dst, '"'), s...), '"')
+	}
+	return AppendString(dst, s)
 }
 
 // strSlow decodes a string with escapes into the scratch buffer.
