@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		pgDSN     = fs.String("pg", "", "PostgreSQL DSN (postgres://...) for the peer suite; see cmd/bench/pg-throwaway.sh")
 		outPath   = fs.String("out", "", "write a Markdown report (machine, tables, targets) here, with PNG charts beside it")
 		cpuProf   = fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
+		traceOut  = fs.String("trace", "", "write an execution trace of the whole run here (go tool trace; -pprof=sched shows who waited for a CPU)")
 
 		crashKills    = fs.Int("crashloop-kills", 100, "crashloop: SIGKILLs of idemd under load (the suite stops after the last restart is healthy)")
 		crashInterval = fs.String("crashloop-interval", "2s-5s", "crashloop: load time between a restart answering /healthz and the next SIGKILL: MIN-MAX (uniform, seeded) or one duration")
@@ -141,6 +143,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer func() {
 			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			trace.Stop()
 			f.Close()
 		}()
 	}
