@@ -87,34 +87,22 @@ func TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide(t *testing.T) {
 func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
 	testsupport.SkipOnReferenceStore(t, "chaining is engine.DB's")
 	ctx := context.Background()
-	n := newNode(t, twopc.Options{})
-	n.fast(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"s","doc":{"n":"text"}}]}`)
-	holder := txnFor("H", n.plan(t, `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
-	if res, err := n.coord.Begin(ctx, holder, nil); err != nil || !res.Prepared {
-		t.Fatalf("begin H: %+v %v", res, err)
-	}
-	conflicting := `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":5}]}]}`
-	wrongType := `{"transforms":[{"id":"s","ops":[{"op":"$inc","path":"n","value":5}]}]}`
-	free := `{"inserts":[{"id":"y","doc":{}}]}`
+	n := nodeWithHolder(t)
 	for _, c := range []struct {
 		name  string
 		coord *twopc.Coordinator
 		body  string
 		with  *engine.Batch
 	}{
-		{"open intent", n.coord, conflicting, nil},
-		{"no vote", n.coord, wrongType, nil},
-		{"condition of beginWith", n.coord, free, new(engine.Batch).Present([]byte("no/such/key"))},
-		{"store without ApplyChain", n.newCoordinator(struct{ engine.Store }{n.db}), free, nil},
+		{"open intent", n.coord, bodyConflicting, nil},
+		{"no vote", n.coord, bodyWrongType, nil},
+		{"condition of beginWith", n.coord, bodyFree, new(engine.Batch).Present([]byte("no/such/key"))},
+		{"store without ApplyChain", n.newCoordinator(struct{ engine.Store }{n.db}), bodyFree, nil},
 	} {
-		before := dump(t, n.db)
-		_, ok, err := c.coord.BeginCommit(ctx, txnFor("T", n.plan(t, c.body)), c.with, nil)
-		if ok || err != nil {
-			t.Errorf("%s: ok=%v, %v; want nothing written and no error", c.name, ok, err)
-		}
-		if dump(t, n.db) != before {
-			t.Errorf("%s: BeginCommit wrote", c.name)
-		}
+		wroteNothing(t, n, c.name, func() (bool, error) {
+			_, ok, err := c.coord.BeginCommit(ctx, txnFor("T", n.plan(t, c.body)), c.with, nil)
+			return ok, err
+		})
 	}
 }
 

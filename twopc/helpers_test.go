@@ -140,6 +140,42 @@ func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {
 // dump renders the whole store (storetest.Dump).
 func dump(t *testing.T, s engine.Store) string { t.Helper(); return storetest.Dump(t, s) }
 
+// The batches a one-write or chained commit must refuse without writing,
+// on the store nodeWithHolder sets up: one that needs document x, which
+// transaction H holds open; one whose transform a participant votes no on
+// (s is text, not a number); and one that is free of both.
+const (
+	bodyConflicting = `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":5}]}]}`
+	bodyWrongType   = `{"transforms":[{"id":"s","ops":[{"op":"$inc","path":"n","value":5}]}]}`
+	bodyFree        = `{"inserts":[{"id":"y","doc":{}}]}`
+)
+
+// nodeWithHolder is a node holding documents x and s, with transaction H
+// begun on x and left open.
+func nodeWithHolder(t *testing.T) *node {
+	t.Helper()
+	n := newNode(t, twopc.Options{})
+	n.fast(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"s","doc":{"n":"text"}}]}`)
+	holder := txnFor("H", n.plan(t, `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
+	if res, err := n.coord.Begin(context.Background(), holder, nil); err != nil || !res.Prepared {
+		t.Fatalf("begin H: %+v %v", res, err)
+	}
+	return n
+}
+
+// wroteNothing fails the test unless write reports nothing written
+// (ok=false, no error) and left the store exactly as it was.
+func wroteNothing(t *testing.T, n *node, what string, write func() (ok bool, err error)) {
+	t.Helper()
+	before := dump(t, n.db)
+	if ok, err := write(); ok || err != nil {
+		t.Errorf("%s: ok=%v, %v; want nothing written and no error", what, ok, err)
+	}
+	if dump(t, n.db) != before {
+		t.Errorf("%s: the store changed", what)
+	}
+}
+
 func assertNoIntentsOrRecords(t *testing.T, store engine.Store) {
 	t.Helper()
 	if k := keysUnder(t, store, []byte(engine.NSIntent)); len(k) != 0 {

@@ -86,12 +86,7 @@ func TestCommitOnce_OneWriteAndNoRecordOfItsOwn(t *testing.T) {
 // error, so that the caller's Begin and Decide handle them.
 func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 	ctx := context.Background()
-	n := newNode(t, twopc.Options{})
-	n.fast(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"s","doc":{"n":"text"}}]}`)
-	holder := txnFor("H", n.plan(t, `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
-	if res, err := n.coord.Begin(ctx, holder, nil); err != nil || !res.Prepared {
-		t.Fatalf("begin H: %+v %v", res, err)
-	}
+	n := nodeWithHolder(t)
 	decided := txnFor("D", n.plan(t, `{"inserts":[{"id":"d","doc":{}}]}`))
 	if res, err := n.coord.Begin(ctx, decided, nil); err != nil || !res.Prepared {
 		t.Fatalf("begin D: %+v %v", res, err)
@@ -99,9 +94,6 @@ func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 	if _, won, err := n.coord.DecideOrLearn(ctx, "D", decided.Participants, twopc.Aborted{Code: "test", Message: "aborted"}, nil); err != nil || !won {
 		t.Fatalf("decide D: %v %v", won, err)
 	}
-	conflicting := `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":5}]}]}`
-	wrongType := `{"transforms":[{"id":"s","ops":[{"op":"$inc","path":"n","value":5}]}]}`
-	free := `{"inserts":[{"id":"y","doc":{}}]}`
 	_, deferring := table.NewWithCoordinator(n.db, twopc.Options{DeferResolution: true})
 	for _, c := range []struct {
 		name  string
@@ -109,25 +101,21 @@ func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 		txn   twopc.Txn
 		with  *engine.Batch
 	}{
-		{"staged participants", n.coord, stagedTxnFor("T", n.plan(t, free)), nil},
-		{"deferred resolution", deferring, txnFor("T", n.plan(t, free)), nil},
-		{"open intent", n.coord, txnFor("T", n.plan(t, conflicting)), nil},
-		{"no vote", n.coord, txnFor("T", n.plan(t, wrongType)), nil},
-		{"condition of with", n.coord, txnFor("T", n.plan(t, free)), new(engine.Batch).Present([]byte("no/such/key"))},
-		{"begun", n.coord, txnFor("H", n.plan(t, free)), nil},
-		{"decided", n.coord, txnFor("D", n.plan(t, free)), nil},
+		{"staged participants", n.coord, stagedTxnFor("T", n.plan(t, bodyFree)), nil},
+		{"deferred resolution", deferring, txnFor("T", n.plan(t, bodyFree)), nil},
+		{"open intent", n.coord, txnFor("T", n.plan(t, bodyConflicting)), nil},
+		{"no vote", n.coord, txnFor("T", n.plan(t, bodyWrongType)), nil},
+		{"condition of with", n.coord, txnFor("T", n.plan(t, bodyFree)), new(engine.Batch).Present([]byte("no/such/key"))},
+		{"begun", n.coord, txnFor("H", n.plan(t, bodyFree)), nil},
+		{"decided", n.coord, txnFor("D", n.plan(t, bodyFree)), nil},
 	} {
-		before := dump(t, n.db)
-		_, ok, err := c.coord.CommitOnce(ctx, c.txn, func(_ []byte, b *engine.Batch) error {
-			b.Merge(c.with).Put(withKey, []byte("outcome"))
-			return nil
+		wroteNothing(t, n, c.name, func() (bool, error) {
+			_, ok, err := c.coord.CommitOnce(ctx, c.txn, func(_ []byte, b *engine.Batch) error {
+				b.Merge(c.with).Put(withKey, []byte("outcome"))
+				return nil
+			})
+			return ok, err
 		})
-		if ok || err != nil {
-			t.Errorf("%s: ok=%v, %v; want nothing written and no error", c.name, ok, err)
-		}
-		if dump(t, n.db) != before {
-			t.Errorf("%s: CommitOnce wrote", c.name)
-		}
 	}
 }
 

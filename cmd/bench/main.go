@@ -132,33 +132,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	if *cpuProf != "" {
-		f, err := os.Create(*cpuProf)
+	for _, rec := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{{*cpuProf, pprof.StartCPUProfile, pprof.StopCPUProfile}, {*traceOut, trace.Start, trace.Stop}} {
+		if rec.path == "" {
+			continue
+		}
+		stop, err := record(rec.path, rec.start, rec.stop)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
-	}
-	if *traceOut != "" {
-		f, err := os.Create(*traceOut)
-		if err != nil {
-			return err
-		}
-		if err := trace.Start(f); err != nil {
-			f.Close()
-			return err
-		}
-		defer func() {
-			trace.Stop()
-			f.Close()
-		}()
+		defer stop()
 	}
 
 	base := *dir
@@ -250,4 +236,18 @@ func parseConcurrency(list string) ([]int, error) {
 		return nil, errors.New("empty -concurrency list")
 	}
 	return out, nil
+}
+
+// record starts writing a profile or trace of the run to path; the
+// function it returns stops it and closes the file.
+func record(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { stop(); f.Close() }, nil
 }
