@@ -19,8 +19,8 @@ import (
 // outcome from it). with, called with the committed result, adds to the
 // write what must therefore record the outcome itself, as the receipt
 // layer's terminal receipt does with its whole envelope; Lookup knows
-// nothing of a transaction committed so. A transaction that must stay visible to Lookup goes through
-// BeginCommit or Begin and Decide.
+// nothing of a transaction committed so. A transaction that must stay
+// visible to Lookup goes through BeginCommit or Begin and Decide.
 //
 // ok=false with a nil error means nothing was written: a participant is
 // not direct or voted no, or a condition failed (the transaction exists,
