@@ -73,14 +73,7 @@ func TestCheck_MakesNoMutatingCallButTheLockEvenWhereAnOpenWouldWrite(t *testing
 	if err := os.Remove(f.wal("CLOSED")); err != nil {
 		t.Fatal(err)
 	}
-	segs := walSegments(t, f.dir)
-	fi, err := os.Stat(f.wal(segs[len(segs)-1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(f.wal(segs[len(segs)-1]), fi.Size()-3); err != nil {
-		t.Fatal(err)
-	}
+	f.cutLastSegment(t, 3)
 	flipByte(t, filepath.Join(f.dir, f.deltas[1].name), middle)
 	spy := &spyFS{FS: vfs.Default}
 	rep, err := Check(spy, f.dir, CheckOptions{})

@@ -84,6 +84,9 @@ func (c *checker) noteStrangers(walDir string, vr wal.VerifyReport) {
 	for _, f := range vr.DamageFiles {
 		known[f.Name] = true
 	}
+	for _, name := range vr.Spares {
+		known[name] = true
+	}
 	for _, e := range ents {
 		if name := e.Name(); !known[name] && !strings.HasSuffix(name, ".START") {
 			c.problem(ProblemNote, filepath.Join(walDir, name), OffsetUnknown, "not a file of the log's: nothing reads it")

@@ -85,7 +85,11 @@ func FuzzScanSegment(f *testing.F) {
 		if err != nil {
 			t.Fatalf("scan without callback returned %v", err)
 		}
-		if r.validEnd > len(data) || (r.err == nil) != (r.validEnd == len(data)) {
+		// The scan ends at the data's end, at fill (a zero length prefix
+		// and only zeros after it), or at damage.
+		ended := r.validEnd == len(data) && !r.fill
+		filled := r.fill && r.validEnd < len(data) && isZero(data[r.validEnd:])
+		if r.validEnd > len(data) || (r.err == nil) != (ended || filled) || r.err != nil && r.fill {
 			t.Fatalf("scan result %+v for %d bytes", r, len(data))
 		}
 		var n uint64

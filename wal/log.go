@@ -71,6 +71,9 @@ type Stats struct {
 	FsyncDuration HistogramSnapshot
 	// GroupEntries: entries per group commit (Count is Groups, Sum Entries).
 	GroupEntries HistogramSnapshot
+	// Preallocated counts segments started on a spare (prealloc.go);
+	// PreallocFailures spares that could not be made or taken.
+	Preallocated, PreallocFailures uint64
 }
 
 // Log is a write-ahead log. All methods are safe for concurrent use except
@@ -104,6 +107,7 @@ type Log struct {
 	twBatch   tidwall.Batch
 	frameBuf  []byte
 	parts     []groupPart // scratch of writeGroup
+	prealloc  *preallocator // nil with Options.NoPreallocation
 
 	writerDone chan struct{}
 	publishing atomic.Int64 // groups handed to the publisher, not yet published
@@ -150,6 +154,12 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		}
 	}
 	fsyncs := NewHistogram(fsyncBounds)
+	var pre *preallocator
+	var createSegment func(string) (tidwall.File, error)
+	if !opts.NoPreallocation {
+		pre = newPreallocator(fsys, dir, opts.SegmentBytes, opts.Logger, fsyncs)
+		createSegment = pre.createSegment
+	}
 	tw, err := tidwall.Open(dir, &tidwall.Options{
 		NoSync:           true, // we fsync once per group
 		SegmentSize:      opts.SegmentBytes,
@@ -159,6 +169,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		DirPerms:         0o750,
 		FilePerms:        0o640,
 		FS:               twFS{fs: fsys, fsyncs: fsyncs},
+		CreateSegment:    createSegment,
 	})
 	if err != nil {
 		if errors.Is(err, tidwall.ErrCorrupt) {
@@ -166,7 +177,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		}
 		return nil, rep, err
 	}
-	l, err := newLog(dir, opts, tw)
+	l, err := newLog(dir, opts, tw, pre)
 	if err != nil {
 		tw.Close()
 		return nil, rep, err
@@ -194,7 +205,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 }
 
 // newLog builds the Log over an open tidwall log.
-func newLog(dir string, opts Options, tw *tidwall.Log) (*Log, error) {
+func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator) (*Log, error) {
 	// tidwall may have created the first segment.
 	if err := vfs.SyncDir(opts.FS, dir); err != nil {
 		return nil, err
@@ -207,9 +218,12 @@ func newLog(dir string, opts Options, tw *tidwall.Log) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	tailInfo, err := opts.FS.Stat(filepath.Join(dir, segs[len(segs)-1].name))
+	tail, err := tailShapeOf(opts.FS, dir, segs[len(segs)-1])
 	if err != nil {
 		return nil, err
+	}
+	if pre != nil {
+		pre.tailFilled = tail.fill
 	}
 	l := &Log{
 		dir:        dir,
@@ -218,7 +232,8 @@ func newLog(dir string, opts Options, tw *tidwall.Log) (*Log, error) {
 		slots:      make(chan struct{}, opts.QueueEntriesMax),
 		next:       last + 1,
 		segs:       segs,
-		tailBytes:  int(tailInfo.Size()),
+		tailBytes:  tail.validEnd,
+		prealloc:   pre,
 		writerDone: make(chan struct{}),
 
 		groupEntries: NewHistogram(groupEntriesBounds),
@@ -245,8 +260,12 @@ func (l *Log) LastIndex() uint64 {
 // Stats returns cumulative counters.
 func (l *Log) Stats() Stats {
 	fsyncs := l.fsyncs.Snapshot()
-	return Stats{Groups: l.groups.Load(), Entries: l.entries.Load(), Fsyncs: fsyncs.Count, Bytes: l.bytes.Load(),
+	s := Stats{Groups: l.groups.Load(), Entries: l.entries.Load(), Fsyncs: fsyncs.Count, Bytes: l.bytes.Load(),
 		FsyncDuration: fsyncs, GroupEntries: l.groupEntries.Snapshot()}
+	if p := l.prealloc; p != nil {
+		s.Preallocated, s.PreallocFailures = p.taken.Load(), p.failed.Load()
+	}
+	return s
 }
 
 // Reserve takes one queue slot for a following Enqueue, blocking while
@@ -487,6 +506,9 @@ func (l *Log) Close() error {
 	l.cond.Broadcast()
 	l.mu.Unlock()
 	<-l.writerDone
+	if l.prealloc != nil {
+		l.prealloc.close()
+	}
 	l.mu.Lock()
 	failed, started := l.failed, l.started
 	l.mu.Unlock()

@@ -28,6 +28,10 @@ type Options struct {
 	Logger *slog.Logger
 	// FS is the file system the log lives on; nil means vfs.Default.
 	FS vfs.FS
+	// NoPreallocation writes each segment as a growing file instead of
+	// into one written full of zeros beforehand (prealloc.go), for a disk
+	// too small to hold a spare segment.
+	NoPreallocation bool
 }
 
 const (

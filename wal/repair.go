@@ -59,7 +59,7 @@ func repairTail(fsys vfs.FS, dir string, seg segmentFile, m closeMarker, state c
 			Offset: facts.damageAt, Reason: fmt.Sprintf("%v; %s", r.err, why)}
 	}
 	rep := RepairReport{Segment: seg.name, CutOffset: facts.damageAt, DroppedLen: facts.size - facts.damageAt, Why: why}
-	cutBytes := data[facts.damageAt:]
+	cutBytes := data[facts.damageAt:facts.size]
 	keep := filepath.Join(dir, fmt.Sprintf("%s%s%020d", seg.name, tornInfix, facts.damageAt))
 	if err := vfs.WriteFileSynced(fsys, keep, cutBytes[:min(len(cutBytes), tornKeepBytesMax)], 0o640); err != nil {
 		// The cut bytes were never acknowledged (that is what made them

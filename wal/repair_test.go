@@ -279,27 +279,38 @@ func TestOpen_DamageToAWholeFinalGroupIsRefused(t *testing.T) {
 	}
 }
 
-func TestOpen_ZerosBeyondOneGroupWriteAreRefused(t *testing.T) {
+// TestOpen_ZerosAfterTheEntriesAreFill: zeros from an entry boundary to
+// the end — a preallocated segment's fill, or a crash that made a size
+// durable and none of the data — are no entry, whatever their length:
+// nothing is cut, every entry replays, and the next write lands where the
+// entries end.
+func TestOpen_ZerosAfterTheEntriesAreFill(t *testing.T) {
 	d := newMemDisk()
-	opts := Options{SegmentBytes: 1 << 20, GroupBytesMax: 256}
+	opts := Options{SegmentBytes: 1 << 20, GroupBytesMax: 256, NoPreallocation: true}
 	l, _ := d.mustOpen(t, opts)
 	groupedLog(t, d, l, 6)
 	crashed := d.crash(l, nil)
 	seg := d.segments(t)[0]
 	orig := d.read(t, seg.name)
-	for _, tc := range []struct {
-		zeros int
-		cut   bool
-	}{{100, true}, {512, true}, {4096, false}} {
+	for _, zeros := range []int{1, 100, 512, 4096, 3 << 16} {
 		d.fs = crashed.Recover(nil)
-		d.write(t, seg.name, append(append([]byte(nil), orig...), make([]byte, tc.zeros)...))
-		got, rep, err := d.replay(opts)
-		if !tc.cut {
-			wantCorruption(t, err)
-			continue
+		d.write(t, seg.name, append(append([]byte(nil), orig...), make([]byte, zeros)...))
+		l, rep, err := d.open(opts)
+		if err != nil || rep.Segment != "" {
+			t.Fatalf("%d zeros: %+v, %v; want an open that cuts nothing", zeros, rep, err)
 		}
-		if err != nil || rep.DroppedLen != int64(tc.zeros) || len(got) != 12 {
-			t.Fatalf("%d zeros: %d entries, %+v, %v", tc.zeros, len(got), rep, err)
+		var got int
+		if err := l.Replay(1, func(uint64, Kind, []byte) error { got++; return nil }); err != nil || got != 12 {
+			t.Fatalf("%d zeros: replayed %d entries, %v; want 12", zeros, got, err)
+		}
+		appendSync(t, l, body(13))
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		data := d.read(t, seg.name)
+		r, _ := scanSegment(data, seg.first, nil)
+		if r.err != nil || r.entries != 13 || len(data) != max(len(orig)+zeros, r.validEnd) {
+			t.Fatalf("%d zeros, then entry 13: %+v over %d bytes; want 13 entries written over the zeros", zeros, r, len(data))
 		}
 	}
 }

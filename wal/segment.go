@@ -3,6 +3,7 @@ package wal
 import (
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -60,6 +61,9 @@ type scanResult struct {
 	// that frame lies in no declared part (frames written before heads
 	// existed, or no valid frame at all).
 	partStart, partEnd int
+	// fill: the entries end at validEnd and only zeros follow, the fill
+	// of a preallocated segment (prealloc.go).
+	fill bool
 }
 
 // scanSegment decodes the entries of one segment whose first entry has index
@@ -68,6 +72,10 @@ type scanResult struct {
 func scanSegment(data []byte, first uint64, fn func(index uint64, kind Kind, body []byte) error) (scanResult, error) {
 	r := scanResult{partStart: -1, partEnd: -1}
 	for pos := 0; pos < len(data); {
+		if data[pos] == 0 && isZero(data[pos:]) {
+			r.fill = true
+			return r, nil
+		}
 		index := first + r.entries
 		f, n, err := frameAt(data, pos, index)
 		if err != nil {
@@ -101,4 +109,15 @@ func frameAt(data []byte, pos int, index uint64) (frame, int, error) {
 	}
 	f, err := decodeFrame(index, data[pos+n:pos+n+int(size)])
 	return f, n + int(size), err
+}
+
+// tailShapeOf reads seg, the tail segment after repair, for where its
+// entries end and whether fill follows them.
+func tailShapeOf(fsys vfs.FS, dir string, seg segmentFile) (scanResult, error) {
+	data, err := vfs.ReadFile(fsys, filepath.Join(dir, seg.name))
+	if err != nil {
+		return scanResult{}, err
+	}
+	r, _ := scanSegment(data, seg.first, nil)
+	return r, nil
 }

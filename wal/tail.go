@@ -96,9 +96,11 @@ func judgeTail(f tailFacts) (cut bool, why string) {
 }
 
 // tailFactsOf gathers the facts about data, a last segment whose scan r
-// stopped at damage.
+// stopped at damage. The fill of a preallocated segment is left out: it
+// is where the final write did not reach, as the end of a growing file is.
 func tailFactsOf(data []byte, first uint64, r scanResult, closed closeState, maxTornBytes int64) tailFacts {
 	at := r.validEnd
+	data = data[:unwrittenFrom(data, at)]
 	f := tailFacts{
 		size: int64(len(data)), damageAt: int64(at), damageIndex: first + r.entries,
 		partStart: int64(r.partStart), partEnd: int64(r.partEnd), claimEnd: -1,
@@ -146,6 +148,27 @@ func validFrameAfter(data []byte, at int, index uint64) int64 {
 		}
 	}
 	return -1
+}
+
+// unwrittenFrom returns where the fill of a preallocated segment begins
+// (len(data) if data does not look like one): a preallocated file is a
+// whole number of zeroBlockBytes blocks whose last block is zeros, and its
+// fill runs back from there to the last non-zero byte, but not before at.
+// A final write whose last bytes were zeros loses them to the fill, so a
+// whole final write that ends in zeros and is damaged elsewhere reads as
+// torn, not as changed: the one distinction preallocation gives up.
+func unwrittenFrom(data []byte, at int) int {
+	end := len(data)
+	if end == 0 || end%zeroBlockBytes != 0 || !isZero(data[end-zeroBlockBytes:]) {
+		return end
+	}
+	for end-zeroBlockBytes >= at && isZero(data[end-zeroBlockBytes:end]) {
+		end -= zeroBlockBytes
+	}
+	for end > at && data[end-1] == 0 {
+		end--
+	}
+	return end
 }
 
 // zeroRunStart returns where the zero fill that ends data begins: at if

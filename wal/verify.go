@@ -31,6 +31,9 @@ type SegmentReport struct {
 	First  uint64 // the index its name gives
 	Frames uint64 // valid frames from its start
 	Bytes  int64
+	// EntriesEnd is where its valid frames end: Bytes, less a
+	// preallocated segment's fill (prealloc.go) or damage.
+	EntriesEnd int64
 }
 
 // VerifiedEntry is one valid frame Verify read. Body aliases the segment's
@@ -59,6 +62,9 @@ type VerifyReport struct {
 	// DamageFiles are the cut bytes (and the whole-segment copies of
 	// earlier versions) that earlier repairs kept in the directory.
 	DamageFiles []DamageFile
+	// Spares are the preallocated segments-to-be in the directory
+	// (prealloc.go): zeros nothing reads, replaced by the next one made.
+	Spares []string
 	// StartIndex is the index of an interrupted truncation's .START file
 	// (written by tidwall's own truncation, which this log no longer uses),
 	// 0 if none. tidwall's loader completes it on open.
@@ -78,6 +84,9 @@ func Verify(dir string, opts Options, fn func(VerifiedEntry)) (VerifyReport, err
 		return rep, err
 	}
 	rep.StartIndex = startIndex
+	if rep.Spares, err = sparesIn(fsys, dir); err != nil {
+		return rep, err
+	}
 	marker, state, err := readMarker(fsys, dir)
 	if err != nil {
 		return rep, err
@@ -116,7 +125,7 @@ func Verify(dir string, opts Options, fn func(VerifiedEntry)) (VerifyReport, err
 			}
 			return nil
 		})
-		rep.Segments = append(rep.Segments, SegmentReport{Name: s.name, First: s.first, Frames: r.entries, Bytes: int64(len(data))})
+		rep.Segments = append(rep.Segments, SegmentReport{Name: s.name, First: s.first, Frames: r.entries, Bytes: int64(len(data)), EntriesEnd: int64(r.validEnd)})
 		if i == n-1 && judgeLast {
 			rep.judgeTail(data, s, r, marker, state, 2*int64(opts.GroupBytesMax), path)
 			continue

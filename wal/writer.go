@@ -176,6 +176,24 @@ func (l *Log) planParts(g *group) (tail int, cycled bool) {
 	return tail, cycled
 }
 
+// leavePlainTail starts a new segment before g when the tail is an
+// ordinary file (a new log's first, or one cut by repair) and a spare is
+// ready, so that a log is back on preallocated segments long before the
+// tail would fill. Caller holds ioMu.
+func (l *Log) leavePlainTail(g *group) (bool, error) {
+	p := l.prealloc
+	if p == nil || p.tailFilled || l.tailBytes < p.trigger || !p.ready() {
+		return false, nil
+	}
+	if err := l.tw.Cycle(); err != nil {
+		return false, err
+	}
+	first := g.entries[0].Index
+	l.segs = append(l.segs, segmentFile{name: segmentName(first), first: first})
+	l.tailBytes = 0
+	return true, nil
+}
+
 // writeGroup writes one group with one WriteBatch and one fsync.
 func (l *Log) writeGroup(g *group) error {
 	l.ioMu.Lock()
@@ -183,7 +201,12 @@ func (l *Log) writeGroup(g *group) error {
 	if err := fault.Inject(fault.WALWriteBefore); err != nil {
 		return err
 	}
+	left, err := l.leavePlainTail(g)
+	if err != nil {
+		return err
+	}
 	tail, cycled := l.planParts(g)
+	cycled = cycled || left
 	l.twBatch.Clear()
 	written, next := 0, 0
 	for i, e := range g.entries {
@@ -222,6 +245,9 @@ func (l *Log) writeGroup(g *group) error {
 		}
 	}
 	l.tailBytes = tail
+	if l.prealloc != nil && tail >= l.prealloc.trigger {
+		l.prealloc.ensure()
+	}
 	l.groups.Add(1)
 	l.groupEntries.Observe(int64(len(g.entries)))
 	l.entries.Add(uint64(len(g.entries)))

@@ -101,6 +101,11 @@ type Options struct {
 	// FS is the file system the log lives on (Idem patch); nil means the
 	// operating system's.
 	FS FS
+	// CreateSegment makes a new segment file at path, open for writing at
+	// offset 0 (Idem patch); nil creates an empty file through FS. It may
+	// return a preallocated file: one whose bytes past what the log wrote
+	// are zeros, which the loader reads as the end of the segment.
+	CreateSegment func(path string) (File, error)
 }
 
 // FS is the file system a Log uses (Idem patch): the seam that lets a test
@@ -278,8 +283,7 @@ func (l *Log) load() error {
 		})
 		l.firstIndex = 1
 		l.lastIndex = 0
-		l.sfile, err = l.opts.FS.OpenFile(l.segments[0].path,
-			os.O_CREATE|os.O_RDWR|os.O_TRUNC, l.opts.FilePerms)
+		l.sfile, err = l.createSegment(l.segments[0].path)
 		return err
 	}
 	// Open existing log. Clean up log if START of END segments exists.
@@ -335,11 +339,13 @@ func (l *Log) load() error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.sfile.Seek(0, 2); err != nil {
-		return err
-	}
 	// Load the last segment entries
 	if err := l.loadSegmentEntries(lseg); err != nil {
+		return err
+	}
+	// Idem patch: write on from the end of the entries, not of the file,
+	// which a preallocated segment's zeros extend.
+	if _, err := l.sfile.Seek(int64(len(lseg.ebuf)), 0); err != nil {
 		return err
 	}
 	l.lastIndex = lseg.index + uint64(len(lseg.epos)) - 1
@@ -415,13 +421,38 @@ func (l *Log) cycle() error {
 		path:  filepath.Join(l.path, segmentName(l.lastIndex+1)),
 	}
 	var err error
-	l.sfile, err = l.opts.FS.OpenFile(s.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC,
-		l.opts.FilePerms)
+	l.sfile, err = l.createSegment(s.path)
 	if err != nil {
 		return err
 	}
 	l.segments = append(l.segments, s)
 	return nil
+}
+
+// createSegment makes a new segment file (Idem patch: Options.CreateSegment).
+func (l *Log) createSegment(path string) (File, error) {
+	if l.opts.CreateSegment != nil {
+		return l.opts.CreateSegment(path)
+	}
+	return l.opts.FS.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, l.opts.FilePerms)
+}
+
+// Cycle ends the tail segment and starts a new one before the next write,
+// whatever the tail's size (Idem patch): the log leaves a segment that was
+// not preallocated as soon as a preallocated one is ready. An empty tail
+// is kept: the new segment would take its name.
+func (l *Log) Cycle() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.corrupt {
+		return ErrCorrupt
+	} else if l.closed {
+		return ErrClosed
+	}
+	if len(l.segments[len(l.segments)-1].ebuf) == 0 {
+		return nil
+	}
+	return l.cycle()
 }
 
 func appendJSONEntry(dst []byte, index uint64, data []byte) (out []byte,
@@ -637,6 +668,11 @@ func (l *Log) loadSegmentEntries(s *segment) error {
 	var epos []bpos
 	var pos int
 	for exidx := s.index; len(data) > 0; exidx++ {
+		if l.opts.LogFormat == Binary && data[0] == 0 {
+			// Idem patch: a zero length prefix, which Idem never writes,
+			// starts a preallocated segment's zero fill: the entries end.
+			break
+		}
 		var n int
 		if l.opts.LogFormat == JSON {
 			n, err = loadNextJSONEntry(data)
@@ -650,7 +686,7 @@ func (l *Log) loadSegmentEntries(s *segment) error {
 		epos = append(epos, bpos{pos, pos + n})
 		pos += n
 	}
-	s.ebuf = ebuf
+	s.ebuf = ebuf[:pos]
 	s.epos = epos
 	return nil
 }

@@ -8,13 +8,14 @@ import (
 
 // image is what a crash left on stable storage: the directory entries each
 // directory's last Sync made durable and, for each file reachable through
-// them, its durable bytes plus the bytes appended since (which a Tear may
-// keep in part).
+// them, its durable bytes plus the bytes written since from unsyncedAt on
+// (which a Tear may keep in part).
 type image struct{ root *imgNode }
 
 type imgNode struct {
 	dir              bool
 	synced, unsynced []byte
+	unsyncedAt       int
 	children         map[string]*imgNode
 }
 
@@ -31,20 +32,23 @@ func captureNode(n *node) *imgNode {
 		return im
 	}
 	im := &imgNode{synced: n.synced}
-	if n.dirtyFrom == len(n.synced) && len(n.data) > len(n.synced) {
-		// Only appended since the last Sync: a crash may keep a part of
-		// the new bytes. An overwrite or truncation is all or nothing
-		// here, and we keep nothing of it.
-		im.unsynced = n.data[len(n.synced):]
+	if !n.cut && n.dirtyFrom < len(n.data) {
+		// Appended, or overwritten from dirtyFrom on (a preallocated WAL
+		// segment is written over its zeros): a crash may keep a part of
+		// the new bytes, over the durable ones. A truncation below the
+		// durable size is all or nothing here, and we keep nothing of it.
+		im.unsynced, im.unsyncedAt = n.data[n.dirtyFrom:], n.dirtyFrom
 	}
 	return im
 }
 
-// Tear decides what survives of a file's bytes appended after its last
+// Tear decides what survives of a file's bytes written after its last
 // Sync: given the file's name, the offset where they start (the durable
-// size) and the bytes, it returns what the disk kept after the durable
-// part. Real file systems keep a prefix of what was written, possibly
-// followed by blocks that read as zeros; they never invent other bytes.
+// size for an append, the first overwritten byte otherwise) and the bytes,
+// it returns what the disk kept from that offset on; the durable bytes
+// show where it kept nothing. Real file systems keep a prefix of what was
+// written, possibly followed by blocks that read as zeros; they never
+// invent other bytes.
 type Tear func(name string, off int64, unsynced []byte) []byte
 
 // DropUnsynced keeps exactly what was synced.
@@ -106,7 +110,11 @@ func restore(im *imgNode, name string, tear Tear, used *int64) *node {
 	}
 	data := append([]byte(nil), im.synced...)
 	if len(im.unsynced) > 0 {
-		data = append(data, tear(name, int64(len(im.synced)), im.unsynced)...)
+		kept := tear(name, int64(im.unsyncedAt), im.unsynced)
+		if end := im.unsyncedAt + len(kept); end > len(data) {
+			data = append(data, make([]byte, end-len(data))...)
+		}
+		copy(data[im.unsyncedAt:], kept)
 	}
 	*used += int64(len(data))
 	n := &node{mode: 0o640, data: data}

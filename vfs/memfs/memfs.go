@@ -56,11 +56,13 @@ type node struct {
 	mode fs.FileMode
 	// A file's current bytes and the bytes its last Sync made durable.
 	// dirtyFrom is the lowest offset changed since that Sync, so a Sync
-	// copies only what changed and a crash knows whether the file only grew
-	// (dirtyFrom == len(synced)): only then can part of the unsynced bytes
-	// survive, as a torn append does.
+	// copies only what changed. A crash can keep part of the bytes written
+	// from dirtyFrom on — a torn append, or a torn overwrite of a
+	// preallocated file — unless the file was cut below its durable size
+	// since (cut): a truncation is all or nothing here.
 	data, synced []byte
 	dirtyFrom    int
+	cut          bool
 	// A directory's current entries and those its last Sync made durable.
 	children, durable map[string]*node
 }
@@ -395,6 +397,9 @@ func (m *FS) truncate(n *node, size int) {
 	if size < n.dirtyFrom {
 		n.dirtyFrom = size
 	}
+	if size < len(n.synced) {
+		n.cut = true
+	}
 	m.used += int64(size - len(n.data))
 	if size <= len(n.data) {
 		n.data = n.data[:size]
@@ -434,6 +439,7 @@ func (n *node) sync() {
 	}
 	n.synced = append(n.synced[:n.dirtyFrom], n.data[n.dirtyFrom:]...)
 	n.dirtyFrom = len(n.data)
+	n.cut = false
 }
 
 type fileInfo struct {
