@@ -106,7 +106,7 @@ type Log struct {
 	tailBytes int // bytes in the tail segment, mirroring tidwall's cycling rule
 	twBatch   tidwall.Batch
 	frameBuf  []byte
-	parts     []groupPart // scratch of writeGroup
+	parts     []groupPart   // scratch of writeGroup
 	prealloc  *preallocator // nil with Options.NoPreallocation
 
 	writerDone chan struct{}

@@ -1,9 +1,9 @@
 package wal
 
 import (
-	"path/filepath"
 	"bytes"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
