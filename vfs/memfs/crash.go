@@ -32,12 +32,12 @@ func captureNode(n *node) *imgNode {
 		return im
 	}
 	im := &imgNode{synced: n.synced}
-	if !n.cut && n.dirtyFrom < len(n.data) {
+	if !n.cut && n.dirtyFrom < n.dirtyTo {
 		// Appended, or overwritten from dirtyFrom on (a preallocated WAL
 		// segment is written over its zeros): a crash may keep a part of
 		// the new bytes, over the durable ones. A truncation below the
 		// durable size is all or nothing here, and we keep nothing of it.
-		im.unsynced, im.unsyncedAt = n.data[n.dirtyFrom:], n.dirtyFrom
+		im.unsynced, im.unsyncedAt = n.data[n.dirtyFrom:n.dirtyTo], n.dirtyFrom
 	}
 	return im
 }

@@ -55,14 +55,15 @@ type node struct {
 	dir  bool
 	mode fs.FileMode
 	// A file's current bytes and the bytes its last Sync made durable.
-	// dirtyFrom is the lowest offset changed since that Sync, so a Sync
-	// copies only what changed. A crash can keep part of the bytes written
-	// from dirtyFrom on — a torn append, or a torn overwrite of a
-	// preallocated file — unless the file was cut below its durable size
+	// [dirtyFrom, dirtyTo) holds every byte changed since that Sync (empty
+	// when dirtyFrom >= dirtyTo), so a Sync copies only what changed — a
+	// preallocated WAL segment is megabytes of which a sync changes a few
+	// KB. A crash can keep part of the changed bytes — a torn append, or a
+	// torn overwrite — unless the file was cut below its durable size
 	// since (cut): a truncation is all or nothing here.
-	data, synced []byte
-	dirtyFrom    int
-	cut          bool
+	data, synced       []byte
+	dirtyFrom, dirtyTo int
+	cut                bool
 	// A directory's current entries and those its last Sync made durable.
 	children, durable map[string]*node
 }
@@ -394,17 +395,16 @@ func (u unlocker) Close() error {
 
 // truncate sets n's size, accounting space. Caller holds mu.
 func (m *FS) truncate(n *node, size int) {
-	if size < n.dirtyFrom {
-		n.dirtyFrom = size
-	}
 	if size < len(n.synced) {
 		n.cut = true
 	}
 	m.used += int64(size - len(n.data))
 	if size <= len(n.data) {
 		n.data = n.data[:size]
+		n.dirtyFrom, n.dirtyTo = min(n.dirtyFrom, size), min(n.dirtyTo, size)
 		return
 	}
+	n.dirtyFrom, n.dirtyTo = min(n.dirtyFrom, len(n.data)), size
 	n.data = append(n.data, make([]byte, size-len(n.data))...)
 }
 
@@ -422,9 +422,7 @@ func (m *FS) writeAt(n *node, p []byte, off int) (int, error) {
 		m.truncate(n, end)
 	}
 	copy(n.data[off:], p)
-	if off < n.dirtyFrom {
-		n.dirtyFrom = off
-	}
+	n.dirtyFrom, n.dirtyTo = min(n.dirtyFrom, off), max(n.dirtyTo, off+len(p))
 	return len(p), err
 }
 
@@ -437,8 +435,16 @@ func (n *node) sync() {
 		}
 		return
 	}
-	n.synced = append(n.synced[:n.dirtyFrom], n.data[n.dirtyFrom:]...)
-	n.dirtyFrom = len(n.data)
+	if len(n.synced) > len(n.data) {
+		n.synced = n.synced[:len(n.data)]
+	}
+	if grown := len(n.synced); grown < len(n.data) {
+		n.synced = append(n.synced, n.data[grown:]...)
+	}
+	if n.dirtyFrom < n.dirtyTo {
+		copy(n.synced[n.dirtyFrom:n.dirtyTo], n.data[n.dirtyFrom:n.dirtyTo])
+	}
+	n.dirtyFrom, n.dirtyTo = len(n.data), 0
 	n.cut = false
 }
 

@@ -72,6 +72,46 @@ func TestCrash_KeepsSyncedDataAndSyncedEntriesOnly(t *testing.T) {
 	}
 }
 
+// TestCrash_AnOverwriteIsTornOverTheDurableBytes: bytes written over a
+// synced file's (a preallocated WAL segment's zeros) survive a crash as a
+// prefix laid over the durable bytes, which show where nothing was kept;
+// a later sync makes exactly the overwrite durable.
+func TestCrash_AnOverwriteIsTornOverTheDurableBytes(t *testing.T) {
+	m := New()
+	if err := vfs.MkdirAllSynced(m, "/d", 0o750); err != nil {
+		t.Fatal(err)
+	}
+	write(t, m, "/d/seg", []byte("0000000000"), true)
+	if err := vfs.SyncDir(m, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.OpenFile("/d/seg", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("ab")); err != nil { // synced below
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("cdef")); err != nil { // in flight at the crash
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tear Tear
+		want string
+	}{
+		{DropUnsynced, "ab00000000"},
+		{KeepUnsynced(2), "abcd000000"},
+		{KeepAll, "abcdef0000"},
+	} {
+		if b, _ := content(t, m.Recover(tc.tear), "/d/seg"); string(b) != tc.want {
+			t.Fatalf("after the crash: %q, want %q", b, tc.want)
+		}
+	}
+}
+
 func TestCrash_RenameAndRemoveNeedADirectorySync(t *testing.T) {
 	m := New()
 	write(t, m, "/a", []byte("1"), true)
