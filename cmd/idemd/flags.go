@@ -37,6 +37,7 @@ type config struct {
 	checkpointBytes int64
 	valueLog        bool
 	segmentBytes    int
+	walPlain        bool
 	separateDecide  bool
 	logLevel        string
 	logFormat       string
@@ -118,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables)")
 	fs.BoolVar(&c.valueLog, "value-log", true, "keep terminal receipts and tombstones in the on-disk value log once checkpointed, RAM holding their keys and a pointer (false: every value in RAM; values already there stay readable)")
 	fs.IntVar(&c.segmentBytes, "wal-segment-bytes", 8<<20, "size of one WAL segment file; truncation after a checkpoint removes whole segments")
+	fs.BoolVar(&c.walPlain, "wal-no-preallocate", false, "write WAL segments as growing files instead of over zeros written beforehand (slower fsyncs; no spare segment on disk)")
 	fs.BoolVar(&c.separateDecide, "separate-decide", false, "write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, instead of chaining both into one")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")

@@ -102,7 +102,7 @@ func logStart(log *slog.Logger, c config) {
 		"request_timeout", c.requestTimeout, "header_timeout", c.headerTimeout,
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
 		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes), "value_log", c.valueLog,
-		"wal_segment_bytes", c.segmentBytes, "separate_decide", c.separateDecide,
+		"wal_segment_bytes", c.segmentBytes, "wal_no_preallocate", c.walPlain, "separate_decide", c.separateDecide,
 		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store)
 }
 

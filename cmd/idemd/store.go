@@ -49,7 +49,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 	if c.store == storeEtcd {
 		return openEtcd(ctx, c, log)
 	}
-	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, WAL: wal.Options{SegmentBytes: c.segmentBytes}}
+	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, WAL: wal.Options{SegmentBytes: c.segmentBytes, NoPreallocation: c.walPlain}}
 	if c.valueLog {
 		opts.ColdValue = receipt.ColdValue
 	}
