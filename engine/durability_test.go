@@ -67,6 +67,8 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 	ctx := context.Background()
 	opts := Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}}
 	walDir := filepath.Join(memDataDir, walDirName)
+	// names lists the log's segments: a spare (wal/prealloc.go) comes and
+	// goes in the background and is no step of these.
 	names := func(fsys vfs.FS, dir string) []string {
 		ents, err := fsys.ReadDir(dir)
 		if err != nil {
@@ -74,7 +76,9 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 		}
 		var out []string
 		for _, e := range ents {
-			out = append(out, e.Name())
+			if len(e.Name()) == 20 {
+				out = append(out, e.Name())
+			}
 		}
 		return out
 	}
@@ -86,7 +90,10 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 		{fault.WALTruncateAfter, func(db *DB) error { return db.Checkpoint() },
 			func(before, after, _ []string) error {
 				// The segments removed without a directory sync are back.
-				if !slices.Equal(before, after) {
+				// The checkpoint's own log record may have started a new
+				// segment (durable: a new segment's entry is synced) after
+				// them.
+				if len(after) < len(before) || !slices.Equal(before, after[:len(before)]) {
 					return fmt.Errorf("log segments %v after the crash, want the %v from before truncation", after, before)
 				}
 				return nil

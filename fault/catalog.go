@@ -71,7 +71,7 @@ var Catalog = []Point{
 	{WALSyncAfter, "wal", "Log.writeGroup, after the fsync, before callers are released", "crash after durability but before anyone was told"},
 	{WALDirSyncBefore, "wal", "Log.writeGroup, before fsyncing the directory after tidwall created a segment", "crash with a new segment's directory entry not yet durable (a crash loses the segment)"},
 	{WALTruncateBefore, "wal", "Log.TruncateFront, before removing each old segment", "crash part-way through front truncation"},
-	{WALSpareWriteBefore, "wal", "preallocator.writeSpare, before creating SPARE.tmp", "a spare that cannot be made: the next segment is an ordinary file"},
+	{WALSpareWriteBefore, "wal", "preallocator.writeSpare, before creating SPARE.partial", "a spare that cannot be made: the next segment is an ordinary file"},
 	{WALSpareSyncBefore, "wal", "preallocator.writeSpare, after writing the zeros, before the fsync", "crash or error with a spare's zeros in the page cache only"},
 	{WALSpareTakeBefore, "wal", "preallocator.takeSpare, before renaming SPARE to the new segment", "a spare that cannot be taken: the segment is created as an ordinary file"},
 	{WALTruncateAfter, "wal", "Log.TruncateFront, after removing segments, before the directory fsync", "crash with removals not yet durable (a crash brings the segments back)"},

@@ -27,7 +27,7 @@ import (
 // fsynced beforehand, as PostgreSQL does with wal_init_zero.
 //
 // The spare is such a file. It is prepared off the write path, as
-// SPARE.tmp — zeros, fsync — and renamed to SPARE; a new segment is SPARE
+// SPARE.partial — zeros, fsync — and renamed to SPARE; a new segment is SPARE
 // renamed to the segment's name. The writer's directory fsync after a new
 // segment (writeGroup) makes both renames durable at once, so preparing a
 // spare syncs no directory. A log only takes a spare it made itself since
@@ -43,7 +43,7 @@ import (
 
 const (
 	spareName     = "SPARE"
-	spareTempName = "SPARE.tmp"
+	spareTempName = "SPARE.partial"
 	// spareChunkBytes is the size of one zero write of a spare, and how
 	// far a spare's preparation runs past a Close before it stops.
 	spareChunkBytes = 1 << 20
@@ -76,7 +76,7 @@ type spareState int
 
 const (
 	spareNone      spareState = iota // none on disk, none being made
-	sparePreparing                   // a goroutine is writing SPARE.tmp
+	sparePreparing                   // a goroutine is writing SPARE.partial
 	spareReady                       // SPARE is whole and fsynced
 	spareFailed                      // the last one failed: no retry before the next segment
 )
@@ -163,7 +163,7 @@ func (p *preallocator) prepare(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
-// writeSpare writes SPARE.tmp full of zeros, fsyncs it and renames it to
+// writeSpare writes SPARE.partial full of zeros, fsyncs it and renames it to
 // SPARE. On failure it removes what it wrote.
 func (p *preallocator) writeSpare(stop <-chan struct{}) (err error) {
 	tmp := filepath.Join(p.dir, spareTempName)

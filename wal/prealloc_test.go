@@ -220,7 +220,7 @@ func TestPrealloc_DamageToAcknowledgedBytesBeforeTheFillIsRefused(t *testing.T) 
 }
 
 // TestPrealloc_LeftoverSparesAreNeverTaken: a SPARE may hold entries
-// whose segment rename a crash undid, a SPARE.tmp part of its zeros. Open
+// whose segment rename a crash undid, a SPARE.partial part of its zeros. Open
 // leaves both (a refused open changes nothing), and the log never makes a
 // segment of them: every segment it writes reads back as its own entries.
 func TestPrealloc_LeftoverSparesAreNeverTaken(t *testing.T) {
