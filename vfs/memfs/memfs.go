@@ -435,14 +435,12 @@ func (n *node) sync() {
 		}
 		return
 	}
-	if len(n.synced) > len(n.data) {
-		n.synced = n.synced[:len(n.data)]
-	}
-	if grown := len(n.synced); grown < len(n.data) {
-		n.synced = append(n.synced, n.data[grown:]...)
-	}
-	if n.dirtyFrom < n.dirtyTo {
-		copy(n.synced[n.dirtyFrom:n.dirtyTo], n.data[n.dirtyFrom:n.dirtyTo])
+	// What lies past the old durable size is copied with the growth; only
+	// the changes before it need copying over.
+	old := min(len(n.synced), len(n.data))
+	n.synced = append(n.synced[:old], n.data[old:]...)
+	if lo, hi := n.dirtyFrom, min(n.dirtyTo, old); lo < hi {
+		copy(n.synced[lo:hi], n.data[lo:hi])
 	}
 	n.dirtyFrom, n.dirtyTo = len(n.data), 0
 	n.cut = false
