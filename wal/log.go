@@ -137,6 +137,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		return nil, RepairReport{}, err
 	}
 	var rep RepairReport
+	var tail *tailShape // nil: newLog reads it
 	switch n := len(segs); {
 	case n == 0 && closed == closedCleanly:
 		return nil, rep, &CorruptionError{Segment: segmentName(marker.tailFirst), Path: filepath.Join(dir, segmentName(marker.tailFirst)),
@@ -144,7 +145,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	case n > 0 && segs[n-1].first > startIndex:
 		// A segment older than an interrupted truncation's START file is
 		// deleted by tidwall's loader, so only a tail after it can be torn.
-		rep, err = repairTail(fsys, dir, segs[n-1], marker, closed, 2*int64(opts.GroupBytesMax), opts.Logger)
+		rep, tail, err = repairTail(fsys, dir, segs[n-1], marker, closed, 2*int64(opts.GroupBytesMax), opts.Logger)
 		if err != nil {
 			return nil, RepairReport{}, err
 		}
@@ -177,7 +178,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		}
 		return nil, rep, err
 	}
-	l, err := newLog(dir, opts, tw, pre)
+	l, err := newLog(dir, opts, tw, pre, tail)
 	if err != nil {
 		tw.Close()
 		return nil, rep, err
@@ -204,8 +205,10 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	return l, rep, nil
 }
 
-// newLog builds the Log over an open tidwall log.
-func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator) (*Log, error) {
+// newLog builds the Log over an open tidwall log. tail is the repaired
+// tail's shape, nil when repair did not read it (a new log, or a tail that
+// an interrupted truncation's START file leaves to tidwall).
+func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *tailShape) (*Log, error) {
 	// tidwall may have created the first segment.
 	if err := vfs.SyncDir(opts.FS, dir); err != nil {
 		return nil, err
@@ -218,9 +221,10 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator) (*Log,
 	if err != nil {
 		return nil, err
 	}
-	tail, err := tailShapeOf(opts.FS, dir, segs[len(segs)-1])
-	if err != nil {
-		return nil, err
+	if tail == nil {
+		if tail, err = tailShapeOf(opts.FS, dir, segs[len(segs)-1]); err != nil {
+			return nil, err
+		}
 	}
 	if pre != nil {
 		pre.tailFilled = tail.fill
@@ -232,7 +236,7 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator) (*Log,
 		slots:      make(chan struct{}, opts.QueueEntriesMax),
 		next:       last + 1,
 		segs:       segs,
-		tailBytes:  tail.validEnd,
+		tailBytes:  tail.end,
 		prealloc:   pre,
 		writerDone: make(chan struct{}),
 

@@ -39,23 +39,27 @@ type RepairReport struct {
 // repairTail cuts a torn final group write off the last segment, or
 // refuses with a *CorruptionError when the damage is not one (judgeTail).
 // With a clean close marker, the tail must be exactly as it was closed.
-func repairTail(fsys vfs.FS, dir string, seg segmentFile, m closeMarker, state closeState, maxTornBytes int64, log *slog.Logger) (RepairReport, error) {
+// It also returns the tail's shape once repaired, so that Open need not
+// read the segment again.
+func repairTail(fsys vfs.FS, dir string, seg segmentFile, m closeMarker, state closeState, maxTornBytes int64, log *slog.Logger) (RepairReport, *tailShape, error) {
 	path := filepath.Join(dir, seg.name)
 	data, err := vfs.ReadFile(fsys, path)
 	if err != nil {
-		return RepairReport{}, err
+		return RepairReport{}, nil, err
 	}
 	r, _ := scanSegment(data, seg.first, nil)
 	if r.err == nil {
 		if state == closedCleanly {
-			return RepairReport{}, checkMarker(m, seg, int64(len(data)), seg.first+r.entries-1, path)
+			if err := checkMarker(m, seg, int64(len(data)), seg.first+r.entries-1, path); err != nil {
+				return RepairReport{}, nil, err
+			}
 		}
-		return RepairReport{}, nil
+		return RepairReport{}, &tailShape{end: r.validEnd, fill: r.fill}, nil
 	}
 	facts := tailFactsOf(data, seg.first, r, state, maxTornBytes)
 	cut, why := judgeTail(facts)
 	if !cut {
-		return RepairReport{}, &CorruptionError{Segment: seg.name, Path: path, Index: facts.damageIndex,
+		return RepairReport{}, nil, &CorruptionError{Segment: seg.name, Path: path, Index: facts.damageIndex,
 			Offset: facts.damageAt, Reason: fmt.Sprintf("%v; %s", r.err, why)}
 	}
 	rep := RepairReport{Segment: seg.name, CutOffset: facts.damageAt, DroppedLen: facts.size - facts.damageAt, Why: why}
@@ -70,13 +74,14 @@ func repairTail(fsys vfs.FS, dir string, seg segmentFile, m closeMarker, state c
 		rep.TornCopy = keep
 	}
 	if err := truncateSync(fsys, path, facts.damageAt); err != nil {
-		return RepairReport{}, err
+		return RepairReport{}, nil, err
 	}
 	if err := vfs.SyncDir(fsys, dir); err != nil {
-		return RepairReport{}, err
+		return RepairReport{}, nil, err
 	}
 	pruneTornFiles(fsys, dir, log)
-	return rep, nil
+	// The cut took any fill with it: the tail is an ordinary file now.
+	return rep, &tailShape{end: int(facts.damageAt)}, nil
 }
 
 func truncateSync(fsys vfs.FS, path string, size int64) error {

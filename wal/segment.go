@@ -111,13 +111,19 @@ func frameAt(data []byte, pos int, index uint64) (frame, int, error) {
 	return f, n + int(size), err
 }
 
-// tailShapeOf reads seg, the tail segment after repair, for where its
-// entries end and whether fill follows them.
-func tailShapeOf(fsys vfs.FS, dir string, seg segmentFile) (scanResult, error) {
+// tailShape is where the tail segment's entries end and whether fill (a
+// preallocated segment's zeros) follows them.
+type tailShape struct {
+	end  int
+	fill bool
+}
+
+// tailShapeOf reads seg, the tail segment after repair, for its shape.
+func tailShapeOf(fsys vfs.FS, dir string, seg segmentFile) (*tailShape, error) {
 	data, err := vfs.ReadFile(fsys, filepath.Join(dir, seg.name))
 	if err != nil {
-		return scanResult{}, err
+		return nil, err
 	}
 	r, _ := scanSegment(data, seg.first, nil)
-	return r, nil
+	return &tailShape{end: r.validEnd, fill: r.fill}, nil
 }
