@@ -332,3 +332,69 @@ func TestPrealloc_NoPreallocationWritesGrowingFiles(t *testing.T) {
 		t.Fatalf("spares with NoPreallocation: %v", names)
 	}
 }
+
+// TestPrealloc_AWriteTornInTheLastBlockOfASpareIsCut: the group that
+// fills a segment ends past SegmentBytes, in the spare's slack, and with
+// small segments in its last block. A crash that keeps a prefix of that
+// group ending inside the last block leaves non-zero bytes there and the
+// spare's zeros after them: that is a torn final write, cut on open, not
+// a changed one.
+func TestPrealloc_AWriteTornInTheLastBlockOfASpareIsCut(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, preallocOpts)
+	var acked []string
+	writeUntilPreallocated(t, l, &acked, 2)
+	segmentBytes := preallocOpts.SegmentBytes
+	spare := l.prealloc.size
+	lastBlock := int(spare) - zeroBlockBytes
+	if lastBlock > segmentBytes {
+		t.Fatalf("spare of %d bytes for %d-byte segments: the filling group would not reach its last block", spare, segmentBytes)
+	}
+	for l.tailBytesNow() < segmentBytes-600 {
+		b := body(uint64(len(acked) + 1))
+		appendSync(t, l, b)
+		acked = append(acked, string(b))
+		if !l.tailIsFilled() {
+			t.Fatal("the tail cycled before it came near its end")
+		}
+	}
+	start := l.tailBytesNow()
+	// It ends inside the spare, three quarters into the last block: a
+	// frame that claimed more than the file holds would read as torn
+	// whatever the fill.
+	big := fmt.Sprintf("big-%d-%s", len(acked)+1, strings.Repeat("x", lastBlock-start+3*zeroBlockBytes/4))
+	if end := start + len(big); end < lastBlock+zeroBlockBytes/2 || end > int(spare)-64 {
+		t.Fatalf("a %d-byte entry at offset %d ends at %d, not late in the last block at %d..%d", len(big), start, end, lastBlock, spare)
+	}
+	d.efs.Add(errorfs.Rule{Op: errorfs.OpSync, PathContains: "/0000", Err: errorfs.EIO})
+	if err := appendGroup(l, []byte(big)); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("group whose fsync failed: %v, want ErrAmbiguous", err)
+	}
+	tail := d.segments(t)
+	tailName := tail[len(tail)-1].name
+	for _, keepTo := range []int{lastBlock + 1, lastBlock + 17, lastBlock + zeroBlockBytes/2} {
+		t.Run(fmt.Sprint(keepTo), func(t *testing.T) {
+			crashed := d.fs
+			crashed.Crash()
+			// The segment keeps the group up to keepTo; every other file
+			// keeps nothing unsynced.
+			tear := func(name string, off int64, b []byte) []byte {
+				if filepath.Base(name) != tailName {
+					return nil
+				}
+				return b[:min(max(keepTo-int(off), 0), len(b))]
+			}
+			d.fs = crashed.Recover(tear)
+			got, _, err := d.replay(preallocOpts)
+			if err != nil {
+				t.Fatalf("open after the crash: %v", err)
+			}
+			wantAcknowledged(t, "torn in the last block", got, acked, []string{big})
+			if len(got) != len(acked) {
+				t.Fatalf("%d entries recovered, want the %d acknowledged (the big one was torn)", len(got), len(acked))
+			}
+			d.fs = crashed
+		})
+	}
+	l.Close()
+}

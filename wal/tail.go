@@ -152,14 +152,20 @@ func validFrameAfter(data []byte, at int, index uint64) int64 {
 
 // unwrittenFrom returns where the fill of a preallocated segment begins
 // (len(data) if data does not look like one): a preallocated file is a
-// whole number of zeroBlockBytes blocks whose last block is zeros, and its
-// fill runs back from there to the last non-zero byte, but not before at.
-// A final write whose last bytes were zeros loses them to the fill, so a
-// whole final write that ends in zeros and is damaged elsewhere reads as
-// torn, not as changed: the one distinction preallocation gives up.
+// whole number of zeroBlockBytes blocks that ends in zeros, and its fill
+// runs back from the end to the last non-zero byte, but not before at.
+// The final write may end in the last block (the group that fills a
+// segment ends in the spare's slack), so that block need not be all
+// zeros, and a torn write leaves the spare's zeros after it at any
+// offset, not at a block boundary. A final write whose last bytes were
+// zeros loses them to the fill, so a whole final write that ends in zeros
+// and is damaged elsewhere reads as torn, not as changed: the one
+// distinction preallocation gives up (an ordinary segment that happens to
+// be a whole number of blocks long and to end in a zero byte gives it up
+// too).
 func unwrittenFrom(data []byte, at int) int {
 	end := len(data)
-	if end == 0 || end%zeroBlockBytes != 0 || !isZero(data[end-zeroBlockBytes:]) {
+	if end == 0 || end%zeroBlockBytes != 0 || data[end-1] != 0 {
 		return end
 	}
 	for end-zeroBlockBytes >= at && isZero(data[end-zeroBlockBytes:end]) {
