@@ -26,6 +26,9 @@ type Options struct {
 	ReplayKeys     int    // pre-created keys that replay cases cycle through
 	JSON           bool   // one JSON object per result line on stdout
 	PG             string // PostgreSQL DSN for the peer suite; "" skips it
+	// HTTPClient is the http suite's load generator: lean or net
+	// (loadclient.go); the pg-http peer uses the same.
+	HTTPClient string
 	// Quick marks the no-flag tour: short cases and scaled-down stores.
 	Quick bool
 	// Crashloop holds the -crashloop-* flags of the opt-in crashloop suite.

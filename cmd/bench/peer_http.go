@@ -131,19 +131,22 @@ func pgReply(w http.ResponseWriter, status int, body string, replayed bool) {
 }
 
 // servePGHTTP starts the peer's server and a client like the http suite's.
-func servePGHTTP(pool *pgxpool.Pool, maxConc int) (*httpServer, func(), error) {
+func servePGHTTP(pool *pgxpool.Pool, clientKind string, maxConc int) (*httpServer, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, err
 	}
 	srv := &http.Server{Handler: &pgHTTP{pool: pool}, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	tr := &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, IdleConnTimeout: time.Minute, DisableCompression: true}
+	client, err := newLoadClient(clientKind, ln.Addr().String(), maxConc)
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
 	base := "http://" + ln.Addr().String()
-	s := &httpServer{base: base, url: base + "/v1/tables/" + benchTable + "/batch", srv: srv,
-		client: &http.Client{Transport: tr, Timeout: time.Minute}, tr: tr}
+	s := &httpServer{base: base, url: base + "/v1/tables/" + benchTable + "/batch", srv: srv, client: client}
 	stop := func() {
-		tr.CloseIdleConnections()
+		client.closeIdle()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
@@ -159,7 +162,7 @@ func peerHTTPCases(env *Env, pool *pgxpool.Pool) ([]*Result, error) {
 	for _, c := range concs {
 		maxC = max(maxC, c)
 	}
-	srv, stop, err := servePGHTTP(pool, maxC)
+	srv, stop, err := servePGHTTP(pool, env.Opts.HTTPClient, maxC)
 	if err != nil {
 		return nil, err
 	}

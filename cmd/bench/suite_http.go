@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -92,14 +90,13 @@ func runHTTP(env *Env) error {
 	return nil
 }
 
-// httpServer is api.New on a real loopback listener and a client whose
-// pool keeps one connection per worker.
+// httpServer is api.New on a real loopback listener and the load client
+// (loadclient.go), whose pool keeps one connection per worker.
 type httpServer struct {
 	base   string // http://127.0.0.1:port
 	url    string // the bench table's batch route
 	srv    *http.Server
-	client *http.Client
-	tr     *http.Transport
+	client loadClient
 	fsyncs func() uint64 // the store's WAL fsyncs
 	// fsyncNanos is the time spent in them (nil: not known)
 	fsyncNanos func() int64
@@ -124,26 +121,25 @@ func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
 	h := api.New(st.svc, api.Options{StoreCollectors: []prometheus.Collector{enginemetrics.New(st.db.Stats)}, Logger: discardLogger})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	tr := &http.Transport{
-		MaxIdleConns:        maxConc * 2,
-		MaxIdleConnsPerHost: maxConc * 2,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
+	client, err := newLoadClient(env.Opts.HTTPClient, ln.Addr().String(), maxConc)
+	if err != nil {
+		srv.Close()
+		st.close()
+		return nil, nil, err
 	}
 	base := "http://" + ln.Addr().String()
 	return st, &httpServer{
 		base:       base,
 		url:        base + "/v1/tables/" + benchTable + "/batch",
 		srv:        srv,
-		client:     &http.Client{Transport: tr, Timeout: time.Minute},
-		tr:         tr,
+		client:     client,
 		fsyncs:     st.fsyncs,
 		fsyncNanos: st.fsyncNanos,
 	}, nil
 }
 
 func (s *httpServer) close(st *stack) error {
-	s.tr.CloseIdleConnections()
+	s.client.closeIdle()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
@@ -156,28 +152,16 @@ func (s *httpServer) close(st *stack) error {
 // post sends one batch and checks the answer: 201, and on a keyed request
 // whether it was a replay.
 func (s *httpServer) post(ctx context.Context, body []byte, key string, replay bool) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
-	if err != nil {
+	a := loadAnswers.Get().(*loadAnswer)
+	defer loadAnswers.Put(a)
+	if err := s.client.do(ctx, http.MethodPost, s.url, body, key, a); err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+	if a.status != http.StatusCreated {
+		return fmt.Errorf("POST %s (key %q): status %d: %.4096s", s.url, key, a.status, a.body)
 	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	// Drain so the connection goes back to the pool.
-	var buf [4096]byte
-	n, _ := io.ReadFull(resp.Body, buf[:])
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("POST %s (key %q): status %d: %s", s.url, key, resp.StatusCode, buf[:n])
-	}
-	if key != "" && (resp.Header.Get("Idempotent-Replayed") == "true") != replay {
-		return fmt.Errorf("POST (key %q): Idempotent-Replayed=%q, want replay=%v", key, resp.Header.Get("Idempotent-Replayed"), replay)
+	if key != "" && a.replayed != replay {
+		return fmt.Errorf("POST (key %q): Idempotent-Replayed=%v, want replay=%v", key, a.replayed, replay)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -218,29 +217,29 @@ func httpUnits(env *Env, concs []int) ([]*Result, error) {
 			return nil
 		}
 		session := func(ctx context.Context, w int, i uint64) error {
-			body, _, err := srv.call(ctx, srv.base+"/v1/sessions", nil, "", http.StatusCreated)
+			a, err := srv.call(ctx, srv.base+"/v1/sessions", nil, "", http.StatusCreated)
 			if err != nil {
 				return err
 			}
 			var began struct {
 				ID string `json:"session_id"`
 			}
-			if err := json.Unmarshal(body, &began); err != nil || began.ID == "" {
-				return fmt.Errorf("POST /v1/sessions answered %s (%v)", body, err)
+			if err := json.Unmarshal(a.body, &began); err != nil || began.ID == "" {
+				return fmt.Errorf("POST /v1/sessions answered %s (%v)", a.body, err)
 			}
 			sessURL := srv.base + "/v1/sessions/" + began.ID
 			for j := range uint64(unitBatches) {
 				bufs[w] = wl.appendStageBody(bufs[w][:0], w, i*unitBatches+j)
-				if _, _, err := srv.call(ctx, sessURL+"/batch", bufs[w], "", http.StatusOK); err != nil {
+				if _, err := srv.call(ctx, sessURL+"/batch", bufs[w], "", http.StatusOK); err != nil {
 					return fmt.Errorf("stage %d: %w", j, err)
 				}
 			}
-			body, hdr, err := srv.call(ctx, sessURL+"/commit", nil, wl.key(w, i), http.StatusCreated)
+			a, err = srv.call(ctx, sessURL+"/commit", nil, wl.key(w, i), http.StatusCreated)
 			if err != nil {
 				return err
 			}
-			if hdr.Get("Idempotent-Replayed") == "true" || !bytes.HasPrefix(body, wantResult) {
-				return fmt.Errorf("commit of %d staged documents answered %s (Idempotent-Replayed=%q)", docs, body, hdr.Get("Idempotent-Replayed"))
+			if a.replayed || !bytes.HasPrefix(a.body, wantResult) {
+				return fmt.Errorf("commit of %d staged documents answered %s (Idempotent-Replayed=%v)", docs, a.body, a.replayed)
 			}
 			return nil
 		}
@@ -253,31 +252,16 @@ func httpUnits(env *Env, concs []int) ([]*Result, error) {
 }
 
 // call POSTs body (nil: none) to url, with an Idempotency-Key unless key
-// is "", and returns the answer's body and headers if its status is want.
-func (s *httpServer) call(ctx context.Context, url string, body []byte, key string, want int) ([]byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, nil, err
+// is "", and returns the answer if its status is want.
+func (s *httpServer) call(ctx context.Context, url string, body []byte, key string, want int) (loadAnswer, error) {
+	var a loadAnswer
+	if err := s.client.do(ctx, http.MethodPost, url, body, key, &a); err != nil {
+		return a, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if a.status != want {
+		return a, fmt.Errorf("POST %s (key %q): status %d, want %d: %.4096s", url, key, a.status, want, a.body)
 	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, nil, err
-	}
-	if resp.StatusCode != want {
-		return nil, nil, fmt.Errorf("POST %s (key %q): status %d, want %d: %.4096s", url, key, resp.StatusCode, want, out)
-	}
-	return out, resp.Header, nil
+	return a, nil
 }
 
 // appendStageBody is call i of worker w as the body of a session's stage
