@@ -71,3 +71,38 @@ func TestValidFrameAfter_FindsTheFrameBehindADamagedLengthPrefix(t *testing.T) {
 		t.Fatalf("found a frame at %d in zeros and garbage", at)
 	}
 }
+
+// TestUnwrittenFrom_TheFillOfAPreallocatedFile: the fill of a file that
+// is a whole number of blocks and ends in zeros runs back to its last
+// non-zero byte, from inside the last block too (the group that fills a
+// segment ends in the spare's slack), and never before at; a file that is
+// not such a whole or ends in a non-zero byte has no fill.
+func TestUnwrittenFrom_TheFillOfAPreallocatedFile(t *testing.T) {
+	file := func(size int, written ...int) []byte {
+		b := make([]byte, size)
+		for _, end := range written {
+			for i := range end {
+				b[i] = 'x'
+			}
+		}
+		return b
+	}
+	const B = zeroBlockBytes
+	for _, tc := range []struct {
+		name     string
+		data     []byte
+		at, want int
+	}{
+		{"written into the first block", file(3*B, 100), 50, 100},
+		{"written into the last block", file(3*B, 2*B+17), 2*B - 40, 2*B + 17},
+		{"written to a block boundary", file(3*B, 2*B), 10, 2 * B},
+		{"nothing past at", file(3*B, 100), 300, 300},
+		{"written to the end", file(2*B, 2*B), 0, 2 * B},
+		{"not a whole number of blocks", file(2*B+5, 100), 0, 2*B + 5},
+		{"empty", nil, 0, 0},
+	} {
+		if got := unwrittenFrom(tc.data, tc.at); got != tc.want {
+			t.Errorf("%s: unwrittenFrom(%d bytes, %d) = %d, want %d", tc.name, len(tc.data), tc.at, got, tc.want)
+		}
+	}
+}
