@@ -269,6 +269,9 @@ func (c *leanConn) readAnswer(method string, a *loadAnswer) error {
 		if err != nil {
 			return err
 		}
+		if len(b) > loadBodyBytesMax {
+			return fmt.Errorf("answer of more than %d bytes", loadBodyBytesMax)
+		}
 		a.body = append(a.body, b...)
 		return errConnClose
 	}
