@@ -256,8 +256,8 @@ func (p *preallocator) takeSpare(path string) (vfs.File, bool) {
 	return f, true
 }
 
-// close stops a running preparation and waits for it; a ready spare stays
-// on disk until the next Open removes it.
+// close stops a running preparation and waits for it. A ready spare stays
+// on disk: Open changes nothing, and the next spare made replaces it.
 func (p *preallocator) close() {
 	p.mu.Lock()
 	stop, done := p.stop, p.done

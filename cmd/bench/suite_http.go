@@ -154,14 +154,23 @@ func (s *httpServer) close(st *stack) error {
 func (s *httpServer) post(ctx context.Context, body []byte, key string, replay bool) error {
 	a := loadAnswers.Get().(*loadAnswer)
 	defer loadAnswers.Put(a)
-	if err := s.client.do(ctx, http.MethodPost, s.url, body, key, a); err != nil {
+	if err := s.call(ctx, s.url, body, key, http.StatusCreated, a); err != nil {
 		return err
-	}
-	if a.status != http.StatusCreated {
-		return fmt.Errorf("POST %s (key %q): status %d: %.4096s", s.url, key, a.status, a.body)
 	}
 	if key != "" && a.replayed != replay {
 		return fmt.Errorf("POST (key %q): Idempotent-Replayed=%v, want replay=%v", key, a.replayed, replay)
+	}
+	return nil
+}
+
+// call POSTs body (nil: none) to url, with an Idempotency-Key unless key
+// is "", reads the answer into a and checks that its status is want.
+func (s *httpServer) call(ctx context.Context, url string, body []byte, key string, want int, a *loadAnswer) error {
+	if err := s.client.do(ctx, http.MethodPost, url, body, key, a); err != nil {
+		return err
+	}
+	if a.status != want {
+		return fmt.Errorf("POST %s (key %q): status %d, want %d: %.4096s", url, key, a.status, want, a.body)
 	}
 	return nil
 }

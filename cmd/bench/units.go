@@ -217,8 +217,8 @@ func httpUnits(env *Env, concs []int) ([]*Result, error) {
 			return nil
 		}
 		session := func(ctx context.Context, w int, i uint64) error {
-			a, err := srv.call(ctx, srv.base+"/v1/sessions", nil, "", http.StatusCreated)
-			if err != nil {
+			var a loadAnswer
+			if err := srv.call(ctx, srv.base+"/v1/sessions", nil, "", http.StatusCreated, &a); err != nil {
 				return err
 			}
 			var began struct {
@@ -230,12 +230,11 @@ func httpUnits(env *Env, concs []int) ([]*Result, error) {
 			sessURL := srv.base + "/v1/sessions/" + began.ID
 			for j := range uint64(unitBatches) {
 				bufs[w] = wl.appendStageBody(bufs[w][:0], w, i*unitBatches+j)
-				if _, err := srv.call(ctx, sessURL+"/batch", bufs[w], "", http.StatusOK); err != nil {
+				if err := srv.call(ctx, sessURL+"/batch", bufs[w], "", http.StatusOK, &a); err != nil {
 					return fmt.Errorf("stage %d: %w", j, err)
 				}
 			}
-			a, err = srv.call(ctx, sessURL+"/commit", nil, wl.key(w, i), http.StatusCreated)
-			if err != nil {
+			if err := srv.call(ctx, sessURL+"/commit", nil, wl.key(w, i), http.StatusCreated, &a); err != nil {
 				return err
 			}
 			if a.replayed || !bytes.HasPrefix(a.body, wantResult) {
@@ -249,19 +248,6 @@ func httpUnits(env *Env, concs []int) ([]*Result, error) {
 		}
 		return op, srv.fsyncs, st.walBytes, func() error { return srv.close(st) }, nil
 	})
-}
-
-// call POSTs body (nil: none) to url, with an Idempotency-Key unless key
-// is "", and returns the answer if its status is want.
-func (s *httpServer) call(ctx context.Context, url string, body []byte, key string, want int) (loadAnswer, error) {
-	var a loadAnswer
-	if err := s.client.do(ctx, http.MethodPost, url, body, key, &a); err != nil {
-		return a, err
-	}
-	if a.status != want {
-		return a, fmt.Errorf("POST %s (key %q): status %d, want %d: %.4096s", url, key, a.status, want, a.body)
-	}
-	return a, nil
 }
 
 // appendStageBody is call i of worker w as the body of a session's stage
