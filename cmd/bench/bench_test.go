@@ -45,6 +45,11 @@ func TestBench_JSONLinesMeetTheContract(t *testing.T) {
 	if r := seen["engine/apply/2"]; r != nil && r["ratio_to_floor"] == nil {
 		t.Errorf("apply lacks ratio_to_floor: %v", r)
 	}
+	if r := seen["engine/apply/2"]; r != nil {
+		if cpu, _ := r["cpu_us_per_op"].(float64); cpu <= 0 {
+			t.Errorf("apply cpu_us_per_op = %v, want > 0", r["cpu_us_per_op"])
+		}
+	}
 	if r := seen["engine/recovery/1"]; r != nil {
 		if ops, _ := r["ops"].(float64); ops != 2100 {
 			t.Errorf("recovery reopened %v keys, want 2100 (2000 + 5%% tail)", r["ops"])

@@ -173,7 +173,7 @@ func peerHTTPCases(env *Env, pool *pgxpool.Pool) ([]*Result, error) {
 		if err := warmPool(env.Ctx, pool, c); err != nil {
 			return err
 		}
-		m, err := env.Loop(Loop{Case: name, Concurrency: c}, op)
+		m, err := env.Loop(Loop{Case: name, Concurrency: c, ServerOutside: true}, op)
 		if err != nil {
 			return err
 		}

@@ -32,6 +32,9 @@ type Loop struct {
 	// Warmup overrides the default warm-up (a tenth of the duration, at
 	// most 200ms).
 	Warmup time.Duration
+	// ServerOutside says the case's server runs in another process
+	// (PostgreSQL): the process's CPU is then not the case's (cpu.go).
+	ServerOutside bool
 }
 
 // Measured is what one Loop observed inside its measured window.
@@ -42,7 +45,10 @@ type Measured struct {
 	Fsyncs  uint64
 	// FsyncNanos is the time spent in those fsyncs; -1 when not measured.
 	FsyncNanos int64
-	Hist       *hdrhistogram.Histogram // per-call latency in nanoseconds
+	// CPUNanos is the process's CPU time over the window (cpu.go); -1 when
+	// not measured.
+	CPUNanos int64
+	Hist     *hdrhistogram.Histogram // per-call latency in nanoseconds
 }
 
 // Latencies are recorded in nanoseconds (1ns..100s at 3 significant
@@ -138,6 +144,7 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 		t0, t1 time.Time
 		f0, f1 uint64
 		n0, n1 int64
+		c0, c1 time.Duration
 		err    error
 	)
 	wait := func(d time.Duration) bool {
@@ -155,7 +162,7 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 	label := fmt.Sprintf("%s/%s c=%d", e.suite, l.Case, l.Concurrency)
 	e.Progress("%s warming up", label)
 	if wait(warmup) {
-		f0, n0, t0 = fsyncs(), fsyncNanos(), time.Now()
+		f0, n0, c0, t0 = fsyncs(), fsyncNanos(), processCPU(), time.Now()
 		phase.Store(phaseMeasure)
 		end := t0.Add(e.Opts.Duration)
 		calls := func() (n uint64) {
@@ -177,7 +184,7 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 		}
 	}
 	phase.Store(phaseStop)
-	t1, f1, n1 = time.Now(), fsyncs(), fsyncNanos()
+	t1, f1, n1, c1 = time.Now(), fsyncs(), fsyncNanos(), processCPU()
 	wg.Wait()
 	e.ProgressDone()
 	if firstEr != nil {
@@ -187,9 +194,12 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 		return Measured{}, err
 	}
 
-	m := Measured{Seconds: t1.Sub(t0).Seconds(), Fsyncs: f1 - f0, FsyncNanos: -1, Hist: newHist()}
+	m := Measured{Seconds: t1.Sub(t0).Seconds(), Fsyncs: f1 - f0, FsyncNanos: -1, CPUNanos: -1, Hist: newHist()}
 	if l.FsyncNanos != nil {
 		m.FsyncNanos = n1 - n0
+	}
+	if c0 >= 0 && c1 >= c0 && !l.ServerOutside {
+		m.CPUNanos = int64(c1 - c0)
 	}
 	for w := range workers {
 		m.Calls += workers[w].calls.Load()
@@ -217,6 +227,7 @@ func (m Measured) Result(caseName string, concurrency int) Result {
 			}
 		}
 	}
+	setCPU(&r, m)
 	if m.Hist != nil && m.Hist.TotalCount() > 0 {
 		r.P50us = float64(m.Hist.ValueAtQuantile(50)) / 1e3
 		r.P99us = float64(m.Hist.ValueAtQuantile(99)) / 1e3

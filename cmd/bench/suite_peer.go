@@ -185,7 +185,7 @@ func peerCase(env *Env, pool *pgxpool.Pool, name string, concurrency int, wl *wo
 	if err := warmPool(env.Ctx, pool, concurrency); err != nil {
 		return Result{}, err
 	}
-	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency},
+	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, ServerOutside: true},
 		func(ctx context.Context, w int, i uint64) error {
 			switch name {
 			case "pg-replay":
