@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemdb/idem/internal/tidwall"
 
@@ -74,6 +75,9 @@ type Stats struct {
 	// Preallocated counts segments started on a spare (prealloc.go);
 	// PreallocFailures spares that could not be made or taken.
 	Preallocated, PreallocFailures uint64
+	// Lingered counts groups the writer held open while the cores were
+	// busy (linger.go).
+	Lingered uint64
 }
 
 // Log is a write-ahead log. All methods are safe for concurrent use except
@@ -110,6 +114,11 @@ type Log struct {
 	prealloc  *preallocator // nil with Options.NoPreallocation
 
 	writerDone chan struct{}
+	// coresBusy tells the writer whether to linger, and lingerWait waits
+	// (linger.go); tests replace both.
+	coresBusy  func() bool
+	lingerWait func(time.Duration)
+	lingered   atomic.Uint64
 	publishing atomic.Int64 // groups handed to the publisher, not yet published
 	groups     atomic.Uint64
 	entries    atomic.Uint64
@@ -239,6 +248,8 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *
 		tailBytes:  tail.end,
 		prealloc:   pre,
 		writerDone: make(chan struct{}),
+		coresBusy:  newCoreWatch().busy,
+		lingerWait: time.Sleep,
 
 		groupEntries: NewHistogram(groupEntriesBounds),
 	}
@@ -265,7 +276,7 @@ func (l *Log) LastIndex() uint64 {
 func (l *Log) Stats() Stats {
 	fsyncs := l.fsyncs.Snapshot()
 	s := Stats{Groups: l.groups.Load(), Entries: l.entries.Load(), Fsyncs: fsyncs.Count, Bytes: l.bytes.Load(),
-		FsyncDuration: fsyncs, GroupEntries: l.groupEntries.Snapshot()}
+		FsyncDuration: fsyncs, GroupEntries: l.groupEntries.Snapshot(), Lingered: l.lingered.Load()}
 	if p := l.prealloc; p != nil {
 		s.Preallocated, s.PreallocFailures = p.taken.Load(), p.failed.Load()
 	}

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/idemdb/idem/vfs"
 )
@@ -28,6 +29,10 @@ type Options struct {
 	Logger *slog.Logger
 	// FS is the file system the log lives on; nil means vfs.Default.
 	FS vfs.FS
+	// GroupLinger is how long the writer holds a group open for more
+	// entries while every core is busy (linger.go): 0 takes the default,
+	// a negative value never lingers.
+	GroupLinger time.Duration
 	// NoPreallocation writes each segment as a growing file instead of
 	// into one written full of zeros beforehand (prealloc.go), for a disk
 	// too small to hold a spare segment.
@@ -53,6 +58,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.QueueEntriesMax <= 0 {
 		o.QueueEntriesMax = defaultQueueEntriesMax
+	}
+	if o.GroupLinger == 0 {
+		o.GroupLinger = defaultGroupLinger
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

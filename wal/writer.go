@@ -33,6 +33,7 @@ func (l *Log) run() {
 			l.mu.Unlock()
 			return
 		}
+		l.linger()
 		g := l.queue[0]
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
