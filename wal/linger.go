@@ -20,9 +20,9 @@ import (
 // requests. With a core idle, waiting would only add latency, so the
 // writer does not.
 
-// defaultGroupLinger is how long the writer holds a group open while the
+// DefaultGroupLinger is how long the writer holds a group open while the
 // cores are busy (Options.GroupLinger).
-const defaultGroupLinger = 100 * time.Microsecond
+const DefaultGroupLinger = 100 * time.Microsecond
 
 // runnableMetric counts goroutines ready to run but waiting for a P.
 const runnableMetric = "/sched/goroutines/runnable:goroutines"

@@ -53,8 +53,8 @@ func TestLinger_WhileTheCoresAreBusyAGroupTakesWhatArrivesMeanwhile(t *testing.T
 		t.Fatal("the writer did not linger before b's group")
 	}
 	before := gl.Stats() // the first append's group is done: the writer is on b's
-	if d != defaultGroupLinger {
-		t.Errorf("lingered for %v, want the default %v", d, defaultGroupLinger)
+	if d != DefaultGroupLinger {
+		t.Errorf("lingered for %v, want the default %v", d, DefaultGroupLinger)
 	}
 	c, e := gl.enqueue(t, []byte("c")), gl.enqueue(t, []byte("e"))
 	b.notYet(t, "while its group was held open")

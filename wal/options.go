@@ -60,7 +60,7 @@ func (o Options) withDefaults() Options {
 		o.QueueEntriesMax = defaultQueueEntriesMax
 	}
 	if o.GroupLinger == 0 {
-		o.GroupLinger = defaultGroupLinger
+		o.GroupLinger = DefaultGroupLinger
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/wal"
 )
 
 type config struct {
@@ -38,6 +39,7 @@ type config struct {
 	valueLog        bool
 	segmentBytes    int
 	walPlain        bool
+	walLinger       time.Duration
 	separateDecide  bool
 	logLevel        string
 	logFormat       string
@@ -90,6 +92,9 @@ const (
 	// headerBytesMax bounds a request's header fields (net/http's default,
 	// named): beyond it the answer is 431 header_fields_too_large.
 	headerBytesMax = 1 << 20
+	// walLingerMax bounds -wal-group-linger: a wait much longer than an
+	// fsync would only add latency.
+	walLingerMax = 10 * time.Millisecond
 )
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -120,6 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.valueLog, "value-log", true, "keep terminal receipts and tombstones in the on-disk value log once checkpointed, RAM holding their keys and a pointer (false: every value in RAM; values already there stay readable)")
 	fs.IntVar(&c.segmentBytes, "wal-segment-bytes", 8<<20, "size of one WAL segment file; truncation after a checkpoint removes whole segments")
 	fs.BoolVar(&c.walPlain, "wal-no-preallocate", false, "write WAL segments as growing files instead of over zeros written beforehand (slower fsyncs; no spare segment on disk)")
+	fs.DurationVar(&c.walLinger, "wal-group-linger", wal.DefaultGroupLinger, "how long the WAL writer may hold a group commit open for more requests while every core is busy, at most "+walLingerMax.String()+" (0: never)")
 	fs.BoolVar(&c.separateDecide, "separate-decide", false, "write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, instead of chaining both into one")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -228,6 +234,9 @@ func (c *config) validate() error {
 	}
 	if c.segmentBytes < 1 {
 		return usagef("-wal-segment-bytes %d: must be at least 1", c.segmentBytes)
+	}
+	if c.walLinger < 0 || c.walLinger > walLingerMax {
+		return usagef("-wal-group-linger %v: must be 0 (never) to %v", c.walLinger, walLingerMax)
 	}
 	switch strings.ToLower(c.logLevel) {
 	case "debug", "info", "warn", "error":

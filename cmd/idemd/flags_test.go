@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/wal"
 )
 
 // TestParseFlags_RefusesEveryOutOfRangeValue: each flag outside its range
@@ -58,6 +59,8 @@ func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
 		{[]string{"-shutdown-timeout", "0"}, "-shutdown-timeout 0s: must be positive"},
 		{[]string{"-checkpoint-bytes", "0"}, "-checkpoint-bytes 0: must be positive (bytes) or negative (disabled)"},
 		{[]string{"-wal-segment-bytes", "0"}, "-wal-segment-bytes 0: must be at least 1"},
+		{[]string{"-wal-group-linger", "-1us"}, "-wal-group-linger -1µs: must be 0 (never) to 10ms"},
+		{[]string{"-wal-group-linger", "11ms"}, "-wal-group-linger 11ms: must be 0 (never) to 10ms"},
 		{[]string{"-log-level", "verbose"}, `-log-level "verbose": must be debug, info, warn or error`},
 		{[]string{"-log-format", "xml"}, `-log-format "xml": must be text or json`},
 		{[]string{"-store", "s3"}, `-store "s3": must be local or etcd`},
@@ -112,6 +115,18 @@ func TestParseFlags_AcceptsTheDocumentedSpecialValues(t *testing.T) {
 	c, err = parseFlags([]string{"-lease-ttl", "3s", "-renew-interval", "2s", "-maintain-interval", "-1s", "-clean-interval", "-1ns"}, io.Discard)
 	if err != nil || c.renewInterval != time.Second || c.maintainEvery >= 0 || c.cleanEvery >= 0 {
 		t.Fatalf("renew-interval over lease-ttl/3, negative intervals: %+v %v", c, err)
+	}
+	for _, tc := range []struct {
+		arg  string
+		want time.Duration
+	}{{"0", -1}, {"250us", 250 * time.Microsecond}} {
+		c, err := parseFlags([]string{"-wal-group-linger", tc.arg}, io.Discard)
+		if err != nil || walLinger(c.walLinger) != tc.want {
+			t.Fatalf("-wal-group-linger %s: GroupLinger %v, want %v (%v)", tc.arg, walLinger(c.walLinger), tc.want, err)
+		}
+	}
+	if c, _ := parseFlags(nil, io.Discard); c.walLinger != wal.DefaultGroupLinger {
+		t.Fatalf("-wal-group-linger defaults to %v, want wal's %v", c.walLinger, wal.DefaultGroupLinger)
 	}
 	if _, err := parseFlags([]string{"-addr", "[::1]:8420", "-node", "n-1#x.y"}, io.Discard); err != nil {
 		t.Fatalf("IPv6 host, punctuation in node: %v", err)

@@ -49,7 +49,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 	if c.store == storeEtcd {
 		return openEtcd(ctx, c, log)
 	}
-	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, WAL: wal.Options{SegmentBytes: c.segmentBytes, NoPreallocation: c.walPlain}}
+	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, WAL: wal.Options{SegmentBytes: c.segmentBytes, NoPreallocation: c.walPlain, GroupLinger: walLinger(c.walLinger)}}
 	if c.valueLog {
 		opts.ColdValue = receipt.ColdValue
 	}
@@ -155,4 +155,13 @@ func forwarding(c config) *api.Forwarding {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: peerDialTimeout}).DialContext
 	return &api.Forwarding{Node: c.node, Client: &http.Client{Transport: transport}}
+}
+
+// walLinger maps -wal-group-linger onto wal.Options.GroupLinger, where 0
+// takes the default and only a negative value never lingers.
+func walLinger(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
