@@ -55,17 +55,22 @@ func (w *coreWatch) busy() bool {
 
 // linger holds the first queued group open for GroupLinger while the cores
 // are busy, so that more entries join it. Caller holds mu, which linger
-// releases while it waits. It does not wait for a group already closed
-// (another queued behind it) or on a closing log.
+// releases while it judges the cores (a runtime/metrics read that appenders
+// need not wait behind) and while it waits. It does not wait for a group
+// already closed (another queued behind it) or on a closing log.
 func (l *Log) linger() {
-	if l.opts.GroupLinger <= 0 || l.closing || len(l.queue) != 1 || !l.coresBusy() {
+	if l.opts.GroupLinger <= 0 || l.closing || len(l.queue) != 1 {
+		return
+	}
+	busy, wait := l.coresBusy, l.lingerWait
+	l.mu.Unlock()
+	defer l.mu.Lock()
+	if !busy() {
 		return
 	}
 	l.lingered.Add(1)
-	l.mu.Unlock()
 	// While the cores are busy every P runs the timers at each switch, so
 	// a short sleep ends close to when it should (in an idle process it
 	// would take about a millisecond, which is why this never waits then).
-	l.lingerWait(l.opts.GroupLinger)
-	l.mu.Lock()
+	wait(l.opts.GroupLinger)
 }

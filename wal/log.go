@@ -115,7 +115,8 @@ type Log struct {
 
 	writerDone chan struct{}
 	// coresBusy tells the writer whether to linger, and lingerWait waits
-	// (linger.go); tests replace both.
+	// (linger.go); tests replace both (under mu, which the writer holds
+	// when it takes them up).
 	coresBusy  func() bool
 	lingerWait func(time.Duration)
 	lingered   atomic.Uint64
