@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -231,8 +232,10 @@ func TestTidwallContract_Framing(t *testing.T) {
 	fsys := memfs.New()
 	tw := openTW(t, fsys, 1<<20)
 	// Sizes around the uvarint steps: one length byte up to 127, two up to
-	// 16383, three beyond.
-	sizes := []int{0, 1, 127, 128, 300, 16383, 16384}
+	// 16383, three beyond. Never 0: the log never writes an empty entry,
+	// and the loader reads a zero length prefix as a preallocated
+	// segment's fill (the tail is read back from its file).
+	sizes := []int{1, 127, 128, 300, 16383, 16384}
 	var data [][]byte
 	var want []byte
 	for i, n := range sizes {
@@ -544,5 +547,90 @@ func headsTile(t *testing.T, what string, data []byte, first uint64) {
 		if pos != end {
 			t.Fatalf("%s: a part declares its end at %d, its frames end at %d", what, end, pos)
 		}
+	}
+}
+
+// The tail segment is written through (PATCH.md, fourth change): a write
+// leaves no copy of the segment in memory, and a Read of the tail — after
+// writes, across a cycle, after a reopen — loads what the file holds.
+func TestTidwallContract_TheTailIsWrittenThroughAndReadBackFromItsFile(t *testing.T) {
+	fsys := memfs.New()
+	tw := openTW(t, fsys, 4096)
+	var data [][]byte
+	for i := range 40 { // 40 × ~300 B: three segments of 4 KiB
+		data = append(data, entry(uint64(i+1), 200+i*7))
+	}
+	readAll := func(what string, tw *tidwall.Log, n int) {
+		t.Helper()
+		for i := range n {
+			got, err := tw.Read(uint64(i + 1))
+			if err != nil || !bytes.Equal(got, data[i]) {
+				t.Fatalf("%s: Read(%d) = %d bytes, %v; want the %d written", what, i+1, len(got), err, len(data[i]))
+			}
+		}
+	}
+	twWrite(t, tw, 1, data[:5]...)
+	readAll("after one write", tw, 5)
+	twWrite(t, tw, 6, data[5:9]...) // the tail read above is stale now
+	readAll("after a write that followed a read", tw, 9)
+	for i := 9; i < len(data); i += 3 {
+		twWrite(t, tw, uint64(i+1), data[i:min(i+3, len(data))]...)
+	}
+	readAll("across cycles", tw, len(data))
+	if err := tw.Cycle(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Cycle(); err != nil { // an empty tail is kept
+		t.Fatal(err)
+	}
+	twWrite(t, tw, uint64(len(data)+1), entry(uint64(len(data)+1), 10))
+	data = append(data, entry(uint64(len(data)+1), 10))
+	readAll("after Cycle", tw, len(data))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tw = openTW(t, fsys, 4096)
+	defer tw.Close()
+	readAll("after a reopen", tw, len(data))
+	twWrite(t, tw, uint64(len(data)+1), entry(uint64(len(data)+1), 20)) // writes on from the end
+	data = append(data, entry(uint64(len(data)+1), 20))
+	readAll("after a write on the reopened tail", tw, len(data))
+}
+
+// The log holds a batch's buffer, not the segment: upstream kept the whole
+// tail segment in memory (reserved for a whole segment at the first write:
+// 8 MiB per idemd process, and the segment before in its cache).
+func TestTidwallContract_TheLogDoesNotHoldItsSegmentsInMemory(t *testing.T) {
+	tw, err := tidwall.Open(t.TempDir(), &tidwall.Options{NoSync: true, SegmentSize: 16 << 20, SegmentCacheSize: 1,
+		NoCopy: true, AllowEmpty: true, FS: twFS{fs: vfs.Default, fsyncs: NewHistogram(fsyncBounds)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	batch := make([][]byte, 16)
+	for i := range batch {
+		batch[i] = entry(uint64(i), 4096)
+	}
+	live := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var b tidwall.Batch
+	next := uint64(1)
+	before := live()
+	const batches = 384 // 24 MiB: a whole segment cycled, and half the next
+	for range batches {
+		for _, d := range batch {
+			b.Write(next, d)
+			next++
+		}
+		if err := tw.WriteBatch(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grew, bound := int64(live())-int64(before), int64(2<<20); grew > bound {
+		t.Fatalf("after 24 MiB logged the log holds %d more bytes of heap, want at most %d (a batch's buffer)", grew, bound)
 	}
 }

@@ -175,6 +175,14 @@ type Log struct {
 	sfile      File        // tail segment file handle
 	wbatch     Batch       // reusable write batch
 	scache     tinylru.LRU // segment entries cache
+
+	// Idem patch (the tail is written through): tailBytes is the size of
+	// the tail segment's entries, wbuf a batch's encoded entries (reused),
+	// and tailStale says the tail's ebuf and epos were dropped, to be
+	// loaded from its file if it is read.
+	tailBytes int
+	wbuf      []byte
+	tailStale bool
 }
 
 // segment represents a single segment file.
@@ -349,6 +357,10 @@ func (l *Log) load() error {
 		return err
 	}
 	l.lastIndex = lseg.index + uint64(len(lseg.epos)) - 1
+	// Idem patch: the tail is written through, not cached (writeBatch), so
+	// what was loaded of it is dropped now; a Read loads it again.
+	l.tailBytes = len(lseg.ebuf)
+	l.dropTail()
 	if l.lastIndex > 0 && l.firstIndex > l.lastIndex && !l.opts.AllowEmpty {
 		return ErrEmptyLog
 	}
@@ -426,6 +438,7 @@ func (l *Log) cycle() error {
 		return err
 	}
 	l.segments = append(l.segments, s)
+	l.tailBytes, l.tailStale = 0, false // Idem patch: an empty tail, cached as such
 	return nil
 }
 
@@ -449,7 +462,7 @@ func (l *Log) Cycle() error {
 	} else if l.closed {
 		return ErrClosed
 	}
-	if len(l.segments[len(l.segments)-1].ebuf) == 0 {
+	if l.tailBytes == 0 {
 		return nil
 	}
 	return l.cycle()
@@ -540,43 +553,50 @@ func (l *Log) writeBatch(b *Batch) error {
 		}
 	}
 	// load the tail segment
-	s := l.segments[len(l.segments)-1]
-	if len(s.ebuf) > l.opts.SegmentSize {
+	if l.tailBytes > l.opts.SegmentSize {
 		// tail segment has reached capacity. Close it and create a new one.
 		if err := l.cycle(); err != nil {
 			return err
 		}
-		s = l.segments[len(l.segments)-1]
 	}
 
-	// Idem patch: reserve the segment's cached buffer once.
-	s.ebuf = reserveSegment(s.ebuf, len(b.datas)+binary.MaxVarintLen64*len(b.entries), l.opts.SegmentSize)
-	mark := len(s.ebuf)
+	// Idem patch: the tail is written through. Upstream appends every
+	// entry to the tail segment's cached buffer (ebuf) and writes the new
+	// part of it, so each process held its whole tail segment — and, in
+	// the segment cache, the one before — in memory, only ever read when
+	// the log is read. Here a batch's entries are encoded into one reused
+	// buffer and written; a Read of the tail loads it from its file.
+	l.dropTail()
+	buf := l.wbuf[:0]
 	datas := b.datas
 	for i := 0; i < len(b.entries); i++ {
 		data := datas[:b.entries[i].size]
-		var epos bpos
-		s.ebuf, epos = l.appendEntry(s.ebuf, b.entries[i].index, data)
-		s.epos = append(s.epos, epos)
-		if len(s.ebuf) >= l.opts.SegmentSize {
+		buf, _ = l.appendEntry(buf, b.entries[i].index, data)
+		if l.tailBytes+len(buf) >= l.opts.SegmentSize {
 			// segment has reached capacity, cycle now
-			if _, err := l.sfile.Write(s.ebuf[mark:]); err != nil {
+			if _, err := l.sfile.Write(buf); err != nil {
 				return err
 			}
+			l.tailBytes += len(buf)
+			buf = buf[:0]
 			l.lastIndex = b.entries[i].index
 			if err := l.cycle(); err != nil {
 				return err
 			}
-			s = l.segments[len(l.segments)-1]
-			mark = 0
 		}
 		datas = datas[b.entries[i].size:]
 	}
-	if len(s.ebuf)-mark > 0 {
-		if _, err := l.sfile.Write(s.ebuf[mark:]); err != nil {
+	if len(buf) > 0 {
+		if _, err := l.sfile.Write(buf); err != nil {
 			return err
 		}
+		l.tailBytes += len(buf)
 		l.lastIndex = b.entries[len(b.entries)-1].index
+	}
+	if cap(buf) <= writeBufKeepMax {
+		l.wbuf = buf[:0]
+	} else {
+		l.wbuf = nil // an outsized batch's buffer is not kept
 	}
 	if !l.opts.NoSync {
 		if err := l.sfile.Sync(); err != nil {
@@ -587,26 +607,32 @@ func (l *Log) writeBatch(b *Batch) error {
 	return nil
 }
 
-// reserveSegment makes room for n more bytes in a tail segment's cached
-// buffer (Idem patch). Growing it by append, as upstream does, copies the
-// whole buffer again at every growth step — for large slices Go grows by
-// about 1.25x, so every logged byte is copied about five times before the
-// segment fills, and each step allocates a new buffer. Reserving a full
-// segment up front copies at most once, when a reopened tail is extended.
-func reserveSegment(buf []byte, n, segmentSize int) []byte {
-	if len(buf)+n <= cap(buf) {
-		return buf
+// writeBufKeepMax bounds the batch buffer a log keeps between writes (Idem
+// patch): a larger batch's is left to the collector.
+const writeBufKeepMax = 4 << 20
+
+// dropTail drops what is cached of the tail segment (Idem patch): a write
+// makes it stale, and nothing but a Read needs it.
+func (l *Log) dropTail() {
+	if l.tailStale {
+		return
 	}
-	c := segmentSize + n
-	if c < 2*cap(buf) {
-		c = 2 * cap(buf)
+	s := l.segments[len(l.segments)-1]
+	s.ebuf, s.epos = nil, nil
+	l.tailStale = true
+}
+
+// loadTail loads the tail segment's entries from its file if they were
+// dropped (Idem patch).
+func (l *Log) loadTail() error {
+	if !l.tailStale {
+		return nil
 	}
-	if c < len(buf)+n {
-		c = len(buf) + n
+	if err := l.loadSegmentEntries(l.segments[len(l.segments)-1]); err != nil {
+		return err
 	}
-	grown := make([]byte, len(buf), c)
-	copy(grown, buf)
-	return grown
+	l.tailStale = false
+	return nil
 }
 
 // FirstIndex returns the index of the first entry in the log.
@@ -723,6 +749,10 @@ func (l *Log) loadSegment(index uint64) (*segment, error) {
 	// check the last segment first.
 	lseg := l.segments[len(l.segments)-1]
 	if index >= lseg.index {
+		// Idem patch: the tail is loaded from its file if it was dropped.
+		if err := l.loadTail(); err != nil {
+			return nil, err
+		}
 		return lseg, nil
 	}
 	// check the most recent cached segment
@@ -766,6 +796,11 @@ func (l *Log) Read(index uint64) (data []byte, err error) {
 	s, err := l.loadSegment(index)
 	if err != nil {
 		return nil, err
+	}
+	if index-s.index >= uint64(len(s.epos)) {
+		// Idem patch: the file ends before the entry (a tail loaded from
+		// its file stops at a zero length prefix): not a panic.
+		return nil, ErrCorrupt
 	}
 	epos := s.epos[index-s.index]
 	edata := s.ebuf[epos.pos:epos.end]
@@ -962,6 +997,7 @@ func (l *Log) truncateFront(index uint64) (err error) {
 		if err = l.loadSegmentEntries(s); err != nil {
 			return err
 		}
+		l.tailBytes, l.tailStale = len(s.ebuf), false // Idem patch
 	}
 	l.segments = append([]*segment{}, l.segments[segIdx:]...)
 	l.firstIndex = index
@@ -1070,6 +1106,7 @@ func (l *Log) truncateBack(index uint64) (err error) {
 	if err = l.loadSegmentEntries(s); err != nil {
 		return err
 	}
+	l.tailBytes, l.tailStale = len(s.ebuf), false // Idem patch
 	return nil
 }
 
