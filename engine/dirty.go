@@ -25,8 +25,13 @@ import (
 // several checkpoint intervals of a keyed workload.
 const dirtyBytesMax = 64 << 20
 
-// dirtyChunkBytes is the arena's allocation unit.
-const dirtyChunkBytes = 1 << 20
+// The arena's chunks start small and double up to dirtyChunkBytes: a store
+// that writes a few keys between checkpoints (an idle one, or one just
+// reopened) holds kilobytes, not a megabyte, for them.
+const (
+	dirtyChunkMinBytes = 4 << 10
+	dirtyChunkBytes    = 1 << 20
+)
 
 // dirtyKey is one noted write: its key, and whether the key was present
 // just before it. For a key's first write since the link, that says
@@ -62,7 +67,7 @@ func (d *dirtySet) note(key []byte, existed bool) {
 		return
 	}
 	if len(key) > cap(d.chunk)-len(d.chunk) {
-		d.chunk = make([]byte, 0, max(dirtyChunkBytes, len(key)))
+		d.chunk = make([]byte, 0, max(min(2*cap(d.chunk), dirtyChunkBytes), dirtyChunkMinBytes, len(key)))
 	}
 	d.chunk = append(d.chunk, key...)
 	d.keys = append(d.keys, dirtyKey{key: d.chunk[len(d.chunk)-len(key) : len(d.chunk) : len(d.chunk)], seq: d.next, existed: existed})

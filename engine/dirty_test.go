@@ -46,3 +46,33 @@ func TestDirtySet_PastItsBoundItIsLost(t *testing.T) {
 		t.Fatalf("reset: %+v", d)
 	}
 }
+
+// The arena grows with what is noted: a few keys cost a small chunk, not
+// a megabyte, a busy interval's chunks double up to dirtyChunkBytes, and
+// every key reads back as it was noted across the chunks.
+func TestDirtySet_TheArenaGrowsWithWhatIsNoted(t *testing.T) {
+	d := newDirtySet()
+	d.note([]byte("one key"), false)
+	if got := cap(d.chunk); got != dirtyChunkMinBytes {
+		t.Fatalf("after one note the arena's chunk holds %d bytes, want %d", got, dirtyChunkMinBytes)
+	}
+	const n = 60_000 // about 1.3 MB of keys: every chunk size, then full ones
+	largest := 0
+	for i := range n {
+		d.note(fmt.Appendf(nil, "key-%08d-%s", i, "padding"), false)
+		largest = max(largest, cap(d.chunk))
+	}
+	if largest != dirtyChunkBytes {
+		t.Fatalf("largest chunk %d bytes, want %d", largest, dirtyChunkBytes)
+	}
+	big := make([]byte, dirtyChunkBytes+1) // a key beyond a chunk gets one of its own size
+	d.note(big, false)
+	if cap(d.chunk) != len(big) {
+		t.Fatalf("a %d-byte key got a chunk of %d", len(big), cap(d.chunk))
+	}
+	for i, k := range d.keys[1 : n+1] {
+		if want := fmt.Sprintf("key-%08d-%s", i, "padding"); string(k.key) != want {
+			t.Fatalf("key %d reads %q, want %q", i, k.key, want)
+		}
+	}
+}
