@@ -36,10 +36,14 @@ func init() {
 
 // Targets of DESIGN §12.
 const (
-	targetReopenReceiptsPer1M = 3.0 // seconds
-	targetBytesPerReceipt     = 600 // heap bytes per retained terminal receipt (aim)
-	// targetBytesPerReceiptIssue18 is issue 18's nearer aim for the same.
-	targetBytesPerReceiptIssue18 = 500
+	targetReopenReceiptsPer1M = 3.0 // seconds, envelopes in RAM
+	// targetReopenReceiptsPer10MVlog: seconds per 10 M receipts once
+	// envelopes live in the value log.
+	targetReopenReceiptsPer10MVlog = 3.0
+	// Heap bytes per retained terminal receipt: with its envelope in RAM
+	// (issue 18, DESIGN §12), and once envelopes live in the value log.
+	targetBytesPerReceiptInRAM = 500
+	targetBytesPerReceiptVlog  = 100
 	// reopenEnvelopeBytes is the encoded size of each receipt's envelope.
 	reopenEnvelopeBytes = 300
 )
@@ -122,28 +126,35 @@ func reopenReceiptsWith(env *Env, suffix string, cold func(key, value []byte) bo
 	if n != 1_000_000 {
 		r.Set("note", fmt.Sprintf("scaled: %d receipts instead of 1M; the time bound scales with it", n))
 	}
-	limit := targetReopenReceiptsPer1M * float64(n) / 1e6
+	limit, per := targetReopenReceiptsPer1M*float64(n)/1e6, fmt.Sprintf("%.0fs per 1M", targetReopenReceiptsPer1M)
+	if cold != nil {
+		limit, per = targetReopenReceiptsPer10MVlog*float64(n)/1e7, fmt.Sprintf("%.0fs per 10M, envelopes in the value log", targetReopenReceiptsPer10MVlog)
+	}
 	r.Targets = append(r.Targets,
 		Target{
-			Want:  fmt.Sprintf("reopen %d receipts <= %.2fs (%.0fs per 1M)", n, limit, targetReopenReceiptsPer1M),
+			Want:  fmt.Sprintf("reopen %d receipts <= %.2fs (%s)", n, limit, per),
 			Got:   fmt.Sprintf("%.3fs (%.2fx the bound)", openSeconds, openSeconds/limit),
 			Met:   openSeconds <= limit,
 			Score: atMost(openSeconds, limit),
 		},
-		Target{
-			Want:  fmt.Sprintf("RAM per retained terminal receipt <= %d B (aim, %d-byte envelope)", targetBytesPerReceipt, reopenEnvelopeBytes),
-			Got:   fmt.Sprintf("%.0f B (%.2fx the aim)", perReceipt, perReceipt/targetBytesPerReceipt),
-			Met:   perReceipt <= targetBytesPerReceipt,
-			Score: atMost(perReceipt, targetBytesPerReceipt),
-		},
-		Target{
-			Want:  fmt.Sprintf("RAM per retained terminal receipt <= %d B (issue 18, %d-byte envelope)", targetBytesPerReceiptIssue18, reopenEnvelopeBytes),
-			Got:   fmt.Sprintf("%.0f B (%.2fx the aim)", perReceipt, perReceipt/targetBytesPerReceiptIssue18),
-			Met:   perReceipt <= targetBytesPerReceiptIssue18,
-			Score: atMost(perReceipt, targetBytesPerReceiptIssue18),
-		})
+		ramPerReceiptTarget(perReceipt, cold != nil))
 	env.Report(r)
 	return nil
+}
+
+// ramPerReceiptTarget judges RAM per retained receipt against DESIGN §12:
+// 500 B with the envelope in RAM, 100 B with it in the value log.
+func ramPerReceiptTarget(perReceipt float64, vlog bool) Target {
+	aim, where := float64(targetBytesPerReceiptInRAM), "in RAM"
+	if vlog {
+		aim, where = targetBytesPerReceiptVlog, "in the value log"
+	}
+	return Target{
+		Want:  fmt.Sprintf("RAM per retained terminal receipt <= %.0f B (%d-byte envelope %s)", aim, reopenEnvelopeBytes, where),
+		Got:   fmt.Sprintf("%.0f B (%.2fx the aim)", perReceipt, perReceipt/aim),
+		Met:   perReceipt <= aim,
+		Score: atMost(perReceipt, aim),
+	}
 }
 
 // checkEnds looks up the first and the last of the template's n keys on a
