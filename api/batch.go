@@ -70,7 +70,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	// The same bytes as the receipt's request replay without a decode.
 	digest := receipt.BodyDigest(body)
-	if ans, ok := s.svc.ReplayVerbatim(r.Context(), principal, tbl, key, firstSent, digest); ok {
+	ans, replayed, seen := s.svc.ReplayVerbatimOrSeen(r.Context(), principal, tbl, key, firstSent, digest)
+	if replayed {
 		answer(ans)
 		return
 	}
@@ -79,20 +80,20 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent, BodyDigest: digest}
+	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent, BodyDigest: digest, Seen: seen}
 	forwarding := s.mayForward(r)
 	if forwarding {
 		// Learn first, without waiting, whether another node holds the
 		// receipt: then that node answers, waiting there if asked to.
 		req.Wait = 0
 	}
-	ans, err := s.svc.Execute(r.Context(), req)
+	ans, err = s.svc.Execute(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal {
 		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" && s.forward(w, r, body, ans.Holder, wait) {
 			return
 		}
 		if wait > 0 { // not forwarded: wait here, as without forwarding
-			req.Wait = wait
+			req.Wait, req.Seen = wait, receipt.Seen{} // what was seen before is stale now
 			ans, err = s.svc.Execute(r.Context(), req)
 		}
 	}

@@ -117,7 +117,8 @@ func (sc *scenario) batchOp(ctx context.Context, cl *client, n *node, k int, wai
 
 // execute sends key k's batch of generation gen. Keys of one parity come
 // as idemd's API sends them — bytes, whose digest the receipt keeps, and a
-// verbatim replay tried first (receipt.ReplayVerbatim) — the others as a
+// verbatim replay tried first and what it read passed on to Execute
+// (receipt.ReplayVerbatimOrSeen) — the others as a
 // library caller sends them, a decoded batch alone: both replay paths run
 // under every fault.
 func (sc *scenario) execute(ctx context.Context, n *node, k, gen int, wait time.Duration) (receipt.Answer, error) {
@@ -129,9 +130,11 @@ func (sc *scenario) execute(ctx context.Context, n *node, k, gen int, wait time.
 			return receipt.Answer{}, err
 		}
 		req.BodyDigest = receipt.BodyDigest(body)
-		if ans, ok := n.svc.ReplayVerbatim(ctx, principal, tableName, req.Key, time.Time{}, req.BodyDigest); ok {
+		ans, ok, seen := n.svc.ReplayVerbatimOrSeen(ctx, principal, tableName, req.Key, time.Time{}, req.BodyDigest)
+		if ok {
 			return ans, nil
 		}
+		req.Seen = seen
 	}
 	return n.svc.Execute(ctx, req)
 }

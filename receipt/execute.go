@@ -31,6 +31,9 @@ type Request struct {
 	// if it was: the receipt keeps it, so that a retry of the same bytes
 	// replays without being decoded (ReplayVerbatim). Nil: none.
 	BodyDigest []byte
+	// Seen is what ReplayVerbatimOrSeen read of this key, if it was asked
+	// first: Execute starts from it instead of reading the key again.
+	Seen Seen
 }
 
 // Execute runs the keyed flow of DESIGN §5: lookup, compare, replay or
@@ -66,6 +69,8 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 			var meta engine.Item
 			rec, ver, tomb, meta, err = s.loadWithMeta(ctx, id, req.Principal, req.Table)
 			plan = s.planRequestWith(req, meta)
+		} else if r, v, t, ok := req.seen(id); ok {
+			rec, ver, tomb = r, v, t
 		} else {
 			rec, ver, tomb, err = s.loadOrTomb(ctx, id)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"time"
 
 	"github.com/idemdb/idem/engine"
@@ -41,28 +42,65 @@ func BodyDigest(body []byte) []byte {
 // a batch that today's limits would refuse replays the answer it was given
 // when they allowed it.
 func (s *Service) ReplayVerbatim(ctx context.Context, principal, tbl, key string, firstSent time.Time, digest []byte) (Answer, bool) {
+	ans, ok, _ := s.ReplayVerbatimOrSeen(ctx, principal, tbl, key, firstSent, digest)
+	return ans, ok
+}
+
+// Seen is what ReplayVerbatimOrSeen read of a key it did not replay. Passed
+// on in Request.Seen, it is where Execute's first round starts instead of
+// reading the key again: a new key is then looked up once, not twice.
+// Reading it a moment earlier changes nothing: every write Execute makes
+// from it is conditioned on what it read (a receipt created only if still
+// absent, one taken over only at the version read), and a condition that
+// no longer holds sends Execute round again with a fresh read. The zero
+// Seen is nothing seen.
+type Seen struct {
+	id   string
+	rec  *Record
+	ver  engine.Version
+	tomb *Tombstone
+}
+
+// ReplayVerbatimOrSeen is ReplayVerbatim, and when it does not replay, what
+// it read of the key (the zero Seen when it read nothing).
+func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key string, firstSent time.Time, digest []byte) (Answer, bool, Seen) {
 	if len(digest) != bodyDigestLen || !ValidKey(key) || !table.ValidTableName(tbl) ||
 		firstSent.After(s.clock.Now().Add(FirstSentSkewMax)) {
-		return Answer{}, false
+		return Answer{}, false, Seen{}
 	}
 	if _, multi := s.store.(engine.MultiGetter); multi {
 		// Execute reads a new key's receipt, tombstone and table in one
 		// round trip there (etcd): a lookup of its own first would add a
 		// round trip to every new request, to save a decode that costs far
 		// less than one.
-		return Answer{}, false
+		return Answer{}, false, Seen{}
 	}
 	id := Bind(principal, tbl, key)
-	rec, _, err := s.load(ctx, id)
-	if err != nil || rec.State != Terminal || rec.Principal != principal || rec.Table != tbl || rec.Key != key {
-		return Answer{}, false
+	rec, ver, tomb, err := s.loadOrTomb(ctx, id)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return Answer{}, false, Seen{} // Execute reads again, and reports what it finds
+	}
+	seen := Seen{id: id, rec: rec, ver: ver, tomb: tomb}
+	if rec == nil || rec.State != Terminal || rec.Principal != principal || rec.Table != tbl || rec.Key != key {
+		return Answer{}, false, seen
 	}
 	if !bytes.Equal(rec.BodyDigest, digest) && !fault.Planted(fault.BugVerbatimIgnoresDigest) { // planted only under -tags idem_selftest
-		return Answer{}, false
+		return Answer{}, false, seen
 	}
 	act := dispatch(found{exists: true, sameRequest: true, state: Terminal, refuses: s.refusesWrites() != nil})
 	if act != actReplay {
-		return Answer{}, false
+		return Answer{}, false, seen
 	}
-	return s.settledAnswer(act, id, rec, nil)
+	ans, ok := s.settledAnswer(act, id, rec, nil)
+	return ans, ok, seen
+}
+
+// seen takes what req.Seen holds of id, once: a later round reads afresh.
+func (req *Request) seen(id string) (rec *Record, ver engine.Version, tomb *Tombstone, ok bool) {
+	sn := req.Seen
+	req.Seen = Seen{}
+	if sn.id == "" || sn.id != id {
+		return nil, 0, nil, false
+	}
+	return sn.rec, sn.ver, sn.tomb, true
 }

@@ -1,10 +1,16 @@
 package receipt_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/hex"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
@@ -124,5 +130,101 @@ func TestReplayVerbatim_AnythingButTheSameBytesOfATerminalReceiptIsLeftToExecute
 	}
 	if _, ok := svc.ReplayVerbatim(ctx, alice, "t", "k4", time.Time{}, started.BodyDigest); !ok {
 		t.Fatal("once terminal, the same bytes did not replay")
+	}
+}
+
+// getCounter counts the store reads of one transaction's receipt and
+// tombstone (whose key holds the ID in binary).
+type getCounter struct {
+	*engine.DB
+	id   string
+	mu   sync.Mutex
+	gets int
+}
+
+func (g *getCounter) Get(ctx context.Context, key []byte) (engine.Item, error) {
+	raw, _ := hex.DecodeString(g.id)
+	if strings.Contains(string(key), g.id) || bytes.HasSuffix(key, raw) {
+		g.mu.Lock()
+		g.gets++
+		g.mu.Unlock()
+	}
+	return g.DB.Get(ctx, key)
+}
+
+func (g *getCounter) take() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.gets
+	g.gets = 0
+	return n
+}
+
+// TestReplayVerbatimOrSeen_ANewKeyIsReadOnce: what the verbatim lookup read
+// of a new key — no receipt, no tombstone — is where Execute starts, so the
+// API's path reads the key's two records once, not twice; and the request
+// executes as it would have.
+func TestReplayVerbatimOrSeen_ANewKeyIsReadOnce(t *testing.T) {
+	e := newEnv(t)
+	r := bodyReq(t, "k1", `{"inserts":[{"id":"doc-a","doc":{"tag":"a"}}],"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
+	store := &getCounter{DB: e.db, id: receipt.Bind(alice, "t", "k1")}
+	svc := e.openOn(store, receipt.Options{})
+	createTable(t, svc, "t")
+	store.take()
+
+	_, ok, seen := svc.ReplayVerbatimOrSeen(ctx, alice, "t", "k1", time.Time{}, r.BodyDigest)
+	if ok {
+		t.Fatal("a new key replayed")
+	}
+	if n := store.take(); n != 2 {
+		t.Fatalf("the verbatim lookup of a new key read %d of its records, want 2 (receipt, tombstone)", n)
+	}
+	r.Seen = seen
+	wantCommitted(t, mustExecute(t, svc, r), receipt.Bind(alice, "t", "k1"), false)
+	if n := store.take(); n != 0 {
+		t.Fatalf("Execute read the key's records %d times after the verbatim lookup, want 0", n)
+	}
+
+	// Without what was seen, Execute reads them itself.
+	r2 := bodyReq(t, "k2", `{"inserts":[{"id":"doc-b","doc":{}}]}`)
+	store.id = receipt.Bind(alice, "t", "k2")
+	mustExecute(t, svc, r2)
+	if n := store.take(); n != 2 {
+		t.Fatalf("Execute alone read a new key's records %d times, want 2", n)
+	}
+}
+
+// TestReplayVerbatimOrSeen_WhatWasSeenBeforeAnotherRequestIsReadAgain: the
+// same request arriving twice, the second starting from a lookup made
+// before the first created the receipt, executes once: its create finds
+// the receipt there and it replays the first's answer. What was seen of
+// one key never stands for another's.
+func TestReplayVerbatimOrSeen_WhatWasSeenBeforeAnotherRequestIsReadAgain(t *testing.T) {
+	e := newEnv(t)
+	svc := e.open(receipt.Options{})
+	createTable(t, svc, "t")
+	body := `{"inserts":[{"id":"doc-a","doc":{"tag":"a"}}],"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
+	stale := bodyReq(t, "k1", body)
+	_, _, stale.Seen = svc.ReplayVerbatimOrSeen(ctx, alice, "t", "k1", time.Time{}, stale.BodyDigest)
+
+	first := mustExecute(t, svc, bodyReq(t, "k1", body))
+	wantCommitted(t, first, receipt.Bind(alice, "t", "k1"), false)
+	second := mustExecute(t, svc, stale)
+	if !second.Terminal || !second.Replayed {
+		t.Fatalf("the request that saw no receipt before the first made it: %+v, want the first's answer replayed", second)
+	}
+	wantSameEnvelope(t, second.Envelope, first.Envelope)
+	if c := counter(t, svc, "t", "ctr"); c != 1 {
+		t.Fatalf("counter %d, want 1: the batch ran twice", c)
+	}
+
+	// What was seen of k1 (a terminal receipt now) handed to a request for
+	// k2: k2 is read afresh and executes.
+	_, _, seenK1 := svc.ReplayVerbatimOrSeen(ctx, alice, "t", "k1", time.Time{}, receipt.BodyDigest([]byte("other bytes")))
+	other := bodyReq(t, "k2", `{"inserts":[{"id":"doc-b","doc":{"tag":"b"}}],"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
+	other.Seen = seenK1
+	wantCommitted(t, mustExecute(t, svc, other), receipt.Bind(alice, "t", "k2"), false)
+	if c := counter(t, svc, "t", "ctr"); c != 2 {
+		t.Fatalf("counter %d, want 2", c)
 	}
 }
