@@ -74,20 +74,37 @@ func openAppend(dir, name string) (*os.File, error) {
 // floorSerial: one writer, one write + fdatasync per record. The file grows
 // like a log does, so each fdatasync also commits the new size.
 func (e *Env) floorSerial() (Result, error) {
+	side, err := e.serialFloorSide()
+	if err != nil {
+		return Result{}, err
+	}
+	m, err := e.Loop(side.loop, side.op)
+	if cerr := side.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return m.Result(floorSerial, 1), nil
+}
+
+// serialFloorSide opens the serial floor's file: its op is one append and
+// one fdatasync.
+func (e *Env) serialFloorSide() (*benchSide, error) {
 	dir, cleanup, err := e.DataDir(floorSerial)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	defer cleanup()
 	f, err := openAppend(dir, "serial.log")
 	if err != nil {
-		return Result{}, err
+		cleanup()
+		return nil, err
 	}
-	defer f.Close()
 	rec := e.Value()
 	var syncs atomic.Uint64
-	m, err := e.Loop(Loop{Case: floorSerial, Concurrency: 1, Fsyncs: syncs.Load},
-		func(context.Context, int, uint64) error {
+	return &benchSide{
+		loop: Loop{Case: floorSerial, Concurrency: 1, Fsyncs: syncs.Load},
+		op: func(context.Context, int, uint64) error {
 			if _, err := f.Write(rec); err != nil {
 				return err
 			}
@@ -96,11 +113,13 @@ func (e *Env) floorSerial() (Result, error) {
 			}
 			syncs.Add(1)
 			return nil
-		})
-	if err != nil {
-		return Result{}, err
-	}
-	return m.Result(floorSerial, 1), nil
+		},
+		close: func() error {
+			err := f.Close()
+			cleanup()
+			return err
+		},
+	}, nil
 }
 
 // floorGroup: groupWriters writers hand records to one flusher, which

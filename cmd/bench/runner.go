@@ -32,6 +32,9 @@ type Loop struct {
 	// Warmup overrides the default warm-up (a tenth of the duration, at
 	// most 200ms).
 	Warmup time.Duration
+	// Window overrides the measured window (-duration): an interleaved
+	// pair measures each side in short slices (pair.go).
+	Window time.Duration
 	// ServerOutside says the case's server runs in another process
 	// (PostgreSQL): the process's CPU is then not the case's (cpu.go).
 	ServerOutside bool
@@ -164,7 +167,11 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 	if wait(warmup) {
 		f0, n0, c0, t0 = fsyncs(), fsyncNanos(), processCPU(), time.Now()
 		phase.Store(phaseMeasure)
-		end := t0.Add(e.Opts.Duration)
+		window := e.Opts.Duration
+		if l.Window > 0 {
+			window = l.Window
+		}
+		end := t0.Add(window)
 		calls := func() (n uint64) {
 			for w := range workers {
 				n += workers[w].calls.Load()
@@ -179,7 +186,7 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 				break
 			}
 			el := time.Since(t0).Seconds()
-			e.Progress("%s %4.1fs/%.1fs %10.0f ops/s", label, el, e.Opts.Duration.Seconds(),
+			e.Progress("%s %4.1fs/%.1fs %10.0f ops/s", label, el, window.Seconds(),
 				float64(calls())*float64(l.ItemsPerCall)/el)
 		}
 	}

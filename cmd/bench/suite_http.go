@@ -78,7 +78,7 @@ func runHTTP(env *Env) error {
 	if err != nil {
 		return fail(err)
 	}
-	keyedRatios(env, results, targetHTTPKeyed, httpTargetConc)
+	keyedRatios(env, results, targetHTTPKeyed, httpTargetConc, nil)
 	httpFloorRatios(results)
 	httpLibraryRatios(env, results)
 	unitRatios(results)

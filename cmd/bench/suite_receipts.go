@@ -74,7 +74,11 @@ func runReceipts(env *Env) error {
 	if err != nil {
 		return fail(err)
 	}
-	keyedRatios(env, results, targetKeyedRate, 64)
+	waits, err := keyedWaitsPair(env)
+	if err != nil {
+		return fail(err)
+	}
+	keyedRatios(env, results, targetKeyedRate, 64, waits)
 	keyedFloorRatios(results)
 	keyedFastRatios(results)
 	unitRatios(results)
@@ -123,7 +127,9 @@ func keyedConcurrencies(env *Env) []int {
 // keyedRatios adds, for the receipts and http suites, the ratio keyed/fast
 // at each concurrency, the fsync waits of every case, and the keyed
 // targets: p50@1 and fsyncs per keyed request at c=1, rate at rateConc.
-func keyedRatios(env *Env, results []*Result, rate float64, rateConc int) {
+// waits, when measured, is keyed p50@1 over fsync-serial's interleaved
+// (pair.go): issue 18's aim is judged by it.
+func keyedRatios(env *Env, results []*Result, rate float64, rateConc int, waits *pairResult) {
 	idx := indexResults(results)
 	for _, r := range results {
 		r.Set("fsync_waits_p50", round(env.fsyncWaits(r.P50us), 2))
@@ -153,8 +159,14 @@ func keyedRatios(env *Env, results []*Result, rate float64, rateConc int) {
 				Got: got, Met: w <= targetKeyedWaitsDesign, Score: atMost(w, targetKeyedWaitsDesign)},
 		)
 		if env.Suite() == "receipts" {
+			gotIssue := got
+			if waits != nil {
+				waits.set(r, "fsync_waits_p50_interleaved")
+				w = waits.Ratio()
+				gotIssue = fmt.Sprintf("%s; one after the other %s", waits.describe("µs"), got)
+			}
 			r.Targets = append(r.Targets, Target{Want: fmt.Sprintf("keyed p50@1 <= %.1f sequential fsync waits (issue 18)", targetKeyedWaitsIssue18),
-				Got: got, Met: w <= targetKeyedWaitsIssue18, Score: atMost(w, targetKeyedWaitsIssue18)})
+				Got: gotIssue, Met: w <= targetKeyedWaitsIssue18, Score: atMost(w, targetKeyedWaitsIssue18)})
 		}
 		if r.OpsPerSec > 0 {
 			perOp := r.FsyncsPerSec / r.OpsPerSec
@@ -174,9 +186,30 @@ func keyedRatios(env *Env, results []*Result, rate float64, rateConc int) {
 // receiptsCase measures keyed Execute (a new key per call) or ExecuteFast
 // on a fresh store.
 func receiptsCase(env *Env, name string, concurrency int) (Result, error) {
-	st, err := openStack(env, name, receipt.Options{})
+	side, st, err := receiptsSide(env, name, concurrency)
 	if err != nil {
 		return Result{}, err
+	}
+	before := st.db.Stats()
+	m, err := env.Loop(side.loop, side.op)
+	after := st.db.Stats()
+	if cerr := side.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	r := m.Result(name, concurrency)
+	setWriteAmplification(&r, before, after)
+	return r, nil
+}
+
+// receiptsSide opens a fresh store for keyed Execute (name "keyed") or
+// ExecuteFast ("fast").
+func receiptsSide(env *Env, name string, concurrency int) (*benchSide, *stack, error) {
+	st, err := openStack(env, name, receipt.Options{})
+	if err != nil {
+		return nil, nil, err
 	}
 	wl := newWorkload(env.Opts.BatchDocs)
 	svc := st.svc
@@ -193,18 +226,8 @@ func receiptsCase(env *Env, name string, concurrency int) (Result, error) {
 			return err
 		}
 	}
-	before := st.db.Stats()
-	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, Fsyncs: st.fsyncs, FsyncNanos: st.fsyncNanos}, op)
-	after := st.db.Stats()
-	if cerr := st.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	r := m.Result(name, concurrency)
-	setWriteAmplification(&r, before, after)
-	return r, nil
+	loop := Loop{Case: name, Concurrency: concurrency, Fsyncs: st.fsyncs, FsyncNanos: st.fsyncNanos}
+	return &benchSide{loop: loop, op: op, close: st.close}, st, nil
 }
 
 // setWriteAmplification adds what the case's requests cost the disk: log
