@@ -390,6 +390,11 @@ func (l *Log) Close() error {
 		return err
 	}
 	l.closed = true
+	// Idem patch: a closed log holds no buffers (a caller may keep the Log
+	// reachable after Close).
+	l.wbuf = nil
+	l.dropTail()
+	l.clearCache()
 	if l.corrupt {
 		return ErrCorrupt
 	}
