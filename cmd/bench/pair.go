@@ -7,22 +7,21 @@ import (
 	"time"
 )
 
-// Interleaved pairs: the two cases of a ratio measured in alternating
+// Interleaved pairs: two cases' p50 latencies measured in alternating
 // slices of the same minutes.
 //
 // This VM's speed drifts by a third and more within minutes: the
-// fsync-serial floor read 256 µs in one run and 133 µs in the next, and
-// keyed@64 over fast@64 came out 0.61 and 0.81 in two runs of the same code
-// back to back. A ratio of two cases measured one after the other, a minute
-// apart, carries that drift whole. A pair runs both cases side by side on
-// stores kept open, alternating slices of pairSlice (ABBA order, so neither
-// side always follows the other): both sides sample the same minutes, each
-// for pairRounds slices. The aim is judged by the pooled ratio — each
-// side's calls over all its slices, or the p50 of all its latencies — and
-// the rounds' own ratios are reported beside it as its spread. (A round's
-// ratio alone is noisy: a store checkpoints or takes a new log segment
-// every second or so under these loads, and half a second holds one or
-// none.) The cases' own rows, and the ratio of those, stay as they were.
+// fsync-serial floor read 256 µs in one run and 133 µs in the next. A ratio
+// of two cases measured one after the other, a minute apart, carries that
+// drift whole. A pair runs both cases side by side on stores kept open,
+// alternating slices of pairSlice (ABBA order, so neither side always
+// follows the other): both sides sample the same minutes, each for
+// pairRounds slices. The aim is judged by the pooled ratio — the p50 of all
+// of one side's latencies over the other's — and the rounds' own ratios
+// are reported beside it as its spread. The cases' own rows, and the ratio
+// of those, stay as they were. (Ratios of rates were measured this way too
+// and came out no steadier than their rows': a rate slice also takes the
+// other store's checkpoints and new segments. docs/benchmarks.md.)
 const (
 	pairRounds   = 8
 	pairSliceMin = 200 * time.Millisecond
@@ -43,27 +42,12 @@ type benchSide struct {
 	close func() error
 }
 
-// pairMetric is what a pair compares: a rate, or the p50 latency.
-type pairMetric int
+// p50us is a measurement's median latency in microseconds.
+func p50us(m Measured) float64 { return float64(m.Hist.ValueAtQuantile(50)) / 1e3 }
 
-const (
-	pairRate pairMetric = iota
-	pairP50
-)
-
-func (m pairMetric) of(x Measured) float64 {
-	if m == pairP50 {
-		return float64(x.Hist.ValueAtQuantile(50)) / 1e3
-	}
-	if x.Seconds <= 0 {
-		return 0
-	}
-	return float64(x.Items) / x.Seconds
-}
-
-// pairResult is an interleaved ratio of A's metric over B's.
+// pairResult is an interleaved ratio of A's p50 over B's.
 type pairResult struct {
-	// A and B are each side's metric over all its slices.
+	// A and B are each side's p50 over all its slices, in µs.
 	A, B float64
 	// Rounds are the ratios of single rounds (the spread).
 	Rounds []float64
@@ -100,8 +84,9 @@ func (p pairResult) set(r *Result, field string) {
 	r.Set(field+"_hi", round(hi, 3))
 }
 
-// interleave measures a against b in alternating slices and closes both.
-func (e *Env) interleave(a, b *benchSide, metric pairMetric) (pairResult, error) {
+// interleave measures a's p50 against b's in alternating slices and
+// closes both.
+func (e *Env) interleave(a, b *benchSide) (pairResult, error) {
 	defer b.close()
 	defer a.close()
 	slice := pairSlice(e.Opts.Duration)
@@ -111,7 +96,7 @@ func (e *Env) interleave(a, b *benchSide, metric pairMetric) (pairResult, error)
 		s.op = freshCalls(s.op, s.loop.Concurrency)
 	}
 	var res pairResult
-	var sum [2]Measured
+	all := [2]Measured{{Hist: newHist()}, {Hist: newHist()}}
 	for round := range pairRounds {
 		var got [2]Measured
 		order := []int{0, 1}
@@ -124,29 +109,14 @@ func (e *Env) interleave(a, b *benchSide, metric pairMetric) (pairResult, error)
 				return pairResult{}, err
 			}
 			got[i] = m
-			sum[i] = sum[i].add(m)
+			all[i].Hist.Merge(m.Hist)
 		}
-		if bm := metric.of(got[1]); bm > 0 {
-			res.Rounds = append(res.Rounds, metric.of(got[0])/bm)
+		if bm := p50us(got[1]); bm > 0 {
+			res.Rounds = append(res.Rounds, p50us(got[0])/bm)
 		}
 	}
-	res.A, res.B = metric.of(sum[0]), metric.of(sum[1])
+	res.A, res.B = p50us(all[0]), p50us(all[1])
 	return res, nil
-}
-
-// add merges two measurements of one case: their calls, time and
-// latencies.
-func (m Measured) add(o Measured) Measured {
-	if m.Hist == nil {
-		m.Hist = newHist()
-	}
-	m.Calls += o.Calls
-	m.Items += o.Items
-	m.Seconds += o.Seconds
-	if o.Hist != nil {
-		m.Hist.Merge(o.Hist)
-	}
-	return m
 }
 
 // freshCalls numbers each worker's calls on from where its last loop left

@@ -11,8 +11,8 @@ import (
 
 // An interleaved pair runs its sides in alternating slices, A B B A …, each
 // pairRounds times; a side's calls are numbered on across its slices (a
-// keyed side never repeats a key); the pooled ratio is A's calls per second
-// over B's; and both sides are closed.
+// keyed side never repeats a key); the pooled ratio is A's p50 over B's;
+// and both sides are closed.
 func TestInterleave_AlternatesTheSidesAndNumbersCallsOnAcrossSlices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -46,7 +46,7 @@ func TestInterleave_AlternatesTheSidesAndNumbersCallsOnAcrossSlices(t *testing.T
 			},
 		}
 	}
-	p, err := env.interleave(side("a"), side("b"), pairRate)
+	p, err := env.interleave(side("a"), side("b"))
 	if err != nil {
 		t.Fatal(err)
 	}

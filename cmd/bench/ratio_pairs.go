@@ -29,7 +29,7 @@ func keyedWaitsPair(env *Env) (*pairResult, error) {
 		return nil, err
 	}
 	env.Progress("%s/keyed p50@1 against %s p50, interleaved", env.Suite(), floorSerial)
-	p, err := env.interleave(keyed, floor, pairP50)
+	p, err := env.interleave(keyed, floor)
 	if err != nil {
 		return nil, err
 	}
