@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +35,11 @@ type Options struct {
 	// RequestTimeout bounds the work of one request (default 60s; a keyed
 	// request's Prefer wait is bounded separately by the service).
 	RequestTimeout time.Duration
+	// BodyTimeout bounds reading a request's body (default 10s); a body
+	// still arriving then is answered 408 request_timeout and its
+	// connection closed, so a slow sender holds a connection that long at
+	// most, not the whole RequestTimeout.
+	BodyTimeout time.Duration
 	// StoreCollectors are the store's own metrics, registered beside the
 	// API's (for engine.DB: enginemetrics.New(db.Stats)).
 	StoreCollectors []prometheus.Collector
@@ -52,6 +59,9 @@ type Options struct {
 const (
 	defaultBodyBytesMax   = 1 << 20
 	defaultRequestTimeout = 60 * time.Second
+	// defaultBodyTimeout lets a client at 100 KiB/s send a default-sized
+	// (1 MiB) body.
+	defaultBodyTimeout = 10 * time.Second
 )
 
 // Server serves the API for one receipt service.
@@ -65,6 +75,8 @@ type Server struct {
 	unmatched http.Handler
 	// unavailable counts writes refused by a store that accepts none.
 	unavailable unavailableLog
+	// unhealthyLogged is when /healthz's 503 was last logged (unix nanos).
+	unhealthyLogged atomic.Int64
 }
 
 // New builds the server and its routes.
@@ -74,6 +86,9 @@ func New(svc *receipt.Service, opts Options) *Server {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = defaultRequestTimeout
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = defaultBodyTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -165,14 +180,24 @@ func (p *statusProbe) Header() http.Header         { return p.header }
 func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
-// readBody reads at most BodyBytesMax bytes of a JSON body; a larger body
-// is answered 413, one whose Content-Type is not JSON 415.
+// readBody reads at most BodyBytesMax bytes of a JSON body within
+// BodyTimeout; a larger body is answered 413, a slower one 408, one whose
+// Content-Type is not JSON 415.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // not every writer (a test's) has a connection
 	body, err := readAllSized(http.MaxBytesReader(w, r.Body, s.opts.BodyBytesMax), r.ContentLength, s.opts.BodyBytesMax)
+	_ = rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		writeProblem(w, code.PayloadTooLarge, "request body exceeds "+strconv.FormatInt(s.opts.BodyBytesMax, 10)+" bytes")
+		return nil, false
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The connection's read side is past its deadline: it cannot
+		// carry another request.
+		w.Header().Set("Connection", "close")
+		writeProblem(w, code.RequestTimeout, "the request body did not arrive within "+s.opts.BodyTimeout.String())
 		return nil, false
 	case err != nil:
 		writeProblem(w, code.InvalidRequest, "reading the request body failed")
@@ -278,7 +303,8 @@ func (s *Server) health() error {
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Health != nil {
 		if err := s.opts.Health(); err != nil {
-			writeProblem(w, code.Unavailable, err.Error())
+			s.noteUnhealthy(err)
+			writeProblem(w, code.Unavailable, healthDetail(err))
 			return
 		}
 	}

@@ -1,8 +1,11 @@
 package api
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemdb/idem/engine"
 )
 
 // unavailableLogEvery bounds how often refusals by a store that accepts no
@@ -33,4 +36,30 @@ func (s *Server) noteUnavailable(cause error) {
 		return
 	}
 	s.opts.Logger.Warn("api: the store still refuses writes until idemd restarts", "refused", n)
+}
+
+// healthDetail is what /healthz, which answers without authentication,
+// tells of why the store is unhealthy: the kind of failure only. The
+// error itself may name files of the server's disk or its etcd endpoints,
+// which are the operator's, in the log (noteUnhealthy).
+func healthDetail(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrFailStopped):
+		return "the store fail-stopped after an I/O error and refuses writes until idemd restarts; the server's log has the cause"
+	case errors.Is(err, engine.ErrClosed):
+		return "the store is closed"
+	default:
+		return "the store cannot serve now; the server's log has the cause"
+	}
+}
+
+// noteUnhealthy logs why /healthz answered 503: the first time at ERROR,
+// then at most every unavailableLogEvery, however often it is polled.
+func (s *Server) noteUnhealthy(cause error) {
+	now := time.Now().UnixNano()
+	last := s.unhealthyLogged.Load()
+	if last != 0 && now-last < int64(unavailableLogEvery) || !s.unhealthyLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.opts.Logger.Error("api: /healthz answers 503", "err", cause)
 }

@@ -37,6 +37,7 @@ const (
 	PayloadTooLarge     Code = "payload_too_large"
 	UnsupportedMedia    Code = "unsupported_media_type"
 	HeadersTooLarge     Code = "header_fields_too_large"
+	RequestTimeout      Code = "request_timeout"
 	NotImplemented      Code = "not_implemented"
 	ReceiptNotFound     Code = "receipt_not_found"
 	NotFound            Code = "not_found"
@@ -83,6 +84,7 @@ var registry = map[Code]Info{
 	PayloadTooLarge:     {413, false, None, "Payload too large"},
 	UnsupportedMedia:    {415, false, None, "Unsupported media type"},
 	HeadersTooLarge:     {431, false, None, "Request header fields too large"},
+	RequestTimeout:      {408, true, SameKey, "Request timeout"},
 	NotImplemented:      {501, false, None, "Not implemented"},
 	ReceiptNotFound:     {404, false, None, "Receipt not found"},
 	NotFound:            {404, false, None, "Not found"},

@@ -23,6 +23,7 @@ package contract
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,9 @@ const (
 	// UnparsableResponse answers, for any path, a request the HTTP layer
 	// cannot parse (it never reaches a route).
 	UnparsableResponse = "Unparsable"
+	// AtConnectionCapResponse answers, for any path, a connection past
+	// the node's -max-connections (it never reaches a route).
+	AtConnectionCapResponse = "AtConnectionCap"
 )
 
 // transportHeaders are response headers that belong to HTTP itself rather
@@ -78,6 +82,7 @@ type Spec struct {
 	noRoute          *openapi3.Response
 	methodNotAllowed *openapi3.Response
 	unparsable       *openapi3.Response
+	atConnectionCap  *openapi3.Response
 }
 
 // Load reads, resolves and validates the document at path.
@@ -104,6 +109,7 @@ func Load(path string) (*Spec, error) {
 	s := &Spec{Doc: doc, Path: path, router: router}
 	for name, dst := range map[string]**openapi3.Response{
 		NoRouteResponse: &s.noRoute, MethodNotAllowedResponse: &s.methodNotAllowed, UnparsableResponse: &s.unparsable,
+		AtConnectionCapResponse: &s.atConnectionCap,
 	} {
 		ref := doc.Components.Responses[name]
 		if ref == nil || ref.Value == nil {
@@ -153,6 +159,9 @@ func (s *Spec) Check(ex Exchange) error {
 	if req.Method == http.MethodHead {
 		return nil
 	}
+	if atConnectionCap(ex) {
+		return s.checkUnrouted(ex, http.StatusServiceUnavailable, AtConnectionCapResponse, s.atConnectionCap)
+	}
 	ctx := context.Background()
 	route, params, err := s.router.FindRoute(withBody(req, ex.RequestBody))
 	switch {
@@ -196,6 +205,13 @@ func (s *Spec) Check(ex Exchange) error {
 	}
 	errs = append(errs, s.checkResponse(in, ex, ref.Value)...)
 	return errors.Join(errs...)
+}
+
+// atConnectionCap reports whether ex is the answer to a connection past the
+// node's cap: a 503 overloaded, which no route answers.
+func atConnectionCap(ex Exchange) bool {
+	var p struct{ Code string }
+	return ex.Status == http.StatusServiceUnavailable && json.Unmarshal(ex.Body, &p) == nil && p.Code == "overloaded"
 }
 
 // CheckUnparsable validates the answer to a request the HTTP layer could

@@ -33,6 +33,9 @@ type config struct {
 	sessionsMax     int
 	bodyMax         int64
 	requestTimeout  time.Duration
+	bodyTimeout     time.Duration
+	maxConns        int
+	maxIdleConns    int
 	headerTimeout   time.Duration
 	shutdownTimeout time.Duration
 	checkpointBytes int64
@@ -120,6 +123,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.bodyMax, "max-body", 1<<20, "maximum request body in bytes (larger: 413)")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "maximum time to handle one request (raised to wait-max + 10s if not longer than wait-max)")
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", 10*time.Second, "maximum time to read a request body once its handler starts (slower: 408 request_timeout, connection closed); the default lets a 100 KiB/s client send a 1 MiB body")
+	fs.IntVar(&c.maxConns, "max-connections", 0, fmt.Sprintf("maximum client connections open at once; beyond it a connection is answered 503 overloaded and closed (0: the open-files limit less max(%d, an eighth) kept for the store, at most %d)", descriptorReserveMin, connectionsDefaultMax))
+	fs.IntVar(&c.maxIdleConns, "max-idle-connections", 0, "maximum keep-alive connections idle at once; one going idle beyond it is closed (0: a quarter of -max-connections)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables)")
 	fs.BoolVar(&c.valueLog, "value-log", true, "keep terminal receipts and tombstones in the on-disk value log once checkpointed, RAM holding their keys and a pointer (false: every value in RAM; values already there stay readable)")
@@ -224,10 +230,13 @@ func (c *config) validate() error {
 		name string
 		d    time.Duration
 	}{{"-wait-max", c.waitMax}, {"-request-timeout", c.requestTimeout}, {"-header-timeout", c.headerTimeout},
-		{"-shutdown-timeout", c.shutdownTimeout}} {
+		{"-body-timeout", c.bodyTimeout}, {"-shutdown-timeout", c.shutdownTimeout}} {
 		if f.d <= 0 {
 			return usagef("%s %v: must be positive", f.name, f.d)
 		}
+	}
+	if c.maxConns < 0 || c.maxIdleConns < 0 {
+		return usagef("-max-connections %d, -max-idle-connections %d: must be 0 (default) or positive", c.maxConns, c.maxIdleConns)
 	}
 	if c.checkpointBytes == 0 {
 		return usagef("-checkpoint-bytes 0: must be positive (bytes) or negative (disabled)")

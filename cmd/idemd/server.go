@@ -49,6 +49,10 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 			d.close()
 		}
 	}()
+	limits, err := connLimits(c, log)
+	if err != nil {
+		return nil, err
+	}
 	if d.ln, err = net.Listen("tcp", c.addr); err != nil {
 		return nil, fmt.Errorf("-addr %s: %w", c.addr, err)
 	}
@@ -74,13 +78,15 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	t.summary = time.Since(began)
 	logRecovered(log, d.store.db, sum, t)
 	handler := api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
-		RequestTimeout: c.requestTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
+		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
 		Forward: forwarding(c), Logger: log})
 	// Through the handler's listener, even the answers net/http gives by
 	// itself (a malformed request, headers beyond MaxHeaderBytes) are
 	// problem details.
-	d.ln = handler.Listener(d.ln)
+	gate := handler.NewConnGate(limits)
+	d.ln = handler.Listener(gate.Listener(d.ln))
 	d.srv = &http.Server{
+		ConnState:         gate.ConnState,
 		Handler:           d.counted(crashOnPanic(handler, stderr)),
 		MaxHeaderBytes:    headerBytesMax,
 		ReadHeaderTimeout: c.headerTimeout,
@@ -90,6 +96,21 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return d, nil
+}
+
+// connLimits resolves the connection caps against the open-files limit
+// and logs what is in force.
+func connLimits(c config, log *slog.Logger) (api.ConnLimits, error) {
+	limit, err := openFilesLimit()
+	if err != nil {
+		return api.ConnLimits{}, fmt.Errorf("read the open-files limit: %w", err)
+	}
+	maxConns, maxIdle, err := connectionCaps(c.maxConns, c.maxIdleConns, limit)
+	if err != nil {
+		return api.ConnLimits{}, err
+	}
+	log.Info("idemd: connection caps", "max_connections", maxConns, "max_idle_connections", maxIdle, "open_files_limit", limit)
+	return api.ConnLimits{Max: maxConns, IdleMax: maxIdle}, nil
 }
 
 // close closes what start opened, newest first.

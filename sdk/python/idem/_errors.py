@@ -29,6 +29,7 @@ CODES: Dict[str, tuple] = {
     "idempotency_key_expired": (409, False, "new_key"),
     "first_sent_too_old": (412, False, "new_key"),
     "header_fields_too_large": (431, False, "none"),
+    "request_timeout": (408, True, "same_key"),
     "overloaded": (429, True, "same_key"),
     "internal": (500, True, "same_key"),
     "not_implemented": (501, False, "none"),

@@ -25,6 +25,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   idempotency_key_expired: { status: 409, retryable: false, retryWith: "new_key" },
   first_sent_too_old: { status: 412, retryable: false, retryWith: "new_key" },
   header_fields_too_large: { status: 431, retryable: false, retryWith: "none" },
+  request_timeout: { status: 408, retryable: true, retryWith: "same_key" },
   not_implemented: { status: 501, retryable: false, retryWith: "none" },
   overloaded: { status: 429, retryable: true, retryWith: "same_key" },
   internal: { status: 500, retryable: true, retryWith: "same_key" },
