@@ -89,7 +89,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	ans, err = s.svc.Execute(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal {
-		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" && s.forward(w, r, body, ans.Holder, wait) {
+		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" && s.forward(w, r, body, ans.Holder, wait, receipt.Bind(principal, tbl, key)) {
 			return
 		}
 		if wait > 0 { // not forwarded: wait here, as without forwarding

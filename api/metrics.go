@@ -29,7 +29,23 @@ type metrics struct {
 	outcomes  *prometheus.CounterVec
 	// resolutions counts operators' resolutions by what they did.
 	resolutions *prometheus.CounterVec
+	// forwardRefusals counts what forwarding between nodes refused.
+	forwardRefusals *prometheus.CounterVec
 }
+
+// What label values of idem_forward_refused_total.
+const (
+	// refusedRequest: a request's internal headers, not signed by a node,
+	// were dropped (forwardauth.go).
+	refusedRequest = "request"
+	// refusedAnswer: what the owner's address answered was no answer of
+	// the owner's, and was not relayed (forward.go).
+	refusedAnswer = "answer"
+)
+
+// forwardRefused counts one refusal of what (refusedRequest or
+// refusedAnswer).
+func (m *metrics) forwardRefused(what string) { m.forwardRefusals.WithLabelValues(what).Inc() }
 
 // Result label values of idem_admin_resolutions_total.
 var resolutionResults = []string{"presumed_abort", "decision_in_force", "already_terminal"}
@@ -146,13 +162,20 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 	for _, r := range resolutionResults {
 		m.resolutions.WithLabelValues(r)
 	}
+	m.forwardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idem_forward_refused_total", Help: "What forwarding between nodes refused, by what: " +
+			"request (internal headers no node signed, dropped: the request was served as a client's), " +
+			"answer (what the owner's address answered was not the owner's signed answer: not relayed, the request was answered here).",
+	}, []string{"what"})
+	m.forwardRefusals.WithLabelValues(refusedRequest)
+	m.forwardRefusals.WithLabelValues(refusedAnswer)
 	// Every keyed series exists from the start, so that rates over them do
 	// not begin with a gap.
 	for _, o := range keyedOutcomes {
 		m.outcomes.WithLabelValues(o, "true")
 		m.outcomes.WithLabelValues(o, "false")
 	}
-	m.reg.MustRegister(m.requests, m.durations, m.outcomes, m.resolutions,
+	m.reg.MustRegister(m.requests, m.durations, m.outcomes, m.resolutions, m.forwardRefusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	counter := func(name, help string, f func(receipt.Stats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},

@@ -37,6 +37,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_http_request_duration_seconds":       dto.MetricType_HISTOGRAM,
 	"idem_keyed_answers_total":                 dto.MetricType_COUNTER,
 	"idem_admin_resolutions_total":             dto.MetricType_COUNTER,
+	"idem_forward_refused_total":               dto.MetricType_COUNTER,
 	"idem_replays_total":                       dto.MetricType_COUNTER,
 	"idem_key_mismatches_total":                dto.MetricType_COUNTER,
 	"idem_in_progress_total":                   dto.MetricType_COUNTER,

@@ -50,8 +50,10 @@ type Options struct {
 	// principal's receipts and resolve a stuck one (admin.go). On a server
 	// without tokens the single principal is one.
 	Admins []string
-	// Forward, if set, sends a keyed request whose receipt another live
-	// node holds to that node (forward.go); nil answers it here.
+	// Forward, if set with a secret, sends a keyed request whose receipt
+	// another live node holds to that node, and accepts requests other
+	// nodes forward (forward.go); nil answers it here and serves every
+	// request as a client's.
 	Forward *Forwarding
 	Logger  *slog.Logger
 }
@@ -77,6 +79,8 @@ type Server struct {
 	unavailable unavailableLog
 	// unhealthyLogged is when /healthz's 503 was last logged (unix nanos).
 	unhealthyLogged atomic.Int64
+	// forwarder forwards requests to their owners; nil: forwarding is off.
+	forwarder *forwarder
 }
 
 // New builds the server and its routes.
@@ -93,7 +97,10 @@ func New(svc *receipt.Service, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{svc: svc, opts: opts, mux: http.NewServeMux()}
+	s := &Server{svc: svc, opts: opts, mux: http.NewServeMux(), forwarder: newForwarder(opts.Forward)}
+	if opts.Forward != nil && s.forwarder == nil {
+		opts.Logger.Warn("api: forwarding is off: its cluster secret is shorter than " + strconv.Itoa(ClusterSecretBytesMin) + " bytes")
+	}
 	s.metrics = newMetrics(svc, opts.StoreCollectors)
 	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }
 	s.route("PUT /v1/tables/{table}", auth(s.putTable))
@@ -141,8 +148,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // send a path that is not canonical (dot segments, doubled slashes) or
 // lacks a trailing slash elsewhere with a 307, which an API client either
 // does not follow or follows to a 404. Such a path is not one of ours and
-// gets 404 here.
+// gets 404 here. Internal headers are checked first (admitInternal), so
+// that no route sees one a client sent.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	w, r = s.admitInternal(w, r)
 	if h, _ := s.mux.Handler(r); isRoute(h) {
 		// Serve through the mux (not the route) so that it sets the path
 		// values.

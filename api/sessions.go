@@ -253,7 +253,7 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ans, err := s.svc.CommitSession(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal && ans.Code == code.RequestInProgress && ans.Holder.Node != "" {
-		if s.forward(w, r, body, ans.Holder, wait) {
+		if s.forward(w, r, body, ans.Holder, wait, receipt.Bind(req.Principal, "", commitKey(req))) {
 			return
 		}
 		if wait > 0 {
@@ -262,10 +262,7 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		if key == "" {
-			key = req.Session
-		}
-		txnID := receipt.Bind(req.Principal, "", key)
+		txnID := receipt.Bind(req.Principal, "", commitKey(req))
 		w.Header().Set(headerTxnID, txnID)
 		writeTxnProblem(w, s.classify(r, err), txnID)
 		return
@@ -279,13 +276,22 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 	writeAnswer(w, ans)
 }
 
+// commitKey is the key a commit binds: its Idempotency-Key, or the
+// session ID.
+func commitKey(req receipt.CommitRequest) string {
+	if req.Key == "" {
+		return req.Session
+	}
+	return req.Key
+}
+
 // writeSessionError answers a failed session step: one held by another
 // live node is forwarded there when this server forwards (body is the
 // request's), else answered 503 naming the node.
 func (s *Server) writeSessionError(w http.ResponseWriter, r *http.Request, body []byte, err error) {
 	var elsewhere *receipt.HeldElsewhereError
 	if errors.As(err, &elsewhere) {
-		if s.mayForward(r) && s.forward(w, r, body, elsewhere.Holder, 0) {
+		if s.mayForward(r) && s.forward(w, r, body, elsewhere.Holder, 0, "") {
 			return
 		}
 		writeProblem(w, code.Unavailable, fmt.Sprintf("session %s is held by node %s, which did not answer here; retry", elsewhere.Session, elsewhere.Holder.Node))

@@ -17,8 +17,22 @@ import (
 )
 
 // idemd on etcd, as processes: nodes of one deployment share the cluster
-// under one prefix. (Forwarding to a live owner is not here yet: these
-// are the replay and adoption paths, which need only the shared store.)
+// under one prefix, and one cluster secret, so that they forward to one
+// another.
+
+// clusterSecret is the -cluster-secret-file every node startNodeOn starts
+// reads.
+const clusterSecret = "etcdtest-cluster-secret-0123456789abcdef\n"
+
+// clusterSecretFile writes clusterSecret in a file of t's.
+func clusterSecretFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "cluster-secret")
+	if err := os.WriteFile(p, []byte(clusterSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // startNode launches idemd -store etcd as node on c under prefix, at a
 // port it advertises, and waits until it is healthy.
@@ -32,7 +46,8 @@ func startNodeOn(t *testing.T, cl *apitest.Client, endpoints, prefix, node strin
 	t.Helper()
 	addr := apitest.FreeAddr(t)
 	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", endpoints,
-		"-etcd-prefix", prefix, "-node", node, "-advertise", "http://" + addr, "-lease-ttl", "1s", "-maintain-interval", "100ms"}, args...)
+		"-etcd-prefix", prefix, "-node", node, "-advertise", "http://" + addr, "-lease-ttl", "1s", "-maintain-interval", "100ms",
+		"-cluster-secret-file", clusterSecretFile(t)}, args...)
 	return apitest.Start(t, cl, t.TempDir(), env, argv...)
 }
 
@@ -142,7 +157,7 @@ func TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz(t *testing.T) {
 // receipt's claim names, at the address its record advertises — and
 // relays node-a's answer: 409 in progress without a wait; with Prefer:
 // wait, node-a's terminal answer, the same bytes node-a gave its own
-// client. A forwarded request is never forwarded again.
+// client. An unsigned Idem-Forwarded-By from a client is dropped.
 func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	testsupport.RequireFailpoints(t)
 	c := sharedCluster(t)
@@ -199,11 +214,11 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 		t.Fatalf("with a wait, through node-b: %d %v %s; node-a answered %s", waited.Status, waited.Header, waited.Body, mine.Body)
 	}
 
-	// A request that says it was forwarded already is answered where it
-	// lands, never sent on: no loop whatever the nodes believe.
+	// A client that says it is a node, unsigned, is a client: its header
+	// is dropped, and the terminal receipt replays where it lands.
 	again := cb.Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k", "Idem-Forwarded-By", "node-x")
-	if again.Status != 201 || again.Header.Get("Idem-Served-By") != "" {
-		t.Fatalf("a forwarded request reaching node-b: %d served by %q", again.Status, again.Header.Get("Idem-Served-By"))
+	if again.Status != 201 || again.Header.Get("Idem-Served-By") != "" || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("a request claiming to be forwarded reaching node-b: %d served by %q", again.Status, again.Header.Get("Idem-Served-By"))
 	}
 	var doc struct {
 		Doc struct{ N int }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -110,6 +111,11 @@ type clusterNode struct {
 
 func startClusterNodes(env *Env, etcd *etcdtest.Cluster, n int) ([]*clusterNode, error) {
 	var nodes []*clusterNode
+	// The secret every node forwards with (without one forwarding is off).
+	secret := make([]byte, api.ClusterSecretBytesMin)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
 	for i := range n {
 		node := &clusterNode{name: fmt.Sprintf("node-%d", i+1)}
 		nodes = append(nodes, node)
@@ -134,7 +140,7 @@ func startClusterNodes(env *Env, etcd *etcdtest.Cluster, n int) ([]*clusterNode,
 		tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true}
 		node.client = &http.Client{Transport: tr, Timeout: time.Minute}
 		h := api.New(node.svc, api.Options{Logger: discardLogger,
-			Forward: &api.Forwarding{Node: node.name, Client: &http.Client{Transport: tr.Clone()}}})
+			Forward: &api.Forwarding{Node: node.name, Client: &http.Client{Transport: tr.Clone()}, Secret: secret}})
 		node.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go node.srv.Serve(ln)
 	}

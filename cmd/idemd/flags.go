@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/wal"
@@ -58,6 +59,7 @@ type config struct {
 	etcdUser        string
 	etcdPassword    string // the -etcd-password-file's path
 	advertise       string
+	clusterSecret   string // the -cluster-secret-file's path
 }
 
 // usageError is a command line idemd cannot run with: main exits 2 for it
@@ -145,6 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.etcdKey, "etcd-key", "", "with -store etcd: the -etcd-cert's private key `FILE`")
 	fs.StringVar(&c.etcdUser, "etcd-user", "", "with -store etcd: etcd user to authenticate as (with -etcd-password-file)")
 	fs.StringVar(&c.etcdPassword, "etcd-password-file", "", "with -store etcd: `FILE` holding the -etcd-user's password (one line)")
+	fs.StringVar(&c.clusterSecret, "cluster-secret-file", "", fmt.Sprintf("with -store etcd: `FILE` holding the secret shared by every node of the deployment (at least %d bytes; a trailing line break is not part of it), which authenticates requests forwarded between nodes; without it forwarding is off (a request for work another node holds is answered here) and no request is taken for a forwarded one", api.ClusterSecretBytesMin))
 	fs.StringVar(&c.advertise, "advertise", "", "with -store etcd: the URL this node's peers reach it at, http://host:port, written in its node record")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

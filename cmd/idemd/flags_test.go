@@ -78,6 +78,7 @@ func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1"}, `-advertise "http://127.0.0.1": -store etcd needs the URL`},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420/x"}, `-advertise "http://127.0.0.1:8420/x": -store etcd needs the URL`},
 		{[]string{"-etcd-ca", "ca.crt"}, "-etcd-ca: only with -store etcd"},
+		{[]string{"-cluster-secret-file", "secret"}, "-cluster-secret-file: only with -store etcd"},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-cert", "c.crt"}, "-etcd-cert and -etcd-key: give both or neither"},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-cert", "c.crt", "-etcd-key", "c.key"}, "a client certificate needs TLS: give -etcd-ca too"},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-user", "root"}, "-etcd-user and -etcd-password-file: give both or neither"},

@@ -175,6 +175,12 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	missing := filepath.Join(dir, "missing")
 	empty := write("empty", "# only a comment\n\n   \n# and another\n")
+	// On etcd at an address nothing serves: the secret is read, and
+	// refused, before anything is dialled.
+	etcd := func(args ...string) []string {
+		return append([]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:1", "-advertise", "http://127.0.0.1:1"}, args...)
+	}
+	short := write("short", strings.Repeat("s", 31)+"\n")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -187,6 +193,9 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 		{[]string{"-tokens", write("bad", "alice\n")}, "line 1: want principal:token", 1},
 		{[]string{"-tokens", write("dup", "# c\nalice:t\n\nbob:t\n")}, "line 4: token listed twice", 1},
 		{[]string{"-no-such-flag"}, "not defined", 2},
+		{etcd("-cluster-secret-file", missing), "-cluster-secret-file " + missing + ": cannot open: no such file or directory", 1},
+		{etcd("-cluster-secret-file", short), "-cluster-secret-file " + short + ": 31 bytes, want at least 32", 1},
+		{etcd("-cluster-secret-file", write("huge", strings.Repeat("h", 5000))), "longer than 4096 bytes", 1},
 	} {
 		err := run(context.Background(), append(c.args, "-data", data), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != c.code {

@@ -43,6 +43,12 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	} else {
 		log.Warn("auth: no -tokens file: every request is the single principal \"anonymous\"")
 	}
+	var secret []byte
+	if c.clusterSecret != "" {
+		if secret, err = loadClusterSecret(c.clusterSecret, log); err != nil {
+			return nil, err
+		}
+	}
 	d := &daemon{c: c, log: log}
 	defer func() {
 		if err != nil {
@@ -79,7 +85,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	logRecovered(log, d.store.db, sum, t)
 	handler := api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
 		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
-		Forward: forwarding(c), Logger: log})
+		Forward: forwarding(c, secret, log), Logger: log})
 	// Through the handler's listener, even the answers net/http gives by
 	// itself (a malformed request, headers beyond MaxHeaderBytes) are
 	// problem details.

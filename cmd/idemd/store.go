@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -16,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/engine/etcdstore"
@@ -139,22 +136,6 @@ func etcdClientConfig(c config) (clientv3.Config, error) {
 		}
 	}
 	return cfg, nil
-}
-
-// peerDialTimeout bounds connecting to a peer a request is forwarded to:
-// a node that does not accept within it is treated as unreachable and the
-// request answered here.
-const peerDialTimeout = 2 * time.Second
-
-// forwarding is the API's forwarding to peers: on etcd, where other nodes
-// hold receipts; none on the local engine, where this process is alone.
-func forwarding(c config) *api.Forwarding {
-	if c.store != storeEtcd {
-		return nil
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.DialContext = (&net.Dialer{Timeout: peerDialTimeout}).DialContext
-	return &api.Forwarding{Node: c.node, Client: &http.Client{Transport: transport}}
 }
 
 // walLinger maps -wal-group-linger onto wal.Options.GroupLinger, where 0

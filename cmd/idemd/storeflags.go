@@ -26,7 +26,7 @@ const etcdDialTimeoutMin = 100 * time.Millisecond
 
 // etcdFlags are the flags that mean nothing without -store etcd.
 var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "etcd-ca", "etcd-cert", "etcd-key",
-	"etcd-user", "etcd-password-file", "advertise"}
+	"etcd-user", "etcd-password-file", "advertise", "cluster-secret-file"}
 
 // parseStore checks -store and the flags that go with it: with etcd the
 // endpoints and the advertised URL are required; with the local engine

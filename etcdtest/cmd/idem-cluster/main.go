@@ -1,13 +1,16 @@
 // Command idem-cluster starts a cluster to try on one machine: an
 // embedded 3-member etcd (this repository's etcdtest, the real server on
 // loopback) and idemd nodes on it, each an ordinary process on its own
-// port, until Ctrl-C. It is what `make cluster` runs; see docs/cluster.md.
+// port sharing a cluster secret made for the run (<dir>/cluster-secret, so
+// that they forward to one another), until Ctrl-C. It is what `make cluster` runs; see docs/cluster.md.
 //
 //	go run ./etcdtest/cmd/idem-cluster -idemd bin/idemd-dev
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -69,6 +72,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 		return err
 	}
 
+	secret, err := writeClusterSecret(*dir)
+	if err != nil {
+		return err
+	}
 	cluster, err := etcdtest.Launch(filepath.Join(*dir, "etcd"), etcdtest.Options{Fsync: true})
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -88,7 +95,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 		addr := "127.0.0.1:" + strconv.Itoa(*basePort+i-1)
 		n := &node{name: name, addr: addr, dir: *dir, out: out,
 			args: []string{"-store", "etcd", "-etcd-endpoints", endpoints, "-etcd-prefix", "/idem/dev/",
-				"-node", name, "-addr", addr, "-advertise", "http://" + addr, "-lease-ttl", leaseTTL.String()},
+				"-node", name, "-addr", addr, "-advertise", "http://" + addr, "-lease-ttl", leaseTTL.String(),
+				"-cluster-secret-file", secret},
 			bin: *idemd, env: os.Environ()}
 		if name == fpNode {
 			n.env = append(n.env, "GO_FAILPOINTS="+fpTerms)
@@ -110,6 +118,25 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
 	return nil
+}
+
+// clusterSecretBytes is the random part of the nodes' cluster secret,
+// written hex-encoded: twice idemd's minimum.
+const clusterSecretBytes = 32
+
+// writeClusterSecret writes a new random cluster secret in dir, readable
+// by its owner only, and returns its path: every node gets it, so that
+// they forward to one another.
+func writeClusterSecret(dir string) (string, error) {
+	b := make([]byte, clusterSecretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "cluster-secret")
+	if err := os.WriteFile(p, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // node is one supervised idemd process.

@@ -44,6 +44,17 @@ func TestRun_TheClusterMakeClusterStartsServesAndStops(t *testing.T) {
 	if first.Status != 201 || second.Status != 201 || !bytes.Equal(first.Body, second.Body) || second.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("node-1 %d %s, node-2 %d %s", first.Status, first.Body, second.Status, second.Body)
 	}
+	// The nodes share the secret run made, so they forward: a session
+	// node-1 holds is staged through node-2.
+	var sess struct {
+		ID string `json:"session_id"`
+	}
+	c.Do("POST", "/v1/sessions", nil).JSON(t, 201, &sess)
+	staged := c.WithBase("http://127.0.0.1:"+strconv.Itoa(base+1)).Do("POST", "/v1/sessions/"+sess.ID+"/batch", `{"table":"t","inserts":[{"id":"s","doc":{}}]}`)
+	if staged.Status != 200 || staged.Header.Get("Idem-Served-By") != "node-1" {
+		t.Fatalf("a step through node-2 on node-1's session: %d %v %s, want forwarded", staged.Status, staged.Header, staged.Body)
+	}
+	c.Do("DELETE", "/v1/sessions/"+sess.ID, nil).JSON(t, 200, nil)
 	// A node SIGKILLed while the cluster runs is started again, and
 	// replays what it answered before.
 	pidFile := filepath.Join(dir, "node-1.pid")
