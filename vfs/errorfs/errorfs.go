@@ -48,15 +48,21 @@ func (o Op) String() string {
 var (
 	EIO    error = syscall.EIO
 	ENOSPC error = syscall.ENOSPC
+	// EMFILE and ENFILE: out of file descriptors (process, system): no
+	// I/O error, a flood (vfs.WaitFS waits them out).
+	EMFILE error = syscall.EMFILE
+	ENFILE error = syscall.ENFILE
 )
 
 // Rule fails calls of one kind whose path contains PathContains: the Nth
-// matching call (1-based) and, if Sticky, every one after it.
+// matching call (1-based) and, if Sticky, every one after it; or, if Times
+// is above 1, that many from the Nth on (a shortage that ends).
 type Rule struct {
 	Op           Op
 	PathContains string
 	Nth          int
 	Sticky       bool
+	Times        int
 	Err          error
 }
 
@@ -106,7 +112,7 @@ func (f *FS) maybe(op Op, path string) error {
 			continue
 		}
 		r.seen++
-		if r.seen == r.Nth || r.Sticky && r.seen > r.Nth {
+		if r.seen == r.Nth || r.Sticky && r.seen > r.Nth || r.seen > r.Nth && r.seen < r.Nth+r.Times {
 			return &fs.PathError{Op: "errorfs " + op.String(), Path: path, Err: r.Err}
 		}
 	}
