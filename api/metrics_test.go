@@ -81,6 +81,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_engine_log_since_checkpoint_entries": dto.MetricType_GAUGE,
 	"idem_engine_recovery_replayed_bytes":      dto.MetricType_GAUGE,
 	"idem_engine_fail_stopped":                 dto.MetricType_GAUGE,
+	"idem_engine_descriptor_waits_total":       dto.MetricType_COUNTER,
 	"idem_vlog_segments":                       dto.MetricType_GAUGE,
 	"idem_vlog_bytes":                          dto.MetricType_GAUGE,
 	"idem_vlog_live_bytes":                     dto.MetricType_GAUGE,

@@ -29,7 +29,8 @@ type DB struct {
 	dir  string
 	opts Options
 	log  *wal.Log
-	fs   vfs.FS
+	fs   vfs.FS // fds: every open of the engine's own files
+	fds  *vfs.WaitFS
 	lock io.Closer
 
 	mu      sync.Mutex
@@ -99,9 +100,14 @@ func Open(dir string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The engine's opens (checkpoints, deltas, the value log, directory
+	// syncs) wait out a shortage of descriptors from the end of Open to
+	// the start of Close, as the WAL's do (vfs.WaitFS says why).
+	fds := vfs.NewWaitFS(opts.FS, opts.Logger)
 	db := &DB{
 		dir:          dir,
-		fs:           opts.FS,
+		fs:           fds,
+		fds:          fds,
 		opts:         opts,
 		lock:         lock,
 		pending:      make(map[string]pendingWrite),
@@ -113,7 +119,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		dirty:        newDirtySet(),
 		vlogHeld:     map[uint32]bool{},
 	}
-	if db.vlog, err = openValueLog(opts.FS, dir, opts.ValueLogSegmentBytes); err != nil {
+	if db.vlog, err = openValueLog(db.fs, dir, opts.ValueLogSegmentBytes); err != nil {
 		lock.Close()
 		return nil, err
 	}
@@ -124,6 +130,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.retireUnreferenced()
+	fds.Begin()
 	go db.checkpointer()
 	if db.ckptPending != nil && opts.CheckpointLogBytes > 0 {
 		db.ckptRequests <- struct{}{} // resume the checkpoint a crash interrupted
@@ -278,6 +285,9 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return ErrClosed
 	}
+	// A checkpoint waiting for a descriptor gives up (it is resumed or
+	// redone at the next open): Close never hangs on a flood.
+	db.fds.Stop()
 	close(db.ckptStop)
 	<-db.ckptDone
 	err := db.log.Close()
@@ -310,6 +320,11 @@ type Stats struct {
 	FailStopped bool
 	// ValueLog describes the value log (vlog.go).
 	ValueLog ValueLogStats
+	// DescriptorWaits counts the opens of the engine's own files
+	// (checkpoints, deltas, value log) that met EMFILE or ENFILE and
+	// waited for a descriptor instead of failing; WAL.DescriptorWaits
+	// counts the log's.
+	DescriptorWaits uint64
 }
 
 // RecoveryStats says what the open that started this DB replayed.
@@ -326,7 +341,8 @@ func (db *DB) Stats() Stats {
 	db.treeMu.RUnlock()
 	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied,
 		Checkpoint: Version(db.lastCkptIndex.Load()), Recovery: db.recovery,
-		Checkpoints: db.checkpointStats(), FailStopped: errors.Is(db.Health(), ErrFailStopped), ValueLog: db.valueLogStats()}
+		Checkpoints: db.checkpointStats(), FailStopped: errors.Is(db.Health(), ErrFailStopped), ValueLog: db.valueLogStats(),
+		DescriptorWaits: db.fds.Waits()}
 }
 
 // Health reports why the store cannot take writes: nil when healthy,

@@ -17,5 +17,8 @@
 // appenders get ErrAmbiguous, everyone after gets ErrFailStopped, and only
 // Close and a new Open (which repairs the tail) make progress again. We never
 // retry an fsync: after a failed fsync the kernel may have dropped the dirty
-// pages, so a second fsync that succeeds proves nothing.
+// pages, so a second fsync that succeeds proves nothing. Running out of file
+// descriptors (EMFILE, ENFILE) is no such error: an open that meets it waits
+// until it gets one or the log closes (vfs.WaitFS), and a segment roll on a
+// spare opens nothing (prealloc.go).
 package wal

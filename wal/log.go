@@ -78,6 +78,9 @@ type Stats struct {
 	// Lingered counts groups the writer held open while the cores were
 	// busy (linger.go).
 	Lingered uint64
+	// DescriptorWaits counts opens that met EMFILE or ENFILE and waited
+	// for a descriptor instead of failing (vfs.WaitFS).
+	DescriptorWaits uint64
 }
 
 // Log is a write-ahead log. All methods are safe for concurrent use except
@@ -112,6 +115,11 @@ type Log struct {
 	frameBuf  []byte
 	parts     []groupPart   // scratch of writeGroup
 	prealloc  *preallocator // nil with Options.NoPreallocation
+	// dirFile is the log's directory, open from Open to Close: the
+	// directory sync of a segment roll takes no descriptor (with the
+	// spare's, prealloc.go, a roll opens nothing).
+	dirFile vfs.File
+	fds     *vfs.WaitFS // the log's FS (opts.FS)
 
 	writerDone chan struct{}
 	// coresBusy tells the writer whether to linger, and lingerWait waits
@@ -134,6 +142,10 @@ type Log struct {
 // *CorruptionError and changes nothing.
 func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	opts = opts.withDefaults()
+	// Every open of the log's waits out a shortage of descriptors from
+	// the end of Open to the start of Close (vfs.WaitFS says why).
+	fds := vfs.NewWaitFS(opts.FS, opts.Logger)
+	opts.FS = fds
 	fsys := opts.FS
 	if err := vfs.MkdirAllSynced(fsys, dir, 0o750); err != nil {
 		return nil, RepairReport{}, err
@@ -193,11 +205,12 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		tw.Close()
 		return nil, rep, err
 	}
-	l.fsyncs = fsyncs
+	l.fsyncs, l.fds = fsyncs, fds
 	if closed != notClosed {
 		// From the first write on, a stop is a crash again.
 		if err := removeMarker(fsys, dir); err != nil {
 			tw.Close()
+			l.dirFile.Close()
 			return nil, rep, err
 		}
 		l.openedClean = closed == closedCleanly
@@ -211,6 +224,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		opts.Logger.Warn("wal: damage files kept for inspection (safe to delete; removed with their segment)",
 			"dir", dir, "files", names, "bytes", total)
 	}
+	fds.Begin()
 	go l.run()
 	return l, rep, nil
 }
@@ -218,9 +232,18 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 // newLog builds the Log over an open tidwall log. tail is the repaired
 // tail's shape, nil when repair did not read it (a new log, or a tail that
 // an interrupted truncation's START file leaves to tidwall).
-func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *tailShape) (*Log, error) {
+func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *tailShape) (_ *Log, err error) {
+	dirFile, err := opts.FS.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			dirFile.Close()
+		}
+	}()
 	// tidwall may have created the first segment.
-	if err := vfs.SyncDir(opts.FS, dir); err != nil {
+	if err := dirFile.Sync(); err != nil {
 		return nil, err
 	}
 	last, err := tw.LastIndex()
@@ -248,6 +271,7 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *
 		segs:       segs,
 		tailBytes:  tail.end,
 		prealloc:   pre,
+		dirFile:    dirFile,
 		writerDone: make(chan struct{}),
 		coresBusy:  newCoreWatch().busy,
 		lingerWait: time.Sleep,
@@ -277,7 +301,8 @@ func (l *Log) LastIndex() uint64 {
 func (l *Log) Stats() Stats {
 	fsyncs := l.fsyncs.Snapshot()
 	s := Stats{Groups: l.groups.Load(), Entries: l.entries.Load(), Fsyncs: fsyncs.Count, Bytes: l.bytes.Load(),
-		FsyncDuration: fsyncs, GroupEntries: l.groupEntries.Snapshot(), Lingered: l.lingered.Load()}
+		FsyncDuration: fsyncs, GroupEntries: l.groupEntries.Snapshot(), Lingered: l.lingered.Load(),
+		DescriptorWaits: l.fds.Waits()}
 	if p := l.prealloc; p != nil {
 		s.Preallocated, s.PreallocFailures = p.taken.Load(), p.failed.Load()
 	}
@@ -521,10 +546,14 @@ func (l *Log) Close() error {
 	l.closing = true
 	l.cond.Broadcast()
 	l.mu.Unlock()
+	// A wait for a descriptor ends here with the shortage error, which
+	// fail-stops the log like any other: Close never hangs on a flood.
+	l.fds.Stop()
 	<-l.writerDone
 	if l.prealloc != nil {
 		l.prealloc.close()
 	}
+	defer l.dirFile.Close()
 	l.mu.Lock()
 	failed, started := l.failed, l.started
 	l.mu.Unlock()

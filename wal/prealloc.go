@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -28,7 +29,10 @@ import (
 //
 // The spare is such a file. It is prepared off the write path, as
 // SPARE.partial — zeros, fsync — and renamed to SPARE; a new segment is SPARE
-// renamed to the segment's name. The writer's directory fsync after a new
+// renamed to the segment's name. The spare stays open from its preparation
+// on, and the segment is written through that same descriptor: a segment
+// roll opens no file, so a process out of descriptors (a flood of
+// connections) still rolls (see also Log.dirFile). The writer's directory fsync after a new
 // segment (writeGroup) makes both renames durable at once, so preparing a
 // spare syncs no directory. A log only takes a spare it made itself since
 // Open: after a crash a SPARE may hold the entries of a segment whose
@@ -97,6 +101,7 @@ type preallocator struct {
 
 	mu    sync.Mutex
 	state spareState
+	spare vfs.File      // SPARE, open for writing, while spareReady
 	stop  chan struct{} // closed by close to end a preparation early
 	done  chan struct{} // closed when the running preparation returns
 
@@ -146,12 +151,12 @@ func (p *preallocator) ready() bool {
 
 func (p *preallocator) prepare(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	err := p.writeSpare(stop)
+	f, err := p.writeSpare(stop)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case err == nil:
-		p.state = spareReady
+		p.state, p.spare = spareReady, f
 	case errors.Is(err, errSpareStopped):
 		p.state = spareNone
 	default:
@@ -164,8 +169,8 @@ func (p *preallocator) prepare(stop <-chan struct{}, done chan<- struct{}) {
 }
 
 // writeSpare writes SPARE.partial full of zeros, fsyncs it and renames it to
-// SPARE. On failure it removes what it wrote.
-func (p *preallocator) writeSpare(stop <-chan struct{}) (err error) {
+// SPARE, which it returns open. On failure it removes what it wrote.
+func (p *preallocator) writeSpare(stop <-chan struct{}) (_ vfs.File, err error) {
 	tmp := filepath.Join(p.dir, spareTempName)
 	defer func() {
 		if err != nil {
@@ -175,36 +180,39 @@ func (p *preallocator) writeSpare(stop <-chan struct{}) (err error) {
 		}
 	}()
 	if err := fault.Inject(fault.WALSpareWriteBefore); err != nil {
-		return err
+		return nil, err
 	}
 	f, err := p.fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
+		if err != nil {
+			f.Close()
 		}
 	}()
 	for written := int64(0); written < p.size; {
 		select {
 		case <-stop:
-			return errSpareStopped
+			return nil, errSpareStopped
 		default:
 		}
 		n, err := f.Write(zeroChunk[:min(int64(len(zeroChunk)), p.size-written)])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		written += int64(n)
 	}
 	if err := fault.Inject(fault.WALSpareSyncBefore); err != nil {
-		return err
+		return nil, err
 	}
 	if err := f.Sync(); err != nil {
-		return err
+		return nil, err
 	}
-	return p.fs.Rename(tmp, filepath.Join(p.dir, spareName))
+	if err := p.fs.Rename(tmp, filepath.Join(p.dir, spareName)); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // createSegment is tidwall's CreateSegment: the ready spare renamed to
@@ -238,16 +246,18 @@ func (p *preallocator) takeSpare(path string) (vfs.File, bool) {
 	default:
 		return nil, false
 	}
-	p.state = spareNone
+	f := p.spare
+	p.state, p.spare = spareNone, nil
 	err := fault.Inject(fault.WALSpareTakeBefore)
 	if err == nil {
 		err = p.fs.Rename(filepath.Join(p.dir, spareName), path)
 	}
-	var f vfs.File
 	if err == nil {
-		f, err = p.fs.OpenFile(path, os.O_WRONLY, 0o640)
+		// The descriptor the spare was written through: no open here.
+		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err != nil {
+		f.Close()
 		p.failed.Add(1)
 		p.log.Warn("wal: could not use the preallocated segment", "segment", path, "err", err)
 		return nil, false
@@ -267,5 +277,12 @@ func (p *preallocator) close() {
 	p.mu.Unlock()
 	if done != nil {
 		<-done
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.spare != nil {
+		p.spare.Close()
+		p.spare = nil
+		p.state = spareNone
 	}
 }

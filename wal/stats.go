@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/internal/tidwall"
-
-	"github.com/idemdb/idem/vfs"
 )
 
 // The log's latency and group-size histograms (Stats.FsyncDuration,
@@ -55,11 +53,11 @@ func (f timedFile) Sync() error {
 	return err
 }
 
-// syncDir fsyncs the log's directory and times it like a segment fsync (the
-// time includes opening and closing the directory).
+// syncDir fsyncs the log's directory, through the handle the log keeps
+// open, and times it like a segment fsync.
 func (l *Log) syncDir() error {
 	start := time.Now()
-	err := vfs.SyncDir(l.opts.FS, l.dir)
+	err := l.dirFile.Sync()
 	l.fsyncs.ObserveDuration(time.Since(start))
 	return err
 }

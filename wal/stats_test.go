@@ -65,7 +65,8 @@ func TestHistogram_ConcurrentObservationsAllCount(t *testing.T) {
 
 // syncCountingFS counts every fsync, of files and of directories, that
 // reaches the file system — but a spare's, made off the write path before
-// the spare is a segment (prealloc.go; Stats.Preallocated counts them).
+// the spare is a segment (prealloc.go: its first, the one fsync of its
+// preparation; the same descriptor then writes the segment).
 type syncCountingFS struct {
 	vfs.FS
 	syncs *atomic.Uint64
@@ -73,17 +74,28 @@ type syncCountingFS struct {
 
 type syncCountingFile struct {
 	vfs.File
-	syncs *atomic.Uint64
+	syncs     *atomic.Uint64
+	skipFirst *atomic.Bool // a spare's: its preparation's fsync is not counted
 }
 
-func (f syncCountingFile) Sync() error { f.syncs.Add(1); return f.File.Sync() }
+func (f syncCountingFile) Sync() error {
+	if f.skipFirst == nil || !f.skipFirst.Swap(false) {
+		f.syncs.Add(1)
+	}
+	return f.File.Sync()
+}
 
 func (c syncCountingFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
 	f, err := c.FS.OpenFile(name, flag, perm)
-	if err != nil || filepath.Base(name) == spareTempName {
+	if err != nil {
 		return f, err
 	}
-	return syncCountingFile{f, c.syncs}, nil
+	cf := syncCountingFile{File: f, syncs: c.syncs}
+	if filepath.Base(name) == spareTempName {
+		cf.skipFirst = new(atomic.Bool)
+		cf.skipFirst.Store(true)
+	}
+	return cf, nil
 }
 
 func (c syncCountingFS) OpenDir(name string) (vfs.File, error) {
@@ -91,7 +103,7 @@ func (c syncCountingFS) OpenDir(name string) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return syncCountingFile{f, c.syncs}, nil
+	return syncCountingFile{File: f, syncs: c.syncs}, nil
 }
 
 // TestStats_EveryFsyncIsTimed: Stats.Fsyncs and FsyncDuration count exactly

@@ -85,6 +85,8 @@ func newEngineCollector(stats func() engine.Stats) *engineCollector {
 	counter("idem_vlog_relocated_bytes_total", "Record bytes the value-log collector copied out of mostly dead segments (write amplification: (spilled + relocated) / spilled).",
 		func(s engine.Stats) uint64 { return s.ValueLog.Relocated })
 	counter("idem_vlog_segments_collected_total", "Value-log segments the collector removed.", func(s engine.Stats) uint64 { return s.ValueLog.Collected })
+	counter("idem_engine_descriptor_waits_total", "Opens (WAL, checkpoints, value log) that met EMFILE or ENFILE and waited for a file descriptor instead of failing.",
+		func(s engine.Stats) uint64 { return s.DescriptorWaits + s.WAL.DescriptorWaits })
 	gauge("idem_engine_fail_stopped", "1 when the engine fail-stopped after an I/O error and refuses writes until restarted, else 0.",
 		func(s engine.Stats) float64 {
 			if s.FailStopped {

@@ -48,15 +48,21 @@ func (o Op) String() string {
 var (
 	EIO    error = syscall.EIO
 	ENOSPC error = syscall.ENOSPC
+	// EMFILE and ENFILE: out of file descriptors (process, system): no
+	// I/O error, a flood (vfs.WaitFS waits them out).
+	EMFILE error = syscall.EMFILE
+	ENFILE error = syscall.ENFILE
 )
 
 // Rule fails calls of one kind whose path contains PathContains: the Nth
-// matching call (1-based) and, if Sticky, every one after it.
+// matching call (1-based) and, if Sticky, every one after it; or, if Times
+// is above 1, that many from the Nth on (a shortage that ends).
 type Rule struct {
 	Op           Op
 	PathContains string
 	Nth          int
 	Sticky       bool
+	Times        int
 	Err          error
 }
 
@@ -65,6 +71,10 @@ type FS struct {
 	inner vfs.FS
 	mu    sync.Mutex
 	rules []*armed
+	// open holds the open files: a rename renames them too, so that a
+	// rule on a path still matches a handle opened under its old name (a
+	// spare segment the WAL keeps open and renames).
+	open map[*file]bool
 }
 
 type armed struct {
@@ -101,12 +111,16 @@ func (f *FS) Clear() {
 func (f *FS) maybe(op Op, path string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.maybeLocked(op, path)
+}
+
+func (f *FS) maybeLocked(op Op, path string) error {
 	for _, r := range f.rules {
 		if r.Op != op || !strings.Contains(path, r.PathContains) {
 			continue
 		}
 		r.seen++
-		if r.seen == r.Nth || r.Sticky && r.seen > r.Nth {
+		if r.seen == r.Nth || r.Sticky && r.seen > r.Nth || r.seen > r.Nth && r.seen < r.Nth+r.Times {
 			return &fs.PathError{Op: "errorfs " + op.String(), Path: path, Err: r.Err}
 		}
 	}
@@ -125,7 +139,7 @@ func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error)
 	if err != nil {
 		return nil, err
 	}
-	return &file{File: inner, fs: f, name: name}, nil
+	return f.track(&file{File: inner, fs: f, name: name}), nil
 }
 
 func (f *FS) OpenDir(name string) (vfs.File, error) {
@@ -136,7 +150,17 @@ func (f *FS) OpenDir(name string) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &file{File: inner, fs: f, name: name, dir: true}, nil
+	return f.track(&file{File: inner, fs: f, name: name, dir: true}), nil
+}
+
+func (f *FS) track(h *file) *file {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open == nil {
+		f.open = map[*file]bool{}
+	}
+	f.open[h] = true
+	return h
 }
 
 func (f *FS) Remove(name string) error {
@@ -150,7 +174,17 @@ func (f *FS) Rename(oldname, newname string) error {
 	if err := f.maybe(OpRename, oldname); err != nil {
 		return err
 	}
-	return f.inner.Rename(oldname, newname)
+	if err := f.inner.Rename(oldname, newname); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for h := range f.open {
+		if h.name == oldname {
+			h.name = newname
+		}
+	}
+	return nil
 }
 
 func (f *FS) MkdirAll(dir string, perm fs.FileMode) error {
@@ -179,19 +213,32 @@ func (f *FS) Lock(name string) (io.Closer, error) { return f.inner.Lock(name) }
 type file struct {
 	vfs.File
 	fs   *FS
-	name string
+	name string // under fs.mu
 	dir  bool
 }
 
+func (f *file) maybe(op Op) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	return f.fs.maybeLocked(op, f.name)
+}
+
+func (f *file) Close() error {
+	f.fs.mu.Lock()
+	delete(f.fs.open, f)
+	f.fs.mu.Unlock()
+	return f.File.Close()
+}
+
 func (f *file) Read(p []byte) (int, error) {
-	if err := f.fs.maybe(OpRead, f.name); err != nil {
+	if err := f.maybe(OpRead); err != nil {
 		return 0, err
 	}
 	return f.File.Read(p)
 }
 
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
-	if err := f.fs.maybe(OpRead, f.name); err != nil {
+	if err := f.maybe(OpRead); err != nil {
 		return 0, err
 	}
 	return f.File.ReadAt(p, off)
@@ -200,7 +247,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 // Write fails before writing anything: a write error after a partial write
 // is what a full disk does, and memfs's capacity models that.
 func (f *file) Write(p []byte) (int, error) {
-	if err := f.fs.maybe(OpWrite, f.name); err != nil {
+	if err := f.maybe(OpWrite); err != nil {
 		return 0, err
 	}
 	return f.File.Write(p)
@@ -213,14 +260,14 @@ func (f *file) Sync() error {
 	if f.dir {
 		op = OpSyncDir
 	}
-	if err := f.fs.maybe(op, f.name); err != nil {
+	if err := f.maybe(op); err != nil {
 		return err
 	}
 	return f.File.Sync()
 }
 
 func (f *file) Truncate(size int64) error {
-	if err := f.fs.maybe(OpTruncate, f.name); err != nil {
+	if err := f.maybe(OpTruncate); err != nil {
 		return err
 	}
 	return f.File.Truncate(size)
