@@ -45,25 +45,19 @@ lint:
 		echo "the root go.mod requires a dependency of cmd/bench, harness or contract: it would enter every host's module graph"; exit 1; fi
 	@if grep -nE '^[[:space:]]*replace([[:space:]]|\()' go.mod; then echo "the root go.mod has a replace: hosts do not get it"; exit 1; fi
 
-# vet + gofmt + the race-enabled test suite (short randomized runs), which
-# records every HTTP exchange into a fresh directory (IDEM_CONTRACT_DIR, see
-# internal/apitest), then the contract module's check of each record against
-# api/openapi.yaml (it fails on a mismatch and on zero records), then the
-# harness's planted-bug self-test, which exists only under -tags idem_selftest,
-# then the table, 2PC and API suites again on the reference store, then the
-# Python and TypeScript SDKs' tests (they build and start idemd). Before
-# all of it, generated-check: the SDKs' generated files must be fresh.
-test: lint generated-check
-	$(GO) build -tags nofailpoint $(PKGS)
-	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
-		echo "IDEM_CONTRACT_DIR=$$d $(GO) test -race -count=1 -timeout 5m $(RECORDING_PKGS)"; \
-		IDEM_CONTRACT_DIR=$$d $(GO) test -race -count=1 -timeout 5m $(RECORDING_PKGS); \
-		echo "$(GO) test -count=1 -timeout 5m ./contract/... -args -contract.dir=$$d"; \
-		$(GO) test -count=1 -timeout 5m ./contract/... -args -contract.dir=$$d
-	$(GO) test -race -count=1 -timeout 1m -tags idem_selftest -run 'TestSelfTest' ./fault ./harness
-	IDEM_TEST_STORE=memstore $(GO) test -race -count=1 -timeout 2m $(REFERENCE_PKGS)
-	cd sdk/python && python3 -m unittest discover -s tests -t .
-	cd sdk/ts && npm test
+# Every suite, each run whatever the others did (.ci/suites), so that one
+# run reports every failing suite, then "test: N passed, M failed":
+# lint (vet + gofmt + tidy), generated-check (the SDKs' generated files
+# are fresh), the release build, the race-enabled test suite (short
+# randomized runs), which records every HTTP exchange into a fresh
+# directory (IDEM_CONTRACT_DIR, see internal/apitest), then the contract
+# module's check of each record against api/openapi.yaml (it fails on a
+# mismatch and on zero records), the harness's planted-bug self-test,
+# which exists only under -tags idem_selftest, the table, 2PC and API
+# suites again on the reference store, then the Python and TypeScript
+# SDKs' tests (they build and start idemd).
+test: sdk/ts/node_modules
+	@GO='$(GO)' PKGS='$(PKGS)' RECORDING_PKGS='$(RECORDING_PKGS)' REFERENCE_PKGS='$(REFERENCE_PKGS)' bash .ci/suites
 
 # The release server (as `make build`) on an embedded data dir (./data),
 # 127.0.0.1:8420.
