@@ -23,6 +23,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+
+	"github.com/idemdb/idem/fault"
 )
 
 func main() {
@@ -66,6 +68,9 @@ func runWatched(ctx context.Context, args []string, stdout, stderr io.Writer, wa
 	log := newLogger(c, stderr)
 	slog.SetDefault(log)
 	logStart(log, c)
+	if err := checkFailpoints(log, os.Getenv(fault.EnvVar)); err != nil {
+		return err
+	}
 	d, err := start(ctx, c, log, stderr)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
 )
 
@@ -198,6 +199,32 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"-h"}, io.Discard, io.Discard); !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 {
 		t.Fatalf("-h: %v", err)
+	}
+}
+
+// TestRun_RefusesUnknownFailpoint: a build with failpoints will not
+// start with a GO_FAILPOINTS naming one it does not have (it would arm
+// nothing), and says which; it exits 2, as for a bad flag, before anything
+// is opened. (That known names start is fault.TestCheckEnv_RefusesUnknownNames
+// and every test that arms one in a child idemd.)
+func TestRun_RefusesUnknownFailpoint(t *testing.T) {
+	if !fault.Compiled {
+		t.Skip("the release build has no failpoints: GO_FAILPOINTS does nothing")
+	}
+	defer slog.SetDefault(slog.Default())
+	t.Setenv(fault.EnvVar, fault.WALSyncBefore+`=return("eio");x/y=panic`)
+	data := filepath.Join(t.TempDir(), "data")
+	// Canceled: were the name let through, run would stop at once rather
+	// than serve until the test's deadline.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := run(ctx, []string{"-data", data, "-addr", "127.0.0.1:0"}, io.Discard, io.Discard)
+	want := `GO_FAILPOINTS names unknown failpoint "x/y"; known: `
+	if err == nil || !strings.HasPrefix(err.Error(), want) || exitCode(err) != 2 {
+		t.Fatalf("run: %v (exit %d), want %q… (exit 2)", err, exitCode(err), want)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a data directory was created: %v", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/receipt"
 )
 
@@ -119,6 +120,26 @@ func checkpointSetting(n int64) slog.Value {
 		return slog.StringValue("disabled")
 	}
 	return slog.Int64Value(n)
+}
+
+// checkFailpoints refuses a GO_FAILPOINTS (spec) that names a failpoint
+// this build does not have: it would arm nothing, and a fault run would
+// test nothing. The release build has no failpoints at all; there
+// GO_FAILPOINTS does nothing, which a set one is warned of.
+func checkFailpoints(log *slog.Logger, spec string) error {
+	if !fault.Compiled {
+		if spec != "" {
+			log.Warn("idemd: "+fault.EnvVar+" is set but this is the release build (-tags nofailpoint): it arms nothing", "go_failpoints", spec)
+		}
+		return nil
+	}
+	if err := fault.CheckEnv(spec); err != nil {
+		return usagef("%v", err)
+	}
+	if spec != "" {
+		log.Warn("idemd: failpoints armed by "+fault.EnvVar, "go_failpoints", spec)
+	}
+	return nil
 }
 
 // openTimes are how long each part of the open took.
