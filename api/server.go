@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +28,7 @@ import (
 // Options configure a Server. Zero fields take defaults.
 type Options struct {
 	// Tokens maps bearer tokens to principals; nil means a single Anonymous
-	// principal.
+	// principal. Server.SetTokens replaces them while serving.
 	Tokens map[string]string
 	// BodyBytesMax caps a request body (default 1 MiB); larger → 413.
 	BodyBytesMax int64
@@ -58,6 +60,7 @@ const (
 type Server struct {
 	svc     *receipt.Service
 	opts    Options
+	tokens  atomic.Pointer[tokenSet] // nil: every request is Anonymous
 	mux     *http.ServeMux
 	handler http.Handler
 	metrics *metrics
@@ -79,6 +82,10 @@ func New(svc *receipt.Service, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{svc: svc, opts: opts, mux: http.NewServeMux()}
+	if opts.Tokens != nil {
+		set := tokenSet(maps.Clone(opts.Tokens))
+		s.tokens.Store(&set)
+	}
 	s.metrics = newMetrics(svc, opts.StoreCollectors)
 	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }
 	s.route("PUT /v1/tables/{table}", auth(s.putTable))

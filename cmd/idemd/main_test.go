@@ -186,12 +186,16 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 		{[]string{"-tokens", missing}, "-tokens " + missing + ": cannot open: no such file or directory", 1},
 		{[]string{"-tokens", empty}, "-tokens " + empty + ": no principal:token line", 1},
 		{[]string{"-tokens", write("bad", "alice\n")}, "line 1: want principal:token", 1},
-		{[]string{"-tokens", write("dup", "# c\nalice:t\n\nbob:t\n")}, "line 4: token listed twice", 1},
+		{[]string{"-tokens", write("dup", "# c\nalice:0123456789abcdef\n\nbob:0123456789abcdef\n")}, "line 4: token listed twice", 1},
+		{[]string{"-tokens", write("short", "# c\nalice:0123456789abcdef\nbob:s3cret-0123456\n")}, `line 3: principal "bob": token shorter than 16 bytes`, 1},
 		{[]string{"-no-such-flag"}, "not defined", 2},
 	} {
 		err := run(context.Background(), append(c.args, "-data", data), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != c.code {
 			t.Errorf("%v: %v (exit %d), want %q (exit %d)", c.args, err, exitCode(err), c.want, c.code)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: the error prints a token: %v", c.args, err)
 		}
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
