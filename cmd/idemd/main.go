@@ -6,7 +6,8 @@
 // SIGTERM or SIGINT shut it down gracefully: stop accepting, let in-flight
 // requests finish (up to -shutdown-timeout), stop the background loops and
 // close the engine cleanly. Receipts still in flight keep their leases; the
-// next start adopts them at once (new incarnation).
+// next start adopts them at once (new incarnation). SIGHUP reloads the
+// -tokens file.
 //
 // Exit status: 0 after a clean stop, -h or -version; 2 for a command line
 // it cannot run with (a flag it cannot parse, a value out of range, an

@@ -165,8 +165,10 @@ func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTi
 }
 
 // loadTokens reads the -tokens file. An empty one is refused: every
-// request would be unauthenticated, which no one means.
-func loadTokens(path string) (map[string]string, error) {
+// request would be unauthenticated, which no one means. A file that group
+// or others may read draws a warning: its tokens are every principal's
+// credentials.
+func loadTokens(path string, log *slog.Logger) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -176,6 +178,10 @@ func loadTokens(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("-tokens %s: cannot open: %w", path, err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().Perm()&tokensFileOthersMask != 0 {
+		log.Warn("auth: the tokens file is readable by group or others; chmod 600 it",
+			"file", path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+	}
 	tokens, err := api.ParseTokens(f)
 	if err != nil {
 		return nil, fmt.Errorf("-tokens %s: %w", path, err)
@@ -185,3 +191,7 @@ func loadTokens(path string) (map[string]string, error) {
 	}
 	return tokens, nil
 }
+
+// tokensFileOthersMask are the permission bits of a tokens file that let
+// someone other than its owner read or change it.
+const tokensFileOthersMask = 0o077
