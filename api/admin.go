@@ -29,7 +29,7 @@ import (
 // Options.Admins or, on a server without tokens, the single principal.
 func (s *Server) isAdmin(r *http.Request) bool {
 	p := principalOf(r.Context())
-	if s.opts.Tokens == nil {
+	if s.anonymous() {
 		return true
 	}
 	for _, a := range s.opts.Admins {

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,12 @@ const Anonymous = "anonymous"
 
 // TokensMax bounds the entries of a tokens file.
 const TokensMax = 100000
+
+// TokenBytesMin is the shortest token accepted: 16 bytes of a random
+// token's alphabet cannot be guessed over the network, where a few
+// characters can. It bounds tokens files and SetTokens, not Options.Tokens
+// (a program's own, as tests use).
+const TokenBytesMin = 16
 
 // ParseTokens reads a tokens file: one `principal:token` per line, `#`
 // comments and blank lines ignored. It returns token → principal.
@@ -32,6 +39,10 @@ func ParseTokens(r io.Reader) (map[string]string, error) {
 		if !ok || principal == "" || token == "" {
 			return nil, fmt.Errorf("tokens file line %d: want principal:token", line)
 		}
+		if len(token) < TokenBytesMin {
+			// The token itself is never printed: the message goes to logs.
+			return nil, fmt.Errorf("tokens file line %d: principal %q: token shorter than %d bytes", line, principal, TokenBytesMin)
+		}
 		if _, dup := out[token]; dup {
 			return nil, fmt.Errorf("tokens file line %d: token listed twice", line)
 		}
@@ -42,6 +53,39 @@ func ParseTokens(r io.Reader) (map[string]string, error) {
 	}
 	return out, sc.Err()
 }
+
+// tokenSet maps token → principal. A set is never changed once a Server
+// holds it: SetTokens swaps in another whole, so a request sees the old set
+// or the new one, never a mix.
+type tokenSet map[string]string
+
+// SetTokens replaces the bearer tokens (token → principal) at once, for a
+// reload of the tokens file: requests already authenticated keep their
+// principal, later ones are checked against the new set. It refuses, and
+// keeps the set in force, an empty set or a token shorter than
+// TokenBytesMin, and a server built without tokens: turning
+// authentication on is a restart, not a reload.
+func (s *Server) SetTokens(tokens map[string]string) error {
+	if s.tokens.Load() == nil {
+		return errors.New("the server was started without tokens (every request is \"" + Anonymous + "\"); restart it with tokens to require them")
+	}
+	if len(tokens) == 0 {
+		return errors.New("no token: every request would be refused")
+	}
+	set := make(tokenSet, len(tokens))
+	for token, principal := range tokens {
+		if len(token) < TokenBytesMin {
+			return fmt.Errorf("principal %q: token shorter than %d bytes", principal, TokenBytesMin)
+		}
+		set[token] = principal
+	}
+	s.tokens.Store(&set)
+	return nil
+}
+
+// anonymous reports whether the server has no tokens: every request is
+// the single principal Anonymous.
+func (s *Server) anonymous() bool { return s.tokens.Load() == nil }
 
 type principalKey struct{}
 
@@ -55,9 +99,9 @@ func principalOf(ctx context.Context) string {
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		principal := Anonymous
-		if s.opts.Tokens != nil {
+		if set := s.tokens.Load(); set != nil {
 			token, ok := bearerToken(r.Header.Get("Authorization"))
-			p, known := s.opts.Tokens[token]
+			p, known := (*set)[token]
 			if !ok || !known {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="idem"`)
 				writeCodeError(w, code.Errorf(code.Unauthenticated, "a valid Authorization: Bearer token is required"))

@@ -54,6 +54,7 @@ type node struct {
 	db  *engine.DB      // nil on the reference store
 	mem *memstore.Store // the reference store (testsupport.OnReferenceStore), kept across restarts
 	svc *receipt.Service
+	srv *api.Server
 	ts  *httptest.Server
 	c   *apitest.Client
 }
@@ -106,7 +107,7 @@ func (n *node) open() {
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Listener = srv.Listener(ts.Listener) // as idemd serves it
 	ts.Start()
-	n.db, n.svc, n.ts = db, svc, ts
+	n.db, n.svc, n.srv, n.ts = db, svc, srv, ts
 	if n.c == nil {
 		n.c = apitest.NewClient(n.t, n.ts.URL)
 	} else {

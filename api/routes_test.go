@@ -18,9 +18,13 @@ func TestTables_CreateListDrop(t *testing.T) {
 	if got != (tbl{"a", 4}) {
 		t.Fatalf("created %+v", got)
 	}
-	n.c.Do("PUT", "/v1/tables/a", `{"shards":8}`).JSON(t, 200, &got)
-	if got != (tbl{"a", 4}) {
-		t.Fatalf("existing table changed: %+v", got)
+	// A re-PUT asking for no shard count, or for the one the table has,
+	// is idempotent.
+	for _, body := range []any{nil, `{}`, `{"shards":0}`, `{"shards":4}`} {
+		n.c.Do("PUT", "/v1/tables/a", body).JSON(t, 200, &got)
+		if got != (tbl{"a", 4}) {
+			t.Fatalf("re-PUT %v: %+v", body, got)
+		}
 	}
 	n.c.Do("PUT", "/v1/tables/b", `{"shards":2}`).JSON(t, 201, &got)
 	if got != (tbl{"b", 2}) {
@@ -31,6 +35,9 @@ func TestTables_CreateListDrop(t *testing.T) {
 		{"/v1/tables/c", `{"shards":-1}`},
 		{"/v1/tables/c", `{"shards":"x"}`},
 		{"/v1/tables/c", `[1]`},
+		{"/v1/tables/c", `{"shards":2,"replicas":3}`},
+		{"/v1/tables/c", `{"shard":2}`},
+		{"/v1/tables/c", `{"shards":2} {}`},
 		{"/v1/tables/bad.name", ``},
 		{"/v1/tables/" + strings.Repeat("n", 65), ``},
 	} {
@@ -41,6 +48,8 @@ func TestTables_CreateListDrop(t *testing.T) {
 		p := n.c.Do("PUT", bad.path, body).Problem(t, 400)
 		checkProblem(t, p, "invalid_request", 400, false, "none")
 	}
+	// Nothing was created by the refused bodies.
+	n.c.Do("PUT", "/v1/tables/c", `{"shards":2,"replicas":3}`).Problem(t, 400)
 	var list struct {
 		Tables []tbl `json:"tables"`
 	}
@@ -61,6 +70,32 @@ func TestTables_CreateListDrop(t *testing.T) {
 	// Recreated, the table is empty.
 	n.createTable("a")
 	checkProblem(t, n.c.Do("GET", "/v1/tables/a/docs/x", nil).Problem(t, 404), "document_not_found", 404, false, "new_key")
+}
+
+// TestTables_RePutWithOtherSettingsIs409: a create that asks an existing
+// table for another shard count is refused as such, never answered 200 as
+// if the count were in force; the table is unchanged, and the detail names
+// the setting and both values.
+func TestTables_RePutWithOtherSettingsIs409(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, config{})
+	n.c.Do("PUT", "/v1/tables/a", `{"shards":2}`).JSON(t, 201, nil)
+	p := n.c.Do("PUT", "/v1/tables/a", `{"shards":8}`).Problem(t, 409)
+	checkProblem(t, p, "table_settings_conflict", 409, false, "none")
+	if !contains(p.Detail, "shards 2") || !contains(p.Detail, "shards 8") {
+		t.Fatalf("detail %q does not name the setting and both values", p.Detail)
+	}
+	// Unchanged, and the same request as the creation is still a 200.
+	var got struct {
+		Shards int `json:"shards"`
+	}
+	n.c.Do("PUT", "/v1/tables/a", `{"shards":2}`).JSON(t, 200, &got)
+	if got.Shards != 2 {
+		t.Fatalf("shards %d after a refused re-PUT", got.Shards)
+	}
+	// A default-shard table conflicts with an explicit other count too.
+	n.c.Do("PUT", "/v1/tables/b", nil).JSON(t, 201, nil)
+	checkProblem(t, n.c.Do("PUT", "/v1/tables/b", `{"shards":1}`).Problem(t, 409), "table_settings_conflict", 409, false, "none")
 }
 
 // TestRoutes_UnmatchedAnswerProblems: unknown paths and methods answer

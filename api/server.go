@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"os"
@@ -28,7 +29,7 @@ import (
 // Options configure a Server. Zero fields take defaults.
 type Options struct {
 	// Tokens maps bearer tokens to principals; nil means a single Anonymous
-	// principal.
+	// principal. Server.SetTokens replaces them while serving.
 	Tokens map[string]string
 	// BodyBytesMax caps a request body (default 1 MiB); larger → 413.
 	BodyBytesMax int64
@@ -70,6 +71,7 @@ const (
 type Server struct {
 	svc     *receipt.Service
 	opts    Options
+	tokens  atomic.Pointer[tokenSet] // nil: every request is Anonymous
 	mux     *http.ServeMux
 	handler http.Handler
 	metrics *metrics
@@ -100,6 +102,10 @@ func New(svc *receipt.Service, opts Options) *Server {
 	s := &Server{svc: svc, opts: opts, mux: http.NewServeMux(), forwarder: newForwarder(opts.Forward)}
 	if opts.Forward != nil && s.forwarder == nil {
 		opts.Logger.Warn("api: forwarding is off: its cluster secret is shorter than " + strconv.Itoa(ClusterSecretBytesMin) + " bytes")
+	}
+	if opts.Tokens != nil {
+		set := tokenSet(maps.Clone(opts.Tokens))
+		s.tokens.Store(&set)
 	}
 	s.metrics = newMetrics(svc, opts.StoreCollectors)
 	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }

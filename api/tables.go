@@ -19,12 +19,17 @@ type tableJSON struct {
 	Shards int    `json:"shards"`
 }
 
+// createTableJSON is the optional body of PUT /v1/tables/{table}.
+// Shards 0 (or absent) asks for the default when the table is created and
+// for nothing when it exists.
 type createTableJSON struct {
 	Shards int `json:"shards"`
 }
 
 // putTable serves PUT /v1/tables/{table}: 201 when created, 200 when it
-// already existed. The optional body is {"shards": n}.
+// already existed with the settings asked for, 409 when it has others.
+// The optional body is {"shards": n}; like every body, unknown members are
+// refused, so that a misspelt setting is never silently ignored.
 func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -32,8 +37,8 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 	}
 	var req createTableJSON
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			writeProblem(w, code.InvalidRequest, "body must be {\"shards\": n}")
+		if err := strictJSON(body, &req); err != nil {
+			writeProblem(w, code.InvalidRequest, `body must be {"shards": n} or empty: `+err.Error())
 			return
 		}
 	}
@@ -45,6 +50,13 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+	} else if req.Shards != 0 && req.Shards != m.Shards {
+		// A 200 would say the shard count asked for is in force; it is not,
+		// and cannot be made so (a table's shards are fixed at creation).
+		writeProblem(w, code.TableSettingsConflict, fmt.Sprintf(
+			"table %q exists with shards %d, not the shards %d asked for; a table's shard count is fixed when it is created",
+			m.Name, m.Shards, req.Shards))
+		return
 	}
 	writeJSON(w, status, tableJSON{Name: m.Name, Shards: m.Shards})
 }

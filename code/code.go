@@ -18,7 +18,9 @@ type Code string
 // (415: a body that is not JSON), and unavailable (503 from /healthz when
 // the store fail-stopped), and the interactive sessions' session_not_found
 // (404), session_aborted and session_committed (409: the session ended,
-// by abort, expiry or its owner's death, or by its commit).
+// by abort, expiry or its owner's death, or by its commit), and
+// table_settings_conflict (409: a create of an existing table asked for
+// settings other than the table's).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -47,6 +49,8 @@ const (
 	SessionAborted      Code = "session_aborted"
 	SessionCommitted    Code = "session_committed"
 	Internal            Code = "internal"
+
+	TableSettingsConflict Code = "table_settings_conflict"
 )
 
 // RetryWith says how a client may retry.
@@ -94,6 +98,8 @@ var registry = map[Code]Info{
 	SessionAborted:      {409, false, None, "Session aborted"},
 	SessionCommitted:    {409, false, None, "Session committed"},
 	Internal:            {500, true, SameKey, "Internal error"},
+
+	TableSettingsConflict: {409, false, None, "Table exists with other settings"},
 }
 
 // Lookup returns a code's meaning; unknown codes read as internal.

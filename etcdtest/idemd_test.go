@@ -166,10 +166,10 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	// the owner authenticates the same principal (alice's receipt is not
 	// bob's: a request under bob's token binds another transaction).
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("alice:tok-a\nbob:tok-b\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("alice:tok-alice-0123456789\nbob:tok-bob-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cl := apitest.NewClient(t, "http://unused").WithToken("tok-a")
+	cl := apitest.NewClient(t, "http://unused").WithToken("tok-alice-0123456789")
 	a := startNode(t, cl, c, prefix, "node-a", []string{`GO_FAILPOINTS=receipt/decide-before=1*sleep(10000)`}, "-separate-decide", "-lease-ttl", "10s", "-tokens", tokens)
 	b := startNode(t, cl, c, prefix, "node-b", nil, "-lease-ttl", "10s", "-tokens", tokens)
 	ca, cb := cl.WithBase(a.Base()), cl.WithBase(b.Base())
@@ -200,7 +200,7 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	if p := busy.Problem(t, 409); p.Code != "idempotency_request_in_progress" || busy.Header.Get("Idem-Served-By") != "node-a" {
 		t.Fatalf("without a wait: %+v served by %q, want node-a's in progress", p, busy.Header.Get("Idem-Served-By"))
 	}
-	if r := cl.WithBase(b.Base()).WithToken("tok-b").Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k"); r.Header.Get("Idem-Served-By") != "" ||
+	if r := cl.WithBase(b.Base()).WithToken("tok-bob-0123456789").Do("POST", "/v1/tables/t/batch", incBody("k"), "Idempotency-Key", "k"); r.Header.Get("Idem-Served-By") != "" ||
 		r.Header.Get("Idem-Transaction-Id") == busy.Header.Get("Idem-Transaction-Id") {
 		t.Fatalf("bob's request with alice's key: %d served by %q, txn %s: another principal's receipt is not his", r.Status, r.Header.Get("Idem-Served-By"), r.Header.Get("Idem-Transaction-Id"))
 	}

@@ -9,7 +9,8 @@
 // the GO_FAILPOINTS environment variable in processes (parsed by
 // pingcap/failpoint itself). Building with -tags nofailpoint compiles the seam
 // away and links no pingcap/failpoint code at all: that is the release build
-// (`make build`), in which GO_FAILPOINTS does nothing.
+// (`make build`), in which GO_FAILPOINTS does nothing. idemd checks the
+// names GO_FAILPOINTS arms against the catalog at start (CheckEnv).
 //
 // Planted bugs (planted.go) are not failpoints: they exist only in a build
 // with -tags idem_selftest, for the harness's checker self-test.

@@ -19,3 +19,11 @@ func TestPlanted_NeverOutsideTheSelfTestBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckEnv_PlantedBugsUnknownOutsideTheSelfTestBuild: arming a
+// planted bug does nothing here, so GO_FAILPOINTS naming one is refused.
+func TestCheckEnv_PlantedBugsUnknownOutsideTheSelfTestBuild(t *testing.T) {
+	if err := CheckEnv(BugReexecuteOnReplay + "=return(true)"); err == nil {
+		t.Errorf("GO_FAILPOINTS naming planted bug %s passed outside the self-test build", BugReexecuteOnReplay)
+	}
+}

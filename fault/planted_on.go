@@ -30,3 +30,13 @@ var PlantedCatalog = []Point{
 	{BugVerbatimIgnoresDigest, "bug", "Service.ReplayVerbatim (receipt/verbatim.go), the digest check", "planted bug: a retry replays verbatim whatever bytes it sends: another batch replays the first's answer"},
 	{BugSessionCommitUnconditioned, "bug", "Service.planSession (receipt/session_commit.go), before the plan", "planted bug: a session's commit holds the documents it writes to no version (all blind): a write made since the session read them is overwritten, a lost update"},
 }
+
+// plantedArmable lists the planted bugs GO_FAILPOINTS may name (CheckEnv):
+// in this build, every one.
+func plantedArmable() []string {
+	out := make([]string, 0, len(PlantedCatalog))
+	for _, p := range PlantedCatalog {
+		out = append(out, p.Name)
+	}
+	return out
+}

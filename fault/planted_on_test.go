@@ -47,3 +47,13 @@ func TestSelfTest_PlantedCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckEnv_PlantedBugsKnownInTheSelfTestBuild: here GO_FAILPOINTS may
+// arm a planted bug.
+func TestCheckEnv_PlantedBugsKnownInTheSelfTestBuild(t *testing.T) {
+	for _, p := range PlantedCatalog {
+		if err := CheckEnv(p.Name + "=return(true)"); err != nil {
+			t.Errorf("planted bug %s refused in the self-test build: %v", p.Name, err)
+		}
+	}
+}

@@ -65,11 +65,11 @@ func TestE2E_RestartReplaysEveryTerminalAnswer(t *testing.T) {
 			c := apitest.NewClient(t, "http://unused")
 			if v.tokens {
 				file := filepath.Join(t.TempDir(), "tokens")
-				if err := os.WriteFile(file, []byte("# e2e\nalice:tok-a\n\nbob:tok-b\n"), 0o600); err != nil {
+				if err := os.WriteFile(file, []byte("# e2e\nalice:tok-alice-0123456789\n\nbob:tok-bob-0123456789\n"), 0o600); err != nil {
 					t.Fatal(err)
 				}
 				args = append(args, "-tokens", file)
-				c = c.WithToken("tok-a")
+				c = c.WithToken("tok-alice-0123456789")
 			}
 			restartReplays(t, c, data, v.stop, args)
 		})

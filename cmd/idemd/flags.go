@@ -109,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8420", "address to listen on, host:port (port 0: any free port)")
 	fs.StringVar(&c.data, "data", "./data", "data directory (created if missing; one process at a time)")
 	fs.StringVar(&c.admins, "admins", "", "comma-separated principals that may act as operators: list every principal's receipts and resolve a stuck one (needs -tokens; without tokens the single principal is an operator)")
-	fs.StringVar(&c.tokens, "tokens", "", "read bearer tokens from `FILE`, one principal:token per line, # comments; without it every request is the single principal \"anonymous\"")
+	fs.StringVar(&c.tokens, "tokens", "", "read bearer tokens from `FILE`, one principal:token per line, # comments, each token at least 16 bytes (shorter ones are guessable); SIGHUP reloads it; without it every request is the single principal \"anonymous\"")
 	fs.StringVar(&c.node, "node", "node-0", fmt.Sprintf("owner ID of this process, 1..%d visible ASCII characters but '/'; its incarnation is bumped at every start", lease.NodeIDBytesMax))
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 10*time.Second, fmt.Sprintf("lease TTL of a receipt's owner, at least %v; a successor may adopt after it lapses", leaseTTLMin))
 	fs.DurationVar(&c.renewInterval, "renew-interval", 0, "lease renewal interval (0 or more than lease-ttl/3 means lease-ttl/3)")

@@ -6,7 +6,8 @@
 // SIGTERM or SIGINT shut it down gracefully: stop accepting, let in-flight
 // requests finish (up to -shutdown-timeout), stop the background loops and
 // close the engine cleanly. Receipts still in flight keep their leases; the
-// next start adopts them at once (new incarnation).
+// next start adopts them at once (new incarnation). SIGHUP reloads the
+// -tokens file.
 //
 // Exit status: 0 after a clean stop, -h or -version; 2 for a command line
 // it cannot run with (a flag it cannot parse, a value out of range, an
@@ -23,6 +24,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+
+	"github.com/idemdb/idem/fault"
 )
 
 func main() {
@@ -66,6 +69,9 @@ func runWatched(ctx context.Context, args []string, stdout, stderr io.Writer, wa
 	log := newLogger(c, stderr)
 	slog.SetDefault(log)
 	logStart(log, c)
+	if err := checkFailpoints(log, os.Getenv(fault.EnvVar)); err != nil {
+		return err
+	}
 	d, err := start(ctx, c, log, stderr)
 	if err != nil {
 		return err

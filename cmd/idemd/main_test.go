@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/apitest"
 )
 
@@ -191,7 +192,8 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 		{[]string{"-tokens", missing}, "-tokens " + missing + ": cannot open: no such file or directory", 1},
 		{[]string{"-tokens", empty}, "-tokens " + empty + ": no principal:token line", 1},
 		{[]string{"-tokens", write("bad", "alice\n")}, "line 1: want principal:token", 1},
-		{[]string{"-tokens", write("dup", "# c\nalice:t\n\nbob:t\n")}, "line 4: token listed twice", 1},
+		{[]string{"-tokens", write("dup", "# c\nalice:0123456789abcdef\n\nbob:0123456789abcdef\n")}, "line 4: token listed twice", 1},
+		{[]string{"-tokens", write("short", "# c\nalice:0123456789abcdef\nbob:s3cret-0123456\n")}, `line 3: principal "bob": token shorter than 16 bytes`, 1},
 		{[]string{"-no-such-flag"}, "not defined", 2},
 		{etcd("-cluster-secret-file", missing), "-cluster-secret-file " + missing + ": cannot open: no such file or directory", 1},
 		{etcd("-cluster-secret-file", short), "-cluster-secret-file " + short + ": 31 bytes, want at least 32", 1},
@@ -201,12 +203,41 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != c.code {
 			t.Errorf("%v: %v (exit %d), want %q (exit %d)", c.args, err, exitCode(err), c.want, c.code)
 		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: the error prints a token: %v", c.args, err)
+		}
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("a data directory was created: %v", err)
 	}
 	if err := run(context.Background(), []string{"-h"}, io.Discard, io.Discard); !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 {
 		t.Fatalf("-h: %v", err)
+	}
+}
+
+// TestRun_RefusesUnknownFailpoint: a build with failpoints will not
+// start with a GO_FAILPOINTS naming one it does not have (it would arm
+// nothing), and says which; it exits 2, as for a bad flag, before anything
+// is opened. (That known names start is fault.TestCheckEnv_RefusesUnknownNames
+// and every test that arms one in a child idemd.)
+func TestRun_RefusesUnknownFailpoint(t *testing.T) {
+	if !fault.Compiled {
+		t.Skip("the release build has no failpoints: GO_FAILPOINTS does nothing")
+	}
+	defer slog.SetDefault(slog.Default())
+	t.Setenv(fault.EnvVar, fault.WALSyncBefore+`=return("eio");x/y=panic`)
+	data := filepath.Join(t.TempDir(), "data")
+	// Canceled: were the name let through, run would stop at once rather
+	// than serve until the test's deadline.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := run(ctx, []string{"-data", data, "-addr", "127.0.0.1:0"}, io.Discard, io.Discard)
+	want := `GO_FAILPOINTS names unknown failpoint "x/y"; known: `
+	if err == nil || !strings.HasPrefix(err.Error(), want) || exitCode(err) != 2 {
+		t.Fatalf("run: %v (exit %d), want %q… (exit 2)", err, exitCode(err), want)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a data directory was created: %v", err)
 	}
 }
 

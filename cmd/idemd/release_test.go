@@ -91,6 +91,9 @@ func TestRelease_GOFailpointsDoNothing(t *testing.T) {
 			t.Fatalf("a failpoint fired in the release build:\n%s", logs)
 		}
 	}
+	if !strings.Contains(p1.Logs(), "GO_FAILPOINTS is set but this is the release build") {
+		t.Fatalf("the release build did not warn that GO_FAILPOINTS arms nothing:\n%s", p1.Logs())
+	}
 
 	// Control: the test build obeys the same GO_FAILPOINTS.
 	_, err = apitest.TryLaunch(t, t.TempDir(), []string{failpoints})

@@ -27,6 +27,7 @@ type daemon struct {
 	store    *servedStore
 	svc      *receipt.Service
 	srv      *http.Server
+	api      *api.Server
 	inFlight atomic.Int64 // requests inside the handler now
 }
 
@@ -36,7 +37,7 @@ type daemon struct {
 func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_ *daemon, err error) {
 	var tokens map[string]string
 	if c.tokens != "" {
-		if tokens, err = loadTokens(c.tokens); err != nil {
+		if tokens, err = loadTokens(c.tokens, log); err != nil {
 			return nil, err
 		}
 		log.Info("auth: bearer tokens", "file", c.tokens, "tokens", len(tokens))
@@ -83,17 +84,17 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	}
 	t.summary = time.Since(began)
 	logRecovered(log, d.store.db, sum, t)
-	handler := api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
+	d.api = api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
 		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
 		Forward: forwarding(c, secret, log), Logger: log})
 	// Through the handler's listener, even the answers net/http gives by
 	// itself (a malformed request, headers beyond MaxHeaderBytes) are
 	// problem details.
-	gate := handler.NewConnGate(limits)
-	d.ln = handler.Listener(gate.Listener(d.ln))
+	gate := d.api.NewConnGate(limits)
+	d.ln = d.api.Listener(gate.Listener(d.ln))
 	d.srv = &http.Server{
 		ConnState:         gate.ConnState,
-		Handler:           d.counted(crashOnPanic(handler, stderr)),
+		Handler:           d.counted(crashOnPanic(d.api, stderr)),
 		MaxHeaderBytes:    headerBytesMax,
 		ReadHeaderTimeout: c.headerTimeout,
 		ReadTimeout:       c.requestTimeout,
@@ -135,26 +136,55 @@ func (d *daemon) close() error {
 }
 
 // serve answers requests until ctx is done or SIGTERM/SIGINT, then shuts
-// down.
+// down. SIGHUP reloads the tokens file (reloadTokens).
 func (d *daemon) serve(ctx context.Context) error {
 	// Catch signals before announcing the address: a supervisor may signal
 	// as soon as it reads the line, and the default action would kill the
-	// process without a graceful shutdown.
+	// process without a graceful shutdown (or, for SIGHUP, at all).
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d.log.Info("idemd: listening", "addr", d.ln.Addr().String(), "data", d.c.data, "owner", d.svc.Owner().String())
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(d.ln) }()
-	select {
-	case err := <-served:
-		return errors.Join(err, d.close())
-	case sig := <-sigs:
-		d.log.Info("idemd: shutting down", "signal", sig.String())
-	case <-ctx.Done():
-		d.log.Info("idemd: shutting down", "cause", context.Cause(ctx).Error())
+	for {
+		select {
+		case err := <-served:
+			return errors.Join(err, d.close())
+		case <-hup:
+			d.reloadTokens() // it logs what it did
+		case sig := <-sigs:
+			d.log.Info("idemd: shutting down", "signal", sig.String())
+			return d.shutdown()
+		case <-ctx.Done():
+			d.log.Info("idemd: shutting down", "cause", context.Cause(ctx).Error())
+			return d.shutdown()
+		}
 	}
-	return d.shutdown()
+}
+
+// reloadTokens reads the -tokens file again and puts its tokens in force
+// at once, whole (SIGHUP): rotating a token needs no restart. A file that
+// cannot be used — unreadable, malformed, empty, a short token — leaves
+// the tokens in force as they were, and the error log says why.
+func (d *daemon) reloadTokens() error {
+	if d.c.tokens == "" {
+		d.log.Info("auth: SIGHUP ignored: idemd was started without -tokens, so there is no tokens file to reload")
+		return nil
+	}
+	tokens, err := loadTokens(d.c.tokens, d.log)
+	if err == nil {
+		err = d.api.SetTokens(tokens)
+	}
+	if err != nil {
+		d.log.Error("auth: tokens not reloaded; the previous tokens stay in force", "file", d.c.tokens, "err", err)
+		return err
+	}
+	d.log.Info("auth: bearer tokens reloaded", "file", d.c.tokens, "tokens", len(tokens))
+	return nil
 }
 
 // shutdown stops accepting, waits up to -shutdown-timeout for the requests

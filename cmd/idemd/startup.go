@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/receipt"
 )
 
@@ -121,6 +122,26 @@ func checkpointSetting(n int64) slog.Value {
 	return slog.Int64Value(n)
 }
 
+// checkFailpoints refuses a GO_FAILPOINTS (spec) that names a failpoint
+// this build does not have: it would arm nothing, and a fault run would
+// test nothing. The release build has no failpoints at all; there
+// GO_FAILPOINTS does nothing, which a set one is warned of.
+func checkFailpoints(log *slog.Logger, spec string) error {
+	if !fault.Compiled {
+		if spec != "" {
+			log.Warn("idemd: "+fault.EnvVar+" is set but this is the release build (-tags nofailpoint): it arms nothing", "go_failpoints", spec)
+		}
+		return nil
+	}
+	if err := fault.CheckEnv(spec); err != nil {
+		return usagef("%v", err)
+	}
+	if spec != "" {
+		log.Warn("idemd: failpoints armed by "+fault.EnvVar, "go_failpoints", spec)
+	}
+	return nil
+}
+
 // openTimes are how long each part of the open took.
 type openTimes struct{ engine, receipts, summary time.Duration }
 
@@ -144,8 +165,10 @@ func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTi
 }
 
 // loadTokens reads the -tokens file. An empty one is refused: every
-// request would be unauthenticated, which no one means.
-func loadTokens(path string) (map[string]string, error) {
+// request would be unauthenticated, which no one means. A file that group
+// or others may read draws a warning: its tokens are every principal's
+// credentials.
+func loadTokens(path string, log *slog.Logger) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -155,6 +178,10 @@ func loadTokens(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("-tokens %s: cannot open: %w", path, err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().Perm()&tokensFileOthersMask != 0 {
+		log.Warn("auth: the tokens file is readable by group or others; chmod 600 it",
+			"file", path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+	}
 	tokens, err := api.ParseTokens(f)
 	if err != nil {
 		return nil, fmt.Errorf("-tokens %s: %w", path, err)
@@ -164,3 +191,7 @@ func loadTokens(path string) (map[string]string, error) {
 	}
 	return tokens, nil
 }
+
+// tokensFileOthersMask are the permission bits of a tokens file that let
+// someone other than its owner read or change it.
+const tokensFileOthersMask = 0o077

@@ -24,13 +24,13 @@ import (
 func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 	data := t.TempDir()
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("alice:tok-a\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("alice:tok-alice-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"-addr", "127.0.0.1:0", "-data", data, "-tokens", tokens, "-lease-ttl", "3s",
 		"-wait-max", "90s", "-request-timeout", "30s", "-separate-decide", "-session-ttl-max", "2m", "-sessions-max", "64"}
 	first := startRun(t, args...)
-	c := apitest.NewClient(t, "http://"+first.addr).WithToken("tok-a")
+	c := apitest.NewClient(t, "http://"+first.addr).WithToken("tok-alice-0123456789")
 	c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
 	c.Do("POST", "/v1/tables/t/batch", `{"deletes":["a"]}`, "Idempotency-Key", "done").JSON(t, 201, nil)
 	started := 0

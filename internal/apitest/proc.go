@@ -357,6 +357,14 @@ func (p *Proc) WaitLog(s string, timeout time.Duration) bool {
 	}
 }
 
+// Signal sends sig to the process (SIGHUP: reload the tokens file).
+func (p *Proc) Signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("%v: %v\n%s", sig, err, p.Logs())
+	}
+}
+
 // Kill stops the process with SIGKILL (no shutdown code runs) and waits for
 // it to exit.
 func (p *Proc) Kill() {

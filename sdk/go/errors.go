@@ -58,6 +58,8 @@ var (
 	ErrSessionNotFound      = sentinel(idemapi.ErrorCodeSessionNotFound)
 	ErrSessionAborted       = sentinel(idemapi.ErrorCodeSessionAborted)
 	ErrSessionCommitted     = sentinel(idemapi.ErrorCodeSessionCommitted)
+	// Untyped until make generate adds idemapi.ErrorCodeTableSettingsConflict.
+	ErrTableSettingsConflict = sentinel("table_settings_conflict")
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.
@@ -65,4 +67,4 @@ var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, E
 	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
 	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrFirstSentTooOld, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
-	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted}
+	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted, ErrTableSettingsConflict}

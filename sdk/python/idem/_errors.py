@@ -38,6 +38,7 @@ CODES: Dict[str, tuple] = {
     "session_not_found": (404, False, "none"),
     "session_aborted": (409, False, "none"),
     "session_committed": (409, False, "none"),
+    "table_settings_conflict": (409, False, "none"),
 }
 
 

@@ -34,6 +34,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   session_not_found: { status: 404, retryable: false, retryWith: "none" },
   session_aborted: { status: 409, retryable: false, retryWith: "none" },
   session_committed: { status: 409, retryable: false, retryWith: "none" },
+  table_settings_conflict: { status: 409, retryable: false, retryWith: "none" },
 };
 
 /** A problem the server answered (application/problem+json). */
@@ -79,6 +80,7 @@ export const UnavailableError = ERRORS.unavailable;
 export const SessionNotFoundError = ERRORS.session_not_found;
 export const SessionAbortedError = ERRORS.session_aborted;
 export const SessionCommittedError = ERRORS.session_committed;
+export const TableSettingsConflictError = ERRORS.table_settings_conflict;
 
 /** The error of a problem answer. */
 export function errorFor(status: number, body: any, retryAfter: number): IdemError {
