@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,10 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	} else {
 		log.Warn("auth: no -tokens file: every request is the single principal \"anonymous\"")
 	}
+	tc, err := loadTLS(c)
+	if err != nil {
+		return nil, err
+	}
 	d := &daemon{c: c, log: log}
 	defer func() {
 		if err != nil {
@@ -75,7 +80,13 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	logRecovered(log, d.store.db, sum, t)
 	handler := api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
 		RequestTimeout: c.requestTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
-		Forward: forwarding(c), Logger: log})
+		Forward: forwarding(c, tc.peer), Logger: log})
+	if tc.server != nil {
+		// Inside the handler's listener, which must see the plain text.
+		// net/http then sees no *tls.Conn: it speaks HTTP/1.1 only, and
+		// the handshake runs under the header timeout's deadline.
+		d.ln = tls.NewListener(d.ln, tc.server)
+	}
 	// Through the handler's listener, even the answers net/http gives by
 	// itself (a malformed request, headers beyond MaxHeaderBytes) are
 	// problem details.
@@ -116,7 +127,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	d.log.Info("idemd: listening", "addr", d.ln.Addr().String(), "data", d.c.data, "owner", d.svc.Owner().String())
+	d.log.Info("idemd: listening", "addr", d.ln.Addr().String(), "tls", d.c.tlsCert != "", "data", d.c.data, "owner", d.svc.Owner().String())
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(d.ln) }()
 	select {

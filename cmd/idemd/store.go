@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -148,12 +149,14 @@ const peerDialTimeout = 2 * time.Second
 
 // forwarding is the API's forwarding to peers: on etcd, where other nodes
 // hold receipts; none on the local engine, where this process is alone.
-func forwarding(c config) *api.Forwarding {
+// peerTLS (peerTLSConfig) is its TLS to peers that advertise https.
+func forwarding(c config, peerTLS *tls.Config) *api.Forwarding {
 	if c.store != storeEtcd {
 		return nil
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: peerDialTimeout}).DialContext
+	transport.TLSClientConfig = peerTLS
 	return &api.Forwarding{Node: c.node, Client: &http.Client{Transport: transport}}
 }
 
