@@ -65,18 +65,9 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	if _, err := os.Stat(*idemd); err != nil {
 		return fmt.Errorf("-idemd %s: %w (make cluster builds it)", *idemd, err)
 	}
-	if err := os.RemoveAll(*dir); err != nil {
+	ct, err := prepareDir(*dir, *tlsOn || *mtls, *mtls)
+	if err != nil {
 		return err
-	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return err
-	}
-	var ct *clusterTLS // nil: plain HTTP
-	if *tlsOn || *mtls {
-		var err error
-		if ct, err = writeClusterTLS(filepath.Join(*dir, "tls"), *mtls); err != nil {
-			return fmt.Errorf("tls: %w", err)
-		}
 	}
 
 	cluster, err := etcdtest.Launch(filepath.Join(*dir, "etcd"), etcdtest.Options{Fsync: true})
@@ -108,11 +99,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 		}
 		wg.Go(func() { n.supervise(ctx, *restartAfter) })
 	}
-	client := ct.httpClient()
-	for i := 1; i <= *nodes; i++ {
-		if err := awaitHealthy(ctx, client, ct.scheme()+"://127.0.0.1:"+strconv.Itoa(*basePort+i-1)); err != nil {
-			return fmt.Errorf("node-%d: %w (see %s)", i, err, filepath.Join(*dir, fmt.Sprintf("node-%d.log", i)))
-		}
+	if err := awaitNodes(ctx, ct, *dir, *basePort, *nodes); err != nil {
+		return err
 	}
 	ct.curl(out, ct.scheme()+"://127.0.0.1:"+strconv.Itoa(*basePort))
 	fmt.Fprintln(out, "ready; Ctrl-C stops everything")
@@ -121,6 +109,36 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	}
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
+	return nil
+}
+
+// prepareDir empties dir and, with tlsOn, generates the certificates in
+// dir/tls (nil: plain HTTP).
+func prepareDir(dir string, tlsOn, mutual bool) (*clusterTLS, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if !tlsOn {
+		return nil, nil
+	}
+	ct, err := writeClusterTLS(filepath.Join(dir, "tls"), mutual)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return ct, nil
+}
+
+// awaitNodes waits until every node answers /healthz.
+func awaitNodes(ctx context.Context, ct *clusterTLS, dir string, basePort, nodes int) error {
+	client := ct.httpClient()
+	for i := 1; i <= nodes; i++ {
+		if err := awaitHealthy(ctx, client, ct.scheme()+"://127.0.0.1:"+strconv.Itoa(basePort+i-1)); err != nil {
+			return fmt.Errorf("node-%d: %w (see %s)", i, err, filepath.Join(dir, fmt.Sprintf("node-%d.log", i)))
+		}
+	}
 	return nil
 }
 
