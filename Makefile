@@ -92,12 +92,17 @@ sdk/ts/node_modules:
 # A cluster to try on this machine (docs/cluster.md): an embedded 3-member
 # etcd and three idemd nodes on 127.0.0.1:8421-8423, until Ctrl-C. The
 # nodes are the test build (failpoints compiled in, armed only by
-# FAILPOINTS='node-1=receipt/decide-before=1*sleep(30000)', say).
+# FAILPOINTS='node-1=receipt/decide-before=1*sleep(30000)', say). TLS=1:
+# the nodes serve HTTPS and forward over it, with a CA and a certificate
+# generated in cluster/tls; MTLS=1: client certificates required as well
+# (one for curl in cluster/tls). The tool prints the curl line to use.
 FAILPOINTS ?=
+TLS        ?=
+MTLS       ?=
 cluster:
 	$(GO) build -o bin/idemd-dev ./cmd/idemd
 	$(GO) build -o bin/idem-cluster ./etcdtest/cmd/idem-cluster
-	bin/idem-cluster -idemd bin/idemd-dev -failpoints '$(FAILPOINTS)'
+	bin/idem-cluster -idemd bin/idemd-dev -failpoints '$(FAILPOINTS)' $(if $(filter 1,$(TLS)),-tls) $(if $(filter 1,$(MTLS)),-mtls)
 
 bench:
 	$(GO) run ./cmd/bench

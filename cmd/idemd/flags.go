@@ -60,6 +60,11 @@ type config struct {
 	etcdPassword    string // the -etcd-password-file's path
 	advertise       string
 	clusterSecret   string // the -cluster-secret-file's path
+
+	tlsCert     string // -tls-cert: serve HTTPS
+	tlsKey      string
+	tlsClientCA string // -tls-client-ca: mutual TLS
+	peerCA      string // -peer-ca: verify peers' https -advertise URLs
 }
 
 // usageError is a command line idemd cannot run with: main exits 2 for it
@@ -148,7 +153,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.etcdUser, "etcd-user", "", "with -store etcd: etcd user to authenticate as (with -etcd-password-file)")
 	fs.StringVar(&c.etcdPassword, "etcd-password-file", "", "with -store etcd: `FILE` holding the -etcd-user's password (one line)")
 	fs.StringVar(&c.clusterSecret, "cluster-secret-file", "", fmt.Sprintf("with -store etcd: `FILE` holding the secret shared by every node of the deployment (at least %d bytes; a trailing line break is not part of it), which authenticates requests forwarded between nodes; without it forwarding is off (a request for work another node holds is answered here) and no request is taken for a forwarded one", api.ClusterSecretBytesMin))
-	fs.StringVar(&c.advertise, "advertise", "", "with -store etcd: the URL this node's peers reach it at, http://host:port, written in its node record")
+	fs.StringVar(&c.advertise, "advertise", "", "with -store etcd: the URL this node's peers reach it at, http://host:port or https://host:port, written in its node record")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS on -addr with this certificate chain `FILE` (PEM, with -tls-key; TLS 1.2 or later); default: plain HTTP")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the -tls-cert's private key `FILE` (PEM)")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "with -tls-cert: mutual TLS: refuse, in the handshake, every client without a certificate signed by a CA of this `FILE` (PEM); on -store etcd this node then presents its -tls-cert to the peers it forwards to. Default: no client certificate asked")
+	fs.StringVar(&c.peerCA, "peer-ca", "", "with -store etcd: verify the certificates of peers whose -advertise is https against the CAs of this `FILE` (PEM); default: the system's roots")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return c, err
@@ -257,6 +266,23 @@ func (c *config) validate() error {
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return usagef("-log-format %q: must be text or json", c.logFormat)
+	}
+	return c.validTLS()
+}
+
+// validTLS checks the -tls-* flags against each other and -advertise. The
+// files themselves are read at start (loadTLS), where a bad one stops it.
+func (c *config) validTLS() error {
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return usagef("-tls-cert and -tls-key: give both or neither")
+	}
+	if c.tlsClientCA != "" && c.tlsCert == "" {
+		return usagef("-tls-client-ca: mutual TLS needs TLS: give -tls-cert and -tls-key too")
+	}
+	if c.tlsCert != "" && c.store == storeEtcd && strings.HasPrefix(c.advertise, "http://") {
+		// Peers would speak plain HTTP to a TLS port: every forward would
+		// fail, and the node would look unreachable.
+		return usagef("-advertise %q: this node serves HTTPS (-tls-cert): advertise https://host:port", c.advertise)
 	}
 	return nil
 }

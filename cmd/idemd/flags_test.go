@@ -82,6 +82,13 @@ func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-cert", "c.crt"}, "-etcd-cert and -etcd-key: give both or neither"},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-cert", "c.crt", "-etcd-key", "c.key"}, "a client certificate needs TLS: give -etcd-ca too"},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-user", "root"}, "-etcd-user and -etcd-password-file: give both or neither"},
+		{[]string{"-tls-cert", "node.crt"}, "-tls-cert and -tls-key: give both or neither"},
+		{[]string{"-tls-key", "node.key"}, "-tls-cert and -tls-key: give both or neither"},
+		{[]string{"-tls-client-ca", "ca.crt"}, "-tls-client-ca: mutual TLS needs TLS: give -tls-cert and -tls-key too"},
+		{[]string{"-peer-ca", "ca.crt"}, "-peer-ca: only with -store etcd"},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-tls-cert", "n.crt", "-tls-key", "n.key"},
+			`-advertise "http://127.0.0.1:8420": this node serves HTTPS (-tls-cert): advertise https://host:port`},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "ftp://127.0.0.1:8420"}, `-advertise "ftp://127.0.0.1:8420": -store etcd needs the URL`},
 		// What the flag package refuses is a usage error too.
 		{[]string{"-executor", "many"}, `invalid value "many" for flag -executor`},
 		{[]string{"-lease-ttl", "10"}, `invalid value "10" for flag -lease-ttl`},
@@ -132,6 +139,19 @@ func TestParseFlags_AcceptsTheDocumentedSpecialValues(t *testing.T) {
 	if c, _ := parseFlags(nil, io.Discard); c.walLinger != wal.DefaultGroupLinger {
 		t.Fatalf("-wal-group-linger defaults to %v, want wal's %v", c.walLinger, wal.DefaultGroupLinger)
 	}
+	c, err = parseFlags([]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "https://127.0.0.1:8420",
+		"-tls-cert", "n.crt", "-tls-key", "n.key", "-tls-client-ca", "ca.crt", "-peer-ca", "ca.crt"}, io.Discard)
+	if err != nil || c.tlsCert != "n.crt" || c.tlsKey != "n.key" || c.tlsClientCA != "ca.crt" || c.peerCA != "ca.crt" || c.advertise != "https://127.0.0.1:8420" {
+		t.Fatalf("HTTPS on etcd, mutual, with -peer-ca: %+v %v", c, err)
+	}
+	c, err = parseFlags([]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "https://proxy.example:443"}, io.Discard)
+	if err != nil || c.tlsCert != "" {
+		// A TLS-terminating proxy in front of a plain-HTTP node.
+		t.Fatalf("an https -advertise without -tls-cert: %+v %v", c, err)
+	}
+	if _, err := parseFlags([]string{"-tls-cert", "n.crt", "-tls-key", "n.key", "-tls-client-ca", "ca.crt"}, io.Discard); err != nil {
+		t.Fatalf("mutual TLS on the local store: %v", err)
+	}
 	if _, err := parseFlags([]string{"-addr", "[::1]:8420", "-node", "n-1#x.y"}, io.Discard); err != nil {
 		t.Fatalf("IPv6 host, punctuation in node: %v", err)
 	}
@@ -148,6 +168,11 @@ func TestParseFlags_HelpNamesTheTokensFile(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "-tokens FILE\n") || !strings.Contains(out.String(), "one principal:token per line") {
 		t.Fatalf("-h output:\n%s", out.String())
+	}
+	for _, f := range []string{"-tls-cert FILE\n", "-tls-key FILE\n", "-tls-client-ca FILE\n", "-peer-ca FILE\n"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("-h does not list %q", f)
+		}
 	}
 	for _, name := range []string{"-addr", "-data", "-node", "-lease-ttl", "-version", "-shutdown-timeout", "-checkpoint-bytes"} {
 		if !strings.Contains(out.String(), "  "+name+" ") && !strings.Contains(out.String(), "  "+name+"\n") {

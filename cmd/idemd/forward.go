@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -27,8 +28,8 @@ const clusterSecretFileBytesMax = 4 << 10
 // forwarding is the API's forwarding to peers: on etcd, where other nodes
 // hold receipts, and only with the cluster secret that authenticates it
 // (secret nil: off, and said so); none on the local engine, where this
-// process is alone.
-func forwarding(c config, secret []byte, log *slog.Logger) *api.Forwarding {
+// process is alone. peerTLS is its TLS to peers that advertise https.
+func forwarding(c config, secret []byte, peerTLS *tls.Config, log *slog.Logger) *api.Forwarding {
 	if c.store != storeEtcd {
 		return nil
 	}
@@ -38,16 +39,18 @@ func forwarding(c config, secret []byte, log *slog.Logger) *api.Forwarding {
 			"how", fmt.Sprintf("openssl rand -hex %d > FILE; chmod 600 FILE", api.ClusterSecretBytesMin))
 		return nil
 	}
-	return &api.Forwarding{Node: c.node, Client: peerClient(), Secret: secret}
+	return &api.Forwarding{Node: c.node, Client: peerClient(peerTLS), Secret: secret}
 }
 
 // peerClient is the client requests are forwarded with: a dial bounded by
 // peerDialTimeout, and no redirect ever followed (the API enforces that
 // too: a redirect would carry the client's body and credentials to
-// whatever it names).
-func peerClient() *http.Client {
+// whatever it names). peerTLS (peerTLSConfig) is its TLS to peers that
+// advertise https.
+func peerClient(peerTLS *tls.Config) *http.Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: peerDialTimeout}).DialContext
+	transport.TLSClientConfig = peerTLS
 	return &http.Client{Transport: transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }

@@ -19,14 +19,14 @@ func TestForwarding_OffWithoutASecretSaysHowToTurnItOn(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	etcd := config{store: storeEtcd, node: "n-1"}
-	if f := forwarding(etcd, nil, log); f != nil || !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "-cluster-secret-file") {
+	if f := forwarding(etcd, nil, nil, log); f != nil || !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "-cluster-secret-file") {
 		t.Fatalf("without a secret: %+v, logged %q", f, logs.String())
 	}
 	secret := bytes.Repeat([]byte("k"), 32)
-	if f := forwarding(etcd, secret, log); f == nil || f.Node != "n-1" || !bytes.Equal(f.Secret, secret) || f.Client == nil {
+	if f := forwarding(etcd, secret, nil, log); f == nil || f.Node != "n-1" || !bytes.Equal(f.Secret, secret) || f.Client == nil {
 		t.Fatalf("with a secret: %+v", f)
 	}
-	if f := forwarding(config{store: storeLocal}, secret, log); f != nil {
+	if f := forwarding(config{store: storeLocal}, secret, nil, log); f != nil {
 		t.Fatalf("on the local engine: %+v", f)
 	}
 }
@@ -39,7 +39,7 @@ func TestPeerClient_NeverFollowsARedirect(t *testing.T) {
 	defer trap.Close()
 	redirect := httptest.NewServer(http.RedirectHandler(trap.URL, http.StatusTemporaryRedirect))
 	defer redirect.Close()
-	resp, err := peerClient().Post(redirect.URL, "application/json", strings.NewReader("{}"))
+	resp, err := peerClient(nil).Post(redirect.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}

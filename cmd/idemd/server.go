@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,10 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 			return nil, err
 		}
 	}
+	tc, err := loadTLS(c)
+	if err != nil {
+		return nil, err
+	}
 	d := &daemon{c: c, log: log}
 	defer func() {
 		if err != nil {
@@ -86,12 +91,20 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	logRecovered(log, d.store.db, sum, t)
 	d.api = api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
 		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
-		Forward: forwarding(c, secret, log), Logger: log})
-	// Through the handler's listener, even the answers net/http gives by
+		Forward: forwarding(c, secret, tc.peer, log), Logger: log})
+	// The gate counts raw connections, beneath TLS; TLS sits inside the
+	// handler's listener, through which even the answers net/http gives by
 	// itself (a malformed request, headers beyond MaxHeaderBytes) are
-	// problem details.
+	// problem details, and which must see the plain text. net/http then
+	// sees no *tls.Conn: it speaks HTTP/1.1 only, and the handshake runs
+	// under the header timeout's deadline.
+	limits.TLS = tc.server != nil
 	gate := d.api.NewConnGate(limits)
-	d.ln = d.api.Listener(gate.Listener(d.ln))
+	ln := gate.Listener(d.ln)
+	if tc.server != nil {
+		ln = tls.NewListener(ln, tc.server)
+	}
+	d.ln = d.api.Listener(ln)
 	d.srv = &http.Server{
 		ConnState:         gate.ConnState,
 		Handler:           d.counted(crashOnPanic(d.api, stderr)),
@@ -147,7 +160,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	d.log.Info("idemd: listening", "addr", d.ln.Addr().String(), "data", d.c.data, "owner", d.svc.Owner().String())
+	d.log.Info("idemd: listening", "addr", d.ln.Addr().String(), "tls", d.c.tlsCert != "", "data", d.c.data, "owner", d.svc.Owner().String())
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(d.ln) }()
 	for {

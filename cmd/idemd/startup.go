@@ -104,7 +104,7 @@ func logStart(log *slog.Logger, c config) {
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
 		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes), "value_log", c.valueLog,
 		"wal_segment_bytes", c.segmentBytes, "wal_no_preallocate", c.walPlain, "separate_decide", c.separateDecide,
-		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store)
+		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store, "tls", tlsSetting(c))
 }
 
 // interval is a loop interval as the log shows it: negative is "never".

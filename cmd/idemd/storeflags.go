@@ -26,7 +26,7 @@ const etcdDialTimeoutMin = 100 * time.Millisecond
 
 // etcdFlags are the flags that mean nothing without -store etcd.
 var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "etcd-ca", "etcd-cert", "etcd-key",
-	"etcd-user", "etcd-password-file", "advertise", "cluster-secret-file"}
+	"etcd-user", "etcd-password-file", "advertise", "cluster-secret-file", "peer-ca"}
 
 // parseStore checks -store and the flags that go with it: with etcd the
 // endpoints and the advertised URL are required; with the local engine
@@ -78,13 +78,13 @@ func (c *config) parseStore(endpoints string, set map[string]bool) error {
 	return validAdvertise(c.advertise)
 }
 
-// validAdvertise: the URL peers will dial, so a full http(s) URL with a
-// host and a port and nothing else.
+// validAdvertise: the URL peers will dial, so a full http or https URL
+// with a host and a port and nothing else.
 func validAdvertise(s string) error {
 	u, err := url.Parse(s)
 	if s == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" ||
 		!validPort(u.Port()) || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || len(s) > lease.AdvertiseBytesMax {
-		return usagef("-advertise %q: -store etcd needs the URL peers reach this node at, http://host:port (at most %d bytes)", s, lease.AdvertiseBytesMax)
+		return usagef("-advertise %q: -store etcd needs the URL peers reach this node at, http://host:port or https://host:port (at most %d bytes)", s, lease.AdvertiseBytesMax)
 	}
 	return nil
 }

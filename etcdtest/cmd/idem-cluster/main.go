@@ -5,6 +5,7 @@
 // that they forward to one another), until Ctrl-C. It is what `make cluster` runs; see docs/cluster.md.
 //
 //	go run ./etcdtest/cmd/idem-cluster -idemd bin/idemd-dev
+//	go run ./etcdtest/cmd/idem-cluster -idemd bin/idemd-dev -mtls   # HTTPS, client certificates
 package main
 
 import (
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 		// Longer than the lease by default, so that a killed node's work is
 		// seen finished by the others before it comes back.
 		restartAfter = fs.Duration("restart-after", 10*time.Second, "restart a node that exited (killed, say) after this long, as a supervisor would; 0: never")
+		tlsOn        = fs.Bool("tls", false, "HTTPS: generate a CA and a node certificate (127.0.0.1, localhost) in -dir/tls; the nodes serve and forward over TLS and advertise https URLs")
+		mtls         = fs.Bool("mtls", false, "mutual TLS (implies -tls): the nodes require a client certificate the CA signed; one for curl is written to -dir/tls/client.crt and client.key")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,10 +68,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	if _, err := os.Stat(*idemd); err != nil {
 		return fmt.Errorf("-idemd %s: %w (make cluster builds it)", *idemd, err)
 	}
-	if err := os.RemoveAll(*dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
+	ct, err := prepareDir(*dir, *tlsOn || *mtls, *mtls)
+	if err != nil {
 		return err
 	}
 
@@ -93,10 +94,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	for i := 1; i <= *nodes; i++ {
 		name := "node-" + strconv.Itoa(i)
 		addr := "127.0.0.1:" + strconv.Itoa(*basePort+i-1)
-		n := &node{name: name, addr: addr, dir: *dir, out: out,
-			args: []string{"-store", "etcd", "-etcd-endpoints", endpoints, "-etcd-prefix", "/idem/dev/",
-				"-node", name, "-addr", addr, "-advertise", "http://" + addr, "-lease-ttl", leaseTTL.String(),
-				"-cluster-secret-file", secret},
+		n := &node{name: name, base: ct.scheme() + "://" + addr, dir: *dir, out: out,
+			args: append([]string{"-store", "etcd", "-etcd-endpoints", endpoints, "-etcd-prefix", "/idem/dev/",
+				"-node", name, "-addr", addr, "-advertise", ct.scheme() + "://" + addr, "-lease-ttl", leaseTTL.String(),
+				"-cluster-secret-file", secret}, ct.nodeArgs()...),
 			bin: *idemd, env: os.Environ()}
 		if name == fpNode {
 			n.env = append(n.env, "GO_FAILPOINTS="+fpTerms)
@@ -106,11 +107,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 		}
 		wg.Go(func() { n.supervise(ctx, *restartAfter) })
 	}
-	for i := 1; i <= *nodes; i++ {
-		if err := awaitHealthy(ctx, "http://127.0.0.1:"+strconv.Itoa(*basePort+i-1)); err != nil {
-			return fmt.Errorf("node-%d: %w (see %s)", i, err, filepath.Join(*dir, fmt.Sprintf("node-%d.log", i)))
-		}
+	if err := awaitNodes(ctx, ct, *dir, *basePort, *nodes); err != nil {
+		return err
 	}
+	ct.curl(out, ct.scheme()+"://127.0.0.1:"+strconv.Itoa(*basePort))
 	fmt.Fprintln(out, "ready; Ctrl-C stops everything")
 	if ready != nil {
 		ready()
@@ -139,9 +139,39 @@ func writeClusterSecret(dir string) (string, error) {
 	return p, nil
 }
 
+// prepareDir empties dir and, with tlsOn, generates the certificates in
+// dir/tls (nil: plain HTTP).
+func prepareDir(dir string, tlsOn, mutual bool) (*clusterTLS, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if !tlsOn {
+		return nil, nil
+	}
+	ct, err := writeClusterTLS(filepath.Join(dir, "tls"), mutual)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return ct, nil
+}
+
+// awaitNodes waits until every node answers /healthz.
+func awaitNodes(ctx context.Context, ct *clusterTLS, dir string, basePort, nodes int) error {
+	client := ct.httpClient()
+	for i := 1; i <= nodes; i++ {
+		if err := awaitHealthy(ctx, client, ct.scheme()+"://127.0.0.1:"+strconv.Itoa(basePort+i-1)); err != nil {
+			return fmt.Errorf("node-%d: %w (see %s)", i, err, filepath.Join(dir, fmt.Sprintf("node-%d.log", i)))
+		}
+	}
+	return nil
+}
+
 // node is one supervised idemd process.
 type node struct {
-	name, addr, dir, bin string
+	name, base, dir, bin string
 	args, env            []string
 	out                  io.Writer
 	cmd                  *exec.Cmd
@@ -165,7 +195,7 @@ func (n *node) start() error {
 	if err := os.WriteFile(filepath.Join(n.dir, n.name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(n.out, "%s: http://%s (pid %d, log %s)\n", n.name, n.addr, cmd.Process.Pid, logf.Name())
+	fmt.Fprintf(n.out, "%s: %s (pid %d, log %s)\n", n.name, n.base, cmd.Process.Pid, logf.Name())
 	return nil
 }
 
@@ -214,13 +244,13 @@ func withoutFailpoints(env []string) []string {
 // startTimeout bounds how long a node may take to answer /healthz.
 const startTimeout = 30 * time.Second
 
-// awaitHealthy polls base's /healthz until it answers 200.
-func awaitHealthy(ctx context.Context, base string) error {
+// awaitHealthy polls base's /healthz through client until it answers 200.
+func awaitHealthy(ctx context.Context, client *http.Client, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/healthz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
