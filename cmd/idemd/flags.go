@@ -15,35 +15,39 @@ import (
 )
 
 type config struct {
-	addr            string
-	data            string
-	tokens          string
-	admins          string
-	node            string
-	leaseTTL        time.Duration
-	renewInterval   time.Duration
-	retention       time.Duration
-	tombRetention   time.Duration
-	legacyOwner     string
-	maintainEvery   time.Duration
-	cleanEvery      time.Duration
-	executor        int
-	waitMax         time.Duration
-	sessionTTLMax   time.Duration
-	sessionsMax     int
-	bodyMax         int64
-	requestTimeout  time.Duration
-	headerTimeout   time.Duration
-	shutdownTimeout time.Duration
-	checkpointBytes int64
-	valueLog        bool
-	segmentBytes    int
-	walPlain        bool
-	walLinger       time.Duration
-	separateDecide  bool
-	logLevel        string
-	logFormat       string
-	version         bool
+	addr          string
+	data          string
+	tokens        string
+	admins        string
+	node          string
+	leaseTTL      time.Duration
+	renewInterval time.Duration
+	retention     time.Duration
+	tombRetention time.Duration
+	legacyOwner   string
+	maintainEvery time.Duration
+	cleanEvery    time.Duration
+	executor      int
+	waitMax       time.Duration
+	sessionTTLMax time.Duration
+	sessionsMax   int
+	// Per-principal quotas (receipt/quota.go); 0 until validate derives
+	// the default from the node-wide limit.
+	principalSessions int
+	principalInflight int
+	bodyMax           int64
+	requestTimeout    time.Duration
+	headerTimeout     time.Duration
+	shutdownTimeout   time.Duration
+	checkpointBytes   int64
+	valueLog          bool
+	segmentBytes      int
+	walPlain          bool
+	walLinger         time.Duration
+	separateDecide    bool
+	logLevel          string
+	logFormat         string
+	version           bool
 
 	store           string   // storeLocal or storeEtcd
 	etcdEndpoints   []string // parsed from -etcd-endpoints
@@ -117,6 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.waitMax, "wait-max", 30*time.Second, "maximum honoured Prefer: wait=N")
 	fs.DurationVar(&c.sessionTTLMax, "session-ttl-max", receipt.SessionTTLMaxDefault, "longest TTL an interactive session may ask for (whole seconds)")
 	fs.IntVar(&c.sessionsMax, "sessions-max", receipt.SessionsOpenMaxDefault, "maximum interactive sessions open on this node at once (beyond it: 429)")
+	fs.IntVar(&c.principalSessions, "principal-sessions-max", 0, fmt.Sprintf("maximum interactive sessions one principal may have open on this node, 1..-sessions-max; beyond it that principal alone gets 429, with Retry-After its own earliest session expiry (0: -sessions-max/%d, so several tenants at their quota still leave room)", receipt.QuotaShareDivisor))
+	fs.IntVar(&c.principalInflight, "principal-inflight-max", 0, fmt.Sprintf("maximum requests of one principal inside the service at once (keyed batches and session steps, executing or waiting for a slot or a Prefer: wait), 1..-executor; beyond it that principal alone gets 429 (0: -executor/%d, so one tenant holds at most a quarter of the executor)", receipt.QuotaShareDivisor))
 	fs.Int64Var(&c.bodyMax, "max-body", 1<<20, "maximum request body in bytes (larger: 413)")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "maximum time to handle one request (raised to wait-max + 10s if not longer than wait-max)")
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
@@ -217,6 +223,9 @@ func (c *config) validate() error {
 	if c.sessionsMax < 1 {
 		return usagef("-sessions-max %d: must be at least 1", c.sessionsMax)
 	}
+	if err := c.validateQuotas(); err != nil {
+		return err
+	}
 	if c.bodyMax < 1 {
 		return usagef("-max-body %d: must be at least 1 byte", c.bodyMax)
 	}
@@ -297,4 +306,22 @@ func adminList(s string) []string {
 		return nil
 	}
 	return strings.Split(s, ",")
+}
+
+// validateQuotas checks the per-principal quotas against the node-wide
+// limits they divide, and derives the ones not given from them.
+func (c *config) validateQuotas() error {
+	switch {
+	case c.principalSessions == 0:
+		c.principalSessions = receipt.SessionsPerPrincipalDefault(c.sessionsMax)
+	case c.principalSessions < 1 || c.principalSessions > c.sessionsMax:
+		return usagef("-principal-sessions-max %d: must be 1..-sessions-max (%d), or 0 for the default", c.principalSessions, c.sessionsMax)
+	}
+	switch {
+	case c.principalInflight == 0:
+		c.principalInflight = receipt.InflightPerPrincipalDefault(c.executor)
+	case c.principalInflight < 1 || c.principalInflight > c.executor:
+		return usagef("-principal-inflight-max %d: must be 1..-executor (%d), or 0 for the default", c.principalInflight, c.executor)
+	}
+	return nil
 }
