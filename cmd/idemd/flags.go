@@ -15,39 +15,37 @@ import (
 )
 
 type config struct {
-	addr          string
-	data          string
-	tokens        string
-	admins        string
-	node          string
-	leaseTTL      time.Duration
-	renewInterval time.Duration
-	retention     time.Duration
-	tombRetention time.Duration
-	legacyOwner   string
-	maintainEvery time.Duration
-	cleanEvery    time.Duration
-	executor      int
-	waitMax       time.Duration
-	sessionTTLMax time.Duration
-	sessionsMax   int
-	// Per-principal quotas (receipt/quota.go); 0 until validate derives
-	// the default from the node-wide limit.
-	principalSessions int
-	principalInflight int
-	bodyMax           int64
-	requestTimeout    time.Duration
-	headerTimeout     time.Duration
-	shutdownTimeout   time.Duration
-	checkpointBytes   int64
-	valueLog          bool
-	segmentBytes      int
-	walPlain          bool
-	walLinger         time.Duration
-	separateDecide    bool
-	logLevel          string
-	logFormat         string
-	version           bool
+	addr            string
+	data            string
+	tokens          string
+	admins          string
+	node            string
+	leaseTTL        time.Duration
+	renewInterval   time.Duration
+	retention       time.Duration
+	tombRetention   time.Duration
+	legacyOwner     string
+	maintainEvery   time.Duration
+	cleanEvery      time.Duration
+	executor        int
+	waitMax         time.Duration
+	sessionTTLMax   time.Duration
+	sessionsMax     int
+	quotaSessions   int // -principal-sessions-max (receipt/quota.go); 0 until validateQuotas derives it
+	quotaInflight   int // -principal-inflight-max; likewise
+	bodyMax         int64
+	requestTimeout  time.Duration
+	headerTimeout   time.Duration
+	shutdownTimeout time.Duration
+	checkpointBytes int64
+	valueLog        bool
+	segmentBytes    int
+	walPlain        bool
+	walLinger       time.Duration
+	separateDecide  bool
+	logLevel        string
+	logFormat       string
+	version         bool
 
 	store           string   // storeLocal or storeEtcd
 	etcdEndpoints   []string // parsed from -etcd-endpoints
@@ -121,8 +119,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.waitMax, "wait-max", 30*time.Second, "maximum honoured Prefer: wait=N")
 	fs.DurationVar(&c.sessionTTLMax, "session-ttl-max", receipt.SessionTTLMaxDefault, "longest TTL an interactive session may ask for (whole seconds)")
 	fs.IntVar(&c.sessionsMax, "sessions-max", receipt.SessionsOpenMaxDefault, "maximum interactive sessions open on this node at once (beyond it: 429)")
-	fs.IntVar(&c.principalSessions, "principal-sessions-max", 0, fmt.Sprintf("maximum interactive sessions one principal may have open on this node, 1..-sessions-max; beyond it that principal alone gets 429, with Retry-After its own earliest session expiry (0: -sessions-max/%d, so several tenants at their quota still leave room)", receipt.QuotaShareDivisor))
-	fs.IntVar(&c.principalInflight, "principal-inflight-max", 0, fmt.Sprintf("maximum requests of one principal inside the service at once (keyed batches and session steps, executing or waiting for a slot or a Prefer: wait), 1..-executor; beyond it that principal alone gets 429 (0: -executor/%d, so one tenant holds at most a quarter of the executor)", receipt.QuotaShareDivisor))
+	fs.IntVar(&c.quotaSessions, "principal-sessions-max", 0, fmt.Sprintf("maximum interactive sessions one principal may have open on this node, 1..-sessions-max; beyond it that principal alone gets 429, with Retry-After its own earliest session expiry (0: -sessions-max/%d, so several tenants at their quota still leave room)", receipt.QuotaShareDivisor))
+	fs.IntVar(&c.quotaInflight, "principal-inflight-max", 0, fmt.Sprintf("maximum requests of one principal inside the service at once (keyed batches and session steps, executing or waiting for a slot or a Prefer: wait), 1..-executor; beyond it that principal alone gets 429 (0: -executor/%d, so one tenant holds at most a quarter of the executor)", receipt.QuotaShareDivisor))
 	fs.Int64Var(&c.bodyMax, "max-body", 1<<20, "maximum request body in bytes (larger: 413)")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "maximum time to handle one request (raised to wait-max + 10s if not longer than wait-max)")
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
@@ -312,16 +310,16 @@ func adminList(s string) []string {
 // limits they divide, and derives the ones not given from them.
 func (c *config) validateQuotas() error {
 	switch {
-	case c.principalSessions == 0:
-		c.principalSessions = receipt.SessionsPerPrincipalDefault(c.sessionsMax)
-	case c.principalSessions < 1 || c.principalSessions > c.sessionsMax:
-		return usagef("-principal-sessions-max %d: must be 1..-sessions-max (%d), or 0 for the default", c.principalSessions, c.sessionsMax)
+	case c.quotaSessions == 0:
+		c.quotaSessions = receipt.SessionsPerPrincipalDefault(c.sessionsMax)
+	case c.quotaSessions < 1 || c.quotaSessions > c.sessionsMax:
+		return usagef("-principal-sessions-max %d: must be 1..-sessions-max (%d), or 0 for the default", c.quotaSessions, c.sessionsMax)
 	}
 	switch {
-	case c.principalInflight == 0:
-		c.principalInflight = receipt.InflightPerPrincipalDefault(c.executor)
-	case c.principalInflight < 1 || c.principalInflight > c.executor:
-		return usagef("-principal-inflight-max %d: must be 1..-executor (%d), or 0 for the default", c.principalInflight, c.executor)
+	case c.quotaInflight == 0:
+		c.quotaInflight = receipt.InflightPerPrincipalDefault(c.executor)
+	case c.quotaInflight < 1 || c.quotaInflight > c.executor:
+		return usagef("-principal-inflight-max %d: must be 1..-executor (%d), or 0 for the default", c.quotaInflight, c.executor)
 	}
 	return nil
 }

@@ -147,8 +147,8 @@ func TestParseFlags_AcceptsTheDocumentedSpecialValues(t *testing.T) {
 		{[]string{"-principal-sessions-max", "4096", "-principal-inflight-max", "256"}, 4096, 256},
 	} {
 		c, err := parseFlags(tc.args, io.Discard)
-		if err != nil || c.principalSessions != tc.sessions || c.principalInflight != tc.inflight {
-			t.Fatalf("%q: quotas %d sessions, %d in flight, want %d, %d (%v)", tc.args, c.principalSessions, c.principalInflight, tc.sessions, tc.inflight, err)
+		if err != nil || c.quotaSessions != tc.sessions || c.quotaInflight != tc.inflight {
+			t.Fatalf("%q: quotas %d sessions, %d in flight, want %d, %d (%v)", tc.args, c.quotaSessions, c.quotaInflight, tc.sessions, tc.inflight, err)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
 		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
-		SessionsPerPrincipalMax: c.principalSessions, InflightPerPrincipalMax: c.principalInflight, SeparateDecide: c.separateDecide, Logger: log,
+		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
 	})
 	if err != nil {
 		return nil, err

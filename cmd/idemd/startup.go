@@ -99,7 +99,7 @@ func logStart(log *slog.Logger, c config) {
 		"legacy_table_owner", c.legacyOwner,
 		"maintain_interval", interval(c.maintainEvery), "clean_interval", interval(c.cleanEvery),
 		"executor", c.executor, "wait_max", c.waitMax, "session_ttl_max", c.sessionTTLMax, "sessions_max", c.sessionsMax,
-		"principal_sessions_max", c.principalSessions, "principal_inflight_max", c.principalInflight, "max_body", c.bodyMax,
+		"principal_sessions_max", c.quotaSessions, "principal_inflight_max", c.quotaInflight, "max_body", c.bodyMax,
 		"request_timeout", c.requestTimeout, "header_timeout", c.headerTimeout,
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
 		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes), "value_log", c.valueLog,
