@@ -30,6 +30,12 @@ type config struct {
 	clock       lease.Clock
 	executorMax int
 	bodyMax     int64
+	// sessionsMax, principalSessions, principalInflight: the node-wide
+	// limit of open sessions and the per-principal quotas (zero: the
+	// defaults).
+	sessionsMax, principalSessions, principalInflight int
+	// wrap, if set, wraps the store the service runs on (to hold writes).
+	wrap func(engine.Store) engine.Store
 	// presumeAbort: recovery aborts begun, undecided transactions.
 	presumeAbort bool
 	// separateDecide: a new receipt's decision is a second write, so a
@@ -93,9 +99,13 @@ func (n *node) open() {
 		store = db
 		aopts.StoreCollectors, aopts.Health = []prometheus.Collector{enginemetrics.New(db.Stats)}, db.Health
 	}
+	if n.cfg.wrap != nil {
+		store = n.cfg.wrap(store)
+	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax, WaitMax: n.cfg.waitMax,
 		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide,
-		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention}
+		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention,
+		SessionsOpenMax: n.cfg.sessionsMax, SessionsPerPrincipalMax: n.cfg.principalSessions, InflightPerPrincipalMax: n.cfg.principalInflight}
 	svc, err := receipt.Open(context.Background(), store, opts)
 	if err != nil {
 		if db != nil {

@@ -113,7 +113,8 @@ func TestKeyed_InProgressIs409_PreferWaitGetsTheEnvelope(t *testing.T) {
 // key answers 429 overloaded with Retry-After; its receipt is recorded
 // pending and a retry with the same key executes it.
 func TestKeyed_OverloadedLeavesReceiptPending(t *testing.T) {
-	n := newNode(t, config{executorMax: 1, separateDecide: true})
+	// One principal fills the executor: its in-flight quota must let it.
+	n := newNode(t, config{executorMax: 1, principalInflight: 2, separateDecide: true})
 	n.createTable("t")
 	unpause := testsupport.Arm(t, fault.ReceiptDecideBefore, "pause")
 	held := goBatch(n, "busy", `{"inserts":[{"id":"busy","doc":{}}]}`)

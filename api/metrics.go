@@ -229,6 +229,15 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 	counter("idem_sessions_committed_total", "Session commits published (each one a receipt).", func(s receipt.Stats) uint64 { return s.SessionsCommitted })
 	counter("idem_sessions_aborted_total", "Sessions ended without a commit: aborted, expired, or presumed aborted after their owner's death.", func(s receipt.Stats) uint64 { return s.SessionsAborted })
 	counter("idem_sessions_expired_total", "Sessions ended by expiry or presumed abort (of idem_sessions_aborted_total).", func(s receipt.Stats) uint64 { return s.SessionsExpired })
+	// By kind only: a principal label would grow a series per tenant.
+	for _, r := range receipt.Refusals {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idem_refused_total", ConstLabels: prometheus.Labels{"kind": r.String()},
+			Help: "Requests refused 429 overloaded, by the limit hit. kind: principal_sessions (the principal's open sessions at -principal-sessions-max), " +
+				"node_sessions (the node's at -sessions-max), principal_inflight (the principal's requests in flight at -principal-inflight-max), " +
+				"executor (no executor slot came free in time).",
+		}, func() float64 { return float64(svc.Stats().Refused[r]) }))
+	}
 	m.reg.MustRegister(storeCollectors...)
 	return m
 }

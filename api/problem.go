@@ -82,9 +82,15 @@ func renderJSON(v any) []byte {
 // answer says how to retry with respect to the key (retry_with), since the
 // choice means nothing without one. Unkeyed answers say retryable alone.
 func writeProblem(w http.ResponseWriter, c code.Code, detail string) {
+	writeProblemAfter(w, c, detail, 0)
+}
+
+// writeProblemAfter is writeProblem with a Retry-After of after (0: the
+// status's default).
+func writeProblemAfter(w http.ResponseWriter, c code.Code, detail string, after time.Duration) {
 	keyed := w.Header().Get(headerIdempotencyKey) != ""
 	status := code.Lookup(c).Status
-	setRetryAfter(w, status, 0)
+	setRetryAfter(w, status, after)
 	writeBody(w, status, problemContentType, problemBody(c, detail, keyed))
 }
 
@@ -105,7 +111,7 @@ func problemBody(c code.Code, detail string, keyed bool) []byte {
 // whose outcome is not.
 func writeTxnProblem(w http.ResponseWriter, e *code.Error, txnID string) {
 	info := code.Lookup(e.Code)
-	setRetryAfter(w, info.Status, 0)
+	setRetryAfter(w, info.Status, e.RetryAfter)
 	writeBody(w, info.Status, problemContentType, renderJSON(problem{
 		Type: problemTypeBase + string(e.Code), Title: title(e.Code), Status: info.Status, Detail: e.Message,
 		Code: string(e.Code), Retryable: info.Retryable, RetryWith: string(info.RetryWith), TransactionID: txnID,
@@ -113,7 +119,9 @@ func writeTxnProblem(w http.ResponseWriter, e *code.Error, txnID string) {
 }
 
 // writeCodeError answers with a *code.Error.
-func writeCodeError(w http.ResponseWriter, e *code.Error) { writeProblem(w, e.Code, e.Message) }
+func writeCodeError(w http.ResponseWriter, e *code.Error) {
+	writeProblemAfter(w, e.Code, e.Message, e.RetryAfter)
+}
 
 // originalJSON is the original_receipt member of a 422 key mismatch: the
 // receipt the key is bound to, reported apart from this request's own

@@ -7,7 +7,10 @@
 // message text.
 package code
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Code is a stable, machine-readable error code.
 type Code string
@@ -126,6 +129,11 @@ func All() []Code {
 type Error struct {
 	Code    Code
 	Message string
+	// RetryAfter is when a retry may succeed, for a refusal that knows
+	// (an overloaded answer: when the limit it hit frees up); zero: the
+	// answer's default. The api sends it as Retry-After, so that no layer
+	// parses it out of Message.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

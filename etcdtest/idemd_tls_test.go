@@ -23,7 +23,8 @@ func startTLSNode(t *testing.T, cl *apitest.Client, c *etcdtest.Cluster, prefix,
 	addr := apitest.FreeAddr(t)
 	base := "https://" + addr
 	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", strings.Join(c.Endpoints(), ","),
-		"-etcd-prefix", prefix, "-node", node, "-advertise", base, "-maintain-interval", "100ms"}, tlsArgs...)
+		"-etcd-prefix", prefix, "-node", node, "-advertise", base, "-maintain-interval", "100ms",
+		"-cluster-secret-file", clusterSecretFile(t)}, tlsArgs...)
 	p, err := apitest.TryLaunch(t, t.TempDir(), env, append(argv, args...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -227,6 +227,9 @@ func (sc *scenario) simulate() {
 		LeaseTTL: leaseTTL, Retention: cfg.Retention, ExecutorMax: cfg.ExecutorMax,
 		MaintainInterval: cfg.MaintainInterval, CleanInterval: -1, WaitPoll: tick,
 		DeferResolution: cfg.DeferResolution, TombstoneRetention: cfg.TombstoneRetention,
+		// Every client may be in flight at once: a small executor must
+		// fill up (429, pending receipts), not the principal's quota.
+		InflightPerPrincipalMax: cfg.Clients + cfg.SessionClients,
 	}
 	if cfg.MaintainInterval > 0 {
 		// A slow recovery pass, so that the cleaner meets debt outliving a

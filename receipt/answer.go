@@ -105,6 +105,12 @@ func answerPending(txnID string, st State, why string, retryAfter time.Duration)
 	return Answer{Envelope: fromCode(code.ReceiptPending, why, txnID, OutcomePending), State: st, RetryAfter: retryAfter}
 }
 
+// answerRefused answers a request refused before any work (a quota):
+// transient, no receipt, no outcome, the refusal's Retry-After.
+func answerRefused(ce *code.Error) Answer {
+	return Answer{Envelope: fromCode(ce.Code, ce.Message, "", ""), RetryAfter: ce.RetryAfter}
+}
+
 func answerOverloaded(txnID string, retryAfter time.Duration) Answer {
 	return Answer{Envelope: fromCode(code.Overloaded, "the executor is full; the request is recorded and will run: retry with the same key", txnID, OutcomePending),
 		State: Pending, RetryAfter: retryAfter}

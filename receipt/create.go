@@ -38,10 +38,11 @@ func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadli
 	if err != nil {
 		return Answer{}, err
 	}
-	if !l.acquire(ctx, deadline) {
+	sl, ok := l.acquire(ctx, deadline)
+	if !ok {
 		return l.createPending(ctx, a)
 	}
-	defer l.release()
+	defer l.release(sl)
 	return l.createStarted(ctx, a, txn)
 }
 
@@ -122,7 +123,7 @@ func (l *lifecycle) createPending(ctx context.Context, a *attempt) (Answer, erro
 		return ans, err
 	}
 	a.wrote(a.rec, v)
-	return answerOverloaded(a.id, l.retryAfter()), nil
+	return l.refuseExecutor(a.id), nil
 }
 
 // createStarted publishes a new receipt as started together with Begin —

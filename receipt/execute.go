@@ -52,6 +52,10 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	if err != nil {
 		return answerInvalid(code.InvalidRequest, err.Error()), nil
 	}
+	if cerr := s.enter(req.Principal); cerr != nil {
+		return answerRefused(cerr), nil
+	}
+	defer s.leave(req.Principal)
 	id := Bind(req.Principal, req.Table, req.Key)
 	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
 	for round := 0; round < ExecuteAttemptsMax; round++ {
@@ -224,10 +228,11 @@ func (l *lifecycle) takeOver(ctx context.Context, a *attempt, deadline time.Time
 		return l.stuck(a, classifyStep(err), err)
 	}
 	if next(a.rec.State) == stepStart {
-		if !l.acquire(ctx, deadline) {
-			return answerOverloaded(a.id, l.retryAfter()), nil
+		sl, ok := l.acquire(ctx, deadline)
+		if !ok {
+			return l.refuseExecutor(a.id), nil
 		}
-		defer l.release()
+		defer l.release(sl)
 		return l.start(ctx, a, l.replan)
 	}
 	return l.reconcile(ctx, a)

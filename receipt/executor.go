@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemdb/idem/lease"
@@ -18,20 +19,29 @@ import (
 // its record takes one for its duration, and a session's commit, being a
 // receipt, takes one as any receipt does. busy counts the slots by kind,
 // for the metrics.
+//
+// How long a slot is held is measured (drainMeter), so that a refusal can
+// say when the executor will have room again.
+
+// slot is an executor slot taken for work of kind k at start.
+type slot struct {
+	k     lease.Kind
+	start time.Time
+}
 
 // acquire takes an executor slot for a receipt, waiting until deadline at
 // most.
-func (l *lifecycle) acquire(ctx context.Context, deadline time.Time) bool {
+func (l *lifecycle) acquire(ctx context.Context, deadline time.Time) (slot, bool) {
 	return l.acquireFor(ctx, deadline, lease.KindReceipt)
 }
 
 // acquireFor takes an executor slot for work of kind k.
-func (l *lifecycle) acquireFor(ctx context.Context, deadline time.Time, k lease.Kind) bool {
+func (l *lifecycle) acquireFor(ctx context.Context, deadline time.Time, k lease.Kind) (slot, bool) {
 	if !l.waitSlot(ctx, deadline) {
-		return false
+		return slot{}, false
 	}
 	l.busy[k].Add(1)
-	return true
+	return slot{k: k, start: l.clock.Now()}, true
 }
 
 func (l *lifecycle) waitSlot(ctx context.Context, deadline time.Time) bool {
@@ -42,6 +52,8 @@ func (l *lifecycle) waitSlot(ctx context.Context, deadline time.Time) bool {
 	if d <= 0 {
 		return false
 	}
+	l.drain.waiting.Add(1)
+	defer l.drain.waiting.Add(-1)
 	select {
 	case l.exec <- struct{}{}:
 		return true
@@ -53,12 +65,12 @@ func (l *lifecycle) waitSlot(ctx context.Context, deadline time.Time) bool {
 }
 
 // tryAcquire takes an executor slot for a receipt if one is free now.
-func (l *lifecycle) tryAcquire() bool {
+func (l *lifecycle) tryAcquire() (slot, bool) {
 	if !l.trySlot() {
-		return false
+		return slot{}, false
 	}
 	l.busy[lease.KindReceipt].Add(1)
-	return true
+	return slot{k: lease.KindReceipt, start: l.clock.Now()}, true
 }
 
 func (l *lifecycle) trySlot() bool {
@@ -70,11 +82,56 @@ func (l *lifecycle) trySlot() bool {
 	}
 }
 
-// release gives back a receipt's slot.
-func (l *lifecycle) release() { l.releaseFor(lease.KindReceipt) }
-
-// releaseFor gives back a slot taken for work of kind k.
-func (l *lifecycle) releaseFor(k lease.Kind) {
-	l.busy[k].Add(-1)
+// release gives back slot s and measures how long it was held.
+func (l *lifecycle) release(s slot) {
+	l.drain.held(l.clock.Now().Sub(s.start))
+	l.busy[s.k].Add(-1)
 	<-l.exec
+}
+
+// drainMeter measures the executor: how long a slot is held (an EWMA) and
+// how many wait for one.
+type drainMeter struct {
+	holdNanos atomic.Int64 // EWMA of a slot's hold time
+	waiting   atomic.Int64 // goroutines waiting for a slot now
+}
+
+// drainWeightShift sets the EWMA's weight of a new sample to 1/8, as
+// TCP's smoothed round-trip time (RFC 6298): a few dozen executions move
+// it, one slow outlier does not.
+const drainWeightShift = 3
+
+// held folds one slot's hold time d into the average.
+func (m *drainMeter) held(d time.Duration) {
+	d = max(d, 0)
+	for {
+		old := m.holdNanos.Load()
+		next := old + (int64(d)-old)>>drainWeightShift
+		if old == 0 {
+			next = int64(d) // the first sample is the average
+		}
+		if m.holdNanos.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// Bounds of a drain-time Retry-After.
+const (
+	// DrainRetryAfterMin is the least a drain-time Retry-After says: a
+	// second, Retry-After's resolution.
+	DrainRetryAfterMin = time.Second
+	// DrainRetryAfterMax caps it: past this the estimate (an average
+	// times a queue that will have changed) says little, and a client
+	// told to stay away longer would idle while the executor frees up.
+	DrainRetryAfterMax = 30 * time.Second
+)
+
+// drainTime is how long the executor needs, at its measured pace, to
+// work through the slots in use and the requests waiting for one:
+// average hold × (busy + waiting) / slots, within the drain bounds.
+func (l *lifecycle) drainTime() time.Duration {
+	queue := int64(len(l.exec)) + l.drain.waiting.Load()
+	est := time.Duration(l.drain.holdNanos.Load() * queue / int64(cap(l.exec)))
+	return min(max(est, DrainRetryAfterMin), DrainRetryAfterMax)
 }

@@ -141,7 +141,7 @@ func TestHeartbeat_PausedAtDecideFailpointKeepsLease(t *testing.T) {
 func TestSupervisor_RenewsIndependentlyOfBlockedMaintenance(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0", ExecutorMax: 1})
+	a := e.openOn(hs, receipt.Options{Node: "node-0", ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
 	createTable(t, a, "t")
 	g, busy := occupyExecutor(t, a, hs, "ctr-busy")
 

@@ -450,3 +450,9 @@ func occupyExecutor(t *testing.T, svc *receipt.Service, hs *hookStore, ctr strin
 	g.wait(t)
 	return g, busy
 }
+
+// oneTenant is the InflightPerPrincipalMax of the tests in which one
+// principal fills a one-slot executor and sends more: its default (a
+// quarter of the slots, at least one) would refuse the second request at
+// the principal's quota before it could find the executor full.
+const oneTenant = 8

@@ -34,6 +34,8 @@ type lifecycle struct {
 	hb     *lease.Heartbeat
 	exec   chan struct{}   // executor slots
 	busy   [2]atomic.Int64 // slots in use, by lease.Kind
+	drain  drainMeter      // the slots' measured pace (executor.go)
+	quotas quotas          // per-principal bounds (quota.go)
 	// sessionLocks serialise the steps of one session in this process
 	// (striped by ID: bounded, whatever the number of sessions); across
 	// processes the session record's version and claim fence them.
@@ -71,6 +73,7 @@ func newLifecycle(store engine.Store, coord *twopc.Coordinator, owner lease.Owne
 		active:       lease.NewActiveSet(),
 		hb:           &lease.Heartbeat{Store: store, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
 		exec:         make(chan struct{}, opts.ExecutorMax),
+		quotas:       newQuotas(),
 		maintainLog:  newCauseLog(MaintainLogEvery, MaintainLogCausesMax),
 		sessionLocks: newStripeLocks(),
 	}

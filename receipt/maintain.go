@@ -192,12 +192,13 @@ func (l *lifecycle) advance(ctx context.Context, a *attempt, ms *MaintainStats) 
 		// Execution capacity is the one thing maintenance needs for a
 		// pending receipt; without a free slot it moves on (the next pass,
 		// or a retry, runs it) rather than stall the rest of the pass.
-		if !l.tryAcquire() {
+		sl, ok := l.tryAcquire()
+		if !ok {
 			ms.Deferred++
 			return
 		}
 		ans, err := l.start(ctx, a, l.replan)
-		l.release()
+		l.release(sl)
 		l.countMaintained("start", a, ans, err, ms)
 	case stepReconcile:
 		ans, err := l.reconcile(ctx, a)

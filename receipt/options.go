@@ -35,6 +35,13 @@ type Options struct {
 	TombstoneRetention time.Duration
 	// ExecutorMax bounds concurrently executing receipts (default 256).
 	ExecutorMax int
+	// InflightPerPrincipalMax bounds one principal's requests inside the
+	// service at once — keyed batches and session commits and steps,
+	// executing, waiting for an executor slot or waiting with Prefer:
+	// wait — and so the executor slots one principal can hold (quota.go).
+	// Beyond it the principal's requests are 429, nobody else's. Default
+	// InflightPerPrincipalDefault(ExecutorMax).
+	InflightPerPrincipalMax int
 	// WaitMax caps Request.Wait (default 30s).
 	WaitMax time.Duration
 	// WaitPoll is the polling step when waiting on another owner (default 50ms).
@@ -82,10 +89,30 @@ type Options struct {
 	// SessionsOpenMax bounds the sessions open on this node at once
 	// (default SessionsOpenMaxDefault); a begin beyond it is 429.
 	SessionsOpenMax int
+	// SessionsPerPrincipalMax bounds the sessions one principal has open
+	// on this node (quota.go); a begin beyond it is 429, with the earliest
+	// expiry of the principal's own sessions as Retry-After. Default
+	// SessionsPerPrincipalDefault(SessionsOpenMax).
+	SessionsPerPrincipalMax int
 	// Clock is the time source (default lease.Real).
 	Clock  lease.Clock
 	Logger *slog.Logger
 }
+
+// QuotaShareDivisor is the share of a node-wide limit a principal's quota
+// takes by default: a quarter, so that four principals at their quotas
+// fill the node and any number below that leaves room for others. With the
+// defaults: 4096 sessions / 4 = 1024 sessions per principal, and 256
+// executor slots / 4 = 64 requests in flight per principal.
+const QuotaShareDivisor = 4
+
+// SessionsPerPrincipalDefault is SessionsPerPrincipalMax's default on a
+// node whose SessionsOpenMax is nodeMax: a quarter of it, at least 1.
+func SessionsPerPrincipalDefault(nodeMax int) int { return max(1, nodeMax/QuotaShareDivisor) }
+
+// InflightPerPrincipalDefault is InflightPerPrincipalMax's default on a
+// node whose ExecutorMax is slots: a quarter of them, at least 1.
+func InflightPerPrincipalDefault(slots int) int { return max(1, slots/QuotaShareDivisor) }
 
 // TombstoneRetentionDefault is how long a key stays protected after its
 // receipt completed, by default.
@@ -166,6 +193,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SessionsOpenMax <= 0 {
 		o.SessionsOpenMax = SessionsOpenMaxDefault
+	}
+	if o.SessionsPerPrincipalMax <= 0 {
+		o.SessionsPerPrincipalMax = SessionsPerPrincipalDefault(o.SessionsOpenMax)
+	}
+	if o.InflightPerPrincipalMax <= 0 {
+		o.InflightPerPrincipalMax = InflightPerPrincipalDefault(o.ExecutorMax)
 	}
 	if o.Clock == nil {
 		o.Clock = lease.Real{}

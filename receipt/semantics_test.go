@@ -31,7 +31,7 @@ func wantMismatch(t *testing.T, a receipt.Answer, id string, state receipt.State
 func TestKeyMismatch_Is422AndExecutesNothing(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{ExecutorMax: 1})
+	a := e.openOn(hs, receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
 	createTable(t, a, "t")
 
 	// Terminal committed.
@@ -293,7 +293,7 @@ func TestDebt_StartedReceiptIsNeverCleaned(t *testing.T) {
 func TestActiveSet_ImmutableReceiptsLeaveAndCostNoRenewals(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{ExecutorMax: 1})
+	a := e.openOn(hs, receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
 	createTable(t, a, "t")
 	blockDoc(t, a, "t", "X")
 	if ans := mustExecute(t, a, req("alice", "t", "c", incBatch(t, "c", "ctr"))); ans.Outcome != receipt.OutcomeCommitted {

@@ -26,16 +26,31 @@ func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.D
 	if err := s.refusesWrites(); err != nil {
 		return Session{}, errUnavailable()
 	}
-	if s.active.LenOf(lease.KindSession) >= s.opts.SessionsOpenMax {
-		return Session{}, code.Errorf(code.Overloaded, "%d sessions are open on this node, its limit; retry later", s.opts.SessionsOpenMax)
+	if cerr := s.enter(principal); cerr != nil {
+		return Session{}, cerr
 	}
-	if !s.acquireFor(ctx, time.Time{}, lease.KindSession) {
-		return Session{}, code.Errorf(code.Overloaded, "the executor is full; retry later")
+	defer s.leave(principal)
+	if cerr := s.takeSessionPlace(principal); cerr != nil {
+		return Session{}, cerr
 	}
-	defer s.releaseFor(lease.KindSession)
+	sess, id, o, err := s.beginSessionSlot(ctx, principal, ttl)
+	s.sessionPlaceDone(principal, id, o)
+	return sess, err
+}
+
+// beginSessionSlot begins a session under an executor slot. It returns
+// the session's ID and, if the session is held here — as it is once begun,
+// and after a begin whose outcome is unknown, until its TTL ends it — its
+// hold and expiry (o.held nil: none).
+func (s *Service) beginSessionSlot(ctx context.Context, principal string, ttl time.Duration) (_ Session, id string, o openSession, _ error) {
+	sl, ok := s.acquireFor(ctx, time.Time{}, lease.KindSession)
+	if !ok {
+		return Session{}, "", o, s.errExecutorFull()
+	}
+	defer s.release(sl)
 	id, err := newSessionID()
 	if err != nil {
-		return Session{}, err
+		return Session{}, "", o, err
 	}
 	// Under the session's stripe lock, as every step: maintenance, which
 	// walks open sessions, passes over one whose publishing write is still
@@ -43,7 +58,15 @@ func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.D
 	// presume it aborted.
 	mu := s.lockSession(id)
 	defer mu.Unlock()
-	return s.beginSession(ctx, principal, id, ttl)
+	expires := s.clock.Now().Add(ttl)
+	sess, err := s.beginSession(ctx, principal, id, ttl)
+	if err == nil {
+		expires = sess.Expires
+	}
+	if h, ok := s.active.Get(id); ok {
+		o = openSession{held: h, expires: expires}
+	}
+	return sess, id, o, err
 }
 
 func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl time.Duration) (Session, error) {

@@ -60,6 +60,10 @@ func (s *Service) CommitSession(ctx context.Context, req CommitRequest) (Answer,
 	if !ValidSessionID(req.Session) {
 		return answerCode(errSessionNotFound(req.Session)), nil
 	}
+	if cerr := s.enter(req.Principal); cerr != nil {
+		return answerRefused(cerr), nil
+	}
+	defer s.leave(req.Principal)
 	id := Bind(req.Principal, sessionCommitTable, key)
 	fp := sessionFingerprint(req.Session)
 	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
@@ -216,4 +220,4 @@ func decodeStaging(b []byte) (*table.Staging, error) {
 }
 
 // answerCode answers a typed refusal that has no receipt.
-func answerCode(ce *code.Error) Answer { return answerInvalid(ce.Code, ce.Message) }
+func answerCode(ce *code.Error) Answer { return answerRefused(ce) }

@@ -22,7 +22,7 @@ func TestMaintenance_RecoversBothKindsFairly(t *testing.T) {
 	const many, few = 10000, 10
 	t.Run("10 receipts behind 10000 sessions", func(t *testing.T) {
 		e := newEnv(t)
-		a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true, SessionsOpenMax: 2 * many})
+		a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true, SessionsOpenMax: 2 * many, SessionsPerPrincipalMax: 2 * many})
 		createTable(t, a, "t")
 		for i := 0; i < many; i++ {
 			if _, err := a.BeginSession(ctx, alice, 5*time.Minute); err != nil {

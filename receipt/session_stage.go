@@ -99,16 +99,21 @@ func (s *Service) sessionStep(ctx context.Context, principal, id string, staged 
 	if err := s.refusesWrites(); err != nil {
 		return Session{}, errUnavailable()
 	}
+	if cerr := s.enter(principal); cerr != nil {
+		return Session{}, cerr
+	}
+	defer s.leave(principal)
 	mu := s.lockSession(id)
 	defer mu.Unlock()
 	sa, _, err := s.holdSession(ctx, principal, id)
 	if err != nil {
 		return Session{}, err
 	}
-	if !s.acquireFor(ctx, time.Time{}, lease.KindSession) {
-		return Session{}, code.Errorf(code.Overloaded, "the executor is full; retry later")
+	sl, ok := s.acquireFor(ctx, time.Time{}, lease.KindSession)
+	if !ok {
+		return Session{}, s.errExecutorFull()
 	}
-	defer s.releaseFor(lease.KindSession)
+	defer s.release(sl)
 	full, err := s.staging(ctx, sa)
 	if err != nil {
 		return Session{}, err

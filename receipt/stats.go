@@ -39,6 +39,8 @@ type Stats struct {
 	SessionsAborted      uint64 // sessions ended without a commit: by the client, expiry or a lost owner
 	SessionsExpired      uint64 // ... of which by expiry or a lost owner
 	SessionsOpen         int64  // sessions this process holds open now
+	// Refused counts 429 refusals by the limit hit, indexed by Refusal.
+	Refused [refusalKinds]uint64
 }
 
 type counters struct {
@@ -46,11 +48,16 @@ type counters struct {
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
 	tombstoned, tombsCleaned, folded, expired, resolved atomic.Uint64
 	sessBegun, sessCommitted, sessAborted, sessExpired  atomic.Uint64
+	refused                                             [refusalKinds]atomic.Uint64
 }
 
 func (s *Service) Stats() Stats {
 	c := &s.stats
-	return Stats{
+	var refused [refusalKinds]uint64
+	for i := range refused {
+		refused[i] = c.refused[i].Load()
+	}
+	return Stats{Refused: refused,
 		Executed: c.executed.Load(), Committed: c.committed.Load(), Aborted: c.aborted.Load(),
 		NotApplied: c.notApplied.Load(), Replayed: c.replayed.Load(), Mismatches: c.mismatches.Load(),
 		InProgress: c.inProgress.Load(), PendingAnswers: c.pending.Load(), Overloaded: c.overloaded.Load(),

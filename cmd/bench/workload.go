@@ -122,6 +122,10 @@ type stack struct {
 // service (default options: 10s leases, executor of 256) and the table.
 // The engine runs as idemd's does: terminal receipts go to the value log
 // at checkpoints.
+// oneTenantInflightMax is the per-principal in-flight quota of the
+// suites' services (one principal): above any -concurrency.
+const oneTenantInflightMax = 1 << 20
+
 func openStack(env *Env, name string, opts receipt.Options) (*stack, error) {
 	dir, cleanup, err := env.DataDir(name)
 	if err != nil {
@@ -133,6 +137,11 @@ func openStack(env *Env, name string, opts receipt.Options) (*stack, error) {
 		return nil, err
 	}
 	opts.Logger = discardLogger
+	if opts.InflightPerPrincipalMax == 0 {
+		// One tenant: every worker may be in flight, as before quotas;
+		// the quota is not what a suite measures.
+		opts.InflightPerPrincipalMax = oneTenantInflightMax
+	}
 	svc, err := receipt.Open(env.Ctx, db, opts)
 	if err != nil {
 		db.Close()

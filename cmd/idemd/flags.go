@@ -32,6 +32,8 @@ type config struct {
 	waitMax         time.Duration
 	sessionTTLMax   time.Duration
 	sessionsMax     int
+	quotaSessions   int // -principal-sessions-max (receipt/quota.go); 0 until validateQuotas derives it
+	quotaInflight   int // -principal-inflight-max; likewise
 	bodyMax         int64
 	requestTimeout  time.Duration
 	bodyTimeout     time.Duration
@@ -127,6 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.waitMax, "wait-max", 30*time.Second, "maximum honoured Prefer: wait=N")
 	fs.DurationVar(&c.sessionTTLMax, "session-ttl-max", receipt.SessionTTLMaxDefault, "longest TTL an interactive session may ask for (whole seconds)")
 	fs.IntVar(&c.sessionsMax, "sessions-max", receipt.SessionsOpenMaxDefault, "maximum interactive sessions open on this node at once (beyond it: 429)")
+	fs.IntVar(&c.quotaSessions, "principal-sessions-max", 0, fmt.Sprintf("maximum interactive sessions one principal may have open on this node, 1..-sessions-max; beyond it that principal alone gets 429, with Retry-After its own earliest session expiry (0: -sessions-max/%d, so several tenants at their quota still leave room)", receipt.QuotaShareDivisor))
+	fs.IntVar(&c.quotaInflight, "principal-inflight-max", 0, fmt.Sprintf("maximum requests of one principal inside the service at once (keyed batches and session steps, executing or waiting for a slot or a Prefer: wait), 1..-executor; beyond it that principal alone gets 429 (0: -executor/%d, so one tenant holds at most a quarter of the executor)", receipt.QuotaShareDivisor))
 	fs.Int64Var(&c.bodyMax, "max-body", 1<<20, "maximum request body in bytes (larger: 413)")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "maximum time to handle one request (raised to wait-max + 10s if not longer than wait-max)")
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 5*time.Second, "maximum time to read request headers")
@@ -235,6 +239,9 @@ func (c *config) validate() error {
 	if c.sessionsMax < 1 {
 		return usagef("-sessions-max %d: must be at least 1", c.sessionsMax)
 	}
+	if err := c.validateQuotas(); err != nil {
+		return err
+	}
 	if c.bodyMax < 1 {
 		return usagef("-max-body %d: must be at least 1 byte", c.bodyMax)
 	}
@@ -335,4 +342,22 @@ func adminList(s string) []string {
 		return nil
 	}
 	return strings.Split(s, ",")
+}
+
+// validateQuotas checks the per-principal quotas against the node-wide
+// limits they divide, and derives the ones not given from them.
+func (c *config) validateQuotas() error {
+	switch {
+	case c.quotaSessions == 0:
+		c.quotaSessions = receipt.SessionsPerPrincipalDefault(c.sessionsMax)
+	case c.quotaSessions < 1 || c.quotaSessions > c.sessionsMax:
+		return usagef("-principal-sessions-max %d: must be 1..-sessions-max (%d), or 0 for the default", c.quotaSessions, c.sessionsMax)
+	}
+	switch {
+	case c.quotaInflight == 0:
+		c.quotaInflight = receipt.InflightPerPrincipalDefault(c.executor)
+	case c.quotaInflight < 1 || c.quotaInflight > c.executor:
+		return usagef("-principal-inflight-max %d: must be 1..-executor (%d), or 0 for the default", c.quotaInflight, c.executor)
+	}
+	return nil
 }

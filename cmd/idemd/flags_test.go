@@ -52,6 +52,10 @@ func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
 		{[]string{"-session-ttl-max", "1500ms"}, "-session-ttl-max 1.5s: must be whole seconds, at least 1s"},
 		{[]string{"-session-ttl-max", "0"}, "-session-ttl-max 0s: must be whole seconds, at least 1s"},
 		{[]string{"-sessions-max", "0"}, "-sessions-max 0: must be at least 1"},
+		{[]string{"-principal-sessions-max", "-1"}, "-principal-sessions-max -1: must be 1..-sessions-max (4096), or 0 for the default"},
+		{[]string{"-sessions-max", "8", "-principal-sessions-max", "9"}, "-principal-sessions-max 9: must be 1..-sessions-max (8), or 0 for the default"},
+		{[]string{"-principal-inflight-max", "-1"}, "-principal-inflight-max -1: must be 1..-executor (256), or 0 for the default"},
+		{[]string{"-executor", "4", "-principal-inflight-max", "5"}, "-principal-inflight-max 5: must be 1..-executor (4), or 0 for the default"},
 		{[]string{"-max-body", "-1"}, "-max-body -1: must be at least 1 byte"},
 		{[]string{"-max-body", "0"}, "-max-body 0: must be at least 1 byte"},
 		{[]string{"-request-timeout", "0"}, "-request-timeout 0s: must be positive"},
@@ -154,6 +158,22 @@ func TestParseFlags_AcceptsTheDocumentedSpecialValues(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-addr", "[::1]:8420", "-node", "n-1#x.y"}, io.Discard); err != nil {
 		t.Fatalf("IPv6 host, punctuation in node: %v", err)
+	}
+	// The quotas' 0 is a quarter of the node-wide limit it divides, at
+	// least 1; a quota may be the whole limit.
+	for _, tc := range []struct {
+		args               []string
+		sessions, inflight int
+	}{
+		{nil, 1024, 64},
+		{[]string{"-sessions-max", "64", "-executor", "8"}, 16, 2},
+		{[]string{"-sessions-max", "3", "-executor", "1"}, 1, 1},
+		{[]string{"-principal-sessions-max", "4096", "-principal-inflight-max", "256"}, 4096, 256},
+	} {
+		c, err := parseFlags(tc.args, io.Discard)
+		if err != nil || c.quotaSessions != tc.sessions || c.quotaInflight != tc.inflight {
+			t.Fatalf("%q: quotas %d sessions, %d in flight, want %d, %d (%v)", tc.args, c.quotaSessions, c.quotaInflight, tc.sessions, tc.inflight, err)
+		}
 	}
 }
 

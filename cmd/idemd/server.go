@@ -77,7 +77,8 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	d.svc, err = receipt.Open(ctx, d.store.store, receipt.Options{
 		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
 		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
-		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax, SeparateDecide: c.separateDecide, Logger: log,
+		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
+		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
 	})
 	if err != nil {
 		return nil, err

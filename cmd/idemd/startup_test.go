@@ -59,7 +59,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 		"addr": "127.0.0.1:0", "data": data, "tokens": tokens, "node": "node-0",
 		"lease_ttl": "3s", "renew_interval": "1s", "retention": "24h0m0s", "tombstone_retention": "720h0m0s", "admins": "", "legacy_table_owner": "anonymous",
 		"maintain_interval": "never", "clean_interval": "never", "executor": 256.0, "wait_max": "1m30s",
-		"session_ttl_max": "2m0s", "sessions_max": 64.0,
+		"session_ttl_max": "2m0s", "sessions_max": 64.0, "principal_sessions_max": 16.0, "principal_inflight_max": 64.0,
 		"max_body": float64(1 << 20), "request_timeout": "1m40s", "header_timeout": "5s", "write_timeout": "1m45s",
 		"idle_timeout": "2m0s", "shutdown_timeout": "30s", "checkpoint_bytes": float64(64 << 20), "value_log": true,
 		"wal_segment_bytes": float64(8 << 20), "wal_no_preallocate": false, "separate_decide": true, "log_level": "info", "log_format": "json", "store": "local",
