@@ -60,7 +60,7 @@ type ConnGate struct {
 	idle     map[net.Conn]struct{}
 	drainers chan struct{}
 	refusal  []byte
-	refused  prometheus.Counter
+	refused  atomic.Uint64
 	idleCut  prometheus.Counter
 }
 
@@ -69,15 +69,15 @@ type ConnGate struct {
 func (s *Server) NewConnGate(l ConnLimits) *ConnGate {
 	g := &ConnGate{limits: l, idle: map[net.Conn]struct{}{}, drainers: make(chan struct{}, refusalDrainersMax)}
 	g.refusal = refusalAnswer(l.Max)
-	g.refused = prometheus.NewCounter(prometheus.CounterOpts{Name: "idem_connections_refused_total",
-		Help: "Connections refused at -max-connections: answered 503 overloaded (a bare close under TLS) and closed."})
+	refused := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idem_refused_total", Help: refusedHelp,
+		ConstLabels: prometheus.Labels{"kind": refusedConnections}}, func() float64 { return float64(g.refused.Load()) })
 	g.idleCut = prometheus.NewCounter(prometheus.CounterOpts{Name: "idem_connections_idle_closed_total",
 		Help: "Keep-alive connections closed on going idle because -max-idle-connections were idle already."})
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idem_connections_open",
 		Help: "Client connections open now (at most -max-connections)."}, func() float64 { return float64(g.open.Load()) })
 	idle := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idem_connections_idle",
 		Help: "Keep-alive connections idle now (at most -max-idle-connections)."}, func() float64 { return float64(g.idleCount()) })
-	s.metrics.reg.MustRegister(g.refused, g.idleCut, open, idle)
+	s.metrics.reg.MustRegister(refused, g.idleCut, open, idle)
 	return g
 }
 
@@ -126,7 +126,7 @@ func (l *gatedListener) Accept() (net.Conn, error) {
 // the request's head: an HTTP client reads an answer that comes before
 // its request as a broken connection, not as the 503 it is.
 func (g *ConnGate) refuse(c net.Conn) {
-	g.refused.Inc()
+	g.refused.Add(1)
 	if g.limits.TLS {
 		c.Close()
 		return

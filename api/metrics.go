@@ -233,14 +233,21 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 	for _, r := range receipt.Refusals {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "idem_refused_total", ConstLabels: prometheus.Labels{"kind": r.String()},
-			Help: "Requests refused 429 overloaded, by the limit hit. kind: principal_sessions (the principal's open sessions at -principal-sessions-max), " +
-				"node_sessions (the node's at -sessions-max), principal_inflight (the principal's requests in flight at -principal-inflight-max), " +
-				"executor (no executor slot came free in time).",
+			Help: refusedHelp,
 		}, func() float64 { return float64(svc.Stats().Refused[r]) }))
 	}
 	m.reg.MustRegister(storeCollectors...)
 	return m
 }
+
+// refusedHelp is idem_refused_total's help, the same for every kind
+// (Prometheus requires one help per family).
+const refusedHelp = "Requests refused overloaded, by the limit hit. kind: principal_sessions (429: the principal's open sessions at -principal-sessions-max), " +
+	"node_sessions (429: the node's at -sessions-max), principal_inflight (429: the principal's requests in flight at -principal-inflight-max), " +
+	"executor (429: no executor slot came free in time), connections (503: a connection past -max-connections, answered and closed)."
+
+// refusedConnections is idem_refused_total's kind for connection refusals.
+const refusedConnections = "connections"
 
 // kindGauge is a gauge with one series per lease.Kind.
 func kindGauge(name, help string, f func(lease.Kind) float64) prometheus.Collector {

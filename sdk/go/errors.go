@@ -32,34 +32,34 @@ func sentinel(c idemapi.ErrorCode) *Error { return &Error{Code: c} }
 // One sentinel per problem code of the API (TestErrors_OneSentinelPerCode
 // holds the list to the server's).
 var (
-	ErrInvalidRequest       = sentinel(idemapi.ErrorCodeInvalidRequest)
-	ErrInvalidKey           = sentinel(idemapi.ErrorCodeInvalidIdempotencyKey)
-	ErrUnauthenticated      = sentinel(idemapi.ErrorCodeUnauthenticated)
-	ErrForbidden            = sentinel(idemapi.ErrorCodeForbidden)
-	ErrTableNotFound        = sentinel(idemapi.ErrorCodeTableNotFound)
-	ErrDocumentNotFound     = sentinel(idemapi.ErrorCodeDocumentNotFound)
-	ErrReceiptNotFound      = sentinel(idemapi.ErrorCodeReceiptNotFound)
-	ErrNotFound             = sentinel(idemapi.ErrorCodeNotFound)
-	ErrMethodNotAllowed     = sentinel(idemapi.ErrorCodeMethodNotAllowed)
-	ErrTransactionConflict  = sentinel(idemapi.ErrorCodeTransactionConflict)
-	ErrTransactionAborted   = sentinel(idemapi.ErrorCodeTransactionAborted)
-	ErrRequestInProgress    = sentinel(idemapi.ErrorCodeIdempotencyRequestInProgress)
-	ErrPayloadTooLarge      = sentinel(idemapi.ErrorCodePayloadTooLarge)
-	ErrUnsupportedMediaType = sentinel(idemapi.ErrorCodeUnsupportedMediaType)
-	ErrKeyMismatch          = sentinel(idemapi.ErrorCodeIdempotencyKeyMismatch)
-	ErrKeyExpired           = sentinel(idemapi.ErrorCodeIdempotencyKeyExpired)
-	ErrFirstSentTooOld      = sentinel(idemapi.ErrorCodeFirstSentTooOld)
-	ErrHeaderFieldsTooLarge = sentinel(idemapi.ErrorCodeHeaderFieldsTooLarge)
-	ErrOverloaded           = sentinel(idemapi.ErrorCodeOverloaded)
-	ErrInternal             = sentinel(idemapi.ErrorCodeInternal)
-	ErrNotImplemented       = sentinel(idemapi.ErrorCodeNotImplemented)
-	ErrReceiptPending       = sentinel(idemapi.ErrorCodeIdempotencyReceiptPending)
-	ErrUnavailable          = sentinel(idemapi.ErrorCodeUnavailable)
-	ErrSessionNotFound      = sentinel(idemapi.ErrorCodeSessionNotFound)
-	ErrSessionAborted       = sentinel(idemapi.ErrorCodeSessionAborted)
-	ErrSessionCommitted     = sentinel(idemapi.ErrorCodeSessionCommitted)
-	// Untyped until make generate adds idemapi.ErrorCodeTableSettingsConflict.
-	ErrTableSettingsConflict = sentinel("table_settings_conflict")
+	ErrInvalidRequest        = sentinel(idemapi.ErrorCodeInvalidRequest)
+	ErrInvalidKey            = sentinel(idemapi.ErrorCodeInvalidIdempotencyKey)
+	ErrUnauthenticated       = sentinel(idemapi.ErrorCodeUnauthenticated)
+	ErrForbidden             = sentinel(idemapi.ErrorCodeForbidden)
+	ErrTableNotFound         = sentinel(idemapi.ErrorCodeTableNotFound)
+	ErrDocumentNotFound      = sentinel(idemapi.ErrorCodeDocumentNotFound)
+	ErrReceiptNotFound       = sentinel(idemapi.ErrorCodeReceiptNotFound)
+	ErrNotFound              = sentinel(idemapi.ErrorCodeNotFound)
+	ErrMethodNotAllowed      = sentinel(idemapi.ErrorCodeMethodNotAllowed)
+	ErrTransactionConflict   = sentinel(idemapi.ErrorCodeTransactionConflict)
+	ErrTransactionAborted    = sentinel(idemapi.ErrorCodeTransactionAborted)
+	ErrRequestInProgress     = sentinel(idemapi.ErrorCodeIdempotencyRequestInProgress)
+	ErrPayloadTooLarge       = sentinel(idemapi.ErrorCodePayloadTooLarge)
+	ErrUnsupportedMediaType  = sentinel(idemapi.ErrorCodeUnsupportedMediaType)
+	ErrKeyMismatch           = sentinel(idemapi.ErrorCodeIdempotencyKeyMismatch)
+	ErrKeyExpired            = sentinel(idemapi.ErrorCodeIdempotencyKeyExpired)
+	ErrFirstSentTooOld       = sentinel(idemapi.ErrorCodeFirstSentTooOld)
+	ErrHeaderFieldsTooLarge  = sentinel(idemapi.ErrorCodeHeaderFieldsTooLarge)
+	ErrOverloaded            = sentinel(idemapi.ErrorCodeOverloaded)
+	ErrInternal              = sentinel(idemapi.ErrorCodeInternal)
+	ErrNotImplemented        = sentinel(idemapi.ErrorCodeNotImplemented)
+	ErrReceiptPending        = sentinel(idemapi.ErrorCodeIdempotencyReceiptPending)
+	ErrUnavailable           = sentinel(idemapi.ErrorCodeUnavailable)
+	ErrSessionNotFound       = sentinel(idemapi.ErrorCodeSessionNotFound)
+	ErrSessionAborted        = sentinel(idemapi.ErrorCodeSessionAborted)
+	ErrSessionCommitted      = sentinel(idemapi.ErrorCodeSessionCommitted)
+	ErrTableSettingsConflict = sentinel(idemapi.ErrorCodeTableSettingsConflict)
+	ErrRequestTimeout        = sentinel(idemapi.ErrorCodeRequestTimeout)
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.
@@ -67,4 +67,4 @@ var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, E
 	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
 	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrFirstSentTooOld, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
-	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted, ErrTableSettingsConflict}
+	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted, ErrTableSettingsConflict, ErrRequestTimeout}

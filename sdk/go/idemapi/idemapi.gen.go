@@ -99,10 +99,12 @@ const (
 	ErrorCodeOverloaded                   ErrorCode = "overloaded"
 	ErrorCodePayloadTooLarge              ErrorCode = "payload_too_large"
 	ErrorCodeReceiptNotFound              ErrorCode = "receipt_not_found"
+	ErrorCodeRequestTimeout               ErrorCode = "request_timeout"
 	ErrorCodeSessionAborted               ErrorCode = "session_aborted"
 	ErrorCodeSessionCommitted             ErrorCode = "session_committed"
 	ErrorCodeSessionNotFound              ErrorCode = "session_not_found"
 	ErrorCodeTableNotFound                ErrorCode = "table_not_found"
+	ErrorCodeTableSettingsConflict        ErrorCode = "table_settings_conflict"
 	ErrorCodeTransactionAborted           ErrorCode = "transaction_aborted"
 	ErrorCodeTransactionConflict          ErrorCode = "transaction_conflict"
 	ErrorCodeUnauthenticated              ErrorCode = "unauthenticated"
@@ -147,6 +149,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeReceiptNotFound:
 		return true
+	case ErrorCodeRequestTimeout:
+		return true
 	case ErrorCodeSessionAborted:
 		return true
 	case ErrorCodeSessionCommitted:
@@ -154,6 +158,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSessionNotFound:
 		return true
 	case ErrorCodeTableNotFound:
+		return true
+	case ErrorCodeTableSettingsConflict:
 		return true
 	case ErrorCodeTransactionAborted:
 		return true
@@ -697,6 +703,16 @@ type CodeRequestInProgress struct {
 	Type      interface{} `json:"type,omitempty"`
 }
 
+// CodeRequestTimeout defines model for CodeRequestTimeout.
+type CodeRequestTimeout struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
 // CodeSessionAborted defines model for CodeSessionAborted.
 type CodeSessionAborted struct {
 	Code      interface{} `json:"code"`
@@ -729,6 +745,16 @@ type CodeSessionNotFound struct {
 
 // CodeTableNotFound defines model for CodeTableNotFound.
 type CodeTableNotFound struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
+// CodeTableSettingsConflict defines model for CodeTableSettingsConflict.
+type CodeTableSettingsConflict struct {
 	Code      interface{} `json:"code"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable,omitempty"`
@@ -787,7 +813,7 @@ type CodeUnsupportedMedia struct {
 	Type      interface{} `json:"type,omitempty"`
 }
 
-// CreateTable Unknown members are ignored.
+// CreateTable Unknown members are refused (400).
 type CreateTable struct {
 	// Shards Hash shards (the 2PC participants); 0 means the default (4).
 	Shards *int `json:"shards,omitempty"`
@@ -857,6 +883,7 @@ type Envelope struct {
 	// | idempotency_key_expired | 409 | false | new_key |
 	// | first_sent_too_old | 412 | false | new_key |
 	// | header_fields_too_large | 431 | false | none |
+	// | request_timeout | 408 | true | same_key |
 	// | overloaded | 429 | true | same_key |
 	// | internal | 500 | true | same_key |
 	// | not_implemented | 501 | false | none |
@@ -865,6 +892,7 @@ type Envelope struct {
 	// | session_not_found | 404 | false | none |
 	// | session_aborted | 409 | false | none |
 	// | session_committed | 409 | false | none |
+	// | table_settings_conflict | 409 | false | none |
 	Code    *ErrorCode      `json:"code,omitempty"`
 	Message *string         `json:"message,omitempty"`
 	Outcome EnvelopeOutcome `json:"outcome"`
@@ -907,6 +935,7 @@ type EnvelopeOutcome string
 // | idempotency_key_expired | 409 | false | new_key |
 // | first_sent_too_old | 412 | false | new_key |
 // | header_fields_too_large | 431 | false | none |
+// | request_timeout | 408 | true | same_key |
 // | overloaded | 429 | true | same_key |
 // | internal | 500 | true | same_key |
 // | not_implemented | 501 | false | none |
@@ -915,6 +944,7 @@ type EnvelopeOutcome string
 // | session_not_found | 404 | false | none |
 // | session_aborted | 409 | false | none |
 // | session_committed | 409 | false | none |
+// | table_settings_conflict | 409 | false | none |
 type ErrorCode string
 
 // Health defines model for Health.
@@ -1108,6 +1138,7 @@ type Problem struct {
 	// | idempotency_key_expired | 409 | false | new_key |
 	// | first_sent_too_old | 412 | false | new_key |
 	// | header_fields_too_large | 431 | false | none |
+	// | request_timeout | 408 | true | same_key |
 	// | overloaded | 429 | true | same_key |
 	// | internal | 500 | true | same_key |
 	// | not_implemented | 501 | false | none |
@@ -1116,6 +1147,7 @@ type Problem struct {
 	// | session_not_found | 404 | false | none |
 	// | session_aborted | 409 | false | none |
 	// | session_committed | 409 | false | none |
+	// | table_settings_conflict | 409 | false | none |
 	Code ErrorCode `json:"code"`
 
 	// Detail Human-readable; never classify by it.
@@ -1366,6 +1398,50 @@ type ProblemOverloaded struct {
 	union         json.RawMessage
 }
 
+// ProblemOverloadedQuota A keyed request refused at its principal's quota of requests in
+// progress, before anything was recorded: no outcome, no transaction.
+type ProblemOverloadedQuota struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
 // ProblemOverloadedUnkeyed defines model for ProblemOverloadedUnkeyed.
 type ProblemOverloadedUnkeyed struct {
 	Code interface{} `json:"code"`
@@ -1534,6 +1610,49 @@ type ProblemReceiptPending struct {
 	union         json.RawMessage
 }
 
+// ProblemRequestTimeout defines model for ProblemRequestTimeout.
+type ProblemRequestTimeout struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
 // ProblemSessionAborted defines model for ProblemSessionAborted.
 type ProblemSessionAborted struct {
 	Code interface{} `json:"code"`
@@ -1665,6 +1784,49 @@ type ProblemSessionNotFound struct {
 
 // ProblemTableNotFound defines model for ProblemTableNotFound.
 type ProblemTableNotFound struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome   *Outcome    `json:"outcome,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
+// ProblemTableSettingsConflict defines model for ProblemTableSettingsConflict.
+type ProblemTableSettingsConflict struct {
 	Code interface{} `json:"code"`
 
 	// Detail Human-readable; never classify by it.
@@ -2039,6 +2201,12 @@ type PayloadTooLarge = ProblemPayloadTooLarge
 // PayloadTooLargeKeyed defines model for PayloadTooLargeKeyed.
 type PayloadTooLargeKeyed = ProblemPayloadTooLarge
 
+// RequestTimeout defines model for RequestTimeout.
+type RequestTimeout = ProblemRequestTimeout
+
+// RequestTimeoutKeyed defines model for RequestTimeoutKeyed.
+type RequestTimeoutKeyed = ProblemRequestTimeout
+
 // SessionEnded defines model for SessionEnded.
 type SessionEnded struct {
 	union json.RawMessage
@@ -2222,20 +2390,28 @@ type GetReceipt400ApplicationProblemPlusJSONResponseBody struct {
 // AbortSessionParams defines parameters for AbortSession.
 type AbortSessionParams struct {
 	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
-	// receipt's owner, naming itself. A request that carries it is
-	// answered where it lands, never forwarded again (one hop at most).
-	// A client has no reason to send it; if it does, its request is
-	// simply not forwarded.
+	// receipt's owner, naming itself, beside `Idem-Forward-Signature`
+	// (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+	// method, request URI, body digest, time and node, within 60 s of
+	// the receiver's clock). A request whose signature holds is answered
+	// where it lands, never forwarded again (one hop at most). Without
+	// a valid signature both headers are dropped and the request is
+	// served as a client's (counted in idem_forward_refused_total): a
+	// client has no reason to send them.
 	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
 }
 
 // StageSessionParams defines parameters for StageSession.
 type StageSessionParams struct {
 	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
-	// receipt's owner, naming itself. A request that carries it is
-	// answered where it lands, never forwarded again (one hop at most).
-	// A client has no reason to send it; if it does, its request is
-	// simply not forwarded.
+	// receipt's owner, naming itself, beside `Idem-Forward-Signature`
+	// (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+	// method, request URI, body digest, time and node, within 60 s of
+	// the receiver's clock). A request whose signature holds is answered
+	// where it lands, never forwarded again (one hop at most). Without
+	// a valid signature both headers are dropped and the request is
+	// served as a client's (counted in idem_forward_refused_total): a
+	// client has no reason to send them.
 	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
 }
 
@@ -2310,10 +2486,14 @@ type CommitSessionParams struct {
 	Prefer *Prefer `json:"Prefer,omitempty"`
 
 	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
-	// receipt's owner, naming itself. A request that carries it is
-	// answered where it lands, never forwarded again (one hop at most).
-	// A client has no reason to send it; if it does, its request is
-	// simply not forwarded.
+	// receipt's owner, naming itself, beside `Idem-Forward-Signature`
+	// (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+	// method, request URI, body digest, time and node, within 60 s of
+	// the receiver's clock). A request whose signature holds is answered
+	// where it lands, never forwarded again (one hop at most). Without
+	// a valid signature both headers are dropped and the request is
+	// served as a client's (counted in idem_forward_refused_total): a
+	// client has no reason to send them.
 	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
 }
 
@@ -2458,6 +2638,11 @@ type CommitSession409ApplicationProblemPlusJSONResponseBody struct {
 	union         json.RawMessage
 }
 
+// CommitSession429ApplicationProblemPlusJSONResponseBody defines parameters for CommitSession.
+type CommitSession429ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
+}
+
 // CommitSession503ApplicationProblemPlusJSONResponseBody defines parameters for CommitSession.
 type CommitSession503ApplicationProblemPlusJSONResponseBody struct {
 	union json.RawMessage
@@ -2466,10 +2651,14 @@ type CommitSession503ApplicationProblemPlusJSONResponseBody struct {
 // ReadSessionDocParams defines parameters for ReadSessionDoc.
 type ReadSessionDocParams struct {
 	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
-	// receipt's owner, naming itself. A request that carries it is
-	// answered where it lands, never forwarded again (one hop at most).
-	// A client has no reason to send it; if it does, its request is
-	// simply not forwarded.
+	// receipt's owner, naming itself, beside `Idem-Forward-Signature`
+	// (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+	// method, request URI, body digest, time and node, within 60 s of
+	// the receiver's clock). A request whose signature holds is answered
+	// where it lands, never forwarded again (one hop at most). Without
+	// a valid signature both headers are dropped and the request is
+	// served as a client's (counted in idem_forward_refused_total): a
+	// client has no reason to send them.
 	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
 }
 
@@ -2559,10 +2748,14 @@ type BatchParams struct {
 	RepeatabilityFirstSent *RepeatabilityFirstSent `json:"Repeatability-First-Sent,omitempty"`
 
 	// IdemForwardedBy Set by a node of a cluster that forwards the request to the
-	// receipt's owner, naming itself. A request that carries it is
-	// answered where it lands, never forwarded again (one hop at most).
-	// A client has no reason to send it; if it does, its request is
-	// simply not forwarded.
+	// receipt's owner, naming itself, beside `Idem-Forward-Signature`
+	// (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+	// method, request URI, body digest, time and node, within 60 s of
+	// the receiver's clock). A request whose signature holds is answered
+	// where it lands, never forwarded again (one hop at most). Without
+	// a valid signature both headers are dropped and the request is
+	// served as a client's (counted in idem_forward_refused_total): a
+	// client has no reason to send them.
 	IdemForwardedBy *IdemForwardedBy `json:"Idem-Forwarded-By,omitempty"`
 }
 
@@ -2744,6 +2937,11 @@ type Batch412ApplicationProblemPlusJSONResponseBody struct {
 	TransactionId TransactionId `json:"transaction_id"`
 	Type          interface{}   `json:"type"`
 	union         json.RawMessage
+}
+
+// Batch429ApplicationProblemPlusJSONResponseBody defines parameters for Batch.
+type Batch429ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
 }
 
 // Batch503ApplicationProblemPlusJSONResponseBody defines parameters for Batch.
@@ -3650,6 +3848,32 @@ func (t *Problem) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the Problem as a CodeRequestTimeout
+func (t Problem) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the Problem as the provided CodeRequestTimeout
+func (t *Problem) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the Problem, using the provided CodeRequestTimeout
+func (t *Problem) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the Problem as a CodeNotImplemented
 func (t Problem) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -3926,6 +4150,32 @@ func (t *Problem) FromCodeSessionCommitted(v CodeSessionCommitted) error {
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the Problem, using the provided CodeSessionCommitted
 func (t *Problem) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the Problem as a CodeTableSettingsConflict
+func (t Problem) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the Problem as the provided CodeTableSettingsConflict
+func (t *Problem) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the Problem, using the provided CodeTableSettingsConflict
+func (t *Problem) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4501,6 +4751,32 @@ func (t *ProblemForbidden) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemForbidden as a CodeRequestTimeout
+func (t ProblemForbidden) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemForbidden as the provided CodeRequestTimeout
+func (t *ProblemForbidden) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemForbidden, using the provided CodeRequestTimeout
+func (t *ProblemForbidden) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemForbidden as a CodeNotImplemented
 func (t ProblemForbidden) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -4777,6 +5053,32 @@ func (t *ProblemForbidden) FromCodeSessionCommitted(v CodeSessionCommitted) erro
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemForbidden, using the provided CodeSessionCommitted
 func (t *ProblemForbidden) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemForbidden as a CodeTableSettingsConflict
+func (t ProblemForbidden) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemForbidden as the provided CodeTableSettingsConflict
+func (t *ProblemForbidden) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemForbidden, using the provided CodeTableSettingsConflict
+func (t *ProblemForbidden) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5350,6 +5652,32 @@ func (t *ProblemInternal) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error 
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemInternal as a CodeRequestTimeout
+func (t ProblemInternal) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemInternal as the provided CodeRequestTimeout
+func (t *ProblemInternal) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemInternal, using the provided CodeRequestTimeout
+func (t *ProblemInternal) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemInternal as a CodeNotImplemented
 func (t ProblemInternal) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -5626,6 +5954,32 @@ func (t *ProblemInternal) FromCodeSessionCommitted(v CodeSessionCommitted) error
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemInternal, using the provided CodeSessionCommitted
 func (t *ProblemInternal) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemInternal as a CodeTableSettingsConflict
+func (t ProblemInternal) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemInternal as the provided CodeTableSettingsConflict
+func (t *ProblemInternal) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemInternal, using the provided CodeTableSettingsConflict
+func (t *ProblemInternal) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -6199,6 +6553,32 @@ func (t *ProblemInvalidRequest) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) 
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemInvalidRequest as a CodeRequestTimeout
+func (t ProblemInvalidRequest) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemInvalidRequest as the provided CodeRequestTimeout
+func (t *ProblemInvalidRequest) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeRequestTimeout
+func (t *ProblemInvalidRequest) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemInvalidRequest as a CodeNotImplemented
 func (t ProblemInvalidRequest) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -6475,6 +6855,32 @@ func (t *ProblemInvalidRequest) FromCodeSessionCommitted(v CodeSessionCommitted)
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeSessionCommitted
 func (t *ProblemInvalidRequest) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemInvalidRequest as a CodeTableSettingsConflict
+func (t ProblemInvalidRequest) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemInvalidRequest as the provided CodeTableSettingsConflict
+func (t *ProblemInvalidRequest) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeTableSettingsConflict
+func (t *ProblemInvalidRequest) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -7048,6 +7454,32 @@ func (t *ProblemKeyMismatch) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) err
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemKeyMismatch as a CodeRequestTimeout
+func (t ProblemKeyMismatch) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemKeyMismatch as the provided CodeRequestTimeout
+func (t *ProblemKeyMismatch) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeRequestTimeout
+func (t *ProblemKeyMismatch) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemKeyMismatch as a CodeNotImplemented
 func (t ProblemKeyMismatch) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -7324,6 +7756,32 @@ func (t *ProblemKeyMismatch) FromCodeSessionCommitted(v CodeSessionCommitted) er
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeSessionCommitted
 func (t *ProblemKeyMismatch) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemKeyMismatch as a CodeTableSettingsConflict
+func (t ProblemKeyMismatch) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemKeyMismatch as the provided CodeTableSettingsConflict
+func (t *ProblemKeyMismatch) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeTableSettingsConflict
+func (t *ProblemKeyMismatch) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -7891,6 +8349,32 @@ func (t *ProblemOverloaded) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) erro
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemOverloaded as a CodeRequestTimeout
+func (t ProblemOverloaded) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemOverloaded as the provided CodeRequestTimeout
+func (t *ProblemOverloaded) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemOverloaded, using the provided CodeRequestTimeout
+func (t *ProblemOverloaded) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemOverloaded as a CodeNotImplemented
 func (t ProblemOverloaded) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -8177,6 +8661,32 @@ func (t *ProblemOverloaded) MergeCodeSessionCommitted(v CodeSessionCommitted) er
 	return err
 }
 
+// AsCodeTableSettingsConflict returns the union data inside the ProblemOverloaded as a CodeTableSettingsConflict
+func (t ProblemOverloaded) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemOverloaded as the provided CodeTableSettingsConflict
+func (t *ProblemOverloaded) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemOverloaded, using the provided CodeTableSettingsConflict
+func (t *ProblemOverloaded) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemOverloaded) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -8256,6 +8766,907 @@ func (t ProblemOverloaded) MarshalJSON() ([]byte, error) {
 }
 
 func (t *ProblemOverloaded) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemOverloadedQuota as a CodeInvalidRequest
+func (t ProblemOverloadedQuota) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemOverloadedQuota as the provided CodeInvalidRequest
+func (t *ProblemOverloadedQuota) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeInvalidRequest
+func (t *ProblemOverloadedQuota) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemOverloadedQuota as a CodeInvalidKey
+func (t ProblemOverloadedQuota) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemOverloadedQuota as the provided CodeInvalidKey
+func (t *ProblemOverloadedQuota) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeInvalidKey
+func (t *ProblemOverloadedQuota) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemOverloadedQuota as a CodeUnauthenticated
+func (t ProblemOverloadedQuota) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemOverloadedQuota as the provided CodeUnauthenticated
+func (t *ProblemOverloadedQuota) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeUnauthenticated
+func (t *ProblemOverloadedQuota) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemOverloadedQuota as a CodeForbidden
+func (t ProblemOverloadedQuota) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemOverloadedQuota as the provided CodeForbidden
+func (t *ProblemOverloadedQuota) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeForbidden
+func (t *ProblemOverloadedQuota) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemOverloadedQuota as a CodeTableNotFound
+func (t ProblemOverloadedQuota) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemOverloadedQuota as the provided CodeTableNotFound
+func (t *ProblemOverloadedQuota) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeTableNotFound
+func (t *ProblemOverloadedQuota) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemOverloadedQuota as a CodeDocumentNotFound
+func (t ProblemOverloadedQuota) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemOverloadedQuota as the provided CodeDocumentNotFound
+func (t *ProblemOverloadedQuota) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeDocumentNotFound
+func (t *ProblemOverloadedQuota) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemOverloadedQuota as a CodeReceiptNotFound
+func (t ProblemOverloadedQuota) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemOverloadedQuota as the provided CodeReceiptNotFound
+func (t *ProblemOverloadedQuota) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeReceiptNotFound
+func (t *ProblemOverloadedQuota) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemOverloadedQuota as a CodeNotFound
+func (t ProblemOverloadedQuota) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemOverloadedQuota as the provided CodeNotFound
+func (t *ProblemOverloadedQuota) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeNotFound
+func (t *ProblemOverloadedQuota) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemOverloadedQuota as a CodeMethodNotAllowed
+func (t ProblemOverloadedQuota) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemOverloadedQuota as the provided CodeMethodNotAllowed
+func (t *ProblemOverloadedQuota) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeMethodNotAllowed
+func (t *ProblemOverloadedQuota) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemOverloadedQuota as a CodeTransactionConflict
+func (t ProblemOverloadedQuota) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemOverloadedQuota as the provided CodeTransactionConflict
+func (t *ProblemOverloadedQuota) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeTransactionConflict
+func (t *ProblemOverloadedQuota) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemOverloadedQuota as a CodeTransactionAborted
+func (t ProblemOverloadedQuota) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemOverloadedQuota as the provided CodeTransactionAborted
+func (t *ProblemOverloadedQuota) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeTransactionAborted
+func (t *ProblemOverloadedQuota) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemOverloadedQuota as a CodeRequestInProgress
+func (t ProblemOverloadedQuota) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemOverloadedQuota as the provided CodeRequestInProgress
+func (t *ProblemOverloadedQuota) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeRequestInProgress
+func (t *ProblemOverloadedQuota) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemOverloadedQuota as a CodePayloadTooLarge
+func (t ProblemOverloadedQuota) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemOverloadedQuota as the provided CodePayloadTooLarge
+func (t *ProblemOverloadedQuota) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodePayloadTooLarge
+func (t *ProblemOverloadedQuota) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemOverloadedQuota as a CodeUnsupportedMedia
+func (t ProblemOverloadedQuota) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemOverloadedQuota as the provided CodeUnsupportedMedia
+func (t *ProblemOverloadedQuota) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeUnsupportedMedia
+func (t *ProblemOverloadedQuota) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemOverloadedQuota as a CodeHeadersTooLarge
+func (t ProblemOverloadedQuota) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemOverloadedQuota as the provided CodeHeadersTooLarge
+func (t *ProblemOverloadedQuota) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeHeadersTooLarge
+func (t *ProblemOverloadedQuota) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestTimeout returns the union data inside the ProblemOverloadedQuota as a CodeRequestTimeout
+func (t ProblemOverloadedQuota) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemOverloadedQuota as the provided CodeRequestTimeout
+func (t *ProblemOverloadedQuota) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeRequestTimeout
+func (t *ProblemOverloadedQuota) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemOverloadedQuota as a CodeNotImplemented
+func (t ProblemOverloadedQuota) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemOverloadedQuota as the provided CodeNotImplemented
+func (t *ProblemOverloadedQuota) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeNotImplemented
+func (t *ProblemOverloadedQuota) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemOverloadedQuota as a CodeKeyMismatch
+func (t ProblemOverloadedQuota) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemOverloadedQuota as the provided CodeKeyMismatch
+func (t *ProblemOverloadedQuota) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeKeyMismatch
+func (t *ProblemOverloadedQuota) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ProblemOverloadedQuota as a CodeKeyExpired
+func (t ProblemOverloadedQuota) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemOverloadedQuota as the provided CodeKeyExpired
+func (t *ProblemOverloadedQuota) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeKeyExpired
+func (t *ProblemOverloadedQuota) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemOverloadedQuota as a CodeFirstSentTooOld
+func (t ProblemOverloadedQuota) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemOverloadedQuota as the provided CodeFirstSentTooOld
+func (t *ProblemOverloadedQuota) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeFirstSentTooOld
+func (t *ProblemOverloadedQuota) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemOverloadedQuota as a CodeOverloaded
+func (t ProblemOverloadedQuota) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemOverloadedQuota as the provided CodeOverloaded
+func (t *ProblemOverloadedQuota) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeOverloaded
+func (t *ProblemOverloadedQuota) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemOverloadedQuota as a CodeInternal
+func (t ProblemOverloadedQuota) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemOverloadedQuota as the provided CodeInternal
+func (t *ProblemOverloadedQuota) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeInternal
+func (t *ProblemOverloadedQuota) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemOverloadedQuota as a CodeUnavailable
+func (t ProblemOverloadedQuota) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemOverloadedQuota as the provided CodeUnavailable
+func (t *ProblemOverloadedQuota) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeUnavailable
+func (t *ProblemOverloadedQuota) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemOverloadedQuota as a CodeReceiptPending
+func (t ProblemOverloadedQuota) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemOverloadedQuota as the provided CodeReceiptPending
+func (t *ProblemOverloadedQuota) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeReceiptPending
+func (t *ProblemOverloadedQuota) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemOverloadedQuota as a CodeSessionNotFound
+func (t ProblemOverloadedQuota) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemOverloadedQuota as the provided CodeSessionNotFound
+func (t *ProblemOverloadedQuota) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeSessionNotFound
+func (t *ProblemOverloadedQuota) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemOverloadedQuota as a CodeSessionAborted
+func (t ProblemOverloadedQuota) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemOverloadedQuota as the provided CodeSessionAborted
+func (t *ProblemOverloadedQuota) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeSessionAborted
+func (t *ProblemOverloadedQuota) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemOverloadedQuota as a CodeSessionCommitted
+func (t ProblemOverloadedQuota) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemOverloadedQuota as the provided CodeSessionCommitted
+func (t *ProblemOverloadedQuota) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeSessionCommitted
+func (t *ProblemOverloadedQuota) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemOverloadedQuota as a CodeTableSettingsConflict
+func (t ProblemOverloadedQuota) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemOverloadedQuota as the provided CodeTableSettingsConflict
+func (t *ProblemOverloadedQuota) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeTableSettingsConflict
+func (t *ProblemOverloadedQuota) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemOverloadedQuota) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemOverloadedQuota) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -8736,6 +10147,32 @@ func (t *ProblemOverloadedUnkeyed) MergeCodeHeadersTooLarge(v CodeHeadersTooLarg
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemOverloadedUnkeyed as a CodeRequestTimeout
+func (t ProblemOverloadedUnkeyed) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeRequestTimeout
+func (t *ProblemOverloadedUnkeyed) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeRequestTimeout
+func (t *ProblemOverloadedUnkeyed) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemOverloadedUnkeyed as a CodeNotImplemented
 func (t ProblemOverloadedUnkeyed) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -9012,6 +10449,32 @@ func (t *ProblemOverloadedUnkeyed) FromCodeSessionCommitted(v CodeSessionCommitt
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeSessionCommitted
 func (t *ProblemOverloadedUnkeyed) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemOverloadedUnkeyed as a CodeTableSettingsConflict
+func (t ProblemOverloadedUnkeyed) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeTableSettingsConflict
+func (t *ProblemOverloadedUnkeyed) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeTableSettingsConflict
+func (t *ProblemOverloadedUnkeyed) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -9585,6 +11048,32 @@ func (t *ProblemPayloadTooLarge) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge)
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemPayloadTooLarge as a CodeRequestTimeout
+func (t ProblemPayloadTooLarge) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeRequestTimeout
+func (t *ProblemPayloadTooLarge) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeRequestTimeout
+func (t *ProblemPayloadTooLarge) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemPayloadTooLarge as a CodeNotImplemented
 func (t ProblemPayloadTooLarge) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -9861,6 +11350,32 @@ func (t *ProblemPayloadTooLarge) FromCodeSessionCommitted(v CodeSessionCommitted
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeSessionCommitted
 func (t *ProblemPayloadTooLarge) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemPayloadTooLarge as a CodeTableSettingsConflict
+func (t ProblemPayloadTooLarge) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeTableSettingsConflict
+func (t *ProblemPayloadTooLarge) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeTableSettingsConflict
+func (t *ProblemPayloadTooLarge) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -10434,6 +11949,32 @@ func (t *ProblemReceiptNotFound) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge)
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemReceiptNotFound as a CodeRequestTimeout
+func (t ProblemReceiptNotFound) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemReceiptNotFound as the provided CodeRequestTimeout
+func (t *ProblemReceiptNotFound) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeRequestTimeout
+func (t *ProblemReceiptNotFound) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemReceiptNotFound as a CodeNotImplemented
 func (t ProblemReceiptNotFound) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -10710,6 +12251,32 @@ func (t *ProblemReceiptNotFound) FromCodeSessionCommitted(v CodeSessionCommitted
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeSessionCommitted
 func (t *ProblemReceiptNotFound) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemReceiptNotFound as a CodeTableSettingsConflict
+func (t ProblemReceiptNotFound) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemReceiptNotFound as the provided CodeTableSettingsConflict
+func (t *ProblemReceiptNotFound) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeTableSettingsConflict
+func (t *ProblemReceiptNotFound) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -11283,6 +12850,32 @@ func (t *ProblemReceiptPending) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) 
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemReceiptPending as a CodeRequestTimeout
+func (t ProblemReceiptPending) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemReceiptPending as the provided CodeRequestTimeout
+func (t *ProblemReceiptPending) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeRequestTimeout
+func (t *ProblemReceiptPending) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemReceiptPending as a CodeNotImplemented
 func (t ProblemReceiptPending) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -11569,6 +13162,32 @@ func (t *ProblemReceiptPending) MergeCodeSessionCommitted(v CodeSessionCommitted
 	return err
 }
 
+// AsCodeTableSettingsConflict returns the union data inside the ProblemReceiptPending as a CodeTableSettingsConflict
+func (t ProblemReceiptPending) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemReceiptPending as the provided CodeTableSettingsConflict
+func (t *ProblemReceiptPending) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeTableSettingsConflict
+func (t *ProblemReceiptPending) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -11648,6 +13267,907 @@ func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 }
 
 func (t *ProblemReceiptPending) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemRequestTimeout as a CodeInvalidRequest
+func (t ProblemRequestTimeout) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemRequestTimeout as the provided CodeInvalidRequest
+func (t *ProblemRequestTimeout) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeInvalidRequest
+func (t *ProblemRequestTimeout) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemRequestTimeout as a CodeInvalidKey
+func (t ProblemRequestTimeout) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemRequestTimeout as the provided CodeInvalidKey
+func (t *ProblemRequestTimeout) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeInvalidKey
+func (t *ProblemRequestTimeout) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemRequestTimeout as a CodeUnauthenticated
+func (t ProblemRequestTimeout) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemRequestTimeout as the provided CodeUnauthenticated
+func (t *ProblemRequestTimeout) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeUnauthenticated
+func (t *ProblemRequestTimeout) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemRequestTimeout as a CodeForbidden
+func (t ProblemRequestTimeout) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemRequestTimeout as the provided CodeForbidden
+func (t *ProblemRequestTimeout) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeForbidden
+func (t *ProblemRequestTimeout) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemRequestTimeout as a CodeTableNotFound
+func (t ProblemRequestTimeout) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemRequestTimeout as the provided CodeTableNotFound
+func (t *ProblemRequestTimeout) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeTableNotFound
+func (t *ProblemRequestTimeout) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemRequestTimeout as a CodeDocumentNotFound
+func (t ProblemRequestTimeout) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemRequestTimeout as the provided CodeDocumentNotFound
+func (t *ProblemRequestTimeout) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeDocumentNotFound
+func (t *ProblemRequestTimeout) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemRequestTimeout as a CodeReceiptNotFound
+func (t ProblemRequestTimeout) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemRequestTimeout as the provided CodeReceiptNotFound
+func (t *ProblemRequestTimeout) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeReceiptNotFound
+func (t *ProblemRequestTimeout) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemRequestTimeout as a CodeNotFound
+func (t ProblemRequestTimeout) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemRequestTimeout as the provided CodeNotFound
+func (t *ProblemRequestTimeout) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeNotFound
+func (t *ProblemRequestTimeout) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemRequestTimeout as a CodeMethodNotAllowed
+func (t ProblemRequestTimeout) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemRequestTimeout as the provided CodeMethodNotAllowed
+func (t *ProblemRequestTimeout) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeMethodNotAllowed
+func (t *ProblemRequestTimeout) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemRequestTimeout as a CodeTransactionConflict
+func (t ProblemRequestTimeout) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemRequestTimeout as the provided CodeTransactionConflict
+func (t *ProblemRequestTimeout) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeTransactionConflict
+func (t *ProblemRequestTimeout) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemRequestTimeout as a CodeTransactionAborted
+func (t ProblemRequestTimeout) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemRequestTimeout as the provided CodeTransactionAborted
+func (t *ProblemRequestTimeout) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeTransactionAborted
+func (t *ProblemRequestTimeout) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemRequestTimeout as a CodeRequestInProgress
+func (t ProblemRequestTimeout) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemRequestTimeout as the provided CodeRequestInProgress
+func (t *ProblemRequestTimeout) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeRequestInProgress
+func (t *ProblemRequestTimeout) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemRequestTimeout as a CodePayloadTooLarge
+func (t ProblemRequestTimeout) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemRequestTimeout as the provided CodePayloadTooLarge
+func (t *ProblemRequestTimeout) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodePayloadTooLarge
+func (t *ProblemRequestTimeout) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemRequestTimeout as a CodeUnsupportedMedia
+func (t ProblemRequestTimeout) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemRequestTimeout as the provided CodeUnsupportedMedia
+func (t *ProblemRequestTimeout) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeUnsupportedMedia
+func (t *ProblemRequestTimeout) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemRequestTimeout as a CodeHeadersTooLarge
+func (t ProblemRequestTimeout) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemRequestTimeout as the provided CodeHeadersTooLarge
+func (t *ProblemRequestTimeout) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeHeadersTooLarge
+func (t *ProblemRequestTimeout) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestTimeout returns the union data inside the ProblemRequestTimeout as a CodeRequestTimeout
+func (t ProblemRequestTimeout) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemRequestTimeout as the provided CodeRequestTimeout
+func (t *ProblemRequestTimeout) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeRequestTimeout
+func (t *ProblemRequestTimeout) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemRequestTimeout as a CodeNotImplemented
+func (t ProblemRequestTimeout) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemRequestTimeout as the provided CodeNotImplemented
+func (t *ProblemRequestTimeout) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeNotImplemented
+func (t *ProblemRequestTimeout) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemRequestTimeout as a CodeKeyMismatch
+func (t ProblemRequestTimeout) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemRequestTimeout as the provided CodeKeyMismatch
+func (t *ProblemRequestTimeout) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeKeyMismatch
+func (t *ProblemRequestTimeout) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ProblemRequestTimeout as a CodeKeyExpired
+func (t ProblemRequestTimeout) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemRequestTimeout as the provided CodeKeyExpired
+func (t *ProblemRequestTimeout) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeKeyExpired
+func (t *ProblemRequestTimeout) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemRequestTimeout as a CodeFirstSentTooOld
+func (t ProblemRequestTimeout) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemRequestTimeout as the provided CodeFirstSentTooOld
+func (t *ProblemRequestTimeout) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeFirstSentTooOld
+func (t *ProblemRequestTimeout) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemRequestTimeout as a CodeOverloaded
+func (t ProblemRequestTimeout) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemRequestTimeout as the provided CodeOverloaded
+func (t *ProblemRequestTimeout) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeOverloaded
+func (t *ProblemRequestTimeout) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemRequestTimeout as a CodeInternal
+func (t ProblemRequestTimeout) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemRequestTimeout as the provided CodeInternal
+func (t *ProblemRequestTimeout) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeInternal
+func (t *ProblemRequestTimeout) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemRequestTimeout as a CodeUnavailable
+func (t ProblemRequestTimeout) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemRequestTimeout as the provided CodeUnavailable
+func (t *ProblemRequestTimeout) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeUnavailable
+func (t *ProblemRequestTimeout) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemRequestTimeout as a CodeReceiptPending
+func (t ProblemRequestTimeout) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemRequestTimeout as the provided CodeReceiptPending
+func (t *ProblemRequestTimeout) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeReceiptPending
+func (t *ProblemRequestTimeout) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemRequestTimeout as a CodeSessionNotFound
+func (t ProblemRequestTimeout) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemRequestTimeout as the provided CodeSessionNotFound
+func (t *ProblemRequestTimeout) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeSessionNotFound
+func (t *ProblemRequestTimeout) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemRequestTimeout as a CodeSessionAborted
+func (t ProblemRequestTimeout) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemRequestTimeout as the provided CodeSessionAborted
+func (t *ProblemRequestTimeout) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeSessionAborted
+func (t *ProblemRequestTimeout) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemRequestTimeout as a CodeSessionCommitted
+func (t ProblemRequestTimeout) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemRequestTimeout as the provided CodeSessionCommitted
+func (t *ProblemRequestTimeout) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeSessionCommitted
+func (t *ProblemRequestTimeout) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemRequestTimeout as a CodeTableSettingsConflict
+func (t ProblemRequestTimeout) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemRequestTimeout as the provided CodeTableSettingsConflict
+func (t *ProblemRequestTimeout) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeTableSettingsConflict
+func (t *ProblemRequestTimeout) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemRequestTimeout) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemRequestTimeout) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -12128,6 +14648,32 @@ func (t *ProblemSessionAborted) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) 
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemSessionAborted as a CodeRequestTimeout
+func (t ProblemSessionAborted) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemSessionAborted as the provided CodeRequestTimeout
+func (t *ProblemSessionAborted) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeRequestTimeout
+func (t *ProblemSessionAborted) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemSessionAborted as a CodeNotImplemented
 func (t ProblemSessionAborted) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -12404,6 +14950,32 @@ func (t *ProblemSessionAborted) FromCodeSessionCommitted(v CodeSessionCommitted)
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeSessionCommitted
 func (t *ProblemSessionAborted) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemSessionAborted as a CodeTableSettingsConflict
+func (t ProblemSessionAborted) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemSessionAborted as the provided CodeTableSettingsConflict
+func (t *ProblemSessionAborted) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeTableSettingsConflict
+func (t *ProblemSessionAborted) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -12977,6 +15549,32 @@ func (t *ProblemSessionCommitted) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemSessionCommitted as a CodeRequestTimeout
+func (t ProblemSessionCommitted) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemSessionCommitted as the provided CodeRequestTimeout
+func (t *ProblemSessionCommitted) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeRequestTimeout
+func (t *ProblemSessionCommitted) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemSessionCommitted as a CodeNotImplemented
 func (t ProblemSessionCommitted) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -13253,6 +15851,32 @@ func (t *ProblemSessionCommitted) FromCodeSessionCommitted(v CodeSessionCommitte
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeSessionCommitted
 func (t *ProblemSessionCommitted) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemSessionCommitted as a CodeTableSettingsConflict
+func (t ProblemSessionCommitted) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemSessionCommitted as the provided CodeTableSettingsConflict
+func (t *ProblemSessionCommitted) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeTableSettingsConflict
+func (t *ProblemSessionCommitted) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -13826,6 +16450,32 @@ func (t *ProblemSessionNotFound) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge)
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemSessionNotFound as a CodeRequestTimeout
+func (t ProblemSessionNotFound) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemSessionNotFound as the provided CodeRequestTimeout
+func (t *ProblemSessionNotFound) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeRequestTimeout
+func (t *ProblemSessionNotFound) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemSessionNotFound as a CodeNotImplemented
 func (t ProblemSessionNotFound) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -14102,6 +16752,32 @@ func (t *ProblemSessionNotFound) FromCodeSessionCommitted(v CodeSessionCommitted
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeSessionCommitted
 func (t *ProblemSessionNotFound) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemSessionNotFound as a CodeTableSettingsConflict
+func (t ProblemSessionNotFound) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemSessionNotFound as the provided CodeTableSettingsConflict
+func (t *ProblemSessionNotFound) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeTableSettingsConflict
+func (t *ProblemSessionNotFound) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -14675,6 +17351,32 @@ func (t *ProblemTableNotFound) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) e
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemTableNotFound as a CodeRequestTimeout
+func (t ProblemTableNotFound) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemTableNotFound as the provided CodeRequestTimeout
+func (t *ProblemTableNotFound) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeRequestTimeout
+func (t *ProblemTableNotFound) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemTableNotFound as a CodeNotImplemented
 func (t ProblemTableNotFound) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -14961,6 +17663,32 @@ func (t *ProblemTableNotFound) MergeCodeSessionCommitted(v CodeSessionCommitted)
 	return err
 }
 
+// AsCodeTableSettingsConflict returns the union data inside the ProblemTableNotFound as a CodeTableSettingsConflict
+func (t ProblemTableNotFound) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemTableNotFound as the provided CodeTableSettingsConflict
+func (t *ProblemTableNotFound) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeTableSettingsConflict
+func (t *ProblemTableNotFound) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemTableNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -15044,6 +17772,907 @@ func (t ProblemTableNotFound) MarshalJSON() ([]byte, error) {
 }
 
 func (t *ProblemTableNotFound) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemTableSettingsConflict as a CodeInvalidRequest
+func (t ProblemTableSettingsConflict) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeInvalidRequest
+func (t *ProblemTableSettingsConflict) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeInvalidRequest
+func (t *ProblemTableSettingsConflict) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemTableSettingsConflict as a CodeInvalidKey
+func (t ProblemTableSettingsConflict) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeInvalidKey
+func (t *ProblemTableSettingsConflict) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeInvalidKey
+func (t *ProblemTableSettingsConflict) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemTableSettingsConflict as a CodeUnauthenticated
+func (t ProblemTableSettingsConflict) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeUnauthenticated
+func (t *ProblemTableSettingsConflict) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeUnauthenticated
+func (t *ProblemTableSettingsConflict) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemTableSettingsConflict as a CodeForbidden
+func (t ProblemTableSettingsConflict) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeForbidden
+func (t *ProblemTableSettingsConflict) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeForbidden
+func (t *ProblemTableSettingsConflict) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemTableSettingsConflict as a CodeTableNotFound
+func (t ProblemTableSettingsConflict) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeTableNotFound
+func (t *ProblemTableSettingsConflict) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeTableNotFound
+func (t *ProblemTableSettingsConflict) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemTableSettingsConflict as a CodeDocumentNotFound
+func (t ProblemTableSettingsConflict) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeDocumentNotFound
+func (t *ProblemTableSettingsConflict) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeDocumentNotFound
+func (t *ProblemTableSettingsConflict) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemTableSettingsConflict as a CodeReceiptNotFound
+func (t ProblemTableSettingsConflict) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeReceiptNotFound
+func (t *ProblemTableSettingsConflict) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeReceiptNotFound
+func (t *ProblemTableSettingsConflict) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemTableSettingsConflict as a CodeNotFound
+func (t ProblemTableSettingsConflict) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeNotFound
+func (t *ProblemTableSettingsConflict) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeNotFound
+func (t *ProblemTableSettingsConflict) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemTableSettingsConflict as a CodeMethodNotAllowed
+func (t ProblemTableSettingsConflict) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeMethodNotAllowed
+func (t *ProblemTableSettingsConflict) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeMethodNotAllowed
+func (t *ProblemTableSettingsConflict) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemTableSettingsConflict as a CodeTransactionConflict
+func (t ProblemTableSettingsConflict) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeTransactionConflict
+func (t *ProblemTableSettingsConflict) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeTransactionConflict
+func (t *ProblemTableSettingsConflict) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemTableSettingsConflict as a CodeTransactionAborted
+func (t ProblemTableSettingsConflict) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeTransactionAborted
+func (t *ProblemTableSettingsConflict) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeTransactionAborted
+func (t *ProblemTableSettingsConflict) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemTableSettingsConflict as a CodeRequestInProgress
+func (t ProblemTableSettingsConflict) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeRequestInProgress
+func (t *ProblemTableSettingsConflict) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeRequestInProgress
+func (t *ProblemTableSettingsConflict) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemTableSettingsConflict as a CodePayloadTooLarge
+func (t ProblemTableSettingsConflict) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemTableSettingsConflict as the provided CodePayloadTooLarge
+func (t *ProblemTableSettingsConflict) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodePayloadTooLarge
+func (t *ProblemTableSettingsConflict) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemTableSettingsConflict as a CodeUnsupportedMedia
+func (t ProblemTableSettingsConflict) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeUnsupportedMedia
+func (t *ProblemTableSettingsConflict) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeUnsupportedMedia
+func (t *ProblemTableSettingsConflict) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemTableSettingsConflict as a CodeHeadersTooLarge
+func (t ProblemTableSettingsConflict) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeHeadersTooLarge
+func (t *ProblemTableSettingsConflict) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeHeadersTooLarge
+func (t *ProblemTableSettingsConflict) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestTimeout returns the union data inside the ProblemTableSettingsConflict as a CodeRequestTimeout
+func (t ProblemTableSettingsConflict) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeRequestTimeout
+func (t *ProblemTableSettingsConflict) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeRequestTimeout
+func (t *ProblemTableSettingsConflict) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemTableSettingsConflict as a CodeNotImplemented
+func (t ProblemTableSettingsConflict) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeNotImplemented
+func (t *ProblemTableSettingsConflict) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeNotImplemented
+func (t *ProblemTableSettingsConflict) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemTableSettingsConflict as a CodeKeyMismatch
+func (t ProblemTableSettingsConflict) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeKeyMismatch
+func (t *ProblemTableSettingsConflict) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeKeyMismatch
+func (t *ProblemTableSettingsConflict) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ProblemTableSettingsConflict as a CodeKeyExpired
+func (t ProblemTableSettingsConflict) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeKeyExpired
+func (t *ProblemTableSettingsConflict) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeKeyExpired
+func (t *ProblemTableSettingsConflict) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemTableSettingsConflict as a CodeFirstSentTooOld
+func (t ProblemTableSettingsConflict) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeFirstSentTooOld
+func (t *ProblemTableSettingsConflict) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeFirstSentTooOld
+func (t *ProblemTableSettingsConflict) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemTableSettingsConflict as a CodeOverloaded
+func (t ProblemTableSettingsConflict) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeOverloaded
+func (t *ProblemTableSettingsConflict) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeOverloaded
+func (t *ProblemTableSettingsConflict) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemTableSettingsConflict as a CodeInternal
+func (t ProblemTableSettingsConflict) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeInternal
+func (t *ProblemTableSettingsConflict) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeInternal
+func (t *ProblemTableSettingsConflict) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemTableSettingsConflict as a CodeUnavailable
+func (t ProblemTableSettingsConflict) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeUnavailable
+func (t *ProblemTableSettingsConflict) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeUnavailable
+func (t *ProblemTableSettingsConflict) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemTableSettingsConflict as a CodeReceiptPending
+func (t ProblemTableSettingsConflict) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeReceiptPending
+func (t *ProblemTableSettingsConflict) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeReceiptPending
+func (t *ProblemTableSettingsConflict) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemTableSettingsConflict as a CodeSessionNotFound
+func (t ProblemTableSettingsConflict) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeSessionNotFound
+func (t *ProblemTableSettingsConflict) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeSessionNotFound
+func (t *ProblemTableSettingsConflict) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemTableSettingsConflict as a CodeSessionAborted
+func (t ProblemTableSettingsConflict) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeSessionAborted
+func (t *ProblemTableSettingsConflict) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeSessionAborted
+func (t *ProblemTableSettingsConflict) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemTableSettingsConflict as a CodeSessionCommitted
+func (t ProblemTableSettingsConflict) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeSessionCommitted
+func (t *ProblemTableSettingsConflict) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeSessionCommitted
+func (t *ProblemTableSettingsConflict) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemTableSettingsConflict as a CodeTableSettingsConflict
+func (t ProblemTableSettingsConflict) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeTableSettingsConflict
+func (t *ProblemTableSettingsConflict) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeTableSettingsConflict
+func (t *ProblemTableSettingsConflict) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemTableSettingsConflict) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemTableSettingsConflict) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -15524,6 +19153,32 @@ func (t *ProblemUnauthenticated) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge)
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemUnauthenticated as a CodeRequestTimeout
+func (t ProblemUnauthenticated) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemUnauthenticated as the provided CodeRequestTimeout
+func (t *ProblemUnauthenticated) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeRequestTimeout
+func (t *ProblemUnauthenticated) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemUnauthenticated as a CodeNotImplemented
 func (t ProblemUnauthenticated) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -15800,6 +19455,32 @@ func (t *ProblemUnauthenticated) FromCodeSessionCommitted(v CodeSessionCommitted
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeSessionCommitted
 func (t *ProblemUnauthenticated) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemUnauthenticated as a CodeTableSettingsConflict
+func (t ProblemUnauthenticated) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemUnauthenticated as the provided CodeTableSettingsConflict
+func (t *ProblemUnauthenticated) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeTableSettingsConflict
+func (t *ProblemUnauthenticated) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -16373,6 +20054,32 @@ func (t *ProblemUnavailable) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) err
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemUnavailable as a CodeRequestTimeout
+func (t ProblemUnavailable) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemUnavailable as the provided CodeRequestTimeout
+func (t *ProblemUnavailable) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemUnavailable, using the provided CodeRequestTimeout
+func (t *ProblemUnavailable) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemUnavailable as a CodeNotImplemented
 func (t ProblemUnavailable) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -16649,6 +20356,32 @@ func (t *ProblemUnavailable) FromCodeSessionCommitted(v CodeSessionCommitted) er
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemUnavailable, using the provided CodeSessionCommitted
 func (t *ProblemUnavailable) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemUnavailable as a CodeTableSettingsConflict
+func (t ProblemUnavailable) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemUnavailable as the provided CodeTableSettingsConflict
+func (t *ProblemUnavailable) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemUnavailable, using the provided CodeTableSettingsConflict
+func (t *ProblemUnavailable) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -17222,6 +20955,32 @@ func (t *ProblemUnsupportedMedia) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ProblemUnsupportedMedia as a CodeRequestTimeout
+func (t ProblemUnsupportedMedia) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeRequestTimeout
+func (t *ProblemUnsupportedMedia) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeRequestTimeout
+func (t *ProblemUnsupportedMedia) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ProblemUnsupportedMedia as a CodeNotImplemented
 func (t ProblemUnsupportedMedia) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -17498,6 +21257,32 @@ func (t *ProblemUnsupportedMedia) FromCodeSessionCommitted(v CodeSessionCommitte
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeSessionCommitted
 func (t *ProblemUnsupportedMedia) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemUnsupportedMedia as a CodeTableSettingsConflict
+func (t ProblemUnsupportedMedia) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeTableSettingsConflict
+func (t *ProblemUnsupportedMedia) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeTableSettingsConflict
+func (t *ProblemUnsupportedMedia) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -18195,6 +21980,32 @@ func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeHeade
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -18471,6 +22282,32 @@ func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeSessio
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -19046,6 +22883,32 @@ func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeHeade
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -19322,6 +23185,32 @@ func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeSessio
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -19897,6 +23786,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTo
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -20173,6 +24088,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCom
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -20748,6 +24689,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeHeaders
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -21024,6 +24991,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionC
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -21599,6 +25592,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeHeader
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -21875,6 +25894,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeSession
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -22450,6 +26495,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeHeader
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -22726,6 +26797,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeSession
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -23301,6 +27398,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeHeader
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -23587,6 +27710,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeSessio
 	return err
 }
 
+// AsCodeTableSettingsConflict returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t CommitSession409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -23759,6 +27908,68 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b
 		}
 	}
 
+	return err
+}
+
+// AsProblemOverloaded returns the union data inside the CommitSession429ApplicationProblemPlusJSONResponseBody as a ProblemOverloaded
+func (t CommitSession429ApplicationProblemPlusJSONResponseBody) AsProblemOverloaded() (ProblemOverloaded, error) {
+	var body ProblemOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemOverloaded overwrites any union data inside the CommitSession429ApplicationProblemPlusJSONResponseBody as the provided ProblemOverloaded
+func (t *CommitSession429ApplicationProblemPlusJSONResponseBody) FromProblemOverloaded(v ProblemOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemOverloaded performs a merge with any union data inside the CommitSession429ApplicationProblemPlusJSONResponseBody, using the provided ProblemOverloaded
+func (t *CommitSession429ApplicationProblemPlusJSONResponseBody) MergeProblemOverloaded(v ProblemOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemOverloadedQuota returns the union data inside the CommitSession429ApplicationProblemPlusJSONResponseBody as a ProblemOverloadedQuota
+func (t CommitSession429ApplicationProblemPlusJSONResponseBody) AsProblemOverloadedQuota() (ProblemOverloadedQuota, error) {
+	var body ProblemOverloadedQuota
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemOverloadedQuota overwrites any union data inside the CommitSession429ApplicationProblemPlusJSONResponseBody as the provided ProblemOverloadedQuota
+func (t *CommitSession429ApplicationProblemPlusJSONResponseBody) FromProblemOverloadedQuota(v ProblemOverloadedQuota) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemOverloadedQuota performs a merge with any union data inside the CommitSession429ApplicationProblemPlusJSONResponseBody, using the provided ProblemOverloadedQuota
+func (t *CommitSession429ApplicationProblemPlusJSONResponseBody) MergeProblemOverloadedQuota(v ProblemOverloadedQuota) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CommitSession429ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *CommitSession429ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
 	return err
 }
 
@@ -24214,6 +28425,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeHeade
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -24490,6 +28727,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessio
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -25065,6 +29328,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarg
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -25341,6 +29630,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitte
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -25916,6 +30231,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarg
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -26192,6 +30533,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitte
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -26767,6 +31134,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarg
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -27043,6 +31436,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitte
 
 // MergeCodeSessionCommitted performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
 func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -27618,6 +32037,32 @@ func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarg
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -27904,6 +32349,32 @@ func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitt
 	return err
 }
 
+// AsCodeTableSettingsConflict returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch412ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -28070,6 +32541,68 @@ func (t *Batch412ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		}
 	}
 
+	return err
+}
+
+// AsProblemOverloaded returns the union data inside the Batch429ApplicationProblemPlusJSONResponseBody as a ProblemOverloaded
+func (t Batch429ApplicationProblemPlusJSONResponseBody) AsProblemOverloaded() (ProblemOverloaded, error) {
+	var body ProblemOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemOverloaded overwrites any union data inside the Batch429ApplicationProblemPlusJSONResponseBody as the provided ProblemOverloaded
+func (t *Batch429ApplicationProblemPlusJSONResponseBody) FromProblemOverloaded(v ProblemOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemOverloaded performs a merge with any union data inside the Batch429ApplicationProblemPlusJSONResponseBody, using the provided ProblemOverloaded
+func (t *Batch429ApplicationProblemPlusJSONResponseBody) MergeProblemOverloaded(v ProblemOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemOverloadedQuota returns the union data inside the Batch429ApplicationProblemPlusJSONResponseBody as a ProblemOverloadedQuota
+func (t Batch429ApplicationProblemPlusJSONResponseBody) AsProblemOverloadedQuota() (ProblemOverloadedQuota, error) {
+	var body ProblemOverloadedQuota
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemOverloadedQuota overwrites any union data inside the Batch429ApplicationProblemPlusJSONResponseBody as the provided ProblemOverloadedQuota
+func (t *Batch429ApplicationProblemPlusJSONResponseBody) FromProblemOverloadedQuota(v ProblemOverloadedQuota) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemOverloadedQuota performs a merge with any union data inside the Batch429ApplicationProblemPlusJSONResponseBody, using the provided ProblemOverloadedQuota
+func (t *Batch429ApplicationProblemPlusJSONResponseBody) MergeProblemOverloadedQuota(v ProblemOverloadedQuota) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Batch429ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Batch429ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
 	return err
 }
 
@@ -28525,6 +33058,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLar
 	return err
 }
 
+// AsCodeRequestTimeout returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 // AsCodeNotImplemented returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
 	var body CodeNotImplemented
@@ -28811,6 +33370,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommit
 	return err
 }
 
+// AsCodeTableSettingsConflict returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -29075,12 +33660,16 @@ type ClientInterface interface {
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
-	// idem_admin_resolutions_total,
+	// idem_admin_resolutions_total, idem_forward_refused_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
 	// idem_sessions_begun_total, idem_sessions_committed_total,
-	// idem_sessions_aborted_total, idem_sessions_expired_total, and
+	// idem_sessions_aborted_total, idem_sessions_expired_total,
+	// idem_refused_total (by kind: principal_sessions, node_sessions,
+	// principal_inflight, executor, and under idemd connections; no
+	// principal label), under idemd idem_connections_open,
+	// idem_connections_idle, idem_connections_idle_closed_total, and
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
 	// idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -29089,6 +33678,7 @@ type ClientInterface interface {
 	// (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 	// idem_engine_log_since_checkpoint_entries,
 	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+	// idem_engine_descriptor_waits_total,
 	// idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
 	// idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
 	// idem_vlog_segments_collected_total; plus the
@@ -29331,7 +33921,10 @@ type ClientInterface interface {
 	//
 	// Creates the table with the given number of hash shards (0 or absent:
 	// the default, 4). Creating an existing table answers 200 with the
-	// existing table (its shard count is not changed).
+	// existing table when the request asks for no shard count (0 or
+	// absent) or for the one it has; asking for another answers 409
+	// table_settings_conflict (a table's shard count is fixed when it is
+	// created). A body with members other than `shards` is 400.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -29342,7 +33935,10 @@ type ClientInterface interface {
 	//
 	// Creates the table with the given number of hash shards (0 or absent:
 	// the default, 4). Creating an existing table answers 200 with the
-	// existing table (its shard count is not changed).
+	// existing table when the request asks for no shard count (0 or
+	// absent) or for the one it has; asking for another answers 409
+	// table_settings_conflict (a table's shard count is fixed when it is
+	// created). A body with members other than `shards` is 400.
 	//
 	// Takes a body of the `application/*+json` content type.
 	//
@@ -29353,7 +33949,10 @@ type ClientInterface interface {
 	//
 	// Creates the table with the given number of hash shards (0 or absent:
 	// the default, 4). Creating an existing table answers 200 with the
-	// existing table (its shard count is not changed).
+	// existing table when the request asks for no shard count (0 or
+	// absent) or for the one it has; asking for another answers 409
+	// table_settings_conflict (a table's shard count is fixed when it is
+	// created). A body with members other than `shards` is 400.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -29382,7 +33981,9 @@ type ClientInterface interface {
 	// another live node holds is forwarded to that node, with the
 	// client's own headers, and its answer relayed with `Idem-Served-By`;
 	// with `Prefer: wait=N` the owner does the waiting. A forwarded
-	// request carries `Idem-Forwarded-By` and is never forwarded again.
+	// request carries `Idem-Forwarded-By`, signed with the cluster's
+	// secret, and is never forwarded again; only the owner's signed
+	// answer is relayed.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -29411,7 +34012,9 @@ type ClientInterface interface {
 	// another live node holds is forwarded to that node, with the
 	// client's own headers, and its answer relayed with `Idem-Served-By`;
 	// with `Prefer: wait=N` the owner does the waiting. A forwarded
-	// request carries `Idem-Forwarded-By` and is never forwarded again.
+	// request carries `Idem-Forwarded-By`, signed with the cluster's
+	// secret, and is never forwarded again; only the owner's signed
+	// answer is relayed.
 	//
 	// Takes a body of the `application/*+json` content type.
 	//
@@ -29440,7 +34043,9 @@ type ClientInterface interface {
 	// another live node holds is forwarded to that node, with the
 	// client's own headers, and its answer relayed with `Idem-Served-By`;
 	// with `Prefer: wait=N` the owner does the waiting. A forwarded
-	// request carries `Idem-Forwarded-By` and is never forwarded again.
+	// request carries `Idem-Forwarded-By`, signed with the cluster's
+	// secret, and is never forwarded again; only the owner's signed
+	// answer is relayed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -29478,12 +34083,16 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
-// idem_admin_resolutions_total,
+// idem_admin_resolutions_total, idem_forward_refused_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 // idem_executor_busy_by_kind, idem_active_leases_by_kind,
 // idem_sessions_begun_total, idem_sessions_committed_total,
-// idem_sessions_aborted_total, idem_sessions_expired_total, and
+// idem_sessions_aborted_total, idem_sessions_expired_total,
+// idem_refused_total (by kind: principal_sessions, node_sessions,
+// principal_inflight, executor, and under idemd connections; no
+// principal label), under idemd idem_connections_open,
+// idem_connections_idle, idem_connections_idle_closed_total, and
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,
 // idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -29492,6 +34101,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 // idem_engine_log_since_checkpoint_entries,
 // idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+// idem_engine_descriptor_waits_total,
 // idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
 // idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
 // idem_vlog_segments_collected_total; plus the
@@ -29904,7 +34514,10 @@ func (c *Client) DeleteTable(ctx context.Context, tableParam TableParam, reqEdit
 //
 // Creates the table with the given number of hash shards (0 or absent:
 // the default, 4). Creating an existing table answers 200 with the
-// existing table (its shard count is not changed).
+// existing table when the request asks for no shard count (0 or
+// absent) or for the one it has; asking for another answers 409
+// table_settings_conflict (a table's shard count is fixed when it is
+// created). A body with members other than `shards` is 400.
 //
 // Takes any type of body and a specified content type.
 //
@@ -29925,7 +34538,10 @@ func (c *Client) PutTableWithBody(ctx context.Context, tableParam TableParam, co
 //
 // Creates the table with the given number of hash shards (0 or absent:
 // the default, 4). Creating an existing table answers 200 with the
-// existing table (its shard count is not changed).
+// existing table when the request asks for no shard count (0 or
+// absent) or for the one it has; asking for another answers 409
+// table_settings_conflict (a table's shard count is fixed when it is
+// created). A body with members other than `shards` is 400.
 //
 // Takes a body of the `application/*+json` content type.
 //
@@ -29946,7 +34562,10 @@ func (c *Client) PutTableWithApplicationWildcardPlusJSONBody(ctx context.Context
 //
 // Creates the table with the given number of hash shards (0 or absent:
 // the default, 4). Creating an existing table answers 200 with the
-// existing table (its shard count is not changed).
+// existing table when the request asks for no shard count (0 or
+// absent) or for the one it has; asking for another answers 409
+// table_settings_conflict (a table's shard count is fixed when it is
+// created). A body with members other than `shards` is 400.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -29985,7 +34604,9 @@ func (c *Client) PutTable(ctx context.Context, tableParam TableParam, body PutTa
 // another live node holds is forwarded to that node, with the
 // client's own headers, and its answer relayed with `Idem-Served-By`;
 // with `Prefer: wait=N` the owner does the waiting. A forwarded
-// request carries `Idem-Forwarded-By` and is never forwarded again.
+// request carries `Idem-Forwarded-By`, signed with the cluster's
+// secret, and is never forwarded again; only the owner's signed
+// answer is relayed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -30024,7 +34645,9 @@ func (c *Client) BatchWithBody(ctx context.Context, tableParam TableParam, param
 // another live node holds is forwarded to that node, with the
 // client's own headers, and its answer relayed with `Idem-Served-By`;
 // with `Prefer: wait=N` the owner does the waiting. A forwarded
-// request carries `Idem-Forwarded-By` and is never forwarded again.
+// request carries `Idem-Forwarded-By`, signed with the cluster's
+// secret, and is never forwarded again; only the owner's signed
+// answer is relayed.
 //
 // Takes a body of the `application/*+json` content type.
 //
@@ -30063,7 +34686,9 @@ func (c *Client) BatchWithApplicationWildcardPlusJSONBody(ctx context.Context, t
 // another live node holds is forwarded to that node, with the
 // client's own headers, and its answer relayed with `Idem-Served-By`;
 // with `Prefer: wait=N` the owner does the waiting. A forwarded
-// request carries `Idem-Forwarded-By` and is never forwarded again.
+// request carries `Idem-Forwarded-By`, signed with the cluster's
+// secret, and is never forwarded again; only the owner's signed
+// answer is relayed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -31046,12 +35671,16 @@ type ClientWithResponsesInterface interface {
 	// idem_recovery_passes_total, idem_recovered_total,
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
-	// idem_admin_resolutions_total,
+	// idem_admin_resolutions_total, idem_forward_refused_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 	// idem_executor_busy_by_kind, idem_active_leases_by_kind,
 	// idem_sessions_begun_total, idem_sessions_committed_total,
-	// idem_sessions_aborted_total, idem_sessions_expired_total, and
+	// idem_sessions_aborted_total, idem_sessions_expired_total,
+	// idem_refused_total (by kind: principal_sessions, node_sessions,
+	// principal_inflight, executor, and under idemd connections; no
+	// principal label), under idemd idem_connections_open,
+	// idem_connections_idle, idem_connections_idle_closed_total, and
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
 	// idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -31060,6 +35689,7 @@ type ClientWithResponsesInterface interface {
 	// (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 	// idem_engine_log_since_checkpoint_entries,
 	// idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+	// idem_engine_descriptor_waits_total,
 	// idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
 	// idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
 	// idem_vlog_segments_collected_total; plus the
@@ -31320,7 +35950,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates the table with the given number of hash shards (0 or absent:
 	// the default, 4). Creating an existing table answers 200 with the
-	// existing table (its shard count is not changed).
+	// existing table when the request asks for no shard count (0 or
+	// absent) or for the one it has; asking for another answers 409
+	// table_settings_conflict (a table's shard count is fixed when it is
+	// created). A body with members other than `shards` is 400.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -31331,7 +35964,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates the table with the given number of hash shards (0 or absent:
 	// the default, 4). Creating an existing table answers 200 with the
-	// existing table (its shard count is not changed).
+	// existing table when the request asks for no shard count (0 or
+	// absent) or for the one it has; asking for another answers 409
+	// table_settings_conflict (a table's shard count is fixed when it is
+	// created). A body with members other than `shards` is 400.
 	//
 	// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -31342,7 +35978,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates the table with the given number of hash shards (0 or absent:
 	// the default, 4). Creating an existing table answers 200 with the
-	// existing table (its shard count is not changed).
+	// existing table when the request asks for no shard count (0 or
+	// absent) or for the one it has; asking for another answers 409
+	// table_settings_conflict (a table's shard count is fixed when it is
+	// created). A body with members other than `shards` is 400.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -31371,7 +36010,9 @@ type ClientWithResponsesInterface interface {
 	// another live node holds is forwarded to that node, with the
 	// client's own headers, and its answer relayed with `Idem-Served-By`;
 	// with `Prefer: wait=N` the owner does the waiting. A forwarded
-	// request carries `Idem-Forwarded-By` and is never forwarded again.
+	// request carries `Idem-Forwarded-By`, signed with the cluster's
+	// secret, and is never forwarded again; only the owner's signed
+	// answer is relayed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -31400,7 +36041,9 @@ type ClientWithResponsesInterface interface {
 	// another live node holds is forwarded to that node, with the
 	// client's own headers, and its answer relayed with `Idem-Served-By`;
 	// with `Prefer: wait=N` the owner does the waiting. A forwarded
-	// request carries `Idem-Forwarded-By` and is never forwarded again.
+	// request carries `Idem-Forwarded-By`, signed with the cluster's
+	// secret, and is never forwarded again; only the owner's signed
+	// answer is relayed.
 	//
 	// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -31429,7 +36072,9 @@ type ClientWithResponsesInterface interface {
 	// another live node holds is forwarded to that node, with the
 	// client's own headers, and its answer relayed with `Idem-Served-By`;
 	// with `Prefer: wait=N` the owner does the waiting. A forwarded
-	// request carries `Idem-Forwarded-By` and is never forwarded again.
+	// request carries `Idem-Forwarded-By`, signed with the cluster's
+	// secret, and is never forwarded again; only the owner's signed
+	// answer is relayed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -31806,6 +36451,11 @@ type BeginSessionResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// BeginSessionResponse429Headers the declared response headers of an HTTP 429 response for BeginSession
+type BeginSessionResponse429Headers struct {
+	RetryAfter int
+}
+
 // BeginSessionResponse503Headers the declared response headers of an HTTP 503 response for BeginSession
 type BeginSessionResponse503Headers struct {
 	RetryAfter int
@@ -31820,6 +36470,8 @@ type BeginSessionResponse struct {
 	ApplicationproblemJSON400 *ProblemInvalidRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -31834,6 +36486,8 @@ type BeginSessionResponse struct {
 	Headers201 *BeginSessionResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *BeginSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BeginSessionResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *BeginSessionResponse503Headers
 }
@@ -31851,6 +36505,11 @@ func (r BeginSessionResponse) GetApplicationproblemJSON400() *ProblemInvalidRequ
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r BeginSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r BeginSessionResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -32124,6 +36783,11 @@ type StageSessionResponse413Headers struct {
 	IdemServedBy *string
 }
 
+// StageSessionResponse429Headers the declared response headers of an HTTP 429 response for StageSession
+type StageSessionResponse429Headers struct {
+	RetryAfter int
+}
+
 // StageSessionResponse503Headers the declared response headers of an HTTP 503 response for StageSession
 type StageSessionResponse503Headers struct {
 	RetryAfter int
@@ -32140,6 +36804,8 @@ type StageSessionResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *StageSession404ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *SessionEnded
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -32164,6 +36830,8 @@ type StageSessionResponse struct {
 	Headers409 *StageSessionResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *StageSessionResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StageSessionResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *StageSessionResponse503Headers
 }
@@ -32186,6 +36854,11 @@ func (r StageSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r StageSessionResponse) GetApplicationproblemJSON404() *StageSession404ApplicationProblemPlusJSONResponseBody {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r StageSessionResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -32282,6 +36955,11 @@ type CommitSessionResponse404Headers struct {
 	PreferenceApplied  *string
 }
 
+// CommitSessionResponse408Headers the declared response headers of an HTTP 408 response for CommitSession
+type CommitSessionResponse408Headers struct {
+	IdempotencyKey *Key
+}
+
 // CommitSessionResponse409Headers the declared response headers of an HTTP 409 response for CommitSession
 type CommitSessionResponse409Headers struct {
 	IdemKeyExpiry      *string
@@ -32347,6 +37025,8 @@ type CommitSessionResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *CommitSession404ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeoutKeyed
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *CommitSession409ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -32356,7 +37036,7 @@ type CommitSessionResponse struct {
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ProblemKeyMismatch
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *ProblemOverloaded
+	ApplicationproblemJSON429 *CommitSession429ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ProblemInternal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -32369,6 +37049,8 @@ type CommitSessionResponse struct {
 	Headers401 *CommitSessionResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *CommitSessionResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *CommitSessionResponse408Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *CommitSessionResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -32405,6 +37087,11 @@ func (r CommitSessionResponse) GetApplicationproblemJSON404() *CommitSession404A
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CommitSessionResponse) GetApplicationproblemJSON408() *RequestTimeoutKeyed {
+	return r.ApplicationproblemJSON408
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r CommitSessionResponse) GetApplicationproblemJSON409() *CommitSession409ApplicationProblemPlusJSONResponseBody {
 	return r.ApplicationproblemJSON409
@@ -32426,7 +37113,7 @@ func (r CommitSessionResponse) GetApplicationproblemJSON422() *ProblemKeyMismatc
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r CommitSessionResponse) GetApplicationproblemJSON429() *ProblemOverloaded {
+func (r CommitSessionResponse) GetApplicationproblemJSON429() *CommitSession429ApplicationProblemPlusJSONResponseBody {
 	return r.ApplicationproblemJSON429
 }
 
@@ -32494,6 +37181,11 @@ type ReadSessionDocResponse409Headers struct {
 	IdemServedBy *string
 }
 
+// ReadSessionDocResponse429Headers the declared response headers of an HTTP 429 response for ReadSessionDoc
+type ReadSessionDocResponse429Headers struct {
+	RetryAfter int
+}
+
 // ReadSessionDocResponse503Headers the declared response headers of an HTTP 503 response for ReadSessionDoc
 type ReadSessionDocResponse503Headers struct {
 	RetryAfter int
@@ -32528,6 +37220,8 @@ type ReadSessionDocResponse struct {
 	Headers404 *ReadSessionDocResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *ReadSessionDocResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReadSessionDocResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ReadSessionDocResponse503Headers
 }
@@ -32774,6 +37468,10 @@ type PutTableResponse struct {
 	ApplicationproblemJSON400 *ProblemInvalidRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ProblemTableSettingsConflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -32806,6 +37504,16 @@ func (r PutTableResponse) GetApplicationproblemJSON400() *ProblemInvalidRequest 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PutTableResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PutTableResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutTableResponse) GetApplicationproblemJSON409() *ProblemTableSettingsConflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -32892,6 +37600,11 @@ type BatchResponse404Headers struct {
 	PreferenceApplied  *string
 }
 
+// BatchResponse408Headers the declared response headers of an HTTP 408 response for Batch
+type BatchResponse408Headers struct {
+	IdempotencyKey *Key
+}
+
 // BatchResponse409Headers the declared response headers of an HTTP 409 response for Batch
 type BatchResponse409Headers struct {
 	IdemKeyExpiry      *string
@@ -32965,6 +37678,8 @@ type BatchResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Batch404ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeoutKeyed
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Batch409ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
@@ -32976,7 +37691,7 @@ type BatchResponse struct {
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ProblemKeyMismatch
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *ProblemOverloaded
+	ApplicationproblemJSON429 *Batch429ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ProblemInternal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -32989,6 +37704,8 @@ type BatchResponse struct {
 	Headers401 *BatchResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *BatchResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *BatchResponse408Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *BatchResponse409Headers
 	// Headers412 the parsed response headers for an HTTP 412 response
@@ -33027,6 +37744,11 @@ func (r BatchResponse) GetApplicationproblemJSON404() *Batch404ApplicationProble
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r BatchResponse) GetApplicationproblemJSON408() *RequestTimeoutKeyed {
+	return r.ApplicationproblemJSON408
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r BatchResponse) GetApplicationproblemJSON409() *Batch409ApplicationProblemPlusJSONResponseBody {
 	return r.ApplicationproblemJSON409
@@ -33053,7 +37775,7 @@ func (r BatchResponse) GetApplicationproblemJSON422() *ProblemKeyMismatch {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r BatchResponse) GetApplicationproblemJSON429() *ProblemOverloaded {
+func (r BatchResponse) GetApplicationproblemJSON429() *Batch429ApplicationProblemPlusJSONResponseBody {
 	return r.ApplicationproblemJSON429
 }
 
@@ -33195,12 +37917,16 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // idem_recovery_passes_total, idem_recovered_total,
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
-// idem_admin_resolutions_total,
+// idem_admin_resolutions_total, idem_forward_refused_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
 // idem_executor_busy_by_kind, idem_active_leases_by_kind,
 // idem_sessions_begun_total, idem_sessions_committed_total,
-// idem_sessions_aborted_total, idem_sessions_expired_total, and
+// idem_sessions_aborted_total, idem_sessions_expired_total,
+// idem_refused_total (by kind: principal_sessions, node_sessions,
+// principal_inflight, executor, and under idemd connections; no
+// principal label), under idemd idem_connections_open,
+// idem_connections_idle, idem_connections_idle_closed_total, and
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,
 // idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -33209,6 +37935,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
 // idem_engine_log_since_checkpoint_entries,
 // idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+// idem_engine_descriptor_waits_total,
 // idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
 // idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
 // idem_vlog_segments_collected_total; plus the
@@ -33571,7 +38298,10 @@ func (c *ClientWithResponses) DeleteTableWithResponse(ctx context.Context, table
 //
 // Creates the table with the given number of hash shards (0 or absent:
 // the default, 4). Creating an existing table answers 200 with the
-// existing table (its shard count is not changed).
+// existing table when the request asks for no shard count (0 or
+// absent) or for the one it has; asking for another answers 409
+// table_settings_conflict (a table's shard count is fixed when it is
+// created). A body with members other than `shards` is 400.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33588,7 +38318,10 @@ func (c *ClientWithResponses) PutTableWithBodyWithResponse(ctx context.Context, 
 //
 // Creates the table with the given number of hash shards (0 or absent:
 // the default, 4). Creating an existing table answers 200 with the
-// existing table (its shard count is not changed).
+// existing table when the request asks for no shard count (0 or
+// absent) or for the one it has; asking for another answers 409
+// table_settings_conflict (a table's shard count is fixed when it is
+// created). A body with members other than `shards` is 400.
 //
 // Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33605,7 +38338,10 @@ func (c *ClientWithResponses) PutTableWithApplicationWildcardPlusJSONBodyWithRes
 //
 // Creates the table with the given number of hash shards (0 or absent:
 // the default, 4). Creating an existing table answers 200 with the
-// existing table (its shard count is not changed).
+// existing table when the request asks for no shard count (0 or
+// absent) or for the one it has; asking for another answers 409
+// table_settings_conflict (a table's shard count is fixed when it is
+// created). A body with members other than `shards` is 400.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33640,7 +38376,9 @@ func (c *ClientWithResponses) PutTableWithResponse(ctx context.Context, tablePar
 // another live node holds is forwarded to that node, with the
 // client's own headers, and its answer relayed with `Idem-Served-By`;
 // with `Prefer: wait=N` the owner does the waiting. A forwarded
-// request carries `Idem-Forwarded-By` and is never forwarded again.
+// request carries `Idem-Forwarded-By`, signed with the cluster's
+// secret, and is never forwarded again; only the owner's signed
+// answer is relayed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33675,7 +38413,9 @@ func (c *ClientWithResponses) BatchWithBodyWithResponse(ctx context.Context, tab
 // another live node holds is forwarded to that node, with the
 // client's own headers, and its answer relayed with `Idem-Served-By`;
 // with `Prefer: wait=N` the owner does the waiting. A forwarded
-// request carries `Idem-Forwarded-By` and is never forwarded again.
+// request carries `Idem-Forwarded-By`, signed with the cluster's
+// secret, and is never forwarded again; only the owner's signed
+// answer is relayed.
 //
 // Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -33710,7 +38450,9 @@ func (c *ClientWithResponses) BatchWithApplicationWildcardPlusJSONBodyWithRespon
 // another live node holds is forwarded to that node, with the
 // client's own headers, and its answer relayed with `Idem-Served-By`;
 // with `Prefer: wait=N` the owner does the waiting. A forwarded
-// request carries `Idem-Forwarded-By` and is never forwarded again.
+// request carries `Idem-Forwarded-By`, signed with the cluster's
+// secret, and is never forwarded again; only the owner's signed
+// answer is relayed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -34075,6 +38817,13 @@ func ParseBeginSessionResponse(rsp *http.Response) (*BeginSessionResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -34133,6 +38882,16 @@ func ParseBeginSessionResponse(rsp *http.Response) (*BeginSessionResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers BeginSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers BeginSessionResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -34371,6 +39130,13 @@ func ParseStageSessionResponse(rsp *http.Response) (*StageSessionResponse, error
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest SessionEnded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -34476,6 +39242,16 @@ func ParseStageSessionResponse(rsp *http.Response) (*StageSessionResponse, error
 			headers.IdemServedBy = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers StageSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers StageSessionResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -34533,6 +39309,13 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeoutKeyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest CommitSession409ApplicationProblemPlusJSONResponseBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -34562,7 +39345,7 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest ProblemOverloaded
+		var dest CommitSession429ApplicationProblemPlusJSONResponseBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -34730,6 +39513,16 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 			headers.PreferenceApplied = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers CommitSessionResponse408Headers
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		response.Headers408 = &headers
 	case rsp.StatusCode == 409:
 		var headers CommitSessionResponse409Headers
 		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
@@ -35061,6 +39854,16 @@ func ParseReadSessionDocResponse(rsp *http.Response) (*ReadSessionDocResponse, e
 			headers.IdemServedBy = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReadSessionDocResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReadSessionDocResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -35258,6 +40061,20 @@ func ParsePutTableResponse(rsp *http.Response) (*PutTableResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ProblemTableSettingsConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -35356,6 +40173,13 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeoutKeyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Batch409ApplicationProblemPlusJSONResponseBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -35392,7 +40216,7 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest ProblemOverloaded
+		var dest Batch429ApplicationProblemPlusJSONResponseBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -35560,6 +40384,16 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 			headers.PreferenceApplied = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers BatchResponse408Headers
+		if values := rsp.Header.Values("Idempotency-Key"); len(values) > 0 {
+			var value Key
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotencyKey = &value
+		}
+		response.Headers408 = &headers
 	case rsp.StatusCode == 409:
 		var headers BatchResponse409Headers
 		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {

@@ -81,6 +81,7 @@ export const SessionNotFoundError = ERRORS.session_not_found;
 export const SessionAbortedError = ERRORS.session_aborted;
 export const SessionCommittedError = ERRORS.session_committed;
 export const TableSettingsConflictError = ERRORS.table_settings_conflict;
+export const RequestTimeoutError = ERRORS.request_timeout;
 
 /** The error of a problem answer. */
 export function errorFor(status: number, body: any, retryAfter: number): IdemError {

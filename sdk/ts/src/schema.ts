@@ -40,7 +40,10 @@ export interface paths {
          * Create a table (idempotent)
          * @description Creates the table with the given number of hash shards (0 or absent:
          *     the default, 4). Creating an existing table answers 200 with the
-         *     existing table (its shard count is not changed).
+         *     existing table when the request asks for no shard count (0 or
+         *     absent) or for the one it has; asking for another answers 409
+         *     table_settings_conflict (a table's shard count is fixed when it is
+         *     created). A body with members other than `shards` is 400.
          */
         put: operations["putTable"];
         post?: never;
@@ -84,7 +87,9 @@ export interface paths {
          *     another live node holds is forwarded to that node, with the
          *     client's own headers, and its answer relayed with `Idem-Served-By`;
          *     with `Prefer: wait=N` the owner does the waiting. A forwarded
-         *     request carries `Idem-Forwarded-By` and is never forwarded again.
+         *     request carries `Idem-Forwarded-By`, signed with the cluster's
+         *     secret, and is never forwarded again; only the owner's signed
+         *     answer is relayed.
          */
         post: operations["batch"];
         delete?: never;
@@ -381,12 +386,16 @@ export interface paths {
          *     idem_recovery_passes_total, idem_recovered_total,
          *     idem_decisions_released_total, idem_cleaner_deletions_total,
          *     idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
-         *     idem_admin_resolutions_total,
+         *     idem_admin_resolutions_total, idem_forward_refused_total,
          *     idem_renewal_batches_total, idem_renewal_writes_total,
          *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
          *     idem_executor_busy_by_kind, idem_active_leases_by_kind,
          *     idem_sessions_begun_total, idem_sessions_committed_total,
-         *     idem_sessions_aborted_total, idem_sessions_expired_total, and
+         *     idem_sessions_aborted_total, idem_sessions_expired_total,
+         *     idem_refused_total (by kind: principal_sessions, node_sessions,
+         *     principal_inflight, executor, and under idemd connections; no
+         *     principal label), under idemd idem_connections_open,
+         *     idem_connections_idle, idem_connections_idle_closed_total, and
          *     with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
          *     idem_wal_entries_total, idem_wal_bytes_total,
          *     idem_wal_fsync_duration_seconds (histogram), idem_wal_group_entries
@@ -395,6 +404,7 @@ export interface paths {
          *     (histogram), idem_checkpoint_size_bytes, idem_engine_keys,
          *     idem_engine_log_since_checkpoint_entries,
          *     idem_engine_recovery_replayed_bytes, idem_engine_fail_stopped,
+         *     idem_engine_descriptor_waits_total,
          *     idem_vlog_segments, idem_vlog_bytes, idem_vlog_live_bytes,
          *     idem_vlog_spilled_bytes_total, idem_vlog_relocated_bytes_total,
          *     idem_vlog_segments_collected_total; plus the
@@ -509,7 +519,7 @@ export interface components {
             /** @description Present when more tables follow; pass it as `after`. */
             next?: components["schemas"]["TableName"];
         };
-        /** @description Unknown members are ignored. */
+        /** @description Unknown members are refused (400). */
         CreateTable: {
             /** @description Hash shards (the 2PC participants); 0 means the default (4). */
             shards?: number;
@@ -783,6 +793,7 @@ export interface components {
          *     | idempotency_key_expired | 409 | false | new_key |
          *     | first_sent_too_old | 412 | false | new_key |
          *     | header_fields_too_large | 431 | false | none |
+         *     | request_timeout | 408 | true | same_key |
          *     | overloaded | 429 | true | same_key |
          *     | internal | 500 | true | same_key |
          *     | not_implemented | 501 | false | none |
@@ -791,9 +802,10 @@ export interface components {
          *     | session_not_found | 404 | false | none |
          *     | session_aborted | 409 | false | none |
          *     | session_committed | 409 | false | none |
+         *     | table_settings_conflict | 409 | false | none |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "request_timeout" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed" | "table_settings_conflict";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -820,7 +832,7 @@ export interface components {
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
             differences?: components["schemas"]["Differences"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"]);
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeRequestTimeout"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"] | components["schemas"]["CodeTableSettingsConflict"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -1087,6 +1099,20 @@ export interface components {
             /** @constant */
             retry_with?: "new_key";
         };
+        CodeRequestTimeout: {
+            /** @constant */
+            code: "request_timeout";
+            /** @constant */
+            type?: "urn:idem:problem:request_timeout";
+            /** @constant */
+            title?: "Request timeout";
+            /** @constant */
+            status?: 408;
+            /** @constant */
+            retryable?: true;
+            /** @constant */
+            retry_with?: "same_key";
+        };
         CodeOverloaded: {
             /** @constant */
             code: "overloaded";
@@ -1185,6 +1211,20 @@ export interface components {
             /** @constant */
             retry_with?: "none";
         };
+        CodeTableSettingsConflict: {
+            /** @constant */
+            code: "table_settings_conflict";
+            /** @constant */
+            type?: "urn:idem:problem:table_settings_conflict";
+            /** @constant */
+            title?: "Table exists with other settings";
+            /** @constant */
+            status?: 409;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "none";
+        };
         ProblemInvalidRequest: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidRequest"];
         ProblemInvalidKey: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidKey"];
         ProblemUnauthenticated: components["schemas"]["Problem"] & components["schemas"]["CodeUnauthenticated"];
@@ -1231,6 +1271,7 @@ export interface components {
         ProblemMethodNotAllowed: components["schemas"]["Problem"] & components["schemas"]["CodeMethodNotAllowed"];
         ProblemUnsupportedMedia: components["schemas"]["Problem"] & components["schemas"]["CodeUnsupportedMedia"];
         ProblemPayloadTooLarge: components["schemas"]["Problem"] & components["schemas"]["CodePayloadTooLarge"];
+        ProblemRequestTimeout: components["schemas"]["Problem"] & components["schemas"]["CodeRequestTimeout"];
         ProblemKeyMismatch: components["schemas"]["Problem"] & components["schemas"]["CodeKeyMismatch"] & {
             /** @constant */
             outcome: "not_applied";
@@ -1257,7 +1298,13 @@ export interface components {
         ProblemSessionNotFound: components["schemas"]["Problem"] & components["schemas"]["CodeSessionNotFound"];
         ProblemSessionAborted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionAborted"];
         ProblemSessionCommitted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionCommitted"];
+        ProblemTableSettingsConflict: components["schemas"]["Problem"] & components["schemas"]["CodeTableSettingsConflict"];
         ProblemOverloadedUnkeyed: components["schemas"]["Problem"] & components["schemas"]["CodeOverloaded"];
+        /**
+         * @description A keyed request refused at its principal's quota of requests in
+         *     progress, before anything was recorded: no outcome, no transaction.
+         */
+        ProblemOverloadedQuota: components["schemas"]["Problem"] & components["schemas"]["CodeOverloaded"] & unknown;
     };
     responses: {
         /** @description Missing or unknown bearer token (only with a tokens file). */
@@ -1323,6 +1370,60 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["ProblemUnavailable"];
+            };
+        };
+        /**
+         * @description request_timeout — the body did not arrive within the server's
+         *     -body-timeout (10 s by default) after the handler began reading it.
+         *     Nothing was done; the connection is closed after the answer.
+         */
+        RequestTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["ProblemRequestTimeout"];
+            };
+        };
+        /**
+         * @description request_timeout — the body did not arrive within -body-timeout; no
+         *     receipt is created. Retry with the same key.
+         */
+        RequestTimeoutKeyed: {
+            headers: {
+                "Idempotency-Key": components["headers"]["IdempotencyKey"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["ProblemRequestTimeout"];
+            };
+        };
+        /**
+         * @description Answered for any path, before the request is read, to a connection
+         *     past the node's -max-connections: 503 with the code overloaded
+         *     (whose 429 is a principal's own limit) and Retry-After, then the
+         *     connection is closed. Under TLS such a connection is closed without
+         *     an answer.
+         */
+        AtConnectionCap: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfterRequired"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": {
+                    /** @constant */
+                    type: "urn:idem:problem:overloaded";
+                    /** @constant */
+                    title: "Overloaded";
+                    /** @constant */
+                    status: 503;
+                    detail: string;
+                    /** @constant */
+                    code: "overloaded";
+                    /** @constant */
+                    retryable: true;
+                };
             };
         };
         /**
@@ -1428,10 +1529,14 @@ export interface components {
         IdempotencyKey: string;
         /**
          * @description Set by a node of a cluster that forwards the request to the
-         *     receipt's owner, naming itself. A request that carries it is
-         *     answered where it lands, never forwarded again (one hop at most).
-         *     A client has no reason to send it; if it does, its request is
-         *     simply not forwarded.
+         *     receipt's owner, naming itself, beside `Idem-Forward-Signature`
+         *     (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+         *     method, request URI, body digest, time and node, within 60 s of
+         *     the receiver's clock). A request whose signature holds is answered
+         *     where it lands, never forwarded again (one hop at most). Without
+         *     a valid signature both headers are dropped and the request is
+         *     served as a client's (counted in idem_forward_refused_total): a
+         *     client has no reason to send them.
          */
         IdemForwardedBy: string;
         /**
@@ -1567,7 +1672,7 @@ export interface operations {
                     "application/json": components["schemas"]["Table"];
                 };
             };
-            /** @description Invalid table name, body or shard count. */
+            /** @description Invalid table name, body (an unknown member among them) or shard count. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1577,6 +1682,16 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
+            408: components["responses"]["RequestTimeout"];
+            /** @description table_settings_conflict; the table exists with another shard count, which the detail names. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemTableSettingsConflict"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMedia"];
             500: components["responses"]["Internal"];
@@ -1661,10 +1776,14 @@ export interface operations {
                 "Repeatability-First-Sent"?: components["parameters"]["RepeatabilityFirstSent"];
                 /**
                  * @description Set by a node of a cluster that forwards the request to the
-                 *     receipt's owner, naming itself. A request that carries it is
-                 *     answered where it lands, never forwarded again (one hop at most).
-                 *     A client has no reason to send it; if it does, its request is
-                 *     simply not forwarded.
+                 *     receipt's owner, naming itself, beside `Idem-Forward-Signature`
+                 *     (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+                 *     method, request URI, body digest, time and node, within 60 s of
+                 *     the receiver's clock). A request whose signature holds is answered
+                 *     where it lands, never forwarded again (one hop at most). Without
+                 *     a valid signature both headers are dropped and the request is
+                 *     served as a client's (counted in idem_forward_refused_total): a
+                 *     client has no reason to send them.
                  */
                 "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
             };
@@ -1747,6 +1866,7 @@ export interface operations {
                     };
                 };
             };
+            408: components["responses"]["RequestTimeoutKeyed"];
             /**
              * @description transaction_conflict (a document of the batch is held by another
              *     open transaction; keyed: terminal `aborted`, retry with a new
@@ -1823,8 +1943,13 @@ export interface operations {
                 };
             };
             /**
-             * @description overloaded: the executor is full. The receipt is recorded as
-             *     pending and will run: retry with the same key after Retry-After.
+             * @description overloaded, one of two. The executor is full (the node's limit):
+             *     the receipt is recorded as pending and will run (outcome pending,
+             *     transaction_id); or this principal has -principal-inflight-max
+             *     requests in progress on this node (its quota; other principals
+             *     are served): nothing is recorded (no outcome, no transaction_id).
+             *     The detail says which limit was hit. Retry with the same key
+             *     after Retry-After: the executor's measured drain time (1..30 s).
              */
             429: {
                 headers: {
@@ -1836,7 +1961,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ProblemOverloaded"];
+                    "application/problem+json": components["schemas"]["ProblemOverloaded"] | components["schemas"]["ProblemOverloadedQuota"];
                 };
             };
             /** @description internal (retryable with the same key). */
@@ -2135,11 +2260,22 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMedia"];
-            /** @description overloaded — the node's limit of open sessions, or a full executor; retry later. */
+            /**
+             * @description overloaded — this principal's quota of open sessions on this node
+             *     (-principal-sessions-max; Retry-After: the earliest expiry of its
+             *     own open sessions), the node's limit of open sessions
+             *     (-sessions-max; Retry-After: the earliest expiry on the node), this
+             *     principal's quota of requests in progress (-principal-inflight-max),
+             *     or a full executor (Retry-After for these two: the executor's
+             *     measured drain time). The detail says which; it names no other
+             *     principal, and other principals are served.
+             */
             429: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterRequired"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2182,10 +2318,14 @@ export interface operations {
             header?: {
                 /**
                  * @description Set by a node of a cluster that forwards the request to the
-                 *     receipt's owner, naming itself. A request that carries it is
-                 *     answered where it lands, never forwarded again (one hop at most).
-                 *     A client has no reason to send it; if it does, its request is
-                 *     simply not forwarded.
+                 *     receipt's owner, naming itself, beside `Idem-Forward-Signature`
+                 *     (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+                 *     method, request URI, body digest, time and node, within 60 s of
+                 *     the receiver's clock). A request whose signature holds is answered
+                 *     where it lands, never forwarded again (one hop at most). Without
+                 *     a valid signature both headers are dropped and the request is
+                 *     served as a client's (counted in idem_forward_refused_total): a
+                 *     client has no reason to send them.
                  */
                 "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
             };
@@ -2228,10 +2368,14 @@ export interface operations {
             header?: {
                 /**
                  * @description Set by a node of a cluster that forwards the request to the
-                 *     receipt's owner, naming itself. A request that carries it is
-                 *     answered where it lands, never forwarded again (one hop at most).
-                 *     A client has no reason to send it; if it does, its request is
-                 *     simply not forwarded.
+                 *     receipt's owner, naming itself, beside `Idem-Forward-Signature`
+                 *     (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+                 *     method, request URI, body digest, time and node, within 60 s of
+                 *     the receiver's clock). A request whose signature holds is answered
+                 *     where it lands, never forwarded again (one hop at most). Without
+                 *     a valid signature both headers are dropped and the request is
+                 *     served as a client's (counted in idem_forward_refused_total): a
+                 *     client has no reason to send them.
                  */
                 "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
             };
@@ -2281,6 +2425,7 @@ export interface operations {
                     };
                 };
             };
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["SessionEnded"];
             /** @description payload_too_large — the body, or the session's documents beyond 512 KiB. */
             413: {
@@ -2293,9 +2438,15 @@ export interface operations {
                 };
             };
             415: components["responses"]["UnsupportedMedia"];
-            /** @description overloaded — the executor is full; retry later. */
+            /**
+             * @description overloaded — this principal's quota of requests in progress on
+             *     this node (-principal-inflight-max; other principals are served),
+             *     or a full executor; the detail says which. Retry-After: the
+             *     executor's measured drain time.
+             */
             429: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterRequired"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2312,10 +2463,14 @@ export interface operations {
             header?: {
                 /**
                  * @description Set by a node of a cluster that forwards the request to the
-                 *     receipt's owner, naming itself. A request that carries it is
-                 *     answered where it lands, never forwarded again (one hop at most).
-                 *     A client has no reason to send it; if it does, its request is
-                 *     simply not forwarded.
+                 *     receipt's owner, naming itself, beside `Idem-Forward-Signature`
+                 *     (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+                 *     method, request URI, body digest, time and node, within 60 s of
+                 *     the receiver's clock). A request whose signature holds is answered
+                 *     where it lands, never forwarded again (one hop at most). Without
+                 *     a valid signature both headers are dropped and the request is
+                 *     served as a client's (counted in idem_forward_refused_total): a
+                 *     client has no reason to send them.
                  */
                 "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
             };
@@ -2363,9 +2518,15 @@ export interface operations {
                 };
             };
             409: components["responses"]["SessionEnded"];
-            /** @description overloaded — the executor is full; retry later. */
+            /**
+             * @description overloaded — this principal's quota of requests in progress on
+             *     this node (-principal-inflight-max; other principals are served),
+             *     or a full executor; the detail says which. Retry-After: the
+             *     executor's measured drain time.
+             */
             429: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterRequired"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2402,10 +2563,14 @@ export interface operations {
                 Prefer?: components["parameters"]["Prefer"];
                 /**
                  * @description Set by a node of a cluster that forwards the request to the
-                 *     receipt's owner, naming itself. A request that carries it is
-                 *     answered where it lands, never forwarded again (one hop at most).
-                 *     A client has no reason to send it; if it does, its request is
-                 *     simply not forwarded.
+                 *     receipt's owner, naming itself, beside `Idem-Forward-Signature`
+                 *     (`t=<unix>,v1=<hex>`: HMAC-SHA256 with the cluster secret over the
+                 *     method, request URI, body digest, time and node, within 60 s of
+                 *     the receiver's clock). A request whose signature holds is answered
+                 *     where it lands, never forwarded again (one hop at most). Without
+                 *     a valid signature both headers are dropped and the request is
+                 *     served as a client's (counted in idem_forward_refused_total): a
+                 *     client has no reason to send them.
                  */
                 "Idem-Forwarded-By"?: components["parameters"]["IdemForwardedBy"];
             };
@@ -2473,6 +2638,7 @@ export interface operations {
                     };
                 };
             };
+            408: components["responses"]["RequestTimeoutKeyed"];
             /**
              * @description transaction_conflict (terminal `aborted`: a document the session
              *     saw changed, or another transaction holds one), session_aborted
@@ -2515,7 +2681,14 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemKeyMismatch"];
                 };
             };
-            /** @description overloaded — the executor is full; the commit is recorded as pending and will run. Retry with the same key. */
+            /**
+             * @description overloaded — the executor is full (the node's limit): the commit
+             *     is recorded as pending and will run; or this principal has
+             *     -principal-inflight-max requests in progress on this node (its
+             *     quota; other principals are served): nothing is recorded (no
+             *     outcome, no transaction_id). Retry with the same key after
+             *     Retry-After, the executor's measured drain time.
+             */
             429: {
                 headers: {
                     "Idempotency-Key": components["headers"]["IdempotencyKey"];
@@ -2526,7 +2699,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ProblemOverloaded"];
+                    "application/problem+json": components["schemas"]["ProblemOverloaded"] | components["schemas"]["ProblemOverloadedQuota"];
                 };
             };
             /** @description internal (retryable with the same key). */
