@@ -193,7 +193,7 @@ func TestRun_RejectsBadConfiguration(t *testing.T) {
 		{[]string{"-tokens", empty}, "-tokens " + empty + ": no principal:token line", 1},
 		{[]string{"-tokens", write("bad", "alice\n")}, "line 1: want principal:token", 1},
 		{[]string{"-tokens", write("dup", "# c\nalice:0123456789abcdef\n\nbob:0123456789abcdef\n")}, "line 4: token listed twice", 1},
-		{[]string{"-tokens", write("short", "# c\nalice:0123456789abcdef\nbob:s3cret-0123456\n")}, `line 3: principal "bob": token shorter than 16 bytes`, 1},
+		{[]string{"-tokens", write("short-token", "# c\nalice:0123456789abcdef\nbob:s3cret-0123456\n")}, `line 3: principal "bob": token shorter than 16 bytes`, 1},
 		{[]string{"-no-such-flag"}, "not defined", 2},
 		{etcd("-cluster-secret-file", missing), "-cluster-secret-file " + missing + ": cannot open: no such file or directory", 1},
 		{etcd("-cluster-secret-file", short), "-cluster-secret-file " + short + ": 31 bytes, want at least 32", 1},
