@@ -160,6 +160,7 @@ func TestHealthz_NamesNoPathOfTheServer(t *testing.T) {
 	for _, cause := range []error{
 		fmt.Errorf("%w: open %s: input/output error", engine.ErrFailStopped, secret),
 		fmt.Errorf("etcd %s unreachable", secret),
+		fmt.Errorf("etcd does not answer (%w: dial %s): this node serves nothing until it does", engine.ErrUnavailable, secret),
 	} {
 		ts := gatedServer(t, api.ConnLimits{Max: 8, IdleMax: 8}, api.Options{Health: func() error { return cause }})
 		r := rawGet(t, dial(t, ts), "/healthz")

@@ -48,6 +48,8 @@ func healthDetail(err error) string {
 		return "the store fail-stopped after an I/O error and refuses writes until idemd restarts; the server's log has the cause"
 	case errors.Is(err, engine.ErrClosed):
 		return "the store is closed"
+	case errors.Is(err, engine.ErrUnavailable):
+		return "the remote store (etcd) does not answer within its bound: this node serves nothing until it does"
 	default:
 		return "the store cannot serve now; the server's log has the cause"
 	}

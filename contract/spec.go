@@ -71,6 +71,11 @@ var transportHeaders = map[string]bool{
 	"Transfer-Encoding": true,
 	"Trailer":           true,
 	"Vary":              true,
+	// Between nodes only: the owner's signature on its answer to a
+	// forwarded request, which the forwarding node checks and strips
+	// before its client sees the answer (api/forwardauth.go).
+	"Idem-Answered-By":      true,
+	"Idem-Answer-Signature": true,
 }
 
 // Spec is a loaded, validated OpenAPI document with a router over it.

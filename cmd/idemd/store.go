@@ -103,7 +103,7 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 	return &servedStore{store: store,
 		health: func() error {
 			if err := probe(context.Background(), etcdHealthTimeout); err != nil {
-				return fmt.Errorf("etcd does not answer (%v): this node serves nothing until it does", err)
+				return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", engine.ErrUnavailable, err)
 			}
 			return nil
 		},
