@@ -14,7 +14,7 @@ var (
 	designHeading = regexp.MustCompile(`(?m)^#{2,3} (\d+(?:\.\d+)*)\.? `)
 	// A citation: "docs/design.md §5.4", or "DESIGN §4–§7" (the contract's
 	// numbers, which design.md keeps), with further "§n" joined to it.
-	citation = regexp.MustCompile(`(?:docs/design\.md|DESIGN) (§\d+(?:\.\d+)*(?:(?:, |–|-| and | or |/)§\d+(?:\.\d+)*)*)`)
+	citation = regexp.MustCompile(`(?:docs/design\.md|DESIGN)\s+(§\d+(?:\.\d+)*(?:(?:, |–|-| and | or |/)§\d+(?:\.\d+)*)*)`)
 	// Inside design.md, a bare "§n" is a cross-reference.
 	sectionRef = regexp.MustCompile(`§(\d+(?:\.\d+)*)`)
 )
