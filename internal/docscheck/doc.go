@@ -2,7 +2,7 @@
 // package's doc.go file map leaves out a file of the package or names one
 // that is gone, when code or docs cite a section of docs/design.md that
 // does not exist, when a constant the docs quote has another value
-// in the code, or when an answer code it lists has another status or is
+// in the code, or when an answer code design.md lists has another status or is
 // missing. Docs drift silently; these checks make the drift a failing test.
 //
 // It has no code of its own: only tests, which read the repository's files.
