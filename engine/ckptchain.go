@@ -24,7 +24,7 @@ import (
 // base — falls back to the chain before it and loses nothing. An older
 // delta of the chain is needed by every link after it: a damaged one makes
 // the chain unusable, and an open refuses, naming it, unless the log still
-// reaches back far enough (docs/deviations.md).
+// reaches back far enough (docs/design.md §2).
 
 // ckptGarbageRatio bounds the chain's files against the live data: beyond
 // it, the next checkpoint is a new base.

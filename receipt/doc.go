@@ -17,6 +17,7 @@
 // requests (interactive sessions) can reuse the steps.
 //
 //	execute.go    the keyed request: validate, look up, dispatch; take over a mutable receipt
+//	verbatim.go   replay a retry of the very same bytes before any parse; hand on what it read
 //	plan.go       what executes a keyed batch (preflight, participants), live or stored
 //	dispatch.go   the pure decisions: dispatch (what a lookup leads to), ownership (what a
 //	              lease allows), next (what a held receipt needs), settled
@@ -27,18 +28,40 @@
 //	start.go      start a pending receipt (started + Begin, fenced); make a refusal durable
 //	decide.go     decide and publish the terminal envelope; publish a decided outcome
 //	adopt.go      hold a mutable receipt: resume our claim, or adopt by CAS
+//	fairness.go   which live node adopts a dead node's receipt first (rendezvous rank)
 //	reconcile.go  finish a started receipt without executing again; pay visibility debt
 //	maintain.go   the recovery pass over recov/v1, on the same steps
 //	release.go    release retained decisions of settled receipts
 //	clean.go      the retention cleaner over exp/v1, fenced by its job lease
 //	expfold.go    the cleaner folds settled retention entries into chunks (one key per 256)
 //	chunkclean.go the cleaner cleans a chunk's due receipts, then the chunk
+//	tombstone.go  what the cleaner leaves of a receipt: the key refused while protected
+//	tombclean.go  the cleaner removes tombstones whose protection ended, chunk by chunk
+//	dropfailed.go retry a many-item batch without the item whose condition failed
 //	scanaround.go index walks that step past a value that does not read
-//	executor.go   the bounded executor's slots
+//	executor.go   the bounded executor's slots and its drain time
+//	quota.go, quota_sessions.go  per-principal quotas: requests in flight, open sessions
 //	wait.go, flight.go  waiting on another owner, and on a local goroutine (flights)
+//	list.go       operators' listing of receipts by state and age, through the indexes
+//	resolve.go    an operator's resolution of a stuck started receipt (presumed abort)
+//	entrydiff.go  what a 422 key mismatch says differs, from per-entry digests
+//	cold.go       ColdValue: which values the engine may keep in its value log
 //
-// Around them: service.go (Service, Open, Close, the loops), record.go and
-// bind.go (what is stored, under which key), envelope.go and answer.go
+// Interactive sessions, the second kind of the lifecycle (docs/sessions.md):
+//
+//	session.go          the record, its states, keys, IDs and bounds
+//	session_begin.go    begin: record, open entry and lease in one Apply
+//	session_hold.go     holding a session: stripe locks, ownership, presumed abort
+//	session_stage.go    stage and read on a copy of the staging, one fenced Apply a step
+//	session_steps.go    the staging kept as steps; dropping an ended session's steps
+//	session_commit.go   commit: a receipt whose publishing write ends the session
+//	session_end.go      abort, expiry, and the presumed abort of a dead owner's session
+//	session_maintain.go maintenance ends sessions that outlived their TTL or owner
+//
+// Around them: lifecycle.go (the machinery every receipt shares, embedded
+// by Service), attempt.go (one receipt being advanced), verdict.go
+// (classifyWrite), service.go (Service, Open, Close, the loops), record.go
+// and bind.go (what is stored, under which key), envelope.go and answer.go
 // (stored and transient answers), unavailable.go (a store that refuses
 // writes), view.go (Lookup), summary.go, stats.go, options.go, errors.go
 // (sentinels), causelog.go (sampled logging of what maintenance passed
