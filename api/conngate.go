@@ -14,7 +14,7 @@ import (
 	"github.com/idemdb/idem/code"
 )
 
-// Connection admission (DESIGN §15, "no client takes a node down"). Every
+// Connection admission (docs/design.md §15, "no client takes a node down"). Every
 // connection costs a file descriptor, a goroutine and buffers; a flood of
 // idle or slow ones once took the process's last descriptors, so /healthz
 // went silent and the WAL could not open its next segment. The gate keeps

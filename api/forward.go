@@ -14,7 +14,7 @@ import (
 	"github.com/idemdb/idem/lease"
 )
 
-// Forwarding (DESIGN §14): a keyed request whose receipt another live node
+// Forwarding (docs/design.md §14): a keyed request whose receipt another live node
 // holds is sent on to that node, which finishes it or joins the work in
 // flight, rather than polled for here until it is done.
 //

@@ -211,7 +211,7 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 		Name: "idem_active_leases", Help: "Leases in the renewal active set: mutable receipts, terminal ones with debt, open sessions.",
 	}, func() float64 { return float64(svc.Active().Len()) }))
 	// The executor and the active set are shared by receipts and sessions
-	// (DESIGN §14): their split by kind is what shows one kind crowding the
+	// (docs/design.md §14): their split by kind is what shows one kind crowding the
 	// other out.
 	m.reg.MustRegister(kindGauge("idem_executor_busy_by_kind",
 		"Executor slots in use by kind. kind: receipt (keyed batches and session commits), session (steps of open sessions).",

@@ -1,4 +1,4 @@
-// Package api is Idem's HTTP interface (DESIGN §8): tables, documents, the
+// Package api is Idem's HTTP interface (docs/design.md §8): tables, documents, the
 // batch route with optional Idempotency-Key, receipts, health and metrics.
 // Errors are RFC 9457 problem details; keyed answers are the receipt's
 // stored envelope, rendered the same way every time.

@@ -16,7 +16,7 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
-// Interactive sessions (DESIGN §14): begin, stage, read own writes, commit
+// Interactive sessions (docs/design.md §14): begin, stage, read own writes, commit
 // (a keyed answer, through the receipt lifecycle) and abort. A step on a
 // session another live node holds is forwarded there, as a keyed request
 // on a receipt held elsewhere is.

@@ -1,4 +1,4 @@
-// Package code is the registry of Idem's error codes (DESIGN §8): each code's
+// Package code is the registry of Idem's error codes (docs/design.md §8): each code's
 // HTTP status, whether a retry can succeed, with which key, and the title of
 // its problem details (the api renders them from here). Every layer
 // reports failures as *code.Error so that the code survives from where it
@@ -15,7 +15,7 @@ import (
 // Code is a stable, machine-readable error code.
 type Code string
 
-// The codes of DESIGN §8, plus transaction_aborted (presumed abort and the
+// The codes of docs/design.md §8, plus transaction_aborted (presumed abort and the
 // schema-1 legacy fallback), payload_too_large (413), receipt_not_found,
 // the router's not_found and method_not_allowed, unsupported_media_type
 // (415: a body that is not JSON), and unavailable (503 from /healthz when

@@ -4,5 +4,5 @@
 // in-memory B-tree, checkpoints that let the log be truncated.
 //
 // Everything above this package is written against Store, so that a
-// cluster-shared implementation (etcd, DESIGN §14) can replace DB.
+// cluster-shared implementation (etcd, docs/design.md §14) can replace DB.
 package engine

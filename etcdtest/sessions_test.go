@@ -14,7 +14,7 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
-// Interactive sessions run on etcd unchanged (DESIGN §14): one node holds
+// Interactive sessions run on etcd unchanged (docs/design.md §14): one node holds
 // a session; another node is refused its steps (held elsewhere) while the
 // holder lives, replays its commit, and presumes it aborted once the
 // holder's lease expired; a commit requested before the holder died is

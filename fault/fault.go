@@ -1,6 +1,6 @@
 //go:build !nofailpoint
 
-// Package fault is the failpoint seam of the project (DESIGN §9).
+// Package fault is the failpoint seam of the project (docs/design.md §9).
 //
 // Production code calls Eval or Inject at every durable step instead of
 // pingcap/failpoint's marker functions: the markers are only live after a

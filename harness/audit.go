@@ -16,7 +16,7 @@ import (
 )
 
 // auditor judges every write that lands against the fencing rules of
-// DESIGN §4 and §7, from durable state: it reads what a write touches just
+// docs/design.md §4 and §7, from durable state: it reads what a write touches just
 // before and just after it (one audited write at a time, so nothing comes
 // between), and flags
 //

@@ -22,7 +22,7 @@ const (
 	// and restarts the process (a new incarnation).
 	Standalone Variant = iota
 	// Shared: two or three nodes in one process over one engine.Store, each
-	// with its own owner ID — the cluster-shared store of DESIGN §14.
+	// with its own owner ID — the cluster-shared store of docs/design.md §14.
 	Shared
 )
 

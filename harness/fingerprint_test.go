@@ -18,7 +18,7 @@ import (
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
-// The request fingerprint (DESIGN §4, §5): a key bound to one request
+// The request fingerprint (docs/design.md §4, §5): a key bound to one request
 // answers any other request 422 idempotency_key_mismatch — whatever field
 // tells them apart — and the same request, spelled differently, is the
 // same request. Black-box, through receipt.Service.

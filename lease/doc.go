@@ -1,4 +1,4 @@
-// Package lease decides who may finish a receipt (DESIGN §7): owner identity
+// Package lease decides who may finish a receipt (docs/design.md §7): owner identity
 // and incarnation, per-receipt claims fenced by CAS, lease expiry, the shared
 // deadline-aware heartbeat, the active set and the renewal supervisor.
 //

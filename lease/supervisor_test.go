@@ -320,7 +320,7 @@ func TestSupervisor_RenewalBatchesFitTheStore(t *testing.T) {
 	}
 }
 
-// TestSupervisor_SessionsAndReceiptsShareBatchesFairly (DESIGN §14: one
+// TestSupervisor_SessionsAndReceiptsShareBatchesFairly (docs/design.md §14: one
 // renewal supervisor for both kinds, neither starving the other): 10 000
 // leases of one kind against 10 of the other, both ways. The first bounded
 // batch renews all 10 of the few — an equal share each, not a share by

@@ -10,7 +10,7 @@ import (
 )
 
 // Holding a mutable receipt comes before any step on it: this process must
-// hold its lease claim, the fencing token of every write (DESIGN §7). A
+// hold its lease claim, the fencing token of every write (docs/design.md §7). A
 // claim of ours is used as it is; one of an older incarnation of this node
 // is adopted at once, anyone else's once it expired by our clock (DESIGN
 // §5.3) — with one CAS on the claim and the expiry key, so a renewal that

@@ -34,7 +34,7 @@ type Answer struct {
 	Expiry Expiry
 }
 
-// Expiry is the promise a keyed answer carries (DESIGN §4 retention,
+// Expiry is the promise a keyed answer carries (docs/design.md §4 retention,
 // tombstone.go): until ReplayUntil the same request replays this answer;
 // until ProtectUntil the key never executes again. Both are lower bounds:
 // the cleaner may act later, never sooner. Zero: no promise is made.

@@ -9,7 +9,7 @@ import (
 )
 
 // attempt is one receipt that this process is advancing through its
-// lifecycle (DESIGN §4: pending → started → terminal). Every step — create,
+// lifecycle (docs/design.md §4: pending → started → terminal). Every step — create,
 // start, decide, publish, adopt, reconcile, pay debt — reads and updates it
 // instead of taking the receipt's identity, record, version and lease as
 // positional arguments. It belongs to the goroutine that holds the

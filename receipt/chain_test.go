@@ -55,7 +55,7 @@ func TestChained_NewKeyCostsOneFsyncWait(t *testing.T) {
 //     commits it: a cut keeps nothing (the retry executes it) or all of it;
 //   - with intents (DeferResolution, which BeginCommit stages as two links),
 //     a cut may also keep the first link alone: a started receipt with
-//     every prepare durable, which maintenance commits (DESIGN §12).
+//     every prepare durable, which maintenance commits (docs/design.md §12).
 //
 // Each state is reached by some cut.
 func TestChained_TornChainConvergesToOneExecution(t *testing.T) {

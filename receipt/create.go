@@ -12,10 +12,10 @@ import (
 	"github.com/idemdb/idem/twopc"
 )
 
-// Creation publishes a receipt that does not exist yet (DESIGN §5.3
+// Creation publishes a receipt that does not exist yet (docs/design.md §5.3
 // absent), in one Apply conditioned on its absence, together with its
 // lease, recovery and retention entries — and, when it can start at once,
-// with the transaction's Begin (DESIGN §12: the receipt is durable no
+// with the transaction's Begin (docs/design.md §12: the receipt is durable no
 // later than the first durable effect). Each write is preceded by the
 // receipt/create-before failpoint.
 
@@ -47,7 +47,7 @@ func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadli
 }
 
 // createNotApplied makes a preflight failure the receipt's terminal answer
-// (DESIGN §5.5): deterministic, decided before anything started, so the
+// (docs/design.md §5.5): deterministic, decided before anything started, so the
 // receipt has no lease and no request.
 func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *code.Error) (Answer, error) {
 	env := notApplied(refusal, a.id)
@@ -157,7 +157,7 @@ func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn
 
 // newClaimed builds the write that publishes a.rec in state st (pending or
 // started at now) under a new claim of this owner, and adds the claim to
-// the active set — before the write that publishes it (DESIGN §7).
+// the active set — before the write that publishes it (docs/design.md §7).
 func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, error) {
 	a.claim, a.until = claimPublished, now.Add(l.opts.LeaseTTL)
 	rk := receiptKey(a.id)

@@ -12,11 +12,11 @@ import (
 )
 
 // Only a typed coordinator outcome turns a started receipt terminal
-// (DESIGN §4). The terminal write carries the complete envelope, drops the
+// (docs/design.md §4). The terminal write carries the complete envelope, drops the
 // canonical request and — unless visibility debt keeps them for
 // maintenance — the lease and the recovery entry, and moves the retention
 // entry to completion + Retention. It is fenced by the claim and the
-// receipt's version; with a new decision it shares one Apply (DESIGN §12:
+// receipt's version; with a new decision it shares one Apply (docs/design.md §12:
 // the decision and the envelope are one durable point).
 //
 //	decide           foreground, after Begin: lease margin, then decideAndPublish
@@ -26,7 +26,7 @@ import (
 
 // decide publishes the outcome of a transaction this process began: first
 // making sure the lease has SafetyMargin left (the started write may have
-// used the window up, DESIGN §7), then the decision and the terminal
+// used the window up, docs/design.md §7), then the decision and the terminal
 // envelope in one write.
 func (l *lifecycle) decide(ctx context.Context, a *attempt, o twopc.Outcome) (Answer, error) {
 	if err := l.hb.Ensure(ctx, a.held, l.opts.SafetyMargin); err != nil {

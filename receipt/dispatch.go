@@ -6,7 +6,7 @@ import (
 	"github.com/idemdb/idem/lease"
 )
 
-// The decisions of the keyed flow (DESIGN §5.3) as pure functions of what
+// The decisions of the keyed flow (docs/design.md §5.3) as pure functions of what
 // the steps have read: no I/O, no clock (now is an input). Execute, the
 // foreground take-over and maintenance gather the facts and carry out the
 // answer; dispatch_test.go walks every row against the DESIGN section it
@@ -29,7 +29,7 @@ type found struct {
 type action uint8
 
 const (
-	// actCreate: no receipt: publish one (DESIGN §5.3 absent).
+	// actCreate: no receipt: publish one (docs/design.md §5.3 absent).
 	actCreate action = iota + 1
 	// actReplay: terminal, same request: the stored envelope, exactly.
 	actReplay
@@ -104,7 +104,7 @@ const (
 	// lost (e.g. after an ambiguous answer): track it again and continue.
 	holdResume
 	// holdAdopt: an older incarnation's (at once), or expired by our clock:
-	// adopt it with one CAS (DESIGN §5.3, §7).
+	// adopt it with one CAS (docs/design.md §5.3, §7).
 	holdAdopt
 	// holdWait: another live owner's: wait, until deadline, for it to
 	// finish or for its lease to expire.
@@ -139,10 +139,10 @@ type nextStep uint8
 
 const (
 	// stepStart: pending: execute it from its stored request — the only
-	// step that takes an executor slot (DESIGN §5.6).
+	// step that takes an executor slot (docs/design.md §5.6).
 	stepStart nextStep = iota + 1
 	// stepReconcile: started: learn or decide its outcome through the
-	// retained 2PC record, never executing again (DESIGN §4).
+	// retained 2PC record, never executing again (docs/design.md §4).
 	stepReconcile
 	// stepPayDebt: terminal with visibility debt: resolve its intents and
 	// drop its lease.
@@ -161,7 +161,7 @@ func next(st State) nextStep {
 }
 
 // settled reports whether a receipt needs nothing more from its owner:
-// terminal and free of debt (DESIGN §4), so its lease and recovery entry
+// terminal and free of debt (docs/design.md §4), so its lease and recovery entry
 // can go, its decision can be released and, once retention ends, it can
 // be cleaned.
 func settled(rec *Record) bool { return rec.State == Terminal && rec.Debt == 0 }

@@ -9,7 +9,7 @@ import (
 )
 
 // The decision cores of the keyed flow, as data: every row names the rule
-// of DESIGN.md it proves.
+// of docs/design.md it proves.
 
 var (
 	dt0 = time.Unix(1_700_000_000, 0)

@@ -1,4 +1,4 @@
-// Package receipt is Idem's exactly-once layer (DESIGN §4, §5): it binds
+// Package receipt is Idem's exactly-once layer (docs/design.md §4, §5): it binds
 // (principal, table, key) to a stable transaction ID, publishes a receipt
 // before anything executes, runs the batch through retained 2PC, and stores
 // the complete response envelope so that every retry gets the original
@@ -7,7 +7,7 @@
 //
 // # The lifecycle, by file
 //
-// A receipt goes pending → started → terminal (DESIGN §4). Each step is a
+// A receipt goes pending → started → terminal (docs/design.md §4). Each step is a
 // method of lifecycle (lifecycle.go: the machinery every receipt shares,
 // which Service embeds) on an attempt — the receipt's ID, record, version
 // and lease hold (attempt.go) — and reads the error of every write through

@@ -36,7 +36,7 @@ type Request struct {
 	Seen Seen
 }
 
-// Execute runs the keyed flow of DESIGN §5: lookup, compare, replay or
+// Execute runs the keyed flow of docs/design.md §5: lookup, compare, replay or
 // adopt — none of which uses execution capacity — or create the receipt
 // and execute. The error is for failures the caller cannot turn into an
 // answer (the store is closed, a record does not decode); every expected
@@ -178,7 +178,7 @@ func bodyDigestOf(req Request) []byte {
 }
 
 // invalid answers a request that is malformed on its own: 400, no
-// receipt (DESIGN §5.1).
+// receipt (docs/design.md §5.1).
 func invalid(req Request) (Answer, bool) {
 	if !ValidKey(req.Key) {
 		return answerInvalid(code.InvalidKey, "Idempotency-Key must be 1..255 visible ASCII characters"), true

@@ -8,13 +8,13 @@ import (
 	"github.com/idemdb/idem/lease"
 )
 
-// The bounded executor (DESIGN §5.6) is ExecutorMax slots: a receipt's
+// The bounded executor (docs/design.md §5.6) is ExecutorMax slots: a receipt's
 // job takes one to start and execute a receipt and gives it back when the
 // receipt is decided. Lookup, comparison, replay, waiting and adoption
 // take none. A foreground request waits for a slot until its deadline and
 // otherwise leaves the receipt pending (429); maintenance never waits.
 //
-// Interactive sessions share the slots (DESIGN §14: one executor capacity
+// Interactive sessions share the slots (docs/design.md §14: one executor capacity
 // for both kinds): each step of a session that reads documents or writes
 // its record takes one for its duration, and a session's commit, being a
 // receipt, takes one as any receipt does. busy counts the slots by kind,

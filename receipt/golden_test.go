@@ -16,7 +16,7 @@ import (
 	"github.com/idemdb/idem/receipt"
 )
 
-// Golden receipt records of every schema ever written (DESIGN §4). The
+// Golden receipt records of every schema ever written (docs/design.md §4). The
 // files under testdata/ are frozen: they are decoded and replayed forever.
 // `go test ./receipt -run TestGolden -args -update` rewrites them; do that only
 // when adding a fixture, never to make a failing decode pass.

@@ -199,7 +199,7 @@ func TestSupervisor_RenewsIndependentlyOfBlockedMaintenance(t *testing.T) {
 
 // TestSupervisor_NewClaimIsNotDroppedWhilePublishing: a supervisor tick that
 // lands while a receipt's creating write is still in flight must not drop
-// the new hold from the active set (DESIGN §7: no published mutable receipt
+// the new hold from the active set (docs/design.md §7: no published mutable receipt
 // is ever missing from the set), so the lease keeps being renewed while the
 // execution continues.
 func TestSupervisor_NewClaimIsNotDroppedWhilePublishing(t *testing.T) {

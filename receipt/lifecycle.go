@@ -16,7 +16,7 @@ import (
 // files). Its steps work on an attempt and take what executes a receipt
 // from a planner; they know nothing of keyed batches, so an interactive
 // session's commit — which goes through the same receipt-first retained
-// 2PC (DESIGN §14) — can reuse them, sharing recovery, renewal, cleanup
+// 2PC (docs/design.md §14) — can reuse them, sharing recovery, renewal, cleanup
 // and capacity with keyed requests instead of copying them.
 //
 // Concurrency. Every receipt this process works on has at most one local

@@ -52,7 +52,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 		nodes = nil
 	}
 	// Receipts and sessions share the pass page by page, in turn, so that
-	// neither kind's backlog delays the other's recovery (DESIGN §14).
+	// neither kind's backlog delays the other's recovery (docs/design.md §14).
 	receipts := pageWalk{start: []byte(engine.NSRecovery), end: engine.PrefixEnd([]byte(engine.NSRecovery))}
 	open := engine.NSSession.Prefix("open")
 	sessions := pageWalk{start: open, end: engine.PrefixEnd(open)}

@@ -52,7 +52,7 @@ type Options struct {
 	MaintainInterval time.Duration
 	CleanInterval    time.Duration
 	// LegacyTableOwner is the principal that Open gives the tables created
-	// before tables had owners (DESIGN §8: a principal is a tenant).
+	// before tables had owners (docs/design.md §8: a principal is a tenant).
 	// Default "anonymous", the principal of a server without tokens.
 	LegacyTableOwner string
 	// FirstPassMax bounds how long after Open each of those loops first
@@ -64,7 +64,7 @@ type Options struct {
 	// PresumeAbort makes recovery abort a begun, undecided transaction
 	// instead of committing it. The default (false) is twopc.CommitPrepared:
 	// Begin makes every prepare durable in one write, so a successor may
-	// finish the work (DESIGN §12) without the client replaying the request.
+	// finish the work (docs/design.md §12) without the client replaying the request.
 	// (A twopc.UndecidedPolicy field cannot express that default: its zero value is
 	// PresumeAbort.)
 	PresumeAbort bool
@@ -73,7 +73,7 @@ type Options struct {
 	// remote participants).
 	DeferResolution bool
 	// SeparateDecide makes a new receipt's decision and terminal envelope a
-	// second write, waited for after Begin's, as DESIGN §5 draws the flow.
+	// second write, waited for after Begin's, as docs/design.md §5 draws the flow.
 	// By default, on a store that shares one log (engine.Chainer), the two
 	// writes are chained into one fsync wait (twopc.BeginCommit) with the
 	// same records and crash states. Tests that hold a receipt in started

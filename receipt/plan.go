@@ -20,7 +20,7 @@ import (
 //
 // refusal is a deterministic pre-execution failure, such as
 // table_not_found: the receipt becomes terminal not_applied with its exact
-// code and message (DESIGN §5.5). err means the receipt cannot be planned
+// code and message (docs/design.md §5.5). err means the receipt cannot be planned
 // now; it is returned to the caller as it is.
 type planner func(ctx context.Context, a *attempt) (txn twopc.Txn, refusal *code.Error, err error)
 
@@ -41,7 +41,7 @@ func (s *Service) planRequestWith(req Request, meta engine.Item) planner {
 }
 
 // planStored plans a pending receipt from the canonical request it stores,
-// so that a successor executes without the client (DESIGN §4). A request
+// so that a successor executes without the client (docs/design.md §4). A request
 // that does not decode is an error, not a refusal.
 func (s *Service) planStored(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
 	if a.rec.Session != "" {

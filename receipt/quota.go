@@ -10,7 +10,7 @@ import (
 	"github.com/idemdb/idem/lease"
 )
 
-// Per-principal quotas (DESIGN §8: a principal is a tenant). The node-wide
+// Per-principal quotas (docs/design.md §8: a principal is a tenant). The node-wide
 // limits — Options.SessionsOpenMax, Options.ExecutorMax — protect the
 // node; these protect the tenants from one another: no principal may hold
 // more than Options.SessionsPerPrincipalMax of the sessions open here, nor

@@ -10,7 +10,7 @@ import (
 
 // Reconciliation finishes what a receipt's own execution left unfinished,
 // by whoever holds it now (a retry, or maintenance after a crash) and
-// without executing again (DESIGN §4, §6): a started receipt learns its
+// without executing again (docs/design.md §4, §6): a started receipt learns its
 // decision from the retained 2PC record, or has one decided by the
 // recovery policy through the same create-if-absent; a terminal receipt
 // with visibility debt has its intents resolved.

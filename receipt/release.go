@@ -10,7 +10,7 @@ import (
 	"github.com/idemdb/idem/twopc"
 )
 
-// A receipt's retained 2PC decision (DESIGN §4: kept while any receipt
+// A receipt's retained 2PC decision (docs/design.md §4: kept while any receipt
 // references it) is released once the receipt is terminal and debt-free,
 // off the response path: maintenance releases, in batches, the decisions
 // this process queued when their receipts settled, and scans txn/v1/dec

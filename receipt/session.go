@@ -14,7 +14,7 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
-// Interactive sessions (DESIGN §14) are the receipt lifecycle's second
+// Interactive sessions (docs/design.md §14) are the receipt lifecycle's second
 // kind. A session is begun, stages batches and reads its own writes while
 // it is open, and ends by an abort or by its commit — which is a receipt:
 // the session's staging goes through the same create, start and decide

@@ -82,7 +82,7 @@ func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl 
 		return Session{}, err
 	}
 	b.Put(sessionKey(id), val).Put(sessionOpenKey(id), nil)
-	l.active.Add(held) // before the write that publishes it (DESIGN §7)
+	l.active.Add(held) // before the write that publishes it (docs/design.md §7)
 	if err := fault.Inject(fault.SessionBeginBefore); err != nil {
 		l.active.Remove(id, held)
 		return Session{}, err

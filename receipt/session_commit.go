@@ -17,7 +17,7 @@ import (
 	"github.com/idemdb/idem/twopc"
 )
 
-// A session's commit is a receipt (DESIGN §14): bound to (principal, the
+// A session's commit is a receipt (docs/design.md §14): bound to (principal, the
 // commit's Idempotency-Key — the session ID when the client sends none),
 // published before anything executes, run through the same create, start
 // and decide steps as a keyed batch, and answered — then replayed — from

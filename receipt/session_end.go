@@ -10,7 +10,7 @@ import (
 )
 
 // Ending a session without a commit: the client's abort, its expiry, or
-// the presumed abort of a session whose owner is gone (DESIGN §14: before
+// the presumed abort of a session whose owner is gone (docs/design.md §14: before
 // its commit is requested, a session whose lease expired is presumed
 // aborted). Whichever it is, one fenced Apply turns the record aborted,
 // drops what it staged, its lease and its open entry, and gives the record

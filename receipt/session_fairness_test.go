@@ -12,7 +12,7 @@ import (
 	"github.com/idemdb/idem/receipt"
 )
 
-// TestMaintenance_RecoversBothKindsFairly (DESIGN §14: recovery after a
+// TestMaintenance_RecoversBothKindsFairly (docs/design.md §14: recovery after a
 // crash treats sessions and receipts fairly): a dead owner leaves 10 000
 // items of one kind and 10 of the other. The successor's first recovery
 // pass — bounded at receipt.MaintainReceiptsMax entries — finishes all 10

@@ -103,7 +103,7 @@ func (l *lifecycle) loadSession(ctx context.Context, principal, id string) (*Ses
 // holdSession loads open session id of principal for a step of this
 // process, the caller holding its stripe lock. A session that ended is its
 // typed refusal (ended reports the record); one that outlived its TTL, or
-// whose owner is gone, is ended here first (presumed aborted, DESIGN §14);
+// whose owner is gone, is ended here first (presumed aborted, docs/design.md §14);
 // one a live process elsewhere holds is a *HeldElsewhereError.
 func (l *lifecycle) holdSession(ctx context.Context, principal, id string) (sa *sessionAttempt, ended *SessionRecord, err error) {
 	rec, ver, err := l.loadSession(ctx, principal, id)

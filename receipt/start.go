@@ -9,7 +9,7 @@ import (
 	"github.com/idemdb/idem/twopc"
 )
 
-// Starting is the step only the executor's job takes (DESIGN §5.6): the
+// Starting is the step only the executor's job takes (docs/design.md §5.6): the
 // receipt becomes started in the same atomic Apply as the transaction's
 // Begin — its coordinator record and every participant's prepare — so a
 // started receipt always has the 2PC record recovery reconciles it by.

@@ -12,7 +12,7 @@ import (
 // and so what the step that wrote does next. Every write site of the
 // lifecycle — creation, start, decision, publication, adoption, debt,
 // cleanup — reads its error through classifyWrite and acts on the verdict,
-// never on the error itself: the rules of DESIGN §2 (ambiguity is pending,
+// never on the error itself: the rules of docs/design.md §2 (ambiguity is pending,
 // never failure) and §7 (a failed condition on the claim is fencing) live
 // in this file only.
 type writeVerdict uint8

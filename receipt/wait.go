@@ -8,7 +8,7 @@ import (
 )
 
 // Waiting on a receipt another job works on consumes no execution capacity
-// (DESIGN §5.3): a request waits, until its deadline (Prefer: wait), for a
+// (docs/design.md §5.3): a request waits, until its deadline (Prefer: wait), for a
 // local flight to end or for another owner to finish, and then looks the
 // receipt up again; without time left it answers 409 in progress.
 

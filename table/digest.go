@@ -8,7 +8,7 @@ import (
 // An entry digest stands for one entry of a batch — an insert, a delete or
 // a transform — so that a receipt can say which entries of another request
 // differ from its own without keeping the request (a 422 key mismatch,
-// DESIGN §5.3): 2 bytes of the entry's list and document ID, 4 of its
+// docs/design.md §5.3): 2 bytes of the entry's list and document ID, 4 of its
 // canonical encoding. They are a diagnosis, never a decision — the
 // fingerprint (SHA-256 of the whole canonical request) decides — so
 // checksums do: FNV-1a over list and ID (strings, hashed in place), CRC-32C

@@ -20,7 +20,7 @@ import (
 // that is dropped and created again starts empty even if a purge of the old
 // one has not finished.
 //
-// A table belongs to a tenant — the principal that created it (DESIGN §8: a
+// A table belongs to a tenant — the principal that created it (docs/design.md §8: a
 // principal is a tenant) — and its name is unique within that tenant only:
 // another tenant's table of the same name is another table, and to every
 // other tenant a table does not exist.
@@ -40,7 +40,7 @@ const TablesListMax = 1000
 const purgeBatchMax = 256
 
 // DecisionReader tells document reads whether a transaction committed, so
-// that a read which finds an intent can resolve it on the fly (DESIGN §12:
+// that a read which finds an intent can resolve it on the fly (docs/design.md §12:
 // reads never see uncommitted intents and always see a committed batch once
 // its answer was sent). decided=false means no decision exists yet.
 type DecisionReader func(ctx context.Context, txnID string) (committed, decided bool, err error)

@@ -12,7 +12,7 @@ import (
 	"github.com/idemdb/idem/internal/canonjson"
 )
 
-// Bounds of one interactive session's staging (DESIGN §14). A session's
+// Bounds of one interactive session's staging (docs/design.md §14). A session's
 // commit is one retained-2PC transaction, like a keyed batch, so it is held
 // to a keyed batch's size: as many documents, and no more bytes than a
 // request body carries.

@@ -13,7 +13,7 @@ import (
 	"github.com/idemdb/idem/twopc"
 )
 
-// A principal is a tenant (DESIGN §8): its tables are its own. Two tenants
+// A principal is a tenant (docs/design.md §8): its tables are its own. Two tenants
 // creating a table of the same name get two tables; neither can see, read,
 // write, list or drop the other's.
 func TestTenants_SameNameIsAnotherTableAndInvisibleToOthers(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // by the first link and deleted by the second would cost their log bytes
 // and conditions twice and protect nothing. The first link then holds no
 // prepare, so a crash that keeps it alone (a torn chain) leaves nothing of
-// the transaction to commit: DESIGN §12 lets recovery commit only what has
+// the transaction to commit: docs/design.md §12 lets recovery commit only what has
 // every prepare durable, and presumes abort otherwise.
 type DirectCommitter interface {
 	// StageDirect stages txnID as Prepare does — a *code.Error is a "no"

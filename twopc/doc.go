@@ -1,4 +1,4 @@
-// Package twopc is Idem's retained two-phase commit (DESIGN §6).
+// Package twopc is Idem's retained two-phase commit (docs/design.md §6).
 //
 // A transaction has a caller-given, stable ID. Begin writes the coordinator
 // record and every participant's prepare (its intents) in one atomic Apply,

@@ -36,7 +36,7 @@ type record struct {
 	Created      int64        `cbor:"4,keyasint"`           // unix ms
 	// Unprepared: written by a direct chain (direct.go), whose prepares
 	// ride in the decision link, so none is durable without the
-	// decision. Recovery may then only presume abort (DESIGN §12).
+	// decision. Recovery may then only presume abort (docs/design.md §12).
 	Unprepared bool `cbor:"5,keyasint,omitempty"`
 }
 
@@ -86,7 +86,7 @@ func decodeRecord(b []byte) (record, error) {
 	return r, err
 }
 
-// A decided record never changes (DESIGN §6): a decision is created once,
+// A decided record never changes (docs/design.md §6): a decision is created once,
 // create-if-absent, and deleted only by Release, once no coordinator record
 // remains. Every batch this package writes is checked for it before the
 // write (checkDecisionWrites: its own ops and the callers' `with` alike),

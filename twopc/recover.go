@@ -18,10 +18,10 @@ import (
 type UndecidedPolicy int
 
 const (
-	// PresumeAbort decides abort (DESIGN §6): the classic rule.
+	// PresumeAbort decides abort (docs/design.md §6): the classic rule.
 	PresumeAbort UndecidedPolicy = iota
 	// CommitPrepared decides commit, with the result stored at prepare.
-	// DESIGN §12 allows it for a transaction whose every prepare is durable,
+	// docs/design.md §12 allows it for a transaction whose every prepare is durable,
 	// which Begin guarantees for every record it writes (record and prepares
 	// are one atomic Apply). The receipt layer uses it so that a successor
 	// finishes a crashed owner's work instead of undoing it.

@@ -15,7 +15,7 @@ import (
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
-// Fail-stop (DESIGN §3): after a write or fsync error the failing group's
+// Fail-stop (docs/design.md §3): after a write or fsync error the failing group's
 // appenders get ErrAmbiguous, every later append ErrFailStopped, and only a
 // reopen makes progress again.
 

@@ -12,7 +12,7 @@ import (
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
-// Repair on open (DESIGN §3): only the final group write, which may have
+// Repair on open (docs/design.md §3): only the final group write, which may have
 // been in flight at a crash, may be cut, and only when no valid frame
 // follows the damage and the log was not closed cleanly. Anything else
 // refuses the open with a *CorruptionError naming file, offset and entry,

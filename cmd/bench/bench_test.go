@@ -15,7 +15,7 @@ import (
 
 // TestBench_JSONLinesMeetTheContract runs the wal and engine suites for a
 // few milliseconds per case and checks that every stdout line is one JSON
-// object carrying the DESIGN §11 fields and the run-wide fields, and that
+// object carrying the docs/design.md §11 fields and the run-wide fields, and that
 // each suite printed the floors next to its own cases.
 func TestBench_JSONLinesMeetTheContract(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -68,7 +68,7 @@ func TestBench_JSONLinesMeetTheContract(t *testing.T) {
 	}
 }
 
-// contractLines checks every stdout line against the DESIGN §11 contract:
+// contractLines checks every stdout line against the docs/design.md §11 contract:
 // one JSON object with the required fields, and ops measured unless it is a
 // floor or a skipped suite. It returns the lines by suite/case/concurrency
 // and how many lines each case printed.

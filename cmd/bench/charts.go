@@ -216,7 +216,7 @@ func targetsChart(base string, suites []suiteRun) (*chart, error) {
 	lo, hi = max(lo, scoreMin), min(hi, scoreMax)
 	slices.Reverse(bars) // the first target at the top
 	p := plot.New()
-	p.Title.Text = "Targets (DESIGN §12 and the issues): figure against bound"
+	p.Title.Text = "Targets (docs/design.md §12 and the issues): figure against bound"
 	p.X.Label.Text = "score (log): 1 = exactly the target; right of the line met, left missed"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}

@@ -12,7 +12,7 @@ import (
 
 // Physical floors: what this disk does with no database in the way,
 // measured in the same run as the cases they judge (the disk's speed drifts
-// from day to day, DESIGN §12). Every non-floor case divides its rate by
+// from day to day, docs/design.md §12). Every non-floor case divides its rate by
 // the fsync-group floor: group commit is the best any durable write path
 // built on fdatasync can do here.
 const (

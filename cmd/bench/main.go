@@ -1,6 +1,6 @@
 // Command bench measures Idem's layers next to the physical floors of the
 // machine it runs on, in one run, so every number can be read as a ratio
-// (DESIGN §11, §12).
+// (docs/design.md §11, §12).
 //
 //	go run ./cmd/bench -suite wal,engine -duration 2s -concurrency 1,8,64 -json
 //

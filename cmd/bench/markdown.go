@@ -40,7 +40,7 @@ func writeMarkdown(path string, rs *runState, args []string, took time.Duration)
 	}
 
 	// Every target in one table, so a reader sees what held at a glance.
-	fmt.Fprintf(&b, "## Targets (DESIGN §12)\n\n")
+	fmt.Fprintf(&b, "## Targets (docs/design.md §12)\n\n")
 	var rows []string
 	for _, s := range rs.suites {
 		for _, r := range s.Results {

@@ -28,7 +28,7 @@ const (
 	pgHTTPBodyBytesMax = 1 << 20
 )
 
-// DESIGN §12 / issue 18 ratios of Idem's HTTP cases against this peer.
+// docs/design.md §12 / issue 18 ratios of Idem's HTTP cases against this peer.
 const (
 	targetHTTPKeyedVsPGHTTP  = 2.0 // http keyed@32 >= 2 x pg-http-keyed@32
 	targetHTTPReplayVsPGHTTP = 1.5 // http replay@32 >= 1.5 x pg-http-replay@32

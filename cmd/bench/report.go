@@ -14,7 +14,7 @@ import (
 )
 
 // Result is one report line. The first nine fields are the contract of
-// DESIGN §11; everything after them is an allowed extra.
+// docs/design.md §11; everything after them is an allowed extra.
 type Result struct {
 	Suite        string
 	Case         string
@@ -43,7 +43,7 @@ type Result struct {
 	ratioToFloor float64
 }
 
-// Target is one performance target (DESIGN §12) and whether it held.
+// Target is one performance target (docs/design.md §12) and whether it held.
 type Target struct {
 	Want string `json:"want"` // e.g. "apply@64 >= 0.60 x fsync-group"
 	Got  string `json:"got"`  // the observed figure

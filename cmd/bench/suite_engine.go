@@ -23,7 +23,7 @@ func init() {
 	})
 }
 
-// Targets from DESIGN §12 and the issue that asked for this suite.
+// Targets from docs/design.md §12 and the issue that asked for this suite.
 const (
 	targetApplyFloorRatio = 0.60 // apply@64 vs the fsync-group floor
 	targetApplyScaling    = 10.0 // apply@64 vs apply@1

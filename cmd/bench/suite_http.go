@@ -24,7 +24,7 @@ func init() {
 	})
 }
 
-// Targets of issue 5 (DESIGN §12), at concurrency 32.
+// Targets of issue 5 (docs/design.md §12), at concurrency 32.
 const (
 	targetHTTPKeyed  = 5_000
 	targetHTTPReplay = 25_000

@@ -33,7 +33,7 @@ const (
 	peerResponse = `{"inserted":%d,"deleted":0,"transformed":0}`
 )
 
-// DESIGN §12 ratios of Idem against the peer, judged when both ran.
+// docs/design.md §12 ratios of Idem against the peer, judged when both ran.
 const (
 	targetKeyedP50VsPipe  = 0.8 // Idem keyed p50@1 <= 0.8 x pg-keyed-pipe p50@1
 	targetKeyedVsPeerBest = 5.0 // Idem keyed@64 >= 5 x the peer's best keyed rate
@@ -304,7 +304,7 @@ func peerReplay(ctx context.Context, pool *pgxpool.Pool, r *peerRequest) error {
 	return nil
 }
 
-// comparePeer puts Idem's DESIGN §12 ratios against this run's peer on the
+// comparePeer puts Idem's docs/design.md §12 ratios against this run's peer on the
 // peer lines they are judged by.
 func (e *Env) comparePeer(peer []*Result) {
 	p := indexResults(peer)

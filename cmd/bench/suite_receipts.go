@@ -21,11 +21,11 @@ func init() {
 	})
 }
 
-// Targets of issue 4 and DESIGN §12.
+// Targets of issue 4 and docs/design.md §12.
 const (
 	targetKeyedP50us        = 1000   // keyed p50@1, µs
 	targetKeyedWaitsMax     = 3.0    // keyed p50@1 in fsync-serial p50s (issue 4)
-	targetKeyedWaitsDesign  = 2.0    // the design goal (DESIGN §12)
+	targetKeyedWaitsDesign  = 2.0    // the design goal (docs/design.md §12)
 	targetKeyedWaitsIssue18 = 1.3    // the library's keyed p50@1 (issue 18)
 	targetKeyedFsyncsPerOp  = 2.0    // WAL fsyncs per keyed request at c=1
 	targetKeyedRate         = 10_000 // keyed@64, req/s

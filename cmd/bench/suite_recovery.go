@@ -35,14 +35,14 @@ func init() {
 	})
 }
 
-// Targets of DESIGN §12.
+// Targets of docs/design.md §12.
 const (
 	targetReopenReceiptsPer1M = 3.0 // seconds, envelopes in RAM
 	// targetReopenReceiptsPer10MVlog: seconds per 10 M receipts once
 	// envelopes live in the value log.
 	targetReopenReceiptsPer10MVlog = 3.0
 	// Heap bytes per retained terminal receipt: with its envelope in RAM
-	// (issue 18, DESIGN §12), and once envelopes live in the value log.
+	// (issue 18, docs/design.md §12), and once envelopes live in the value log.
 	targetBytesPerReceiptInRAM = 500
 	targetBytesPerReceiptVlog  = 100
 	// reopenEnvelopeBytes is the encoded size of each receipt's envelope.
@@ -143,7 +143,7 @@ func reopenReceiptsWith(env *Env, suffix string, cold func(key, value []byte) bo
 	return nil
 }
 
-// ramPerReceiptTarget judges RAM per retained receipt against DESIGN §12:
+// ramPerReceiptTarget judges RAM per retained receipt against docs/design.md §12:
 // 500 B with the envelope in RAM, 100 B with it in the value log.
 func ramPerReceiptTarget(perReceipt float64, vlog bool) Target {
 	aim, where := float64(targetBytesPerReceiptInRAM), "in RAM"

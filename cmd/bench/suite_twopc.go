@@ -19,7 +19,7 @@ func init() {
 	})
 }
 
-// Targets of issue 3 (DESIGN §12).
+// Targets of issue 3 (docs/design.md §12).
 const (
 	targetFastBatches   = 20_000 // fast@64, batches/s
 	targetTwoPCWaitsP50 = 2.0    // twopc p50@1 in fsync-serial p50s

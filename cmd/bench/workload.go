@@ -14,7 +14,7 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
-// The batch shape of DESIGN §12, shared by the twopc, receipts, http and
+// The batch shape of docs/design.md §12, shared by the twopc, receipts, http and
 // peer suites: -batch-docs inserts of docBytes-byte JSON documents, every
 // document ID distinct across the whole run, so no two operations conflict.
 const (

@@ -12,7 +12,7 @@ const designDoc = "docs/design.md"
 var (
 	// A heading of docs/design.md: "## 5. The keyed…" or "### 5.4 Create…".
 	designHeading = regexp.MustCompile(`(?m)^#{2,3} (\d+(?:\.\d+)*)\.? `)
-	// A citation: "docs/design.md §5.4", or "DESIGN §4–§7" (the contract's
+	// A citation: "docs/design.md §5.4", or "docs/design.md §4–§7" (the contract's
 	// numbers, which design.md keeps), with further "§n" joined to it.
 	citation = regexp.MustCompile(`(?:docs/design\.md|DESIGN)\s+(§\d+(?:\.\d+)*(?:(?:, |–|-| and | or |/)§\d+(?:\.\d+)*)*)`)
 	// Inside design.md, a bare "§n" is a cross-reference.
@@ -35,7 +35,7 @@ func designSections(t *testing.T, root string) map[string]bool {
 }
 
 // TestDesign_EverySectionCitedExists: every "docs/design.md §n" and
-// "DESIGN §n" in the code and the docs, and every "§n" inside design.md,
+// "docs/design.md §n" in the code and the docs, and every "§n" inside design.md,
 // names a section design.md has.
 func TestDesign_EverySectionCitedExists(t *testing.T) {
 	root := repoRoot(t)

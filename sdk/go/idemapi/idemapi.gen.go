@@ -33731,7 +33731,7 @@ type ClientInterface interface {
 	// its own writes over the committed state, and ends by a commit —
 	// which runs everything staged exactly once through the same
 	// receipt-first retained 2PC as a keyed batch — or by an abort
-	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 	// the server's -session-ttl-max, 300 by default) unless it ends
 	// first; a session that outlives it, or whose node dies before its
 	// commit is requested, is presumed aborted. Sessions are scoped to the
@@ -33748,7 +33748,7 @@ type ClientInterface interface {
 	// its own writes over the committed state, and ends by a commit —
 	// which runs everything staged exactly once through the same
 	// receipt-first retained 2PC as a keyed batch — or by an abort
-	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 	// the server's -session-ttl-max, 300 by default) unless it ends
 	// first; a session that outlives it, or whose node dies before its
 	// commit is requested, is presumed aborted. Sessions are scoped to the
@@ -33765,7 +33765,7 @@ type ClientInterface interface {
 	// its own writes over the committed state, and ends by a commit —
 	// which runs everything staged exactly once through the same
 	// receipt-first retained 2PC as a keyed batch — or by an abort
-	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 	// the server's -session-ttl-max, 300 by default) unless it ends
 	// first; a session that outlives it, or whose node dies before its
 	// commit is requested, is presumed aborted. Sessions are scoped to the
@@ -33965,7 +33965,7 @@ type ClientInterface interface {
 	// the table, no receipt; failures are problems without `outcome` and
 	// `transaction_id`.
 	//
-	// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+	// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 	// input is rejected with 400 before any receipt exists (a corrected
 	// retry with the same key works); otherwise the receipt of (principal,
 	// table, key) is looked up or created, and the answer is its envelope:
@@ -33996,7 +33996,7 @@ type ClientInterface interface {
 	// the table, no receipt; failures are problems without `outcome` and
 	// `transaction_id`.
 	//
-	// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+	// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 	// input is rejected with 400 before any receipt exists (a corrected
 	// retry with the same key works); otherwise the receipt of (principal,
 	// table, key) is looked up or created, and the answer is its envelope:
@@ -34027,7 +34027,7 @@ type ClientInterface interface {
 	// the table, no receipt; failures are problems without `outcome` and
 	// `transaction_id`.
 	//
-	// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+	// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 	// input is rejected with 400 before any receipt exists (a corrected
 	// retry with the same key works); otherwise the receipt of (principal,
 	// table, key) is looked up or created, and the answer is its envelope:
@@ -34194,7 +34194,7 @@ func (c *Client) GetReceipt(ctx context.Context, tableParam TableParam, key Key,
 // its own writes over the committed state, and ends by a commit —
 // which runs everything staged exactly once through the same
 // receipt-first retained 2PC as a keyed batch — or by an abort
-// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 // the server's -session-ttl-max, 300 by default) unless it ends
 // first; a session that outlives it, or whose node dies before its
 // commit is requested, is presumed aborted. Sessions are scoped to the
@@ -34221,7 +34221,7 @@ func (c *Client) BeginSessionWithBody(ctx context.Context, contentType string, b
 // its own writes over the committed state, and ends by a commit —
 // which runs everything staged exactly once through the same
 // receipt-first retained 2PC as a keyed batch — or by an abort
-// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 // the server's -session-ttl-max, 300 by default) unless it ends
 // first; a session that outlives it, or whose node dies before its
 // commit is requested, is presumed aborted. Sessions are scoped to the
@@ -34248,7 +34248,7 @@ func (c *Client) BeginSessionWithApplicationWildcardPlusJSONBody(ctx context.Con
 // its own writes over the committed state, and ends by a commit —
 // which runs everything staged exactly once through the same
 // receipt-first retained 2PC as a keyed batch — or by an abort
-// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 // the server's -session-ttl-max, 300 by default) unless it ends
 // first; a session that outlives it, or whose node dies before its
 // commit is requested, is presumed aborted. Sessions are scoped to the
@@ -34588,7 +34588,7 @@ func (c *Client) PutTable(ctx context.Context, tableParam TableParam, body PutTa
 // the table, no receipt; failures are problems without `outcome` and
 // `transaction_id`.
 //
-// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 // input is rejected with 400 before any receipt exists (a corrected
 // retry with the same key works); otherwise the receipt of (principal,
 // table, key) is looked up or created, and the answer is its envelope:
@@ -34629,7 +34629,7 @@ func (c *Client) BatchWithBody(ctx context.Context, tableParam TableParam, param
 // the table, no receipt; failures are problems without `outcome` and
 // `transaction_id`.
 //
-// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 // input is rejected with 400 before any receipt exists (a corrected
 // retry with the same key works); otherwise the receipt of (principal,
 // table, key) is looked up or created, and the answer is its envelope:
@@ -34670,7 +34670,7 @@ func (c *Client) BatchWithApplicationWildcardPlusJSONBody(ctx context.Context, t
 // the table, no receipt; failures are problems without `outcome` and
 // `transaction_id`.
 //
-// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 // input is rejected with 400 before any receipt exists (a corrected
 // retry with the same key works); otherwise the receipt of (principal,
 // table, key) is looked up or created, and the answer is its envelope:
@@ -35750,7 +35750,7 @@ type ClientWithResponsesInterface interface {
 	// its own writes over the committed state, and ends by a commit —
 	// which runs everything staged exactly once through the same
 	// receipt-first retained 2PC as a keyed batch — or by an abort
-	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 	// the server's -session-ttl-max, 300 by default) unless it ends
 	// first; a session that outlives it, or whose node dies before its
 	// commit is requested, is presumed aborted. Sessions are scoped to the
@@ -35767,7 +35767,7 @@ type ClientWithResponsesInterface interface {
 	// its own writes over the committed state, and ends by a commit —
 	// which runs everything staged exactly once through the same
 	// receipt-first retained 2PC as a keyed batch — or by an abort
-	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 	// the server's -session-ttl-max, 300 by default) unless it ends
 	// first; a session that outlives it, or whose node dies before its
 	// commit is requested, is presumed aborted. Sessions are scoped to the
@@ -35784,7 +35784,7 @@ type ClientWithResponsesInterface interface {
 	// its own writes over the committed state, and ends by a commit —
 	// which runs everything staged exactly once through the same
 	// receipt-first retained 2PC as a keyed batch — or by an abort
-	// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+	// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 	// the server's -session-ttl-max, 300 by default) unless it ends
 	// first; a session that outlives it, or whose node dies before its
 	// commit is requested, is presumed aborted. Sessions are scoped to the
@@ -35994,7 +35994,7 @@ type ClientWithResponsesInterface interface {
 	// the table, no receipt; failures are problems without `outcome` and
 	// `transaction_id`.
 	//
-	// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+	// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 	// input is rejected with 400 before any receipt exists (a corrected
 	// retry with the same key works); otherwise the receipt of (principal,
 	// table, key) is looked up or created, and the answer is its envelope:
@@ -36025,7 +36025,7 @@ type ClientWithResponsesInterface interface {
 	// the table, no receipt; failures are problems without `outcome` and
 	// `transaction_id`.
 	//
-	// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+	// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 	// input is rejected with 400 before any receipt exists (a corrected
 	// retry with the same key works); otherwise the receipt of (principal,
 	// table, key) is looked up or created, and the answer is its envelope:
@@ -36056,7 +36056,7 @@ type ClientWithResponsesInterface interface {
 	// the table, no receipt; failures are problems without `outcome` and
 	// `transaction_id`.
 	//
-	// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+	// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 	// input is rejected with 400 before any receipt exists (a corrected
 	// retry with the same key works); otherwise the receipt of (principal,
 	// table, key) is looked up or created, and the answer is its envelope:
@@ -38020,7 +38020,7 @@ func (c *ClientWithResponses) GetReceiptWithResponse(ctx context.Context, tableP
 // its own writes over the committed state, and ends by a commit —
 // which runs everything staged exactly once through the same
 // receipt-first retained 2PC as a keyed batch — or by an abort
-// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 // the server's -session-ttl-max, 300 by default) unless it ends
 // first; a session that outlives it, or whose node dies before its
 // commit is requested, is presumed aborted. Sessions are scoped to the
@@ -38043,7 +38043,7 @@ func (c *ClientWithResponses) BeginSessionWithBodyWithResponse(ctx context.Conte
 // its own writes over the committed state, and ends by a commit —
 // which runs everything staged exactly once through the same
 // receipt-first retained 2PC as a keyed batch — or by an abort
-// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 // the server's -session-ttl-max, 300 by default) unless it ends
 // first; a session that outlives it, or whose node dies before its
 // commit is requested, is presumed aborted. Sessions are scoped to the
@@ -38066,7 +38066,7 @@ func (c *ClientWithResponses) BeginSessionWithApplicationWildcardPlusJSONBodyWit
 // its own writes over the committed state, and ends by a commit —
 // which runs everything staged exactly once through the same
 // receipt-first retained 2PC as a keyed batch — or by an abort
-// (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+// (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
 // the server's -session-ttl-max, 300 by default) unless it ends
 // first; a session that outlives it, or whose node dies before its
 // commit is requested, is presumed aborted. Sessions are scoped to the
@@ -38360,7 +38360,7 @@ func (c *ClientWithResponses) PutTableWithResponse(ctx context.Context, tablePar
 // the table, no receipt; failures are problems without `outcome` and
 // `transaction_id`.
 //
-// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 // input is rejected with 400 before any receipt exists (a corrected
 // retry with the same key works); otherwise the receipt of (principal,
 // table, key) is looked up or created, and the answer is its envelope:
@@ -38397,7 +38397,7 @@ func (c *ClientWithResponses) BatchWithBodyWithResponse(ctx context.Context, tab
 // the table, no receipt; failures are problems without `outcome` and
 // `transaction_id`.
 //
-// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 // input is rejected with 400 before any receipt exists (a corrected
 // retry with the same key works); otherwise the receipt of (principal,
 // table, key) is looked up or created, and the answer is its envelope:
@@ -38434,7 +38434,7 @@ func (c *ClientWithResponses) BatchWithApplicationWildcardPlusJSONBodyWithRespon
 // the table, no receipt; failures are problems without `outcome` and
 // `transaction_id`.
 //
-// With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+// With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
 // input is rejected with 400 before any receipt exists (a corrected
 // retry with the same key works); otherwise the receipt of (principal,
 // table, key) is looked up or created, and the answer is its envelope:

@@ -71,7 +71,7 @@ export interface paths {
          *     the table, no receipt; failures are problems without `outcome` and
          *     `transaction_id`.
          *
-         *     With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+         *     With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
          *     input is rejected with 400 before any receipt exists (a corrected
          *     retry with the same key works); otherwise the receipt of (principal,
          *     table, key) is looked up or created, and the answer is its envelope:
@@ -220,7 +220,7 @@ export interface paths {
          *     its own writes over the committed state, and ends by a commit —
          *     which runs everything staged exactly once through the same
          *     receipt-first retained 2PC as a keyed batch — or by an abort
-         *     (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+         *     (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
          *     the server's -session-ttl-max, 300 by default) unless it ends
          *     first; a session that outlives it, or whose node dies before its
          *     commit is requested, is presumed aborted. Sessions are scoped to the
