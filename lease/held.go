@@ -11,33 +11,6 @@ import (
 	"github.com/idemdb/idem/engine"
 )
 
-// Status of a held lease.
-type Status int
-
-const (
-	// Live: the last renewal or owner write confirmed the claim.
-	Live Status = iota
-	// Unconfirmed: the write that published the claim was ambiguous; the
-	// claim's version must be read back (Resync) before it can fence.
-	Unconfirmed
-	// Uncertain: renewals kept failing until the confirmed expiry ran out.
-	// A successor may have adopted; only CAS decides.
-	Uncertain
-	// Lost: a write was fenced. Another owner holds the receipt.
-	Lost
-	// Publishing: the write that publishes the claim (creation or
-	// adoption) is in flight. Only that write's caller settles it
-	// (Confirmed, Unconfirm, or removal from the active set); renewals
-	// skip it, because reading the claim back before the write lands would
-	// wrongly find it missing (or still the predecessor's) and drop a hold
-	// that is about to become live.
-	Publishing
-)
-
-func (s Status) String() string {
-	return [...]string{"live", "unconfirmed", "uncertain", "lost", "publishing"}[s]
-}
-
 // Held is this process's hold on one receipt: its claim, the claim key's
 // version (the fencing token) and the expiry last confirmed in the store.
 // It is shared by the foreground execution, recovery and the renewal
@@ -96,15 +69,15 @@ func (h *Held) Fence(b *engine.Batch) error {
 func (h *Held) Confirmed(v engine.Version, until time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.version, h.until, h.status = v, until, Live
+	h.version, h.until, h.status = v, until, h.status.after(published)
 }
 
 // Unconfirm marks the claim's publication as ambiguous.
 func (h *Held) Unconfirm() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.status != Lost {
-		h.version, h.status = 0, Unconfirmed
+	if h.status = h.status.after(publishAmbiguous); h.status == Unconfirmed {
+		h.version = 0
 	}
 }
 
@@ -113,23 +86,21 @@ func (h *Held) Unconfirm() {
 func (h *Held) MarkLost() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.status = Lost
+	h.status = h.status.after(fenced)
 }
 
 func (h *Held) renewed(until time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.status != Lost {
-		h.until, h.status = until, Live
+	if h.status = h.status.after(renewed); h.status == Live {
+		h.until = until
 	}
 }
 
 func (h *Held) uncertain() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.status == Live {
-		h.status = Uncertain
-	}
+	h.status = h.status.after(expiryRanOut)
 }
 
 // Resync reads the claim back after an ambiguous publication: if the store
@@ -155,13 +126,11 @@ func (h *Held) Resync(ctx context.Context, store engine.Store) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c != h.claim {
-		h.status = Lost
+		h.status = h.status.after(fenced)
 		return ErrFenced
 	}
 	h.version = it.Version
-	if h.status == Unconfirmed {
-		h.status = Live
-	}
+	h.status = h.status.after(readBack)
 	return nil
 }
 
