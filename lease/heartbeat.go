@@ -49,6 +49,48 @@ type RenewReport struct {
 // resynced first.
 func (hb *Heartbeat) Renew(ctx context.Context, helds []*Held) RenewReport {
 	var rep RenewReport
+	live := hb.renewable(ctx, helds, &rep)
+	backoff := RenewBackoffMin
+	for len(live) > 0 && rep.Attempts < RenewRetriesMax {
+		rep.Attempts++
+		until := hb.Clock.Now().Add(hb.TTL)
+		var b *engine.Batch
+		if b, live = fencedRenewal(live, until, &rep); len(live) == 0 {
+			break
+		}
+		err := fault.Inject(fault.LeaseRenewBefore)
+		if err == nil {
+			_, err = hb.Store.Apply(ctx, b)
+		}
+		if err == nil {
+			for _, h := range live {
+				h.renewed(until)
+			}
+			rep.Renewed += len(live)
+			return rep
+		}
+		var next renewalRetry
+		switch live, next = settleFailedRenewal(err, live, &rep); next {
+		case retryAtOnce:
+			continue
+		case retryGiveUp:
+		case retryAfterBackoff:
+			if hb.backOff(ctx, live, &backoff) {
+				continue
+			}
+		}
+		break
+	}
+	for _, h := range live {
+		h.uncertain()
+	}
+	rep.Uncertain += len(live)
+	return rep
+}
+
+// renewable is helds less the ones that cannot be renewed: lost, still
+// being published, or unconfirmed and not found on reading back.
+func (hb *Heartbeat) renewable(ctx context.Context, helds []*Held, rep *RenewReport) []*Held {
 	live := make([]*Held, 0, len(helds))
 	for _, h := range helds {
 		switch h.Status() {
@@ -64,71 +106,74 @@ func (hb *Heartbeat) Renew(ctx context.Context, helds []*Held) RenewReport {
 		}
 		live = append(live, h)
 	}
-	backoff := RenewBackoffMin
-	for len(live) > 0 && rep.Attempts < RenewRetriesMax {
-		rep.Attempts++
-		until := hb.Clock.Now().Add(hb.TTL)
-		b := new(engine.Batch)
-		kept := live[:0]
-		for _, h := range live {
-			if err := h.Fence(b); err != nil {
-				if errors.Is(err, ErrFenced) {
-					rep.Fenced++
-				}
-				continue
-			}
-			b.Put(ExpiryKey(h.ID), encodeExpiry(until))
-			kept = append(kept, h)
-		}
-		live = kept
-		if len(live) == 0 {
-			break
-		}
-		if fault.Planted(fault.BugRenewUnfenced) { // planted only under -tags idem_selftest
-			b.Conds = nil // planted bug: the renewal is not fenced
-		}
-		err := fault.Inject(fault.LeaseRenewBefore)
-		if err == nil {
-			_, err = hb.Store.Apply(ctx, b)
-		}
-		if err == nil {
-			for _, h := range live {
-				h.renewed(until)
-			}
-			rep.Renewed += len(live)
-			return rep
-		}
-		if key, ok := engine.FailedKey(err); ok {
-			if i := indexOfClaim(live, key); i >= 0 {
-				live[i].MarkLost()
-				rep.Fenced++
-				live = append(live[:i], live[i+1:]...)
-				continue
-			}
-		}
-		if errors.Is(err, engine.ErrInvalidBatch) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrFailStopped) {
-			rep.Err = err
-			break
-		}
-		// Transient: retry only while every lease is still confirmed.
-		rep.Transient++
-		deadline := earliestUntil(live).Add(-hb.Margin)
-		now := hb.Clock.Now()
-		if !now.Before(deadline) || ctx.Err() != nil {
-			break
-		}
-		wait := min(backoff, deadline.Sub(now))
-		backoff = min(2*backoff, RenewBackoffMax)
-		select {
-		case <-hb.Clock.After(wait):
-		case <-ctx.Done():
-		}
-	}
+	return live
+}
+
+// fencedRenewal is the one batch that extends every hold of live to until,
+// each fenced on its claim's version, and the holds it covers (a hold
+// already fenced drops out).
+func fencedRenewal(live []*Held, until time.Time, rep *RenewReport) (*engine.Batch, []*Held) {
+	b := new(engine.Batch)
+	kept := live[:0]
 	for _, h := range live {
-		h.uncertain()
+		if err := h.Fence(b); err != nil {
+			if errors.Is(err, ErrFenced) {
+				rep.Fenced++
+			}
+			continue
+		}
+		b.Put(ExpiryKey(h.ID), encodeExpiry(until))
+		kept = append(kept, h)
 	}
-	rep.Uncertain += len(live)
-	return rep
+	if fault.Planted(fault.BugRenewUnfenced) { // planted only under -tags idem_selftest
+		b.Conds = nil // planted bug: the renewal is not fenced
+	}
+	return b, kept
+}
+
+// renewalRetry is what a failed renewal leads to.
+type renewalRetry int
+
+const (
+	retryAtOnce       renewalRetry = iota // one claim was fenced: the rest go again
+	retryAfterBackoff                     // transient: again while the leases are confirmed
+	retryGiveUp                           // the store takes no more writes
+)
+
+// settleFailedRenewal classifies a failed renewal: a fenced claim drops its
+// hold; a store that takes no more writes ends the round (rep.Err);
+// anything else is transient.
+func settleFailedRenewal(err error, live []*Held, rep *RenewReport) ([]*Held, renewalRetry) {
+	if key, ok := engine.FailedKey(err); ok {
+		if i := indexOfClaim(live, key); i >= 0 {
+			live[i].MarkLost()
+			rep.Fenced++
+			return append(live[:i], live[i+1:]...), retryAtOnce
+		}
+	}
+	if errors.Is(err, engine.ErrInvalidBatch) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrFailStopped) {
+		rep.Err = err
+		return live, retryGiveUp
+	}
+	rep.Transient++
+	return live, retryAfterBackoff
+}
+
+// backOff waits before the next attempt, never past the earliest confirmed
+// expiry less the margin; false when no time is left, or ctx ended.
+func (hb *Heartbeat) backOff(ctx context.Context, live []*Held, backoff *time.Duration) bool {
+	deadline := earliestUntil(live).Add(-hb.Margin)
+	now := hb.Clock.Now()
+	if !now.Before(deadline) || ctx.Err() != nil {
+		return false
+	}
+	wait := min(*backoff, deadline.Sub(now))
+	*backoff = min(2**backoff, RenewBackoffMax)
+	select {
+	case <-hb.Clock.After(wait):
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // Ensure renews h synchronously if less than need remains of its confirmed
