@@ -75,15 +75,5 @@ func NewKeySpace() *Ordered[KV] { return NewOrdered(kvLess) }
 // the key space's.
 func NewSortedKeySpace(sorted []KV) *Ordered[KV] { return NewSortedOrdered(kvLess, sorted) }
 
-// SortedKV reports whether items are in strictly increasing key order.
-func SortedKV(items []KV) bool {
-	for i := 1; i < len(items); i++ {
-		if !kvLess(items[i-1], items[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // NewIDSet returns an empty set of string IDs (the renewal active set).
 func NewIDSet() *Ordered[string] { return NewOrdered(func(a, b string) bool { return a < b }) }

@@ -65,15 +65,6 @@ func tombKey(id string) []byte {
 	return k
 }
 
-// tombID is the transaction ID a tombstone key names.
-func tombID(key []byte) (string, bool) {
-	raw := engine.NSTomb.Suffix(key)
-	if len(raw) != txnIDBytes {
-		return "", false
-	}
-	return hex.EncodeToString(raw), true
-}
-
 // encodeTomb encodes t's value.
 func encodeTomb(t *Tombstone) []byte {
 	b := make([]byte, 2, tombValueBytesMax)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/idemdb/idem/code"
@@ -158,22 +157,6 @@ func wantCode(t *testing.T, err error, c code.Code) *code.Error {
 		t.Fatalf("got code %s (%s), want %s", ce.Code, ce.Message, c)
 	}
 	return ce
-}
-
-// idsPerShard returns, for each of n shards, one document ID with the given
-// prefix that hashes to it.
-func idsPerShard(prefix string, n int) []string {
-	out := make([]string, n)
-	found := 0
-	for i := 0; found < n; i++ {
-		id := fmt.Sprintf("%s%d", prefix, i)
-		s := table.ShardOf(id, n)
-		if out[s] == "" {
-			out[s] = id
-			found++
-		}
-	}
-	return out
 }
 
 func participantsOf(p *table.Plan) []twopc.Participant {

@@ -30,7 +30,6 @@ type loadClient interface {
 	// with the same a.
 	do(ctx context.Context, method, url string, body []byte, key string, a *loadAnswer) error
 	closeIdle()
-	name() string
 }
 
 // loadAnswer is what the cases look at in a response.
@@ -89,8 +88,6 @@ type leanConn struct {
 	w        []byte
 	deadline time.Time
 }
-
-func (l *leanClient) name() string { return "lean" }
 
 func (l *leanClient) do(ctx context.Context, method, url string, body []byte, key string, a *loadAnswer) error {
 	path, ok := strings.CutPrefix(url, "http://"+l.addr)
@@ -343,8 +340,6 @@ type netClient struct {
 	c  *http.Client
 	tr *http.Transport
 }
-
-func (n *netClient) name() string { return "net" }
 
 func (n *netClient) closeIdle() { n.tr.CloseIdleConnections() }
 
