@@ -120,4 +120,3 @@ func answerPattern(fragment string) *regexp.Regexp {
 	}
 	return regexp.MustCompile(b.String())
 }
-
