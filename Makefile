@@ -11,7 +11,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 # dependency), each a module of its own so that the root go.mod carries only
 # what a program linking engine or receipt needs. From the root, ./... stops
 # at a nested go.mod, so the targets name every module's tree.
-MODULES  := . cmd/bench harness contract etcdtest sdk/go
+MODULES  := . cmd/bench harness contract etcdtest sdk/go sdk/go/sdktest
 PKGS     := $(subst ././,./,$(foreach m,$(MODULES),./$(m)/...))
 # The layers whose whole test suites run a second time on the reference
 # store (engine/memstore, IDEM_TEST_STORE=memstore): tests that need what
@@ -44,6 +44,9 @@ lint:
 	@if GOWORK=off $(GO) list -m all | grep -E '^(github.com/jackc/pgx|gonum.org/v1/plot|github.com/HdrHistogram|github.com/anishathalye/porcupine|github.com/getkin/kin-openapi|github.com/santhosh-tekuri/jsonschema|github.com/gorilla/mux|go.yaml.in/yaml/v4|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/pkg/v3|github.com/oapi-codegen) '; then \
 		echo "the root go.mod requires a dependency of cmd/bench, harness or contract: it would enter every host's module graph"; exit 1; fi
 	@if grep -nE '^[[:space:]]*replace([[:space:]]|\()' go.mod; then echo "the root go.mod has a replace: hosts do not get it"; exit 1; fi
+	@if grep -nE '^[[:space:]]*(replace|tool)([[:space:]]|\()' sdk/go/go.mod; then echo "sdk/go/go.mod has a replace or a tool: its users would not get the one and would inherit the other"; exit 1; fi
+	@if (cd sdk/go && GOWORK=off $(GO) list -deps -f '{{if .Module}}{{.Module.Path}}{{end}}' ./... | sort -u | grep -vxE 'github.com/idemdb/idem/sdk/go|github.com/oapi-codegen/runtime|github.com/google/uuid|github.com/apapsch/go-jsonmerge/v2'); then \
+		echo "the Go SDK compiles a module beyond its runtime's (above): its users would get it"; exit 1; fi
 
 # Every suite, each run whatever the others did (.ci/suites), so that one
 # run reports every failing suite, then "test: N passed, M failed":
@@ -55,7 +58,9 @@ lint:
 # mismatch and on zero records), the harness's planted-bug self-test,
 # which exists only under -tags idem_selftest, the table, 2PC and API
 # suites again on the reference store, then the Python and TypeScript
-# SDKs' tests (they build and start idemd).
+# SDKs' tests (they build and start idemd), then the SDKs installed from
+# scratch directories and the README run in order against one idemd
+# (.ci/sdk-install).
 test: sdk/ts/node_modules
 	@GO='$(GO)' PKGS='$(PKGS)' RECORDING_PKGS='$(RECORDING_PKGS)' REFERENCE_PKGS='$(REFERENCE_PKGS)' bash .ci/suites
 
@@ -66,24 +71,28 @@ run:
 
 # The SDKs' generated layers, from api/openapi.yaml (generated-check, run by
 # make test, fails when one is stale). Go: oapi-codegen, pinned by the tool directive in
-# sdk/go/go.mod; TypeScript: openapi-typescript, pinned in sdk/ts's
+# sdk/go/sdktest/go.mod (not the SDK's: its users would inherit it); TypeScript: openapi-typescript, pinned in sdk/ts's
 # package-lock.json. (Python has no generator here: its test holds its
 # codes to the spec.)
 OAPI_FLAGS := -package idemapi -generate types,client
 generate: sdk/ts/node_modules
-	cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o idemapi/idemapi.gen.go ../../api/openapi.yaml
-	cd sdk/ts && npx openapi-typescript ../../api/openapi.yaml -o src/schema.ts
+	cd sdk/go/sdktest && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o ../idemapi/idemapi.gen.go ../../../api/openapi.yaml
+	cd sdk/ts && npx openapi-typescript ../../api/openapi.yaml -o src/schema.ts && npm run --silent build
 
 # What make test runs first: each generated file regenerated into a
-# temporary directory and compared with the committed one, byte for byte.
+# temporary directory and compared with the committed one, byte for byte;
+# so is the TypeScript SDK's committed build (sdk/ts/dist/src, what
+# `npm install --install-links sdk/ts` installs without building).
 generated-check: sdk/ts/node_modules
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
-		(cd sdk/go && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o $$d/idemapi.gen.go ../../api/openapi.yaml) && \
+		(cd sdk/go/sdktest && $(GO) tool oapi-codegen $(OAPI_FLAGS) -o $$d/idemapi.gen.go ../../../api/openapi.yaml) && \
 		(cd sdk/ts && npx openapi-typescript ../../api/openapi.yaml -o $$d/schema.ts >/dev/null) && \
 		for f in sdk/go/idemapi/idemapi.gen.go sdk/ts/src/schema.ts; do \
 			cmp -s $$d/$$(basename $$f) $$f || { echo "$$f is stale against api/openapi.yaml: make generate"; exit 1; }; \
-		done
-	@echo "generated files are fresh: sdk/go/idemapi/idemapi.gen.go, sdk/ts/src/schema.ts"
+		done && \
+		(cd sdk/ts && npx tsc -p tsconfig.build.json --outDir $$d/ts) && \
+		{ diff -r $$d/ts/src sdk/ts/dist/src >/dev/null || { echo "sdk/ts/dist/src is stale against sdk/ts/src: make generate"; exit 1; }; }
+	@echo "generated files are fresh: sdk/go/idemapi/idemapi.gen.go, sdk/ts/src/schema.ts, sdk/ts/dist/src"
 
 # npm ci when sdk/ts has no node_modules yet (a fresh clone without .ci/run).
 sdk/ts/node_modules:

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemdb/idem/engine"
 )
 
 // Authentication between nodes. A node forwards a request signed with the
@@ -47,20 +49,37 @@ const (
 	forwardSkewMax = 60 * time.Second
 )
 
+// The signed texts' versions between nodes: a node verifies only the
+// version it signs, so every node of a cluster must sign the same ones
+// (docs/upgrading.md).
+const (
+	forwardFormat = "idem-forward-v1"
+	answerFormat  = "idem-answer-v1"
+)
+
+// Formats are the wire formats between nodes this build signs and
+// verifies (idemd -version prints them).
+func Formats() []engine.Format {
+	return []engine.Format{
+		{Name: "forward signature", Writes: forwardFormat, Reads: []string{forwardFormat}},
+		{Name: "answer signature", Writes: answerFormat, Reads: []string{answerFormat}},
+	}
+}
+
 // internalHeaders are the request fields only a node may send.
 var internalHeaders = []string{headerForwardedBy, headerForwardSignature}
 
 // requestMAC is a forwarded request's signature.
 func requestMAC(secret []byte, method, uri string, body []byte, unix int64, node string) []byte {
 	m := hmac.New(sha256.New, secret)
-	fmt.Fprintf(m, "idem-forward-v1\n%s\n%s\n%x\n%d\n%s", method, uri, sha256.Sum256(body), unix, node)
+	fmt.Fprintf(m, forwardFormat+"\n%s\n%s\n%x\n%d\n%s", method, uri, sha256.Sum256(body), unix, node)
 	return m.Sum(nil)
 }
 
 // answerMAC is the signature of an answer to the request signed reqMAC.
 func answerMAC(secret, reqMAC []byte, status int, owner, contentType, txnID string) []byte {
 	m := hmac.New(sha256.New, secret)
-	fmt.Fprintf(m, "idem-answer-v1\n%x\n%d\n%s\n%s\n%s", reqMAC, status, owner, contentType, txnID)
+	fmt.Fprintf(m, answerFormat+"\n%x\n%d\n%s\n%s\n%s", reqMAC, status, owner, contentType, txnID)
 	return m.Sum(nil)
 }
 

@@ -138,7 +138,7 @@ func requestLabelsHelp() string {
 		strings.Join(codes, ", ") + "."
 }
 
-func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *metrics {
+func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector, health func() error) *metrics {
 	labels := requestLabelsHelp()
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
@@ -225,6 +225,18 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 	m.reg.MustRegister(kindGauge("idem_active_leases_by_kind",
 		"Leases in the renewal active set by kind. kind: receipt, session.",
 		func(k lease.Kind) float64 { return float64(svc.Active().LenOf(k)) }))
+	// The age of the oldest work this node holds mutable: what "pending
+	// receipts older than N lease periods" alerts on (ops/idem.rules.yml),
+	// read from the active set, never from the store.
+	m.reg.MustRegister(kindGauge("idem_oldest_lease_age_seconds",
+		"Age of the oldest lease this node holds by kind (since the receipt or session was created; 0: none). "+
+			"kind: receipt (pending, started, or terminal with debt unpaid), session (open).",
+		func(k lease.Kind) float64 {
+			if t := svc.Active().OldestOf(k); !t.IsZero() {
+				return max(time.Since(t).Seconds(), 0)
+			}
+			return 0
+		}))
 	counter("idem_sessions_begun_total", "Interactive sessions begun here.", func(s receipt.Stats) uint64 { return s.SessionsBegun })
 	counter("idem_sessions_committed_total", "Session commits published (each one a receipt).", func(s receipt.Stats) uint64 { return s.SessionsCommitted })
 	counter("idem_sessions_aborted_total", "Sessions ended without a commit: aborted, expired, or presumed aborted after their owner's death.", func(s receipt.Stats) uint64 { return s.SessionsAborted })
@@ -237,6 +249,20 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector) *m
 		}, func() float64 { return float64(svc.Stats().Refused[r]) }))
 	}
 	m.reg.MustRegister(storeCollectors...)
+	if health != nil {
+		// What /healthz answers, as a series: /metrics answers even when
+		// the store does not (an etcd out of reach), so "up" alone would
+		// say nothing of it. Each scrape runs the probe (bounded: for etcd
+		// one read within a second).
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idem_healthy", Help: "1 when /healthz answers 200 (the store answers and has not fail-stopped), 0 when it answers 503.",
+		}, func() float64 {
+			if health() != nil {
+				return 0
+			}
+			return 1
+		}))
+	}
 	return m
 }
 

@@ -61,6 +61,8 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_active_leases":                       dto.MetricType_GAUGE,
 	"idem_executor_busy_by_kind":               dto.MetricType_GAUGE,
 	"idem_active_leases_by_kind":               dto.MetricType_GAUGE,
+	"idem_oldest_lease_age_seconds":            dto.MetricType_GAUGE,
+	"idem_healthy":                             dto.MetricType_GAUGE,
 	"idem_sessions_begun_total":                dto.MetricType_COUNTER,
 	"idem_sessions_committed_total":            dto.MetricType_COUNTER,
 	"idem_sessions_aborted_total":              dto.MetricType_COUNTER,
@@ -391,7 +393,7 @@ func TestMetrics_RoutePatternsAreServerRoutes(t *testing.T) {
 // can carry is a listed label value.
 func TestMetrics_KeyedOutcomes(t *testing.T) {
 	t.Parallel()
-	m := newMetrics(nil, nil)
+	m := newMetrics(nil, nil, nil)
 	for _, c := range []struct {
 		a    receipt.Answer
 		want string

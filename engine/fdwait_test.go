@@ -131,7 +131,7 @@ func TestDescriptors_CloseEndsACheckpointsWait(t *testing.T) {
 	efs.Add(errorfs.Rule{Op: errorfs.OpCreate, PathContains: ckptSuffix + ckptTmpSuffix, Sticky: true, Err: errorfs.EMFILE})
 	ckpt := make(chan error, 1)
 	go func() { ckpt <- db.Checkpoint() }()
-	testsupport.Poll(t, "a checkpoint waiting for a descriptor", 10*time.Second, func() bool { return db.fds.Waiting() > 0 })
+	testsupport.Poll(t, "a checkpoint waiting for a descriptor", testsupport.Patience, func() bool { return db.fds.Waiting() > 0 })
 	closed := make(chan error, 1)
 	go func() { closed <- db.Close() }()
 	select {
@@ -139,7 +139,7 @@ func TestDescriptors_CloseEndsACheckpointsWait(t *testing.T) {
 		if err != nil {
 			t.Fatalf("close: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testsupport.Patience):
 		t.Fatal("Close hangs while a checkpoint waits for a descriptor")
 	}
 	if err := <-ckpt; !errors.Is(err, errorfs.EMFILE) {

@@ -47,7 +47,7 @@ func startNodeOn(t *testing.T, cl *apitest.Client, endpoints, prefix, node strin
 	addr := apitest.FreeAddr(t)
 	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", endpoints,
 		"-etcd-prefix", prefix, "-node", node, "-advertise", "http://" + addr, "-lease-ttl", "1s", "-maintain-interval", "100ms",
-		"-cluster-secret-file", clusterSecretFile(t)}, args...)
+		"-cluster-secret-file", clusterSecretFile(t), "-etcd-dial-timeout", apitest.EtcdDialBudget.String()}, args...)
 	return apitest.Start(t, cl, t.TempDir(), env, argv...)
 }
 

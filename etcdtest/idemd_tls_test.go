@@ -24,7 +24,7 @@ func startTLSNode(t *testing.T, cl *apitest.Client, c *etcdtest.Cluster, prefix,
 	base := "https://" + addr
 	argv := append([]string{"-addr", addr, "-store", "etcd", "-etcd-endpoints", strings.Join(c.Endpoints(), ","),
 		"-etcd-prefix", prefix, "-node", node, "-advertise", base, "-maintain-interval", "100ms",
-		"-cluster-secret-file", clusterSecretFile(t)}, tlsArgs...)
+		"-cluster-secret-file", clusterSecretFile(t), "-etcd-dial-timeout", apitest.EtcdDialBudget.String()}, tlsArgs...)
 	p, err := apitest.TryLaunch(t, t.TempDir(), env, append(argv, args...)...)
 	if err != nil {
 		t.Fatal(err)

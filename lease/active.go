@@ -2,6 +2,7 @@ package lease
 
 import (
 	"sync"
+	"time"
 
 	"github.com/idemdb/idem/index"
 )
@@ -113,6 +114,21 @@ func (s *ActiveSet) LenOf(k Kind) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.kinds[k].ids.Len()
+}
+
+// OldestOf is the earliest Since among the leases of kind k held (zero
+// when none has one). It walks the set: the set holds only mutable work
+// and debt, and a scrape every few seconds is its only caller.
+func (s *ActiveSet) OldestOf(k Kind) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var oldest time.Time
+	for _, h := range s.held {
+		if h.Kind == k && !h.Since.IsZero() && (oldest.IsZero() || h.Since.Before(oldest)) {
+			oldest = h.Since
+		}
+	}
+	return oldest
 }
 
 // NextBatch returns up to n holds and advances the cursors, so that

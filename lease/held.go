@@ -20,6 +20,11 @@ type Held struct {
 	// Kind is what the lease holds (a receipt unless set): the active set
 	// renews each kind fairly against the others.
 	Kind Kind
+	// Since is when what the lease holds came into being (a receipt's or a
+	// session's creation), set before the hold joins the active set and
+	// never changed: the active set's oldest tells an operator how long
+	// work has stayed mutable (ActiveSet.OldestOf). Zero: unknown.
+	Since time.Time
 
 	mu      sync.Mutex
 	claim   Claim

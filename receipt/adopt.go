@@ -45,6 +45,7 @@ func (l *lifecycle) hold(ctx context.Context, a *attempt, deadline time.Time) (h
 		a.held = tracked
 	case holdResume:
 		a.held = lease.Resume(a.id, st)
+		a.held.Since = a.born()
 		l.active.Add(a.held)
 	case holdAdopt:
 		return act, l.adopt(ctx, a, st)
@@ -62,6 +63,7 @@ func (l *lifecycle) adopt(ctx context.Context, a *attempt, st lease.State) error
 	b := new(engine.Batch).AtVersion(receiptKey(a.id), a.ver)
 	a.held = lease.ClaimAdopt(b, a.id, st, l.owner, a.until)
 	b.Delete(recoveryKey(st.Claim.Node, a.id)).Put(recoveryKey(l.owner.Node, a.id), nil)
+	a.held.Since = a.born()
 	l.active.Add(a.held)
 	if err := fault.Inject(fault.ReceiptAdoptBefore); err != nil {
 		l.settle(a, writeFailed, 0)

@@ -77,6 +77,15 @@ func (a *attempt) fence() []byte {
 // flight creates it.
 func (a *attempt) creating() bool { return a.ver == 0 }
 
+// born is when the receipt was created (zero: not known yet), what its
+// hold carries as Since for the age of the oldest mutable receipt.
+func (a *attempt) born() time.Time {
+	if a.rec == nil || a.rec.Created == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(a.rec.Created)
+}
+
 // wrote records a durable write of rec at version ver.
 func (a *attempt) wrote(rec *Record, ver engine.Version) { a.rec, a.ver = rec, ver }
 

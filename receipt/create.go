@@ -182,6 +182,9 @@ func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Bat
 			return nil, err
 		}
 	}
+	if a.held.Since = a.born(); a.held.Since.IsZero() {
+		a.held.Since = now
+	}
 	l.active.Add(a.held)
 	return b, nil
 }

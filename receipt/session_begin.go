@@ -74,6 +74,7 @@ func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl 
 	until := now.Add(l.opts.LeaseTTL)
 	b := new(engine.Batch).Absent(sessionKey(id))
 	held := lease.ClaimNew(b, id, l.owner, until)
+	held.Since = now
 	claim := held.Claim()
 	rec := &SessionRecord{Schema: SessionSchemaCurrent, Principal: principal, State: SessionOpen, Owner: &claim,
 		Created: now.UnixMilli(), Expires: now.Add(ttl).UnixMilli(), Staging: &table.Staging{}}

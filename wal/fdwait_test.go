@@ -72,7 +72,7 @@ func TestDescriptors_ARollOnASpareNeedsNoDescriptor(t *testing.T) {
 	writeUntilPreallocated(t, l, &acked, 1)
 	// The next spare is made once the tail holds enough: write on until
 	// it is ready, or polling for it would wait for ever.
-	testsupport.Poll(t, "a spare ready", 10*time.Second, func() bool {
+	testsupport.Poll(t, "a spare ready", testsupport.Patience, func() bool {
 		if l.prealloc.ready() {
 			return true
 		}
@@ -158,12 +158,12 @@ func TestDescriptors_CloseEndsAWait(t *testing.T) {
 			acked = append(acked, b) // read only after stuck
 		}
 	}()
-	testsupport.Poll(t, "an open waiting for a descriptor", 10*time.Second, func() bool { return l.fds.Waiting() > 0 })
+	testsupport.Poll(t, "an open waiting for a descriptor", testsupport.Patience, func() bool { return l.fds.Waiting() > 0 })
 	closed := make(chan error, 1)
 	go func() { closed <- l.Close() }()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testsupport.Patience):
 		t.Fatal("Close hangs while an open waits for a descriptor")
 	}
 	if err := <-stuck; !errors.Is(err, ErrAmbiguous) {

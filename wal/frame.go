@@ -34,6 +34,11 @@ const (
 	flagsKnown = flagHead
 )
 
+// FrameVersion is the frame format this build writes and the only one it
+// reads (docs/upgrading.md): a new one needs a new value and a reader of
+// both.
+const FrameVersion = frameVersion
+
 // Kind says what a frame's body holds. The log does not interpret bodies.
 type Kind uint8
 

@@ -19,9 +19,14 @@ import (
 // or grown — is corruption, never a torn tail to cut.
 //
 //	"IDEMWCL1" | tail segment's first index u64 | tail size u64 | last index u64 | crc32c u32
+//
+// MarkerFormat is the clean-close marker's magic, the name of its format
+// (docs/upgrading.md).
+const MarkerFormat = "IDEMWCL1"
+
 const (
 	markerName  = "CLOSED"
-	markerMagic = "IDEMWCL1"
+	markerMagic = MarkerFormat
 	markerLen   = 8 + 8 + 8 + 8 + 4
 )
 

@@ -28,18 +28,19 @@ var checkCommand = command{
 func runCheck(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	asJSON := fs.Bool("json", false, "print the report as one JSON object (engine.CheckReport) instead of text")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseAnywhere(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage // the flag package printed why, and the usage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "idemctl check: want one data dir, got %d arguments %q (flags go before it)\n", fs.NArg(), fs.Args())
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "idemctl check: want one data dir, got %d arguments %q\n", len(pos), pos)
 		fs.Usage()
 		return exitUsage
 	}
-	rep, err := engine.Check(vfs.Default, fs.Arg(0), engine.CheckOptions{})
+	rep, err := engine.Check(vfs.Default, pos[0], engine.CheckOptions{})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemctl check: %v\n", err)
 		return exitUsage

@@ -110,6 +110,10 @@ func TestRun_CheckOfACleanDirExitsZero(t *testing.T) {
 	if code != exitOK || rep.Damaged() || !rep.Loaded || rep.Keys != int64(keys) || rep.Chain == nil || rep.Chain.Deltas != 1 {
 		t.Fatalf("check -json: exit %d, %+v", code, rep)
 	}
+	// The flag after the dir: the same report.
+	if code, after, _ := idemctl("check", dir, "-json"); code != exitOK || !strings.HasPrefix(strings.TrimSpace(after), "{") {
+		t.Fatalf("check DIR -json: exit %d:\n%s", code, after)
+	}
 	if rep.ValueLog.Values == 0 || rep.ValueLog.Damaged != 0 || rep.ValueLog.Segments == 0 {
 		t.Fatalf("check -json: value log %+v, want values read back and none damaged", rep.ValueLog)
 	}
@@ -217,7 +221,7 @@ func TestRun_UsageErrorsExitTwo(t *testing.T) {
 		{"check"},
 		{"check", dir, dir},
 		{"check", "-bogus", dir},
-		{"check", dir, "-json"}, // flags go before the dir
+		{"check", dir, "--", "-json"}, // after --, a second dir
 		{"help", "frobnicate"},
 		{"help", "check", "extra"},
 	} {
@@ -240,5 +244,12 @@ func TestRun_HelpListsEveryCommandAndEachUsage(t *testing.T) {
 	}
 	if code, _, errOut := idemctl("check", "-h"); code != exitOK || !strings.Contains(errOut, "-json") {
 		t.Fatalf("check -h: exit %d, stderr %q", code, errOut)
+	}
+	// help shows every flag's default, a verb's included.
+	code, out, _ = idemctl("help", "receipts")
+	for _, want := range []string{`(default "http://127.0.0.1:8420")`, "list flags:", `(default "all")`, "(default 100)"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Fatalf("help receipts: exit %d, no %s:\n%s", code, want, out)
+		}
 	}
 }

@@ -102,7 +102,19 @@ func TestReceipts_AnOperatorFindsAndResolvesAStuckReceipt(t *testing.T) {
 	if err := json.Unmarshal([]byte(expectExit(t, exitOK, append(alice, "get", "t", "stuck")...)), &v); err != nil || v.State != "terminal" || v.Outcome != "aborted" {
 		t.Fatalf("get: %+v %v", v, err)
 	}
+	// Flags after the verb, and the default listing: every state, the
+	// terminal receipt now included.
+	listed = nil
+	if err := json.Unmarshal([]byte(expectExit(t, exitOK, "receipts", "list", "-server", base, "-json", "-token-file", tokenFile(t, "tok-a"))), &listed); err != nil ||
+		len(listed) != 1 || listed[0].State != "terminal" {
+		t.Fatalf("alice's listing after the resolve: %+v %v", listed, err)
+	}
+	if out := expectExit(t, exitOK, "receipts", "list", "-state", "mutable", "-server", base, "-token-file", tokenFile(t, "tok-a")); strings.Contains(out, txn) {
+		t.Fatalf("-state mutable lists the terminal receipt:\n%s", out)
+	}
 	expectExit(t, exitUsage, "receipts", "-server", "http://127.0.0.1:1", "list")
+	expectExit(t, exitUsage, "receipts", "list", "-server", "http://127.0.0.1:1")
+	expectExit(t, exitUsage, append(ops, "list", "-bogus")...)
 	expectExit(t, exitUsage, append(ops, "frobnicate")...)
 	expectExit(t, exitUsage, append(ops, "resolve")...)
 }

@@ -19,8 +19,9 @@ import (
 	"github.com/idemdb/idem/internal/apitest"
 )
 
-// runTimeout bounds every wait on an in-process run (start, stop).
-const runTimeout = 20 * time.Second
+// runTimeout bounds every wait on an in-process run (start, stop). It
+// ends only a failing test, so it is generous for a loaded machine.
+const runTimeout = apitest.StartTimeout
 
 // logSink collects what run logs and wakes whoever waits for a line.
 type logSink struct {

@@ -9,10 +9,13 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/receipt"
 )
@@ -58,7 +61,25 @@ func versionLine() string {
 	if rev != "" {
 		v += " " + rev
 	}
-	return fmt.Sprintf("idemd %s %s", v, runtime.Version())
+	return fmt.Sprintf("idemd %s %s", v, runtime.Version()) + formatLines()
+}
+
+// allFormats are every format this build writes and reads: the data
+// directory's, the records', the etcd values' and the signed texts between
+// nodes.
+func allFormats() []engine.Format {
+	return slices.Concat(engine.Formats(), receipt.Formats(), etcdstore.Formats(), api.Formats())
+}
+
+// formatLines are the formats this build writes and reads, one line each
+// after the version (docs/upgrading.md): the data directory's
+// (engine.Formats) and the records under either store (receipt.Formats).
+func formatLines() string {
+	var b strings.Builder
+	for _, f := range allFormats() {
+		fmt.Fprintf(&b, "\n  %-17s writes %-15s reads %s", f.Name, f.Writes, strings.Join(f.Reads, " "))
+	}
+	return b.String()
 }
 
 func newLogger(c config, w io.Writer) *slog.Logger {

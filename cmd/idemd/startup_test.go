@@ -166,3 +166,25 @@ func TestRun_TakenPortBurnsNoIncarnation(t *testing.T) {
 		refused()
 	}
 }
+
+// TestVersionLine_NamesEveryFormat: idemd -version prints, after the
+// build, each format this build writes and every version it reads, as
+// docs/upgrading.md tells operators to check before an upgrade.
+func TestVersionLine_NamesEveryFormat(t *testing.T) {
+	out := versionLine()
+	if !strings.HasPrefix(out, "idemd ") {
+		t.Fatalf("-version: %q", out)
+	}
+	for _, f := range allFormats() {
+		want := f.Name + " "
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), want) {
+				line = l
+			}
+		}
+		if line == "" || !strings.Contains(line, "writes "+f.Writes+" ") || !strings.HasSuffix(line, "reads "+strings.Join(f.Reads, " ")) {
+			t.Errorf("-version has no line %q writes %s reads %v:\n%s", f.Name, f.Writes, f.Reads, out)
+		}
+	}
+}

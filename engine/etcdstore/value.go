@@ -18,6 +18,13 @@ const (
 	envelopeBytes  = 1 + nonceBytes
 )
 
+// Formats is the etcd value envelope's format as this build writes and
+// reads it (docs/upgrading.md; idemd -version prints it).
+func Formats() []engine.Format {
+	v := fmt.Sprint("envelope", envelopeFormat)
+	return []engine.Format{{Name: "etcd value", Writes: v, Reads: []string{v}}}
+}
+
 // seal returns the stored form of value written by the Apply with nonce.
 func seal(value []byte, nonce uint64) []byte {
 	out := make([]byte, envelopeBytes+len(value))

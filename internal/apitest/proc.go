@@ -23,8 +23,17 @@ import (
 // binary, started on a free loopback port and stopped by SIGKILL or SIGTERM.
 
 // StartTimeout bounds how long a process may take to announce its address,
-// answer /healthz, or stop after SIGTERM.
-const StartTimeout = 20 * time.Second
+// answer /healthz once it has, or stop after SIGTERM. It only ends a test
+// that fails anyway, so it is generous: a loaded 2-core machine running
+// several test binaries has taken over 15 s to start a node on etcd.
+const StartTimeout = 60 * time.Second
+
+// EtcdDialBudget is the -etcd-dial-timeout that tests give a node on etcd
+// (idemd's default, 5 s, is an operator's choice, and a loaded machine's
+// TLS handshake and authentication have missed it). It is below
+// StartTimeout, so that a cluster that never answers is reported by the
+// node's own error, not by the test's deadline.
+const EtcdDialBudget = 45 * time.Second
 
 // build is one way of building ./cmd/idemd, done at most once per test
 // binary.

@@ -30,7 +30,7 @@ func (e *Error) Is(target error) bool {
 func sentinel(c idemapi.ErrorCode) *Error { return &Error{Code: c} }
 
 // One sentinel per problem code of the API (TestErrors_OneSentinelPerCode
-// holds the list to the server's).
+// holds the list to the spec's).
 var (
 	ErrInvalidRequest        = sentinel(idemapi.ErrorCodeInvalidRequest)
 	ErrInvalidKey            = sentinel(idemapi.ErrorCodeInvalidIdempotencyKey)

@@ -1,4 +1,4 @@
-package idem_test
+package sdktest_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package idem_test
+package sdktest_test
 
 import (
 	"github.com/idemdb/idem/code"

@@ -1,4 +1,4 @@
-package idem_test
+package sdktest_test
 
 import (
 	"context"
@@ -59,10 +59,10 @@ func TestExample_SessionRunsAgainstIdemd(t *testing.T) {
 	}
 }
 
-// TestDoc_SessionSnippetIsTheExample: the package comment's code block is,
+// TestDoc_SessionSnippetIsTheExample: the SDK package comment's code block is,
 // line for line, exampleSession's body between its markers.
 func TestDoc_SessionSnippetIsTheExample(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
+	src, err := os.ReadFile("../doc.go") // the SDK package's comment
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package idem_test
+package sdktest_test
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/internal/testsupport"
 	idem "github.com/idemdb/idem/sdk/go"
@@ -90,24 +89,6 @@ func awaitStarted(t *testing.T, s *server, table, key string) {
 		r, err := probe.Try("GET", "/v1/receipts/"+table+"/"+key, nil)
 		return err == nil && r.Status == 200 && bytes.Contains(r.Body, []byte(`"state":"started"`))
 	})
-}
-
-func TestErrors_OneSentinelPerCode(t *testing.T) {
-	for _, c := range code.All() {
-		err := &idem.Error{Status: code.Lookup(c).Status, Code: idemCode(c)}
-		found := false
-		for _, s := range idem.Sentinels() {
-			if errors.Is(err, s) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("the server's code %s has no sentinel in the SDK", c)
-		}
-	}
-	if len(idem.Sentinels()) != len(code.All()) {
-		t.Errorf("%d sentinels for %d codes", len(idem.Sentinels()), len(code.All()))
-	}
 }
 
 func TestBatch_CommitReplayMismatchAndNotApplied(t *testing.T) {

@@ -1,4 +1,4 @@
-package idem_test
+package sdktest_test
 
 import (
 	"context"
@@ -12,12 +12,11 @@ import (
 	idem "github.com/idemdb/idem/sdk/go"
 )
 
-// exampleClient is the README's Go snippet: a table, a keyed batch, its
+// exampleClient is the SDK at work, as in the README's program: a table, a keyed batch, its
 // replay, and a typed error. It runs against a real idemd
 // (TestExample_RunsAgainstIdemd), whose address it takes.
 func exampleClient(base string, out io.Writer) {
 	ctx := context.Background()
-	// README:begin
 	c, err := idem.New(base, idem.Options{}) // Options{Token: "…"} with a tokens file
 	if err != nil {
 		log.Fatal(err)
@@ -39,7 +38,6 @@ func exampleClient(base string, out io.Writer) {
 	if errors.Is(err, idem.ErrKeyMismatch) && errors.As(err, &e) {
 		fmt.Fprintln(out, e.Status, e.Outcome) // 422 not_applied
 	}
-	// README:end
 }
 
 func TestExample_RunsAgainstIdemd(t *testing.T) {

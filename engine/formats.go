@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"strconv"
+
+	"github.com/idemdb/idem/wal"
+)
+
+// Format is one on-disk or stored format: the version this build writes
+// and every version it reads. docs/upgrading.md lists them, idemd
+// -version prints them, and a fixture of every version read stays under
+// testdata (TestFormats_EveryVersionReadHasAFixture).
+type Format struct {
+	Name   string
+	Writes string
+	Reads  []string
+}
+
+// ValueLogFormat names the value log's record layout (vlog.go). Its
+// records carry no magic: a segment is read only through pointers that
+// checkpoints of format IDEMCKP4 or IDEMDLT2 hold, so their magic is the
+// value log's version too.
+const ValueLogFormat = "vlog1"
+
+// Formats are the embedded engine's on-disk formats, in the order of a
+// data directory's life: log, checkpoints, value log.
+func Formats() []Format {
+	frame := "frame" + strconv.Itoa(wal.FrameVersion)
+	return []Format{
+		{Name: "wal frame", Writes: frame, Reads: []string{frame}},
+		{Name: "wal close marker", Writes: wal.MarkerFormat, Reads: []string{wal.MarkerFormat}},
+		{Name: "checkpoint part", Writes: partMagic, Reads: []string{partMagic, partMagicV3, legacyMagic}},
+		{Name: "checkpoint delta", Writes: deltaMagic, Reads: []string{deltaMagic, deltaMagicV1}},
+		{Name: "value log", Writes: ValueLogFormat, Reads: []string{ValueLogFormat}},
+	}
+}

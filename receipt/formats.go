@@ -1,0 +1,20 @@
+package receipt
+
+import (
+	"strconv"
+
+	"github.com/idemdb/idem/engine"
+)
+
+// Formats are the stored records' schemas, the same in an embedded data
+// directory and under an etcd prefix: what this build writes and reads
+// (docs/upgrading.md). Records are CBOR maps with integer keys and decode
+// additively (an unknown field is ignored, a missing one is zero), so a
+// schema number changes only when a reader must tell two meanings apart.
+func Formats() []engine.Format {
+	schema := func(n int) string { return "schema" + strconv.Itoa(n) }
+	return []engine.Format{
+		{Name: "receipt record", Writes: schema(SchemaCurrent), Reads: []string{schema(Schema1), schema(Schema2)}},
+		{Name: "session record", Writes: schema(SessionSchemaCurrent), Reads: []string{schema(SessionSchemaCurrent)}},
+	}
+}

@@ -1,0 +1,254 @@
+// The TypeScript client of an Idem server (idemd): exactly-once batch
+// writes, with the ergonomics of the SDKs users know, over a client
+// generated from api/openapi.yaml (schema.ts, by openapi-typescript; the
+// calls go through openapi-fetch).
+//
+// - A keyed call gets an Idempotency-Key of its own when the caller gives
+//   none, and keeps it across its retries.
+// - Retries are bounded (maxRetries, 2 by default), jittered 0.5 s·(1+n²)
+//   up to 5 s, or the server's Retry-After when longer, on transport errors
+//   and every retry_with: same_key answer.
+// - Every problem is an IdemError, one class per code (ERRORS).
+// - Cancellation is an AbortSignal; a timeout is AbortSignal.timeout(ms).
+// - An interactive session (Client.beginSession) stages batches on one or
+//   more tables, reads its own writes, and commits them all at once,
+//   exactly once — or aborts. Its commit is a keyed call, retried as a
+//   batch (the session ID is its key unless `key` names one); get, info and
+//   abort are retried as idempotent calls; stage, which is not idempotent,
+//   only on 429 overloaded (not run). With tables orders and stock:
+//
+//     const s = await c.beginSession({ ttlSeconds: 60 });
+//     await s.stageTables({
+//       orders: { inserts: [{ id: "o-2", doc: { total: 5 } }] },
+//       stock: { transforms: [{ id: "w", ops: [{ op: "$inc", path: "n", value: -1 }], upsert: true }] },
+//     });
+//     console.log(await s.get("orders", "o-2")); // { total: 5 }: its own write, seen by nobody else yet
+//     const r = await s.commit(); // TransactionConflictError if a document it saw changed: nothing applied
+//     console.log(r.inserted, r.transformed); // 1 1
+import createClient from "openapi-fetch";
+import { errorFor, IdemError } from "./errors.js";
+export * from "./errors.js";
+export const DEFAULT_MAX_RETRIES = 2; // Stripe's: a call is tried at most three times
+const BACKOFF_BASE_MS = 500; // retry n waits BACKOFF_BASE_MS·(1+n²) …
+const BACKOFF_MAX_MS = 5000; // … at most this, jittered by ±25 %
+export class Client {
+    opts;
+    api;
+    maxRetries;
+    constructor(baseUrl, opts = {}) {
+        this.opts = opts;
+        this.maxRetries = opts.maxRetries ?? DEFAULT_MAX_RETRIES;
+        this.api = createClient({
+            baseUrl,
+            fetch: opts.fetch,
+            headers: opts.token ? { Authorization: `Bearer ${opts.token}` } : undefined,
+        });
+    }
+    /** Create table (shards 0: the server's default); false if it existed already. */
+    async createTable(table, shards = 0, signal) {
+        const res = await this.retry(signal, () => this.api.PUT("/v1/tables/{table}", {
+            params: { path: { table } },
+            body: shards > 0 ? { shards } : {},
+            signal,
+            parseAs: "text",
+        }));
+        return res.status === 201;
+    }
+    /** Send batch to table as one keyed, exactly-once call. Rejects with an IdemError for a problem. */
+    async batch(table, batch, o = {}) {
+        const key = o.key ?? crypto.randomUUID().replaceAll("-", "");
+        const header = { "Idempotency-Key": key };
+        if (o.waitSeconds && o.waitSeconds > 0)
+            header.Prefer = `wait=${Math.ceil(o.waitSeconds)}`;
+        const res = await this.retry(o.signal, () => this.api.POST("/v1/tables/{table}/batch", {
+            params: { path: { table }, header: header },
+            body: batch,
+            signal: o.signal,
+            parseAs: "text",
+        }));
+        return resultOf(res, key);
+    }
+    /** Document id of table, as stored. */
+    async doc(table, id, signal) {
+        const res = await this.retry(signal, () => this.api.GET("/v1/tables/{table}/docs/{id}", { params: { path: { table, id } }, signal, parseAs: "text" }));
+        return JSON.parse(res.text).doc;
+    }
+    /**
+     * Begin an interactive session (see Session). Retried as an idempotent
+     * call: a retry after a lost answer may leave a session unused, which its
+     * TTL ends.
+     */
+    async beginSession(o = {}) {
+        const body = o.ttlSeconds && o.ttlSeconds > 0 ? { ttl_seconds: Math.ceil(o.ttlSeconds) } : {};
+        const res = await this.retry(o.signal, () => this.api.POST("/v1/sessions", { body, signal: o.signal, parseAs: "text" }));
+        return this.session(infoOf(res.text).sessionId);
+    }
+    /**
+     * A handle on session id, begun earlier by this process or another (a
+     * commit through it learns a commit's outcome after a crash). Sends nothing.
+     */
+    session(id) {
+        return new Session(id, this.api, (signal, send, unappliedOnly) => this.retry(signal, send, unappliedOnly));
+    }
+    backoff(n) {
+        if (this.opts.backoff)
+            return this.opts.backoff(n);
+        return Math.min(BACKOFF_BASE_MS * (1 + n * n), BACKOFF_MAX_MS) * (0.75 + 0.5 * Math.random());
+    }
+    // retry sends until an answer is final or the retries are spent: a 2xx is
+    // returned; a problem rejects as its IdemError, retried when its
+    // retry_with is same_key (an unkeyed answer: when retryable); a transport
+    // error is retried too — the same request, so the same key. unappliedOnly:
+    // the call must not run twice and has no key (a session's stage step), so
+    // only an answer that it did not run (429 overloaded) is retried, never a
+    // transport error or another problem, after which whether it ran may be
+    // unknown.
+    async retry(signal, send, unappliedOnly = false) {
+        for (let n = 0;; n++) {
+            let err;
+            let wait = 0;
+            try {
+                const { data, error, response } = await send();
+                if (response.ok)
+                    return { status: response.status, headers: response.headers, text: String(data ?? "") };
+                let body = error; // openapi-fetch parses a JSON problem itself
+                if (typeof error === "string") {
+                    try {
+                        body = JSON.parse(error);
+                    }
+                    catch {
+                        body = { code: "internal", detail: `not a problem answer: ${error.slice(0, 200)}` };
+                    }
+                }
+                const e = errorFor(response.status, body, Number(response.headers.get("Retry-After") ?? 0) || 0);
+                const retried = unappliedOnly ? e.code === "overloaded"
+                    : e.retryWith === "same_key" || (e.retryWith === undefined && e.retryable);
+                if (!retried)
+                    throw e;
+                err = e;
+                wait = e.retryAfter * 1000;
+            }
+            catch (e) {
+                if (e instanceof IdemError && err === undefined)
+                    throw e;
+                if (signal?.aborted)
+                    throw e;
+                if (unappliedOnly)
+                    throw e; // the answer was lost: whether the call ran is unknown
+                err = err ?? e;
+            }
+            if (n >= this.maxRetries)
+                throw err;
+            await sleep(Math.max(wait, this.backoff(n + 1)), signal);
+        }
+    }
+}
+/**
+ * An interactive session: batches staged on one or more tables, read back
+ * by the session alone, then applied all at once and exactly once by
+ * commit() — or not at all (abort(), or its TTL).
+ */
+export class Session {
+    id;
+    api;
+    retry;
+    /** @internal Client.beginSession and Client.session make sessions. */
+    constructor(id, api, retry) {
+        this.id = id;
+        this.api = api;
+        this.retry = retry;
+    }
+    /**
+     * Stage batch on table as one step: computed at once on the session's
+     * view (its own writes over the committed state), visible to nobody else
+     * before the commit. A refused batch leaves the session as it was.
+     *
+     * A step is not idempotent and has no key: it is retried only on 429
+     * overloaded (not run). After a transport error or a 5xx whether it was
+     * taken is unknown: info().stages says.
+     */
+    stage(table, batch, signal) {
+        return this.step({ ...batch, table }, signal);
+    }
+    /** Stage several tables' batches as one step, all or none, in the order of the tables' names; as stage(). */
+    stageTables(batches, signal) {
+        return this.step({ tables: batches }, signal);
+    }
+    async step(body, signal) {
+        const res = await this.retry(signal, () => this.api.POST("/v1/sessions/{id}/batch", { params: { path: { id: this.id } }, body, signal, parseAs: "text" }), true);
+        return infoOf(res.text);
+    }
+    /**
+     * Document id of table as the session sees it: its own write if it made
+     * one, else the committed document — whose version the session records,
+     * so that its commit is a TransactionConflictError if the document
+     * changes meanwhile.
+     */
+    async get(table, id, signal) {
+        const res = await this.retry(signal, () => this.api.GET("/v1/sessions/{id}/tables/{table}/docs/{doc}", { params: { path: { id: this.id, table, doc: id } }, signal, parseAs: "text" }));
+        return JSON.parse(res.text).doc;
+    }
+    /** The session as stored. */
+    async info(signal) {
+        const res = await this.retry(signal, () => this.api.GET("/v1/sessions/{id}", { params: { path: { id: this.id } }, signal, parseAs: "text" }));
+        return infoOf(res.text);
+    }
+    /**
+     * Apply everything the session staged, exactly once, conditioned on every
+     * document version it saw. A keyed call, retried as Client.batch is, under
+     * o.key (none sent when undefined: the session ID is the key); a session
+     * has one commit, which a retry under any key replays. Rejects with
+     * TransactionConflictError (aborted: a document it saw changed),
+     * SessionAbortedError (it ended before its commit was asked), …
+     */
+    async commit(o = {}) {
+        const header = {};
+        if (o.key !== undefined)
+            header["Idempotency-Key"] = o.key;
+        if (o.waitSeconds && o.waitSeconds > 0)
+            header.Prefer = `wait=${Math.ceil(o.waitSeconds)}`;
+        const res = await this.retry(o.signal, () => this.api.POST("/v1/sessions/{id}/commit", {
+            params: { path: { id: this.id }, header: header },
+            body: {},
+            signal: o.signal,
+            parseAs: "text",
+        }));
+        return resultOf(res, o.key ?? this.id);
+    }
+    /**
+     * End the session without a commit: nothing it staged applies. Aborting an
+     * aborted session answers it as it is; a committed one rejects with
+     * SessionCommittedError.
+     */
+    async abort(signal) {
+        const res = await this.retry(signal, () => this.api.DELETE("/v1/sessions/{id}", { params: { path: { id: this.id } }, signal, parseAs: "text" }));
+        return infoOf(res.text);
+    }
+}
+/** The Result of a keyed call's committed answer. */
+function resultOf(res, key) {
+    const out = JSON.parse(res.text);
+    return {
+        inserted: out.inserted, deleted: out.deleted, transformed: out.transformed,
+        replayed: res.headers.get("Idempotent-Replayed") === "true",
+        transactionId: res.headers.get("Idem-Transaction-Id") ?? "", key,
+    };
+}
+/** The SessionInfo of a session answer (a Session, or a stage step's StageAnswer). */
+function infoOf(text) {
+    const s = JSON.parse(text);
+    return {
+        sessionId: s.session_id, state: s.state, reason: s.reason,
+        createdAt: new Date(s.created_at), expiresAt: new Date(s.expires_at),
+        stages: s.stages, documents: s.documents, writes: s.writes, result: s.result,
+        commitKey: s.commit?.idempotency_key, transactionId: s.commit?.transaction_id,
+        retainedUntil: s.retained_until === undefined ? undefined : new Date(s.retained_until),
+        staged: s.staged,
+    };
+}
+function sleep(ms, signal) {
+    return new Promise((resolve, reject) => {
+        const t = setTimeout(resolve, ms);
+        signal?.addEventListener("abort", () => { clearTimeout(t); reject(signal.reason); }, { once: true });
+    });
+}
