@@ -390,6 +390,7 @@ export interface paths {
          *     idem_renewal_batches_total, idem_renewal_writes_total,
          *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
          *     idem_executor_busy_by_kind, idem_active_leases_by_kind,
+         *     idem_oldest_lease_age_seconds (by kind), idem_healthy (with a health check),
          *     idem_sessions_begun_total, idem_sessions_committed_total,
          *     idem_sessions_aborted_total, idem_sessions_expired_total,
          *     idem_refused_total (by kind: principal_sessions, node_sessions,

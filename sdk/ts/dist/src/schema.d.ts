@@ -70,7 +70,7 @@ export interface paths {
          *     the table, no receipt; failures are problems without `outcome` and
          *     `transaction_id`.
          *
-         *     With `Idempotency-Key` the keyed flow runs (DESIGN §5): malformed
+         *     With `Idempotency-Key` the keyed flow runs (docs/design.md §5): malformed
          *     input is rejected with 400 before any receipt exists (a corrected
          *     retry with the same key works); otherwise the receipt of (principal,
          *     table, key) is looked up or created, and the answer is its envelope:
@@ -219,7 +219,7 @@ export interface paths {
          *     its own writes over the committed state, and ends by a commit —
          *     which runs everything staged exactly once through the same
          *     receipt-first retained 2PC as a keyed batch — or by an abort
-         *     (DESIGN §14). The session lives `ttl_seconds` (default 30, at most
+         *     (docs/design.md §14). The session lives `ttl_seconds` (default 30, at most
          *     the server's -session-ttl-max, 300 by default) unless it ends
          *     first; a session that outlives it, or whose node dies before its
          *     commit is requested, is presumed aborted. Sessions are scoped to the
@@ -389,6 +389,7 @@ export interface paths {
          *     idem_renewal_batches_total, idem_renewal_writes_total,
          *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
          *     idem_executor_busy_by_kind, idem_active_leases_by_kind,
+         *     idem_oldest_lease_age_seconds (by kind), idem_healthy (with a health check),
          *     idem_sessions_begun_total, idem_sessions_committed_total,
          *     idem_sessions_aborted_total, idem_sessions_expired_total,
          *     idem_refused_total (by kind: principal_sessions, node_sessions,
