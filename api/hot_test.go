@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -67,5 +68,68 @@ func hotIncrements(t *testing.T, clients, each int) {
 	}
 	if d := n.doc("t", "total"); d["n"] != float64(clients*each) {
 		t.Fatalf("counter %v after replays of %d commits", d["n"], clients*each)
+	}
+}
+
+// TestSessionCommitAborted_SaysNewSessionAndShowsItsOutcome (issue 37):
+// a session whose commit aborted (a document it read changed) answers
+// retry_with none and retry new_session — a commit under a new key would
+// only replay it — and says so again on every replay, under any key; the
+// session's view gives the commit's outcome, not just "committed"; and the
+// commit's receipt, whose table is "", is reachable through the session.
+func TestSessionCommitAborted_SaysNewSessionAndShowsItsOutcome(t *testing.T) {
+	n := newNode(t, config{})
+	n.createTable("t")
+	if r := n.batch("t", "", `{"inserts":[{"id":"x","doc":{"n":1}}]}`); r.Status != 201 {
+		t.Fatalf("insert: %d %s", r.Status, r.Body)
+	}
+	s := n.beginSession(n.c)
+	base := "/v1/sessions/" + s.ID
+	n.c.Do("GET", base+"/tables/t/docs/x", nil).JSON(t, 200, nil)
+	n.c.Do("POST", base+"/batch", `{"table":"t","inserts":[{"id":"y","doc":{}}]}`).JSON(t, 200, nil)
+	if r := n.batch("t", "", `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]}]}`); r.Status != 201 {
+		t.Fatalf("concurrent change: %d %s", r.Status, r.Body)
+	}
+	first := n.c.Do("POST", base+"/commit", nil, "Idempotency-Key", "c1")
+	p := first.Problem(t, 409)
+	if p.Code != "transaction_conflict" || p.Outcome != "aborted" || p.RetryWith != "none" || !p.Members["retry"] ||
+		!strings.Contains(string(first.Body), `"retry":"new_session"`) {
+		t.Fatalf("aborted commit: %s, want transaction_conflict, retry_with none, retry new_session", first.Body)
+	}
+	for _, key := range []string{"c1", "c2"} {
+		again := n.c.Do("POST", base+"/commit", nil, "Idempotency-Key", key)
+		if again.Status != 409 || !bytes.Equal(again.Body, first.Body) {
+			t.Fatalf("commit again under %s: %d %s, want %s", key, again.Status, again.Body, first.Body)
+		}
+	}
+	var view struct {
+		State  string `json:"state"`
+		Commit struct {
+			Key, TransactionID, Outcome, Code string
+		} `json:"commit"`
+	}
+	n.c.Do("GET", base, nil).JSON(t, 200, &view)
+	if view.State != "committed" || view.Commit.Outcome != "aborted" || view.Commit.Code != "transaction_conflict" {
+		t.Fatalf("session view %+v, want its commit's outcome aborted (transaction_conflict)", view)
+	}
+	var rv receiptView
+	var raw struct {
+		Envelope struct {
+			Retry string `json:"retry"`
+		} `json:"envelope"`
+	}
+	r := n.c.Do("GET", base+"/receipt", nil)
+	r.JSON(t, 200, &rv)
+	r.JSON(t, 200, &raw)
+	if rv.State != "terminal" || rv.TransactionID != p.TransactionID || rv.Envelope == nil || rv.Envelope.Outcome != "aborted" ||
+		rv.Envelope.RetryWith != "none" || raw.Envelope.Retry != "new_session" {
+		t.Fatalf("the commit's receipt: %s", r.Body)
+	}
+	other := n.beginSession(n.c)
+	if p := n.c.Do("GET", "/v1/sessions/"+other.ID+"/receipt", nil).Problem(t, 404); p.Code != "receipt_not_found" {
+		t.Fatalf("receipt of a session without a commit: %+v", p)
+	}
+	if p := n.c.Do("GET", "/v1/tables/t/docs/y", nil).Problem(t, 404); p.Code != "document_not_found" {
+		t.Fatalf("the aborted session's write applied: %+v", p)
 	}
 }

@@ -182,6 +182,12 @@ type Session struct {
 	Result   table.Result
 	Key      string // committed: the Idempotency-Key of its commit
 	TxnID    string // committed: its commit's transaction
+	// Outcome and Code are those of its commit's receipt (SessionInfo):
+	// State SessionCommitted says the commit was asked for, Outcome
+	// whether it committed — committed, aborted, not_applied, or pending
+	// while it is not terminal; "" once the receipt is gone.
+	Outcome  string
+	Code     code.Code
 	Retained time.Time
 }
 

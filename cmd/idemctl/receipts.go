@@ -18,13 +18,14 @@ import (
 
 var receiptsCommand = command{
 	name:     "receipts",
-	synopsis: "[-server URL] [-token-file FILE] list|get|resolve ...",
+	synopsis: "[-server URL] [-token-file FILE] list|get|session|resolve ...",
 	summary:  "see and unstick receipts on a running server",
 	doc: "Against a running idemd (its HTTP API):\n\n" +
 		"  list [-state pending|started|mutable|terminal] [-older-than D] [-principal P | -all] [-limit N] [-json]\n" +
 		"      the caller's receipts by state and age (an operator's, with -principal or -all, anyone's),\n" +
 		"      following the server's cursor up to -limit\n" +
 		"  get TABLE KEY           one receipt: its state, outcome and expiry\n" +
+		"  session SESSION_ID      the receipt of a session's commit (bound to no table, so get cannot name it)\n" +
 		"  resolve TXN_ID          resolve a stuck started receipt (operators only): the decision in force,\n" +
 		"                          or a presumed abort through the decision's create-if-absent\n\n" +
 		"The bearer token is read from -token-file, else $IDEM_TOKEN (none: a server without tokens).\n" +
@@ -110,7 +111,7 @@ func runReceipts(c command, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	sub := map[string]func(*client, command, []string, io.Writer, io.Writer) int{
-		"list": receiptsList, "get": receiptsGet, "resolve": receiptsResolve,
+		"list": receiptsList, "get": receiptsGet, "session": receiptsSession, "resolve": receiptsResolve,
 	}[rest[0]]
 	if sub == nil {
 		fmt.Fprintf(stderr, "idemctl receipts: unknown subcommand %q (list, get, resolve)\n", rest[0])
@@ -203,6 +204,20 @@ func receiptsGet(cl *client, c command, args []string, stdout, stderr io.Writer)
 	var v json.RawMessage
 	if err := cl.do("GET", "/v1/receipts/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), &v); err != nil {
 		return refused(stderr, "get", err)
+	}
+	return printIndented(stdout, v)
+}
+
+// receiptsSession prints the receipt of a session's commit
+// (GET /v1/sessions/{id}/receipt).
+func receiptsSession(cl *client, c command, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: idemctl receipts session SESSION_ID")
+		return exitUsage
+	}
+	var v json.RawMessage
+	if err := cl.do("GET", "/v1/sessions/"+url.PathEscape(args[0])+"/receipt", &v); err != nil {
+		return refused(stderr, "session", err)
 	}
 	return printIndented(stdout, v)
 }
