@@ -28,9 +28,10 @@ type Stats struct {
 	Folded         uint64 // expiry entries folded into chunks (expfold.go)
 	Expired        uint64 // 409 idempotency_key_expired answers
 	Resolved       uint64 // started receipts an operator resolved (Resolve)
-	// DocWaits counts new keyed batches that waited for documents another
-	// batch here was committing (doclatch.go); DocWaitsExpired those whose
-	// wait ran out (DocWaitMax), deferred as pending receipts.
+	// DocWaits counts batches that waited for documents another batch
+	// here was committing (doclatch.go); DocWaitsExpired those whose wait
+	// ran out (DocWaitMax): a keyed batch is then deferred as a pending
+	// receipt, a key-less one refused (transaction_conflict).
 	DocWaits, DocWaitsExpired uint64
 	ExecutorBusy              int64 // executor slots in use now
 	// ExecutorBusyReceipts and ExecutorBusySessions split ExecutorBusy by
