@@ -76,6 +76,7 @@ var routePatterns = []string{
 	"POST /v1/admin/receipts/{txn_id}/resolve",
 	"POST /v1/sessions",
 	"GET /v1/sessions/{id}",
+	"GET /v1/sessions/{id}/receipt",
 	"DELETE /v1/sessions/{id}",
 	"POST /v1/sessions/{id}/batch",
 	"GET /v1/sessions/{id}/tables/{table}/docs/{doc}",

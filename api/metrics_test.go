@@ -170,6 +170,7 @@ func TestMetrics_OperatorMetrics(t *testing.T) {
 	n.c.Do("GET", "/v1/sessions/"+sess.ID+"/tables/t/docs/s", nil).JSON(t, 200, nil)
 	n.c.Do("GET", "/v1/sessions/"+sess.ID, nil).JSON(t, 200, nil)
 	n.c.Do("POST", "/v1/sessions/"+sess.ID+"/commit", nil).JSON(t, 201, nil)
+	n.c.Do("GET", "/v1/sessions/"+sess.ID+"/receipt", nil).JSON(t, 200, nil)
 	n.c.Do("DELETE", "/v1/sessions/"+sess.ID, nil).Problem(t, 409)
 	n.c.Do("GET", "/v1/receipts?state=terminal", nil).JSON(t, 200, nil)
 	n.c.Do("POST", "/v1/admin/receipts/00112233445566778899aabbccddeeff/resolve", nil).Problem(t, 404)

@@ -23,6 +23,7 @@ type problem struct {
 	Code          string        `json:"code"`
 	Retryable     bool          `json:"retryable"`
 	RetryWith     string        `json:"retry_with,omitempty"` // keyed answers only
+	Retry         string        `json:"retry,omitempty"`      // new_session: a session commit that did not commit
 	Outcome       string        `json:"outcome,omitempty"`
 	TransactionID string        `json:"transaction_id,omitempty"`
 	Original      *originalJSON `json:"original_receipt,omitempty"` // a 422 key mismatch, a 409 expired key
@@ -145,7 +146,7 @@ func envelopeBody(e receipt.Envelope, orig *receipt.Original) (status int, conte
 	}
 	return e.Status, problemContentType, renderJSON(problem{
 		Type: problemTypeBase + string(e.Code), Title: title(e.Code), Status: e.Status, Detail: e.Message,
-		Code: string(e.Code), Retryable: e.Retryable, RetryWith: string(e.RetryWith),
+		Code: string(e.Code), Retryable: e.Retryable, RetryWith: string(e.RetryWith), Retry: e.Retry,
 		Outcome: e.Outcome, TransactionID: e.TxnID, Original: originalOf(orig), Differences: diffOf(orig),
 	})
 }

@@ -119,6 +119,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 	s.route("POST /v1/admin/receipts/{txn_id}/resolve", auth(s.resolveReceipt))
 	s.route("POST /v1/sessions", auth(s.beginSession))
 	s.route("GET /v1/sessions/{id}", auth(s.getSession))
+	s.route("GET /v1/sessions/{id}/receipt", auth(s.getSessionReceipt))
 	s.route("DELETE /v1/sessions/{id}", auth(s.abortSession))
 	s.route("POST /v1/sessions/{id}/batch", auth(s.stageSession))
 	s.route("GET /v1/sessions/{id}/tables/{table}/docs/{doc}", auth(s.readSessionDoc))

@@ -40,6 +40,10 @@ type sessionJSON struct {
 type commitJSON struct {
 	Key           string `json:"idempotency_key"`
 	TransactionID string `json:"transaction_id"`
+	// Outcome is the commit's: committed, aborted, not_applied, pending
+	// (omitted once its receipt is gone); Code when it did not commit.
+	Outcome string `json:"outcome,omitempty"`
+	Code    string `json:"code,omitempty"`
 }
 
 // stagedJSON is what one table's batch of a stage step did.
@@ -52,7 +56,7 @@ func sessionOut(s receipt.Session) sessionJSON {
 	out := sessionJSON{ID: s.ID, State: s.State.String(), Reason: s.Reason, Created: s.Created.UTC(), Expires: s.Expires.UTC(),
 		Stages: s.Stages, Documents: s.Docs, Writes: s.Writes, Result: s.Result}
 	if s.TxnID != "" {
-		out.Commit = &commitJSON{Key: s.Key, TransactionID: s.TxnID}
+		out.Commit = &commitJSON{Key: s.Key, TransactionID: s.TxnID, Outcome: s.Outcome, Code: string(s.Code)}
 	}
 	if !s.Retained.IsZero() {
 		r := s.Retained.UTC()

@@ -122,6 +122,7 @@ type envelopeJSON struct {
 	Message   string          `json:"message,omitempty"`
 	Retryable bool            `json:"retryable"`
 	RetryWith string          `json:"retry_with,omitempty"`
+	Retry     string          `json:"retry,omitempty"`
 	Result    json.RawMessage `json:"result,omitempty"`
 }
 
@@ -153,6 +154,19 @@ func utcOrNil(t time.Time) *time.Time {
 // receipt for that key.
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 	v, err := s.svc.Lookup(r.Context(), principalOf(r.Context()), r.PathValue("table"), r.PathValue("key"))
+	s.writeReceipt(w, r, v, err)
+}
+
+// getSessionReceipt serves GET /v1/sessions/{id}/receipt: the receipt of
+// the session's commit, as getReceipt shows a keyed batch's (its binding's
+// table is "", which no receipts route can name).
+func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
+	v, err := s.svc.LookupSessionCommit(r.Context(), principalOf(r.Context()), r.PathValue("id"))
+	s.writeReceipt(w, r, v, err)
+}
+
+// writeReceipt answers a receipt lookup.
+func (s *Server) writeReceipt(w http.ResponseWriter, r *http.Request, v receipt.View, err error) {
 	if errors.Is(err, engine.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, "no receipt for this key")
 		return
@@ -172,7 +186,7 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 	}
 	if e := v.Envelope; e != nil {
 		out.Envelope = &envelopeJSON{Status: e.Status, Outcome: e.Outcome, Code: string(e.Code), Message: e.Message,
-			Retryable: e.Retryable, RetryWith: string(e.RetryWith), Result: e.Result}
+			Retryable: e.Retryable, RetryWith: string(e.RetryWith), Retry: e.Retry, Result: e.Result}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

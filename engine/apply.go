@@ -78,10 +78,11 @@ func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 	}
 	for _, l := range links {
 		for _, op := range l.live {
-			db.pending[unsafeString(op.Key)] = pendingWrite{version: l.version, deleted: op.Delete, commit: commit}
+			db.pending[unsafeString(op.Key)] = pendingWrite{version: l.version, deleted: op.Delete, value: op.Value, commit: commit}
 		}
 	}
 	db.mu.Unlock()
+	sequenced(ctx)
 
 	if err := db.awaitDurable(ctx, commit); err != nil {
 		return 0, err

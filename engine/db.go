@@ -72,6 +72,7 @@ type DB struct {
 type pendingWrite struct {
 	version Version
 	deleted bool
+	value   []byte     // the engine-owned value written (GetLatest)
 	commit  wal.Commit // durability of the batch that made this write
 }
 

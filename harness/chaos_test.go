@@ -65,6 +65,11 @@ type chaosVariant struct {
 	// was lost to the crash must reach ("" for no requirement): the
 	// request stopped at the failpoint finishes that way after restart.
 	unknownEnds string
+	// invalidEvery, if set, makes every invalidEvery-th key of a client
+	// also $inc a string (document chaosString): a transform invalid
+	// against the document it finds, the real conflict that is still a
+	// participant's "no" vote once contention is waited out (issue 37).
+	invalidEvery int
 	// args are extra idemd flags of the crashing process.
 	args []string
 }
@@ -82,10 +87,12 @@ var chaosVariants = []chaosVariant{
 	// envelope in one fsync) durable, the caller never told.
 	{name: "chain-durable", fp: fault.TwoPCChainAfter, crashWithin: 10, mode: processCrash},
 	// A participant's "no" vote: abort decision durable with the started
-	// receipt, terminal publication never happened. Reached on the
-	// transaction_conflict path the concurrent $inc on one counter takes;
-	// recovery publishes the exact envelope.
-	{name: "decided-unpublished", fp: fault.ReceiptTerminalBefore, terms: "25%", mode: processCrash, unknownEnds: "aborted"},
+	// receipt, terminal publication never happened. Reached by the keys
+	// that $inc a string (contention on the shared counter is waited out
+	// since issue 37, and no longer votes no); recovery publishes the
+	// exact envelope.
+	{name: "decided-unpublished", fp: fault.ReceiptTerminalBefore, terms: "25%", mode: processCrash, unknownEnds: "aborted",
+		invalidEvery: 4},
 	// The WAL writer dies after an fsync, before anyone was told.
 	{name: "wal-synced-untold", fp: fault.WALSyncAfter, terms: "3%", mode: processCrash, tableFirst: true},
 	// Plain SIGKILL in the middle of the stream.
@@ -99,6 +106,7 @@ const (
 	chaosConvergeFor = 20 * time.Second
 	chaosTable       = "t"
 	chaosCounter     = "c"
+	chaosString      = "str" // a document whose s is a string (chaosVariant.invalidEvery)
 )
 
 // TestChaos_ProcessCrashesAtFailpointsConverge: for each variant, crash a
@@ -146,12 +154,13 @@ func (k *chaosKey) firstTerminal() int {
 
 // stream is the client workload against the crashing process.
 type stream struct {
-	variant string
-	mu      sync.Mutex
-	keys    []*chaosKey
-	stopped chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
+	variant      string
+	invalidEvery int // chaosVariant.invalidEvery
+	mu           sync.Mutex
+	keys         []*chaosKey
+	stopped      chan struct{}
+	wg           sync.WaitGroup
+	once         sync.Once
 
 	answered atomic.Int64
 	reachN   int64
@@ -167,8 +176,12 @@ func (s *stream) newKey(client, n int) *chaosKey {
 	key := fmt.Sprintf("%s-c%d-%03d", s.variant, client, n)
 	// $inc on the shared counter (upsert) and a marker document unique to
 	// the key: the marker exists exactly when the key committed.
-	body := fmt.Sprintf(`{"inserts":[{"id":"m-%s","doc":{"key":%q}}],"transforms":[{"id":%q,"ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`,
-		key, key, chaosCounter)
+	invalid := ""
+	if s.invalidEvery > 0 && n%s.invalidEvery == s.invalidEvery-1 {
+		invalid = fmt.Sprintf(`,{"id":%q,"ops":[{"op":"$inc","path":"s","value":1}]}`, chaosString)
+	}
+	body := fmt.Sprintf(`{"inserts":[{"id":"m-%s","doc":{"key":%q}}],"transforms":[{"id":%q,"ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}%s]}`,
+		key, key, chaosCounter, invalid)
 	k := &chaosKey{key: key, body: body}
 	s.keys = append(s.keys, k)
 	return k
@@ -241,8 +254,11 @@ func runChaos(t *testing.T, v chaosVariant, seed uint64) {
 		c1.Do("PUT", "/v1/tables/"+chaosTable, nil).JSON(t, 201, nil)
 	}
 
+	if v.invalidEvery > 0 {
+		c1.Do("POST", "/v1/tables/"+chaosTable+"/batch", `{"inserts":[{"id":"`+chaosString+`","doc":{"s":"not a number"}}]}`).JSON(t, 201, nil)
+	}
 	s := &stream{variant: v.name, stopped: make(chan struct{}), reached: make(chan struct{}),
-		reachN: 8 + rng.Int64N(33)}
+		reachN: 8 + rng.Int64N(33), invalidEvery: v.invalidEvery}
 	t.Cleanup(s.stop) // never leave a client running past the test
 	s.run(c1)
 	timer := time.NewTimer(chaosCrashWait)

@@ -46,6 +46,10 @@ type attempt struct {
 	// that write is durable.
 	alongside func(b *engine.Batch) error
 	published func()
+	// unlatch, if set, gives back the document latches a new receipt took
+	// (doclatch.go); it may be called more than once. A receipt committed
+	// in one write gives them back as soon as that write is sequenced.
+	unlatch func()
 	// final is the terminal record the latest terminal write built: its
 	// retention and protection are the promise of the answer it produced.
 	final *Record

@@ -3,6 +3,7 @@ package receipt
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/idemdb/idem/code"
@@ -43,6 +44,15 @@ func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadli
 		return l.createPending(ctx, a)
 	}
 	defer l.release(sl)
+	// The documents' latches once a slot is held (doclatch.go: no one
+	// waits for a slot holding a latch). A wait that runs out defers the
+	// batch as a pending receipt, as a full executor does.
+	unlock, ok := l.latchDocs(ctx, txn)
+	if !ok {
+		return l.createPending(ctx, a)
+	}
+	a.unlatch = sync.OnceFunc(unlock)
+	defer a.unlatch()
 	return l.createStarted(ctx, a, txn)
 }
 
@@ -137,7 +147,14 @@ func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn
 	_, chains := l.store.(engine.Chainer)
 	once := chains && !l.opts.SeparateDecide && l.coord.Direct(txn)
 	if once {
-		if ans, done, err := l.createTerminal(ctx, a, txn); done {
+		// One write commits it all: once it is sequenced, the next batch
+		// on its documents may stage on it (engine.LatestReader) and
+		// share its fsync (docs/receipts.md, "Hot documents").
+		octx := ctx
+		if a.unlatch != nil {
+			octx = engine.OnSequenced(ctx, a.unlatch)
+		}
+		if ans, done, err := l.createTerminal(octx, a, txn); done {
 			return ans, err
 		}
 		// Nothing was written: Begin and Decide tell apart whatever

@@ -25,6 +25,28 @@ type Envelope struct {
 	RetryWith code.RetryWith
 	TxnID     string
 	Result    json.RawMessage // committed: {"inserted":n,"deleted":n,"transformed":n}
+	// Retry, when set, names what a client must make anew to try again,
+	// beyond the key: RetryNewSession for a session's commit that did not
+	// commit (its RetryWith is then none: the session is ended, and a
+	// commit under any key answers the same).
+	Retry string
+}
+
+// RetryNewSession is Envelope.Retry of a session commit that aborted or
+// was not applied: the way forward is a new session.
+const RetryNewSession = "new_session"
+
+// sessionCommitEnvelope is e as a session's commit answers it (issue 37):
+// a session has one commit, so an outcome other than committed can be
+// tried again only in a new session — not with a new key, which would
+// replay the same answer. The stored envelope keeps the code's retry_with;
+// every answer and view of a commit receipt goes through here, so the
+// first answer and every replay say the same.
+func sessionCommitEnvelope(e Envelope) Envelope {
+	if e.Outcome == OutcomeAborted || e.Outcome == OutcomeNotApplied {
+		e.RetryWith, e.Retry = code.None, RetryNewSession
+	}
+	return e
 }
 
 func fromCode(c code.Code, msg, txnID, outcome string) Envelope {
@@ -63,8 +85,12 @@ const (
 // the generic fallback.
 func EnvelopeOf(r *Record, txnID string) Envelope {
 	if se := r.Envelope; se != nil {
-		return Envelope{Status: se.Status, Outcome: se.Outcome, Code: code.Code(se.Code), Message: se.Message,
+		e := Envelope{Status: se.Status, Outcome: se.Outcome, Code: code.Code(se.Code), Message: se.Message,
 			Retryable: se.Retryable, RetryWith: code.RetryWith(se.RetryWith), TxnID: txnID, Result: se.Result}
+		if r.Session != "" {
+			e = sessionCommitEnvelope(e)
+		}
+		return e
 	}
 	if r.Outcome == OutcomeCommitted {
 		return Envelope{Status: 201, Outcome: OutcomeCommitted, RetryWith: code.None, TxnID: txnID,

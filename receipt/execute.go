@@ -10,6 +10,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
 )
 
 // Request is one keyed batch.
@@ -233,7 +234,12 @@ func (l *lifecycle) takeOver(ctx context.Context, a *attempt, deadline time.Time
 			return l.refuseExecutor(a.id), nil
 		}
 		defer l.release(sl)
-		return l.start(ctx, a, l.replan)
+		plan, unlock, ok := l.planLatched(ctx, a, true)
+		if !ok {
+			return l.refuseExecutor(a.id), nil // still pending: a retry runs it
+		}
+		defer unlock()
+		return l.start(ctx, a, plan)
 	}
 	return l.reconcile(ctx, a)
 }
@@ -250,5 +256,14 @@ func (s *Service) ExecuteFast(ctx context.Context, principal, tbl string, b *tab
 	if err != nil {
 		return table.Result{}, err
 	}
+	// The same latches as keyed batches (doclatch.go): a key-less write
+	// of a document a keyed batch is committing waits for it, rather than
+	// fail its conditions or meet its intents.
+	unlock, ok := s.latchDocs(ctx, twopc.Txn{Participants: participantsOf(plan)})
+	if !ok {
+		return table.Result{}, code.Errorf(code.TransactionConflict,
+			"documents of the batch stayed held by other transactions for %v", DocWaitMax)
+	}
+	defer unlock()
 	return s.tables.ApplyFast(ctx, plan)
 }

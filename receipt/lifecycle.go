@@ -45,6 +45,9 @@ type lifecycle struct {
 	dropQ        []stepDrop // ended sessions whose steps maintenance deletes
 
 	flights flightSet
+	// docs are the latches of documents new receipts here are
+	// committing (doclatch.go): contention on a document is waited out.
+	docs docLatches
 
 	// replan plans a pending receipt from the request it stores, for a
 	// successor or a retry that executes it (Service.planStored).

@@ -197,7 +197,16 @@ func (l *lifecycle) advance(ctx context.Context, a *attempt, ms *MaintainStats) 
 			ms.Deferred++
 			return
 		}
-		ans, err := l.start(ctx, a, l.replan)
+		// So are the documents' latches: one a keyed batch holds now
+		// defers it the same way.
+		plan, unlock, ok := l.planLatched(ctx, a, false)
+		if !ok {
+			l.release(sl)
+			ms.Deferred++
+			return
+		}
+		ans, err := l.start(ctx, a, plan)
+		unlock()
 		l.release(sl)
 		l.countMaintained("start", a, ans, err, ms)
 	case stepReconcile:

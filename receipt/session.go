@@ -171,17 +171,23 @@ func ValidSessionID(id string) bool {
 
 // Session is what a caller learns about a session.
 type Session struct {
-	ID       string
-	State    SessionState
-	Reason   string // aborted: why
-	Created  time.Time
-	Expires  time.Time
-	Stages   int
-	Docs     int // documents read or written
-	Writes   int // documents written
-	Result   table.Result
-	Key      string // committed: the Idempotency-Key of its commit
-	TxnID    string // committed: its commit's transaction
+	ID      string
+	State   SessionState
+	Reason  string // aborted: why
+	Created time.Time
+	Expires time.Time
+	Stages  int
+	Docs    int // documents read or written
+	Writes  int // documents written
+	Result  table.Result
+	Key     string // committed: the Idempotency-Key of its commit
+	TxnID   string // committed: its commit's transaction
+	// Outcome and Code are those of its commit's receipt (SessionInfo):
+	// State SessionCommitted says the commit was asked for, Outcome
+	// whether it committed — committed, aborted, not_applied, or pending
+	// while it is not terminal; "" once the receipt is gone.
+	Outcome  string
+	Code     code.Code
 	Retained time.Time
 }
 

@@ -49,7 +49,18 @@ type CommitRequest struct {
 // request), in progress, adopted — as Execute does for a keyed batch. A
 // commit whose optimistic reads no longer hold is a coordinator-proven
 // abort, 409 transaction_conflict, stored and replayed like any outcome.
+//
+// A commit that aborted or was not applied answers retry_with none and
+// Retry RetryNewSession (sessionCommitEnvelope).
 func (s *Service) CommitSession(ctx context.Context, req CommitRequest) (Answer, error) {
+	ans, err := s.commitSession(ctx, req)
+	if ans.Terminal {
+		ans.Envelope = sessionCommitEnvelope(ans.Envelope)
+	}
+	return ans, err
+}
+
+func (s *Service) commitSession(ctx context.Context, req CommitRequest) (Answer, error) {
 	key := req.Key
 	if key == "" {
 		key = req.Session

@@ -174,5 +174,22 @@ func (s *Service) SessionInfo(ctx context.Context, principal, id string) (Sessio
 	if err != nil {
 		return Session{}, err
 	}
-	return sessionOf(id, rec), nil
+	out := sessionOf(id, rec)
+	if rec.State == SessionCommitted && rec.TxnID != "" {
+		// The session's state says its commit was asked for; the commit's
+		// receipt says how it ended (issue 37: an aborted commit must not
+		// read as committed).
+		v, err := s.lookupID(ctx, rec.TxnID)
+		switch {
+		case err == nil && v.State == Terminal:
+			out.Outcome, out.Code = v.Outcome, v.Envelope.Code
+		case err == nil && v.State == Expired:
+			out.Outcome = v.Outcome
+		case err == nil:
+			out.Outcome = OutcomePending
+		case !errors.Is(err, engine.ErrNotFound):
+			return Session{}, err
+		}
+	}
+	return out, nil
 }

@@ -3,6 +3,9 @@ package receipt
 import (
 	"context"
 	"errors"
+	"time"
+
+	"github.com/idemdb/idem/code"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
@@ -43,6 +46,37 @@ func (l *lifecycle) start(ctx context.Context, a *attempt, plan planner) (Answer
 	b.AtVersion(receiptKey(a.id), a.ver).Put(receiptKey(a.id), val)
 	lease.PutExpiry(b, a.id, a.until)
 	return l.begin(ctx, a, txn, &started, b)
+}
+
+// planLatched plans pending receipt a from its stored request and takes
+// its documents' latches (doclatch.go); the caller holds the executor
+// slot start needs (no one waits for a slot holding a latch). wait=false takes
+// them only if they are free now (maintenance, which moves on rather than
+// stall its pass). The planner it returns is the plan made; unlock gives
+// the latches back. ok=false: the latches are busy, nothing is held.
+func (l *lifecycle) planLatched(ctx context.Context, a *attempt, wait bool) (plan planner, unlock func(), ok bool) {
+	txn, refusal, err := l.replan(ctx, a)
+	plan = func(context.Context, *attempt) (twopc.Txn, *code.Error, error) { return txn, refusal, err }
+	if refusal != nil || err != nil {
+		return plan, func() {}, true // start answers them
+	}
+	if wait {
+		unlock, ok = l.latchDocs(ctx, txn)
+		return plan, unlock, ok
+	}
+	keys := latchKeys(txn)
+	if !l.docs.lock(ctx, keys, firedAlready) {
+		return nil, nil, false
+	}
+	return plan, func() { l.docs.unlock(keys) }, true
+}
+
+// firedAlready is a timeout that has passed: a latch wait that gives up
+// at once when the latch is busy.
+func firedAlready() <-chan time.Time {
+	ch := make(chan time.Time)
+	close(ch)
+	return ch
 }
 
 // begin writes Begin together with `with`, the write that makes the receipt

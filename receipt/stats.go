@@ -28,7 +28,12 @@ type Stats struct {
 	Folded         uint64 // expiry entries folded into chunks (expfold.go)
 	Expired        uint64 // 409 idempotency_key_expired answers
 	Resolved       uint64 // started receipts an operator resolved (Resolve)
-	ExecutorBusy   int64  // executor slots in use now
+	// DocWaits counts batches that waited for documents another batch
+	// here was committing (doclatch.go); DocWaitsExpired those whose wait
+	// ran out (DocWaitMax): a keyed batch is then deferred as a pending
+	// receipt, a key-less one refused (transaction_conflict).
+	DocWaits, DocWaitsExpired uint64
+	ExecutorBusy              int64 // executor slots in use now
 	// ExecutorBusyReceipts and ExecutorBusySessions split ExecutorBusy by
 	// what holds the slots: receipts (keyed batches and session commits),
 	// and the steps of open sessions.
@@ -47,6 +52,7 @@ type counters struct {
 	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
 	tombstoned, tombsCleaned, folded, expired, resolved atomic.Uint64
+	docWaitsExpired                                     atomic.Uint64
 	sessBegun, sessCommitted, sessAborted, sessExpired  atomic.Uint64
 	refused                                             [refusalKinds]atomic.Uint64
 }
@@ -64,6 +70,7 @@ func (s *Service) Stats() Stats {
 		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
 		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Folded: c.folded.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
+		DocWaits: s.docs.waited.Load(), DocWaitsExpired: c.docWaitsExpired.Load(),
 		ExecutorBusy:         int64(len(s.exec)),
 		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
 		ExecutorBusySessions: s.busy[lease.KindSession].Load(),

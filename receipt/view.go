@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/table"
 )
@@ -35,7 +36,25 @@ func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View,
 	if !table.ValidTableName(tbl) {
 		return View{}, table.InvalidTableName(tbl)
 	}
-	id := Bind(principal, tbl, key)
+	return s.lookupID(ctx, Bind(principal, tbl, key))
+}
+
+// LookupSessionCommit is Lookup of the receipt of session id's commit
+// (its binding's table is "", which Lookup refuses): engine.ErrNotFound
+// while the session has no commit.
+func (s *Service) LookupSessionCommit(ctx context.Context, principal, id string) (View, error) {
+	rec, _, err := s.loadSession(ctx, principal, id)
+	if err != nil {
+		return View{}, err
+	}
+	if rec.TxnID == "" {
+		return View{}, engine.ErrNotFound
+	}
+	return s.lookupID(ctx, rec.TxnID)
+}
+
+// lookupID is Lookup of the receipt bound as id.
+func (s *Service) lookupID(ctx context.Context, id string) (View, error) {
 	rec, _, tomb, err := s.loadOrTomb(ctx, id)
 	if err != nil {
 		return View{}, err

@@ -8,8 +8,17 @@ import (
 
 // StageDirect stages the shard's documents as Prepare does and counts what
 // AppendDirect adds (twopc.DirectCommitter).
+//
+// It reads the documents' newest sequenced versions (engine.LatestReader),
+// durable or not: a direct commit is one write, conditioned on those
+// versions and sequenced after them, so it is never durable without them
+// — and its answer waits for it. This is what lets a keyed batch stage on
+// the one before it while that one waits for its fsync (issue 37).
 func (s *Shard) StageDirect(ctx context.Context, txnID string) (conds, ops int, err error) {
-	if err := s.stageAll(ctx); err != nil {
+	s.latest = true
+	err = s.stageAll(ctx)
+	s.latest = false
+	if err != nil {
 		return 0, 0, err
 	}
 	conds = 1 // the table as planned

@@ -30,6 +30,9 @@ type Shard struct {
 	// versions it saw (kindPut, kindRead), so a changed document is a
 	// final no, not worth a fresh Prepare.
 	fixed bool
+	// latest: stage reads documents' newest sequenced versions, durable
+	// or not (StageDirect says when that is safe).
+	latest bool
 
 	// What Prepare staged, and the version Begin wrote it at (0 until the
 	// coordinator reports it): Resolve then needs no reads.
@@ -58,6 +61,17 @@ func (s *Shard) docKeys(id string) (doc, intent []byte) {
 	}
 	doc, intent, s.keyBuf = appendDocKeys(s.keyBuf, s.meta.ID, sh, id)
 	return doc, intent
+}
+
+// DocKeys appends the keys of the shard's documents to dst, as strings:
+// what a keyed batch latches in its process so that batches on one
+// document wait for each other instead of failing each other's
+// conditions (receipt/doclatch.go).
+func (s *Shard) DocKeys(dst []string) []string {
+	for _, w := range s.docs {
+		dst = append(dst, string(docKey(s.meta.ID, s.shard, w.id)))
+	}
+	return dst
 }
 
 // metaKey is the key of the shard's table metadata.
@@ -142,10 +156,13 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 		st.base, st.condOnBase, st.read = w.base, true, true
 		return st, nil
 	}
-	store := s.tables.store
+	get := s.tables.store.Get
+	if lr, ok := s.tables.store.(engine.LatestReader); ok && s.latest {
+		get = lr.GetLatest
+	}
 	var cur []byte
 	if w.kind != kindInsert { // an insert replaces whatever is there: no read
-		if it, err := store.Get(ctx, st.docKey); err == nil {
+		if it, err := get(ctx, st.docKey); err == nil {
 			st.base, cur = it.Version, it.Value
 		} else if !errors.Is(err, engine.ErrNotFound) {
 			return st, err

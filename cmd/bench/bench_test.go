@@ -138,7 +138,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	}
 	for _, c := range []string{"1", "2"} {
 		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c, "twopc/twopc-2w/"+c,
-			"receipts/keyed/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/replay-vlog/"+c,
+			"receipts/keyed/"+c, "receipts/keyed-hot/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/replay-vlog/"+c,
 			"receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
 			"http/http-floor/"+c, "http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)

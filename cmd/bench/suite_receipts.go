@@ -15,8 +15,8 @@ func init() {
 	register(Suite{
 		Name:  "receipts",
 		Rank:  40,
-		Doc:   "receipt.Service: keyed Execute, the keyed-floor (a keyed request's recorded writes as one Apply), ExecuteFast, replay of terminal keys, sessions of 10 staged batches next to 10 keyed batches (+ renewal and reopen unless those suites run)",
-		Cases: []string{"keyed", caseKeyedFloor, "fast", "replay", caseKeyed10x, caseSession, "renewal", "reopen"},
+		Doc:   "receipt.Service: keyed Execute, keyed-hot (each request also $incs one shared document; aborts_per_op), the keyed-floor (a keyed request's recorded writes as one Apply), ExecuteFast, replay of terminal keys, sessions of 10 staged batches next to 10 keyed batches (+ renewal and reopen unless those suites run)",
+		Cases: []string{"keyed", caseKeyedHot, caseKeyedFloor, "fast", "replay", caseKeyed10x, caseSession, "renewal", "reopen"},
 		Run:   runReceipts,
 	})
 }
@@ -53,6 +53,13 @@ func runReceipts(env *Env) error {
 				return fail(err)
 			}
 			results = append(results, &r)
+		}
+	}
+	if env.Want(caseKeyedHot) {
+		rs, err := keyedHotCases(env)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
 		}
 	}
 	if env.Want(caseKeyedFloor) {

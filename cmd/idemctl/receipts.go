@@ -18,13 +18,15 @@ import (
 
 var receiptsCommand = command{
 	name:     "receipts",
-	synopsis: "list|get|resolve ... [-server URL] [-token-file FILE]",
+	synopsis: "list|get|session|resolve ... [-server URL] [-token-file FILE]",
 	summary:  "see and unstick receipts on a running server",
 	doc: "Against a running idemd (its HTTP API):\n\n" +
 		"  list [-state all|pending|started|mutable|terminal] [-older-than D] [-principal P | -all] [-limit N] [-json]\n" +
 		"      the caller's receipts by state and age (an operator's, with -principal or -all, anyone's),\n" +
 		"      every state unless -state says, following the server's cursor up to -limit\n" +
 		"  get TABLE KEY           one receipt: its state, outcome and expiry\n" +
+		"  session SESSION_ID      the receipt of a session's commit\n" +
+		"  session SESSION_ID      the receipt of a session's commit (bound to no table, so get cannot name it)\n" +
 		"  resolve TXN_ID          resolve a stuck started receipt (operators only): the decision in force,\n" +
 		"                          or a presumed abort through the decision's create-if-absent\n\n" +
 		"Flags go before or after the verb. The bearer token is read from -token-file, else $IDEM_TOKEN\n" +
@@ -43,6 +45,7 @@ type receiptsVerb struct {
 var receiptsVerbs = []receiptsVerb{
 	{"list", listFlags},
 	{"get", func(*flag.FlagSet) func(*client, []string, io.Writer, io.Writer) int { return receiptsGet }},
+	{"session", func(*flag.FlagSet) func(*client, []string, io.Writer, io.Writer) int { return receiptsSession }},
 	{"resolve", func(*flag.FlagSet) func(*client, []string, io.Writer, io.Writer) int { return receiptsResolve }},
 }
 
@@ -103,7 +106,7 @@ func runReceipts(c command, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if at >= 0 {
-			fmt.Fprintf(stderr, "idemctl receipts: unknown subcommand %q (list, get, resolve)\n", args[at])
+			fmt.Fprintf(stderr, "idemctl receipts: unknown subcommand %q (list, get, session, resolve)\n", args[at])
 		} else {
 			receiptsUsage(c, stderr)
 		}
@@ -292,6 +295,20 @@ func receiptsGet(cl *client, args []string, stdout, stderr io.Writer) int {
 	var v json.RawMessage
 	if err := cl.do("GET", "/v1/receipts/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]), &v); err != nil {
 		return refused(stderr, "get", err)
+	}
+	return printIndented(stdout, v)
+}
+
+// receiptsSession prints the receipt of a session's commit
+// (GET /v1/sessions/{id}/receipt).
+func receiptsSession(cl *client, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: idemctl receipts session SESSION_ID")
+		return exitUsage
+	}
+	var v json.RawMessage
+	if err := cl.do("GET", "/v1/sessions/"+url.PathEscape(args[0])+"/receipt", &v); err != nil {
+		return refused(stderr, "session", err)
 	}
 	return printIndented(stdout, v)
 }

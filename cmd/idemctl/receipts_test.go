@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -117,4 +118,48 @@ func TestReceipts_AnOperatorFindsAndResolvesAStuckReceipt(t *testing.T) {
 	expectExit(t, exitUsage, append(ops, "list", "-bogus")...)
 	expectExit(t, exitUsage, append(ops, "frobnicate")...)
 	expectExit(t, exitUsage, append(ops, "resolve")...)
+}
+
+// TestReceipts_SessionCommitReceipt: a session commit's receipt, bound
+// to no table, is found by its session (issue 37); a session without a
+// commit is the server's receipt_not_found (exit 1).
+func TestReceipts_SessionCommitReceipt(t *testing.T) {
+	base, _ := serve(t)
+	post := func(path, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok-a")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("POST %s: %d %v", path, resp.StatusCode, out)
+		}
+		return out
+	}
+	sess := post("/v1/sessions", "")["session_id"].(string)
+	open := post("/v1/sessions", "")["session_id"].(string)
+	post("/v1/sessions/"+sess+"/batch", `{"table":"t","inserts":[{"id":"s","doc":{}}]}`)
+	post("/v1/sessions/"+sess+"/commit", "")
+	alice := []string{"receipts", "-server", base, "-token-file", tokenFile(t, "tok-a")}
+	var v struct {
+		TransactionID string `json:"transaction_id"`
+		State         string `json:"state"`
+		Outcome       string `json:"outcome"`
+	}
+	if err := json.Unmarshal([]byte(expectExit(t, exitOK, append(alice, "session", sess)...)), &v); err != nil ||
+		v.State != "terminal" || v.Outcome != "committed" || v.TransactionID != receipt.Bind("alice", "", sess) {
+		t.Fatalf("session receipt: %+v %v", v, err)
+	}
+	if out := expectExit(t, exitDamage, append(alice, "session", open)...); !strings.Contains(out, "receipt_not_found") {
+		t.Fatalf("a session without a commit:\n%s", out)
+	}
+	expectExit(t, exitUsage, append(alice, "session")...)
 }

@@ -43,6 +43,15 @@ type Options struct {
 	// Backoff, if set, replaces the wait before retry n (from 1); the
 	// server's Retry-After still wins when longer. Tests use it.
 	Backoff func(n int) time.Duration
+	// ConflictRetries, when positive, opts in to trying a batch again
+	// under a new Idempotency-Key after a transaction_conflict abort
+	// (outcome aborted, retry_with new_key: the server proved nothing
+	// applied), at most this many times — and to RunSession beginning a
+	// new session after a commit that answers retry new_session. Off by
+	// default (0): the key's first answer stands, and deciding to send the
+	// request again is the caller's. Each retry is a new request; the
+	// Result's Key names the one that committed.
+	ConflictRetries int
 }
 
 // Client talks to one idemd.
@@ -109,10 +118,29 @@ func (c *Client) Batch(ctx context.Context, table string, batch any, o *BatchOpt
 	if key == "" {
 		key = newKey()
 	}
-	params := &idemapi.BatchParams{IdempotencyKey: &key, Prefer: preferWait(o.Wait)}
-	return c.keyed(ctx, key, func() (*http.Response, error) {
-		return c.api.BatchWithBody(ctx, table, params, "application/json", bytes.NewReader(body))
-	})
+	for n := 0; ; n++ {
+		params := &idemapi.BatchParams{IdempotencyKey: &key, Prefer: preferWait(o.Wait)}
+		res, err := c.keyed(ctx, key, func() (*http.Response, error) {
+			return c.api.BatchWithBody(ctx, table, params, "application/json", bytes.NewReader(body))
+		})
+		if !conflictAborted(err) || n >= c.opts.ConflictRetries {
+			return res, err
+		}
+		if werr := c.pause(ctx, n+1); werr != nil {
+			return nil, errors.Join(werr, err)
+		}
+		key = newKey() // the opted-in retry: a new request
+	}
+}
+
+// pause waits the backoff before retry n, or until ctx ends.
+func (c *Client) pause(ctx context.Context, n int) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(c.backoff(n)):
+		return nil
+	}
 }
 
 // keyed sends a keyed call under key (retried as the package comment
@@ -273,6 +301,7 @@ func problemOf(resp *http.Response, b []byte) *Error {
 		Detail        string `json:"detail"`
 		Retryable     bool   `json:"retryable"`
 		RetryWith     string `json:"retry_with"`
+		Retry         string `json:"retry"`
 		TransactionID string `json:"transaction_id"`
 		Outcome       string `json:"outcome"`
 	}
@@ -280,7 +309,7 @@ func problemOf(resp *http.Response, b []byte) *Error {
 		return &Error{Status: resp.StatusCode, Code: idemapi.ErrorCodeInternal, Detail: fmt.Sprintf("not a problem answer: %.200s", b)}
 	}
 	return &Error{Status: resp.StatusCode, Code: idemapi.ErrorCode(p.Code), Detail: p.Detail, Retryable: p.Retryable,
-		RetryWith: p.RetryWith, TransactionID: p.TransactionID, Outcome: p.Outcome}
+		RetryWith: p.RetryWith, Retry: p.Retry, TransactionID: p.TransactionID, Outcome: p.Outcome}
 }
 
 // newKey is a fresh Idempotency-Key: 128 random bits, hex.

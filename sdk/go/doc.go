@@ -13,6 +13,15 @@
 //     sentinel per code (ErrTableNotFound, ErrKeyMismatch, …).
 //   - A Result says whether it was replayed (Idempotent-Replayed) and
 //     names its transaction.
+//   - A transaction_conflict abort (retry_with new_key: nothing applied)
+//     is returned as it is: the key's first answer stands. Options.
+//     ConflictRetries opts in to sending the batch again under a new key,
+//     that many times at most (Result.Key names the key that committed).
+//   - A session commit that aborted answers retry_with none and Retry
+//     "new_session" (Error.NewSessionNeeded): a session has one commit.
+//     Client.RunSession runs a function in a session and commits it; with
+//     ConflictRetries it runs it again in a new session after such an
+//     answer. Session.Info's CommitOutcome says how a commit ended.
 //
 // An interactive session (Client.BeginSession) stages batches on one or
 // more tables, reads its own writes, and commits them all at once, exactly

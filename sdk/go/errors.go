@@ -15,6 +15,23 @@ type Error struct {
 	RetryWith     string // "same_key", "new_key", "none", or "" on an unkeyed answer
 	TransactionID string // the transaction the key is bound to, if any
 	Outcome       string // committed, aborted, not_applied, pending, or ""
+	// Retry names what must be made anew to try again, beyond the key:
+	// "new_session" on a session commit that aborted or was not applied
+	// (RetryWith is then "none": a session has one commit). "" otherwise.
+	Retry string
+}
+
+// NewSessionNeeded reports whether the answer says that only a new
+// session can try again (Retry "new_session"); Client.RunSession acts on
+// it when Options.ConflictRetries allows.
+func (e *Error) NewSessionNeeded() bool { return e.Retry == "new_session" }
+
+// conflictAborted reports whether err is a batch's proven abort for a
+// conflict, which a new key may try again: transaction_conflict, outcome
+// aborted (nothing applied), retry_with new_key.
+func conflictAborted(err error) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == idemapi.ErrorCodeTransactionConflict && e.Outcome == "aborted" && e.RetryWith == "new_key"
 }
 
 func (e *Error) Error() string {

@@ -217,3 +217,61 @@ func TestRetry_SessionCallsRetryOnlyWhatIsSafe(t *testing.T) {
 }
 
 var errLost = errors.New("a transport error")
+
+// TestRetry_ConflictsOnlyWhenOptedIn: a batch's transaction_conflict
+// abort (retry_with new_key) is tried again under a new key only with
+// Options.ConflictRetries, at most that many times; by default the key's
+// first answer stands.
+func TestRetry_ConflictsOnlyWhenOptedIn(t *testing.T) {
+	conflict := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(409)
+		w.Write([]byte(`{"code":"transaction_conflict","retryable":true,"retry_with":"new_key","transaction_id":"t1","outcome":"aborted"}`))
+	}
+	ok := func(w http.ResponseWriter) {
+		w.WriteHeader(201)
+		w.Write([]byte(`{"inserted":1,"deleted":0,"transformed":0}`))
+	}
+	for _, c := range []struct {
+		name    string
+		retries int
+		script  []func(http.ResponseWriter)
+		calls   int
+		wantErr error
+	}{
+		{"off by default", 0, []func(http.ResponseWriter){conflict, ok}, 1, ErrTransactionConflict},
+		{"opted in: a new key, then the commit", 2, []func(http.ResponseWriter){conflict, conflict, ok}, 3, nil},
+		{"opted in, past the retries", 1, []func(http.ResponseWriter){conflict, conflict, ok}, 2, ErrTransactionConflict},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var keys []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys = append(keys, r.Header.Get("Idempotency-Key"))
+				n := len(keys) - 1
+				mu.Unlock()
+				c.script[min(n, len(c.script)-1)](w)
+			}))
+			defer srv.Close()
+			cl, err := New(srv.URL, Options{ConflictRetries: c.retries, Backoff: func(int) time.Duration { return time.Millisecond }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cl.Batch(context.Background(), "t", map[string]any{"deletes": []string{"x"}}, nil)
+			if c.wantErr == nil && err != nil || c.wantErr != nil && !errors.Is(err, c.wantErr) {
+				t.Fatalf("err %v, want %v", err, c.wantErr)
+			}
+			distinct := map[string]bool{}
+			for _, k := range keys {
+				distinct[k] = true
+			}
+			if len(keys) != c.calls || len(distinct) != c.calls {
+				t.Fatalf("%d calls with keys %v, want %d calls each with its own key", len(keys), keys, c.calls)
+			}
+			if err == nil && res.Key != keys[len(keys)-1] {
+				t.Fatalf("result key %q, want the one that committed, %q", res.Key, keys[len(keys)-1])
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -57,8 +58,13 @@ type SessionInfo struct {
 	Stages, Documents, Writes int
 	// Result is what its staged batches did, summed.
 	Result idemapi.BatchResult
-	// CommitKey and TransactionID name a committed session's commit.
+	// CommitKey and TransactionID name a committed session's commit
+	// (State committed: its commit was asked for); CommitOutcome says how
+	// it ended — committed, aborted, not_applied, or pending — and
+	// CommitCode why, when it did not commit.
 	CommitKey, TransactionID string
+	CommitOutcome            string
+	CommitCode               idemapi.ErrorCode
 	// RetainedUntil: an ended session is kept until then (zero while open).
 	RetainedUntil time.Time
 	// Staged is, in a Stage or StageTables answer only, what each table's
@@ -216,6 +222,15 @@ func sessionInfoOf(b []byte) (*SessionInfo, error) {
 	}
 	if s.Commit != nil {
 		info.CommitKey, info.TransactionID = s.Commit.IdempotencyKey, s.Commit.TransactionId
+		// Members newer than the generated layer, read apart.
+		var extra struct {
+			Commit struct {
+				Outcome string `json:"outcome"`
+				Code    string `json:"code"`
+			} `json:"commit"`
+		}
+		_ = json.Unmarshal(b, &extra)
+		info.CommitOutcome, info.CommitCode = extra.Commit.Outcome, idemapi.ErrorCode(extra.Commit.Code)
 	}
 	if s.RetainedUntil != nil {
 		info.RetainedUntil = *s.RetainedUntil
@@ -224,4 +239,37 @@ func sessionInfoOf(b []byte) (*SessionInfo, error) {
 		info.Staged = *s.Staged
 	}
 	return info, nil
+}
+
+// RunSession runs fn in a new session and commits what it staged (so nil:
+// the defaults; co as for Commit). If fn fails, the session is aborted and
+// fn's error returned. A commit that answers retry new_session (aborted:
+// a document the session saw changed; or not applied) can be tried again
+// only in a new session: with Options.ConflictRetries positive (opt-in),
+// RunSession begins one and runs fn again, at most that many times — fn
+// must therefore stage from what it reads in the session it is given.
+// Retries commit under the new session's ID (co.Key, bound to the first
+// session's commit, would be a mismatch).
+func (c *Client) RunSession(ctx context.Context, so *SessionOptions, co *CommitOptions, fn func(context.Context, *Session) error) (*Result, error) {
+	for n := 0; ; n++ {
+		s, err := c.BeginSession(ctx, so)
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(ctx, s); err != nil {
+			_, _ = s.Abort(ctx)
+			return nil, err
+		}
+		res, err := s.Commit(ctx, co)
+		var e *Error
+		if !errors.As(err, &e) || !e.NewSessionNeeded() || n >= c.opts.ConflictRetries {
+			return res, err
+		}
+		if werr := c.pause(ctx, n+1); werr != nil {
+			return nil, errors.Join(werr, err)
+		}
+		if co != nil && co.Key != "" {
+			co = &CommitOptions{Wait: co.Wait}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package sdktest_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"regexp"
@@ -154,8 +155,12 @@ func TestSession_AChangedReadIsATransactionConflict(t *testing.T) {
 
 	_, err = sess.Commit(ctx, &idem.CommitOptions{Key: "c1"})
 	e := wantProblem(t, "the commit after a conflicting write", err, idem.ErrTransactionConflict, 409)
-	if e.Outcome != "aborted" || e.RetryWith != "new_key" || len(e.TransactionID) != 32 {
-		t.Fatalf("conflict: %+v", e)
+	if e.Outcome != "aborted" || e.RetryWith != "none" || !e.NewSessionNeeded() || len(e.TransactionID) != 32 {
+		t.Fatalf("conflict: %+v, want retry_with none, retry new_session", e)
+	}
+	if info, err := sess.Info(ctx); err != nil || info.State != idemapi.SessionStateCommitted || info.CommitOutcome != "aborted" ||
+		info.CommitCode != idemapi.ErrorCodeTransactionConflict {
+		t.Fatalf("the session after its aborted commit: %+v %v, want its commit's outcome", info, err)
 	}
 	_, err = sess.Commit(ctx, &idem.CommitOptions{Key: "c1"})
 	if again := wantProblem(t, "the commit again", err, idem.ErrTransactionConflict, 409); *again != *e {
@@ -210,4 +215,54 @@ func TestSession_AbortedAndUnknownSessions(t *testing.T) {
 	wantProblem(t, "the commit of an unknown session", err, idem.ErrSessionNotFound, 404)
 	_, err = gone.Stage(ctx, "t", map[string]any{"deletes": []any{"y"}})
 	wantProblem(t, "a stage on an unknown session", err, idem.ErrSessionNotFound, 404)
+}
+
+// TestRunSession_ANewSessionOnlyWhenOptedIn: a session whose commit
+// aborts (a document it read changed meanwhile) answers retry
+// new_session; RunSession returns that answer by default, and with
+// Options.ConflictRetries runs the work again in a new session, which
+// reads the new value and commits.
+func TestRunSession_ANewSessionOnlyWhenOptedIn(t *testing.T) {
+	s := startServer(t)
+	for _, retries := range []int{0, 1} {
+		c := s.client(t, idem.Options{ConflictRetries: retries, Backoff: func(int) time.Duration { return time.Millisecond }})
+		tbl := "t" + string(rune('0'+retries))
+		if _, err := c.CreateTable(ctx, tbl, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Batch(ctx, tbl, map[string]any{"inserts": []any{map[string]any{"id": "x", "doc": map[string]any{"n": 1}}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		runs := 0
+		res, err := c.RunSession(ctx, nil, nil, func(ctx context.Context, sess *idem.Session) error {
+			runs++
+			raw, err := sess.Get(ctx, tbl, "x")
+			if err != nil {
+				return err
+			}
+			n := field(t, raw, "n")
+			if _, err := sess.Stage(ctx, tbl, map[string]any{"inserts": []any{map[string]any{"id": "x", "doc": map[string]any{"n": 10 * n}}}}); err != nil {
+				return err
+			}
+			if runs == 1 { // someone else changes x before the first commit
+				_, err = c.Batch(ctx, tbl, ops("x", "n", 1), nil)
+			}
+			return err
+		})
+		raw, derr := c.Doc(ctx, tbl, "x")
+		if derr != nil {
+			t.Fatal(derr)
+		}
+		switch retries {
+		case 0:
+			e := wantProblem(t, "RunSession without opting in", err, idem.ErrTransactionConflict, 409)
+			if !e.NewSessionNeeded() || runs != 1 || field(t, raw, "n") != 2 {
+				t.Fatalf("without opting in: %+v, %d runs, x = %s", e, runs, raw)
+			}
+		case 1:
+			if err != nil || res.Inserted != 1 || runs != 2 || field(t, raw, "n") != 20 {
+				t.Fatalf("opted in: %+v %v, %d runs, x = %s; want a second session's commit of 10 × 2", res, err, runs, raw)
+			}
+		}
+	}
 }

@@ -8,7 +8,13 @@
 A call without a key gets one of its own, kept across its retries; retries
 (2 by default, jittered 0.5 s·(1+n²) up to 5 s, or Retry-After) happen on
 transport errors and every retry_with: same_key answer. Every problem is an
-IdemError subclass, one per code.
+IdemError subclass, one per code. A transaction_conflict abort (retry_with
+new_key) is raised as it is — the key's first answer stands —
+unless Client(conflict_retries=n) opts in to sending it again under a new
+key. A session commit that aborted answers retry_with none and retry
+"new_session" (IdemError.new_session_needed); Client.run_session runs a
+function in a session and commits it, and with conflict_retries runs it
+again in a new session after such an answer.
 
 An interactive session (Client.begin_session) stages batches on one or more
 tables, reads its own writes, and commits them all at once, exactly once —

@@ -41,15 +41,23 @@ class Client:
     token: the bearer token (None: none). timeout: seconds per attempt.
     max_retries: retries per call (negative: none). backoff: replaces the
     wait before retry n (from 1); the server's Retry-After wins when longer.
+    conflict_retries: opt-in (0, the default: off — the key's first answer
+    stands): after a transaction_conflict abort (retry_with new_key: nothing
+    applied), send the batch again under a new key, at most this many times;
+    and let run_session begin a new session after a commit that answers
+    retry new_session. Each retry is a new request; Result.key names the one
+    that committed.
     """
 
     def __init__(self, base_url: str, token: Optional[str] = None, timeout: float = 30.0,
-                 max_retries: int = DEFAULT_MAX_RETRIES, backoff: Optional[Callable[[int], float]] = None):
+                 max_retries: int = DEFAULT_MAX_RETRIES, backoff: Optional[Callable[[int], float]] = None,
+                 conflict_retries: int = 0):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.max_retries = max_retries
         self._backoff = backoff
+        self.conflict_retries = conflict_retries
 
     def create_table(self, table: str, shards: int = 0) -> bool:
         """Create table; False if it existed already."""
@@ -66,12 +74,45 @@ class Client:
         for a receipt in progress (Prefer: wait). Raises an IdemError
         subclass for a problem.
         """
-        key = key or secrets.token_hex(16)
-        headers = {"Idempotency-Key": key}
-        if wait:
-            headers["Prefer"] = f"wait={math.ceil(wait)}"
-        _, hdrs, out = self._call("POST", f"/v1/tables/{_seg(table)}/batch", batch, headers)
-        return _result(hdrs, out, key)
+        n = 0
+        while True:
+            key = key or secrets.token_hex(16)
+            headers = {"Idempotency-Key": key}
+            if wait:
+                headers["Prefer"] = f"wait={math.ceil(wait)}"
+            try:
+                _, hdrs, out = self._call("POST", f"/v1/tables/{_seg(table)}/batch", batch, headers)
+                return _result(hdrs, out, key)
+            except IdemError as e:
+                if not e.conflict_aborted or n >= self.conflict_retries:
+                    raise
+            n += 1
+            time.sleep(self.backoff(n))
+            key = None  # the opted-in retry: a new request, a new key
+
+    def run_session(self, fn: Callable[["Session"], None], ttl: Optional[float] = None,
+                    key: Optional[str] = None, wait: Optional[float] = None) -> Result:
+        """Run fn in a new session and commit what it staged.
+
+        If fn raises, the session is aborted and the exception propagates. A
+        commit that answers retry new_session (aborted: a document it saw
+        changed) can be tried again only in a new session: with
+        conflict_retries (opt-in) run_session begins one and runs fn again, at
+        most that many times — fn must stage from what it reads in the session
+        it is given. Retries commit under the new session's ID.
+        """
+        n = 0
+        while True:
+            s = self.begin_session(ttl)
+            with s:
+                fn(s)
+                try:
+                    return s.commit(key if n == 0 else None, wait)
+                except IdemError as e:
+                    if not e.new_session_needed or n >= self.conflict_retries:
+                        raise
+            n += 1
+            time.sleep(self.backoff(n))
 
     def doc(self, table: str, doc_id: str) -> Any:
         """Document doc_id of table, as stored."""

@@ -48,7 +48,7 @@ class IdemError(Exception):
     code: str = ""
 
     def __init__(self, status: int, code: str, detail: str, retryable: bool, retry_with: str,
-                 transaction_id: Optional[str], outcome: Optional[str]):
+                 transaction_id: Optional[str], outcome: Optional[str], retry: Optional[str] = None):
         super().__init__(f"idem: {status} {code}: {detail}")
         self.status = status
         self.code = code
@@ -57,6 +57,20 @@ class IdemError(Exception):
         self.retry_with = retry_with  # "same_key", "new_key", "none", or "" on an unkeyed answer
         self.transaction_id = transaction_id
         self.outcome = outcome  # committed, aborted, not_applied, pending, or None
+        # What must be made anew to try again, beyond the key: "new_session" on
+        # a session commit that aborted or was not applied (retry_with is then
+        # "none": a session has one commit); None otherwise.
+        self.retry = retry
+
+    @property
+    def new_session_needed(self) -> bool:
+        """Only a new session can try again; Client.run_session acts on it when opted in."""
+        return self.retry == "new_session"
+
+    @property
+    def conflict_aborted(self) -> bool:
+        """A batch's proven abort for a conflict (nothing applied), which a new key may try again."""
+        return self.code == "transaction_conflict" and self.outcome == "aborted" and self.retry_with == "new_key"
 
 
 def _class_name(code: str) -> str:
@@ -79,4 +93,4 @@ def error_for(status: int, body: dict) -> IdemError:
     code = str(body.get("code") or "internal")
     cls = ERRORS.get(code, IdemError)
     return cls(status, code, str(body.get("detail", "")), bool(body.get("retryable", False)),
-               str(body.get("retry_with", "")), body.get("transaction_id"), body.get("outcome"))
+               str(body.get("retry_with", "")), body.get("transaction_id"), body.get("outcome"), body.get("retry"))

@@ -40,6 +40,8 @@ class SessionInfo:
     transaction_id: Optional[str]       # … and transaction
     retained_until: Optional[datetime]  # ended: kept until then
     staged: Tuple[StagedBatch, ...] = ()  # a stage answer only: each table's batch, by table name
+    commit_outcome: Optional[str] = None  # committed: how its commit ended (committed, aborted, not_applied, pending)
+    commit_code: Optional[str] = None     # … and why, when it did not commit
 
 
 class Session:
@@ -141,7 +143,8 @@ def _info(out: dict) -> SessionInfo:
         commit_key=commit.get("idempotency_key"), transaction_id=commit.get("transaction_id"),
         retained_until=_time(out["retained_until"]) if out.get("retained_until") else None,
         staged=tuple(StagedBatch(str(b["table"]), int(b.get("inserted", 0)), int(b.get("deleted", 0)),
-                                 int(b.get("transformed", 0))) for b in out.get("staged") or ()))
+                                 int(b.get("transformed", 0))) for b in out.get("staged") or ()),
+        commit_outcome=commit.get("outcome"), commit_code=commit.get("code"))
 
 
 _RFC3339 = re.compile(r"^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")

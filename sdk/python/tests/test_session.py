@@ -87,7 +87,10 @@ class SessionTest(unittest.TestCase):
         with self.assertRaises(TransactionConflictError) as cm:
             s.commit(key="c1")
         e = cm.exception
-        self.assertEqual((e.status, e.outcome, e.retry_with), (409, "aborted", "new_key"))
+        self.assertEqual((e.status, e.outcome, e.retry_with, e.retry, e.new_session_needed),
+                         (409, "aborted", "none", "new_session", True))
+        info = s.info()
+        self.assertEqual((info.state, info.commit_outcome, info.commit_code), ("committed", "aborted", "transaction_conflict"))
         self.assertEqual(len(e.transaction_id), 32)
         with self.assertRaises(TransactionConflictError) as again:
             s.commit(key="c1")
@@ -96,6 +99,31 @@ class SessionTest(unittest.TestCase):
         with self.assertRaises(DocumentNotFoundError):
             c.doc("t", "y")
         self.assertEqual(c.doc("t", "x"), {"n": 6})
+
+    def test_run_session_begins_a_new_session_only_when_opted_in(self):
+        srv = self.server()
+        for retries in (0, 1):
+            c = Client(srv.base, conflict_retries=retries, backoff=lambda n: 0.001)
+            tbl = f"t{retries}"
+            c.create_table(tbl)
+            c.batch(tbl, {"inserts": [{"id": "x", "doc": {"n": 1}}]})
+            runs = []
+
+            def work(s):
+                runs.append(s.id)
+                n = s.get(tbl, "x")["n"]
+                s.stage(tbl, {"inserts": [{"id": "x", "doc": {"n": 10 * n}}]})
+                if len(runs) == 1:  # someone else changes x before the first commit
+                    c.batch(tbl, inc("x", "n", 1))
+
+            if retries == 0:
+                with self.assertRaises(TransactionConflictError) as cm:
+                    c.run_session(work)
+                self.assertTrue(cm.exception.new_session_needed)
+                self.assertEqual((len(runs), c.doc(tbl, "x")), (1, {"n": 2}))
+            else:
+                r = c.run_session(work)
+                self.assertEqual((len(runs), r.inserted, c.doc(tbl, "x")), (2, 1, {"n": 20}))
 
     def test_aborted_and_unknown_sessions(self):
         c = Client(self.server().base)
@@ -152,10 +180,12 @@ SESSION = {"session_id": SID, "state": "open", "created_at": "2025-01-01T00:00:0
            "staged": [{"table": "t", "inserted": 1, "deleted": 0, "transformed": 0}]}
 
 
-def problem(status, code, retryable, retry_with=None):
+def problem(status, code, retryable, retry_with=None, outcome=None):
     body = {"code": code, "retryable": retryable}
     if retry_with:
         body["retry_with"] = retry_with
+    if outcome:
+        body["outcome"] = outcome
     return (status, body)
 
 
@@ -186,7 +216,7 @@ class Scripted:
                 status, body, headers = 200, SESSION, {}
                 if step != OK:
                     status, body = step
-                elif self.path.endswith("/commit"):
+                elif self.path.endswith("/commit") or self.path.startswith("/v1/tables/"):
                     status, body, headers = 201, {"inserted": 1, "deleted": 0, "transformed": 0}, {"Idem-Transaction-Id": "t1"}
                 elif "/docs/" in self.path:
                     body = {"id": "d", "doc": {"n": 1}}
@@ -264,3 +294,26 @@ class SessionRetryTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ConflictRetryTest(unittest.TestCase):
+    """A batch's transaction_conflict abort is tried again under a new key only with conflict_retries."""
+
+    def test_only_when_opted_in(self):
+        conflict = problem(409, "transaction_conflict", True, "new_key", outcome="aborted")
+        for name, retries, script, commits, n in [
+            ("off by default", 0, [conflict, OK], False, 1),
+            ("opted in: a new key, then the commit", 2, [conflict, conflict, OK], True, 3),
+            ("opted in, past the retries", 1, [conflict, conflict, OK], False, 2),
+        ]:
+            with self.subTest(name):
+                srv = Scripted(script)
+                self.addCleanup(srv.close)
+                c = Client(srv.base, conflict_retries=retries, backoff=lambda n: 0.001)
+                if commits:
+                    r = c.batch("t", {"deletes": ["x"]})
+                    self.assertIn(r.key, srv.keys)
+                else:
+                    with self.assertRaises(TransactionConflictError):
+                        c.batch("t", {"deletes": ["x"]})
+                self.assertEqual((srv.calls, len(srv.keys)), (n, n))

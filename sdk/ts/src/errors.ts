@@ -51,9 +51,25 @@ export class IdemError extends Error {
     readonly outcome: string | undefined,
     /** The answer's Retry-After, in seconds (0 if none). */
     readonly retryAfter: number,
+    /**
+     * What must be made anew to try again, beyond the key: "new_session" on a
+     * session commit that aborted or was not applied (retryWith is then
+     * "none": a session has one commit); undefined otherwise.
+     */
+    readonly retry?: string,
   ) {
     super(`idem: ${status} ${code}: ${detail}`);
     this.name = new.target.name;
+  }
+
+  /** Only a new session can try again (retry "new_session"); Client.runSession acts on it when opted in. */
+  get newSessionNeeded(): boolean {
+    return this.retry === "new_session";
+  }
+
+  /** A batch's proven abort for a conflict, which a new key may try again (nothing applied). */
+  get conflictAborted(): boolean {
+    return this.code === "transaction_conflict" && this.outcome === "aborted" && this.retryWith === "new_key";
   }
 }
 
@@ -87,5 +103,5 @@ export const RequestTimeoutError = ERRORS.request_timeout;
 export function errorFor(status: number, body: any, retryAfter: number): IdemError {
   const code: ErrorCode = body && typeof body.code === "string" && body.code in CODES ? body.code : "internal";
   return new ERRORS[code](status, code, String(body?.detail ?? ""), Boolean(body?.retryable),
-    body?.retry_with, body?.transaction_id, body?.outcome, retryAfter);
+    body?.retry_with, body?.transaction_id, body?.outcome, retryAfter, body?.retry);
 }

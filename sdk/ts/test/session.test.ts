@@ -84,11 +84,38 @@ test("a document the session read changed: transaction_conflict, replayed", asyn
   const first = await sess.commit({ key: "c1" }).then(() => assert.fail("committed"), (e: unknown) => e);
   assert.ok(isProblem(TransactionConflictError, 409)(first));
   const e = first as IdemError;
-  assert.deepEqual([e.outcome, e.retryWith, e.transactionId?.length], ["aborted", "new_key", 32]);
+  assert.deepEqual([e.outcome, e.retryWith, e.retry, e.newSessionNeeded, e.transactionId?.length], ["aborted", "none", "new_session", true, 32]);
+  const info = await sess.info();
+  assert.deepEqual([info.state, info.commitOutcome, info.commitCode], ["committed", "aborted", "transaction_conflict"]);
   await assert.rejects(sess.commit({ key: "c1" }), (again: unknown) =>
     again instanceof TransactionConflictError && again.transactionId === e.transactionId && again.detail === e.detail);
   await assert.rejects(c.doc("t", "y"), DocumentNotFoundError);
   assert.deepEqual(await c.doc("t", "x"), { n: 6 });
+});
+
+test("runSession: a new session after an aborted commit only when opted in", async (t) => {
+  const s = await Server.start();
+  t.after(() => s.stop());
+  for (const retries of [0, 1]) {
+    const c = new Client(s.base, { conflictRetries: retries, backoff: () => 1 });
+    const tbl = `t${retries}`;
+    await c.createTable(tbl);
+    await c.batch(tbl, { inserts: [{ id: "x", doc: { n: 1 } }] });
+    let runs = 0;
+    const work = async (sess: Session) => {
+      runs++;
+      const { n } = (await sess.get(tbl, "x")) as { n: number };
+      await sess.stage(tbl, { inserts: [{ id: "x", doc: { n: 10 * n } }] });
+      if (runs === 1) await c.batch(tbl, inc("x", "n", 1)); // someone else changes x before the first commit
+    };
+    if (retries === 0) {
+      await assert.rejects(c.runSession(work), (e: unknown) => e instanceof TransactionConflictError && e.newSessionNeeded);
+      assert.deepEqual([runs, await c.doc(tbl, "x")], [1, { n: 2 }]);
+    } else {
+      const r = await c.runSession(work);
+      assert.deepEqual([runs, r.inserted, await c.doc(tbl, "x")], [2, 1, { n: 20 }]);
+    }
+  }
 });
 
 test("an aborted session refuses its commit; an unknown one is session_not_found", async (t) => {
@@ -146,7 +173,7 @@ const SESSION = {
 const problem = (status: number, code: string, retryable: boolean, retryWith?: string): Step => ({ status, code, retryable, retryWith });
 
 async function scripted(script: Step[]) {
-  const seen = { calls: 0, keys: new Set<string | undefined>() };
+  const seen = { calls: 0, keys: new Set<string | undefined>(), outcome: undefined as string | undefined };
   const srv = createServer((req: IncomingMessage, res: ServerResponse) => {
     const step = script[Math.min(seen.calls++, script.length - 1)];
     seen.keys.add(req.headers["idempotency-key"] as string | undefined);
@@ -157,9 +184,10 @@ async function scripted(script: Step[]) {
       const headers: Record<string, string> = {};
       if (step !== "ok") {
         status = step.status;
-        body = { code: step.code, retryable: step.retryable, ...(step.retryWith ? { retry_with: step.retryWith } : {}) };
+        body = { code: step.code, retryable: step.retryable, ...(step.retryWith ? { retry_with: step.retryWith } : {}),
+          ...(seen.outcome ? { outcome: seen.outcome } : {}) };
         headers["Content-Type"] = "application/problem+json";
-      } else if (req.url!.endsWith("/commit")) {
+      } else if (req.url!.endsWith("/commit") || req.url!.startsWith("/v1/tables/")) {
         status = 201;
         body = { inserted: 1, deleted: 0, transformed: 0 };
         headers["Idem-Transaction-Id"] = "t1";
@@ -217,6 +245,34 @@ test("session calls retry only what is safe", async (t) => {
         }
         assert.equal(srv.seen.calls, n);
         assert.deepEqual([...srv.seen.keys], [call === "commitK" ? "k" : undefined]);
+      } finally {
+        await srv.close();
+      }
+    });
+  }
+});
+
+test("a batch's transaction_conflict is retried under a new key only when opted in", async (t) => {
+  const conflict = problem(409, "transaction_conflict", true, "new_key");
+  const cases: [string, number, Step[], boolean, number][] = [
+    ["off by default", 0, [conflict, "ok"], false, 1],
+    ["opted in: a new key, then the commit", 2, [conflict, conflict, "ok"], true, 3],
+    ["opted in, past the retries", 1, [conflict, conflict, "ok"], false, 2],
+  ];
+  for (const [name, retries, script, commits, n] of cases) {
+    await t.test(name, async () => {
+      const srv = await scripted(script);
+      srv.seen.outcome = "aborted";
+      try {
+        const c = new Client(srv.base, { conflictRetries: retries, backoff: () => 1 });
+        const out = c.batch("t", { deletes: ["x"] });
+        if (commits) {
+          const r = await out;
+          assert.ok(srv.seen.keys.has(r.key));
+        } else {
+          await assert.rejects(out, (e: unknown) => e instanceof TransactionConflictError);
+        }
+        assert.deepEqual([srv.seen.calls, srv.seen.keys.size], [n, n]);
       } finally {
         await srv.close();
       }
