@@ -63,7 +63,7 @@ func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *c
 	env := notApplied(refusal, a.id)
 	rec := a.rec
 	now := l.clock.Now()
-	rec.State, rec.Completed, rec.Envelope, rec.Request = Terminal, now.UnixMilli(), env.stored(), nil
+	rec.State, rec.Completed, rec.Envelope, rec.Request = Terminal, now.UnixMilli(), storedFor(rec, env), nil
 	rec.ProtectUntil = l.promise(now, rec.RetainUntil)
 	val, err := EncodeRecord(rec)
 	if err != nil {

@@ -128,7 +128,7 @@ func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*eng
 // then.
 func (l *lifecycle) terminal(a *attempt, env Envelope, now time.Time) Record {
 	t := *a.rec
-	t.State, t.Request, t.Completed, t.Envelope = Terminal, nil, now.UnixMilli(), env.stored()
+	t.State, t.Request, t.Completed, t.Envelope = Terminal, nil, now.UnixMilli(), storedFor(&t, env)
 	t.RetainUntil = now.Add(l.opts.Retention).UnixMilli()
 	t.ProtectUntil = l.promise(now, t.RetainUntil)
 	return t

@@ -39,14 +39,23 @@ const RetryNewSession = "new_session"
 // sessionCommitEnvelope is e as a session's commit answers it (issue 37):
 // a session has one commit, so an outcome other than committed can be
 // tried again only in a new session — not with a new key, which would
-// replay the same answer. The stored envelope keeps the code's retry_with;
-// every answer and view of a commit receipt goes through here, so the
-// first answer and every replay say the same.
+// replay the same answer. It is applied where the answer is made and
+// stored (storedFor), never on reading a stored one back: a commit
+// receipt written before this rule replays what it first answered.
 func sessionCommitEnvelope(e Envelope) Envelope {
 	if e.Outcome == OutcomeAborted || e.Outcome == OutcomeNotApplied {
 		e.RetryWith, e.Retry = code.None, RetryNewSession
 	}
 	return e
+}
+
+// storedFor is env as rec stores it: a session commit's in its session
+// form.
+func storedFor(rec *Record, env Envelope) *StoredEnvelope {
+	if rec.Session != "" {
+		env = sessionCommitEnvelope(env)
+	}
+	return env.stored()
 }
 
 func fromCode(c code.Code, msg, txnID, outcome string) Envelope {
@@ -72,7 +81,7 @@ func notApplied(e *code.Error, txnID string) Envelope {
 
 func (e Envelope) stored() *StoredEnvelope {
 	return &StoredEnvelope{Status: e.Status, Outcome: e.Outcome, Code: string(e.Code), Message: e.Message,
-		Retryable: e.Retryable, RetryWith: string(e.RetryWith), Result: e.Result}
+		Retryable: e.Retryable, RetryWith: string(e.RetryWith), Result: e.Result, Retry: e.Retry}
 }
 
 // Legacy fallback (schema 1, broad outcome only).
@@ -86,10 +95,7 @@ const (
 func EnvelopeOf(r *Record, txnID string) Envelope {
 	if se := r.Envelope; se != nil {
 		e := Envelope{Status: se.Status, Outcome: se.Outcome, Code: code.Code(se.Code), Message: se.Message,
-			Retryable: se.Retryable, RetryWith: code.RetryWith(se.RetryWith), TxnID: txnID, Result: se.Result}
-		if r.Session != "" {
-			e = sessionCommitEnvelope(e)
-		}
+			Retryable: se.Retryable, RetryWith: code.RetryWith(se.RetryWith), TxnID: txnID, Result: se.Result, Retry: se.Retry}
 		return e
 	}
 	if r.Outcome == OutcomeCommitted {

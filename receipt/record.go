@@ -112,6 +112,10 @@ type StoredEnvelope struct {
 	Retryable bool   `cbor:"5,keyasint,omitempty"`
 	RetryWith string `cbor:"6,keyasint,omitempty"`
 	Result    []byte `cbor:"7,keyasint,omitempty"`
+	// Retry is Envelope.Retry (new_session), stored with the answer it
+	// belongs to: a record written before it existed replays without it,
+	// as it first answered.
+	Retry string `cbor:"8,keyasint,omitempty"`
 }
 
 var encMode = func() cbor.EncMode {

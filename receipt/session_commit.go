@@ -51,10 +51,11 @@ type CommitRequest struct {
 // abort, 409 transaction_conflict, stored and replayed like any outcome.
 //
 // A commit that aborted or was not applied answers retry_with none and
-// Retry RetryNewSession (sessionCommitEnvelope).
+// Retry RetryNewSession (sessionCommitEnvelope), as its receipt stores it;
+// a replay is the stored answer, whatever it says.
 func (s *Service) CommitSession(ctx context.Context, req CommitRequest) (Answer, error) {
 	ans, err := s.commitSession(ctx, req)
-	if ans.Terminal {
+	if ans.Terminal && !ans.Replayed {
 		ans.Envelope = sessionCommitEnvelope(ans.Envelope)
 	}
 	return ans, err
