@@ -146,13 +146,21 @@ func (db *DB) checkpointDelta(logged int64) error {
 }
 
 // linked makes next, durable on disk, the newest checkpoint: recorded in
-// the log, which is then truncated before the previous link, and every
-// checkpoint file but next's and the previous chain's removed.
+// the log. A new base (from a snapshot) makes the chain before it the
+// fallback: the log is truncated before that chain's tip + 1, and every
+// checkpoint file but the two chains' removed. A delta truncates nothing:
+// the log is kept from the base on, so that a lost delta falls back to the
+// links before it and the log (merge.go truncates it once the chain is
+// merged into a new base).
 func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 	prevChain := db.chain
-	prev := db.lastCkptIndex.Load()
 	v := next.tip()
+	isBase := len(next.deltas) == 0
 	db.chain = next
+	if isBase {
+		db.fallback, db.merging = prevChain, nil
+		db.baseLogBytes.Store(logged)
+	}
 	db.ckptSize.Store(next.bytes())
 	db.deltaNext.Store(db.nextIsDelta())
 	db.lastCkptIndex.Store(uint64(v))
@@ -164,27 +172,27 @@ func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 	// Complete once recorded in the log; truncation failures are reported
 	// on their own. The base's bytes and parts are the whole generation's,
 	// duration this call's (a resumed generation had earlier parts).
-	if len(next.deltas) > 0 {
+	if !isBase {
 		db.ckpt.deltas.Add(1)
 		d := next.deltas[len(next.deltas)-1]
 		db.opts.Logger.Info("engine: delta checkpoint written", "index", uint64(v), "bytes", d.size, "records", d.count,
 			"chain_deltas", len(next.deltas), "chain_bytes", next.bytes(), "duration", time.Since(began))
-	} else {
-		db.opts.Logger.Info("engine: checkpoint written", "index", uint64(v), "bytes", next.base.bytes(), "parts", len(next.base.parts),
-			"duration", time.Since(began))
+		db.maybeStartMerge()
+		if err := db.removeCheckpointFilesBut(db.keptFiles(), next.base.v0); err != nil {
+			return err
+		}
+		return db.removeRetired()
 	}
-	if err := db.log.TruncateFront(prev + 1); err != nil {
+	db.opts.Logger.Info("engine: checkpoint written", "index", uint64(v), "bytes", next.base.bytes(), "parts", len(next.base.parts),
+		"duration", time.Since(began))
+	keepFrom := uint64(1)
+	if prevChain != nil {
+		keepFrom = uint64(prevChain.tip()) + 1
+	}
+	if err := db.log.TruncateFront(keepFrom); err != nil {
 		return fmt.Errorf("engine: truncate log after checkpoint %s: %w", genName(v), err)
 	}
-	keep := map[string]bool{}
-	for _, c := range []*ckptChain{next, prevChain} {
-		if c != nil {
-			for _, name := range c.files() {
-				keep[name] = true
-			}
-		}
-	}
-	if err := db.removeCheckpointFilesBut(keep, Version(prev)); err != nil {
+	if err := db.removeCheckpointFilesBut(db.keptFiles(), Version(keepFrom-1)); err != nil {
 		return err
 	}
 	return db.removeRetired()
@@ -202,7 +210,7 @@ func (db *DB) snapshotWith(fn func()) *Snapshot {
 // writeDelta writes the delta at snap on chain c: the value at snap of
 // every key in dirty, or a tombstone if the chain's files may hold it.
 func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
-	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip()}
+	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), flagged: true}
 	var spills []vlogSpill
 	var scratch [vlogPtrLen]byte
 	size, err := db.writeCkptFile(m.name, func(w io.Writer) error {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/vfs"
@@ -75,6 +76,9 @@ func (db *DB) recover() error {
 	// crash loop cannot keep the log growing: recovery time stays bounded
 	// by one checkpoint interval however often the process dies.
 	db.loggedBytes.Store(replayed)
+	// The log kept before the tip counts towards the next merge: the log
+	// on disk stays bounded by the merge's rule across restarts too.
+	db.baseLogBytes.Store(replayed - walDiskBytes(db.fs, filepath.Join(db.dir, walDirName)))
 	db.recovery = RecoveryStats{FromCheckpoint: Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed}
 	db.reportDamageFiles()
 	return nil
@@ -219,10 +223,55 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 			"damaged", tried, "used", checkpointLabel(tip))
 		db.moveAside(damaged)
 	}
-	if len(gens) > 0 && !gens[0].complete() && gens[0].v0 > Version(tip) {
+	if chosen != nil {
+		db.fallback = fallbackOf(gens, deltas, chosen)
+	}
+	switch {
+	case len(gens) == 0 || gens[0].complete():
+	case gens[0].v0 > Version(tip):
 		db.resume(gens[0])
+	case chosen != nil:
+		db.resumeMerge(gens[0], chosen)
 	}
 	return tip, len(tried) > 0, nil
+}
+
+// fallbackOf is the chain an open keeps the files of beside chosen: the
+// newest complete generation older than chosen's base, with its deltas
+// (what a lost file of chosen falls back to).
+func fallbackOf(gens []generation, deltas map[Version][]deltaMeta, chosen *ckptChain) *ckptChain {
+	for _, g := range gens {
+		if g.complete() && g.v0 < chosen.base.v0 {
+			return chainOf(g, deltas)
+		}
+	}
+	return nil
+}
+
+// resumeMerge makes g, an incomplete generation at a delta link of
+// chosen, the merge in progress (merge.go): its inputs are chosen's
+// links up to g's version, which the merge's output depends on alone.
+func (db *DB) resumeMerge(g generation, chosen *ckptChain) {
+	if g.v0 <= chosen.base.v0 || !chosen.hasLink(g.v0) {
+		return // not a merge of this chain: the next link removes it
+	}
+	input := &ckptChain{base: chosen.base, exact: chosen.exact}
+	for _, d := range chosen.deltas {
+		if d.v <= g.v0 {
+			input.deltas = append(input.deltas, d)
+		}
+	}
+	n := g.resumable()
+	var stale []string
+	for _, p := range g.parts[n:] {
+		stale = append(stale, p.name)
+	}
+	if err := removeFiles(db.fs, db.dir, stale); err != nil {
+		db.opts.Logger.Warn("engine: could not remove parts of an interrupted merge", "err", err)
+		return
+	}
+	db.merging = &pendingMerge{input: input, v0: g.v0, parts: g.parts[:n:n], began: time.Now()}
+	db.opts.Logger.Info("engine: resuming an interrupted merge", "checkpoint", genName(g.v0), "parts_done", n)
 }
 
 // loadDeltas reads and decodes the deltas ds, as many at once as there
@@ -467,4 +516,19 @@ func walErr(err error) error {
 		return &CorruptionError{File: walDirName, Err: err}
 	}
 	return err
+}
+
+// walDiskBytes is the size of the log's files, about the log bytes kept.
+func walDiskBytes(fsys vfs.FS, dir string) int64 {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+	}
+	return n
 }
