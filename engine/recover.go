@@ -363,8 +363,15 @@ func (db *DB) noUsableCheckpoint(gens []generation, deltas map[Version][]deltaMe
 		what = append(what, "damaged: "+strings.Join(tried, "; "))
 	}
 	complete := map[Version]bool{}
+	var incomplete []string
 	for _, g := range gens {
 		complete[g.v0] = g.complete()
+		if !g.complete() {
+			incomplete = append(incomplete, fmt.Sprintf("%s (parts %s)", genFiles(g.v0), partList(g)))
+		}
+	}
+	if len(incomplete) > 0 {
+		what = append(what, "incomplete: "+strings.Join(incomplete, ", "))
 	}
 	for _, ds := range deltas {
 		for _, d := range ds {
