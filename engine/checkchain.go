@@ -49,7 +49,7 @@ func (c *checker) checkChain() {
 			"the log ends at entry %d, before the checkpoint tip %d: acknowledged entries are gone (an open refuses)", c.rep.WAL.LastIndex, tip)
 	}
 	c.checkDeltaLinks(deltas, chained, tip)
-	c.checkGenerations(gens, tip)
+	c.checkGenerations(gens, tip, chosen)
 	c.checkFallback(gens, deltas, tip, chosen != nil || logFirst <= 1)
 }
 
@@ -124,7 +124,7 @@ func (c *checker) checkDeltaLinks(deltas map[Version][]deltaMeta, chained map[st
 
 // checkGenerations reports the incomplete generations: damage if the log
 // says it was completed, else an interrupted checkpoint.
-func (c *checker) checkGenerations(gens []generation, tip Version) {
+func (c *checker) checkGenerations(gens []generation, tip Version, chosen *ckptChain) {
 	recorded := map[Version]bool{}
 	for _, v := range c.recorded {
 		recorded[Version(v)] = true
@@ -138,6 +138,9 @@ func (c *checker) checkGenerations(gens []generation, tip Version) {
 		case g.v0 > tip:
 			c.problem(ProblemNote, c.path(genFiles(g.v0)), OffsetUnknown,
 				"an incomplete checkpoint (parts %s): a crash or a stop interrupted it, and the next open resumes it", partList(g))
+		case chosen != nil && g.v0 > chosen.base.v0 && chosen.hasLink(g.v0):
+			c.problem(ProblemNote, c.path(genFiles(g.v0)), OffsetUnknown,
+				"an incomplete merge of the chain into a new base (parts %s): a crash or a stop interrupted it, and the next open resumes it", partList(g))
 		default:
 			c.problem(ProblemNote, c.path(genFiles(g.v0)), OffsetUnknown,
 				"an incomplete checkpoint older than the chain in use (parts %s): the next checkpoint removes it", partList(g))

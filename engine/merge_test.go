@@ -131,7 +131,7 @@ func lossStore(t *testing.T, opts Options) (string, map[string]Item) {
 		round++
 	}
 	put(80, false)
-	checkpointT(t, db) // the first base
+	checkpointT(t, db)                   // the first base
 	for i := 0; db.merging == nil; i++ { // deltas until the chain is due for a merge
 		if i == 10 {
 			t.Fatal("no merge due after 10 deltas")
