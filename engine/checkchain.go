@@ -48,6 +48,12 @@ func (c *checker) checkChain() {
 		c.problem(ProblemDamage, c.dir, OffsetUnknown,
 			"the log ends at entry %d, before the checkpoint tip %d: acknowledged entries are gone (an open refuses)", c.rep.WAL.LastIndex, tip)
 	}
+	if chosen != nil {
+		for _, b := range lostBases(gens, chosen) {
+			c.problem(ProblemDamage, c.path(b), OffsetUnknown,
+				"the base later links were written on is missing or incomplete: an open loads the chain it replaced, %s, losing nothing", filesOf(chosen.base))
+		}
+	}
 	c.checkDeltaLinks(deltas, chained, tip)
 	c.checkGenerations(gens, tip, chosen)
 	c.checkFallback(gens, deltas, tip, chosen != nil || logFirst <= 1)

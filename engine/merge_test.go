@@ -402,3 +402,29 @@ func TestMerge_AFailedStepLosesNothingAndIsRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestCheck_ALostMergedBaseIsDamageAnOpenStepsAround: the check names a
+// merged base that is gone, and says the open loads the chain it replaced;
+// the open then serves every write.
+func TestCheck_ALostMergedBaseIsDamageAnOpenStepsAround(t *testing.T) {
+	opts := quiet(Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 2 << 10},
+		ColdValue: testCold, ValueLogSegmentBytes: 2 << 10})
+	dir, state := lossStore(t, opts)
+	merged := generationsT(t, dir)[0]
+	for _, p := range merged.parts {
+		if err := os.Remove(filepath.Join(dir, p.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := checkT(t, dir)
+	found := false
+	for _, p := range problemsOf(rep, ProblemDamage) {
+		found = found || strings.Contains(p.File, genName(merged.v0)) && strings.Contains(p.Detail, "losing nothing")
+	}
+	if !found || !rep.Loaded {
+		t.Fatalf("the check does not name the lost base %s: %+v", genName(merged.v0), rep.Problems)
+	}
+	db := openT(t, dir, opts)
+	defer db.Close()
+	sameState(t, "without the merged base", scanAll(t, db), state)
+}

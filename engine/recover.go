@@ -225,6 +225,11 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	}
 	if chosen != nil {
 		db.fallback = fallbackOf(gens, deltas, chosen)
+		if lost := lostBases(gens, chosen); len(lost) > 0 {
+			db.opts.Logger.Warn("engine: a newer base is missing or damaged; recovered everything from the chain it replaced",
+				"missing", lost, "used", filesOf(chosen.base))
+			fellBack = true
+		}
 	}
 	switch {
 	case len(gens) == 0 || gens[0].complete():
@@ -233,7 +238,26 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	case chosen != nil:
 		db.resumeMerge(gens[0], chosen)
 	}
-	return tip, len(tried) > 0, nil
+	return tip, len(tried) > 0 || fellBack, nil
+}
+
+// lostBases names the bases the deltas of chosen were written on that are
+// newer than its own base and not complete on disk: merged bases lost or
+// damaged, which chosen, the chain they replaced, stands in for.
+func lostBases(gens []generation, chosen *ckptChain) []string {
+	complete := map[Version]bool{}
+	for _, g := range gens {
+		complete[g.v0] = g.complete()
+	}
+	var out []string
+	seen := map[Version]bool{}
+	for _, d := range chosen.deltas {
+		if d.base > chosen.base.v0 && !complete[d.base] && !seen[d.base] {
+			seen[d.base] = true
+			out = append(out, genFiles(d.base))
+		}
+	}
+	return out
 }
 
 // fallbackOf is the chain an open keeps the files of beside chosen: the
