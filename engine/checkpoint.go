@@ -25,11 +25,11 @@ import (
 // since its newest link — or the whole store as a new base: a generation
 // of parts, each durable on its own, resuming the generation an earlier
 // call — or an earlier process — left incomplete. Once the link is
-// durable it is recorded in the log, and the log is truncated before the
-// *previous* link, not before this one: the previous chain and the log
-// from it on are what recovery falls back to if this link is damaged or
-// lost (recover.go). That costs up to one checkpoint interval of log on
-// disk, and, for a new base, the chain before it.
+// durable it is recorded in the log. A delta truncates nothing: the log is
+// kept from the base's link on, so a lost delta falls back to the links
+// before it and the log. A new base truncates the log before the tip of
+// the chain it replaces, which stays as the fallback for a lost base
+// (recover.go). Later bases come from merges (merge.go).
 
 // pendingGen is a generation being written: where it resumes.
 type pendingGen struct {
@@ -48,9 +48,10 @@ func (g *pendingGen) next() (seq int, start []byte) {
 
 // Checkpoint makes a complete checkpoint of the current durable state —
 // a delta on the current chain, or a new base (ckptchain.go), resuming an
-// incomplete base — and truncates the log behind the previous link; then
-// runs one pass of the value-log collector (vlog_gc.go). It may run
-// concurrently with Apply.
+// incomplete base — and starts a merge into a new base if one is due
+// (merge.go: written in the background, or by nobody while automatic
+// checkpoints are off); then runs one pass of the value-log collector
+// (vlog_gc.go). It may run concurrently with Apply.
 func (db *DB) Checkpoint() (err error) {
 	if db.closed.Load() {
 		return ErrClosed

@@ -14,17 +14,16 @@ import (
 // store, ckptfile.go) and the deltas written on it since (delta.go), each
 // holding only what changed after the link before it. A growing store
 // therefore stops rewriting itself at every checkpoint: a delta costs what
-// changed, and the store is rewritten as a new base only when the chain's
-// files hold more than ckptGarbageRatio times the live data (overwritten
-// and deleted records in older links), or CheckpointDeltasMax deltas are
-// on it (bounding what an open reads and applies).
+// changed, and the chain is rebased by merging its own files in the
+// background (merge.go) once the log kept since the base reaches the
+// store's size, the chain's files hold more than ckptGarbageRatio times
+// the live data, or CheckpointDeltasMax deltas are on it.
 //
-// Fallback. The log is kept from the previous link on, and that link's
-// files with it, so a damaged or missing newest link — a delta, or a new
-// base — falls back to the chain before it and loses nothing. An older
-// delta of the chain is needed by every link after it: a damaged one makes
-// the chain unusable, and an open refuses, naming it, unless the log still
-// reaches back far enough (docs/deviations.md).
+// Fallback. The log is kept from the base's link on, and the chain the
+// base replaced with it, so no single checkpoint file's damage or loss
+// loses a write: a lost delta falls back to the links before it and the
+// log, a lost base to the chain it replaced (which reaches the deltas
+// after the base by the links they follow).
 
 // ckptGarbageRatio bounds the chain's files against the live data: beyond
 // it, the next checkpoint is a new base.

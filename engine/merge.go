@@ -108,8 +108,11 @@ func (db *DB) merger() {
 			default:
 			}
 			done, err := db.mergeStep()
+			if errors.Is(err, ErrClosed) {
+				return
+			}
 			if err != nil {
-				db.opts.Logger.Error("engine: merge failed; the next checkpoint retries it", "err", err)
+				db.opts.Logger.Error("engine: merge failed; the next checkpoint link retries it", "err", err)
 				break
 			}
 			if done {
