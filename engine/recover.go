@@ -95,7 +95,18 @@ type replayer struct {
 	entries int64  // entries replayed
 	bytes   int64  // their body bytes
 	newest  uint64 // the newest checkpoint the log says was written
+
+	ops  []Op   // scratch: the entry's ops as decoded, then as owned
+	slab []byte // the arena puts are copied into (own)
 }
+
+// replaySlabBytes is the size of the arena chunks replayed puts are
+// copied into: one allocation per chunk instead of one per put (replay ran
+// at 6.5 MB/s, 27 µs a key, in its allocations). A record overwritten
+// later keeps its chunk alive; all of them together are at most the log
+// one open replays, about two checkpoint intervals, as a checkpoint's
+// records keep their part's image.
+const replaySlabBytes = 64 << 10
 
 // entry is the wal.Log.Replay callback.
 func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
@@ -112,13 +123,34 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	if kind != wal.KindBatch {
 		return nil
 	}
-	var rec applyRec
-	if err := decodeBody(body, func(op Op) { rec.ops = append(rec.ops, op) }); err != nil {
+	r.ops = r.ops[:0]
+	if err := decodeBody(body, func(op Op) { r.ops = append(r.ops, op) }); err != nil {
 		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
 	}
 	// Bodies are only valid during the callback; the tree keeps copies.
-	r.db.applyToTree(Version(index), ownOps(rec.ops))
+	r.db.applyToTree(Version(index), r.own(r.ops))
 	return nil
+}
+
+// own makes ops' puts engine-owned in place, each key ‖ value copied into
+// the arena (the layout of index.KV, as ownOps makes it). A delete's key
+// is used only while the entry is applied, and stays in the body.
+func (r *replayer) own(ops []Op) []Op {
+	for i, op := range ops {
+		if op.Delete {
+			continue
+		}
+		n := len(op.Key) + len(op.Value)
+		if n > cap(r.slab)-len(r.slab) {
+			r.slab = make([]byte, 0, max(replaySlabBytes, n))
+		}
+		at := len(r.slab)
+		r.slab = append(append(r.slab, op.Key...), op.Value...)
+		buf := r.slab[at:len(r.slab):len(r.slab)]
+		k := len(op.Key)
+		ops[i] = Op{Key: buf[:k:k], Value: buf[k:]}
+	}
+	return ops
 }
 
 // reachedEnd checks that the replay delivered every entry up to the log's
