@@ -139,10 +139,10 @@ type idemdProc struct {
 	// "idemd: recovered" line (-1 until it is logged).
 	replayed atomic.Int64
 	start    time.Time
-	tail   lineRing
-	clean  atomic.Bool // logged "idemd: stopped cleanly"
-	exited chan struct{}
-	err    error // Wait's result, once exited is closed
+	tail     lineRing
+	clean    atomic.Bool // logged "idemd: stopped cleanly"
+	exited   chan struct{}
+	err      error // Wait's result, once exited is closed
 }
 
 func (p *idemdProc) base() string { return "http://" + p.addr }

@@ -24,8 +24,9 @@ import (
 const (
 	// replayLogBytes is the log replayed: one default checkpoint interval
 	// (quick tour: a quarter of it).
-	replayLogBytes      = 64 << 20
-	replayLogBytesQuick = 16 << 20
+	replayLogBytes       = 64 << 20
+	replayLogBytesQuick  = 16 << 20
+	replayLogBytesPerKey = 160 // scales the quick log to -keys below 100 000
 	// replayWriters fill the log at once, so group commit keeps the
 	// build short; replayValueBytes is each put's value.
 	replayWriters    = 64
@@ -45,7 +46,8 @@ func replayRecovery(env *Env) error {
 	defer cleanup()
 	want := int64(replayLogBytes)
 	if env.Opts.Keys < 1_000_000 {
-		want = replayLogBytesQuick
+		// The quick tour, and its tests' tiny stores (-keys 2000: 320 KiB).
+		want = min(replayLogBytesQuick, int64(env.Opts.Keys)*replayLogBytesPerKey)
 	}
 	if err := buildReplayLog(env, dir, want); err != nil {
 		return err
