@@ -356,7 +356,26 @@ func (db *DB) writeCkptFile(name string, write func(io.Writer) error) (size int6
 // whose replay starts after v0, so that a later recovery that does not
 // find it knows it is missing. It holds mu like Apply, keeping log order
 // equal to sequence order.
-func (db *DB) logCheckpoint(v0 uint64) error {
+func (db *DB) logCheckpoint(v0 uint64) error { return db.logCheckpointBody(binary.AppendUvarint(nil, v0)) }
+
+// mergeRecordFlag follows the index in the record of a merged base
+// (merge.go). Readers that know only the index ignore it.
+const mergeRecordFlag = 'M'
+
+// logMerge records that the base merged at v0 was linked: an open that
+// loads the chain it replaced, because the merged base is gone, sees the
+// record in the log it replays and says so.
+func (db *DB) logMerge(v0 uint64) error {
+	return db.logCheckpointBody(append(binary.AppendUvarint(nil, v0), mergeRecordFlag))
+}
+
+// mergeRecord returns the base a checkpoint record says was merged.
+func mergeRecord(body []byte) (uint64, bool) {
+	n, k := binary.Uvarint(body)
+	return n, k > 0 && len(body) == k+1 && body[k] == mergeRecordFlag
+}
+
+func (db *DB) logCheckpointBody(body []byte) error {
 	ctx := context.Background()
 	if err := db.log.Reserve(ctx); err != nil {
 		return db.submitErr(err)
@@ -367,7 +386,7 @@ func (db *DB) logCheckpoint(v0 uint64) error {
 		db.log.Unreserve()
 		return fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
 	}
-	_, commit, err := db.log.Enqueue(wal.KindCheckpoint, binary.AppendUvarint(nil, v0), nil)
+	_, commit, err := db.log.Enqueue(wal.KindCheckpoint, body, nil)
 	db.mu.Unlock()
 	if err != nil {
 		return db.submitErr(err)

@@ -372,6 +372,9 @@ func (db *DB) linkMerge(m *pendingMerge) error {
 	db.baseLogBytes.Store(m.logged)
 	db.ckpt.merges.Add(1)
 	db.ckptLinks++
+	if err := db.logMerge(uint64(m.v0)); err != nil {
+		return fmt.Errorf("engine: record merging into %s in the log: %w", genName(m.v0), err)
+	}
 	db.opts.Logger.Info("engine: deltas merged into a new base", "index", uint64(m.v0), "bytes", next.base.bytes(),
 		"parts", len(m.parts), "deltas_merged", len(m.input.deltas), "duration", time.Since(m.began))
 	if err := fault.Inject(fault.CkptMergeTruncateBefore); err != nil {

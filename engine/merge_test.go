@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -427,4 +429,101 @@ func TestCheck_ALostMergedBaseIsDamageAnOpenStepsAround(t *testing.T) {
 	db := openT(t, dir, opts)
 	defer db.Close()
 	sameState(t, "without the merged base", scanAll(t, db), state)
+}
+
+// TestOpen_ALostMergedBaseNoDeltaNamesIsWarnedAbout: a merged base lost
+// before any delta was written on it leaves no file that names it; the
+// log's record of the merge does, and the open says it fell back.
+func TestOpen_ALostMergedBaseNoDeltaNamesIsWarnedAbout(t *testing.T) {
+	dir := t.TempDir()
+	opts := quiet(Options{CheckpointLogBytes: -1, CheckpointDeltasMax: 1, WAL: wal.Options{SegmentBytes: 1 << 10}})
+	db := openT(t, dir, opts)
+	fillStore(t, db, 100)
+	checkpointT(t, db)
+	fillStore(t, db, 30)
+	checkpointT(t, db)
+	if err := db.mergeAll(); err != nil {
+		t.Fatal(err)
+	}
+	merged := db.chain.base
+	state := fillStore(t, db, 10)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range merged.parts {
+		if err := os.Remove(filepath.Join(dir, p.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs logBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	db = openT(t, dir, opts)
+	defer db.Close()
+	sameState(t, "without the merged base", scanAll(t, db), state)
+	if !strings.Contains(logs.String(), genName(merged.v0)) || !strings.Contains(logs.String(), "missing or damaged") {
+		t.Fatalf("the open does not say the merged base %s is gone:\n%s", genName(merged.v0), logs.String())
+	}
+}
+
+// TestOpen_ReadsAChainWrittenBeforeMerges: a data dir written by the
+// version before merges (testdata/v5-chain-dir: a base, three deltas on
+// it, the log truncated before the newest link, value-log segments) opens
+// with every key as it was. Its base is then the store's one copy of the
+// oldest writes, as it was for that version; once the first merge is
+// linked, losing the merged base costs nothing: the old chain stands in.
+func TestOpen_ReadsAChainWrittenBeforeMerges(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/v5-chain-dir")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("testdata/v5-chain-state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]string
+	if err := json.Unmarshal(raw, &state); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, db *DB) {
+		t.Helper()
+		got := scanAll(t, db)
+		if len(got) != len(state) {
+			t.Fatalf("%s: %d keys, want %d", what, len(got), len(state))
+		}
+		for k, it := range got {
+			if s := fmt.Sprintf("%d %s", it.Version, it.Value); s != state[k] {
+				t.Fatalf("%s: %q = %q, want %q", what, k, s, state[k])
+			}
+		}
+	}
+	opts := quiet(Options{CheckpointLogBytes: -1, CheckpointDeltasMax: 4,
+		ColdValue: func(k, _ []byte) bool { return strings.HasPrefix(string(k), "c") }})
+	db := openT(t, dir, opts)
+	oldBase := db.chain.base
+	if len(db.chain.deltas) != 3 || db.Stats().Recovery.FromCheckpoint != db.chain.tip() {
+		t.Fatalf("loaded base %d with %d deltas, from %d", oldBase.v0, len(db.chain.deltas), db.Stats().Recovery.FromCheckpoint)
+	}
+	check("as written before merges", db)
+	putT(t, db, "k999", "new")
+	state["k999"] = fmt.Sprintf("%d new", db.Stats().Applied)
+	checkpointT(t, db) // the fourth delta: a merge is due
+	if err := db.mergeAll(); err != nil {
+		t.Fatal(err)
+	}
+	merged := db.chain.base
+	if merged.v0 == oldBase.v0 {
+		t.Fatal("no merge into a new base")
+	}
+	check("after the first merge", db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range merged.parts {
+		if err := os.Remove(filepath.Join(dir, p.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db = openT(t, dir, opts)
+	defer db.Close()
+	check("without the merged base", db)
 }

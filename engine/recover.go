@@ -60,6 +60,7 @@ func (db *DB) recover() error {
 		return walErr(err)
 	}
 	replayed, entries, newest := r.bytes, r.entries, r.newest
+	db.warnLostMerges(r.merged, ckpt)
 	if newest > ckpt && !fellBack {
 		// A checkpoint the log says was completed is gone or lost a part
 		// (a damaged one was reported as it was skipped).
@@ -91,10 +92,11 @@ func (db *DB) recover() error {
 // value over a newer one, so either is reported as corruption.
 type replayer struct {
 	db      *DB
-	next    uint64 // the index the next entry must have
-	entries int64  // entries replayed
-	bytes   int64  // their body bytes
-	newest  uint64 // the newest checkpoint the log says was written
+	next    uint64    // the index the next entry must have
+	entries int64     // entries replayed
+	bytes   int64     // their body bytes
+	newest  uint64    // the newest checkpoint the log says was written
+	merged  []Version // the merged bases the log says were linked
 
 	ops  []Op   // scratch: the entry's ops as decoded, then as owned
 	slab []byte // the arena puts are copied into (own)
@@ -119,6 +121,9 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	r.entries++
 	if n, k := binary.Uvarint(body); kind == wal.KindCheckpoint && k > 0 {
 		r.newest = max(r.newest, n)
+		if v, ok := mergeRecord(body); ok {
+			r.merged = append(r.merged, Version(v))
+		}
 	}
 	if kind != wal.KindBatch {
 		return nil
@@ -594,4 +599,21 @@ func walDiskBytes(fsys vfs.FS, dir string) int64 {
 		}
 	}
 	return n
+}
+
+// warnLostMerges names the merged bases the replayed log records linking
+// that the open did not load: gone or damaged, their chain's fallback
+// stood in for them, losing nothing (the deltas written on one name it,
+// lostBases; this covers a merged base no delta was written on yet).
+func (db *DB) warnLostMerges(merged []Version, used uint64) {
+	var lost []string
+	for _, v := range merged {
+		if db.chain == nil || v > db.chain.base.v0 {
+			lost = append(lost, genFiles(v))
+		}
+	}
+	if len(lost) > 0 {
+		db.opts.Logger.Warn("engine: a newer base is missing or damaged; recovered everything from the chain it replaced and the log",
+			"missing", lost, "used", checkpointLabel(used))
+	}
 }
