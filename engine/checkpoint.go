@@ -356,7 +356,9 @@ func (db *DB) writeCkptFile(name string, write func(io.Writer) error) (size int6
 // whose replay starts after v0, so that a later recovery that does not
 // find it knows it is missing. It holds mu like Apply, keeping log order
 // equal to sequence order.
-func (db *DB) logCheckpoint(v0 uint64) error { return db.logCheckpointBody(binary.AppendUvarint(nil, v0)) }
+func (db *DB) logCheckpoint(v0 uint64) error {
+	return db.logCheckpointBody(binary.AppendUvarint(nil, v0))
+}
 
 // mergeRecordFlag follows the index in the record of a merged base
 // (merge.go). Readers that know only the index ignore it.
