@@ -60,11 +60,12 @@ type DB struct {
 	merging       *pendingMerge // a merge into a new base in progress (merge.go); under ckptMu
 	mergeRequests chan struct{} // never closed
 	mergeDone     chan struct{}
-	baseLogBytes  atomic.Int64  // loggedBytes where the log kept on disk starts (the base's link, about)
-	dirty         *dirtySet     // keys written since the chain's tip (dirty.go); under treeMu
-	liveBytes     int64         // the tree's records as a checkpoint would hold them (estimate); under treeMu
-	ckpt          *ckptStats    // ckptstats.go
-	recovery      RecoveryStats // set by recover, then read-only
+	baseLogBytes  atomic.Int64       // loggedBytes where the log kept on disk starts (the base's link, about)
+	deltaRuns     map[string]loadRun // the deltas the open loaded, by name, for a merge it starts (merge.go); under ckptMu
+	dirty         *dirtySet          // keys written since the chain's tip (dirty.go); under treeMu
+	liveBytes     int64              // the tree's records as a checkpoint would hold them (estimate); under treeMu
+	ckpt          *ckptStats         // ckptstats.go
+	recovery      RecoveryStats      // set by recover, then read-only
 
 	vlog        *valueLog        // vlog.go
 	vlogLive    map[uint32]int64 // bytes of records the tree points at, by segment; under treeMu
@@ -145,6 +146,9 @@ func Open(dir string, opts Options) (*DB, error) {
 	}
 	db.ckptMu.Lock()
 	db.maybeStartMerge() // resume a merge a crash interrupted, or start a due one
+	if db.merging == nil {
+		db.deltaRuns = nil
+	}
 	db.ckptMu.Unlock()
 	db.maybeRequestCheckpoint()
 	return db, nil

@@ -163,16 +163,24 @@ func (db *DB) mergeStep() (done bool, err error) {
 
 // mergedDeltas loads the deltas ds and merges them into one run, oldest
 // first, a newer record winning its key, tombstones kept (they hide the
-// base's records).
+// base's records). The deltas the open loaded are taken as they are: a
+// process that lives a few seconds must not spend them reading the chain
+// again (their records alias the files' images, which the tree's items
+// keep alive anyway).
 func (db *DB) mergedDeltas(ds []deltaMeta) (*loadRun, error) {
 	runs := make([]loadRun, len(ds))
 	for i, d := range ds {
+		if r, ok := db.deltaRuns[d.name]; ok {
+			runs[i] = r
+			continue
+		}
 		r, err := db.loadDelta(d)
 		if err != nil {
 			return nil, err
 		}
 		runs[i] = r
 	}
+	db.deltaRuns = nil
 	for len(runs) > 1 { // pairwise rounds: log2(deltas) passes over the records
 		next := runs[:0:0]
 		for i := 0; i < len(runs); i += 2 {

@@ -346,6 +346,10 @@ func (db *DB) loadDeltas(load *chainLoad, ds []deltaMeta) (int, error) {
 		return err
 	})
 	load.deltas = append(load.deltas, runs[:good]...)
+	db.deltaRuns = map[string]loadRun{}
+	for i, run := range runs[:good] {
+		db.deltaRuns[ds[i].name] = run
+	}
 	return good, err
 }
 
