@@ -260,22 +260,30 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 			"damaged", tried, "used", checkpointLabel(tip))
 		db.moveAside(damaged)
 	}
+	lost := db.settleChain(gens, deltas, chosen, Version(tip))
+	return tip, len(tried) > 0 || lost, nil
+}
+
+// settleChain finishes an open's choice of chain: it notes the fallback
+// chain whose files are kept, says whether a newer merged base is gone
+// (and warns), and resumes an interrupted base or merge.
+func (db *DB) settleChain(gens []generation, deltas map[Version][]deltaMeta, chosen *ckptChain, tip Version) (lostBase bool) {
 	if chosen != nil {
 		db.fallback = fallbackOf(gens, deltas, chosen)
 		if lost := lostBases(gens, chosen); len(lost) > 0 {
 			db.opts.Logger.Warn("engine: a newer base is missing or damaged; recovered everything from the chain it replaced",
 				"missing", lost, "used", filesOf(chosen.base))
-			fellBack = true
+			lostBase = true
 		}
 	}
 	switch {
 	case len(gens) == 0 || gens[0].complete():
-	case gens[0].v0 > Version(tip):
+	case gens[0].v0 > tip:
 		db.resume(gens[0])
 	case chosen != nil:
 		db.resumeMerge(gens[0], chosen)
 	}
-	return tip, len(tried) > 0 || fellBack, nil
+	return lostBase
 }
 
 // lostBases names the bases the deltas of chosen were written on that are
