@@ -37,12 +37,11 @@ import (
 
 // pendingMerge is a merge being written: its inputs and its parts so far.
 type pendingMerge struct {
-	input  *ckptChain // base and deltas up to v0
-	v0     Version    // input.tip(): the new base's version
-	logged int64      // loggedBytes at the link v0 (0: unknown, resumed)
-	parts  []partMeta
-	run    *loadRun // the input deltas merged, newest winning (loaded at the first step)
-	began  time.Time
+	input *ckptChain // base and deltas up to v0
+	v0    Version    // input.tip(): the new base's version
+	parts []partMeta
+	run   *loadRun // the input deltas merged, newest winning (loaded at the first step)
+	began time.Time
 }
 
 // mergeDue says whether the chain should be merged into a new base: the
@@ -81,7 +80,7 @@ func (db *DB) retiredWaiting() int64 {
 func (db *DB) maybeStartMerge() {
 	if db.mergeDue() {
 		c := db.chain
-		db.merging = &pendingMerge{input: c, v0: c.tip(), logged: db.ckptLogBytes.Load(), began: time.Now()}
+		db.merging = &pendingMerge{input: c, v0: c.tip(), began: time.Now()}
 	}
 	if db.merging != nil && db.opts.CheckpointLogBytes > 0 {
 		select {
@@ -377,7 +376,6 @@ func (db *DB) linkMerge(m *pendingMerge) error {
 	}
 	db.chain, db.fallback = next, c
 	db.ckptSize.Store(next.bytes())
-	db.baseLogBytes.Store(m.logged)
 	db.ckpt.merges.Add(1)
 	db.ckptLinks++
 	if err := db.logMerge(uint64(m.v0)); err != nil {
@@ -391,6 +389,9 @@ func (db *DB) linkMerge(m *pendingMerge) error {
 	if err := db.log.TruncateFront(uint64(m.v0) + 1); err != nil {
 		return fmt.Errorf("engine: truncate log after merging into %s: %w", genName(m.v0), err)
 	}
+	// The log kept from here on counts towards the next merge, as the
+	// log on disk, whatever lives it spans.
+	db.baseLogBytes.Store(db.loggedBytes.Load() - walDiskBytes(db.fs, filepath.Join(db.dir, walDirName)))
 	if err := db.removeCheckpointFilesBut(db.keptFiles(), m.v0); err != nil {
 		return err
 	}
