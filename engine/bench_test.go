@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -58,5 +60,51 @@ func BenchmarkGet(b *testing.B) {
 		if _, err := db.Get(ctx, []byte("k"+strconv.Itoa(i%keys))); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkOpen_Replay times an open that replays 20 000 small entries of
+// three puts each (a keyed request's), after an empty checkpoint.
+func BenchmarkOpen_Replay(b *testing.B) {
+	dir := b.TempDir()
+	opts := quiet(Options{CheckpointLogBytes: -1})
+	db, err := Open(dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Checkpoint(); err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 140)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < 20_000; i += 16 {
+				var batch Batch
+				for _, ns := range []string{"rcpt/v1/", "exp/v1/", "tbl/v1/b/doc/"} {
+					batch.Put(fmt.Appendf(nil, "%s%08d", ns, i), value)
+				}
+				if _, err := db.Apply(ctx, &batch); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		db, err := Open(dir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(db.Stats().Recovery.ReplayedBytes)
+		b.StopTimer()
+		db.Close()
+		b.StartTimer()
 	}
 }

@@ -48,8 +48,14 @@ func (c *checker) checkChain() {
 		c.problem(ProblemDamage, c.dir, OffsetUnknown,
 			"the log ends at entry %d, before the checkpoint tip %d: acknowledged entries are gone (an open refuses)", c.rep.WAL.LastIndex, tip)
 	}
+	if chosen != nil {
+		for _, b := range lostBases(gens, chosen) {
+			c.problem(ProblemDamage, c.path(b), OffsetUnknown,
+				"the base later links were written on is missing or incomplete: an open loads the chain it replaced, %s, losing nothing", filesOf(chosen.base))
+		}
+	}
 	c.checkDeltaLinks(deltas, chained, tip)
-	c.checkGenerations(gens, tip)
+	c.checkGenerations(gens, tip, chosen)
 	c.checkFallback(gens, deltas, tip, chosen != nil || logFirst <= 1)
 }
 
@@ -124,7 +130,7 @@ func (c *checker) checkDeltaLinks(deltas map[Version][]deltaMeta, chained map[st
 
 // checkGenerations reports the incomplete generations: damage if the log
 // says it was completed, else an interrupted checkpoint.
-func (c *checker) checkGenerations(gens []generation, tip Version) {
+func (c *checker) checkGenerations(gens []generation, tip Version, chosen *ckptChain) {
 	recorded := map[Version]bool{}
 	for _, v := range c.recorded {
 		recorded[Version(v)] = true
@@ -138,6 +144,9 @@ func (c *checker) checkGenerations(gens []generation, tip Version) {
 		case g.v0 > tip:
 			c.problem(ProblemNote, c.path(genFiles(g.v0)), OffsetUnknown,
 				"an incomplete checkpoint (parts %s): a crash or a stop interrupted it, and the next open resumes it", partList(g))
+		case chosen != nil && g.v0 > chosen.base.v0 && chosen.hasLink(g.v0):
+			c.problem(ProblemNote, c.path(genFiles(g.v0)), OffsetUnknown,
+				"an incomplete merge of the chain into a new base (parts %s): a crash or a stop interrupted it, and the next open resumes it", partList(g))
 		default:
 			c.problem(ProblemNote, c.path(genFiles(g.v0)), OffsetUnknown,
 				"an incomplete checkpoint older than the chain in use (parts %s): the next checkpoint removes it", partList(g))

@@ -25,11 +25,11 @@ import (
 // since its newest link — or the whole store as a new base: a generation
 // of parts, each durable on its own, resuming the generation an earlier
 // call — or an earlier process — left incomplete. Once the link is
-// durable it is recorded in the log, and the log is truncated before the
-// *previous* link, not before this one: the previous chain and the log
-// from it on are what recovery falls back to if this link is damaged or
-// lost (recover.go). That costs up to one checkpoint interval of log on
-// disk, and, for a new base, the chain before it.
+// durable it is recorded in the log. A delta truncates nothing: the log is
+// kept from the base's link on, so a lost delta falls back to the links
+// before it and the log. A new base truncates the log before the tip of
+// the chain it replaces, which stays as the fallback for a lost base
+// (recover.go). Later bases come from merges (merge.go).
 
 // pendingGen is a generation being written: where it resumes.
 type pendingGen struct {
@@ -48,9 +48,10 @@ func (g *pendingGen) next() (seq int, start []byte) {
 
 // Checkpoint makes a complete checkpoint of the current durable state —
 // a delta on the current chain, or a new base (ckptchain.go), resuming an
-// incomplete base — and truncates the log behind the previous link; then
-// runs one pass of the value-log collector (vlog_gc.go). It may run
-// concurrently with Apply.
+// incomplete base — and starts a merge into a new base if one is due
+// (merge.go: written in the background, or by nobody while automatic
+// checkpoints are off); then runs one pass of the value-log collector
+// (vlog_gc.go). It may run concurrently with Apply.
 func (db *DB) Checkpoint() (err error) {
 	if db.closed.Load() {
 		return ErrClosed
@@ -146,13 +147,21 @@ func (db *DB) checkpointDelta(logged int64) error {
 }
 
 // linked makes next, durable on disk, the newest checkpoint: recorded in
-// the log, which is then truncated before the previous link, and every
-// checkpoint file but next's and the previous chain's removed.
+// the log. A new base (from a snapshot) makes the chain before it the
+// fallback: the log is truncated before that chain's tip + 1, and every
+// checkpoint file but the two chains' removed. A delta truncates nothing:
+// the log is kept from the base on, so that a lost delta falls back to the
+// links before it and the log (merge.go truncates it once the chain is
+// merged into a new base).
 func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 	prevChain := db.chain
-	prev := db.lastCkptIndex.Load()
 	v := next.tip()
+	isBase := len(next.deltas) == 0
 	db.chain = next
+	if isBase {
+		db.fallback, db.merging = prevChain, nil
+		db.baseLogBytes.Store(logged)
+	}
 	db.ckptSize.Store(next.bytes())
 	db.deltaNext.Store(db.nextIsDelta())
 	db.lastCkptIndex.Store(uint64(v))
@@ -164,27 +173,27 @@ func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 	// Complete once recorded in the log; truncation failures are reported
 	// on their own. The base's bytes and parts are the whole generation's,
 	// duration this call's (a resumed generation had earlier parts).
-	if len(next.deltas) > 0 {
+	if !isBase {
 		db.ckpt.deltas.Add(1)
 		d := next.deltas[len(next.deltas)-1]
 		db.opts.Logger.Info("engine: delta checkpoint written", "index", uint64(v), "bytes", d.size, "records", d.count,
 			"chain_deltas", len(next.deltas), "chain_bytes", next.bytes(), "duration", time.Since(began))
-	} else {
-		db.opts.Logger.Info("engine: checkpoint written", "index", uint64(v), "bytes", next.base.bytes(), "parts", len(next.base.parts),
-			"duration", time.Since(began))
+		db.maybeStartMerge()
+		if err := db.removeCheckpointFilesBut(db.keptFiles(), next.base.v0); err != nil {
+			return err
+		}
+		return db.removeRetired()
 	}
-	if err := db.log.TruncateFront(prev + 1); err != nil {
+	db.opts.Logger.Info("engine: checkpoint written", "index", uint64(v), "bytes", next.base.bytes(), "parts", len(next.base.parts),
+		"duration", time.Since(began))
+	keepFrom := uint64(1)
+	if prevChain != nil {
+		keepFrom = uint64(prevChain.tip()) + 1
+	}
+	if err := db.log.TruncateFront(keepFrom); err != nil {
 		return fmt.Errorf("engine: truncate log after checkpoint %s: %w", genName(v), err)
 	}
-	keep := map[string]bool{}
-	for _, c := range []*ckptChain{next, prevChain} {
-		if c != nil {
-			for _, name := range c.files() {
-				keep[name] = true
-			}
-		}
-	}
-	if err := db.removeCheckpointFilesBut(keep, Version(prev)); err != nil {
+	if err := db.removeCheckpointFilesBut(db.keptFiles(), Version(keepFrom-1)); err != nil {
 		return err
 	}
 	return db.removeRetired()
@@ -202,7 +211,7 @@ func (db *DB) snapshotWith(fn func()) *Snapshot {
 // writeDelta writes the delta at snap on chain c: the value at snap of
 // every key in dirty, or a tombstone if the chain's files may hold it.
 func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
-	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip()}
+	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), flagged: true}
 	var spills []vlogSpill
 	var scratch [vlogPtrLen]byte
 	size, err := db.writeCkptFile(m.name, func(w io.Writer) error {
@@ -348,6 +357,27 @@ func (db *DB) writeCkptFile(name string, write func(io.Writer) error) (size int6
 // find it knows it is missing. It holds mu like Apply, keeping log order
 // equal to sequence order.
 func (db *DB) logCheckpoint(v0 uint64) error {
+	return db.logCheckpointBody(binary.AppendUvarint(nil, v0))
+}
+
+// mergeRecordFlag follows the index in the record of a merged base
+// (merge.go). Readers that know only the index ignore it.
+const mergeRecordFlag = 'M'
+
+// logMerge records that the base merged at v0 was linked: an open that
+// loads the chain it replaced, because the merged base is gone, sees the
+// record in the log it replays and says so.
+func (db *DB) logMerge(v0 uint64) error {
+	return db.logCheckpointBody(append(binary.AppendUvarint(nil, v0), mergeRecordFlag))
+}
+
+// mergeRecord returns the base a checkpoint record says was merged.
+func mergeRecord(body []byte) (uint64, bool) {
+	n, k := binary.Uvarint(body)
+	return n, k > 0 && len(body) == k+1 && body[k] == mergeRecordFlag
+}
+
+func (db *DB) logCheckpointBody(body []byte) error {
 	ctx := context.Background()
 	if err := db.log.Reserve(ctx); err != nil {
 		return db.submitErr(err)
@@ -358,7 +388,7 @@ func (db *DB) logCheckpoint(v0 uint64) error {
 		db.log.Unreserve()
 		return fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
 	}
-	_, commit, err := db.log.Enqueue(wal.KindCheckpoint, binary.AppendUvarint(nil, v0), nil)
+	_, commit, err := db.log.Enqueue(wal.KindCheckpoint, body, nil)
 	db.mu.Unlock()
 	if err != nil {
 		return db.submitErr(err)

@@ -14,17 +14,16 @@ import (
 // store, ckptfile.go) and the deltas written on it since (delta.go), each
 // holding only what changed after the link before it. A growing store
 // therefore stops rewriting itself at every checkpoint: a delta costs what
-// changed, and the store is rewritten as a new base only when the chain's
-// files hold more than ckptGarbageRatio times the live data (overwritten
-// and deleted records in older links), or CheckpointDeltasMax deltas are
-// on it (bounding what an open reads and applies).
+// changed, and the chain is rebased by merging its own files in the
+// background (merge.go) once the log kept since the base reaches the
+// store's size, the chain's files hold more than ckptGarbageRatio times
+// the live data, or CheckpointDeltasMax deltas are on it.
 //
-// Fallback. The log is kept from the previous link on, and that link's
-// files with it, so a damaged or missing newest link — a delta, or a new
-// base — falls back to the chain before it and loses nothing. An older
-// delta of the chain is needed by every link after it: a damaged one makes
-// the chain unusable, and an open refuses, naming it, unless the log still
-// reaches back far enough (docs/design.md §2).
+// Fallback. The log is kept from the base's link on, and the chain the
+// base replaced with it, so no single checkpoint file's damage or loss
+// loses a write: a lost delta falls back to the links before it and the
+// log, a lost base to the chain it replaced (which reaches the deltas
+// after the base by the links they follow) (docs/design.md §2).
 
 // ckptGarbageRatio bounds the chain's files against the live data: beyond
 // it, the next checkpoint is a new base.
@@ -113,35 +112,40 @@ func listDeltas(fsys vfs.FS, dir string) (map[Version][]deltaMeta, error) {
 }
 
 // chainOf returns g's chain as the files in dir link it: each next delta
-// follows the newest link and names g as its base. Of two deltas on one
-// link (only a crash between writing one and recording it could leave
-// them), the newer is taken.
+// follows the newest link. A delta names the base it was written on, but
+// it stands on any base whose chain reaches the link it follows: a base
+// merged at a link (merge.go) holds exactly the state of the chain it was
+// merged from there, and the chain it replaced still reaches the deltas
+// after it. Links are log indexes, and a state at an index is the log's,
+// so no two chains disagree about one. Of two deltas on one link (only a
+// crash between writing one and recording it could leave them), the newer
+// is taken.
 func chainOf(g generation, deltas map[Version][]deltaMeta) *ckptChain {
 	c := &ckptChain{base: g}
 	for {
-		var next *deltaMeta
-		for i, d := range deltas[c.tip()] {
-			if d.base == g.v0 {
-				next = &deltas[c.tip()][i]
-				break
-			}
-		}
-		if next == nil {
+		ds := deltas[c.tip()]
+		if len(ds) == 0 || ds[0].base > c.tip() {
 			return c
 		}
-		c.deltas = append(c.deltas, *next)
+		c.deltas = append(c.deltas, ds[0])
 	}
 }
 
 // nextIsDelta decides what the next checkpoint writes: a delta on the
 // current chain, or a new base. Caller holds ckptMu.
+//
+// Deltas go on while a merge is due or running: the chain is rebased by
+// merging (merge.go), never by waiting for a snapshot of the whole store,
+// so the log a restart replays stays one interval or two. A new base
+// from a snapshot is written only with no chain yet, a base pending, or
+// the dirty set lost.
 func (db *DB) nextIsDelta() bool {
 	c := db.chain
-	if db.opts.CheckpointDeltasMax < 0 || c == nil || db.ckptPending != nil || len(c.deltas) >= db.opts.CheckpointDeltasMax {
+	if db.opts.CheckpointDeltasMax < 0 || c == nil || db.ckptPending != nil {
 		return false
 	}
 	db.treeMu.RLock()
-	lost, live := db.dirty.lost, db.liveBytes
+	lost := db.dirty.lost
 	db.treeMu.RUnlock()
-	return !lost && c.bytes() <= ckptGarbageRatio*max(live, 1)
+	return !lost
 }

@@ -19,6 +19,9 @@ type CheckpointStats struct {
 	// Deltas counts the completed checkpoints that were deltas
 	// (ckptchain.go); the others rewrote the whole store.
 	Deltas uint64
+	// Merges counts the chains merged into a new base from their own files
+	// in the background (merge.go); not counted in Completed.
+	Merges uint64
 	// BytesWritten are the bytes of the checkpoint parts made durable,
 	// those of checkpoints that later failed or were resumed included.
 	BytesWritten uint64
@@ -42,8 +45,8 @@ var ckptDurationBounds = wal.DurationBounds(
 
 // ckptStats are the counters behind CheckpointStats.
 type ckptStats struct {
-	completed, failed, bytes, deltas atomic.Uint64
-	duration                         *wal.Histogram
+	completed, failed, bytes, deltas, merges atomic.Uint64
+	duration                                 *wal.Histogram
 }
 
 func newCkptStats() *ckptStats { return &ckptStats{duration: wal.NewHistogram(ckptDurationBounds)} }
@@ -66,6 +69,6 @@ func (db *DB) observeCheckpoint(start time.Time, prev uint64, errp *error) {
 }
 
 func (db *DB) checkpointStats() CheckpointStats {
-	return CheckpointStats{Completed: db.ckpt.completed.Load(), Failed: db.ckpt.failed.Load(), Deltas: db.ckpt.deltas.Load(),
+	return CheckpointStats{Completed: db.ckpt.completed.Load(), Failed: db.ckpt.failed.Load(), Deltas: db.ckpt.deltas.Load(), Merges: db.ckpt.merges.Load(),
 		BytesWritten: db.ckpt.bytes.Load(), Bytes: db.ckptSize.Load(), Duration: db.ckpt.duration.Snapshot()}
 }

@@ -56,10 +56,16 @@ type DB struct {
 	liveNow       atomic.Int64  // liveBytes as of the last group installed
 	ckptPending   *pendingGen   // an incomplete checkpoint to resume; under ckptMu
 	chain         *ckptChain    // the newest complete checkpoint (nil: none); under ckptMu
-	dirty         *dirtySet     // keys written since the chain's tip (dirty.go); under treeMu
-	liveBytes     int64         // the tree's records as a checkpoint would hold them (estimate); under treeMu
-	ckpt          *ckptStats    // ckptstats.go
-	recovery      RecoveryStats // set by recover, then read-only
+	fallback      *ckptChain    // the chain the base replaced, kept for a lost file of chain (nil: none); under ckptMu
+	merging       *pendingMerge // a merge into a new base in progress (merge.go); under ckptMu
+	mergeRequests chan struct{} // never closed
+	mergeDone     chan struct{}
+	baseLogBytes  atomic.Int64       // loggedBytes where the log kept on disk starts (the base's link, about)
+	deltaRuns     map[string]loadRun // the deltas the open loaded, by name, for a merge it starts (merge.go); under ckptMu
+	dirty         *dirtySet          // keys written since the chain's tip (dirty.go); under treeMu
+	liveBytes     int64              // the tree's records as a checkpoint would hold them (estimate); under treeMu
+	ckpt          *ckptStats         // ckptstats.go
+	recovery      RecoveryStats      // set by recover, then read-only
 
 	vlog        *valueLog        // vlog.go
 	vlogLive    map[uint32]int64 // bytes of records the tree points at, by segment; under treeMu
@@ -106,19 +112,21 @@ func Open(dir string, opts Options) (*DB, error) {
 	// the start of Close, as the WAL's do (vfs.WaitFS says why).
 	fds := vfs.NewWaitFS(opts.FS, opts.Logger)
 	db := &DB{
-		dir:          dir,
-		fs:           fds,
-		fds:          fds,
-		opts:         opts,
-		lock:         lock,
-		pending:      make(map[string]pendingWrite),
-		tree:         index.NewKeySpace(),
-		ckptRequests: make(chan struct{}, 1),
-		ckptStop:     make(chan struct{}),
-		ckptDone:     make(chan struct{}),
-		ckpt:         newCkptStats(),
-		dirty:        newDirtySet(),
-		vlogHeld:     map[uint32]bool{},
+		dir:           dir,
+		fs:            fds,
+		fds:           fds,
+		opts:          opts,
+		lock:          lock,
+		pending:       make(map[string]pendingWrite),
+		tree:          index.NewKeySpace(),
+		ckptRequests:  make(chan struct{}, 1),
+		ckptStop:      make(chan struct{}),
+		ckptDone:      make(chan struct{}),
+		mergeRequests: make(chan struct{}, 1),
+		mergeDone:     make(chan struct{}),
+		ckpt:          newCkptStats(),
+		dirty:         newDirtySet(),
+		vlogHeld:      map[uint32]bool{},
 	}
 	if db.vlog, err = openValueLog(db.fs, dir, opts.ValueLogSegmentBytes); err != nil {
 		lock.Close()
@@ -133,9 +141,16 @@ func Open(dir string, opts Options) (*DB, error) {
 	db.retireUnreferenced()
 	fds.Begin()
 	go db.checkpointer()
+	go db.merger()
 	if db.ckptPending != nil && opts.CheckpointLogBytes > 0 {
 		db.ckptRequests <- struct{}{} // resume the checkpoint a crash interrupted
 	}
+	db.ckptMu.Lock()
+	db.maybeStartMerge() // resume a merge a crash interrupted, or start a due one
+	if db.merging == nil {
+		db.deltaRuns = nil
+	}
+	db.ckptMu.Unlock()
 	db.maybeRequestCheckpoint()
 	return db, nil
 }
@@ -269,12 +284,14 @@ func (db *DB) maybeRequestCheckpoint() {
 }
 
 // checkpointInterval is the log to accumulate before the next checkpoint:
-// CheckpointLogBytes while the next is a delta, which costs what changed;
-// before a new base, which rewrites the whole store, at least the store's
-// size too, so that rewriting costs at most as much again as the log it
-// retires however large the store gets.
+// CheckpointLogBytes, whatever the store holds — the first base, then
+// deltas, which cost what changed; a chain is rebased by merging its own
+// files in the background (merge.go), not by the checkpointer, so the log
+// a restart replays stays bounded by the setting. Only a store without
+// deltas (CheckpointDeltasMax < 0) waits for the store's size too before
+// rewriting it whole.
 func (db *DB) checkpointInterval() int64 {
-	if db.deltaNext.Load() {
+	if db.deltaNext.Load() || db.opts.CheckpointDeltasMax >= 0 {
 		return db.opts.CheckpointLogBytes
 	}
 	return max(db.opts.CheckpointLogBytes, db.liveNow.Load())
@@ -291,6 +308,7 @@ func (db *DB) Close() error {
 	db.fds.Stop()
 	close(db.ckptStop)
 	<-db.ckptDone
+	<-db.mergeDone
 	err := db.log.Close()
 	if cerr := db.vlog.close(); err == nil {
 		err = cerr

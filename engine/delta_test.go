@@ -113,11 +113,16 @@ func TestCheckpoint_ADeltaHoldsOnlyWhatChangedAndRecoversExactly(t *testing.T) {
 	sameState(t, "base and two deltas", scanAll(t, db), state)
 }
 
-func TestCheckpoint_ANewBaseOnceTheChainIsMostlyGarbageOrLong(t *testing.T) {
+// TestCheckpoint_AChainIsMergedIntoANewBaseOnceMostlyGarbageOrLong: a
+// merge becomes due once the chain's files hold more than twice the live
+// data, or CheckpointDeltasMax deltas, and its new base — the chain's own
+// files merged at its tip — takes the deltas after it, keeps the old chain
+// as the fallback, and recovers the exact state.
+func TestCheckpoint_AChainIsMergedIntoANewBaseOnceMostlyGarbageOrLong(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		deltasMax int
-		want      int // deltas before the base is rewritten
+		want      int // deltas before a merge is due
 	}{
 		{"garbage", 64, 2}, // each delta rewrites every key: 3 × the live data after two
 		{"deltas-max", 1, 1},
@@ -125,6 +130,7 @@ func TestCheckpoint_ANewBaseOnceTheChainIsMostlyGarbageOrLong(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			opts := deltaTestOpts()
+			opts.CheckpointLogBytes = -(1 << 40) // no merge for the log's sake: max(this, live) is the live data
 			opts.CheckpointDeltasMax = tc.deltasMax
 			db := openT(t, dir, opts)
 			rewrite := func(round int) {
@@ -132,43 +138,64 @@ func TestCheckpoint_ANewBaseOnceTheChainIsMostlyGarbageOrLong(t *testing.T) {
 					apply(t, db, new(Batch).Put(fmt.Appendf(nil, "k%03d", i), fmt.Appendf(nil, "round-%d-%s", round, strings.Repeat("x", 50))))
 				}
 			}
+			merging := func() bool { db.ckptMu.Lock(); defer db.ckptMu.Unlock(); return db.merging != nil }
 			rewrite(0)
 			checkpointT(t, db)
 			first := generationsT(t, dir)[0].v0
 			for round := 1; round <= tc.want; round++ {
+				if merging() {
+					t.Fatalf("a merge is due after %d deltas, want it after %d", round-1, tc.want)
+				}
 				rewrite(round)
 				checkpointT(t, db)
-				if got := len(deltasT(t, dir)); got != round {
-					t.Fatalf("after %d checkpoints on the base: %d deltas", round, got)
-				}
 			}
-			rewrite(tc.want + 1)
+			if !merging() {
+				t.Fatalf("no merge due after %d deltas", tc.want)
+			}
+			tip := db.Stats().Checkpoint
+			rewrite(tc.want + 1) // a delta while the merge is pending: it follows the tip the merge is at
 			checkpointT(t, db)
+			if err := db.mergeAll(); err != nil {
+				t.Fatal(err)
+			}
 			gens := generationsT(t, dir)
-			if gens[0].v0 != db.Stats().Checkpoint || gens[0].v0 == first {
-				t.Fatalf("checkpoint %d after %d deltas: generations %+v, want a new base", db.Stats().Checkpoint, tc.want, gens)
+			if len(gens) != 2 || gens[0].v0 != tip || gens[1].v0 != first {
+				t.Fatalf("after the merge: generations %+v, want the merged one at %d and the old base %d", gens, tip, first)
 			}
-			// The old chain is the fallback until the next link supersedes it.
-			if len(gens) != 2 || len(deltasT(t, dir)) != tc.want {
-				t.Fatalf("after the new base: %d generations, %d deltas; want the old chain kept", len(gens), len(deltasT(t, dir)))
+			if db.chain.base.v0 != tip || len(db.chain.deltas) != 1 || db.chain.tip() != db.Stats().Checkpoint {
+				t.Fatalf("chain after the merge: base %d, %d deltas, tip %d", db.chain.base.v0, len(db.chain.deltas), db.chain.tip())
 			}
-			rewrite(tc.want + 2)
-			checkpointT(t, db)
-			if gens := generationsT(t, dir); len(gens) != 1 || len(deltasT(t, dir)) != 1 {
-				t.Fatalf("after a delta on the new base: %d generations, deltas %+v; want the old chain gone", len(gens), deltasT(t, dir))
+			if got := db.Stats().Checkpoints.Merges; got != 1 {
+				t.Fatalf("%d merges counted, want 1", got)
 			}
 			state := scanAll(t, db)
 			db = reopenT(t, db, dir, opts)
+			sameState(t, "from the merged base and the delta after it", scanAll(t, db), state)
+			if got := db.Stats().Recovery.FromCheckpoint; got != db.chain.tip() || db.chain.base.v0 != tip {
+				t.Fatalf("recovered from %d on base %d, want the delta on the merged base %d", got, db.chain.base.v0, tip)
+			}
+			// The old chain is the fallback until the next merge supersedes it.
+			for round := tc.want + 2; db.Stats().Checkpoints.Merges == 0; round++ {
+				rewrite(round)
+				checkpointT(t, db)
+				if err := db.mergeAll(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if gens := generationsT(t, dir); len(gens) != 2 || gens[1].v0 != tip {
+				t.Fatalf("after the next merge: generations %+v, want the one merged at %d as the fallback", gens, tip)
+			}
+			state = scanAll(t, db)
+			db = reopenT(t, db, dir, opts)
 			defer db.Close()
-			sameState(t, "after a new base and a delta on it", scanAll(t, db), state)
+			sameState(t, "after two merges", scanAll(t, db), state)
 		})
 	}
 }
 
 // deltaChainStore leaves a closed store, opened with opts, whose chain is
-// a base and two deltas. With deltaTestOpts' small segments the log is
-// truncated before the first delta: it covers the second delta's changes
-// only.
+// a base and two deltas, and the log from the base on (deltas truncate
+// nothing).
 func deltaChainStore(t *testing.T, opts Options) (dir string, state map[string]Item, ds []deltaMeta) {
 	t.Helper()
 	dir = t.TempDir()
@@ -244,20 +271,20 @@ func TestOpen_DamagedOrMissingNewestDeltaFallsBackLosingNothing(t *testing.T) {
 	}
 }
 
-func TestOpen_DamagedOlderDeltaIsRefusedNamingIt(t *testing.T) {
-	for _, damage := range deltaDamages[:2] {
+// TestOpen_DamagedOlderDeltaFallsBackToTheBaseAndTheLog: the log is kept
+// from the base on, so a damaged delta that later links stand on costs a
+// longer replay, not a write.
+func TestOpen_DamagedOlderDeltaFallsBackToTheBaseAndTheLog(t *testing.T) {
+	for _, damage := range deltaDamages {
 		t.Run(damage.name, func(t *testing.T) {
 			opts := deltaTestOpts()
-			dir, _, ds := deltaChainStore(t, opts)
+			dir, state, ds := deltaChainStore(t, opts)
 			damage.do(t, filepath.Join(dir, ds[0].name))
-			before := dirListing(t, dir)
-			_, err := Open(dir, opts)
-			wantCorruption(t, err)
-			if !strings.Contains(err.Error(), genName(ds[0].v)) || !strings.Contains(err.Error(), "backup") {
-				t.Errorf("the error does not name %s or say what to do: %v", genName(ds[0].v), err)
-			}
-			if after := dirListing(t, dir); !slices.Equal(after, before) {
-				t.Fatalf("refusing to open changed the data dir:\n%v\n%v", before, after)
+			db := openT(t, dir, opts)
+			defer db.Close()
+			sameState(t, "fallen back to the base", scanAll(t, db), state)
+			if got := db.Stats().Recovery.FromCheckpoint; got != generationsT(t, dir)[0].v0 {
+				t.Fatalf("recovered from %d, want the base", got)
 			}
 		})
 	}

@@ -87,6 +87,8 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 		step      func(db *DB) error
 		undone    func(before, after []string, ckpts []string) error
 	}{
+		// Every checkpoint a base: the second truncates the log (a delta
+		// truncates nothing; a merge does, tested in merge_test.go).
 		{fault.WALTruncateAfter, func(db *DB) error { return db.Checkpoint() },
 			func(before, after, _ []string) error {
 				// The segments removed without a directory sync are back.
@@ -117,6 +119,10 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 	} {
 		t.Run(tc.failpoint, func(t *testing.T) {
 			disk := newMemDisk()
+			opts := opts
+			if tc.failpoint == fault.WALTruncateAfter {
+				opts.CheckpointDeltasMax = -1
+			}
 			db := disk.open(t, opts)
 			fillStore(t, db, 60)
 			if err := db.Checkpoint(); err != nil {

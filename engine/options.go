@@ -29,8 +29,9 @@ type Options struct {
 	// 64 MiB.
 	CheckpointLogBytes int64
 	// CheckpointDeltasMax bounds the deltas on one base (ckptchain.go):
-	// after as many, the next checkpoint rewrites the whole store. Zero
-	// means the default, 64; negative makes every checkpoint a full one.
+	// after as many, the chain is due to be merged into a new base
+	// (merge.go; deltas go on while it is written). Zero means the
+	// default, 64; negative makes every checkpoint a full one.
 	CheckpointDeltasMax int
 	// CheckpointPartBytes bounds one part of a checkpoint: the progress a
 	// crash cannot take away (see ckptfile.go). Default 32 MiB.

@@ -24,7 +24,10 @@ import (
 // once two more checkpoint links exist: the checkpoint files — the newest
 // chain and the one kept as its fallback (ckptchain.go) — and the log after
 // them must not lead to it. A moved key is noted dirty, so the next link
-// records its new pointer; the link after that makes it the fallback. No
+// records its new pointer; the link after that makes it the fallback. Since
+// a lost delta falls back to its base and the log (which does not record
+// moves), the segment also waits until the base and the fallback chain
+// reach past the link that recorded the moves (chainsPast). No
 // pass runs while a base checkpoint is pending: its parts come from
 // several snapshots, and one taken before a move would keep a pointer the
 // log cannot correct.
@@ -35,8 +38,9 @@ const vlogGCSegmentsMax = 2
 
 // retiredSeg is a segment waiting for the links that stop leading to it.
 type retiredSeg struct {
-	id uint32
-	at uint64 // ckptLinks when it was retired
+	id    uint32
+	at    uint64  // ckptLinks when it was retired
+	after Version // the chain's tip when it was retired
 }
 
 // vlogRemoveAfterLinks is how many links must follow a retirement.
@@ -54,7 +58,7 @@ type vlogMove struct {
 func (db *DB) retireUnreferenced() {
 	for _, id := range db.vlog.ids() {
 		if db.vlogLive[id] <= 0 {
-			db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks})
+			db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: Version(db.lastCkptIndex.Load())})
 		}
 	}
 }
@@ -65,7 +69,7 @@ func (db *DB) removeRetired() error {
 	kept := db.vlogRetired[:0]
 	var first error
 	for _, r := range db.vlogRetired {
-		if db.ckptLinks < r.at+vlogRemoveAfterLinks {
+		if db.ckptLinks < r.at+vlogRemoveAfterLinks || !db.chainsPast(r.after) {
 			kept = append(kept, r)
 			continue
 		}
@@ -83,6 +87,18 @@ func (db *DB) removeRetired() error {
 	}
 	db.vlogRetired = kept
 	return first
+}
+
+// chainsPast reports whether every way an open may take to the present
+// passes the link after v, which records the moves made at v: the base
+// (a lost delta falls back to it and the log, which does not record
+// moves) and the fallback chain (a lost base falls back to it). Caller
+// holds ckptMu.
+func (db *DB) chainsPast(v Version) bool {
+	if db.chain == nil || db.chain.base.v0 <= v {
+		return false
+	}
+	return db.fallback == nil || db.fallback.tip() > v
 }
 
 // collectValueLog runs one collector pass (see above). Caller holds
@@ -181,7 +197,7 @@ func (db *DB) collectSegment(id uint32) error {
 		db.vlogHeld[id] = true
 		return nil
 	}
-	db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks})
+	db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: Version(db.lastCkptIndex.Load())})
 	return nil
 }
 

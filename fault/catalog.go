@@ -21,6 +21,9 @@ const (
 	CkptRenameBefore  = "engine/ckpt-rename-before"
 	CkptDirSyncBefore = "engine/ckpt-dirsync-before"
 
+	CkptMergeLinkBefore     = "engine/ckpt-merge-link-before"
+	CkptMergeTruncateBefore = "engine/ckpt-merge-truncate-before"
+
 	VlogWriteBefore = "engine/vlog-write-before"
 	VlogSyncBefore  = "engine/vlog-sync-before"
 	VlogGCBefore    = "engine/vlog-gc-before"
@@ -80,6 +83,8 @@ var Catalog = []Point{
 	{CkptSyncBefore, "engine", "DB.writePart, after writing a part's temp file, before its fsync", "crash with a half-durable temp part"},
 	{CkptRenameBefore, "engine", "DB.writePart, before renaming a part's temp file to its name", "crash with a complete temp part never published"},
 	{CkptDirSyncBefore, "engine", "DB.writePart, after a part's rename, before the directory fsync", "crash with the rename not yet durable (a crash undoes it)"},
+	{CkptMergeLinkBefore, "engine", "DB.linkMerge, after a merged base's last part is durable, before it becomes the chain's base", "crash with a complete merged base on disk that no process linked: the next open loads it, with the deltas after it"},
+	{CkptMergeTruncateBefore, "engine", "DB.linkMerge, after the merged base is linked, before the log is truncated and the older chain removed", "crash or I/O failure with the log and the chain before the old one still on disk: the next merge removes them"},
 	{VlogWriteBefore, "engine", "valueLog.flush, before writing buffered records to the active segment", "value-log I/O failure or crash mid-checkpoint: no pointer to the records exists yet; the checkpoint fails and the log is kept"},
 	{VlogSyncBefore, "engine", "valueLog.sync, before each segment's fsync", "crash with value-log records written but not durable, before any pointer to them is"},
 	{VlogGCBefore, "engine", "DB.collectValueLog, before the moved values' pointers replace the old ones", "crash after relocated values are durable, before the tree points at them: the old segment is still in use"},

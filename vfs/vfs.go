@@ -64,7 +64,13 @@ var ErrLocked = errors.New("vfs: locked by another process")
 var Default FS = osFS{}
 
 // ReadFile reads a whole file.
-func ReadFile(fsys FS, name string) ([]byte, error) {
+func ReadFile(fsys FS, name string) ([]byte, error) { return ReadFileInto(fsys, name, nil) }
+
+// ReadFileInto is ReadFile reading into buf's storage when it is large
+// enough: a caller reading file after file (log replay) allocates — and
+// the runtime zeroes — one buffer, not one per file. The result aliases
+// buf then.
+func ReadFileInto(fsys FS, name string, buf []byte) ([]byte, error) {
 	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -74,7 +80,10 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 	if fi, err := f.Stat(); err == nil {
 		size = fi.Size()
 	}
-	data := make([]byte, 0, size+1) // +1: io.ReadAll-style EOF probe without a regrow
+	data := buf[:0]
+	if int64(cap(buf)) < size+1 {
+		data = make([]byte, 0, size+1) // +1: io.ReadAll-style EOF probe without a regrow
+	}
 	for {
 		if len(data) == cap(data) {
 			data = append(data, 0)[:len(data)]

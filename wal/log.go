@@ -500,6 +500,7 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 		return &CorruptionError{Segment: segs[len(segs)-1].name, Path: filepath.Join(l.dir, segs[len(segs)-1].name), Index: last + 1,
 			Reason: fmt.Sprintf("log ends at %d but entries up to %d were acknowledged", last, from-1)}
 	}
+	var buf []byte // one buffer for every segment: fn's bodies are valid only during the call
 	for i, s := range segs {
 		end := last // index of the segment's last entry
 		if i+1 < len(segs) {
@@ -508,10 +509,11 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 		if end < from || end < s.first {
 			continue
 		}
-		data, err := vfs.ReadFile(l.opts.FS, filepath.Join(l.dir, s.name))
+		data, err := vfs.ReadFileInto(l.opts.FS, filepath.Join(l.dir, s.name), buf)
 		if err != nil {
 			return err
 		}
+		buf = data
 		r, err := scanSegment(data, s.first, func(index uint64, kind Kind, body []byte) error {
 			if index < from {
 				return nil

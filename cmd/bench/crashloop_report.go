@@ -147,10 +147,11 @@ func crashResults(o CrashloopOptions, first crashStart, starts []crashStart, loa
 		checkpointBytes = 64 << 20
 	}
 	disk.Set("idemd_checkpoint_bytes", checkpointBytes)
-	// The log a crash loop leaves, against the checkpoint interval: the
-	// engine checkpoints after max(-checkpoint-bytes, last checkpoint's
-	// size) of log and keeps the previous checkpoint's log, so about 2
-	// means bounded; a figure that climbs with kills means it is not.
+	// The log a crash loop leaves, against max(-checkpoint-bytes, the
+	// checkpoint's size): the engine keeps the log from its base's link
+	// on and merges a new base once that log reaches the store's size, so
+	// about 2 means bounded; a figure that climbs with kills means it is
+	// not. What a restart replays is max_replayed_bytes below.
 	var walOver float64
 	for _, s := range starts {
 		walOver = max(walOver, float64(s.walBytes)/float64(max(checkpointBytes, s.ckptBytes)))
@@ -163,6 +164,16 @@ func crashResults(o CrashloopOptions, first crashStart, starts []crashStart, loa
 		}
 		return x
 	}, 2))
+	// The log an open replayed (issue 38): from its checkpoint chain's tip
+	// on, about two intervals at most however large the store and the
+	// log kept on disk (docs/engine.md, "Bounded recovery").
+	var maxReplayed int64
+	for _, s := range starts {
+		maxReplayed = max(maxReplayed, s.replayed)
+	}
+	disk.Set("max_replayed_bytes", maxReplayed)
+	disk.Set("max_replayed_over_checkpoint_bytes", round(float64(maxReplayed)/float64(checkpointBytes), 2))
+	disk.Set("replayed_mb_by_tenth", tenths(starts, maxOf(func(s crashStart) int64 { return s.replayed }), 1))
 	out = append(out, disk)
 	return append(out, load.result(loadSeconds, portChanges, logs))
 }

@@ -84,6 +84,7 @@ type crashStart struct {
 	listen    time.Duration // process start to the "idemd: listening" line
 	healthy   time.Duration // process start to the first /healthz 200
 	walBytes  int64         // <data>/wal once healthy
+	replayed  int64         // log bytes the open replayed (-1: not logged)
 	dataBytes int64         // the whole data dir once healthy
 	ckptBytes int64         // the checkpoint files on disk, every link kept (0: none yet)
 	ckpts     int           // checkpoint links present (a base's parts count once)
@@ -160,7 +161,7 @@ func runCrashloop(env *Env) error {
 		if err != nil {
 			return crashStart{}, err
 		}
-		s := crashStart{kill: kill, listen: p.listen, healthy: healthy}
+		s := crashStart{kill: kill, listen: p.listen, healthy: healthy, replayed: p.replayed.Load()}
 		s.walBytes, s.dataBytes = dirBytes(filepath.Join(data, "wal")), dirBytes(data)
 		s.ckpts, s.newest, s.ckptBytes, s.ckptTmps = checkpointFiles(data)
 		return s, nil

@@ -253,3 +253,29 @@ func TestRun_HelpListsEveryCommandAndEachUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestRun_CheckOfAYoungDirSaysNoCheckpointYet: a dir whose log has not yet
+// reached the first checkpoint is described as what it is, not an alarm.
+func TestRun_CheckOfAYoungDirSaysNoCheckpointYet(t *testing.T) {
+	dir := t.TempDir()
+	db, err := engine.Open(dir, storeOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		k := engine.NSTable.Key("t", "0", fmt.Sprintf("doc-%03d", i))
+		if _, err := db.Apply(context.Background(), new(engine.Batch).Put(k, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := idemctl("check", dir)
+	if code != exitOK || errOut != "" || !strings.HasSuffix(strings.TrimSpace(out), "clean") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "no checkpoint yet: an open replays the log (entries 1..5)") || strings.Contains(out, "none usable") {
+		t.Fatalf("a young dir is not described as one:\n%s", out)
+	}
+}

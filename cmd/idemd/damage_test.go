@@ -20,7 +20,9 @@ import (
 // is stopped cleanly; a copy of its data dir is damaged — a byte flipped in
 // the newest WAL segment, the newest checkpoint cut short or deleted — and
 // a new idemd starts on the copy. It must refuse to open, naming the file,
-// or serve every acknowledged batch: never serve with one missing.
+// or serve every acknowledged batch: never serve with one missing. The loss
+// of any one checkpoint file — the newest link, the link before it, the
+// base under them — must serve (issue 38).
 func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	apitest.BuildIdemd(t)
 	c := apitest.NewClient(t, "http://unused")
@@ -79,6 +81,10 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 	}
 	newestSeg, newestCkpt := segs[len(segs)-1], ckpts[len(ckpts)-1]
 	previousCkpt := ckpts[len(ckpts)-2]
+	// The base the newest link stands on: the newest part file (issue 38:
+	// its loss once made every open refuse).
+	parts := filesMatching(t, data, "ckpt-*.ckpt")
+	newestBase := parts[len(parts)-1]
 
 	for _, tc := range []struct {
 		name   string
@@ -94,19 +100,22 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 		{"flip in the last byte of the newest segment", flipAt(newestSeg, 1), filepath.Base(newestSeg), false},
 		{"newest checkpoint cut to half", cutCheckpoint(newestCkpt), "", false},
 		{"newest checkpoint deleted", removeFile(newestCkpt), "", false},
+		// No single file's loss costs a write: the base the newest link
+		// stands on falls back to the chain it replaced, or the log.
+		{"the newest base cut to half", cutCheckpoint(newestBase), "", false},
+		{"the newest base deleted", removeFile(newestBase), "", false},
+		{olderLinkCase(newestCkpt), removeFile(previousCkpt), "", false},
 		{"every checkpoint file deleted", func(copy string) {
 			for _, f := range ckpts {
 				removeFile(f)(copy)
 			}
 		}, checkpointOf(newestCkpt), false},
-		// Only the newest link may be lost without the log: losing two, or
-		// the link a newest delta is built on, loses data unless the log
+		// Losing two links loses data unless the log or the fallback chain
 		// still holds it, and the open must then refuse.
 		{"the two newest links deleted", func(copy string) {
 			removeFile(previousCkpt)(copy)
 			removeFile(newestCkpt)(copy)
 		}, checkpointOf(newestCkpt), true},
-		{olderLinkCase(newestCkpt), removeFile(previousCkpt), checkpointOf(previousCkpt), true},
 	} {
 		if tc.name == "" {
 			continue
@@ -143,8 +152,8 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 				}
 				cq.Do("GET", fmt.Sprintf("/v1/tables/t/docs/d%04d", i), nil).JSON(t, 200, nil)
 			}
-			if gen := checkpointOf(newestCkpt); !tc.orServe && !strings.Contains(q.Logs(), gen) {
-				t.Errorf("the fallback's warning does not name %s:\n%s", gen, q.Logs())
+			if logs := q.Logs(); !tc.orServe && !strings.Contains(logs, checkpointOf(newestCkpt)) && !strings.Contains(logs, checkpointOf(newestBase)) {
+				t.Errorf("the fallback's warning does not name %s or %s:\n%s", checkpointOf(newestCkpt), checkpointOf(newestBase), logs)
 			}
 			if tc.orServe {
 				t.Logf("served: the log still reaches back past the links lost")
@@ -158,7 +167,7 @@ func TestE2E_ADamagedCopyRefusesOrServesEveryAcknowledgedBatch(t *testing.T) {
 }
 
 // olderLinkCase names the case of losing the link before the newest,
-// which a store must refuse when the newest is a delta built on it; ""
+// which a store must survive when the newest is a delta built on it; ""
 // (no case) when the newest is a base, which needs nothing before it.
 func olderLinkCase(newest string) string {
 	if strings.HasSuffix(newest, ".delta") {

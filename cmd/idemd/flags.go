@@ -138,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.maxConns, "max-connections", 0, fmt.Sprintf("maximum client connections open at once; beyond it a connection is answered 503 overloaded and closed (0: the open-files limit less max(%d, an eighth) kept for the store, at most %d)", descriptorReserveMin, connectionsDefaultMax))
 	fs.IntVar(&c.maxIdleConns, "max-idle-connections", 0, "maximum keep-alive connections idle at once; one going idle beyond it is closed (0: a quarter of -max-connections)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
-	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables)")
+	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables); a restart replays at most about twice this plus a segment, however large the store (default 64 MiB: under a second of replay)")
 	fs.BoolVar(&c.valueLog, "value-log", true, "keep terminal receipts and tombstones in the on-disk value log once checkpointed, RAM holding their keys and a pointer (false: every value in RAM; values already there stay readable)")
 	fs.IntVar(&c.segmentBytes, "wal-segment-bytes", 8<<20, "size of one WAL segment file; truncation after a checkpoint removes whole segments")
 	fs.BoolVar(&c.walPlain, "wal-no-preallocate", false, "write WAL segments as growing files instead of over zeros written beforehand (slower fsyncs; no spare segment on disk)")
