@@ -40,12 +40,14 @@
 //	dropfailed.go retry a many-item batch without the item whose condition failed
 //	scanaround.go index walks that step past a value that does not read
 //	executor.go   the bounded executor's slots and its drain time
+//	doclatch.go   FIFO latches per document: contention on a hot document is waited out
 //	quota.go, quota_sessions.go  per-principal quotas: requests in flight, open sessions
 //	wait.go, flight.go  waiting on another owner, and on a local goroutine (flights)
 //	list.go       operators' listing of receipts by state and age, through the indexes
 //	resolve.go    an operator's resolution of a stuck started receipt (presumed abort)
 //	entrydiff.go  what a 422 key mismatch says differs, from per-entry digests
 //	cold.go       ColdValue: which values the engine may keep in its value log
+//	formats.go    the record schemas this build reads and writes (idemd -version)
 //
 // Interactive sessions, the second kind of the lifecycle (docs/sessions.md):
 //
