@@ -4,7 +4,7 @@
 // it arms are compiled in only under -tags idem_selftest (fault/planted.go).
 // `make test` runs it as
 //
-//	go test -race -count=1 -tags idem_selftest -run TestSelfTest ./fault ./harness
+//	go test -race -count=1 -tags idem_selftest -run TestSelfTest ./fault ./harness ./api ./etcdtest
 
 package harness
 
