@@ -55,8 +55,9 @@ lint:
 # randomized runs), which records every HTTP exchange into a fresh
 # directory (IDEM_CONTRACT_DIR, see internal/apitest), then the contract
 # module's check of each record against api/openapi.yaml (it fails on a
-# mismatch and on zero records), the harness's planted-bug self-test,
-# which exists only under -tags idem_selftest, the table, 2PC and API
+# mismatch and on zero records), the planted-bug self-test (the harness's,
+# api's forwarding rows and etcdtest's rows on etcd), which exists only
+# under -tags idem_selftest, the table, 2PC and API
 # suites again on the reference store, then the Python and TypeScript
 # SDKs' tests (they build and start idemd), then the SDKs installed from
 # scratch directories and the README run in order against one idemd

@@ -345,7 +345,20 @@ func (c *Cluster) Client(tb testing.TB, members ...int) *clientv3.Client {
 			eps = append(eps, c.members[i].endpoint)
 		}
 	}
-	cli, err := c.newClient(eps)
+	return c.clientOn(tb, eps)
+}
+
+// ClientWith is a client of every member that also dials with opts: a
+// test injects faults between the client and etcd with an interceptor
+// (an ambiguous Txn that was never sent, say), closed when tb ends.
+func (c *Cluster) ClientWith(tb testing.TB, opts ...grpc.DialOption) *clientv3.Client {
+	tb.Helper()
+	return c.clientOn(tb, c.Endpoints(), opts...)
+}
+
+func (c *Cluster) clientOn(tb testing.TB, eps []string, opts ...grpc.DialOption) *clientv3.Client {
+	tb.Helper()
+	cli, err := c.newClient(eps, opts...)
 	if err != nil {
 		tb.Fatalf("etcdtest: client: %v", err)
 	}
@@ -353,7 +366,7 @@ func (c *Cluster) Client(tb testing.TB, members ...int) *clientv3.Client {
 	return cli
 }
 
-func (c *Cluster) newClient(eps []string) (*clientv3.Client, error) {
+func (c *Cluster) newClient(eps []string, opts ...grpc.DialOption) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: 5 * time.Second,
@@ -376,6 +389,7 @@ func (c *Cluster) newClient(eps []string) (*clientv3.Client, error) {
 			}),
 		},
 	}
+	cfg.DialOptions = append(cfg.DialOptions, opts...)
 	if c.tls != nil {
 		tc, err := transport.TLSInfo{CertFile: c.tls.ClientCert, KeyFile: c.tls.ClientKey, TrustedCAFile: c.tls.CA}.ClientConfig()
 		if err != nil {

@@ -43,4 +43,13 @@ const (
 	BugVerbatimIgnoresDigest = "bug/receipt-verbatim-ignores-digest"
 	// A session's commit is conditioned on the versions the session saw.
 	BugSessionCommitUnconditioned = "bug/receipt-session-commit-unconditioned"
+	// The etcd store keeps the contract: every condition is compared, and
+	// an ambiguous Txn is settled by its own write alone.
+	BugEtcdLeaseCondsDropped = "bug/etcdstore-lease-conds-dropped"
+	BugEtcdSettleAnyValue    = "bug/etcdstore-settle-any-value"
+	// Forwarding: one hop at most, and only to the incarnation that holds.
+	BugForwardForwarded = "bug/api-forward-forwarded"
+	BugLocateNodeOnly   = "bug/receipt-locate-node-only"
+	// Reads never see uncommitted intents.
+	BugReadServesIntent = "bug/table-read-serves-intent"
 )

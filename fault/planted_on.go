@@ -29,6 +29,11 @@ var PlantedCatalog = []Point{
 	{BugVlogIgnoresCRC, "bug", "engine.parseVlogRecord (engine/vlog.go), the checksum check", "planted bug: a value-log record is read without checking its CRC: a flipped byte is served as the value"},
 	{BugVerbatimIgnoresDigest, "bug", "Service.ReplayVerbatim (receipt/verbatim.go), the digest check", "planted bug: a retry replays verbatim whatever bytes it sends: another batch replays the first's answer"},
 	{BugSessionCommitUnconditioned, "bug", "Service.planSession (receipt/session_commit.go), before the plan", "planted bug: a session's commit holds the documents it writes to no version (all blind): a write made since the session read them is overwritten, a lost update"},
+	{BugEtcdLeaseCondsDropped, "bug", "etcdstore.Store.txn (engine/etcdstore/apply.go), the compares", "planted bug: at-version conditions on lease/ keys are left out of the Txn: a zombie owner's fenced write lands on etcd"},
+	{BugEtcdSettleAnyValue, "bug", "etcdstore.Store.settle (engine/etcdstore/resolve.go), the read-back", "planted bug: an ambiguous Txn's read-back takes any value at the probe key as its own: a write that did not commit is answered committed"},
+	{BugForwardForwarded, "bug", "api.Server.mayForward (api/forward.go)", "planted bug: a request another node forwarded (signed) may be forwarded again: nodes that disagree on the owner forward in a loop"},
+	{BugLocateNodeOnly, "bug", "receipt.Service.Locate (receipt/service.go), the owner check", "planted bug: Locate compares the node only, not the incarnation: a request is forwarded to a restarted node that does not hold the claim"},
+	{BugReadServesIntent, "bug", "table.Tables.Get (table/read.go), an intent on the document", "planted bug: an intent of an undecided (or aborted) transaction is served as the document: a read sees an uncommitted write"},
 }
 
 // plantedArmable lists the planted bugs GO_FAILPOINTS may name (CheckEnv):

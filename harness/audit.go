@@ -100,6 +100,9 @@ func (a *auditor) write(ctx context.Context, w lease.Owner, batches []*engine.Ba
 	switch key, refused := engine.FailedKey(err); {
 	case err == nil:
 		a.judge(w, batches, ids, pre, a.read(ids))
+		if preparesOrDecides(batches) {
+			a.probeReads(context.Background())
+		}
 		for _, b := range batches {
 			for _, op := range b.Ops {
 				if job, ok := bytes.CutPrefix(op.Key, lease.JobKey("")); ok && !op.Delete {

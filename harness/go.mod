@@ -4,11 +4,11 @@ go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/idemdb/idem v0.0.0-00010101000000-000000000000
 )
 
 require (
-	github.com/fxamacker/cbor/v2 v2.10.0 // indirect
 	github.com/pingcap/errors v0.11.4 // indirect
 	github.com/pingcap/failpoint v0.0.0-20240528011301-b51a646c7c86 // indirect
 	github.com/stretchr/testify v1.9.0 // indirect

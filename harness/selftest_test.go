@@ -4,7 +4,7 @@
 // it arms are compiled in only under -tags idem_selftest (fault/planted.go).
 // `make test` runs it as
 //
-//	go test -race -count=1 -tags idem_selftest -run TestSelfTest ./fault ./harness
+//	go test -race -count=1 -tags idem_selftest -run TestSelfTest ./fault ./harness ./api ./etcdtest
 
 package harness
 
@@ -16,7 +16,10 @@ import (
 	"github.com/idemdb/idem/fault"
 )
 
-var flagFindSeeds = flag.Bool("findseeds", false, "list the seeds that catch each planted bug")
+var (
+	flagFindSeeds   = flag.Bool("findseeds", false, "list the seeds that catch each planted bug")
+	flagFindSeedsOf = flag.String("findseeds.bug", "", "with -findseeds: only the planted bugs whose name contains this")
+)
 
 // plantedBugs maps each planted bug — one per property the harness claims
 // to check — to the fixed seeds on which the harness must catch it, every
@@ -50,6 +53,9 @@ var plantedBugs = []struct {
 	// Sessions: a commit conditioned on nothing it saw overwrites what
 	// others wrote meanwhile (the docs model, the counters).
 	{fault.BugSessionCommitUnconditioned, []int64{1, 2}},
+	// Isolation: a read never sees an undecided or aborted intent (the
+	// docs model, the reads' check).
+	{fault.BugReadServesIntent, []int64{1, 2}},
 	// The fingerprint property.
 	{fault.BugFingerprintIgnoresDeletes, nil},
 	{fault.BugCanonDropsUpsert, nil},
@@ -120,7 +126,7 @@ func TestSelfTest_FindSeeds(t *testing.T) {
 		t.Skip("pass -findseeds")
 	}
 	for _, pb := range plantedBugs {
-		if pb.seeds == nil {
+		if pb.seeds == nil || !strings.Contains(pb.bug, *flagFindSeedsOf) {
 			continue
 		}
 		var caught []int64

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
@@ -134,7 +135,7 @@ func (s *Service) Locate(ctx context.Context, o lease.Owner) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if n.Owner != o {
+	if n.Owner != o && !(fault.Planted(fault.BugLocateNodeOnly) && n.Owner.Node == o.Node) { // planted only under -tags idem_selftest
 		return "", nil
 	}
 	return n.Advertise, nil

@@ -30,6 +30,11 @@ func Run(t *testing.T, open Open) {
 	}
 	t.Run("history", func(t *testing.T) { checkHistory(t, open(t), historySeed, historyOps) })
 	t.Run("concurrent-cas", func(t *testing.T) { checkConcurrentCAS(t, open(t)) })
+	t.Run("fencing-on-a-moved-record", func(t *testing.T) {
+		for _, v := range FencingViolations(ctx, open(t)) {
+			t.Error(v)
+		}
+	})
 }
 
 var ctx = context.Background()
