@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -44,68 +45,16 @@ func (c *Coordinator) Resolve(ctx context.Context, txnID string) (int, error) {
 	}
 	resolved, conflicts := 0, 0
 	for {
-		it, err := c.store.Get(ctx, recordKey(txnID))
-		if errors.Is(err, engine.ErrNotFound) {
-			return resolved, nil
-		}
-		if err != nil {
+		step, err := c.nextResolution(ctx, txnID)
+		if err != nil || step == nil {
 			return resolved, err
-		}
-		rec, err := decodeRecord(it.Value)
-		if err != nil {
-			return resolved, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
-		}
-		o, decided, err := c.learnAt(ctx, txnID)
-		if errors.Is(err, engine.ErrNotFound) {
-			// Released and begun again since the first read: undecided.
-			return resolved, ErrInProgress
-		}
-		if err != nil {
-			return resolved, err
-		}
-		_, commit := o.(Committed)
-		next := -1
-		for i, pr := range rec.Participants {
-			if !pr.Resolved {
-				next = i
-				break
-			}
-		}
-		b := new(engine.Batch).AtVersion(recordKey(txnID), it.Version).AtVersion(decisionKey(txnID), decided)
-		if next < 0 {
-			b.Delete(recordKey(txnID))
-		} else {
-			p, err := c.resolve(rec.Participants[next].Ref)
-			if err != nil {
-				return resolved, err
-			}
-			rb, err := p.Resolve(ctx, txnID, commit)
-			if err != nil {
-				return resolved, err
-			}
-			b.Merge(rb)
-			rec.Participants[next].Resolved = true
-			if last := next == len(rec.Participants)-1; last {
-				b.Delete(recordKey(txnID))
-			} else {
-				val, err := cbor.Marshal(rec)
-				if err != nil {
-					return resolved, err
-				}
-				b.Put(recordKey(txnID), val)
-			}
 		}
 		if err := fault.Inject(fault.TwoPCResolveBefore); err != nil {
 			return resolved, err
 		}
-		if _, err := c.apply(ctx, b); err != nil {
-			if !errors.Is(err, engine.ErrConditionFailed) {
+		if _, err := c.apply(ctx, step.batch); err != nil {
+			if err := c.resolveRaced(ctx, txnID, step, err); err != nil {
 				return resolved, err
-			}
-			if key, _ := engine.FailedKey(err); string(key) == string(decisionKey(txnID)) {
-				if err := c.checkDecisionStood(ctx, txnID, it.Version, decided); err != nil {
-					return resolved, err
-				}
 			}
 			// Someone else resolved concurrently: re-read.
 			if conflicts++; conflicts >= ResolveConflictsMax {
@@ -114,13 +63,89 @@ func (c *Coordinator) Resolve(ctx context.Context, txnID string) (int, error) {
 			}
 			continue
 		}
-		if next >= 0 {
+		if step.resolvesOne {
 			resolved++
 		}
 		if err := fault.Inject(fault.TwoPCResolveAfter); err != nil {
 			return resolved, err
 		}
 	}
+}
+
+// resolution is one write of Resolve, read at the record's and the
+// decision's versions it is conditioned on.
+type resolution struct {
+	batch                 *engine.Batch
+	resolvesOne           bool // it resolves a participant (else it only deletes the record)
+	recVersion, decidedAt engine.Version
+}
+
+// nextResolution reads txnID's record and decision and returns the write
+// that resolves its next unresolved participant (the last one deletes the
+// record), or that deletes a record with none left; nil when the record
+// is gone: everything is resolved.
+func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolution, error) {
+	it, err := c.store.Get(ctx, recordKey(txnID))
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := decodeRecord(it.Value)
+	if err != nil {
+		return nil, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
+	}
+	o, decided, err := c.learnAt(ctx, txnID)
+	if errors.Is(err, engine.ErrNotFound) {
+		// Released and begun again since the first read: undecided.
+		return nil, ErrInProgress
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, commit := o.(Committed)
+	step := &resolution{batch: new(engine.Batch).AtVersion(recordKey(txnID), it.Version).AtVersion(decisionKey(txnID), decided),
+		recVersion: it.Version, decidedAt: decided}
+	next := slices.IndexFunc(rec.Participants, func(pr partRecord) bool { return !pr.Resolved })
+	if next < 0 {
+		step.batch.Delete(recordKey(txnID))
+		return step, nil
+	}
+	p, err := c.resolve(rec.Participants[next].Ref)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := p.Resolve(ctx, txnID, commit)
+	if err != nil {
+		return nil, err
+	}
+	step.batch.Merge(rb)
+	step.resolvesOne = true
+	rec.Participants[next].Resolved = true
+	if next == len(rec.Participants)-1 {
+		step.batch.Delete(recordKey(txnID))
+		return step, nil
+	}
+	val, err := cbor.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	step.batch.Put(recordKey(txnID), val)
+	return step, nil
+}
+
+// resolveRaced classifies a resolution write that failed: nil when it
+// lost to a concurrent resolver (re-read and go on); an error when the
+// write failed otherwise, or the decision it stood on did not stand.
+func (c *Coordinator) resolveRaced(ctx context.Context, txnID string, step *resolution, err error) error {
+	if !errors.Is(err, engine.ErrConditionFailed) {
+		return err
+	}
+	if key, _ := engine.FailedKey(err); string(key) == string(decisionKey(txnID)) {
+		return c.checkDecisionStood(ctx, txnID, step.recVersion, step.decidedAt)
+	}
+	return nil
 }
 
 // checkDecisionStood is the read-back half of "a decided record never
