@@ -395,6 +395,21 @@ func (e ResolutionOutcome) Valid() bool {
 	}
 }
 
+// Defines values for Retry.
+const (
+	NewSession Retry = "new_session"
+)
+
+// Valid indicates whether the value is a known member of the Retry enum.
+func (e Retry) Valid() bool {
+	switch e {
+	case NewSession:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RetryWith.
 const (
 	NewKey  RetryWith = "new_key"
@@ -410,6 +425,30 @@ func (e RetryWith) Valid() bool {
 	case None:
 		return true
 	case SameKey:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionCommitOutcome.
+const (
+	SessionCommitOutcomeAborted    SessionCommitOutcome = "aborted"
+	SessionCommitOutcomeCommitted  SessionCommitOutcome = "committed"
+	SessionCommitOutcomeNotApplied SessionCommitOutcome = "not_applied"
+	SessionCommitOutcomePending    SessionCommitOutcome = "pending"
+)
+
+// Valid indicates whether the value is a known member of the SessionCommitOutcome enum.
+func (e SessionCommitOutcome) Valid() bool {
+	switch e {
+	case SessionCommitOutcomeAborted:
+		return true
+	case SessionCommitOutcomeCommitted:
+		return true
+	case SessionCommitOutcomeNotApplied:
+		return true
+	case SessionCommitOutcomePending:
 		return true
 	default:
 		return false
@@ -901,6 +940,13 @@ type Envelope struct {
 	// binaries carry no result and replay it as the empty object.
 	Result *BatchAnswer `json:"result,omitempty"`
 
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
 	// new key; none: retrying cannot help.
@@ -1179,6 +1225,13 @@ type Problem struct {
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
 
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
 	// new key; none: retrying cannot help.
@@ -1224,7 +1277,14 @@ type ProblemForbidden struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1267,7 +1327,14 @@ type ProblemInternal struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1310,7 +1377,14 @@ type ProblemInvalidRequest struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1350,13 +1424,20 @@ type ProblemKeyMismatch struct {
 	// original request, not the refused one.
 	OriginalReceipt OriginalReceipt `json:"original_receipt"`
 	Outcome         interface{}     `json:"outcome"`
-	RetryWith       interface{}     `json:"retry_with,omitempty"`
-	Retryable       interface{}     `json:"retryable"`
-	Status          interface{}     `json:"status"`
-	Title           interface{}     `json:"title"`
-	TransactionId   interface{}     `json:"transaction_id,omitempty"`
-	Type            interface{}     `json:"type"`
-	union           json.RawMessage
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry         *Retry      `json:"retry,omitempty"`
+	RetryWith     interface{} `json:"retry_with,omitempty"`
+	Retryable     interface{} `json:"retryable"`
+	Status        interface{} `json:"status"`
+	Title         interface{} `json:"title"`
+	TransactionId interface{} `json:"transaction_id,omitempty"`
+	Type          interface{} `json:"type"`
+	union         json.RawMessage
 }
 
 // ProblemOverloaded defines model for ProblemOverloaded.
@@ -1387,10 +1468,17 @@ type ProblemOverloaded struct {
 	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 	Outcome         interface{}      `json:"outcome"`
-	RetryWith       interface{}      `json:"retry_with,omitempty"`
-	Retryable       interface{}      `json:"retryable"`
-	Status          interface{}      `json:"status"`
-	Title           interface{}      `json:"title"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
 
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId TransactionId `json:"transaction_id"`
@@ -1430,7 +1518,14 @@ type ProblemOverloadedQuota struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1473,7 +1568,14 @@ type ProblemOverloadedUnkeyed struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1516,7 +1618,14 @@ type ProblemPayloadTooLarge struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1559,7 +1668,14 @@ type ProblemReceiptNotFound struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1599,10 +1715,17 @@ type ProblemReceiptPending struct {
 	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 	Outcome         interface{}      `json:"outcome"`
-	RetryWith       interface{}      `json:"retry_with,omitempty"`
-	Retryable       interface{}      `json:"retryable"`
-	Status          interface{}      `json:"status"`
-	Title           interface{}      `json:"title"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
 
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId TransactionId `json:"transaction_id"`
@@ -1641,7 +1764,14 @@ type ProblemRequestTimeout struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1684,7 +1814,14 @@ type ProblemSessionAborted struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1727,7 +1864,14 @@ type ProblemSessionCommitted struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1770,7 +1914,14 @@ type ProblemSessionNotFound struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1813,7 +1964,14 @@ type ProblemTableNotFound struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1856,7 +2014,14 @@ type ProblemTableSettingsConflict struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1899,7 +2064,14 @@ type ProblemUnauthenticated struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1942,7 +2114,14 @@ type ProblemUnavailable struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -1985,7 +2164,14 @@ type ProblemUnsupportedMedia struct {
 	// Outcome aborted: the coordinator proved the batch did not apply;
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
-	Outcome   *Outcome    `json:"outcome,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable"`
 	Status    interface{} `json:"status"`
@@ -2070,6 +2256,13 @@ type Resolution struct {
 // ResolutionOutcome defines model for Resolution.Outcome.
 type ResolutionOutcome string
 
+// Retry What a client must make anew to try again, beyond the key. Only
+// `new_session`, on a session commit's answer (and its receipt) that
+// aborted or was not applied: a session has one commit, so a commit
+// under a new key would only replay this answer; `retry_with` is then
+// `none`, and trying again means a new session. The SDKs act on it.
+type Retry string
+
 // RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 // final); new_key: this key's answer is final, a new attempt needs a
 // new key; none: retrying cannot help.
@@ -2077,9 +2270,50 @@ type RetryWith string
 
 // Session defines model for Session.
 type Session struct {
+	// Commit The commit asked for. `state: committed` says only that; its
+	// `outcome` says how it ended (its receipt: GET
+	// /v1/sessions/{id}/receipt).
 	Commit *struct {
+		// Code Stable machine-readable codes (code/code.go). Status, retryable,
+		// retry_with per code:
+		//
+		// | code | status | retryable | retry_with |
+		// |---|---|---|---|
+		// | invalid_request | 400 | false | none |
+		// | invalid_idempotency_key | 400 | false | none |
+		// | unauthenticated | 401 | false | none |
+		// | forbidden | 403 | false | none |
+		// | table_not_found | 404 | false | new_key |
+		// | document_not_found | 404 | false | new_key |
+		// | receipt_not_found | 404 | false | none |
+		// | not_found | 404 | false | none |
+		// | method_not_allowed | 405 | false | none |
+		// | transaction_conflict | 409 | true | new_key |
+		// | transaction_aborted | 409 | true | new_key |
+		// | idempotency_request_in_progress | 409 | true | same_key |
+		// | payload_too_large | 413 | false | none |
+		// | unsupported_media_type | 415 | false | none |
+		// | idempotency_key_mismatch | 422 | false | none |
+		// | idempotency_key_expired | 409 | false | new_key |
+		// | first_sent_too_old | 412 | false | new_key |
+		// | header_fields_too_large | 431 | false | none |
+		// | request_timeout | 408 | true | same_key |
+		// | overloaded | 429 | true | same_key |
+		// | internal | 500 | true | same_key |
+		// | not_implemented | 501 | false | none |
+		// | unavailable | 503 | true | same_key |
+		// | idempotency_receipt_pending | 503 | true | same_key |
+		// | session_not_found | 404 | false | none |
+		// | session_aborted | 409 | false | none |
+		// | session_committed | 409 | false | none |
+		// | table_settings_conflict | 409 | false | none |
+		Code *ErrorCode `json:"code,omitempty"`
+
 		// IdempotencyKey An Idempotency-Key — 1..255 visible ASCII characters.
 		IdempotencyKey Key `json:"idempotency_key"`
+
+		// Outcome The commit's outcome: pending while its receipt is not terminal; absent once the receipt is gone (past its retention).
+		Outcome *SessionCommitOutcome `json:"outcome,omitempty"`
 
 		// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 		TransactionId TransactionId `json:"transaction_id"`
@@ -2094,7 +2328,9 @@ type Session struct {
 
 	// Reason Why an aborted session ended.
 	Reason *SessionReason `json:"reason,omitempty"`
-	Result BatchResult    `json:"result"`
+
+	// Result What the staged batches did — what the commit applies if it commits — not what was applied (see `commit.outcome`).
+	Result BatchResult `json:"result"`
 
 	// RetainedUntil An ended session is kept until then.
 	RetainedUntil *time.Time `json:"retained_until,omitempty"`
@@ -2108,17 +2344,20 @@ type Session struct {
 	// Stages Steps staged.
 	Stages int `json:"stages"`
 
-	// State open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+	// State open (staging) → committed (its commit was requested; the commit is a receipt, whose outcome `commit.outcome` says — it may have aborted) or aborted (ended without a commit).
 	State SessionState `json:"state"`
 
 	// Writes Documents the open session wrote.
 	Writes int `json:"writes"`
 }
 
+// SessionCommitOutcome The commit's outcome: pending while its receipt is not terminal; absent once the receipt is gone (past its retention).
+type SessionCommitOutcome string
+
 // SessionReason Why an aborted session ended.
 type SessionReason string
 
-// SessionState open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+// SessionState open (staging) → committed (its commit was requested; the commit is a receipt, whose outcome `commit.outcome` says — it may have aborted) or aborted (ended without a commit).
 type SessionState string
 
 // SessionId A session's ID, as begin returned it.
@@ -2263,6 +2502,13 @@ type ResolveReceipt409ApplicationProblemPlusJSONResponseBody struct {
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
 
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
 	// new key; none: retrying cannot help.
@@ -2309,6 +2555,13 @@ type ResolveReceipt503ApplicationProblemPlusJSONResponseBody struct {
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
 
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
@@ -2372,6 +2625,13 @@ type GetReceipt400ApplicationProblemPlusJSONResponseBody struct {
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
 
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
@@ -2447,6 +2707,13 @@ type StageSession404ApplicationProblemPlusJSONResponseBody struct {
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
 
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
@@ -2530,6 +2797,13 @@ type CommitSession400ApplicationProblemPlusJSONResponseBody struct {
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
 
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
 	// new key; none: retrying cannot help.
@@ -2576,6 +2850,13 @@ type CommitSession404ApplicationProblemPlusJSONResponseBody struct {
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
 
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
@@ -2624,6 +2905,13 @@ type CommitSession409ApplicationProblemPlusJSONResponseBody struct {
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
 
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
 	// new key; none: retrying cannot help.
@@ -2646,6 +2934,60 @@ type CommitSession429ApplicationProblemPlusJSONResponseBody struct {
 // CommitSession503ApplicationProblemPlusJSONResponseBody defines parameters for CommitSession.
 type CommitSession503ApplicationProblemPlusJSONResponseBody struct {
 	union json.RawMessage
+}
+
+// GetSessionReceipt404ApplicationProblemPlusJSONResponseBody defines parameters for GetSessionReceipt.
+type GetSessionReceipt404ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
 }
 
 // ReadSessionDocParams defines parameters for ReadSessionDoc.
@@ -2694,6 +3036,13 @@ type ReadSessionDoc404ApplicationProblemPlusJSONResponseBody struct {
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
 
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
@@ -2792,6 +3141,13 @@ type Batch400ApplicationProblemPlusJSONResponseBody struct {
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
 
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
 	// new key; none: retrying cannot help.
@@ -2838,6 +3194,13 @@ type Batch404ApplicationProblemPlusJSONResponseBody struct {
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
 
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
@@ -2886,6 +3249,13 @@ type Batch409ApplicationProblemPlusJSONResponseBody struct {
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
 
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
 	// new key; none: retrying cannot help.
@@ -2928,10 +3298,17 @@ type Batch412ApplicationProblemPlusJSONResponseBody struct {
 	// original request, not the refused one.
 	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
 	Outcome         interface{}      `json:"outcome"`
-	RetryWith       interface{}      `json:"retry_with,omitempty"`
-	Retryable       interface{}      `json:"retryable"`
-	Status          interface{}      `json:"status"`
-	Title           interface{}      `json:"title"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
 
 	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
 	TransactionId TransactionId `json:"transaction_id"`
@@ -2981,6 +3358,13 @@ type GetDoc404ApplicationProblemPlusJSONResponseBody struct {
 	// not_applied: rejected before execution started; pending: not known
 	// yet — retry with the same key. (committed answers are not problems.)
 	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
 
 	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
 	// final); new_key: this key's answer is final, a new attempt needs a
@@ -4232,6 +4616,13 @@ func (t Problem) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -4313,6 +4704,13 @@ func (t *Problem) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -5135,6 +5533,13 @@ func (t ProblemForbidden) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -5214,6 +5619,13 @@ func (t *ProblemForbidden) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -6036,6 +6448,13 @@ func (t ProblemInternal) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -6115,6 +6534,13 @@ func (t *ProblemInternal) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -6937,6 +7363,13 @@ func (t ProblemInvalidRequest) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -7016,6 +7449,13 @@ func (t *ProblemInvalidRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -7834,6 +8274,13 @@ func (t ProblemKeyMismatch) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -7911,6 +8358,13 @@ func (t *ProblemKeyMismatch) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -8731,6 +9185,13 @@ func (t ProblemOverloaded) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -8808,6 +9269,13 @@ func (t *ProblemOverloaded) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -9630,6 +10098,13 @@ func (t ProblemOverloadedQuota) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -9709,6 +10184,13 @@ func (t *ProblemOverloadedQuota) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -10531,6 +11013,13 @@ func (t ProblemOverloadedUnkeyed) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -10610,6 +11099,13 @@ func (t *ProblemOverloadedUnkeyed) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -11432,6 +11928,13 @@ func (t ProblemPayloadTooLarge) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -11511,6 +12014,13 @@ func (t *ProblemPayloadTooLarge) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -12333,6 +12843,13 @@ func (t ProblemReceiptNotFound) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -12412,6 +12929,13 @@ func (t *ProblemReceiptNotFound) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -13232,6 +13756,13 @@ func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -13309,6 +13840,13 @@ func (t *ProblemReceiptPending) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -14131,6 +14669,13 @@ func (t ProblemRequestTimeout) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -14210,6 +14755,13 @@ func (t *ProblemRequestTimeout) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -15032,6 +15584,13 @@ func (t ProblemSessionAborted) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -15111,6 +15670,13 @@ func (t *ProblemSessionAborted) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -15933,6 +16499,13 @@ func (t ProblemSessionCommitted) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -16012,6 +16585,13 @@ func (t *ProblemSessionCommitted) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -16834,6 +17414,13 @@ func (t ProblemSessionNotFound) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -16913,6 +17500,13 @@ func (t *ProblemSessionNotFound) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -17735,6 +18329,13 @@ func (t ProblemTableNotFound) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -17814,6 +18415,13 @@ func (t *ProblemTableNotFound) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -18636,6 +19244,13 @@ func (t ProblemTableSettingsConflict) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -18715,6 +19330,13 @@ func (t *ProblemTableSettingsConflict) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -19537,6 +20159,13 @@ func (t ProblemUnauthenticated) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -19616,6 +20245,13 @@ func (t *ProblemUnauthenticated) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -20438,6 +21074,13 @@ func (t ProblemUnavailable) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -20517,6 +21160,13 @@ func (t *ProblemUnavailable) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -21339,6 +21989,13 @@ func (t ProblemUnsupportedMedia) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -21418,6 +22075,13 @@ func (t *ProblemUnsupportedMedia) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -22364,6 +23028,13 @@ func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MarshalJSON() (
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -22445,6 +23116,13 @@ func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -23267,6 +23945,13 @@ func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MarshalJSON() (
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -23348,6 +24033,13 @@ func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -24170,6 +24862,13 @@ func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]by
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -24251,6 +24950,13 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -25073,6 +25779,13 @@ func (t StageSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -25154,6 +25867,13 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b 
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -25976,6 +26696,13 @@ func (t CommitSession400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -26057,6 +26784,13 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -26879,6 +27613,13 @@ func (t CommitSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -26960,6 +27701,13 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -27782,6 +28530,13 @@ func (t CommitSession409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -27863,6 +28618,13 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -28032,6 +28794,923 @@ func (t CommitSession503ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([
 
 func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestTimeout returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
 	return err
 }
 
@@ -28809,6 +30488,13 @@ func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() (
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -28890,6 +30576,13 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -29712,6 +31405,13 @@ func (t Batch400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -29793,6 +31493,13 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -30615,6 +32322,13 @@ func (t Batch404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -30696,6 +32410,13 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -31518,6 +33239,13 @@ func (t Batch409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -31599,6 +33327,13 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -32419,6 +34154,13 @@ func (t Batch412ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, e
 		return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	object["retry_with"], err = json.Marshal(t.RetryWith)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
@@ -32496,6 +34238,13 @@ func (t *Batch412ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte)
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -33442,6 +35191,13 @@ func (t GetDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, 
 		}
 	}
 
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
 	if t.RetryWith != nil {
 		object["retry_with"], err = json.Marshal(t.RetryWith)
 		if err != nil {
@@ -33523,6 +35279,13 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte
 		err = json.Unmarshal(raw, &t.Outcome)
 		if err != nil {
 			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
 		}
 	}
 
@@ -33893,6 +35656,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
 	CommitSession(ctx context.Context, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSessionReceipt The receipt of a session's commit (any node answers)
+	//
+	// A session commit's receipt is bound to (principal, "", its key):
+	// no table, so GET /v1/receipts/{table}/{key} cannot name it. This
+	// route finds it through the session. 404 receipt_not_found while the
+	// session has no commit requested.
+	//
+	// Corresponds with GET /v1/sessions/{id}/receipt (the `GetSessionReceipt` operationId).
+	GetSessionReceipt(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReadSessionDoc Read a document as the session sees it
 	//
@@ -34448,6 +36221,26 @@ func (c *Client) CommitSessionWithBody(ctx context.Context, id SessionId, params
 // Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
 func (c *Client) CommitSession(ctx context.Context, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCommitSessionRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSessionReceipt The receipt of a session's commit (any node answers)
+//
+// A session commit's receipt is bound to (principal, "", its key):
+// no table, so GET /v1/receipts/{table}/{key} cannot name it. This
+// route finds it through the session. 404 receipt_not_found while the
+// session has no commit requested.
+//
+// Corresponds with GET /v1/sessions/{id}/receipt (the `GetSessionReceipt` operationId).
+func (c *Client) GetSessionReceipt(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSessionReceiptRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -35244,6 +37037,40 @@ func NewCommitSessionRequestWithBody(server string, id SessionId, params *Commit
 	return req, nil
 }
 
+// NewGetSessionReceiptRequest constructs an http.Request for the GetSessionReceipt method
+func NewGetSessionReceiptRequest(server string, id SessionId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/receipt", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReadSessionDocRequest constructs an http.Request for the ReadSessionDoc method
 func NewReadSessionDocRequest(server string, id SessionId, tableParam TableParam, doc DocId, params *ReadSessionDocParams) (*http.Request, error) {
 	var err error
@@ -35918,6 +37745,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{id}/commit (the `CommitSession` operationId).
 	CommitSessionWithResponse(ctx context.Context, id SessionId, params *CommitSessionParams, body CommitSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitSessionResponse, error)
+
+	// GetSessionReceiptWithResponse The receipt of a session's commit (any node answers)
+	//
+	// A session commit's receipt is bound to (principal, "", its key):
+	// no table, so GET /v1/receipts/{table}/{key} cannot name it. This
+	// route finds it through the session. 404 receipt_not_found while the
+	// session has no commit requested.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{id}/receipt (the `GetSessionReceipt` operationId).
+	GetSessionReceiptWithResponse(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*GetSessionReceiptResponse, error)
 
 	// ReadSessionDocWithResponse Read a document as the session sees it
 	//
@@ -37159,6 +38998,96 @@ func (r CommitSessionResponse) ContentType() string {
 	return ""
 }
 
+// GetSessionReceiptResponse200Headers the declared response headers of an HTTP 200 response for GetSessionReceipt
+type GetSessionReceiptResponse200Headers struct {
+	IdemKeyExpiry *string
+}
+
+// GetSessionReceiptResponse401Headers the declared response headers of an HTTP 401 response for GetSessionReceipt
+type GetSessionReceiptResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetSessionReceiptResponse503Headers the declared response headers of an HTTP 503 response for GetSessionReceipt
+type GetSessionReceiptResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetSessionReceiptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Receipt
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetSessionReceiptResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSessionReceiptResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSessionReceiptResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSessionReceiptResponse) GetJSON200() *Receipt {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSessionReceiptResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSessionReceiptResponse) GetApplicationproblemJSON404() *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSessionReceiptResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetSessionReceiptResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSessionReceiptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSessionReceiptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSessionReceiptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSessionReceiptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReadSessionDocResponse200Headers the declared response headers of an HTTP 200 response for ReadSessionDoc
 type ReadSessionDocResponse200Headers struct {
 	IdemServedBy *string
@@ -38248,6 +40177,24 @@ func (c *ClientWithResponses) CommitSessionWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseCommitSessionResponse(rsp)
+}
+
+// GetSessionReceiptWithResponse The receipt of a session's commit (any node answers)
+//
+// A session commit's receipt is bound to (principal, "", its key):
+// no table, so GET /v1/receipts/{table}/{key} cannot name it. This
+// route finds it through the session. 404 receipt_not_found while the
+// session has no commit requested.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{id}/receipt (the `GetSessionReceipt` operationId).
+func (c *ClientWithResponses) GetSessionReceiptWithResponse(ctx context.Context, id SessionId, reqEditors ...RequestEditorFn) (*GetSessionReceiptResponse, error) {
+	rsp, err := c.GetSessionReceipt(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSessionReceiptResponse(rsp)
 }
 
 // ReadSessionDocWithResponse Read a document as the session sees it
@@ -39722,6 +41669,93 @@ func ParseCommitSessionResponse(rsp *http.Response) (*CommitSessionResponse, err
 			}
 			headers.PreferenceApplied = &value
 		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSessionReceiptResponse parses an HTTP response from a GetSessionReceiptWithResponse call
+func ParseGetSessionReceiptResponse(rsp *http.Response) (*GetSessionReceiptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSessionReceiptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Receipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest GetSessionReceipt404ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetSessionReceiptResponse200Headers
+		if values := rsp.Header.Values("Idem-Key-Expiry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idem-Key-Expiry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdemKeyExpiry = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetSessionReceiptResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSessionReceiptResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -19,13 +19,29 @@ export declare class IdemError extends Error {
     readonly outcome: string | undefined;
     /** The answer's Retry-After, in seconds (0 if none). */
     readonly retryAfter: number;
+    /**
+     * What must be made anew to try again, beyond the key: "new_session" on a
+     * session commit that aborted or was not applied (retryWith is then
+     * "none": a session has one commit); undefined otherwise.
+     */
+    readonly retry?: string | undefined;
     constructor(status: number, code: ErrorCode, detail: string, retryable: boolean, 
     /** "same_key", "new_key", "none", or undefined on an unkeyed answer. */
     retryWith: RetryWith | undefined, transactionId: string | undefined, 
     /** committed, aborted, not_applied, pending, or undefined. */
     outcome: string | undefined, 
     /** The answer's Retry-After, in seconds (0 if none). */
-    retryAfter: number);
+    retryAfter: number, 
+    /**
+     * What must be made anew to try again, beyond the key: "new_session" on a
+     * session commit that aborted or was not applied (retryWith is then
+     * "none": a session has one commit); undefined otherwise.
+     */
+    retry?: string | undefined);
+    /** Only a new session can try again (retry "new_session"); Client.runSession acts on it when opted in. */
+    get newSessionNeeded(): boolean;
+    /** A batch's proven abort for a conflict, which a new key may try again (nothing applied). */
+    get conflictAborted(): boolean;
 }
 type ErrorClass = new (...a: ConstructorParameters<typeof IdemError>) => IdemError;
 /** ERRORS maps each code to its class: ERRORS.table_not_found, … (all IdemError). */

@@ -38,13 +38,20 @@ export class IdemError extends Error {
     transactionId;
     outcome;
     retryAfter;
+    retry;
     constructor(status, code, detail, retryable, 
     /** "same_key", "new_key", "none", or undefined on an unkeyed answer. */
     retryWith, transactionId, 
     /** committed, aborted, not_applied, pending, or undefined. */
     outcome, 
     /** The answer's Retry-After, in seconds (0 if none). */
-    retryAfter) {
+    retryAfter, 
+    /**
+     * What must be made anew to try again, beyond the key: "new_session" on a
+     * session commit that aborted or was not applied (retryWith is then
+     * "none": a session has one commit); undefined otherwise.
+     */
+    retry) {
         super(`idem: ${status} ${code}: ${detail}`);
         this.status = status;
         this.code = code;
@@ -54,7 +61,16 @@ export class IdemError extends Error {
         this.transactionId = transactionId;
         this.outcome = outcome;
         this.retryAfter = retryAfter;
+        this.retry = retry;
         this.name = new.target.name;
+    }
+    /** Only a new session can try again (retry "new_session"); Client.runSession acts on it when opted in. */
+    get newSessionNeeded() {
+        return this.retry === "new_session";
+    }
+    /** A batch's proven abort for a conflict, which a new key may try again (nothing applied). */
+    get conflictAborted() {
+        return this.code === "transaction_conflict" && this.outcome === "aborted" && this.retryWith === "new_key";
     }
 }
 function classFor(code) {
@@ -80,5 +96,5 @@ export const RequestTimeoutError = ERRORS.request_timeout;
 /** The error of a problem answer. */
 export function errorFor(status, body, retryAfter) {
     const code = body && typeof body.code === "string" && body.code in CODES ? body.code : "internal";
-    return new ERRORS[code](status, code, String(body?.detail ?? ""), Boolean(body?.retryable), body?.retry_with, body?.transaction_id, body?.outcome, retryAfter);
+    return new ERRORS[code](status, code, String(body?.detail ?? ""), Boolean(body?.retryable), body?.retry_with, body?.transaction_id, body?.outcome, retryAfter, body?.retry);
 }

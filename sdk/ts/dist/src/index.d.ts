@@ -12,6 +12,15 @@ export interface ClientOptions {
     backoff?: (n: number) => number;
     /** The fetch to use (default: the global one). */
     fetch?: typeof fetch;
+    /**
+     * Opt-in (0, the default: off — the key's first answer stands): after a
+     * transaction_conflict abort (retry_with new_key: nothing applied), send
+     * the batch again under a new key, at most this many times; and let
+     * runSession begin a new session after a commit that answers retry
+     * new_session. Each retry is a new request; Result.key names the one that
+     * committed.
+     */
+    conflictRetries?: number;
 }
 /** A batch of one table, as the spec's Batch. */
 export type Batch = components["schemas"]["Batch"];
@@ -59,9 +68,12 @@ export interface SessionInfo {
     writes: number;
     /** What its staged batches did, summed. */
     result: components["schemas"]["BatchResult"];
-    /** Committed: its commit's Idempotency-Key and transaction. */
+    /** Committed (its commit was asked for): its commit's Idempotency-Key and transaction. */
     commitKey?: string;
     transactionId?: string;
+    /** How the commit ended: committed, aborted, not_applied or pending; commitCode why, when it did not commit. */
+    commitOutcome?: string;
+    commitCode?: string;
     /** An ended session is kept until then. */
     retainedUntil?: Date;
     /** A stage answer only: what each table's batch of the step did, in the order of the tables' names. */
@@ -87,6 +99,18 @@ export declare class Client {
     createTable(table: string, shards?: number, signal?: AbortSignal): Promise<boolean>;
     /** Send batch to table as one keyed, exactly-once call. Rejects with an IdemError for a problem. */
     batch(table: string, batch: paths["/v1/tables/{table}/batch"]["post"]["requestBody"]["content"]["application/json"], o?: BatchOptions): Promise<Result>;
+    /**
+     * Run fn in a new session and commit what it staged. If fn throws, the
+     * session is aborted and the error rethrown. A commit that answers retry
+     * new_session (aborted: a document it saw changed) can be tried again only
+     * in a new session: with conflictRetries (opt-in) runSession begins one and
+     * runs fn again, at most that many times — fn must stage from what it reads
+     * in the session it is given. Retries commit under the new session's ID.
+     */
+    runSession(fn: (s: Session) => Promise<void>, o?: SessionOptions & {
+        commit?: CommitOptions;
+    }): Promise<Result>;
+    private batchOnce;
     /** Document id of table, as stored. */
     doc(table: string, id: string, signal?: AbortSignal): Promise<unknown>;
     /**

@@ -8,6 +8,12 @@
 // - Retries are bounded (maxRetries, 2 by default), jittered 0.5 s·(1+n²)
 //   up to 5 s, or the server's Retry-After when longer, on transport errors
 //   and every retry_with: same_key answer.
+// - A transaction_conflict abort (retry_with new_key) is thrown as it is:
+//   the key's first answer stands. conflictRetries opts in to sending the
+//   batch again under a new key. A session commit that aborted answers
+//   retry_with none and retry "new_session" (IdemError.newSessionNeeded);
+//   Client.runSession runs a function in a session and commits it, and with
+//   conflictRetries runs it again in a new session after such an answer.
 // - Every problem is an IdemError, one class per code (ERRORS).
 // - Cancellation is an AbortSignal; a timeout is AbortSignal.timeout(ms).
 // - An interactive session (Client.beginSession) stages batches on one or
@@ -56,6 +62,46 @@ export class Client {
     }
     /** Send batch to table as one keyed, exactly-once call. Rejects with an IdemError for a problem. */
     async batch(table, batch, o = {}) {
+        for (let n = 0;; n++) {
+            try {
+                return await this.batchOnce(table, batch, n === 0 ? o : { ...o, key: undefined });
+            }
+            catch (e) {
+                if (!(e instanceof IdemError) || !e.conflictAborted || n >= (this.opts.conflictRetries ?? 0))
+                    throw e;
+                await sleep(this.backoff(n + 1), o.signal); // the opted-in retry: a new request, a new key
+            }
+        }
+    }
+    /**
+     * Run fn in a new session and commit what it staged. If fn throws, the
+     * session is aborted and the error rethrown. A commit that answers retry
+     * new_session (aborted: a document it saw changed) can be tried again only
+     * in a new session: with conflictRetries (opt-in) runSession begins one and
+     * runs fn again, at most that many times — fn must stage from what it reads
+     * in the session it is given. Retries commit under the new session's ID.
+     */
+    async runSession(fn, o = {}) {
+        for (let n = 0;; n++) {
+            const s = await this.beginSession(o);
+            try {
+                await fn(s);
+            }
+            catch (e) {
+                await s.abort(o.signal).catch(() => undefined);
+                throw e;
+            }
+            try {
+                return await s.commit(n === 0 ? o.commit : { ...o.commit, key: undefined });
+            }
+            catch (e) {
+                if (!(e instanceof IdemError) || !e.newSessionNeeded || n >= (this.opts.conflictRetries ?? 0))
+                    throw e;
+                await sleep(this.backoff(n + 1), o.signal);
+            }
+        }
+    }
+    async batchOnce(table, batch, o) {
         const key = o.key ?? crypto.randomUUID().replaceAll("-", "");
         const header = { "Idempotency-Key": key };
         if (o.waitSeconds && o.waitSeconds > 0)
@@ -242,6 +288,9 @@ function infoOf(text) {
         createdAt: new Date(s.created_at), expiresAt: new Date(s.expires_at),
         stages: s.stages, documents: s.documents, writes: s.writes, result: s.result,
         commitKey: s.commit?.idempotency_key, transactionId: s.commit?.transaction_id,
+        // Members newer than the generated schema.ts, read apart.
+        commitOutcome: s.commit?.outcome,
+        commitCode: s.commit?.code,
         retainedUntil: s.retained_until === undefined ? undefined : new Date(s.retained_until),
         staged: s.staged,
     };

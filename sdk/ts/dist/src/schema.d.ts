@@ -316,6 +316,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/receipt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The receipt of a session's commit (any node answers)
+         * @description A session commit's receipt is bound to (principal, "", its key):
+         *     no table, so GET /v1/receipts/{table}/{key} cannot name it. This
+         *     route finds it through the session. 404 receipt_not_found while the
+         *     session has no commit requested.
+         */
+        get: operations["getSessionReceipt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/commit": {
         parameters: {
             query?: never;
@@ -437,7 +462,7 @@ export interface components {
         Session: {
             session_id: components["schemas"]["SessionId"];
             /**
-             * @description open (staging) → committed (its commit was requested; the commit is a receipt) or aborted.
+             * @description open (staging) → committed (its commit was requested; the commit is a receipt, whose outcome `commit.outcome` says — it may have aborted) or aborted (ended without a commit).
              * @enum {string}
              */
             state: "open" | "committed" | "aborted";
@@ -459,10 +484,22 @@ export interface components {
             documents: number;
             /** @description Documents the open session wrote. */
             writes: number;
+            /** @description What the staged batches did — what the commit applies if it commits — not what was applied (see `commit.outcome`). */
             result: components["schemas"]["BatchResult"];
+            /**
+             * @description The commit asked for. `state: committed` says only that; its
+             *     `outcome` says how it ended (its receipt: GET
+             *     /v1/sessions/{id}/receipt).
+             */
             commit?: {
                 idempotency_key: components["schemas"]["Key"];
                 transaction_id: components["schemas"]["TransactionId"];
+                /**
+                 * @description The commit's outcome: pending while its receipt is not terminal; absent once the receipt is gone (past its retention).
+                 * @enum {string}
+                 */
+                outcome?: "committed" | "aborted" | "not_applied" | "pending";
+                code?: components["schemas"]["ErrorCode"];
             };
             /**
              * Format: date-time
@@ -703,6 +740,7 @@ export interface components {
             message?: string;
             retryable: boolean;
             retry_with?: components["schemas"]["RetryWith"];
+            retry?: components["schemas"]["Retry"];
             result?: components["schemas"]["BatchAnswer"];
         };
         Health: {
@@ -718,6 +756,15 @@ export interface components {
          * @enum {string}
          */
         RetryWith: "same_key" | "new_key" | "none";
+        /**
+         * @description What a client must make anew to try again, beyond the key. Only
+         *     `new_session`, on a session commit's answer (and its receipt) that
+         *     aborted or was not applied: a session has one commit, so a commit
+         *     under a new key would only replay this answer; `retry_with` is then
+         *     `none`, and trying again means a new session. The SDKs act on it.
+         * @enum {string}
+         */
+        Retry: "new_session";
         /**
          * @description aborted: the coordinator proved the batch did not apply;
          *     not_applied: rejected before execution started; pending: not known
@@ -828,6 +875,7 @@ export interface components {
             code: components["schemas"]["ErrorCode"];
             retryable: boolean;
             retry_with?: components["schemas"]["RetryWith"];
+            retry?: components["schemas"]["Retry"];
             outcome?: components["schemas"]["Outcome"];
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
@@ -900,8 +948,8 @@ export interface components {
             status?: 404;
             /** @constant */
             retryable?: false;
-            /** @constant */
-            retry_with?: "new_key";
+            /** @enum {unknown} */
+            retry_with?: "new_key" | "none";
         };
         CodeDocumentNotFound: {
             /** @constant */
@@ -914,8 +962,8 @@ export interface components {
             status?: 404;
             /** @constant */
             retryable?: false;
-            /** @constant */
-            retry_with?: "new_key";
+            /** @enum {unknown} */
+            retry_with?: "new_key" | "none";
         };
         CodeReceiptNotFound: {
             /** @constant */
@@ -970,8 +1018,8 @@ export interface components {
             status?: 409;
             /** @constant */
             retryable?: true;
-            /** @constant */
-            retry_with?: "new_key";
+            /** @enum {unknown} */
+            retry_with?: "new_key" | "none";
         };
         CodeTransactionAborted: {
             /** @constant */
@@ -984,8 +1032,8 @@ export interface components {
             status?: 409;
             /** @constant */
             retryable?: true;
-            /** @constant */
-            retry_with?: "new_key";
+            /** @enum {unknown} */
+            retry_with?: "new_key" | "none";
         };
         CodeRequestInProgress: {
             /** @constant */
@@ -2535,6 +2583,44 @@ export interface operations {
             };
             500: components["responses"]["Internal"];
             503: components["responses"]["SessionUnavailable"];
+        };
+    };
+    getSessionReceipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt, or — state `expired` — what its tombstone keeps. */
+            200: {
+                headers: {
+                    "Idem-Key-Expiry": components["headers"]["IdemKeyExpiry"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Receipt"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description session_not_found, or receipt_not_found (no commit requested). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "session_not_found" | "receipt_not_found";
+                    };
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     commitSession: {
