@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -150,54 +151,13 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 	if err := vfs.MkdirAllSynced(fsys, dir, 0o750); err != nil {
 		return nil, RepairReport{}, err
 	}
-	segs, startIndex, err := listSegments(fsys, dir)
+	rep, tail, closed, err := repairBeforeOpen(dir, opts)
 	if err != nil {
-		return nil, RepairReport{}, err
-	}
-	marker, closed, err := readMarker(fsys, dir)
-	if err != nil {
-		return nil, RepairReport{}, err
-	}
-	var rep RepairReport
-	var tail *tailShape // nil: newLog reads it
-	switch n := len(segs); {
-	case n == 0 && closed == closedCleanly:
-		return nil, rep, &CorruptionError{Segment: segmentName(marker.tailFirst), Path: filepath.Join(dir, segmentName(marker.tailFirst)),
-			Index: marker.lastIndex, Reason: "the log was closed cleanly, but it has no segments now"}
-	case n > 0 && segs[n-1].first > startIndex:
-		// A segment older than an interrupted truncation's START file is
-		// deleted by tidwall's loader, so only a tail after it can be torn.
-		rep, tail, err = repairTail(fsys, dir, segs[n-1], marker, closed, 2*int64(opts.GroupBytesMax), opts.Logger)
-		if err != nil {
-			return nil, RepairReport{}, err
-		}
-		if rep.Segment != "" {
-			opts.Logger.Warn("wal: cut torn tail", "segment", rep.Segment, "offset", rep.CutOffset,
-				"dropped_bytes", rep.DroppedLen, "kept", rep.TornCopy, "why", rep.Why)
-		}
+		return nil, rep, err
 	}
 	fsyncs := NewHistogram(fsyncBounds)
-	var pre *preallocator
-	var createSegment func(string) (tidwall.File, error)
-	if !opts.NoPreallocation {
-		pre = newPreallocator(fsys, dir, opts.SegmentBytes, opts.Logger, fsyncs)
-		createSegment = pre.createSegment
-	}
-	tw, err := tidwall.Open(dir, &tidwall.Options{
-		NoSync:           true, // we fsync once per group
-		SegmentSize:      opts.SegmentBytes,
-		SegmentCacheSize: 1,
-		NoCopy:           true,
-		AllowEmpty:       true,
-		DirPerms:         0o750,
-		FilePerms:        0o640,
-		FS:               twFS{fs: fsys, fsyncs: fsyncs},
-		CreateSegment:    createSegment,
-	})
+	tw, pre, err := openTidwall(dir, opts, fsyncs)
 	if err != nil {
-		if errors.Is(err, tidwall.ErrCorrupt) {
-			return nil, rep, &CorruptionError{Segment: dir, Path: dir, Reason: "tidwall: " + err.Error()}
-		}
 		return nil, rep, err
 	}
 	l, err := newLog(dir, opts, tw, pre, tail)
@@ -215,18 +175,86 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		}
 		l.openedClean = closed == closedCleanly
 	}
-	if files, err := damageFiles(fsys, dir); err == nil && len(files) > 0 {
-		var total int64
-		names := make([]string, len(files))
-		for i, f := range files {
-			names[i], total = f.Name, total+f.Bytes
-		}
-		opts.Logger.Warn("wal: damage files kept for inspection (safe to delete; removed with their segment)",
-			"dir", dir, "files", names, "bytes", total)
-	}
+	warnDamageFiles(fsys, dir, opts.Logger)
 	fds.Begin()
 	go l.run()
 	return l, rep, nil
+}
+
+// repairBeforeOpen reads the segments and the close marker and cuts a torn
+// tail (repair.go) before tidwall reads the log, which would refuse one.
+// tail is the repaired tail's shape, nil when repair did not read it.
+func repairBeforeOpen(dir string, opts Options) (rep RepairReport, tail *tailShape, closed closeState, err error) {
+	fsys := opts.FS
+	segs, startIndex, err := listSegments(fsys, dir)
+	if err != nil {
+		return rep, nil, closed, err
+	}
+	marker, closed, err := readMarker(fsys, dir)
+	if err != nil {
+		return rep, nil, closed, err
+	}
+	switch n := len(segs); {
+	case n == 0 && closed == closedCleanly:
+		return rep, nil, closed, &CorruptionError{Segment: segmentName(marker.tailFirst), Path: filepath.Join(dir, segmentName(marker.tailFirst)),
+			Index: marker.lastIndex, Reason: "the log was closed cleanly, but it has no segments now"}
+	case n > 0 && segs[n-1].first > startIndex:
+		// A segment older than an interrupted truncation's START file is
+		// deleted by tidwall's loader, so only a tail after it can be torn.
+		rep, tail, err = repairTail(fsys, dir, segs[n-1], marker, closed, 2*int64(opts.GroupBytesMax), opts.Logger)
+		if err != nil {
+			return RepairReport{}, nil, closed, err
+		}
+		if rep.Segment != "" {
+			opts.Logger.Warn("wal: cut torn tail", "segment", rep.Segment, "offset", rep.CutOffset,
+				"dropped_bytes", rep.DroppedLen, "kept", rep.TornCopy, "why", rep.Why)
+		}
+	}
+	return rep, tail, closed, nil
+}
+
+// openTidwall opens the segments under our frames: we fsync once per
+// group, and new segments come from the preallocator unless it is off.
+func openTidwall(dir string, opts Options, fsyncs *Histogram) (*tidwall.Log, *preallocator, error) {
+	var pre *preallocator
+	var createSegment func(string) (tidwall.File, error)
+	if !opts.NoPreallocation {
+		pre = newPreallocator(opts.FS, dir, opts.SegmentBytes, opts.Logger, fsyncs)
+		createSegment = pre.createSegment
+	}
+	tw, err := tidwall.Open(dir, &tidwall.Options{
+		NoSync:           true, // we fsync once per group
+		SegmentSize:      opts.SegmentBytes,
+		SegmentCacheSize: 1,
+		NoCopy:           true,
+		AllowEmpty:       true,
+		DirPerms:         0o750,
+		FilePerms:        0o640,
+		FS:               twFS{fs: opts.FS, fsyncs: fsyncs},
+		CreateSegment:    createSegment,
+	})
+	if err != nil {
+		if errors.Is(err, tidwall.ErrCorrupt) {
+			return nil, nil, &CorruptionError{Segment: dir, Path: dir, Reason: "tidwall: " + err.Error()}
+		}
+		return nil, nil, err
+	}
+	return tw, pre, nil
+}
+
+// warnDamageFiles says which kept copies of cut bytes are in dir.
+func warnDamageFiles(fsys vfs.FS, dir string, log *slog.Logger) {
+	files, err := damageFiles(fsys, dir)
+	if err != nil || len(files) == 0 {
+		return
+	}
+	var total int64
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i], total = f.Name, total+f.Bytes
+	}
+	log.Warn("wal: damage files kept for inspection (safe to delete; removed with their segment)",
+		"dir", dir, "files", names, "bytes", total)
 }
 
 // newLog builds the Log over an open tidwall log. tail is the repaired
