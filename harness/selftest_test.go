@@ -32,7 +32,7 @@ var plantedBugs = []struct {
 }{
 	// The models: answers replay, effects happen once.
 	{fault.BugReexecuteOnReplay, []int64{1, 2}},
-	{fault.BugConflictAsAbort, []int64{18, 39}},
+	{fault.BugConflictAsAbort, []int64{18, 42}},
 	// The auditor, fed by the zombie choreographies (shared seeds).
 	{fault.BugTerminalUnfenced, []int64{1, 5}},
 	{fault.BugRenewUnfenced, []int64{1, 5}},

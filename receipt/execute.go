@@ -57,75 +57,113 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		return answerRefused(cerr), nil
 	}
 	defer s.leave(req.Principal)
-	id := Bind(req.Principal, req.Table, req.Key)
-	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
+	x := execution{req: req, id: Bind(req.Principal, req.Table, req.Key), canon: canon, fp: fp,
+		deadline: s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))}
 	for round := 0; round < ExecuteAttemptsMax; round++ {
-		var plan planner // the metadata-carrying one on a MultiGetter store; else planRequest, made at a create
-		var rec *Record
-		var ver engine.Version
-		var tomb *Tombstone
-		var err error
-		if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
-			// The receipt, its tombstone and the table's metadata in one
-			// round trip on a store that reads several keys at once
-			// (etcd): a new key needs all three. (On the local engine
-			// reads cost no round trip, and a replay would pay for the
-			// metadata for nothing.)
-			var meta engine.Item
-			rec, ver, tomb, meta, err = s.loadWithMeta(ctx, id, req.Principal, req.Table)
-			plan = s.planRequestWith(req, meta)
-		} else if r, v, t, ok := req.seen(id); ok {
-			rec, ver, tomb = r, v, t
-		} else {
-			rec, ver, tomb, err = s.loadOrTomb(ctx, id)
-		}
-		if err != nil && !errors.Is(err, engine.ErrNotFound) {
-			return Answer{}, err
-		}
-		f := found{exists: rec != nil, expired: tomb != nil, refuses: s.refusesWrites() != nil}
-		if f.exists {
-			f.sameRequest, f.state = bytes.Equal(rec.Fingerprint, fp[:]), rec.State
-		}
-		var ans Answer
-		act := dispatch(f)
-		if act == actExpired {
-			if fault.Planted(fault.BugExpiredReexecutes) { // planted only under -tags idem_selftest
-				_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch)
-			}
-			s.stats.expired.Add(1)
-			return answerExpired(tomb, fp), nil
-		}
-		if ans, ok := s.settledAnswer(act, id, rec, req.Batch); ok {
-			if act == actReplay && fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
-				_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch) // planted bug: the harness must catch it
-			}
-			return ans, nil
-		}
-		switch act {
-		case actCreate:
-			if l := s.KeyMemory(); !req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > l {
-				return answerTooOld(id, req.FirstSent, l), nil
-			}
-			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}}
-			if plan == nil {
-				plan = s.planRequest(req)
-			}
-			ans, err = s.create(ctx, a, plan, deadline)
-			s.promised(&ans, a)
-		case actTakeOver:
-			a := &attempt{id: id, rec: rec, ver: ver}
-			ans, err = s.takeOver(ctx, a, deadline)
-			s.promised(&ans, a)
-		}
+		ans, err := s.executeRound(ctx, &x, round)
 		if errors.Is(err, errRetry) {
 			continue
 		}
-		s.countAnswer(ans)
 		return ans, err
 	}
 	s.stats.pending.Add(1)
-	return answerPending(id, 0, msgKeptChanging, s.retryAfter()), nil
+	return answerPending(x.id, 0, msgKeptChanging, s.retryAfter()), nil
+}
+
+// execution is one keyed request inside Execute: what every round of it
+// shares.
+type execution struct {
+	req      Request
+	id       string
+	canon    []byte
+	fp       [32]byte
+	deadline time.Time
+}
+
+// lookup is what a round read of a key: its receipt, the receipt's
+// version, its tombstone, and on a MultiGetter store the planner the
+// table's metadata made.
+type lookup struct {
+	rec  *Record
+	ver  engine.Version
+	tomb *Tombstone
+	plan planner
+}
+
+// lookUp reads the key's receipt and tombstone for round.
+func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, error) {
+	var l lookup
+	var err error
+	if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
+		// The receipt, its tombstone and the table's metadata in one
+		// round trip on a store that reads several keys at once
+		// (etcd): a new key needs all three. (On the local engine
+		// reads cost no round trip, and a replay would pay for the
+		// metadata for nothing.)
+		var meta engine.Item
+		l.rec, l.ver, l.tomb, meta, err = s.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
+		l.plan = s.planRequestWith(x.req, meta)
+	} else if r, v, t, ok := x.req.seen(x.id); ok {
+		l.rec, l.ver, l.tomb = r, v, t
+	} else {
+		l.rec, l.ver, l.tomb, err = s.loadOrTomb(ctx, x.id)
+	}
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return l, err
+	}
+	return l, nil
+}
+
+// executeRound looks the key up and acts on what it found; errRetry
+// sends Execute round again (the receipt changed under it).
+func (s *Service) executeRound(ctx context.Context, x *execution, round int) (Answer, error) {
+	l, err := s.lookUp(ctx, x, round)
+	if err != nil {
+		return Answer{}, err
+	}
+	req, id := x.req, x.id
+	f := found{exists: l.rec != nil, expired: l.tomb != nil, refuses: s.refusesWrites() != nil}
+	if f.exists {
+		f.sameRequest, f.state = bytes.Equal(l.rec.Fingerprint, x.fp[:]), l.rec.State
+	}
+	act := dispatch(f)
+	if act == actExpired {
+		if fault.Planted(fault.BugExpiredReexecutes) { // planted only under -tags idem_selftest
+			_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch)
+		}
+		s.stats.expired.Add(1)
+		return answerExpired(l.tomb, x.fp), nil
+	}
+	if ans, ok := s.settledAnswer(act, id, l.rec, req.Batch); ok {
+		if act == actReplay && fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
+			_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch) // planted bug: the harness must catch it
+		}
+		return ans, nil
+	}
+	var ans Answer
+	switch act {
+	case actCreate:
+		if lim := s.KeyMemory(); !req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > lim {
+			return answerTooOld(id, req.FirstSent, lim), nil
+		}
+		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
+			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}}
+		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
+		if plan == nil {
+			plan = s.planRequest(req)
+		}
+		ans, err = s.create(ctx, a, plan, x.deadline)
+		s.promised(&ans, a)
+	case actTakeOver:
+		a := &attempt{id: id, rec: l.rec, ver: l.ver}
+		ans, err = s.takeOver(ctx, a, x.deadline)
+		s.promised(&ans, a)
+	}
+	if errors.Is(err, errRetry) {
+		return ans, err
+	}
+	s.countAnswer(ans)
+	return ans, err
 }
 
 // settledAnswer is the answer of a lookup whose action leaves the receipt
