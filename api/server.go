@@ -108,6 +108,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 		s.tokens.Store(&set)
 	}
 	s.metrics = newMetrics(svc, opts.StoreCollectors)
+	s.metrics.reg.MustRegister(s.refusalCollectors()...)
 	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }
 	s.route("PUT /v1/tables/{table}", auth(s.putTable))
 	s.route("DELETE /v1/tables/{table}", auth(s.deleteTable))
