@@ -30,7 +30,9 @@ func applyError(err error) error {
 	switch rpctypes.Error(err) {
 	case rpctypes.ErrTooManyOps, rpctypes.ErrRequestTooLarge, rpctypes.ErrDuplicateKey:
 		return fmt.Errorf("%w: %w", engine.ErrInvalidBatch, err)
-	case rpctypes.ErrNoSpace, rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed,
+	case rpctypes.ErrNoSpace:
+		return fmt.Errorf("%w: %w: %w: %w", engine.ErrFailStopped, engine.ErrNoSpace, ErrRejected, err)
+	case rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed,
 		rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthOldRevision, rpctypes.ErrUserEmpty:
 		return fmt.Errorf("%w: %w: %w", engine.ErrFailStopped, ErrRejected, err)
 	}

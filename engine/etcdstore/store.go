@@ -54,6 +54,9 @@ type Options struct {
 	ResolveTimeout time.Duration
 	// CallTimeout bounds each Get, Scan and Apply (0: DefaultCallTimeout).
 	CallTimeout time.Duration
+	// Space, if set, is the watcher SpaceFull reports from (space.go);
+	// the caller runs it. Nil: the store never says it is full.
+	Space *Space
 }
 
 // Store is an engine.Store on an etcd cluster. It does not own the client:
@@ -69,6 +72,7 @@ type Store struct {
 	nonce   atomic.Uint64
 	closed  atomic.Bool
 	stats   counters
+	space   *Space // nil: never full
 }
 
 // New returns a Store on cli's cluster.
@@ -87,6 +91,7 @@ func New(cli *clientv3.Client, o Options) (*Store, error) {
 		reqMax:  o.MaxRequestBytes - requestOverheadBytes,
 		resolve: o.ResolveTimeout,
 		call:    o.CallTimeout,
+		space:   o.Space,
 		limits: engine.Limits{
 			ApplyOpsMax: min(o.MaxTxnOps, engine.BatchOpsMax),
 			// The Else branch holds one read per condition: the same bound.
@@ -139,6 +144,11 @@ func rangeEnd(prefix []byte) []byte {
 
 // Limits implements engine.Store.
 func (s *Store) Limits() engine.Limits { return s.limits }
+
+// SpaceFull reports whether the cluster's backend is above its
+// high-water mark (Options.Space): the layers above then refuse new work
+// and let what was started finish.
+func (s *Store) SpaceFull() bool { return s.space != nil && s.space.Full() }
 
 // Close makes every later call fail with engine.ErrClosed. Calls in
 // flight finish on the client, which stays the caller's to close.
