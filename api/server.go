@@ -283,10 +283,12 @@ func (s *Server) classify(r *http.Request, err error) *code.Error {
 	var ce *code.Error
 	switch {
 	case errors.As(err, &ce):
-		if ce.Code == code.Unavailable {
-			s.noteUnavailable(s.health())
-		}
+		s.noteRefusal(ce.Code)
 		return ce
+	case errors.Is(err, engine.ErrNoSpace): // before ErrFailStopped, which it comes wrapped in
+		s.noteUnavailable(err)
+		return &code.Error{Code: code.StoreFull, RetryAfter: noSpaceRetryAfter,
+			Message: "the store is out of space (etcd's NOSPACE alarm): nothing was written; writes resume once space is freed, with no restart; retry later with the same key"}
 	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
 		s.noteUnavailable(err)
 		return code.Errorf(code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 )
 
@@ -28,15 +29,22 @@ const (
 	// refusalUnreachable: engine.ErrUnavailable, or any other cause
 	// short of a stop: the node retries by itself.
 	refusalUnreachable
+	// refusalFull: engine.ErrNoSpace — the store is near its space quota
+	// (store_full before the quota) or at it (etcd's NOSPACE alarm): new
+	// work is refused until space is freed, with no restart.
+	refusalFull
 	refusalCauses
 )
 
 // refusalCauseLabels are the cause label values of idem_store_refusals_total.
-var refusalCauseLabels = [refusalCauses]string{"stopped", "unreachable"}
+var refusalCauseLabels = [refusalCauses]string{"stopped", "unreachable", "full"}
 
 // causeOf classifies a refusal's cause.
 func causeOf(err error) refusalCause {
-	if errors.Is(err, engine.ErrFailStopped) || errors.Is(err, engine.ErrClosed) {
+	switch {
+	case errors.Is(err, engine.ErrNoSpace): // before ErrFailStopped, which it comes wrapped in
+		return refusalFull
+	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
 		return refusalStopped
 	}
 	return refusalUnreachable
@@ -73,6 +81,10 @@ func (s *Server) noteUnavailable(cause error) {
 		return
 	}
 	switch {
+	case c == refusalFull:
+		s.opts.Logger.Warn("api: the store is near or at its space quota: new keys and sessions are answered 503 store_full until cleanup and compaction free space "+
+			"(past etcd's NOSPACE alarm an operator defragments and disarms it: docs/cluster.md); no restart needed; refusals are counted, not each logged",
+			"err", cause, "refused", n)
 	case c == refusalUnreachable:
 		s.opts.Logger.Warn("api: the store did not answer in time; requests are answered 503 and retried, this node goes on by itself (no restart needed); refusals are counted, not each logged",
 			"err", cause, "refused", n)
@@ -81,6 +93,17 @@ func (s *Server) noteUnavailable(cause error) {
 			"err", cause, "refused", n)
 	default:
 		s.opts.Logger.Warn("api: the store still refuses writes until idemd restarts", "refused", n)
+	}
+}
+
+// noteRefusal notes an answer the store caused by its code: unavailable
+// by the store's health now, store_full as a want of space.
+func (s *Server) noteRefusal(c code.Code) {
+	switch c {
+	case code.Unavailable:
+		s.noteUnavailable(s.health())
+	case code.StoreFull:
+		s.noteUnavailable(engine.ErrNoSpace)
 	}
 }
 
@@ -115,7 +138,8 @@ func (s *Server) noteUnhealthy(cause error) {
 // refusalsHelp is idem_store_refusals_total's help.
 const refusalsHelp = "Requests answered 503 unavailable because of the store, by cause: " +
 	"stopped (the store fail-stopped or closed: it refuses writes until idemd restarts), " +
-	"unreachable (a remote store did not answer within its bound: transient, the node goes on by itself)."
+	"unreachable (a remote store did not answer within its bound: transient, the node goes on by itself), " +
+	"full (503 store_full: the store is near its space quota, or at it; new keys and sessions wait for cleanup and compaction to free space)."
 
 // refusalCollectors are the series of idem_store_refusals_total, one per
 // cause, read at scrape time.
@@ -129,3 +153,8 @@ func (s *Server) refusalCollectors() []prometheus.Collector {
 	}
 	return out
 }
+
+// noSpaceRetryAfter is the Retry-After of a write etcd refused for want
+// of space (its NOSPACE alarm): an operator has to act, which takes
+// longer than the high-water refusal's wait for a cleaner pass.
+const noSpaceRetryAfter = time.Minute

@@ -105,6 +105,9 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 			if l := s.KeyMemory(); !req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > l {
 				return answerTooOld(id, req.FirstSent, l), nil
 			}
+			if s.spaceFull() {
+				return answerStoreFull(id), nil
+			}
 			a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
 				Key: req.Key, Fingerprint: fp[:], Request: canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}}
 			if plan == nil {
@@ -245,6 +248,9 @@ func (s *Service) ExecuteFast(ctx context.Context, principal, tbl string, b *tab
 	// answer it 201 while it accepts no writes.
 	if s.refusesWrites() != nil {
 		return table.Result{}, errUnavailable()
+	}
+	if s.spaceFull() {
+		return table.Result{}, errStoreFull()
 	}
 	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
 	if err != nil {
