@@ -26,7 +26,7 @@ const etcdDialTimeoutMin = 100 * time.Millisecond
 
 // etcdFlags are the flags that mean nothing without -store etcd.
 var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "etcd-ca", "etcd-cert", "etcd-key",
-	"etcd-user", "etcd-password-file", "advertise", "cluster-secret-file", "peer-ca"}
+	"etcd-user", "etcd-password-file", "etcd-quota-bytes", "etcd-high-water", "advertise", "cluster-secret-file", "peer-ca"}
 
 // parseStore checks -store and the flags that go with it: with etcd the
 // endpoints and the advertised URL are required; with the local engine
@@ -74,6 +74,12 @@ func (c *config) parseStore(endpoints string, set map[string]bool) error {
 	}
 	if (c.etcdUser == "") != (c.etcdPassword == "") {
 		return usagef("-etcd-user and -etcd-password-file: give both or neither")
+	}
+	if c.etcdQuota < 0 {
+		return usagef("-etcd-quota-bytes %d: must be 0 (the members' own) or positive", c.etcdQuota)
+	}
+	if !(c.etcdHighWater > 0 && c.etcdHighWater <= 1) {
+		return usagef("-etcd-high-water %v: must be a share of the quota in (0, 1]", c.etcdHighWater)
 	}
 	return validAdvertise(c.advertise)
 }
