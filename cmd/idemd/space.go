@@ -14,22 +14,22 @@ import (
 // watchSpace checks the cluster's space once — so that a node started on
 // a full cluster refuses new work from its first request — then runs the
 // watcher until the returned stop, logging each change of the verdict.
-func watchSpace(sp *etcdstore.Space, log *slog.Logger) (stop func()) {
+func watchSpace(sp *etcdstore.Space, every time.Duration, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sp.Check(ctx); err != nil {
 		log.Warn("idemd: etcd space: first check failed", "err", err)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { sp.Run(ctx) })
-	wg.Go(func() { logSpaceChanges(ctx, sp, log) })
+	wg.Go(func() { logSpaceChanges(ctx, sp, log, every) })
 	return func() { cancel(); wg.Wait() }
 }
 
 // logSpaceChanges logs when the store becomes full and when it has room
 // again, at the watcher's own pace.
-func logSpaceChanges(ctx context.Context, sp *etcdstore.Space, log *slog.Logger) {
+func logSpaceChanges(ctx context.Context, sp *etcdstore.Space, log *slog.Logger, every time.Duration) {
 	full := false
-	t := time.NewTicker(etcdstore.DefaultSpaceInterval)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		if st := sp.Stats(); st.Full != full {

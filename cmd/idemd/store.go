@@ -80,7 +80,7 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 		}
 		return nil, fmt.Errorf("etcd %v: %w (within -etcd-dial-timeout %v%s)", c.etcdEndpoints, err, c.etcdDialTimeout, hint)
 	}
-	space, err := etcdstore.NewSpace(cli, etcdstore.SpaceOptions{QuotaBytes: c.etcdQuota, HighWater: c.etcdHighWater})
+	space, err := etcdstore.NewSpace(cli, etcdstore.SpaceOptions{QuotaBytes: c.etcdQuota, HighWater: c.etcdHighWater, Interval: c.etcdSpaceEvery})
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -103,7 +103,7 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 		cli.Close()
 		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", c.etcdEndpoints, c.etcdDialTimeout, err)
 	}
-	stopSpace := watchSpace(space, log)
+	stopSpace := watchSpace(space, c.etcdSpaceEvery, log)
 	log.Info("idemd: store etcd", "endpoints", c.etcdEndpoints, "prefix", c.etcdPrefix, "advertise", c.advertise,
 		"limits", fmt.Sprintf("%+v", store.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
 	return &servedStore{store: store, collectors: spaceCollectors(space),
