@@ -10,10 +10,12 @@ type Stats struct {
 	Ranges    uint64 // Range requests sent (Get, Scan, read-backs)
 	Ambiguous uint64 // Txns whose answer was ambiguous
 	Resolved  uint64 // of those, proven committed by their nonce
+	Groups    uint64 // Txns that carried several Applies (group.go)
+	Grouped   uint64 // Applies sent in those
 }
 
 type counters struct {
-	txns, ranges, ambiguous, resolved atomic.Uint64
+	txns, ranges, ambiguous, resolved, groups, grouped atomic.Uint64
 }
 
 // Stats returns the counts so far.
@@ -23,5 +25,7 @@ func (s *Store) Stats() Stats {
 		Ranges:    s.stats.ranges.Load(),
 		Ambiguous: s.stats.ambiguous.Load(),
 		Resolved:  s.stats.resolved.Load(),
+		Groups:    s.stats.groups.Load(),
+		Grouped:   s.stats.grouped.Load(),
 	}
 }
