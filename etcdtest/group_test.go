@@ -19,11 +19,15 @@ import (
 // the creates racing for one key exactly one wins and every other learns
 // that very key's failed condition; CAS increments of shared counters add
 // up to the successful sets (a group never takes a key twice, so no two
-// sub-Txns compare one counter at the same revision).
+// sub-Txns compare one counter at the same revision). The fresh creates
+// are wide (groupWideOps puts), so that a group must also keep within
+// etcd's op budget, which a nested level shares with its parent: etcd
+// refuses no group (Stats.Split stays 0).
 func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 	c := sharedCluster(t)
 	s := newStoreWith(t, c.Client(t), etcdstore.Options{Prefix: etcdtest.Prefix(t), GroupInFlightMax: 1})
 	const workers, rounds, counters = 16, 12, 3
+	const groupWideOps = 124 // with its own put, 125 of etcd's 128: a group of 4 such must not form
 	for i := range counters {
 		if _, err := s.Apply(ctx, new(engine.Batch).Put(fmt.Appendf(nil, "ctr/%d", i), []byte("0"))); err != nil {
 			t.Fatal(err)
@@ -36,7 +40,11 @@ func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 		wg.Go(func() {
 			for r := range rounds {
 				own := fmt.Appendf(nil, "own/%02d/%02d", w, r)
-				v, err := s.Apply(ctx, new(engine.Batch).Absent(own).Put(own, own))
+				b := new(engine.Batch).Absent(own).Put(own, own)
+				for i := range groupWideOps {
+					b.Put(fmt.Appendf(nil, "%s/%03d", own, i), nil)
+				}
+				v, err := s.Apply(ctx, b)
 				if err != nil {
 					t.Errorf("fresh %s: %v", own, err)
 					return
@@ -99,5 +107,8 @@ func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 	t.Logf("%d Txns, %d of them groups carrying %d Applies; %d sets", st.Txns, st.Groups, st.Grouped, sets.Load())
 	if st.Groups == 0 || st.Grouped <= st.Groups {
 		t.Fatalf("no Applies were grouped: %+v", st)
+	}
+	if st.Split != 0 {
+		t.Fatalf("etcd refused %d groups (their Applies were sent again alone): %+v", st.Split, st)
 	}
 }

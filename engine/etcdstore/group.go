@@ -24,8 +24,12 @@ import (
 // no Compare, and one sub-Txn's failed Compare runs its own Else reads
 // and leaves the others be. etcd evaluates every nested Compare against
 // the state before the whole Txn and forbids a key written twice in one
-// Txn, so a group takes each key — compared or written — at most once: an
-// Apply that shares a key with the group waits for the next. An ambiguous
+// Txn, so a key one sub-Txn writes is touched by no other sub-Txn of its
+// group: an Apply that would waits for the next group. Only a key no one
+// in the group writes may be compared by several (every keyed Begin
+// compares its table's metadata): each compare then sees the state every
+// other sub-Txn left as it was, so the group is the same as the sub-Txns
+// run one after another. An ambiguous
 // answer is settled per sub-Txn by its own nonce, as a single Apply's is
 // (resolve.go); an explicit rejection of a group (too large, no space:
 // nothing was written) is not trusted for its members, which are sent
@@ -49,13 +53,15 @@ type grouper struct {
 
 // groupMember is one queued Apply's Txn and, once sent, its answer.
 type groupMember struct {
-	req   *pb.TxnRequest
-	keys  []string
-	size  int
-	taken bool          // sent (in a group, or alone); under grouper.mu
-	done  chan struct{} // closed once resp/err are set
-	resp  *pb.TxnResponse
-	err   error
+	req      *pb.TxnRequest
+	writes   []string // keys its Then branch puts or deletes
+	compares []string // keys its Compares read
+	size     int
+	opc      int           // its largest branch: etcd's --max-txn-ops budget, shared with the group's own level
+	taken    bool          // sent (in a group, or alone); under grouper.mu
+	done     chan struct{} // closed once resp/err are set
+	resp     *pb.TxnResponse
+	err      error
 }
 
 // commit sends an Apply's Txn, alone or in a group, and returns its own
@@ -74,7 +80,8 @@ func (s *Store) commit(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse
 		s.sent()
 		return resp, err
 	}
-	m := &groupMember{req: req, keys: txnKeys(req), size: proto.Size(req), done: make(chan struct{})}
+	m := &groupMember{req: req, size: proto.Size(req), opc: max(len(req.Compare), len(req.Success), len(req.Failure)), done: make(chan struct{})}
+	m.writes, m.compares = txnKeys(req)
 	g.queue = append(g.queue, m)
 	s.launchLocked()
 	g.mu.Unlock()
@@ -144,19 +151,30 @@ func (s *Store) takeGroup() []*groupMember {
 	var (
 		group []*groupMember
 		rest  = g.queue[:0]
-		keys  = make(map[string]struct{})
-		size  int
+		// written: keys a taken sub-Txn writes; compared: keys one compares
+		written  = make(map[string]struct{})
+		compared = make(map[string]struct{})
+		size     int
+		opc      int // the largest sub-Txn branch taken
 	)
 	for _, m := range g.queue {
-		full := len(group) >= s.groupSubsMax || size+m.size+groupSubOverheadBytes > s.reqMax
-		if len(group) > 0 && (full || overlaps(keys, m.keys)) {
+		// etcd checks --max-txn-ops per level, and a nested level gets
+		// what its parent's own ops leave: sub-Txns plus the largest
+		// sub-Txn's branch must fit it.
+		full := len(group)+1+max(opc, m.opc) > s.groupSubsMax || size+m.size+groupSubOverheadBytes > s.reqMax
+		clash := anyIn(written, m.writes) || anyIn(compared, m.writes) || anyIn(written, m.compares)
+		if len(group) > 0 && (full || clash) {
 			rest = append(rest, m)
 			continue
 		}
-		for _, k := range m.keys {
-			keys[k] = struct{}{}
+		for _, k := range m.writes {
+			written[k] = struct{}{}
+		}
+		for _, k := range m.compares {
+			compared[k] = struct{}{}
 		}
 		size += m.size + groupSubOverheadBytes
+		opc = max(opc, m.opc)
 		m.taken = true
 		group = append(group, m)
 	}
@@ -184,10 +202,15 @@ func (s *Store) sendGroup(group []*groupMember) {
 		// etcd refused the group before proposing it: nothing was
 		// written, and the cause may be one member's, or the group's
 		// size. Each member learns its own answer alone.
+		s.stats.split.Add(1)
+		var wg sync.WaitGroup
 		for _, m := range group {
-			m.resp, m.err = s.send(context.Background(), m.req)
-			close(m.done)
+			wg.Go(func() {
+				m.resp, m.err = s.send(context.Background(), m.req)
+				close(m.done)
+			})
 		}
+		wg.Wait()
 		return
 	}
 	for i, m := range group {
@@ -211,24 +234,26 @@ func subResponse(resp *pb.TxnResponse, err error, i int) (*pb.TxnResponse, error
 	return sub, nil
 }
 
-// txnKeys are the keys a Txn compares or writes.
-func txnKeys(req *pb.TxnRequest) []string {
-	keys := make([]string, 0, len(req.Compare)+len(req.Success))
-	for _, c := range req.Compare {
-		keys = append(keys, string(c.Key))
-	}
+// txnKeys are the keys a Txn writes and those it compares. (Its Else
+// branch reads only keys it compares.)
+func txnKeys(req *pb.TxnRequest) (writes, compares []string) {
+	writes = make([]string, 0, len(req.Success))
 	for _, op := range req.Success {
 		switch r := op.Request.(type) {
 		case *pb.RequestOp_RequestPut:
-			keys = append(keys, string(r.RequestPut.Key))
+			writes = append(writes, string(r.RequestPut.Key))
 		case *pb.RequestOp_RequestDeleteRange:
-			keys = append(keys, string(r.RequestDeleteRange.Key))
+			writes = append(writes, string(r.RequestDeleteRange.Key))
 		}
 	}
-	return keys
+	compares = make([]string, 0, len(req.Compare))
+	for _, c := range req.Compare {
+		compares = append(compares, string(c.Key))
+	}
+	return writes, compares
 }
 
-func overlaps(taken map[string]struct{}, keys []string) bool {
+func anyIn(taken map[string]struct{}, keys []string) bool {
 	for _, k := range keys {
 		if _, ok := taken[k]; ok {
 			return true

@@ -12,10 +12,11 @@ type Stats struct {
 	Resolved  uint64 // of those, proven committed by their nonce
 	Groups    uint64 // Txns that carried several Applies (group.go)
 	Grouped   uint64 // Applies sent in those
+	Split     uint64 // groups etcd refused before proposing: their Applies were sent again alone
 }
 
 type counters struct {
-	txns, ranges, ambiguous, resolved, groups, grouped atomic.Uint64
+	txns, ranges, ambiguous, resolved, groups, grouped, split atomic.Uint64
 }
 
 // Stats returns the counts so far.
@@ -27,5 +28,6 @@ func (s *Store) Stats() Stats {
 		Resolved:  s.stats.resolved.Load(),
 		Groups:    s.stats.groups.Load(),
 		Grouped:   s.stats.grouped.Load(),
+		Split:     s.stats.split.Load(),
 	}
 }
