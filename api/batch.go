@@ -105,9 +105,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeTxnProblem(w, s.classify(r, err), txnID)
 		return
 	}
-	if ans.Code == code.Unavailable {
-		s.noteUnavailable(s.health())
-	}
+	s.noteRefusal(ans.Code)
 	answer(ans)
 }
 

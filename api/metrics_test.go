@@ -68,6 +68,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_sessions_aborted_total":              dto.MetricType_COUNTER,
 	"idem_sessions_expired_total":              dto.MetricType_COUNTER,
 	"idem_refused_total":                       dto.MetricType_COUNTER,
+	"idem_store_refusals_total":                dto.MetricType_COUNTER,
 	"idem_wal_fsyncs_total":                    dto.MetricType_COUNTER,
 	"idem_wal_groups_total":                    dto.MetricType_COUNTER,
 	"idem_wal_entries_total":                   dto.MetricType_COUNTER,

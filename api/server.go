@@ -108,6 +108,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 		s.tokens.Store(&set)
 	}
 	s.metrics = newMetrics(svc, opts.StoreCollectors, opts.Health)
+	s.metrics.reg.MustRegister(s.refusalCollectors()...)
 	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }
 	s.route("PUT /v1/tables/{table}", auth(s.putTable))
 	s.route("DELETE /v1/tables/{table}", auth(s.deleteTable))
@@ -283,10 +284,12 @@ func (s *Server) classify(r *http.Request, err error) *code.Error {
 	var ce *code.Error
 	switch {
 	case errors.As(err, &ce):
-		if ce.Code == code.Unavailable {
-			s.noteUnavailable(s.health())
-		}
+		s.noteRefusal(ce.Code)
 		return ce
+	case errors.Is(err, engine.ErrNoSpace): // before ErrFailStopped, which it comes wrapped in
+		s.noteUnavailable(err)
+		return &code.Error{Code: code.StoreFull, RetryAfter: noSpaceRetryAfter,
+			Message: "the store is out of space (etcd's NOSPACE alarm): nothing was written; writes resume once space is freed, with no restart; retry later with the same key"}
 	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
 		s.noteUnavailable(err)
 		return code.Errorf(code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts")

@@ -261,6 +261,10 @@ func TestFailStopped_WritesAre503Unavailable(t *testing.T) {
 	if strings.Contains(out, "api: request failed") {
 		t.Fatalf("refusals logged as failures:\n%s", out)
 	}
+	if strings.Contains(out, "no restart needed") || storeRefusals(t, n, "unreachable") != "0" || storeRefusals(t, n, "stopped") == "0" {
+		t.Fatalf("a stop counted or logged as a transient loss (stopped %s, unreachable %s):\n%s",
+			storeRefusals(t, n, "stopped"), storeRefusals(t, n, "unreachable"), out)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.

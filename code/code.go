@@ -21,9 +21,10 @@ type Code string
 // (415: a body that is not JSON), and unavailable (503 from /healthz when
 // the store fail-stopped), and the interactive sessions' session_not_found
 // (404), session_aborted and session_committed (409: the session ended,
-// by abort, expiry or its owner's death, or by its commit), and
+// by abort, expiry or its owner's death, or by its commit),
 // table_settings_conflict (409: a create of an existing table asked for
-// settings other than the table's).
+// settings other than the table's), and store_full (503: on etcd, the
+// backend is near its space quota; new keys and sessions wait).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -54,6 +55,11 @@ const (
 	Internal            Code = "internal"
 
 	TableSettingsConflict Code = "table_settings_conflict"
+	// StoreFull: the store is near its space quota (etcd's backend above
+	// its high-water mark, or its NOSPACE alarm raised): new keys and
+	// sessions are refused, nothing was written, while what was started
+	// finishes and cleanup frees space.
+	StoreFull Code = "store_full"
 )
 
 // RetryWith says how a client may retry.
@@ -103,6 +109,7 @@ var registry = map[Code]Info{
 	Internal:            {500, true, SameKey, "Internal error"},
 
 	TableSettingsConflict: {409, false, None, "Table exists with other settings"},
+	StoreFull:             {503, true, SameKey, "Store full"},
 }
 
 // Lookup returns a code's meaning; unknown codes read as internal.

@@ -23,6 +23,12 @@ var (
 	// nothing. (A write that could not be reached is ErrAmbiguous: it may
 	// have been sent.) Retry later.
 	ErrUnavailable = errors.New("engine: store unavailable")
+	// ErrNoSpace marks a write a remote store refused for want of space
+	// (etcd's NOSPACE alarm). It comes wrapped in ErrFailStopped — nothing
+	// was written, and writes stay refused until space is freed — but
+	// unlike a fail-stop no restart is needed: writes resume once an
+	// operator (or compaction) frees space.
+	ErrNoSpace = errors.New("engine: store out of space")
 	// ErrClosed is returned by every call on a closed store.
 	ErrClosed = errors.New("engine: closed")
 	// ErrInvalidBatch is returned for a batch that breaks a limit or has no

@@ -74,7 +74,9 @@ func (l Limits) Fit(ops, conds, fixedOps, fixedConds int) int {
 
 // Version is the log index of the batch that last wrote a key (on etcd,
 // its revision). Versions are strictly increasing across batches; 0 means
-// "never written". A batch that changes nothing — it only deletes absent
+// "never written". (On etcd, concurrent batches sent in one grouped Txn
+// share its revision: a batch after another, in real time, still gets a
+// higher one, and each key's version is its last writer's.) A batch that changes nothing — it only deletes absent
 // keys — may answer the version of the last batch that did: etcd gives
 // such a Txn no revision of its own.
 type Version uint64

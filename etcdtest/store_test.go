@@ -294,7 +294,8 @@ func TestAmbiguity_LeaderHardStopUnderLoad(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	t.Logf("%d ok (%d of them settled by reading back the nonce), %d ambiguous (%d of those had committed)", ok, st.Resolved, ambiguous, applied)
+	t.Logf("%d ok (%d of them settled by reading back the nonce), %d ambiguous (%d of those had committed); %d Applies rode in %d groups",
+		ok, st.Resolved, ambiguous, applied, st.Grouped, st.Groups)
 	if ok == 0 {
 		t.Fatal("no Apply succeeded around the leader's stop")
 	}

@@ -65,7 +65,8 @@
 // (classifyWrite), service.go (Service, Open, Close, the loops), record.go
 // and bind.go (what is stored, under which key), envelope.go and answer.go
 // (stored and transient answers), unavailable.go (a store that refuses
-// writes), view.go (Lookup), summary.go, stats.go, options.go, errors.go
+// writes), storefull.go (a store near its space quota: new work waits),
+// view.go (Lookup), summary.go, stats.go, options.go, errors.go
 // (sentinels), causelog.go (sampled logging of what maintenance passed
 // over).
 //

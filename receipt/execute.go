@@ -146,6 +146,9 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 		if lim := s.KeyMemory(); !req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > lim {
 			return answerTooOld(id, req.FirstSent, lim), nil
 		}
+		if s.spaceFull() {
+			return answerStoreFull(id), nil
+		}
 		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
 			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
@@ -289,6 +292,9 @@ func (s *Service) ExecuteFast(ctx context.Context, principal, tbl string, b *tab
 	// answer it 201 while it accepts no writes.
 	if s.refusesWrites() != nil {
 		return table.Result{}, errUnavailable()
+	}
+	if s.spaceFull() {
+		return table.Result{}, errStoreFull()
 	}
 	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
 	if err != nil {

@@ -26,6 +26,9 @@ func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.D
 	if err := s.refusesWrites(); err != nil {
 		return Session{}, errUnavailable()
 	}
+	if s.spaceFull() {
+		return Session{}, errStoreFull()
+	}
 	if cerr := s.enter(principal); cerr != nil {
 		return Session{}, cerr
 	}

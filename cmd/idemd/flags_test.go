@@ -90,6 +90,11 @@ func TestParseFlags_RefusesEveryOutOfRangeValue(t *testing.T) {
 		{[]string{"-tls-key", "node.key"}, "-tls-cert and -tls-key: give both or neither"},
 		{[]string{"-tls-client-ca", "ca.crt"}, "-tls-client-ca: mutual TLS needs TLS: give -tls-cert and -tls-key too"},
 		{[]string{"-peer-ca", "ca.crt"}, "-peer-ca: only with -store etcd"},
+		{[]string{"-etcd-high-water", "0.5"}, "-etcd-high-water: only with -store etcd"},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-high-water", "0"}, "-etcd-high-water 0: must be a share of the quota in (0, 1]"},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-high-water", "1.2"}, "-etcd-high-water 1.2: must be a share"},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-quota-bytes", "-1"}, "-etcd-quota-bytes -1: must be 0"},
+		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-etcd-space-interval", "1ms"}, "-etcd-space-interval 1ms: must be at least 10ms"},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "http://127.0.0.1:8420", "-tls-cert", "n.crt", "-tls-key", "n.key"},
 			`-advertise "http://127.0.0.1:8420": this node serves HTTPS (-tls-cert): advertise https://host:port`},
 		{[]string{"-store", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-advertise", "ftp://127.0.0.1:8420"}, `-advertise "ftp://127.0.0.1:8420": -store etcd needs the URL`},
@@ -124,7 +129,8 @@ func TestParseFlags_AcceptsTheDocumentedSpecialValues(t *testing.T) {
 	}
 	c, err = parseFlags([]string{"-store", "etcd", "-etcd-endpoints", " 10.0.0.1:2379, http://10.0.0.2:2379 ,", "-advertise", "http://10.0.0.7:8420"}, io.Discard)
 	if err != nil || c.store != storeEtcd || len(c.etcdEndpoints) != 2 || c.etcdEndpoints[1] != "http://10.0.0.2:2379" ||
-		c.etcdPrefix != "/idem/" || c.etcdDialTimeout != 5*time.Second || c.advertise != "http://10.0.0.7:8420" {
+		c.etcdPrefix != "/idem/" || c.etcdDialTimeout != 5*time.Second || c.advertise != "http://10.0.0.7:8420" ||
+		c.etcdQuota != 0 || c.etcdHighWater != 0.8 || c.etcdSpaceEvery != time.Second {
 		t.Fatalf("-store etcd: %+v %v", c, err)
 	}
 	c, err = parseFlags([]string{"-lease-ttl", "3s", "-renew-interval", "2s", "-maintain-interval", "-1s", "-clean-interval", "-1ns"}, io.Discard)

@@ -80,7 +80,12 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 		}
 		return nil, fmt.Errorf("etcd %v: %w (within -etcd-dial-timeout %v%s)", c.etcdEndpoints, err, c.etcdDialTimeout, hint)
 	}
-	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: c.etcdPrefix})
+	space, err := etcdstore.NewSpace(cli, etcdstore.SpaceOptions{QuotaBytes: c.etcdQuota, HighWater: c.etcdHighWater, Interval: c.etcdSpaceEvery})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: c.etcdPrefix, Space: space})
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -98,9 +103,10 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 		cli.Close()
 		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", c.etcdEndpoints, c.etcdDialTimeout, err)
 	}
+	stopSpace := watchSpace(space, c.etcdSpaceEvery, log)
 	log.Info("idemd: store etcd", "endpoints", c.etcdEndpoints, "prefix", c.etcdPrefix, "advertise", c.advertise,
-		"limits", fmt.Sprintf("%+v", store.Limits()))
-	return &servedStore{store: store,
+		"limits", fmt.Sprintf("%+v", store.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
+	return &servedStore{store: store, collectors: spaceCollectors(space),
 		health: func() error {
 			if err := probe(context.Background(), etcdHealthTimeout); err != nil {
 				return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", engine.ErrUnavailable, err)
@@ -108,6 +114,7 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 			return nil
 		},
 		close: func() error {
+			stopSpace()
 			store.Close()
 			return cli.Close()
 		}}, nil

@@ -24,9 +24,13 @@ const etcdEndpointsMax = 16
 // merely electing a leader.
 const etcdDialTimeoutMin = 100 * time.Millisecond
 
+// etcdSpaceIntervalMin keeps the space watcher from asking the members
+// their size more often than is any use.
+const etcdSpaceIntervalMin = 10 * time.Millisecond
+
 // etcdFlags are the flags that mean nothing without -store etcd.
 var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "etcd-ca", "etcd-cert", "etcd-key",
-	"etcd-user", "etcd-password-file", "advertise", "cluster-secret-file", "peer-ca"}
+	"etcd-user", "etcd-password-file", "etcd-quota-bytes", "etcd-high-water", "etcd-space-interval", "advertise", "cluster-secret-file", "peer-ca"}
 
 // parseStore checks -store and the flags that go with it: with etcd the
 // endpoints and the advertised URL are required; with the local engine
@@ -74,6 +78,15 @@ func (c *config) parseStore(endpoints string, set map[string]bool) error {
 	}
 	if (c.etcdUser == "") != (c.etcdPassword == "") {
 		return usagef("-etcd-user and -etcd-password-file: give both or neither")
+	}
+	if c.etcdQuota < 0 {
+		return usagef("-etcd-quota-bytes %d: must be 0 (the members' own) or positive", c.etcdQuota)
+	}
+	if c.etcdSpaceEvery < etcdSpaceIntervalMin {
+		return usagef("-etcd-space-interval %v: must be at least %v", c.etcdSpaceEvery, etcdSpaceIntervalMin)
+	}
+	if !(c.etcdHighWater > 0 && c.etcdHighWater <= 1) {
+		return usagef("-etcd-high-water %v: must be a share of the quota in (0, 1]", c.etcdHighWater)
 	}
 	return validAdvertise(c.advertise)
 }

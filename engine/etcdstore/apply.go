@@ -34,10 +34,10 @@ func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, err
 	if err := ctx.Err(); err != nil {
 		return 0, err // before submission: nothing written
 	}
-	s.stats.txns.Add(1)
-	cctx, cancel := context.WithTimeout(ctx, s.call)
-	defer cancel()
-	resp, err := s.kv.Txn(cctx, req)
+	resp, err := s.commit(ctx, req) // alone or in a group (group.go)
+	if ns, ok := err.(*notSentError); ok {
+		return 0, ns.err // still queued when the context ended: nothing written
+	}
 	if err != nil {
 		return s.settle(ctx, ops, nonce, err)
 	}

@@ -46,6 +46,12 @@
 // in a leader's log — so the answer stays ErrAmbiguous and the layers above
 // treat the batch as pending, as they do on the local store.
 //
+// # Group commit
+//
+// While several Txns are in flight, further Applies queue and go as one
+// Txn of nested sub-Txns, each with its own Compares and outcome, no two
+// touching a key one of them writes (group.go).
+//
 // # Fencing
 //
 // Owner fencing stays in the layers above, as compares inside the same

@@ -18,7 +18,9 @@ import (
 // NOSPACE alarm), or the client may not write. Nothing was written. It
 // comes wrapped in engine.ErrFailStopped: the store refuses writes until
 // an operator clears the cause, and the layers above answer as they do
-// for a local store that fail-stopped.
+// for a local store that fail-stopped — except that NOSPACE is marked
+// engine.ErrNoSpace too: answered store_full, and no restart is needed
+// once space is freed.
 var ErrRejected = errors.New("etcdstore: etcd rejected the write")
 
 // applyError is what a failed Txn call means under the engine contract.
@@ -30,7 +32,9 @@ func applyError(err error) error {
 	switch rpctypes.Error(err) {
 	case rpctypes.ErrTooManyOps, rpctypes.ErrRequestTooLarge, rpctypes.ErrDuplicateKey:
 		return fmt.Errorf("%w: %w", engine.ErrInvalidBatch, err)
-	case rpctypes.ErrNoSpace, rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed,
+	case rpctypes.ErrNoSpace:
+		return fmt.Errorf("%w: %w: %w: %w", engine.ErrFailStopped, engine.ErrNoSpace, ErrRejected, err)
+	case rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed,
 		rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthOldRevision, rpctypes.ErrUserEmpty:
 		return fmt.Errorf("%w: %w: %w", engine.ErrFailStopped, ErrRejected, err)
 	}

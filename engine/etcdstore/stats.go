@@ -10,10 +10,13 @@ type Stats struct {
 	Ranges    uint64 // Range requests sent (Get, Scan, read-backs)
 	Ambiguous uint64 // Txns whose answer was ambiguous
 	Resolved  uint64 // of those, proven committed by their nonce
+	Groups    uint64 // Txns that carried several Applies (group.go)
+	Grouped   uint64 // Applies sent in those
+	Split     uint64 // groups etcd refused before proposing: their Applies were sent again alone
 }
 
 type counters struct {
-	txns, ranges, ambiguous, resolved atomic.Uint64
+	txns, ranges, ambiguous, resolved, groups, grouped, split atomic.Uint64
 }
 
 // Stats returns the counts so far.
@@ -23,5 +26,8 @@ func (s *Store) Stats() Stats {
 		Ranges:    s.stats.ranges.Load(),
 		Ambiguous: s.stats.ambiguous.Load(),
 		Resolved:  s.stats.resolved.Load(),
+		Groups:    s.stats.groups.Load(),
+		Grouped:   s.stats.grouped.Load(),
+		Split:     s.stats.split.Load(),
 	}
 }

@@ -54,6 +54,13 @@ type Options struct {
 	ResolveTimeout time.Duration
 	// CallTimeout bounds each Get, Scan and Apply (0: DefaultCallTimeout).
 	CallTimeout time.Duration
+	// GroupInFlightMax is how many Txns the store keeps in flight before
+	// it queues Applies and sends them in groups (group.go); 0 takes
+	// DefaultGroupInFlightMax, a negative value never groups.
+	GroupInFlightMax int
+	// Space, if set, is the watcher SpaceFull reports from (space.go);
+	// the caller runs it. Nil: the store never says it is full.
+	Space *Space
 }
 
 // Store is an engine.Store on an etcd cluster. It does not own the client:
@@ -69,6 +76,13 @@ type Store struct {
 	nonce   atomic.Uint64
 	closed  atomic.Bool
 	stats   counters
+	space   *Space // nil: never full
+	// group commit (group.go): the Txns in flight and the queue; at most
+	// groupMax Txns in flight (negative: no grouping), groupSubsMax
+	// sub-Txns per group (--max-txn-ops: etcd bounds each level).
+	group        grouper
+	groupMax     int
+	groupSubsMax int
 }
 
 // New returns a Store on cli's cluster.
@@ -81,12 +95,15 @@ func New(cli *clientv3.Client, o Options) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: invalid options %+v", o)
 	}
 	s := &Store{
-		kv:      clientv3.RetryKVClient(cli),
-		prefix:  []byte(o.Prefix),
-		end:     rangeEnd([]byte(o.Prefix)),
-		reqMax:  o.MaxRequestBytes - requestOverheadBytes,
-		resolve: o.ResolveTimeout,
-		call:    o.CallTimeout,
+		kv:           clientv3.RetryKVClient(cli),
+		prefix:       []byte(o.Prefix),
+		end:          rangeEnd([]byte(o.Prefix)),
+		reqMax:       o.MaxRequestBytes - requestOverheadBytes,
+		resolve:      o.ResolveTimeout,
+		call:         o.CallTimeout,
+		space:        o.Space,
+		groupMax:     o.GroupInFlightMax,
+		groupSubsMax: o.MaxTxnOps,
 		limits: engine.Limits{
 			ApplyOpsMax: min(o.MaxTxnOps, engine.BatchOpsMax),
 			// The Else branch holds one read per condition: the same bound.
@@ -125,6 +142,9 @@ func (o Options) withDefaults() Options {
 	if o.CallTimeout == 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
+	if o.GroupInFlightMax == 0 {
+		o.GroupInFlightMax = DefaultGroupInFlightMax
+	}
 	return o
 }
 
@@ -139,6 +159,11 @@ func rangeEnd(prefix []byte) []byte {
 
 // Limits implements engine.Store.
 func (s *Store) Limits() engine.Limits { return s.limits }
+
+// SpaceFull reports whether the cluster's backend is above its
+// high-water mark (Options.Space): the layers above then refuse new work
+// and let what was started finish.
+func (s *Store) SpaceFull() bool { return s.space != nil && s.space.Full() }
 
 // Close makes every later call fail with engine.ErrClosed. Calls in
 // flight finish on the client, which stays the caller's to close.

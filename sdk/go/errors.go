@@ -77,6 +77,9 @@ var (
 	ErrSessionCommitted      = sentinel(idemapi.ErrorCodeSessionCommitted)
 	ErrTableSettingsConflict = sentinel(idemapi.ErrorCodeTableSettingsConflict)
 	ErrRequestTimeout        = sentinel(idemapi.ErrorCodeRequestTimeout)
+	// ErrStoreFull: the store is near its space quota; retry later with the
+	// same key. (A literal until `make generate` adds ErrorCodeStoreFull.)
+	ErrStoreFull = sentinel("store_full")
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.
@@ -84,4 +87,5 @@ var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, E
 	ErrReceiptNotFound, ErrNotFound, ErrMethodNotAllowed, ErrTransactionConflict, ErrTransactionAborted,
 	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrFirstSentTooOld, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
-	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted, ErrTableSettingsConflict, ErrRequestTimeout}
+	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted, ErrTableSettingsConflict, ErrRequestTimeout,
+	ErrStoreFull}

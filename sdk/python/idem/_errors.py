@@ -39,6 +39,7 @@ CODES: Dict[str, tuple] = {
     "session_aborted": (409, False, "none"),
     "session_committed": (409, False, "none"),
     "table_settings_conflict": (409, False, "none"),
+    "store_full": (503, True, "same_key"),
 }
 
 

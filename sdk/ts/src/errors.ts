@@ -35,6 +35,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   session_aborted: { status: 409, retryable: false, retryWith: "none" },
   session_committed: { status: 409, retryable: false, retryWith: "none" },
   table_settings_conflict: { status: 409, retryable: false, retryWith: "none" },
+  store_full: { status: 503, retryable: true, retryWith: "same_key" },
 };
 
 /** A problem the server answered (application/problem+json). */
@@ -98,6 +99,7 @@ export const SessionAbortedError = ERRORS.session_aborted;
 export const SessionCommittedError = ERRORS.session_committed;
 export const TableSettingsConflictError = ERRORS.table_settings_conflict;
 export const RequestTimeoutError = ERRORS.request_timeout;
+export const StoreFullError = ERRORS.store_full;
 
 /** The error of a problem answer. */
 export function errorFor(status: number, body: any, retryAfter: number): IdemError {

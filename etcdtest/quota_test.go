@@ -1,0 +1,218 @@
+package etcdtest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
+)
+
+// The quota test's sizes: a small backend quota, filled by keyed batches
+// that each carry a large value in their request (kept by the receipt,
+// freed by cleanup) and overwrite one document (freed by compaction).
+const (
+	quotaBytes     = 8 << 20
+	quotaHighWater = "0.5"
+	quotaValue     = 48 << 10
+	// quotaFillMax bounds the fill: far more batches than the high-water
+	// mark holds, so that a gate that never closes fails the test.
+	quotaFillMax = 400
+	// quotaRetention is the receipts' retention: short, so that cleanup
+	// frees the space within the test; the margin keeps the replays
+	// checked to receipts surely not cleaned yet.
+	quotaRetention       = 30 * time.Second
+	quotaRetentionMargin = 3 * time.Second
+)
+
+// quotaBody is a keyed batch whose request carries quotaValue bytes.
+var quotaBody = `{"transforms":[{"id":"big","ops":[{"op":"$set","path":"s","value":"` +
+	strings.Repeat("x", quotaValue) + `"}],"upsert":true}]}`
+
+// gauge reads one unlabelled gauge of n's /metrics.
+func gauge(t *testing.T, c *apitest.Client, name string) string {
+	t.Helper()
+	body := string(c.Do("GET", "/metrics", nil).Body)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no %s in /metrics", name)
+	}
+	return m[1]
+}
+
+// TestIdemd_TheQuotaNeverStopsTheCluster: a node on an etcd with a small
+// --quota-backend-bytes, filled by keyed batches, refuses new keys 503
+// store_full once the backend is above its high-water mark — before
+// etcd's NOSPACE alarm, and never failing otherwise — while every key
+// already committed still replays byte for byte and /healthz stays 200.
+// etcd's periodic compaction (and, past the receipts' retention, cleanup)
+// then frees the space by themselves, with no operator: the same node,
+// never restarted, commits the refused key. (At these sizes compaction of
+// the fill's history alone usually suffices: the test does not prove
+// which of the two did it.)
+func TestIdemd_TheQuotaNeverStopsTheCluster(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes,
+		AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"})
+	cl := apitest.NewClient(t, "http://unused")
+	n := startNode(t, cl, c, etcdtest.Prefix(t), "node-a", nil, "-retention", quotaRetention.String(), "-tombstone-retention", "0",
+		"-clean-interval", "200ms", "-etcd-space-interval", "50ms", "-etcd-high-water", quotaHighWater)
+	cn := cl.WithBase(n.Base())
+	cn.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	post := func(key string) *apitest.Response {
+		return cn.Do("POST", "/v1/tables/t/batch", quotaBody, "Idempotency-Key", key)
+	}
+
+	type commit struct {
+		body []byte
+		at   time.Time
+	}
+	first := map[string]commit{}
+	refused := ""
+	for i := 0; i < quotaFillMax && refused == ""; i++ {
+		key := fmt.Sprintf("fill-%d", i)
+		switch r := post(key); r.Status {
+		case 201:
+			first[key] = commit{r.Body, time.Now()}
+		case 503:
+			p := r.Problem(t, 503)
+			if p.Code != "store_full" || !p.Retryable || p.RetryWith != "same_key" || p.Outcome != "not_applied" || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("%s after %d commits: %+v %v, want store_full not_applied with Retry-After", key, len(first), p, r.Header)
+			}
+			refused = key
+		default:
+			t.Fatalf("%s after %d commits: %d %s", key, len(first), r.Status, r.Body)
+		}
+	}
+	if refused == "" {
+		t.Fatalf("%d batches of %d KiB on a %d MiB quota: never store_full", quotaFillMax, quotaValue>>10, quotaBytes>>20)
+	}
+	t.Logf("store_full after %d commits", len(first))
+	if got := gauge(t, cn, "idem_etcd_nospace_alarm"); got != "0" {
+		t.Fatalf("etcd's NOSPACE alarm fired (%s): the high-water mark came too late", got)
+	}
+	cn.Do("GET", "/v1/receipts/t/"+refused, nil).Problem(t, 404)
+	cn.Do("GET", "/healthz", nil).JSON(t, 200, nil)
+	replayed := 0
+	for key, cm := range first {
+		if time.Since(cm.at) > quotaRetention-quotaRetentionMargin {
+			continue // its receipt may be cleaned by now: retention is short here
+		}
+		r := post(key)
+		if r.Status != 201 || !bytes.Equal(r.Body, cm.body) || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay of %s while full: %d %s", key, r.Status, r.Body)
+		}
+		replayed++
+	}
+	if replayed == 0 {
+		t.Fatalf("no commit young enough to replay: the fill took longer than the retention")
+	}
+	t.Logf("%d replays while full", replayed)
+
+	// Compaction drops the fill's old revisions, the cleaner the receipts
+	// past their retention: the refused key commits, on the same process.
+	testsupport.Poll(t, "the refused key committing once cleanup and compaction freed space", time.Minute, func() bool {
+		r := post(refused)
+		if r.Status == 503 && r.Problem(t, 503).Code == "store_full" {
+			return false
+		}
+		r.JSON(t, 201, nil)
+		return true
+	})
+	select {
+	case <-n.Exited():
+		t.Fatal("the node exited")
+	default:
+	}
+	if logs := n.Logs(); strings.Contains(logs, "until idemd restarts") {
+		t.Fatalf("the node called the full store a stop:\n%s", logs)
+	}
+	cli := c.Client(t)
+	if alarms, err := cli.AlarmList(context.Background()); err != nil || len(alarms.Alarms) != 0 {
+		t.Fatalf("alarms %v %v", alarms, err)
+	}
+}
+
+// TestIdemd_PastTheNoSpaceAlarmReplaysGoOnAndWritesResumeWithoutARestart:
+// with no high-water mark to stop it first (-etcd-high-water 1), keyed
+// batches fill the backend until etcd raises its NOSPACE alarm. The node
+// answers new keys 503 store_full — never "unavailable until idemd
+// restarts", never a 500 — and keeps replaying every committed key. Once
+// an operator compacts, defragments and disarms the alarm (docs/cluster.md),
+// the same node, never restarted, commits the refused key.
+func TestIdemd_PastTheNoSpaceAlarmReplaysGoOnAndWritesResumeWithoutARestart(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes})
+	cl := apitest.NewClient(t, "http://unused")
+	n := startNode(t, cl, c, etcdtest.Prefix(t), "node-a", nil, "-etcd-space-interval", "50ms", "-etcd-high-water", "1")
+	cn := cl.WithBase(n.Base())
+	cn.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	post := func(key string) *apitest.Response {
+		return cn.Do("POST", "/v1/tables/t/batch", quotaBody, "Idempotency-Key", key)
+	}
+	first := map[string][]byte{}
+	refused := ""
+	for i := 0; i < quotaFillMax && refused == ""; i++ {
+		key := fmt.Sprintf("fill-%d", i)
+		switch r := post(key); r.Status {
+		case 201:
+			first[key] = r.Body
+		case 503:
+			if p := r.Problem(t, 503); p.Code != "store_full" || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("%s after %d commits: %+v, want store_full with Retry-After", key, len(first), p)
+			}
+			refused = key
+		default:
+			t.Fatalf("%s after %d commits: %d %s", key, len(first), r.Status, r.Body)
+		}
+	}
+	if refused == "" {
+		t.Fatalf("%d batches of %d KiB on a %d MiB quota: never store_full", quotaFillMax, quotaValue>>10, quotaBytes>>20)
+	}
+	ctx := context.Background()
+	cli := c.Client(t)
+	alarms, err := cli.AlarmList(ctx)
+	if err != nil || len(alarms.Alarms) == 0 {
+		t.Fatalf("store_full after %d commits, but no alarm: %v %v", len(first), alarms, err)
+	}
+	t.Logf("NOSPACE after %d commits", len(first))
+	for key, body := range first {
+		if r := post(key); r.Status != 201 || !bytes.Equal(r.Body, body) {
+			t.Fatalf("replay of %s past the alarm: %d %s", key, r.Status, r.Body)
+		}
+	}
+	cn.Do("GET", "/healthz", nil).JSON(t, 200, nil)
+
+	// The operator's part: compact, defragment, disarm.
+	if err := c.CompactAndDefrag(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alarms.Alarms {
+		if _, err := cli.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testsupport.Poll(t, "the refused key committing once the alarm is disarmed", testsupport.Patience, func() bool {
+		r := post(refused)
+		if r.Status == 503 {
+			return false // store_full until the watcher's next check, or pending until maintenance finishes it
+		}
+		r.JSON(t, 201, nil)
+		return true
+	})
+	post("after").JSON(t, 201, nil)
+	select {
+	case <-n.Exited():
+		t.Fatal("the node exited")
+	default:
+	}
+	if logs := n.Logs(); strings.Contains(logs, "until idemd restarts") {
+		t.Fatalf("the node called the alarm a stop:\n%s", logs)
+	}
+}
