@@ -79,7 +79,7 @@ var (
 	ErrRequestTimeout        = sentinel(idemapi.ErrorCodeRequestTimeout)
 	// ErrStoreFull: the store is near its space quota; retry later with the
 	// same key. (A literal until `make generate` adds ErrorCodeStoreFull.)
-	ErrStoreFull = sentinel("store_full")
+	ErrStoreFull = sentinel(idemapi.ErrorCodeStoreFull)
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.

@@ -103,6 +103,7 @@ const (
 	ErrorCodeSessionAborted               ErrorCode = "session_aborted"
 	ErrorCodeSessionCommitted             ErrorCode = "session_committed"
 	ErrorCodeSessionNotFound              ErrorCode = "session_not_found"
+	ErrorCodeStoreFull                    ErrorCode = "store_full"
 	ErrorCodeTableNotFound                ErrorCode = "table_not_found"
 	ErrorCodeTableSettingsConflict        ErrorCode = "table_settings_conflict"
 	ErrorCodeTransactionAborted           ErrorCode = "transaction_aborted"
@@ -156,6 +157,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSessionCommitted:
 		return true
 	case ErrorCodeSessionNotFound:
+		return true
+	case ErrorCodeStoreFull:
 		return true
 	case ErrorCodeTableNotFound:
 		return true
@@ -782,6 +785,16 @@ type CodeSessionNotFound struct {
 	Type      interface{} `json:"type,omitempty"`
 }
 
+// CodeStoreFull defines model for CodeStoreFull.
+type CodeStoreFull struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
 // CodeTableNotFound defines model for CodeTableNotFound.
 type CodeTableNotFound struct {
 	Code      interface{} `json:"code"`
@@ -932,6 +945,7 @@ type Envelope struct {
 	// | session_aborted | 409 | false | none |
 	// | session_committed | 409 | false | none |
 	// | table_settings_conflict | 409 | false | none |
+	// | store_full | 503 | true | same_key |
 	Code    *ErrorCode      `json:"code,omitempty"`
 	Message *string         `json:"message,omitempty"`
 	Outcome EnvelopeOutcome `json:"outcome"`
@@ -991,6 +1005,7 @@ type EnvelopeOutcome string
 // | session_aborted | 409 | false | none |
 // | session_committed | 409 | false | none |
 // | table_settings_conflict | 409 | false | none |
+// | store_full | 503 | true | same_key |
 type ErrorCode string
 
 // Health defines model for Health.
@@ -1194,6 +1209,7 @@ type Problem struct {
 	// | session_aborted | 409 | false | none |
 	// | session_committed | 409 | false | none |
 	// | table_settings_conflict | 409 | false | none |
+	// | store_full | 503 | true | same_key |
 	Code ErrorCode `json:"code"`
 
 	// Detail Human-readable; never classify by it.
@@ -1933,6 +1949,56 @@ type ProblemSessionNotFound struct {
 	union         json.RawMessage
 }
 
+// ProblemStoreFull defines model for ProblemStoreFull.
+type ProblemStoreFull struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
 // ProblemTableNotFound defines model for ProblemTableNotFound.
 type ProblemTableNotFound struct {
 	Code interface{} `json:"code"`
@@ -2307,6 +2373,7 @@ type Session struct {
 		// | session_aborted | 409 | false | none |
 		// | session_committed | 409 | false | none |
 		// | table_settings_conflict | 409 | false | none |
+		// | store_full | 503 | true | same_key |
 		Code *ErrorCode `json:"code,omitempty"`
 
 		// IdempotencyKey An Idempotency-Key — 1..255 visible ASCII characters.
@@ -2455,13 +2522,17 @@ type SessionEnded struct {
 type SessionNotFound = ProblemSessionNotFound
 
 // SessionUnavailable defines model for SessionUnavailable.
-type SessionUnavailable = ProblemUnavailable
+type SessionUnavailable struct {
+	union json.RawMessage
+}
 
 // Unauthenticated defines model for Unauthenticated.
 type Unauthenticated = ProblemUnauthenticated
 
 // Unavailable defines model for Unavailable.
-type Unavailable = ProblemUnavailable
+type Unavailable struct {
+	union json.RawMessage
+}
 
 // UnsupportedMedia defines model for UnsupportedMedia.
 type UnsupportedMedia = ProblemUnsupportedMedia
@@ -4570,6 +4641,32 @@ func (t *Problem) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) er
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the Problem as a CodeStoreFull
+func (t Problem) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the Problem as the provided CodeStoreFull
+func (t *Problem) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the Problem, using the provided CodeStoreFull
+func (t *Problem) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Problem) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -5477,6 +5574,32 @@ func (t *ProblemForbidden) FromCodeTableSettingsConflict(v CodeTableSettingsConf
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemForbidden, using the provided CodeTableSettingsConflict
 func (t *ProblemForbidden) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemForbidden as a CodeStoreFull
+func (t ProblemForbidden) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemForbidden as the provided CodeStoreFull
+func (t *ProblemForbidden) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemForbidden, using the provided CodeStoreFull
+func (t *ProblemForbidden) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -6402,6 +6525,32 @@ func (t *ProblemInternal) MergeCodeTableSettingsConflict(v CodeTableSettingsConf
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemInternal as a CodeStoreFull
+func (t ProblemInternal) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemInternal as the provided CodeStoreFull
+func (t *ProblemInternal) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemInternal, using the provided CodeStoreFull
+func (t *ProblemInternal) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemInternal) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -7307,6 +7456,32 @@ func (t *ProblemInvalidRequest) FromCodeTableSettingsConflict(v CodeTableSetting
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeTableSettingsConflict
 func (t *ProblemInvalidRequest) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemInvalidRequest as a CodeStoreFull
+func (t ProblemInvalidRequest) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemInvalidRequest as the provided CodeStoreFull
+func (t *ProblemInvalidRequest) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeStoreFull
+func (t *ProblemInvalidRequest) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -8232,6 +8407,32 @@ func (t *ProblemKeyMismatch) MergeCodeTableSettingsConflict(v CodeTableSettingsC
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemKeyMismatch as a CodeStoreFull
+func (t ProblemKeyMismatch) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemKeyMismatch as the provided CodeStoreFull
+func (t *ProblemKeyMismatch) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeStoreFull
+func (t *ProblemKeyMismatch) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemKeyMismatch) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -9131,6 +9332,32 @@ func (t *ProblemOverloaded) FromCodeTableSettingsConflict(v CodeTableSettingsCon
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemOverloaded, using the provided CodeTableSettingsConflict
 func (t *ProblemOverloaded) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemOverloaded as a CodeStoreFull
+func (t ProblemOverloaded) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemOverloaded as the provided CodeStoreFull
+func (t *ProblemOverloaded) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemOverloaded, using the provided CodeStoreFull
+func (t *ProblemOverloaded) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -10042,6 +10269,32 @@ func (t *ProblemOverloadedQuota) FromCodeTableSettingsConflict(v CodeTableSettin
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeTableSettingsConflict
 func (t *ProblemOverloadedQuota) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemOverloadedQuota as a CodeStoreFull
+func (t ProblemOverloadedQuota) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemOverloadedQuota as the provided CodeStoreFull
+func (t *ProblemOverloadedQuota) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeStoreFull
+func (t *ProblemOverloadedQuota) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -10967,6 +11220,32 @@ func (t *ProblemOverloadedUnkeyed) MergeCodeTableSettingsConflict(v CodeTableSet
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemOverloadedUnkeyed as a CodeStoreFull
+func (t ProblemOverloadedUnkeyed) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeStoreFull
+func (t *ProblemOverloadedUnkeyed) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeStoreFull
+func (t *ProblemOverloadedUnkeyed) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemOverloadedUnkeyed) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -11872,6 +12151,32 @@ func (t *ProblemPayloadTooLarge) FromCodeTableSettingsConflict(v CodeTableSettin
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeTableSettingsConflict
 func (t *ProblemPayloadTooLarge) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemPayloadTooLarge as a CodeStoreFull
+func (t ProblemPayloadTooLarge) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeStoreFull
+func (t *ProblemPayloadTooLarge) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeStoreFull
+func (t *ProblemPayloadTooLarge) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -12797,6 +13102,32 @@ func (t *ProblemReceiptNotFound) MergeCodeTableSettingsConflict(v CodeTableSetti
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemReceiptNotFound as a CodeStoreFull
+func (t ProblemReceiptNotFound) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemReceiptNotFound as the provided CodeStoreFull
+func (t *ProblemReceiptNotFound) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeStoreFull
+func (t *ProblemReceiptNotFound) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -13712,6 +14043,32 @@ func (t *ProblemReceiptPending) MergeCodeTableSettingsConflict(v CodeTableSettin
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemReceiptPending as a CodeStoreFull
+func (t ProblemReceiptPending) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemReceiptPending as the provided CodeStoreFull
+func (t *ProblemReceiptPending) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeStoreFull
+func (t *ProblemReceiptPending) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -14613,6 +14970,32 @@ func (t *ProblemRequestTimeout) FromCodeTableSettingsConflict(v CodeTableSetting
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeTableSettingsConflict
 func (t *ProblemRequestTimeout) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemRequestTimeout as a CodeStoreFull
+func (t ProblemRequestTimeout) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemRequestTimeout as the provided CodeStoreFull
+func (t *ProblemRequestTimeout) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeStoreFull
+func (t *ProblemRequestTimeout) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -15538,6 +15921,32 @@ func (t *ProblemSessionAborted) MergeCodeTableSettingsConflict(v CodeTableSettin
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemSessionAborted as a CodeStoreFull
+func (t ProblemSessionAborted) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemSessionAborted as the provided CodeStoreFull
+func (t *ProblemSessionAborted) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeStoreFull
+func (t *ProblemSessionAborted) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemSessionAborted) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -16443,6 +16852,32 @@ func (t *ProblemSessionCommitted) FromCodeTableSettingsConflict(v CodeTableSetti
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeTableSettingsConflict
 func (t *ProblemSessionCommitted) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemSessionCommitted as a CodeStoreFull
+func (t ProblemSessionCommitted) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemSessionCommitted as the provided CodeStoreFull
+func (t *ProblemSessionCommitted) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeStoreFull
+func (t *ProblemSessionCommitted) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -17368,6 +17803,32 @@ func (t *ProblemSessionNotFound) MergeCodeTableSettingsConflict(v CodeTableSetti
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemSessionNotFound as a CodeStoreFull
+func (t ProblemSessionNotFound) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemSessionNotFound as the provided CodeStoreFull
+func (t *ProblemSessionNotFound) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeStoreFull
+func (t *ProblemSessionNotFound) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemSessionNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -17458,6 +17919,947 @@ func (t ProblemSessionNotFound) MarshalJSON() ([]byte, error) {
 }
 
 func (t *ProblemSessionNotFound) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemStoreFull as a CodeInvalidRequest
+func (t ProblemStoreFull) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemStoreFull as the provided CodeInvalidRequest
+func (t *ProblemStoreFull) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemStoreFull, using the provided CodeInvalidRequest
+func (t *ProblemStoreFull) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemStoreFull as a CodeInvalidKey
+func (t ProblemStoreFull) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemStoreFull as the provided CodeInvalidKey
+func (t *ProblemStoreFull) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemStoreFull, using the provided CodeInvalidKey
+func (t *ProblemStoreFull) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemStoreFull as a CodeUnauthenticated
+func (t ProblemStoreFull) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemStoreFull as the provided CodeUnauthenticated
+func (t *ProblemStoreFull) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemStoreFull, using the provided CodeUnauthenticated
+func (t *ProblemStoreFull) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemStoreFull as a CodeForbidden
+func (t ProblemStoreFull) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemStoreFull as the provided CodeForbidden
+func (t *ProblemStoreFull) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemStoreFull, using the provided CodeForbidden
+func (t *ProblemStoreFull) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemStoreFull as a CodeTableNotFound
+func (t ProblemStoreFull) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemStoreFull as the provided CodeTableNotFound
+func (t *ProblemStoreFull) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemStoreFull, using the provided CodeTableNotFound
+func (t *ProblemStoreFull) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemStoreFull as a CodeDocumentNotFound
+func (t ProblemStoreFull) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemStoreFull as the provided CodeDocumentNotFound
+func (t *ProblemStoreFull) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemStoreFull, using the provided CodeDocumentNotFound
+func (t *ProblemStoreFull) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemStoreFull as a CodeReceiptNotFound
+func (t ProblemStoreFull) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemStoreFull as the provided CodeReceiptNotFound
+func (t *ProblemStoreFull) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemStoreFull, using the provided CodeReceiptNotFound
+func (t *ProblemStoreFull) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemStoreFull as a CodeNotFound
+func (t ProblemStoreFull) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemStoreFull as the provided CodeNotFound
+func (t *ProblemStoreFull) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemStoreFull, using the provided CodeNotFound
+func (t *ProblemStoreFull) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemStoreFull as a CodeMethodNotAllowed
+func (t ProblemStoreFull) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemStoreFull as the provided CodeMethodNotAllowed
+func (t *ProblemStoreFull) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemStoreFull, using the provided CodeMethodNotAllowed
+func (t *ProblemStoreFull) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemStoreFull as a CodeTransactionConflict
+func (t ProblemStoreFull) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemStoreFull as the provided CodeTransactionConflict
+func (t *ProblemStoreFull) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemStoreFull, using the provided CodeTransactionConflict
+func (t *ProblemStoreFull) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemStoreFull as a CodeTransactionAborted
+func (t ProblemStoreFull) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemStoreFull as the provided CodeTransactionAborted
+func (t *ProblemStoreFull) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemStoreFull, using the provided CodeTransactionAborted
+func (t *ProblemStoreFull) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemStoreFull as a CodeRequestInProgress
+func (t ProblemStoreFull) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemStoreFull as the provided CodeRequestInProgress
+func (t *ProblemStoreFull) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemStoreFull, using the provided CodeRequestInProgress
+func (t *ProblemStoreFull) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemStoreFull as a CodePayloadTooLarge
+func (t ProblemStoreFull) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemStoreFull as the provided CodePayloadTooLarge
+func (t *ProblemStoreFull) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemStoreFull, using the provided CodePayloadTooLarge
+func (t *ProblemStoreFull) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemStoreFull as a CodeUnsupportedMedia
+func (t ProblemStoreFull) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemStoreFull as the provided CodeUnsupportedMedia
+func (t *ProblemStoreFull) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemStoreFull, using the provided CodeUnsupportedMedia
+func (t *ProblemStoreFull) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemStoreFull as a CodeHeadersTooLarge
+func (t ProblemStoreFull) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemStoreFull as the provided CodeHeadersTooLarge
+func (t *ProblemStoreFull) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemStoreFull, using the provided CodeHeadersTooLarge
+func (t *ProblemStoreFull) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestTimeout returns the union data inside the ProblemStoreFull as a CodeRequestTimeout
+func (t ProblemStoreFull) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemStoreFull as the provided CodeRequestTimeout
+func (t *ProblemStoreFull) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemStoreFull, using the provided CodeRequestTimeout
+func (t *ProblemStoreFull) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemStoreFull as a CodeNotImplemented
+func (t ProblemStoreFull) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemStoreFull as the provided CodeNotImplemented
+func (t *ProblemStoreFull) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemStoreFull, using the provided CodeNotImplemented
+func (t *ProblemStoreFull) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemStoreFull as a CodeKeyMismatch
+func (t ProblemStoreFull) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemStoreFull as the provided CodeKeyMismatch
+func (t *ProblemStoreFull) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemStoreFull, using the provided CodeKeyMismatch
+func (t *ProblemStoreFull) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ProblemStoreFull as a CodeKeyExpired
+func (t ProblemStoreFull) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemStoreFull as the provided CodeKeyExpired
+func (t *ProblemStoreFull) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemStoreFull, using the provided CodeKeyExpired
+func (t *ProblemStoreFull) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemStoreFull as a CodeFirstSentTooOld
+func (t ProblemStoreFull) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemStoreFull as the provided CodeFirstSentTooOld
+func (t *ProblemStoreFull) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemStoreFull, using the provided CodeFirstSentTooOld
+func (t *ProblemStoreFull) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemStoreFull as a CodeOverloaded
+func (t ProblemStoreFull) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemStoreFull as the provided CodeOverloaded
+func (t *ProblemStoreFull) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemStoreFull, using the provided CodeOverloaded
+func (t *ProblemStoreFull) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemStoreFull as a CodeInternal
+func (t ProblemStoreFull) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemStoreFull as the provided CodeInternal
+func (t *ProblemStoreFull) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemStoreFull, using the provided CodeInternal
+func (t *ProblemStoreFull) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemStoreFull as a CodeUnavailable
+func (t ProblemStoreFull) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemStoreFull as the provided CodeUnavailable
+func (t *ProblemStoreFull) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemStoreFull, using the provided CodeUnavailable
+func (t *ProblemStoreFull) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemStoreFull as a CodeReceiptPending
+func (t ProblemStoreFull) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemStoreFull as the provided CodeReceiptPending
+func (t *ProblemStoreFull) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemStoreFull, using the provided CodeReceiptPending
+func (t *ProblemStoreFull) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemStoreFull as a CodeSessionNotFound
+func (t ProblemStoreFull) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemStoreFull as the provided CodeSessionNotFound
+func (t *ProblemStoreFull) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemStoreFull, using the provided CodeSessionNotFound
+func (t *ProblemStoreFull) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemStoreFull as a CodeSessionAborted
+func (t ProblemStoreFull) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemStoreFull as the provided CodeSessionAborted
+func (t *ProblemStoreFull) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemStoreFull, using the provided CodeSessionAborted
+func (t *ProblemStoreFull) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemStoreFull as a CodeSessionCommitted
+func (t ProblemStoreFull) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemStoreFull as the provided CodeSessionCommitted
+func (t *ProblemStoreFull) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemStoreFull, using the provided CodeSessionCommitted
+func (t *ProblemStoreFull) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemStoreFull as a CodeTableSettingsConflict
+func (t ProblemStoreFull) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemStoreFull as the provided CodeTableSettingsConflict
+func (t *ProblemStoreFull) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemStoreFull, using the provided CodeTableSettingsConflict
+func (t *ProblemStoreFull) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemStoreFull as a CodeStoreFull
+func (t ProblemStoreFull) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemStoreFull as the provided CodeStoreFull
+func (t *ProblemStoreFull) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemStoreFull, using the provided CodeStoreFull
+func (t *ProblemStoreFull) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemStoreFull) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemStoreFull) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -18273,6 +19675,32 @@ func (t *ProblemTableNotFound) FromCodeTableSettingsConflict(v CodeTableSettings
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeTableSettingsConflict
 func (t *ProblemTableNotFound) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemTableNotFound as a CodeStoreFull
+func (t ProblemTableNotFound) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemTableNotFound as the provided CodeStoreFull
+func (t *ProblemTableNotFound) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeStoreFull
+func (t *ProblemTableNotFound) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -19198,6 +20626,32 @@ func (t *ProblemTableSettingsConflict) MergeCodeTableSettingsConflict(v CodeTabl
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemTableSettingsConflict as a CodeStoreFull
+func (t ProblemTableSettingsConflict) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeStoreFull
+func (t *ProblemTableSettingsConflict) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeStoreFull
+func (t *ProblemTableSettingsConflict) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemTableSettingsConflict) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -20103,6 +21557,32 @@ func (t *ProblemUnauthenticated) FromCodeTableSettingsConflict(v CodeTableSettin
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeTableSettingsConflict
 func (t *ProblemUnauthenticated) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemUnauthenticated as a CodeStoreFull
+func (t ProblemUnauthenticated) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemUnauthenticated as the provided CodeStoreFull
+func (t *ProblemUnauthenticated) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeStoreFull
+func (t *ProblemUnauthenticated) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -21028,6 +22508,32 @@ func (t *ProblemUnavailable) MergeCodeTableSettingsConflict(v CodeTableSettingsC
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemUnavailable as a CodeStoreFull
+func (t ProblemUnavailable) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemUnavailable as the provided CodeStoreFull
+func (t *ProblemUnavailable) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemUnavailable, using the provided CodeStoreFull
+func (t *ProblemUnavailable) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnavailable) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -21943,6 +23449,32 @@ func (t *ProblemUnsupportedMedia) MergeCodeTableSettingsConflict(v CodeTableSett
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ProblemUnsupportedMedia as a CodeStoreFull
+func (t ProblemUnsupportedMedia) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeStoreFull
+func (t *ProblemUnsupportedMedia) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeStoreFull
+func (t *ProblemUnsupportedMedia) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnsupportedMedia) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -22250,6 +23782,130 @@ func (t SessionEnded) MarshalJSON() ([]byte, error) {
 }
 
 func (t *SessionEnded) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsProblemUnavailable returns the union data inside the SessionUnavailable as a ProblemUnavailable
+func (t SessionUnavailable) AsProblemUnavailable() (ProblemUnavailable, error) {
+	var body ProblemUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemUnavailable overwrites any union data inside the SessionUnavailable as the provided ProblemUnavailable
+func (t *SessionUnavailable) FromProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemUnavailable performs a merge with any union data inside the SessionUnavailable, using the provided ProblemUnavailable
+func (t *SessionUnavailable) MergeProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemStoreFull returns the union data inside the SessionUnavailable as a ProblemStoreFull
+func (t SessionUnavailable) AsProblemStoreFull() (ProblemStoreFull, error) {
+	var body ProblemStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemStoreFull overwrites any union data inside the SessionUnavailable as the provided ProblemStoreFull
+func (t *SessionUnavailable) FromProblemStoreFull(v ProblemStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemStoreFull performs a merge with any union data inside the SessionUnavailable, using the provided ProblemStoreFull
+func (t *SessionUnavailable) MergeProblemStoreFull(v ProblemStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SessionUnavailable) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *SessionUnavailable) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsProblemUnavailable returns the union data inside the Unavailable as a ProblemUnavailable
+func (t Unavailable) AsProblemUnavailable() (ProblemUnavailable, error) {
+	var body ProblemUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemUnavailable overwrites any union data inside the Unavailable as the provided ProblemUnavailable
+func (t *Unavailable) FromProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemUnavailable performs a merge with any union data inside the Unavailable, using the provided ProblemUnavailable
+func (t *Unavailable) MergeProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemStoreFull returns the union data inside the Unavailable as a ProblemStoreFull
+func (t Unavailable) AsProblemStoreFull() (ProblemStoreFull, error) {
+	var body ProblemStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemStoreFull overwrites any union data inside the Unavailable as the provided ProblemStoreFull
+func (t *Unavailable) FromProblemStoreFull(v ProblemStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemStoreFull performs a merge with any union data inside the Unavailable, using the provided ProblemStoreFull
+func (t *Unavailable) MergeProblemStoreFull(v ProblemStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Unavailable) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Unavailable) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -22972,6 +24628,32 @@ func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeTableS
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
 func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -23899,6 +25581,32 @@ func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeTable
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -24806,6 +26514,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeTableSetti
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
 func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -25733,6 +27467,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSe
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t StageSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -26640,6 +28400,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeTableSe
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
 func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -27567,6 +29353,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeTableS
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t CommitSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -28484,6 +30296,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeTableS
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t CommitSession409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -28777,6 +30615,32 @@ func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) FromProblemUnav
 
 // MergeProblemUnavailable performs a merge with any union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody, using the provided ProblemUnavailable
 func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) MergeProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemStoreFull returns the union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody as a ProblemStoreFull
+func (t CommitSession503ApplicationProblemPlusJSONResponseBody) AsProblemStoreFull() (ProblemStoreFull, error) {
+	var body ProblemStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemStoreFull overwrites any union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody as the provided ProblemStoreFull
+func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) FromProblemStoreFull(v ProblemStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemStoreFull performs a merge with any union data inside the CommitSession503ApplicationProblemPlusJSONResponseBody, using the provided ProblemStoreFull
+func (t *CommitSession503ApplicationProblemPlusJSONResponseBody) MergeProblemStoreFull(v ProblemStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -29515,6 +31379,32 @@ func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeTab
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
 func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -30442,6 +32332,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeTable
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -31349,6 +33265,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsCo
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
 func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -32276,6 +34218,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsC
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -33183,6 +35151,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsCo
 
 // MergeCodeTableSettingsConflict performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
 func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -34110,6 +36104,32 @@ func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsC
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch412ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -34397,6 +36417,32 @@ func (t *Batch503ApplicationProblemPlusJSONResponseBody) FromProblemUnavailable(
 
 // MergeProblemUnavailable performs a merge with any union data inside the Batch503ApplicationProblemPlusJSONResponseBody, using the provided ProblemUnavailable
 func (t *Batch503ApplicationProblemPlusJSONResponseBody) MergeProblemUnavailable(v ProblemUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblemStoreFull returns the union data inside the Batch503ApplicationProblemPlusJSONResponseBody as a ProblemStoreFull
+func (t Batch503ApplicationProblemPlusJSONResponseBody) AsProblemStoreFull() (ProblemStoreFull, error) {
+	var body ProblemStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemStoreFull overwrites any union data inside the Batch503ApplicationProblemPlusJSONResponseBody as the provided ProblemStoreFull
+func (t *Batch503ApplicationProblemPlusJSONResponseBody) FromProblemStoreFull(v ProblemStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemStoreFull performs a merge with any union data inside the Batch503ApplicationProblemPlusJSONResponseBody, using the provided ProblemStoreFull
+func (t *Batch503ApplicationProblemPlusJSONResponseBody) MergeProblemStoreFull(v ProblemStoreFull) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -35145,6 +37191,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettings
 	return err
 }
 
+// AsCodeStoreFull returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -35432,7 +37504,8 @@ type ClientInterface interface {
 	// idem_sessions_aborted_total, idem_sessions_expired_total,
 	// idem_refused_total (by kind: principal_sessions, node_sessions,
 	// principal_inflight, executor, and under idemd connections; no
-	// principal label), under idemd idem_connections_open,
+	// principal label), idem_store_refusals_total (by cause: stopped,
+	// unreachable), under idemd idem_connections_open,
 	// idem_connections_idle, idem_connections_idle_closed_total, and
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
@@ -35866,7 +37939,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // idem_sessions_aborted_total, idem_sessions_expired_total,
 // idem_refused_total (by kind: principal_sessions, node_sessions,
 // principal_inflight, executor, and under idemd connections; no
-// principal label), under idemd idem_connections_open,
+// principal label), idem_store_refusals_total (by cause: stopped,
+// unreachable), under idemd idem_connections_open,
 // idem_connections_idle, idem_connections_idle_closed_total, and
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,
@@ -37509,7 +39583,8 @@ type ClientWithResponsesInterface interface {
 	// idem_sessions_aborted_total, idem_sessions_expired_total,
 	// idem_refused_total (by kind: principal_sessions, node_sessions,
 	// principal_inflight, executor, and under idemd connections; no
-	// principal label), under idemd idem_connections_open,
+	// principal label), idem_store_refusals_total (by cause: stopped,
+	// unreachable), under idemd idem_connections_open,
 	// idem_connections_idle, idem_connections_idle_closed_total, and
 	// with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 	// idem_wal_entries_total, idem_wal_bytes_total,
@@ -39858,7 +41933,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // idem_sessions_aborted_total, idem_sessions_expired_total,
 // idem_refused_total (by kind: principal_sessions, node_sessions,
 // principal_inflight, executor, and under idemd connections; no
-// principal label), under idemd idem_connections_open,
+// principal label), idem_store_refusals_total (by cause: stopped,
+// unreachable), under idemd idem_connections_open,
 // idem_connections_idle, idem_connections_idle_closed_total, and
 // with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
 // idem_wal_entries_total, idem_wal_bytes_total,

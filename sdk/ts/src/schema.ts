@@ -420,7 +420,8 @@ export interface paths {
          *     idem_sessions_aborted_total, idem_sessions_expired_total,
          *     idem_refused_total (by kind: principal_sessions, node_sessions,
          *     principal_inflight, executor, and under idemd connections; no
-         *     principal label), under idemd idem_connections_open,
+         *     principal label), idem_store_refusals_total (by cause: stopped,
+         *     unreachable), under idemd idem_connections_open,
          *     idem_connections_idle, idem_connections_idle_closed_total, and
          *     with an embedded engine idem_wal_fsyncs_total, idem_wal_groups_total,
          *     idem_wal_entries_total, idem_wal_bytes_total,
@@ -851,9 +852,10 @@ export interface components {
          *     | session_aborted | 409 | false | none |
          *     | session_committed | 409 | false | none |
          *     | table_settings_conflict | 409 | false | none |
+         *     | store_full | 503 | true | same_key |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "request_timeout" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed" | "table_settings_conflict";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "request_timeout" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed" | "table_settings_conflict" | "store_full";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -881,7 +883,7 @@ export interface components {
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
             differences?: components["schemas"]["Differences"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeRequestTimeout"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"] | components["schemas"]["CodeTableSettingsConflict"]);
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeRequestTimeout"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"] | components["schemas"]["CodeTableSettingsConflict"] | components["schemas"]["CodeStoreFull"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -1274,6 +1276,20 @@ export interface components {
             /** @constant */
             retry_with?: "none";
         };
+        CodeStoreFull: {
+            /** @constant */
+            code: "store_full";
+            /** @constant */
+            type?: "urn:idem:problem:store_full";
+            /** @constant */
+            title?: "Store full";
+            /** @constant */
+            status?: 503;
+            /** @constant */
+            retryable?: true;
+            /** @constant */
+            retry_with?: "same_key";
+        };
         ProblemInvalidRequest: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidRequest"];
         ProblemInvalidKey: components["schemas"]["Problem"] & components["schemas"]["CodeInvalidKey"];
         ProblemUnauthenticated: components["schemas"]["Problem"] & components["schemas"]["CodeUnauthenticated"];
@@ -1344,6 +1360,7 @@ export interface components {
         };
         ProblemInternal: components["schemas"]["Problem"] & components["schemas"]["CodeInternal"];
         ProblemUnavailable: components["schemas"]["Problem"] & components["schemas"]["CodeUnavailable"];
+        ProblemStoreFull: components["schemas"]["Problem"] & components["schemas"]["CodeStoreFull"];
         ProblemSessionNotFound: components["schemas"]["Problem"] & components["schemas"]["CodeSessionNotFound"];
         ProblemSessionAborted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionAborted"];
         ProblemSessionCommitted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionCommitted"];
@@ -1411,6 +1428,11 @@ export interface components {
          * @description unavailable: the store fail-stopped after an I/O error (or is
          *     shutting down) and takes no writes until idemd restarts; or, on a
          *     cluster, this node cannot reach etcd within its bound (5 s).
+         *
+         *     store_full: on etcd, the backend is near its quota — a new session
+         *     is refused above the high-water mark — or at it (the NOSPACE alarm
+         *     refused the write); nothing was written; retry after Retry-After,
+         *     no restart needed (docs/cluster.md).
          */
         Unavailable: {
             headers: {
@@ -1418,7 +1440,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["ProblemUnavailable"];
+                "application/problem+json": components["schemas"]["ProblemUnavailable"] | components["schemas"]["ProblemStoreFull"];
             };
         };
         /**
@@ -1529,7 +1551,8 @@ export interface components {
          * @description unavailable: the store takes no writes or cannot be reached; the
          *     node holding the session did not answer a forwarded step; or the
          *     store's answer to the step was lost (GET the session: its `stages`
-         *     count says whether the step was taken).
+         *     count says whether the step was taken). store_full: etcd's NOSPACE
+         *     alarm refused the step's write; retry once space is freed.
          */
         SessionUnavailable: {
             headers: {
@@ -1537,7 +1560,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["ProblemUnavailable"];
+                "application/problem+json": components["schemas"]["ProblemUnavailable"] | components["schemas"]["ProblemStoreFull"];
             };
         };
         /** @description No route for the path (any method). */
@@ -2042,6 +2065,14 @@ export interface operations {
              *     On a cluster, unavailable also answers a request this node
              *     could not serve because it cannot reach etcd (retry, through
              *     another node if you can).
+             *
+             *     store_full: on etcd, the backend is above its high-water mark
+             *     (80 % of the quota by default) or etcd raised its NOSPACE
+             *     alarm: a new key (or an unkeyed batch) is refused, nothing
+             *     written, `outcome: not_applied`; retry with the same key after
+             *     Retry-After, once cleanup and compaction have freed space. A
+             *     terminal receipt still replays and receipts already begun
+             *     finish (docs/cluster.md).
              */
             503: {
                 headers: {
@@ -2053,7 +2084,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ProblemReceiptPending"] | components["schemas"]["ProblemUnavailable"];
+                    "application/problem+json": components["schemas"]["ProblemReceiptPending"] | components["schemas"]["ProblemUnavailable"] | components["schemas"]["ProblemStoreFull"];
                 };
             };
         };
@@ -2802,7 +2833,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemInternal"];
                 };
             };
-            /** @description idempotency_receipt_pending (the commit's outcome is not known yet; retry with the same key), or unavailable. */
+            /** @description idempotency_receipt_pending (the commit's outcome is not known yet; retry with the same key), unavailable, or store_full (etcd's NOSPACE alarm refused the commit's write; retry once space is freed). */
             503: {
                 headers: {
                     "Idempotency-Key": components["headers"]["IdempotencyKey"];
@@ -2813,7 +2844,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ProblemReceiptPending"] | components["schemas"]["ProblemUnavailable"];
+                    "application/problem+json": components["schemas"]["ProblemReceiptPending"] | components["schemas"]["ProblemUnavailable"] | components["schemas"]["ProblemStoreFull"];
                 };
             };
         };

@@ -27,6 +27,7 @@ export const CODES = {
     session_aborted: { status: 409, retryable: false, retryWith: "none" },
     session_committed: { status: 409, retryable: false, retryWith: "none" },
     table_settings_conflict: { status: 409, retryable: false, retryWith: "none" },
+    store_full: { status: 503, retryable: true, retryWith: "same_key" },
 };
 /** A problem the server answered (application/problem+json). */
 export class IdemError extends Error {
@@ -93,6 +94,7 @@ export const SessionAbortedError = ERRORS.session_aborted;
 export const SessionCommittedError = ERRORS.session_committed;
 export const TableSettingsConflictError = ERRORS.table_settings_conflict;
 export const RequestTimeoutError = ERRORS.request_timeout;
+export const StoreFullError = ERRORS.store_full;
 /** The error of a problem answer. */
 export function errorFor(status, body, retryAfter) {
     const code = body && typeof body.code === "string" && body.code in CODES ? body.code : "internal";
