@@ -140,6 +140,19 @@ func requestLabelsHelp() string {
 }
 
 func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector, health func() error) *metrics {
+	m := newRequestMetrics()
+	m.registerServiceCounters(svc)
+	m.registerLeaseGauges(svc)
+	m.reg.MustRegister(storeCollectors...)
+	if health != nil {
+		m.registerHealth(health)
+	}
+	return m
+}
+
+// newRequestMetrics is the registry with the request, keyed-answer,
+// resolution and forwarding families, and the Go and process collectors.
+func newRequestMetrics() *metrics {
 	labels := requestLabelsHelp()
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
@@ -178,6 +191,12 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector, he
 	}
 	m.reg.MustRegister(m.requests, m.durations, m.outcomes, m.resolutions, m.forwardRefusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// registerServiceCounters adds the service's own counters, read at scrape
+// time (the hot path pays nothing for them).
+func (m *metrics) registerServiceCounters(svc *receipt.Service) {
 	counter := func(name, help string, f func(receipt.Stats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(f(svc.Stats())) }))
@@ -198,6 +217,17 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector, he
 	counter("idem_tombstones_cleaned_total", "Tombstones deleted once their key's protection ended.", func(s receipt.Stats) uint64 { return s.TombsCleaned })
 	counter("idem_expiry_entries_folded_total", "Retention entries folded into chunks, one key per chunk instead of one per receipt.", func(s receipt.Stats) uint64 { return s.Folded })
 	counter("idem_key_expired_total", "Requests refused with 409 idempotency_key_expired: a key reused after its receipt's retention.", func(s receipt.Stats) uint64 { return s.Expired })
+	counter("idem_sessions_begun_total", "Interactive sessions begun here.", func(s receipt.Stats) uint64 { return s.SessionsBegun })
+	counter("idem_sessions_committed_total", "Session commits published (each one a receipt).", func(s receipt.Stats) uint64 { return s.SessionsCommitted })
+	counter("idem_sessions_aborted_total", "Sessions ended without a commit: aborted, expired, or presumed aborted after their owner's death.", func(s receipt.Stats) uint64 { return s.SessionsAborted })
+	counter("idem_sessions_expired_total", "Sessions ended by expiry or presumed abort (of idem_sessions_aborted_total).", func(s receipt.Stats) uint64 { return s.SessionsExpired })
+	// By kind only: a principal label would grow a series per tenant.
+	for _, r := range receipt.Refusals {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idem_refused_total", ConstLabels: prometheus.Labels{"kind": r.String()},
+			Help: refusedHelp,
+		}, func() float64 { return float64(svc.Stats().Refused[r]) }))
+	}
 	sup := func(name, help string, f func(s supStats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(f(supStats(svc.Supervisor().Stats()))) }))
@@ -205,6 +235,10 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector, he
 	sup("idem_renewal_batches_total", "Renewal supervisor batches (passes over the active set).", func(s supStats) uint64 { return s.Passes })
 	sup("idem_renewal_writes_total", "Renewal Applies attempted.", func(s supStats) uint64 { return s.Writes })
 	sup("idem_leases_renewed_total", "Leases renewed.", func(s supStats) uint64 { return s.Renewed })
+}
+
+// registerLeaseGauges adds the executor's and the active set's gauges.
+func (m *metrics) registerLeaseGauges(svc *receipt.Service) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_executor_busy", Help: "Executor slots in use (keyed executions running).",
 	}, func() float64 { return float64(svc.Stats().ExecutorBusy) }))
@@ -238,33 +272,23 @@ func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector, he
 			}
 			return 0
 		}))
-	counter("idem_sessions_begun_total", "Interactive sessions begun here.", func(s receipt.Stats) uint64 { return s.SessionsBegun })
-	counter("idem_sessions_committed_total", "Session commits published (each one a receipt).", func(s receipt.Stats) uint64 { return s.SessionsCommitted })
-	counter("idem_sessions_aborted_total", "Sessions ended without a commit: aborted, expired, or presumed aborted after their owner's death.", func(s receipt.Stats) uint64 { return s.SessionsAborted })
-	counter("idem_sessions_expired_total", "Sessions ended by expiry or presumed abort (of idem_sessions_aborted_total).", func(s receipt.Stats) uint64 { return s.SessionsExpired })
-	// By kind only: a principal label would grow a series per tenant.
-	for _, r := range receipt.Refusals {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "idem_refused_total", ConstLabels: prometheus.Labels{"kind": r.String()},
-			Help: refusedHelp,
-		}, func() float64 { return float64(svc.Stats().Refused[r]) }))
-	}
-	m.reg.MustRegister(storeCollectors...)
-	if health != nil {
-		// What /healthz answers, as a series: /metrics answers even when
-		// the store does not (an etcd out of reach), so "up" alone would
-		// say nothing of it. Each scrape runs the probe (bounded: for etcd
-		// one read within a second).
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "idem_healthy", Help: "1 when /healthz answers 200 (the store answers and has not fail-stopped), 0 when it answers 503.",
-		}, func() float64 {
-			if health() != nil {
-				return 0
-			}
-			return 1
-		}))
-	}
-	return m
+}
+
+// registerHealth adds idem_healthy.
+func (m *metrics) registerHealth(health func() error) {
+	// What /healthz answers, as a series: /metrics answers even when
+	// the store does not (an etcd out of reach), so "up" alone would
+	// say nothing of it. Each scrape runs the probe (bounded: for etcd
+	// one read within a second).
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idem_healthy", Help: "1 when /healthz answers 200 (the store answers and has not fail-stopped), 0 when it answers 503.",
+	}, func() float64 {
+		if health() != nil {
+			return 0
+		}
+		return 1
+	}))
+
 }
 
 // refusedHelp is idem_refused_total's help, the same for every kind
