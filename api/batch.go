@@ -35,21 +35,32 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	tbl := r.PathValue("table")
 	if !keyed {
-		b, err := table.DecodeBatch(body)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		res, err := s.svc.ExecuteFast(r.Context(), principalOf(r.Context()), tbl, b)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, res)
+		s.fastBatch(w, r, body)
 		return
 	}
+	s.keyedBatch(w, r, hs, key, body)
+}
+
+// fastBatch runs a batch without a key: no receipt, no replay.
+func (s *Server) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) {
+	b, err := table.DecodeBatch(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.svc.ExecuteFast(r.Context(), principalOf(r.Context()), r.PathValue("table"), b)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, res)
+}
+
+// keyedBatch runs a keyed batch: a verbatim replay before any decode,
+// else the receipt service, forwarded to the receipt's live owner when
+// another node holds it.
+func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSlots, key string, body []byte) {
 	firstSent, err := parseFirstSent(r.Header.Values(headerFirstSent))
 	if err != nil {
 		writeProblem(w, code.InvalidRequest, err.Error())
@@ -57,7 +68,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
-	principal := principalOf(r.Context())
+	principal, tbl := principalOf(r.Context()), r.PathValue("table")
 	answer := func(ans receipt.Answer) {
 		if asked {
 			// The wait granted, which -wait-max may have cut, on every
@@ -81,21 +92,9 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent, BodyDigest: digest, Seen: seen}
-	forwarding := s.mayForward(r)
-	if forwarding {
-		// Learn first, without waiting, whether another node holds the
-		// receipt: then that node answers, waiting there if asked to.
-		req.Wait = 0
-	}
-	ans, err = s.svc.Execute(r.Context(), req)
-	if forwarding && err == nil && !ans.Terminal {
-		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" && s.forward(w, r, body, ans.Holder, wait, receipt.Bind(principal, tbl, key)) {
-			return
-		}
-		if wait > 0 { // not forwarded: wait here, as without forwarding
-			req.Wait, req.Seen = wait, receipt.Seen{} // what was seen before is stale now
-			ans, err = s.svc.Execute(r.Context(), req)
-		}
+	ans, forwarded, err := s.executeOrForward(w, r, req, body)
+	if forwarded {
+		return
 	}
 	if err != nil {
 		// The failure came after the key was bound, so its transaction is
@@ -107,6 +106,30 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	s.noteRefusal(ans.Code)
 	answer(ans)
+}
+
+// executeOrForward executes req here, or, when another live node holds its
+// receipt, forwards it there (forwarded: that node's answer is written).
+func (s *Server) executeOrForward(w http.ResponseWriter, r *http.Request, req receipt.Request, body []byte) (receipt.Answer, bool, error) {
+	wait := req.Wait
+	forwarding := s.mayForward(r)
+	if forwarding {
+		// Learn first, without waiting, whether another node holds the
+		// receipt: then that node answers, waiting there if asked to.
+		req.Wait = 0
+	}
+	ans, err := s.svc.Execute(r.Context(), req)
+	if forwarding && err == nil && !ans.Terminal {
+		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" &&
+			s.forward(w, r, body, ans.Holder, wait, receipt.Bind(req.Principal, req.Table, req.Key)) {
+			return ans, true, nil
+		}
+		if wait > 0 { // not forwarded: wait here, as without forwarding
+			req.Wait, req.Seen = wait, receipt.Seen{} // what was seen before is stale now
+			ans, err = s.svc.Execute(r.Context(), req)
+		}
+	}
+	return ans, false, err
 }
 
 // headerFirstSent is Azure's Repeatability-First-Sent (an HTTP-date): when
