@@ -193,6 +193,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // validate checks every flag against its range. A zero is refused where it
 // would mean nothing (or silently some default the usage does not name).
 func (c *config) validate() error {
+	for _, check := range []func() error{c.validateIdentity, c.validateRetention, c.validateLimits,
+		c.validateStorage, c.validateLogging, c.validTLS} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateIdentity checks the address, data dir, node, leases and operators.
+func (c *config) validateIdentity() error {
 	if err := validAddr(c.addr); err != nil {
 		return err
 	}
@@ -216,6 +227,11 @@ func (c *config) validate() error {
 			return usagef("-admins %q: each must be a principal: non-empty, no ':', no surrounding spaces", c.admins)
 		}
 	}
+	return nil
+}
+
+// validateRetention checks retention, tombstones, the legacy owner and the loops' intervals.
+func (c *config) validateRetention() error {
 	if c.retention <= 0 {
 		return usagef("-retention %v: must be positive", c.retention)
 	}
@@ -237,6 +253,11 @@ func (c *config) validate() error {
 			return usagef("%s %v: must be 0 (default), negative (never) or at least %v", f.name, f.d, loopIntervalMin)
 		}
 	}
+	return nil
+}
+
+// validateLimits checks the executor, sessions, quotas, bodies, timeouts and connections.
+func (c *config) validateLimits() error {
 	if c.executor < 1 {
 		return usagef("-executor %d: must be at least 1", c.executor)
 	}
@@ -264,6 +285,11 @@ func (c *config) validate() error {
 	if c.maxConns < 0 || c.maxIdleConns < 0 {
 		return usagef("-max-connections %d, -max-idle-connections %d: must be 0 (default) or positive", c.maxConns, c.maxIdleConns)
 	}
+	return nil
+}
+
+// validateStorage checks the engine's checkpoints and log.
+func (c *config) validateStorage() error {
 	if c.checkpointBytes == 0 {
 		return usagef("-checkpoint-bytes 0: must be positive (bytes) or negative (disabled)")
 	}
@@ -273,6 +299,11 @@ func (c *config) validate() error {
 	if c.walLinger < 0 || c.walLinger > walLingerMax {
 		return usagef("-wal-group-linger %v: must be 0 (never) to %v", c.walLinger, walLingerMax)
 	}
+	return nil
+}
+
+// validateLogging checks the log's level and format.
+func (c *config) validateLogging() error {
 	switch strings.ToLower(c.logLevel) {
 	case "debug", "info", "warn", "error":
 	default:
@@ -281,7 +312,7 @@ func (c *config) validate() error {
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return usagef("-log-format %q: must be text or json", c.logFormat)
 	}
-	return c.validTLS()
+	return nil
 }
 
 // validTLS checks the -tls-* flags against each other and -advertise. The
