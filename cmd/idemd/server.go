@@ -36,22 +36,7 @@ type daemon struct {
 // opening the receipt service bumps the node's incarnation durably, and a
 // start that cannot listen (the port is taken) must not burn one.
 func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_ *daemon, err error) {
-	var tokens map[string]string
-	if c.tokens != "" {
-		if tokens, err = loadTokens(c.tokens, log); err != nil {
-			return nil, err
-		}
-		log.Info("auth: bearer tokens", "file", c.tokens, "tokens", len(tokens))
-	} else {
-		log.Warn("auth: no -tokens file: every request is the single principal \"anonymous\"")
-	}
-	var secret []byte
-	if c.clusterSecret != "" {
-		if secret, err = loadClusterSecret(c.clusterSecret, log); err != nil {
-			return nil, err
-		}
-	}
-	tc, err := loadTLS(c)
+	sec, err := loadSecrets(c, log)
 	if err != nil {
 		return nil, err
 	}
@@ -68,10 +53,50 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	if d.ln, err = net.Listen("tcp", c.addr); err != nil {
 		return nil, fmt.Errorf("-addr %s: %w", c.addr, err)
 	}
+	if err := d.open(ctx); err != nil {
+		return nil, err
+	}
+	d.api = api.New(d.svc, api.Options{Tokens: sec.tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
+		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
+		Forward: forwarding(c, sec.cluster, sec.tls.peer, log), Logger: log})
+	d.serveWith(limits, sec.tls, stderr)
+	return d, nil
+}
+
+// secrets are what start reads from the files the flags name before it
+// listens: a bad one stops the start.
+type secrets struct {
+	tokens  map[string]string
+	cluster []byte
+	tls     tlsConfigs
+}
+
+func loadSecrets(c config, log *slog.Logger) (sec secrets, err error) {
+	if c.tokens != "" {
+		if sec.tokens, err = loadTokens(c.tokens, log); err != nil {
+			return sec, err
+		}
+		log.Info("auth: bearer tokens", "file", c.tokens, "tokens", len(sec.tokens))
+	} else {
+		log.Warn("auth: no -tokens file: every request is the single principal \"anonymous\"")
+	}
+	if c.clusterSecret != "" {
+		if sec.cluster, err = loadClusterSecret(c.clusterSecret, log); err != nil {
+			return sec, err
+		}
+	}
+	sec.tls, err = loadTLS(c)
+	return sec, err
+}
+
+// open opens the store and the receipt service on it, and logs what the
+// open recovered and how long each step took.
+func (d *daemon) open(ctx context.Context) (err error) {
+	c, log := d.c, d.log
 	var t openTimes
 	began := time.Now()
 	if d.store, err = openStore(ctx, c, log); err != nil {
-		return nil, err
+		return err
 	}
 	t.engine, began = time.Since(began), time.Now()
 	d.svc, err = receipt.Open(ctx, d.store.store, receipt.Options{
@@ -81,24 +106,27 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	t.receipts, began = time.Since(began), time.Now()
 	sum, err := d.svc.Summary(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("count receipts: %w", err)
+		return fmt.Errorf("count receipts: %w", err)
 	}
 	t.summary = time.Since(began)
 	logRecovered(log, d.store.db, sum, t)
-	d.api = api.New(d.svc, api.Options{Tokens: tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
-		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
-		Forward: forwarding(c, secret, tc.peer, log), Logger: log})
-	// The gate counts raw connections, beneath TLS; TLS sits inside the
-	// handler's listener, through which even the answers net/http gives by
-	// itself (a malformed request, headers beyond MaxHeaderBytes) are
-	// problem details, and which must see the plain text. net/http then
-	// sees no *tls.Conn: it speaks HTTP/1.1 only, and the handshake runs
-	// under the header timeout's deadline.
+	return nil
+}
+
+// serveWith builds the listener chain and the HTTP server. The gate counts
+// raw connections, beneath TLS; TLS sits inside the handler's listener,
+// through which even the answers net/http gives by itself (a malformed
+// request, headers beyond MaxHeaderBytes) are problem details, and which
+// must see the plain text. net/http then sees no *tls.Conn: it speaks
+// HTTP/1.1 only, and the handshake runs under the header timeout's
+// deadline.
+func (d *daemon) serveWith(limits api.ConnLimits, tc tlsConfigs, stderr io.Writer) {
+	c := d.c
 	limits.TLS = tc.server != nil
 	gate := d.api.NewConnGate(limits)
 	ln := gate.Listener(d.ln)
@@ -114,9 +142,8 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 		ReadTimeout:       c.requestTimeout,
 		WriteTimeout:      c.requestTimeout + writeTimeoutOverRequest,
 		IdleTimeout:       idleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	return d, nil
 }
 
 // connLimits resolves the connection caps against the open-files limit
