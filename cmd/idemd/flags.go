@@ -117,6 +117,32 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("idemd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	c.defineServerFlags(fs)
+	endpoints := c.defineStoreFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return c, err
+		}
+		return c, &usageError{err.Error()} // the flag package has printed it with the usage
+	}
+	if fs.NArg() > 0 {
+		return c, usagef("unexpected argument %q: idemd takes flags only (-h lists them)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := c.parseStore(*endpoints, set); err != nil {
+		return c, err
+	}
+	if err := c.validate(); err != nil {
+		return c, err
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
+// defineServerFlags defines the flags of the server, its limits and its
+// engine on fs.
+func (c *config) defineServerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8420", "address to listen on, host:port (port 0: any free port)")
 	fs.StringVar(&c.data, "data", "./data", "data directory (created if missing; one process at a time)")
 	fs.StringVar(&c.admins, "admins", "", "comma-separated principals that may act as operators: list every principal's receipts and resolve a stuck one (needs -tokens; without tokens the single principal is an operator)")
@@ -152,6 +178,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.StringVar(&c.store, "store", storeLocal, "where receipts, leases and tables live: local (the engine in -data) or etcd (a cluster shared by every node; see -etcd-*)")
+}
+
+// defineStoreFlags defines the flags of -store, etcd, forwarding and TLS
+// on fs; -etcd-endpoints is parsed by parseStore.
+func (c *config) defineStoreFlags(fs *flag.FlagSet) *string {
 	endpoints := fs.String("etcd-endpoints", "", "with -store etcd: the cluster's client endpoints, host:port,host:port,…")
 	fs.StringVar(&c.etcdPrefix, "etcd-prefix", "/idem/", "with -store etcd: the key prefix of this deployment (every node of it uses the same; deployments sharing a cluster use different ones)")
 	fs.DurationVar(&c.etcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "with -store etcd: how long a start waits to reach the cluster")
@@ -169,25 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the -tls-cert's private key `FILE` (PEM)")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "with -tls-cert: mutual TLS: refuse, in the handshake, every client without a certificate signed by a CA of this `FILE` (PEM); on -store etcd this node then presents its -tls-cert to the peers it forwards to. Default: no client certificate asked")
 	fs.StringVar(&c.peerCA, "peer-ca", "", "with -store etcd: verify the certificates of peers whose -advertise is https against the CAs of this `FILE` (PEM); default: the system's roots")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return c, err
-		}
-		return c, &usageError{err.Error()} // the flag package has printed it with the usage
-	}
-	if fs.NArg() > 0 {
-		return c, usagef("unexpected argument %q: idemd takes flags only (-h lists them)", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if err := c.parseStore(*endpoints, set); err != nil {
-		return c, err
-	}
-	if err := c.validate(); err != nil {
-		return c, err
-	}
-	c.applyDefaults()
-	return c, nil
+	return endpoints
 }
 
 // validate checks every flag against its range. A zero is refused where it
