@@ -26,9 +26,10 @@ var (
 var fixedSeeds = append(append(seedRange(1, 121), coverageSeeds...), regressionSeeds...)
 
 // coverageSeeds schedule a crash at a failpoint the range above misses
-// (wal/sync-after since the spare failpoints joined the catalog), so that
+// (wal/sync-after since the spare failpoints joined the catalog;
+// twopc/resolve-before since the merge failpoints did), so that
 // TestSchedule_FixedSeedsCoverEveryFaultKind holds.
-var coverageSeeds = []int64{176}
+var coverageSeeds = []int64{132, 176}
 
 // regressionSeeds found bugs (each also has a deterministic unit test):
 // a stale release of a newer transaction's retained decision

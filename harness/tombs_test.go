@@ -7,10 +7,10 @@ import (
 )
 
 // tombSeeds walk every path of a key's tombstone between them: both
-// variants and both retentions, a crash at each cleaner failpoint (8 at
-// the receipt cleaner's, 36 at the tombstone cleaner's), a stale cleaner's
-// tombstone delete fenced; seed 7 opts out.
-var tombSeeds = []int64{5, 7, 8, 23, 36, 75}
+// variants and both retentions, a crash at each cleaner failpoint (69 at
+// the receipt cleaner's since contention waits, 36 at the tombstone
+// cleaner's), a stale cleaner's tombstone delete fenced; seed 7 opts out.
+var tombSeeds = []int64{5, 7, 8, 23, 36, 69, 75}
 
 // tombPaths are what tombSeeds must produce between them (sc.count): keys
 // cleaned into tombstones and refused while protected, the very request
