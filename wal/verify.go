@@ -84,20 +84,8 @@ func Verify(dir string, opts Options, fn func(VerifiedEntry)) (VerifyReport, err
 		return rep, err
 	}
 	rep.StartIndex = startIndex
-	if rep.Spares, err = sparesIn(fsys, dir); err != nil {
-		return rep, err
-	}
-	marker, state, err := readMarker(fsys, dir)
+	marker, state, err := rep.readDir(fsys, dir)
 	if err != nil {
-		return rep, err
-	}
-	switch state {
-	case closedCleanly:
-		rep.Marker, rep.MarkerFile = MarkerClean, markerName
-	case markerDamaged:
-		rep.Marker, rep.MarkerFile = MarkerDamaged, markerName
-	}
-	if rep.DamageFiles, err = damageFiles(fsys, dir); err != nil {
 		return rep, err
 	}
 	n := len(segs)
@@ -169,4 +157,26 @@ func (rep *VerifyReport) judgeTail(data []byte, seg segmentFile, r scanResult, m
 		return
 	}
 	rep.Torn = RepairReport{Segment: seg.name, CutOffset: facts.damageAt, DroppedLen: facts.size - facts.damageAt, Why: why}
+}
+
+// readDir reports the log directory's files beside its segments: the
+// spares, the close marker (returned, with its state) and the kept copies
+// of cut bytes.
+func (rep *VerifyReport) readDir(fsys vfs.FS, dir string) (closeMarker, closeState, error) {
+	var err error
+	if rep.Spares, err = sparesIn(fsys, dir); err != nil {
+		return closeMarker{}, notClosed, err
+	}
+	marker, state, err := readMarker(fsys, dir)
+	if err != nil {
+		return marker, state, err
+	}
+	switch state {
+	case closedCleanly:
+		rep.Marker, rep.MarkerFile = MarkerClean, markerName
+	case markerDamaged:
+		rep.Marker, rep.MarkerFile = MarkerDamaged, markerName
+	}
+	rep.DamageFiles, err = damageFiles(fsys, dir)
+	return marker, state, err
 }
