@@ -26,7 +26,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +33,6 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 )
@@ -600,106 +597,4 @@ var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 func Prefix(tb testing.TB) string {
 	name := unsafeKeyChars.ReplaceAllString(tb.Name(), "_")
 	return fmt.Sprintf("/idem-test/%s/%d/", name, prefixes.Add(1))
-}
-
-// The ports this process has handed out. A stopped member's ports are free
-// as far as the kernel knows, but its Restart needs them back, so another
-// cluster in this process must not take them.
-var ports struct {
-	sync.Mutex
-	used map[int]bool
-}
-
-// freePort returns a loopback port that was free a moment ago. Another
-// process may bind it before the caller does; Start retries on that.
-func freePort() (int, error) {
-	ports.Lock()
-	defer ports.Unlock()
-	if ports.used == nil {
-		ports.used = make(map[int]bool)
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !ports.used[p] {
-			ports.used[p] = true
-			return p, nil
-		}
-	}
-	return 0, errors.New("etcdtest: no free port")
-}
-
-func isAddrInUse(err error) bool {
-	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
-}
-
-// testLog sends etcd's error-level logs to the test's log, where they are
-// shown only with -v or when the test fails, and drops whatever comes
-// after the cluster is closed: a goroutine still winding down must not log
-// to a finished test, which panics.
-type testLog struct {
-	logf func(...any) // nil: discard
-
-	mu      sync.Mutex
-	stopped bool
-}
-
-func (l *testLog) logger() *zap.Logger {
-	enc := zap.NewDevelopmentEncoderConfig()
-	enc.TimeKey = "" // the test log has its own order; times are noise
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(l), zap.ErrorLevel)
-	return zap.New(quietCore{core})
-}
-
-// quietCore drops errors that etcd logs in normal operation, which would
-// bury a real one: each listener of a member being closed reports that it
-// was closed, and a new member that checks its storage version before its
-// first backend commit (it retries) reports the term missing.
-type quietCore struct{ zapcore.Core }
-
-var benign = []struct{ msg, err string }{
-	{"setting up serving from embedded etcd failed.", "closed"},
-	{"failed to update storage version", "missing term information"},
-}
-
-func (c quietCore) With(fs []zapcore.Field) zapcore.Core { return quietCore{c.Core.With(fs)} }
-
-func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(e.Level) {
-		return ce.AddCore(e, c)
-	}
-	return ce
-}
-
-func (c quietCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
-	for _, b := range benign {
-		if e.Message != b.msg {
-			continue
-		}
-		for _, f := range fs {
-			if err, ok := f.Interface.(error); ok && f.Key == "error" && strings.Contains(err.Error(), b.err) {
-				return nil
-			}
-		}
-	}
-	return c.Core.Write(e, fs)
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.stopped && l.logf != nil {
-		l.logf(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (l *testLog) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
 }
