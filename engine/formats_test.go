@@ -89,18 +89,7 @@ func fixtureDirs(t *testing.T) []string {
 func TestFormats_EveryFixtureOpens(t *testing.T) {
 	for _, fixture := range fixtureDirs(t) {
 		t.Run(filepath.Base(fixture), func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.CopyFS(dir, os.DirFS(fixture)); err != nil {
-				t.Fatal(err)
-			}
-			raw, err := os.ReadFile(strings.TrimSuffix(fixture, "-dir") + "-state.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want map[string]string
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatal(err)
-			}
+			dir, want := copyFixture(t, fixture)
 			// The fixtures keep no LOCK (an empty file every open makes);
 			// check wants it as the mark of a data dir.
 			if err := os.WriteFile(filepath.Join(dir, "LOCK"), nil, 0o640); err != nil {

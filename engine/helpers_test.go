@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +122,40 @@ func seededTear(rng *rand.Rand, zeroFill bool) memfs.Tear {
 			return memfs.ZeroFill(keep, 4096)(name, off, b)
 		}
 		return b[:keep]
+	}
+}
+
+// copyFixture copies the fixture data dir (testdata/vN…-dir) into a
+// temporary one and returns it with the fixture's state: every key's
+// "version value", from the testdata/vN…-state.json beside it.
+func copyFixture(t *testing.T, fixture string) (string, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(fixture)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(strings.TrimSuffix(fixture, "-dir") + "-state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]string
+	if err := json.Unmarshal(raw, &state); err != nil {
+		t.Fatal(err)
+	}
+	return dir, state
+}
+
+// checkState fails the test unless db holds exactly state ("version
+// value" by key).
+func checkState(t *testing.T, what string, db *DB, state map[string]string) {
+	t.Helper()
+	got := scanAll(t, db)
+	if len(got) != len(state) {
+		t.Fatalf("%s: %d keys, want %d", what, len(got), len(state))
+	}
+	for k, it := range got {
+		if s := fmt.Sprintf("%d %s", it.Version, it.Value); s != state[k] {
+			t.Fatalf("%s: %q = %q, want %q", what, k, s, state[k])
+		}
 	}
 }

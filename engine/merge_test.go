@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -472,30 +471,8 @@ func TestOpen_ALostMergedBaseNoDeltaNamesIsWarnedAbout(t *testing.T) {
 // oldest writes, as it was for that version; once the first merge is
 // linked, losing the merged base costs nothing: the old chain stands in.
 func TestOpen_ReadsAChainWrittenBeforeMerges(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v5-chain-dir")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile("testdata/v5-chain-state.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state map[string]string
-	if err := json.Unmarshal(raw, &state); err != nil {
-		t.Fatal(err)
-	}
-	check := func(what string, db *DB) {
-		t.Helper()
-		got := scanAll(t, db)
-		if len(got) != len(state) {
-			t.Fatalf("%s: %d keys, want %d", what, len(got), len(state))
-		}
-		for k, it := range got {
-			if s := fmt.Sprintf("%d %s", it.Version, it.Value); s != state[k] {
-				t.Fatalf("%s: %q = %q, want %q", what, k, s, state[k])
-			}
-		}
-	}
+	dir, state := copyFixture(t, "testdata/v5-chain-dir")
+	check := func(what string, db *DB) { t.Helper(); checkState(t, what, db, state) }
 	opts := quiet(Options{CheckpointLogBytes: -1, CheckpointDeltasMax: 4,
 		ColdValue: func(k, _ []byte) bool { return strings.HasPrefix(string(k), "c") }})
 	db := openT(t, dir, opts)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -296,30 +295,8 @@ func TestValueLog_TheFallbackChainStillFindsItsValues(t *testing.T) {
 // testdata/v3-dir, made by the commit before the value log) opens with
 // every key as it was, and a checkpoint over it moves its cold values out.
 func TestOpen_ReadsCheckpointsFromBeforeTheValueLog(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v3-dir")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile("testdata/v3-state.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state map[string]string
-	if err := json.Unmarshal(raw, &state); err != nil {
-		t.Fatal(err)
-	}
-	check := func(what string, db *DB) {
-		t.Helper()
-		got := scanAll(t, db)
-		if len(got) != len(state) {
-			t.Fatalf("%s: %d keys, want %d", what, len(got), len(state))
-		}
-		for k, it := range got {
-			if s := fmt.Sprintf("%d %s", it.Version, it.Value); s != state[k] {
-				t.Fatalf("%s: %q = %q, want %q", what, k, s, state[k])
-			}
-		}
-	}
+	dir, state := copyFixture(t, "testdata/v3-dir")
+	check := func(what string, db *DB) { t.Helper(); checkState(t, what, db, state) }
 	opts := quiet(Options{CheckpointLogBytes: -1, ColdValue: func(_, v []byte) bool { return true }})
 	db := openT(t, dir, opts)
 	if db.Stats().Recovery.FromCheckpoint == 0 {
