@@ -79,8 +79,8 @@ type Server struct {
 	unmatched http.Handler
 	// unavailable counts writes refused by a store that accepts none.
 	unavailable unavailableLog
-	// unhealthyLogged is when /healthz's 503 was last logged (unix nanos).
-	unhealthyLogged atomic.Int64
+	// unhealthyLogged gates the log of /healthz's 503s.
+	unhealthyLogged logGate
 	// forwarder forwards requests to their owners; nil: forwarding is off.
 	forwarder *forwarder
 }

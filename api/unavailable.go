@@ -56,7 +56,24 @@ type unavailableLog [refusalCauses]refusalCount
 
 type refusalCount struct {
 	refused atomic.Uint64
-	last    atomic.Int64 // unix nanos of the last line; 0 before the first
+	logged  logGate
+}
+
+// logGate lets one log line through at most every unavailableLogEvery,
+// however many goroutines ask at once.
+type logGate struct {
+	last atomic.Int64 // unix nanos of the last line; 0 before the first
+}
+
+// pass reports whether a line may be logged now, and whether it is the
+// first.
+func (g *logGate) pass() (ok, first bool) {
+	now := time.Now().UnixNano()
+	last := g.last.Load()
+	if last != 0 && now-last < int64(unavailableLogEvery) || !g.last.CompareAndSwap(last, now) {
+		return false, false
+	}
+	return true, last == 0
 }
 
 // refusals is how many requests were refused for cause c.
@@ -75,9 +92,8 @@ func (s *Server) noteUnavailable(cause error) {
 	c := causeOf(cause)
 	u := &s.unavailable[c]
 	n := u.refused.Add(1)
-	now := time.Now().UnixNano()
-	last := u.last.Load()
-	if last != 0 && now-last < int64(unavailableLogEvery) || !u.last.CompareAndSwap(last, now) {
+	ok, first := u.logged.pass()
+	if !ok {
 		return
 	}
 	switch {
@@ -88,7 +104,7 @@ func (s *Server) noteUnavailable(cause error) {
 	case c == refusalUnreachable:
 		s.opts.Logger.Warn("api: the store did not answer in time; requests are answered 503 and retried, this node goes on by itself (no restart needed); refusals are counted, not each logged",
 			"err", cause, "refused", n)
-	case last == 0:
+	case first:
 		s.opts.Logger.Error("api: the store refuses writes until idemd restarts; refusals are counted, not each logged",
 			"err", cause, "refused", n)
 	default:
@@ -127,12 +143,9 @@ func healthDetail(err error) string {
 // noteUnhealthy logs why /healthz answered 503: the first time at ERROR,
 // then at most every unavailableLogEvery, however often it is polled.
 func (s *Server) noteUnhealthy(cause error) {
-	now := time.Now().UnixNano()
-	last := s.unhealthyLogged.Load()
-	if last != 0 && now-last < int64(unavailableLogEvery) || !s.unhealthyLogged.CompareAndSwap(last, now) {
-		return
+	if ok, _ := s.unhealthyLogged.pass(); ok {
+		s.opts.Logger.Error("api: /healthz answers 503", "err", cause)
 	}
-	s.opts.Logger.Error("api: /healthz answers 503", "err", cause)
 }
 
 // refusalsHelp is idem_store_refusals_total's help.
