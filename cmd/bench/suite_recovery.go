@@ -19,12 +19,15 @@ func init() {
 	register(Suite{
 		Name: "recovery",
 		Rank: 60,
-		Doc:  "reopen: the engine's recovery of -keys keys, the replay of one checkpoint interval of log against the sequential read of it (replay, read-floor), and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document), and over the tombstones -receipts expired receipts leave (RAM and disk per tombstone)",
+		Doc:  "reopen: the engine's recovery of -keys keys, the replay of one checkpoint interval of log against the sequential read of it (replay, read-floor), the restart of a store filled with -receipts keyed batches as idemd fills it (restart-growing: background checkpoints, no explicit one), and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document), and over the tombstones -receipts expired receipts leave (RAM and disk per tombstone)",
 		Run: func(env *Env) error {
 			if err := engineRecovery(env); err != nil {
 				return err
 			}
 			if err := replayRecovery(env); err != nil {
+				return err
+			}
+			if err := restartGrowing(env); err != nil {
 				return err
 			}
 			if err := reopenReceipts(env); err != nil {
