@@ -50,6 +50,12 @@ type Config struct {
 	// terminal receipts keep visibility debt, and their lease, until it is
 	// paid, and the cleaner must leave them alone.
 	DeferResolution bool
+	// Hot makes every keyed batch increment-only (issue 37's hot
+	// documents): $inc on its counters and on its own marker document, no
+	// insert. Such a batch is never refused for contention: a
+	// transaction_conflict answer to one is a violation (hot.go), except
+	// in the known gaps hotGap names unless HotStrict.
+	Hot, HotStrict bool
 	// Bugs arms planted bugs for the whole run (checker self-test).
 	Bugs []string
 	// OutDir receives visualizations on failure. (The engine lives on an

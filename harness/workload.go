@@ -18,7 +18,9 @@ import (
 // requests with), counters c0..cD-1. The batch of key k in generation g
 // increments counter n on one or two counters and inserts the marker
 // document m-k-g, so a committed batch is visible both in the counters and
-// as its marker.
+// as its marker. In the hot-document workload (Config.Hot) the batch
+// creates its marker by an upserting $inc instead, so that it only
+// increments.
 const (
 	principal = "harness"
 	tableName = "t"
@@ -35,11 +37,18 @@ func docsOfKey(k, docs int) []int {
 	return []int{k % docs, (k + 1) % docs}
 }
 
-func batchFor(k, gen, docs int) *table.Batch {
-	b := &table.Batch{Inserts: []table.Insert{{ID: markerID(k, gen), Doc: json.RawMessage(fmt.Sprintf(`{"key":%d,"gen":%d}`, k, gen))}}}
+func batchFor(k, gen, docs int, hot bool) *table.Batch {
+	inc := func(id string) table.Transform {
+		return table.Transform{ID: id, Upsert: true, Ops: []table.Op{{Op: table.OpInc, Path: "n", Value: json.RawMessage("1")}}}
+	}
+	b := &table.Batch{}
+	if hot {
+		b.Transforms = append(b.Transforms, inc(markerID(k, gen)))
+	} else {
+		b.Inserts = []table.Insert{{ID: markerID(k, gen), Doc: json.RawMessage(fmt.Sprintf(`{"key":%d,"gen":%d}`, k, gen))}}
+	}
 	for _, d := range docsOfKey(k, docs) {
-		b.Transforms = append(b.Transforms, table.Transform{ID: counterID(d), Upsert: true,
-			Ops: []table.Op{{Op: table.OpInc, Path: "n", Value: json.RawMessage("1")}}})
+		b.Transforms = append(b.Transforms, inc(counterID(d)))
 	}
 	return b
 }
@@ -102,6 +111,9 @@ func (sc *scenario) batchOp(ctx context.Context, cl *client, n *node, k int, wai
 	case ans.Code == code.KeyMismatch:
 		sc.violate(fmt.Sprintf("key %d gen %d: idempotency_key_mismatch for the same request", k, gen))
 	}
+	if sc.cfg.Hot && ans.Code == code.TransactionConflict {
+		sc.hotRefused(k, gen, ans.Message)
+	}
 	if tomb != nil && (out.Class == outCommitted || out.Class == outNotApplied) {
 		// No cleaner runs while clients do: the tombstone was there
 		// throughout, and the key must have been refused.
@@ -122,7 +134,7 @@ func (sc *scenario) batchOp(ctx context.Context, cl *client, n *node, k int, wai
 // library caller sends them, a decoded batch alone: both replay paths run
 // under every fault.
 func (sc *scenario) execute(ctx context.Context, n *node, k, gen int, wait time.Duration) (receipt.Answer, error) {
-	b := batchFor(k, gen, sc.cfg.Docs)
+	b := batchFor(k, gen, sc.cfg.Docs, sc.cfg.Hot)
 	req := receipt.Request{Principal: principal, Table: tableName, Key: keyName(k), Batch: b, Wait: wait}
 	if k%2 == 0 {
 		body, err := json.Marshal(b)

@@ -141,7 +141,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 			"receipts/keyed/"+c, "receipts/keyed-hot/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/replay-vlog/"+c,
 			"receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
-			"http/http-floor/"+c, "http/keyed/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
+			"http/http-floor/"+c, "http/keyed/"+c, "http/keyed-hot/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
 	want = append(want, "receipts/replay-vlog-cold/1", "recovery/recovery/1", "recovery/replay/1", "recovery/read-floor/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-receipts-in-ram/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
 	want = append(want, "recovery/restart-growing-2k-receipts/1")
@@ -149,7 +149,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 		want = append(want, "peer/skipped/0")
 	} else {
 		for _, c := range []string{"1", "2"} {
-			want = append(want, "peer/pg-keyed/"+c, "peer/pg-keyed-pipe/"+c, "peer/pg-nokey/"+c, "peer/pg-replay/"+c)
+			want = append(want, "peer/pg-keyed/"+c, "peer/pg-keyed-pipe/"+c, "peer/pg-keyed-hot/"+c, "peer/pg-nokey/"+c, "peer/pg-replay/"+c)
 		}
 	}
 	for _, k := range want {
@@ -159,6 +159,12 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	}
 	if len(seen) != len(want) {
 		t.Errorf("got %d distinct results, want %d: %v", len(seen), len(want), keys(seen))
+	}
+	// The hot-document cases count what contention refused (issue 37).
+	for _, k := range []string{"receipts/keyed-hot/1", "http/keyed-hot/2"} {
+		if r := seen[k]; r != nil && r[fieldAbortsPerOp] == nil {
+			t.Errorf("%s lacks %s: %v", k, fieldAbortsPerOp, r)
+		}
 	}
 	// -suite all measures the heavy cases once, in their own suites.
 	for _, c := range []string{"recovery", "reopen-2k-receipts", "renewal"} {

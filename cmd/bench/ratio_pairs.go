@@ -1,6 +1,9 @@
 package main
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // keyedWaitsPair measures keyed p50@1 against the fsync-serial floor's p50
 // interleaved (pair.go), when keyed runs at concurrency 1: the library's
@@ -34,4 +37,79 @@ func keyedWaitsPair(env *Env) (*pairResult, error) {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// Issue 37's aims for hot documents (docs/design.md §12), as same-run
+// ratios: contention on one document costs at most half the keyed rate,
+// beats PostgreSQL's row lock by 3, and refuses nothing.
+const (
+	targetKeyedHotOverKeyed  = 0.5 // receipts keyed-hot@64 >= 0.5 x keyed@64
+	targetKeyedHotOverPGHot  = 3.0 // receipts keyed-hot@64 >= 3 x pg-keyed-hot@64
+	targetKeyedHotAbortsMax  = 0.0 // aborts_per_op of keyed-hot@64 and http keyed-hot@32
+	keyedHotConc             = 64
+	httpKeyedHotConc         = httpTargetConc
+	fieldAbortsPerOp         = "aborts_per_op"
+	fieldKeyedHotOverKeyed   = "keyed_hot_over_keyed_rate"
+	fieldKeyedHot64OverPGHot = "idem_keyed_hot64_over_this"
+)
+
+// keyedHotRatios sets keyed-hot/keyed at each concurrency both ran, and
+// judges keyed-hot@64 by its ratio and its aborts.
+func keyedHotRatios(results []*Result) {
+	idx := indexResults(results)
+	for c, r := range idx[caseKeyedHot] {
+		k := idx.get("keyed", c)
+		if k == nil || k.OpsPerSec <= 0 {
+			continue
+		}
+		ratio := r.OpsPerSec / k.OpsPerSec
+		r.Set(fieldKeyedHotOverKeyed, round(ratio, 3))
+		if c == keyedHotConc {
+			r.Targets = append(r.Targets, Target{
+				Want:  fmt.Sprintf("keyed-hot@%d >= %.1f x keyed@%d (issue 37)", c, targetKeyedHotOverKeyed, c),
+				Got:   fmt.Sprintf("%.3f x (%.0f / %.0f req/s)", ratio, r.OpsPerSec, k.OpsPerSec),
+				Met:   ratio >= targetKeyedHotOverKeyed,
+				Score: atLeast(ratio, targetKeyedHotOverKeyed),
+			})
+		}
+	}
+	if r := idx.get(caseKeyedHot, keyedHotConc); r != nil {
+		abortsTarget(r, fmt.Sprintf("receipts keyed-hot@%d", keyedHotConc))
+	}
+}
+
+// httpKeyedHotAims judges http keyed-hot@32 by its aborts.
+func httpKeyedHotAims(results []*Result) {
+	if r := indexResults(results).get(caseHTTPKeyedHot, httpKeyedHotConc); r != nil {
+		abortsTarget(r, fmt.Sprintf("http keyed-hot@%d", httpKeyedHotConc))
+	}
+}
+
+// abortsTarget adds "what aborts_per_op = 0".
+func abortsTarget(r *Result, what string) {
+	got, _ := r.Extra[fieldAbortsPerOp].(float64)
+	r.Targets = append(r.Targets, Target{
+		Want:  fmt.Sprintf("%s aborts_per_op <= %g (issue 37)", what, targetKeyedHotAbortsMax),
+		Got:   fmt.Sprintf("%g", got),
+		Met:   got <= targetKeyedHotAbortsMax,
+		Score: atMost(got, targetKeyedHotAbortsMax),
+	})
+}
+
+// keyedHotOverPeer sets Idem's keyed-hot@64 over pg-keyed-hot@64 on the
+// peer's line and judges it (comparePeer: the receipts suite ran earlier).
+func keyedHotOverPeer(lib, peer byCase) bool {
+	r, p := lib.get(caseKeyedHot, keyedHotConc), peer.get(casePGKeyedHot, keyedHotConc)
+	if r == nil || p == nil || p.OpsPerSec <= 0 {
+		return false
+	}
+	x := r.OpsPerSec / p.OpsPerSec
+	p.Set(fieldKeyedHot64OverPGHot, round(x, 3))
+	p.Targets = append(p.Targets, Target{
+		Want:  fmt.Sprintf("idem keyed-hot@%d >= %.1f x pg-keyed-hot@%d (issue 37)", keyedHotConc, targetKeyedHotOverPGHot, keyedHotConc),
+		Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, p.OpsPerSec),
+		Met:   x >= targetKeyedHotOverPGHot,
+		Score: atLeast(x, targetKeyedHotOverPGHot),
+	})
+	return true
 }

@@ -18,8 +18,8 @@ func init() {
 	register(Suite{
 		Name:  "http",
 		Rank:  50,
-		Doc:   "api over loopback HTTP/1.1: the http-floor (GET /healthz over the same client), closed-loop clients posting keyed, key-less and replayed batches, and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
-		Cases: []string{caseHTTPFloor, "keyed", "fast", "replay", caseKeyed10x, caseSession},
+		Doc:   "api over loopback HTTP/1.1: the http-floor (GET /healthz over the same client), closed-loop clients posting keyed, key-less and replayed batches, keyed-hot (keyed, each also $incs one shared document; aborts_per_op), and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
+		Cases: []string{caseHTTPFloor, "keyed", caseHTTPKeyedHot, "fast", "replay", caseKeyed10x, caseSession},
 		Run:   runHTTP,
 	})
 }
@@ -66,6 +66,13 @@ func runHTTP(env *Env) error {
 			results = append(results, &r)
 		}
 	}
+	if env.Want(caseHTTPKeyedHot) {
+		rs, err := httpKeyedHotCases(env, concs)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
+		}
+	}
 	if env.Want("replay") {
 		rs, err := httpReplay(env, concs)
 		results = append(results, rs...)
@@ -80,6 +87,7 @@ func runHTTP(env *Env) error {
 	}
 	keyedRatios(env, results, targetHTTPKeyed, httpTargetConc, nil)
 	httpFloorRatios(results)
+	httpKeyedHotAims(results)
 	httpLibraryRatios(env, results)
 	unitRatios(results)
 	replayVlogRatios(results, "http replay from the value log", targetHTTPReplayVlog)

@@ -15,7 +15,7 @@ func init() {
 		Name:     "peer",
 		Rank:     90,
 		RunsLast: true,
-		Doc:      "PostgreSQL (-pg DSN): Stripe/brandur-style idempotency keys with the same batches, as a library and behind net/http (pg-http-*, the http suite's route and client); Idem's ratios against it",
+		Doc:      "PostgreSQL (-pg DSN): Stripe/brandur-style idempotency keys with the same batches, as a library and behind net/http (pg-http-*, the http suite's route and client), and pg-keyed-hot (each also UPDATE … SET n = n + 1 on one row; aborts_per_op); Idem's ratios against it",
 		Run:      runPeer,
 	})
 }
@@ -29,6 +29,8 @@ func init() {
 const (
 	peerKeysTable = "idem_bench_keys"
 	peerDocsTable = "idem_bench_docs"
+	// peerHotTable holds pg-keyed-hot's one shared row.
+	peerHotTable = "idem_bench_hot"
 
 	peerResponse = `{"inserted":%d,"deleted":0,"transformed":0}`
 )
@@ -44,9 +46,9 @@ const (
 )
 
 var peerSQL = struct {
-	schema, insertKey, insertDocs, finishKey, replay string
+	schema, insertKey, insertDocs, finishKey, replay, incHot string
 }{
-	schema: `DROP TABLE IF EXISTS ` + peerKeysTable + `, ` + peerDocsTable + `;
+	schema: `DROP TABLE IF EXISTS ` + peerKeysTable + `, ` + peerDocsTable + `, ` + peerHotTable + `;
 CREATE TABLE ` + peerKeysTable + ` (
 	principal       text        NOT NULL,
 	idem_key        text        NOT NULL,
@@ -58,7 +60,9 @@ CREATE TABLE ` + peerKeysTable + ` (
 	created_at      timestamptz NOT NULL DEFAULT now(),
 	completed_at    timestamptz,
 	PRIMARY KEY (principal, idem_key));
-CREATE TABLE ` + peerDocsTable + ` (id text PRIMARY KEY, doc jsonb NOT NULL);`,
+CREATE TABLE ` + peerDocsTable + ` (id text PRIMARY KEY, doc jsonb NOT NULL);
+CREATE TABLE ` + peerHotTable + ` (id text PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO ` + peerHotTable + ` (id, n) VALUES ('` + hotDocID + `', 0);`,
 	// Lookup and create in one statement: a conflict means the key exists.
 	insertKey: `INSERT INTO ` + peerKeysTable + ` (principal, idem_key, fingerprint, request, state)
 VALUES ($1, $2, $3, $4, 'pending') ON CONFLICT DO NOTHING RETURNING state`,
@@ -69,6 +73,7 @@ ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc`,
 response_body = $3, completed_at = now() WHERE principal = $1 AND idem_key = $2`,
 	replay: `SELECT fingerprint, state, response_status, response_body FROM ` + peerKeysTable + `
 WHERE principal = $1 AND idem_key = $2`,
+	incHot: `UPDATE ` + peerHotTable + ` SET n = n + 1 WHERE id = '` + hotDocID + `'`,
 }
 
 // peerRequest is one call's request as the peer sees it.
@@ -117,7 +122,7 @@ func runPeer(env *Env) error {
 	if _, err := pool.Exec(ctx, peerSQL.schema); err != nil {
 		return fmt.Errorf("peer schema: %w", err)
 	}
-	defer pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+peerKeysTable+`, `+peerDocsTable)
+	defer pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+peerKeysTable+`, `+peerDocsTable+`, `+peerHotTable)
 	var version, syncCommit, fsync string
 	_ = pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit'), current_setting('fsync')`).
 		Scan(&version, &syncCommit, &fsync)
@@ -135,6 +140,11 @@ func runPeer(env *Env) error {
 			}
 			results = append(results, &r)
 		}
+	}
+	hot, err := peerKeyedHotCases(env, pool, concs)
+	results = append(results, hot...)
+	if err != nil {
+		return fail(err)
 	}
 	// Replays of keys finished by the pipelined flow.
 	wl := newWorkload(env.Opts.BatchDocs)
@@ -369,7 +379,10 @@ func (e *Env) comparePeer(peer []*Result) {
 		compared = true
 	}
 	// The ratio of every Idem keyed/replay/fast line to its peer twin.
-	twins := map[string]string{"keyed": "pg-keyed-pipe", "replay": "pg-replay", "fast": "pg-nokey"}
+	if keyedHotOverPeer(lib, p) {
+		compared = true
+	}
+	twins := map[string]string{"keyed": "pg-keyed-pipe", "replay": "pg-replay", "fast": "pg-nokey", caseKeyedHot: casePGKeyedHot}
 	for _, side := range []struct {
 		label string
 		res   byCase

@@ -88,6 +88,7 @@ func runReceipts(env *Env) error {
 	keyedRatios(env, results, targetKeyedRate, 64, waits)
 	keyedFloorRatios(results)
 	keyedFastRatios(results)
+	keyedHotRatios(results)
 	unitRatios(results)
 	vlogReplayRatios(env, results)
 	idx := indexResults(results)
