@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,9 @@ type config struct {
 	retention, tombRetention time.Duration
 	// logger, if set, receives the server's and the service's logs.
 	logger *slog.Logger
+	// backupDir, if set, is where POST /v1/admin/backup writes (idemd's
+	// -backup-dir); the embedded store only.
+	backupDir string
 }
 
 // node is an api.Server over a real engine and receipt service in a
@@ -98,6 +102,9 @@ func (n *node) open() {
 		}
 		store = db
 		aopts.StoreCollectors, aopts.Health = []prometheus.Collector{enginemetrics.New(db.Stats)}, db.Health
+		if dir := n.cfg.backupDir; dir != "" {
+			aopts.Backup = func(name string) (engine.BackupManifest, error) { return db.Backup(filepath.Join(dir, name)) }
+		}
 	}
 	if n.cfg.wrap != nil {
 		store = n.cfg.wrap(store)

@@ -56,7 +56,10 @@ type Options struct {
 	// nodes forward (forward.go); nil answers it here and serves every
 	// request as a client's.
 	Forward *Forwarding
-	Logger  *slog.Logger
+	// Backup, if set, takes a backup of the store under idemd's
+	// -backup-dir (backup.go); nil answers POST /v1/admin/backup 501.
+	Backup BackupFunc
+	Logger *slog.Logger
 }
 
 const (
@@ -118,6 +121,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 	s.route("GET /v1/receipts/{table}/{key...}", auth(s.getReceipt))
 	s.route("GET /v1/receipts", auth(s.listReceipts))
 	s.route("POST /v1/admin/receipts/{txn_id}/resolve", auth(s.resolveReceipt))
+	s.route("POST /v1/admin/backup", auth(s.backup))
 	s.route("POST /v1/sessions", auth(s.beginSession))
 	s.route("GET /v1/sessions/{id}", auth(s.getSession))
 	s.route("GET /v1/sessions/{id}/receipt", auth(s.getSessionReceipt))

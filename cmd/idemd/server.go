@@ -58,7 +58,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	}
 	d.api = api.New(d.svc, api.Options{Tokens: sec.tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
 		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
-		Forward: forwarding(c, sec.cluster, sec.tls.peer, log), Logger: log})
+		Forward: forwarding(c, sec.cluster, sec.tls.peer, log), Backup: backupFunc(c, d.store.db), Logger: log})
 	d.serveWith(limits, sec.tls, stderr)
 	return d, nil
 }
