@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemdb/idem/wal"
 )
@@ -185,4 +186,47 @@ func TestBackupDir_RefusesALiveDirAndCopiesAStoppedOne(t *testing.T) {
 	back := openT(t, dest, backupTestOpts())
 	defer back.Close()
 	sameState(t, "the offline backup", scanAll(t, back), want)
+}
+
+// TestRestore_TheFirstOpenOfABackupRecordsTheEpochOnceAndRestartsKeepIt:
+// the live store was never restored; the first open of its backup records
+// a restore epoch naming the backup's version and time; a restart reads
+// the same epoch (it is not re-armed); and a backup of the restored store
+// carries no epoch of its own, so its restore records a new one.
+func TestRestore_TheFirstOpenOfABackupRecordsTheEpochOnceAndRestartsKeepIt(t *testing.T) {
+	db := openT(t, t.TempDir(), backupTestOpts())
+	defer db.Close()
+	fillStore(t, db, 50)
+	if _, ok := db.Restored(); ok {
+		t.Fatal("a store never restored says it was")
+	}
+	dest := filepath.Join(t.TempDir(), "b")
+	m, err := db.Backup(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	back := openT(t, dest, backupTestOpts())
+	e, ok := back.Restored()
+	if !ok || e.BackupVersion != m.Version || !e.BackupTime.Equal(m.VersionTime) || e.RestoredAt.Before(before) {
+		t.Fatalf("epoch %+v (%v) after restoring %+v at %v", e, ok, m, before)
+	}
+	fillStore(t, back, 10)
+	back = reopenT(t, back, dest, backupTestOpts())
+	if again, ok := back.Restored(); !ok || again != e {
+		t.Fatalf("after a restart the epoch is %+v (%v), want %+v", again, ok, e)
+	}
+	dest2 := filepath.Join(t.TempDir(), "b2")
+	if _, err := back.Backup(dest2); err != nil {
+		t.Fatal(err)
+	}
+	back.Close()
+	if _, err := os.Stat(filepath.Join(dest2, RestoreEpochName)); !os.IsNotExist(err) {
+		t.Fatalf("the backup of a restored store copies its epoch: %v", err)
+	}
+	third := openT(t, dest2, backupTestOpts())
+	defer third.Close()
+	if e2, ok := third.Restored(); !ok || !e2.RestoredAt.After(e.RestoredAt) || e2.BackupVersion <= e.BackupVersion {
+		t.Fatalf("the second restore's epoch %+v (%v); the first's %+v", e2, ok, e)
+	}
 }
