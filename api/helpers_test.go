@@ -51,6 +51,8 @@ type config struct {
 	// backupDir, if set, is where POST /v1/admin/backup writes (idemd's
 	// -backup-dir); the embedded store only.
 	backupDir string
+	// restore, if set, is the service's restore fence.
+	restore *receipt.RestoreFence
 }
 
 // node is an api.Server over a real engine and receipt service in a
@@ -111,7 +113,7 @@ func (n *node) open() {
 	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax, WaitMax: n.cfg.waitMax,
 		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide,
-		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention,
+		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention, Restore: n.cfg.restore,
 		SessionsOpenMax: n.cfg.sessionsMax, SessionsPerPrincipalMax: n.cfg.principalSessions, InflightPerPrincipalMax: n.cfg.principalInflight}
 	svc, err := receipt.Open(context.Background(), store, opts)
 	if err != nil {

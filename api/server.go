@@ -331,5 +331,24 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.svc.Owner().String()})
+	h := healthJSON{Status: "ok", Owner: s.svc.Owner().String()}
+	if f, until, ok := s.svc.Restored(); ok {
+		h.Restored = &restoredJSON{RestoredAt: f.RestoredAt.UTC(), BackupTime: f.BackupTime.UTC(), FenceUntil: until.UTC()}
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// healthJSON is /healthz's answer.
+type healthJSON struct {
+	Status   string        `json:"status"`
+	Owner    string        `json:"owner"`
+	Restored *restoredJSON `json:"restored,omitempty"`
+}
+
+// restoredJSON says the store was restored from a backup, and how long its
+// restore fence lasts.
+type restoredJSON struct {
+	RestoredAt time.Time `json:"restored_at"`
+	BackupTime time.Time `json:"backup_time"`
+	FenceUntil time.Time `json:"fence_until"`
 }

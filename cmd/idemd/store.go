@@ -80,6 +80,24 @@ func backupFunc(c config, db *engine.DB) api.BackupFunc {
 	}
 }
 
+// restoreFence is the receipt layer's fence of a store restored from a
+// backup (nil: never restored, or etcd), logged at every start while it
+// lasts, and once after.
+func restoreFence(db *engine.DB, retention time.Duration, log *slog.Logger) *receipt.RestoreFence {
+	if db == nil {
+		return nil
+	}
+	e, ok := db.Restored()
+	if !ok {
+		return nil
+	}
+	until := e.RestoredAt.Add(retention)
+	log.Warn("idemd: the store was restored from a backup: keys it does not know, first sent before the restore, are refused 409 key_may_have_executed until the fence ends",
+		"restored_at", e.RestoredAt, "backup_time", e.BackupTime, "backup_version", uint64(e.BackupVersion),
+		"fence_until", until, "fence_over", time.Now().After(until))
+	return &receipt.RestoreFence{BackupTime: e.BackupTime, RestoredAt: e.RestoredAt}
+}
+
 // openEtcd connects to the cluster and refuses to start unless it
 // answers a linearizable read within -etcd-dial-timeout: a node that
 // cannot reach etcd has nothing to serve.
