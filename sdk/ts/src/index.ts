@@ -4,7 +4,10 @@
 // calls go through openapi-fetch).
 //
 // - A keyed call gets an Idempotency-Key of its own when the caller gives
-//   none, and keeps it across its retries.
+//   none, and keeps it across its retries, each with the same
+//   Repeatability-First-Sent (the first attempt's time, or firstSent): a
+//   server restored from a backup refuses, rather than runs again, a key
+//   that may have executed before the restore (KeyMayHaveExecutedError).
 // - Retries are bounded (maxRetries, 2 by default), jittered 0.5 s·(1+n²)
 //   up to 5 s, or the server's Retry-After when longer, on transport errors
 //   and every retry_with: same_key answer.
