@@ -230,3 +230,25 @@ func TestRestore_TheFirstOpenOfABackupRecordsTheEpochOnceAndRestartsKeepIt(t *te
 		t.Fatalf("the second restore's epoch %+v (%v); the first's %+v", e2, ok, e)
 	}
 }
+
+// TestBackup_CopiesWhereTheFileSystemCannotLink: on a file system without
+// hard links (memfs) every file is copied, and the copy is the store.
+func TestBackup_CopiesWhereTheFileSystemCannotLink(t *testing.T) {
+	disk := newMemDisk()
+	opts := backupTestOpts()
+	db := disk.open(t, opts)
+	defer db.Close()
+	fillStore(t, db, 300)
+	checkpointT(t, db)
+	want := fillStore(t, db, 50)
+	m, err := db.Backup("/backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Linked != 0 || m.Files < 2 {
+		t.Fatalf("on memfs: %d of %d files linked, want every file copied", m.Linked, m.Files)
+	}
+	back := openT(t, "/backup", disk.opts(opts))
+	defer back.Close()
+	sameState(t, "the copied backup", scanAll(t, back), want)
+}
