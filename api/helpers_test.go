@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,11 @@ type config struct {
 	retention, tombRetention time.Duration
 	// logger, if set, receives the server's and the service's logs.
 	logger *slog.Logger
+	// backupDir, if set, is where POST /v1/admin/backup writes (idemd's
+	// -backup-dir); the embedded store only.
+	backupDir string
+	// restore, if set, is the service's restore fence.
+	restore *receipt.RestoreFence
 }
 
 // node is an api.Server over a real engine and receipt service in a
@@ -98,13 +104,16 @@ func (n *node) open() {
 		}
 		store = db
 		aopts.StoreCollectors, aopts.Health = []prometheus.Collector{enginemetrics.New(db.Stats)}, db.Health
+		if dir := n.cfg.backupDir; dir != "" {
+			aopts.Backup = func(name string) (engine.BackupManifest, error) { return db.Backup(filepath.Join(dir, name)) }
+		}
 	}
 	if n.cfg.wrap != nil {
 		store = n.cfg.wrap(store)
 	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax, WaitMax: n.cfg.waitMax,
 		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide,
-		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention,
+		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention, Restore: n.cfg.restore,
 		SessionsOpenMax: n.cfg.sessionsMax, SessionsPerPrincipalMax: n.cfg.principalSessions, InflightPerPrincipalMax: n.cfg.principalInflight}
 	svc, err := receipt.Open(context.Background(), store, opts)
 	if err != nil {

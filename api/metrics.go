@@ -74,6 +74,7 @@ var routePatterns = []string{
 	"GET /v1/receipts/{table}/{key...}",
 	"GET /v1/receipts",
 	"POST /v1/admin/receipts/{txn_id}/resolve",
+	"POST /v1/admin/backup",
 	"POST /v1/sessions",
 	"GET /v1/sessions/{id}",
 	"GET /v1/sessions/{id}/receipt",

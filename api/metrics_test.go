@@ -175,6 +175,7 @@ func TestMetrics_OperatorMetrics(t *testing.T) {
 	n.c.Do("DELETE", "/v1/sessions/"+sess.ID, nil).Problem(t, 409)
 	n.c.Do("GET", "/v1/receipts?state=terminal", nil).JSON(t, 200, nil)
 	n.c.Do("POST", "/v1/admin/receipts/00112233445566778899aabbccddeeff/resolve", nil).Problem(t, 404)
+	n.c.Do("POST", "/v1/admin/backup", `{"name":"b1"}`).Problem(t, 501)
 	n.c.Do("GET", "/healthz", nil).JSON(t, 200, nil)
 	n.c.Do("GET", "/nope", nil).Problem(t, 404)
 	n.c.Do("POST", "/healthz", nil).Problem(t, 405)

@@ -56,7 +56,10 @@ type Options struct {
 	// nodes forward (forward.go); nil answers it here and serves every
 	// request as a client's.
 	Forward *Forwarding
-	Logger  *slog.Logger
+	// Backup, if set, takes a backup of the store under idemd's
+	// -backup-dir (backup.go); nil answers POST /v1/admin/backup 501.
+	Backup BackupFunc
+	Logger *slog.Logger
 }
 
 const (
@@ -118,6 +121,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 	s.route("GET /v1/receipts/{table}/{key...}", auth(s.getReceipt))
 	s.route("GET /v1/receipts", auth(s.listReceipts))
 	s.route("POST /v1/admin/receipts/{txn_id}/resolve", auth(s.resolveReceipt))
+	s.route("POST /v1/admin/backup", auth(s.backup))
 	s.route("POST /v1/sessions", auth(s.beginSession))
 	s.route("GET /v1/sessions/{id}", auth(s.getSession))
 	s.route("GET /v1/sessions/{id}/receipt", auth(s.getSessionReceipt))
@@ -327,5 +331,24 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.svc.Owner().String()})
+	h := healthJSON{Status: "ok", Owner: s.svc.Owner().String()}
+	if f, until, ok := s.svc.Restored(); ok {
+		h.Restored = &restoredJSON{RestoredAt: f.RestoredAt.UTC(), BackupTime: f.BackupTime.UTC(), FenceUntil: until.UTC()}
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// healthJSON is /healthz's answer.
+type healthJSON struct {
+	Status   string        `json:"status"`
+	Owner    string        `json:"owner"`
+	Restored *restoredJSON `json:"restored,omitempty"`
+}
+
+// restoredJSON says the store was restored from a backup, and how long its
+// restore fence lasts.
+type restoredJSON struct {
+	RestoredAt time.Time `json:"restored_at"`
+	BackupTime time.Time `json:"backup_time"`
+	FenceUntil time.Time `json:"fence_until"`
 }

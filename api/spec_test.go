@@ -58,7 +58,7 @@ func newTestServer(t *testing.T) *Server {
 // contract module checks that the patterns are the spec's operations).
 func TestServer_RoutesArePatterns(t *testing.T) {
 	registered := serverRoutes(t)
-	if len(registered) != 17 {
+	if len(registered) != 18 {
 		t.Fatalf("%d routes: %v", len(registered), registered)
 	}
 	s := newTestServer(t)

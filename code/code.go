@@ -24,7 +24,8 @@ type Code string
 // by abort, expiry or its owner's death, or by its commit),
 // table_settings_conflict (409: a create of an existing table asked for
 // settings other than the table's), and store_full (503: on etcd, the
-// backend is near its space quota; new keys and sessions wait).
+// backend is near its space quota; new keys and sessions wait), and
+// key_may_have_executed (409: the restore fence).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -60,6 +61,11 @@ const (
 	// sessions are refused, nothing was written, while what was started
 	// finishes and cleanup frees space.
 	StoreFull Code = "store_full"
+	// KeyMayHaveExecuted: the store was restored from a backup, and this
+	// key, unknown to it and first sent before the restore, may have
+	// executed in the window the backup lost; it is not executed, and
+	// retrying it cannot tell (docs/design.md §15).
+	KeyMayHaveExecuted Code = "key_may_have_executed"
 )
 
 // RetryWith says how a client may retry.
@@ -110,6 +116,7 @@ var registry = map[Code]Info{
 
 	TableSettingsConflict: {409, false, None, "Table exists with other settings"},
 	StoreFull:             {503, true, SameKey, "Store full"},
+	KeyMayHaveExecuted:    {409, false, None, "Key may have executed before a restore"},
 }
 
 // Lookup returns a code's meaning; unknown codes read as internal.

@@ -23,7 +23,7 @@ func (c *checker) checkFiles() {
 	for _, e := range ents {
 		name, path := e.Name(), filepath.Join(c.dir, e.Name())
 		switch {
-		case name == lockFileName || ((name == walDirName || name == vlogDirName) && e.IsDir()):
+		case name == lockFileName || name == BackupManifestName || name == RestoreEpochName || ((name == walDirName || name == vlogDirName) && e.IsDir()):
 			// The value log's records are checked by the values the
 			// loaded state reads back (checkload.go).
 		case !strings.HasPrefix(name, ckptPrefix) || e.IsDir():

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/idemdb/idem/index"
@@ -66,6 +67,7 @@ type DB struct {
 	liveBytes     int64              // the tree's records as a checkpoint would hold them (estimate); under treeMu
 	ckpt          *ckptStats         // ckptstats.go
 	recovery      RecoveryStats      // set by recover, then read-only
+	restore       *RestoreEpoch      // restore.go: nil if never restored; set by Open, then read-only
 
 	vlog        *valueLog        // vlog.go
 	vlogLive    map[uint32]int64 // bytes of records the tree points at, by segment; under treeMu
@@ -127,6 +129,16 @@ func Open(dir string, opts Options) (*DB, error) {
 		ckpt:          newCkptStats(),
 		dirty:         newDirtySet(),
 		vlogHeld:      map[uint32]bool{},
+	}
+	// Before recovery writes anything: the epoch must precede every
+	// write the restored store acknowledges.
+	if db.restore, err = armRestore(db.fs, dir, time.Now()); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if db.restore != nil {
+		opts.Logger.Warn("engine: this store was restored from a backup", "restored_at", db.restore.RestoredAt,
+			"backup_version", uint64(db.restore.BackupVersion), "backup_time", db.restore.BackupTime)
 	}
 	if db.vlog, err = openValueLog(db.fs, dir, opts.ValueLogSegmentBytes); err != nil {
 		lock.Close()

@@ -48,6 +48,7 @@
 //	entrydiff.go  what a 422 key mismatch says differs, from per-entry digests
 //	cold.go       ColdValue: which values the engine may keep in its value log
 //	formats.go    the record schemas this build reads and writes (idemd -version)
+//	restorefence.go  a restored store refuses unknown keys first sent before the restore
 //
 // Interactive sessions, the second kind of the lifecycle (docs/sessions.md):
 //

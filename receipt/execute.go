@@ -146,6 +146,9 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 		if lim := s.KeyMemory(); !req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > lim {
 			return answerTooOld(id, req.FirstSent, lim), nil
 		}
+		if until, ok := s.fenced(req.FirstSent, s.clock.Now()); ok {
+			return s.answerMayHaveExecuted(id, req.FirstSent, until), nil
+		}
 		if s.spaceFull() {
 			return answerStoreFull(id), nil
 		}

@@ -94,6 +94,10 @@ type Options struct {
 	// expiry of the principal's own sessions as Retry-After. Default
 	// SessionsPerPrincipalDefault(SessionsOpenMax).
 	SessionsPerPrincipalMax int
+	// Restore, if set, is the store's restore from a backup: keys first
+	// sent before it that the store does not know are refused for
+	// Retention after it (restorefence.go).
+	Restore *RestoreFence
 	// Clock is the time source (default lease.Real).
 	Clock  lease.Clock
 	Logger *slog.Logger

@@ -111,7 +111,8 @@ type Log struct {
 
 	ioMu      sync.Mutex // held by the writer during a group and by TruncateFront
 	segs      []segmentFile
-	tailBytes int // bytes in the tail segment, mirroring tidwall's cycling rule
+	tailBytes int    // bytes in the tail segment, mirroring tidwall's cycling rule
+	written   uint64 // index of the last entry written and fsynced (snapshot.go)
 	twBatch   tidwall.Batch
 	frameBuf  []byte
 	parts     []groupPart   // scratch of writeGroup
@@ -298,6 +299,7 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *
 		next:       last + 1,
 		segs:       segs,
 		tailBytes:  tail.end,
+		written:    last,
 		prealloc:   pre,
 		dirFile:    dirFile,
 		writerDone: make(chan struct{}),

@@ -246,6 +246,7 @@ func (l *Log) writeGroup(g *group) error {
 		}
 	}
 	l.tailBytes = tail
+	l.written = g.entries[len(g.entries)-1].Index
 	if l.prealloc != nil && tail >= l.prealloc.trigger {
 		l.prealloc.ensure()
 	}

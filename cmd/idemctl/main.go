@@ -1,6 +1,8 @@
 // Command idemctl is the operator's tool for Idem data.
 //
 //	idemctl check [-json] DATA   verify a stopped data dir offline
+//	idemctl backup DATA DEST | -server URL NAME
+//	                             copy a data dir consistently, stopped or live
 //	idemctl receipts list|get|resolve ...
 //	                             see and unstick receipts on a running server
 //	idemctl help [COMMAND]       list the commands, or show one's usage
@@ -53,7 +55,7 @@ type command struct {
 
 // commands is the table of subcommands, in the order help lists them.
 func commands() []command {
-	return []command{checkCommand, receiptsCommand}
+	return []command{checkCommand, backupCommand, receiptsCommand}
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

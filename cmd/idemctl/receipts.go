@@ -158,10 +158,16 @@ type problemError struct {
 func (p *problemError) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail) }
 
 // do sends method path and decodes a 200 into out; a problem is a *problemError.
-func (c *client) do(method, path string, out any) error {
-	req, err := http.NewRequest(method, c.base+path, nil)
+func (c *client) do(method, path string, out any) error { return c.send(method, path, nil, out) }
+
+// send is do with a JSON body (nil: none).
+func (c *client) send(method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequest(method, c.base+path, body)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -171,18 +177,18 @@ func (c *client) do(method, path string, out any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, responseBytesMax))
+	got, err := io.ReadAll(io.LimitReader(resp.Body, responseBytesMax))
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
 		p := &problemError{Status: resp.StatusCode}
-		if json.Unmarshal(body, p) != nil || p.Code == "" {
-			p.Code, p.Detail = "unexpected", strings.TrimSpace(string(body))
+		if json.Unmarshal(got, p) != nil || p.Code == "" {
+			p.Code, p.Detail = "unexpected", strings.TrimSpace(string(got))
 		}
 		return p
 	}
-	return json.Unmarshal(body, out)
+	return json.Unmarshal(got, out)
 }
 
 // refused prints err and says how idemctl exits for it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 type config struct {
 	addr            string
 	data            string
+	backupDir       string
 	tokens          string
 	admins          string
 	node            string
@@ -145,6 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func (c *config) defineServerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8420", "address to listen on, host:port (port 0: any free port)")
 	fs.StringVar(&c.data, "data", "./data", "data directory (created if missing; one process at a time)")
+	fs.StringVar(&c.backupDir, "backup-dir", "", "directory operators' backups go to (POST /v1/admin/backup, idemctl backup -server), each a plain name under it; a route never writes elsewhere. Default empty: the route answers 501, since where backups may go is the operator's choice (not under -data; -store local only)")
 	fs.StringVar(&c.admins, "admins", "", "comma-separated principals that may act as operators: list every principal's receipts and resolve a stuck one (needs -tokens; without tokens the single principal is an operator)")
 	fs.StringVar(&c.tokens, "tokens", "", "read bearer tokens from `FILE`, one principal:token per line, # comments, each token at least 16 bytes (shorter ones are guessable); SIGHUP reloads it; without it every request is the single principal \"anonymous\"")
 	fs.StringVar(&c.node, "node", "node-0", fmt.Sprintf("owner ID of this process, 1..%d visible ASCII characters but '/'; its incarnation is bumped at every start", lease.NodeIDBytesMax))
@@ -301,8 +304,11 @@ func (c *config) validateLimits() error {
 	return nil
 }
 
-// validateStorage checks the engine's checkpoints and log.
+// validateStorage checks the engine's checkpoints, log and backups.
 func (c *config) validateStorage() error {
+	if err := c.validateBackupDir(); err != nil {
+		return err
+	}
 	if c.checkpointBytes == 0 {
 		return usagef("-checkpoint-bytes 0: must be positive (bytes) or negative (disabled)")
 	}
@@ -311,6 +317,27 @@ func (c *config) validateStorage() error {
 	}
 	if c.walLinger < 0 || c.walLinger > walLingerMax {
 		return usagef("-wal-group-linger %v: must be 0 (never) to %v", c.walLinger, walLingerMax)
+	}
+	return nil
+}
+
+// validateBackupDir refuses a backup dir on etcd (its snapshots are the
+// backup) and one inside -data, which would put a second store in the
+// first's directory.
+func (c *config) validateBackupDir() error {
+	if c.backupDir == "" {
+		return nil
+	}
+	if c.store == storeEtcd {
+		return usagef("-backup-dir %q: only with -store local (on etcd, back up with etcdctl snapshot save)", c.backupDir)
+	}
+	data, err1 := filepath.Abs(c.data)
+	dir, err2 := filepath.Abs(c.backupDir)
+	if err1 != nil || err2 != nil {
+		return usagef("-backup-dir %q: cannot resolve it or -data %q", c.backupDir, c.data)
+	}
+	if rel, err := filepath.Rel(data, dir); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
+		return usagef("-backup-dir %q: must not be -data %q or inside it", c.backupDir, c.data)
 	}
 	return nil
 }

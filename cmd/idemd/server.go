@@ -58,7 +58,7 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	}
 	d.api = api.New(d.svc, api.Options{Tokens: sec.tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
 		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
-		Forward: forwarding(c, sec.cluster, sec.tls.peer, log), Logger: log})
+		Forward: forwarding(c, sec.cluster, sec.tls.peer, log), Backup: backupFunc(c, d.store.db), Logger: log})
 	d.serveWith(limits, sec.tls, stderr)
 	return d, nil
 }
@@ -104,6 +104,7 @@ func (d *daemon) open(ctx context.Context) (err error) {
 		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
 		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
+		Restore: restoreFence(d.store.db, c.retention, log),
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/engine/etcdstore"
@@ -62,6 +64,38 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 			}
 			return nil
 		}}, nil
+}
+
+// backupFunc takes backups of db under -backup-dir (nil: no -backup-dir,
+// or no local engine to back up). The api checks the name is plain.
+func backupFunc(c config, db *engine.DB) api.BackupFunc {
+	if c.backupDir == "" || db == nil {
+		return nil
+	}
+	return func(name string) (engine.BackupManifest, error) {
+		if err := os.MkdirAll(c.backupDir, 0o750); err != nil {
+			return engine.BackupManifest{}, err
+		}
+		return db.Backup(filepath.Join(c.backupDir, name))
+	}
+}
+
+// restoreFence is the receipt layer's fence of a store restored from a
+// backup (nil: never restored, or etcd), logged at every start while it
+// lasts, and once after.
+func restoreFence(db *engine.DB, retention time.Duration, log *slog.Logger) *receipt.RestoreFence {
+	if db == nil {
+		return nil
+	}
+	e, ok := db.Restored()
+	if !ok {
+		return nil
+	}
+	until := e.RestoredAt.Add(retention)
+	log.Warn("idemd: the store was restored from a backup: keys it does not know, first sent before the restore, are refused 409 key_may_have_executed until the fence ends",
+		"restored_at", e.RestoredAt, "backup_time", e.BackupTime, "backup_version", uint64(e.BackupVersion),
+		"fence_until", until, "fence_over", time.Now().After(until))
+	return &receipt.RestoreFence{BackupTime: e.BackupTime, RestoredAt: e.RestoredAt}
 }
 
 // openEtcd connects to the cluster and refuses to start unless it

@@ -89,6 +89,13 @@ type BatchOptions struct {
 	// Wait asks the server to wait up to this long (Prefer: wait, whole
 	// seconds) for a receipt in progress rather than answer 409.
 	Wait time.Duration
+	// FirstSent is when this key was first sent, sent on every attempt as
+	// Repeatability-First-Sent; zero: the call's first attempt. A caller
+	// that retries a key across calls (after a crash, from a queue) passes
+	// the first call's time: a server restored from a backup then refuses
+	// a key that may have executed before the restore (ErrKeyMayHaveExecuted)
+	// instead of executing it again.
+	FirstSent time.Time
 }
 
 // Result is a committed batch.
@@ -118,8 +125,13 @@ func (c *Client) Batch(ctx context.Context, table string, batch any, o *BatchOpt
 	if key == "" {
 		key = newKey()
 	}
+	first := o.FirstSent
+	if first.IsZero() {
+		first = time.Now()
+	}
 	for n := 0; ; n++ {
-		params := &idemapi.BatchParams{IdempotencyKey: &key, Prefer: preferWait(o.Wait)}
+		sent := firstSentHeader(first)
+		params := &idemapi.BatchParams{IdempotencyKey: &key, Prefer: preferWait(o.Wait), RepeatabilityFirstSent: &sent}
 		res, err := c.keyed(ctx, key, func() (*http.Response, error) {
 			return c.api.BatchWithBody(ctx, table, params, "application/json", bytes.NewReader(body))
 		})
@@ -129,9 +141,13 @@ func (c *Client) Batch(ctx context.Context, table string, batch any, o *BatchOpt
 		if werr := c.pause(ctx, n+1); werr != nil {
 			return nil, errors.Join(werr, err)
 		}
-		key = newKey() // the opted-in retry: a new request
+		key, first = newKey(), time.Now() // the opted-in retry: a new request
 	}
 }
+
+// firstSentHeader is Repeatability-First-Sent's value for t: an HTTP-date,
+// whole seconds, identical on every attempt of one key.
+func firstSentHeader(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
 
 // pause waits the backoff before retry n, or until ctx ends.
 func (c *Client) pause(ctx context.Context, n int) error {

@@ -3,6 +3,10 @@
 //
 //   - A keyed call gets an Idempotency-Key of its own when the caller gives
 //     none, and keeps it across its retries: a retry is the same request.
+//     Every attempt carries the same Repeatability-First-Sent (the first
+//     attempt's time, or BatchOptions.FirstSent): a server restored from a
+//     backup refuses, rather than runs again, a key that may have executed
+//     before the restore (ErrKeyMayHaveExecuted).
 //   - Retries are bounded (Options.MaxRetries, 2 by default) with jittered
 //     exponential backoff, 0.5 s·(1+n²) up to 5 s, or the server's
 //     Retry-After when it says more. They happen on transport errors and on

@@ -80,6 +80,13 @@ var (
 	// ErrStoreFull: the store is near its space quota; retry later with the
 	// same key. (A literal until `make generate` adds ErrorCodeStoreFull.)
 	ErrStoreFull = sentinel(idemapi.ErrorCodeStoreFull)
+	// ErrKeyMayHaveExecuted: the server's store was restored from a
+	// backup and this key, unknown to it and first sent before the
+	// restore, may have executed in the window the backup lost; it was not
+	// executed. Check for its effect; send it with a new key if absent.
+	// (A literal until `make generate` adds ErrorCodeKeyMayHaveExecuted;
+	// then it joins sentinels.)
+	ErrKeyMayHaveExecuted = sentinel(idemapi.ErrorCode("key_may_have_executed"))
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.

@@ -5,7 +5,10 @@
     c.create_table("orders")
     r = c.batch("orders", {"inserts": [{"id": "o-1", "doc": {"total": 12}}]}, key="order-1")
 
-A call without a key gets one of its own, kept across its retries; retries
+A call without a key gets one of its own, kept across its retries, each with
+the same Repeatability-First-Sent (the first attempt's time, or first_sent),
+so that a server restored from a backup refuses a key that may have executed
+before the restore (KeyMayHaveExecutedError) instead of running it again; retries
 (2 by default, jittered 0.5 s·(1+n²) up to 5 s, or Retry-After) happen on
 transport errors and every retry_with: same_key answer. Every problem is an
 IdemError subclass, one per code. A transaction_conflict abort (retry_with

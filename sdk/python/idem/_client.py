@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import math
 import random
@@ -66,18 +67,26 @@ class Client:
         return status == 201
 
     def batch(self, table: str, batch: Dict[str, Any], key: Optional[str] = None,
-              wait: Optional[float] = None) -> Result:
+              wait: Optional[float] = None, first_sent: Optional[float] = None) -> Result:
         """Send batch to table as one keyed, exactly-once call.
 
         key: the Idempotency-Key (None: a new one for this call, kept across
         its retries). wait: ask the server to wait up to this many seconds
-        for a receipt in progress (Prefer: wait). Raises an IdemError
-        subclass for a problem.
+        for a receipt in progress (Prefer: wait). first_sent: when this key
+        was first sent, a Unix time (None: this call's first attempt), sent
+        on every attempt as Repeatability-First-Sent; pass the first call's
+        time when retrying a key across calls, so that a server restored
+        from a backup refuses a key that may have executed before the
+        restore (KeyMayHaveExecuted) instead of executing it again. Raises
+        an IdemError subclass for a problem.
         """
         n = 0
+        first = first_sent if first_sent is not None else time.time()
         while True:
             key = key or secrets.token_hex(16)
-            headers = {"Idempotency-Key": key}
+            # An HTTP-date, fixed before the first attempt: identical on every retry.
+            headers = {"Idempotency-Key": key,
+                       "Repeatability-First-Sent": email.utils.formatdate(first, usegmt=True)}
             if wait:
                 headers["Prefer"] = f"wait={math.ceil(wait)}"
             try:
@@ -88,7 +97,7 @@ class Client:
                     raise
             n += 1
             time.sleep(self.backoff(n))
-            key = None  # the opted-in retry: a new request, a new key
+            key, first = None, time.time()  # the opted-in retry: a new request, a new key
 
     def run_session(self, fn: Callable[["Session"], None], ttl: Optional[float] = None,
                     key: Optional[str] = None, wait: Optional[float] = None) -> Result:

@@ -40,6 +40,7 @@ CODES: Dict[str, tuple] = {
     "session_committed": (409, False, "none"),
     "table_settings_conflict": (409, False, "none"),
     "store_full": (503, True, "same_key"),
+    "key_may_have_executed": (409, False, "none"),
 }
 
 

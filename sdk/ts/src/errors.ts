@@ -36,6 +36,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   session_committed: { status: 409, retryable: false, retryWith: "none" },
   table_settings_conflict: { status: 409, retryable: false, retryWith: "none" },
   store_full: { status: 503, retryable: true, retryWith: "same_key" },
+  key_may_have_executed: { status: 409, retryable: false, retryWith: "none" },
 };
 
 /** A problem the server answered (application/problem+json). */
@@ -100,6 +101,7 @@ export const SessionCommittedError = ERRORS.session_committed;
 export const TableSettingsConflictError = ERRORS.table_settings_conflict;
 export const RequestTimeoutError = ERRORS.request_timeout;
 export const StoreFullError = ERRORS.store_full;
+export const KeyMayHaveExecutedError = ERRORS.key_may_have_executed;
 
 /** The error of a problem answer. */
 export function errorFor(status: number, body: any, retryAfter: number): IdemError {

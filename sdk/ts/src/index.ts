@@ -4,7 +4,10 @@
 // calls go through openapi-fetch).
 //
 // - A keyed call gets an Idempotency-Key of its own when the caller gives
-//   none, and keeps it across its retries.
+//   none, and keeps it across its retries, each with the same
+//   Repeatability-First-Sent (the first attempt's time, or firstSent): a
+//   server restored from a backup refuses, rather than runs again, a key
+//   that may have executed before the restore (KeyMayHaveExecutedError).
 // - Retries are bounded (maxRetries, 2 by default), jittered 0.5 s·(1+n²)
 //   up to 5 s, or the server's Retry-After when longer, on transport errors
 //   and every retry_with: same_key answer.
@@ -70,6 +73,14 @@ export interface BatchOptions {
   key?: string;
   /** Ask the server to wait up to this many seconds for a receipt in progress (Prefer: wait). */
   waitSeconds?: number;
+  /**
+   * When this key was first sent, sent on every attempt as
+   * Repeatability-First-Sent (default: this call's first attempt). Pass the
+   * first call's time when retrying a key across calls: a server restored
+   * from a backup then refuses a key that may have executed before the
+   * restore (key_may_have_executed) instead of executing it again.
+   */
+  firstSent?: Date;
   signal?: AbortSignal;
 }
 
@@ -160,7 +171,8 @@ export class Client {
   async batch(table: string, batch: paths["/v1/tables/{table}/batch"]["post"]["requestBody"]["content"]["application/json"], o: BatchOptions = {}): Promise<Result> {
     for (let n = 0; ; n++) {
       try {
-        return await this.batchOnce(table, batch, n === 0 ? o : { ...o, key: undefined });
+        // The opted-in retry after a conflict is a new request: a new key, first sent now.
+        return await this.batchOnce(table, batch, n === 0 ? { ...o, firstSent: o.firstSent ?? new Date() } : { ...o, key: undefined, firstSent: new Date() });
       } catch (e) {
         if (!(e instanceof IdemError) || !e.conflictAborted || n >= (this.opts.conflictRetries ?? 0)) throw e;
         await sleep(this.backoff(n + 1), o.signal); // the opted-in retry: a new request, a new key
@@ -196,7 +208,9 @@ export class Client {
 
   private async batchOnce(table: string, batch: paths["/v1/tables/{table}/batch"]["post"]["requestBody"]["content"]["application/json"], o: BatchOptions): Promise<Result> {
     const key = o.key ?? crypto.randomUUID().replaceAll("-", "");
-    const header: Record<string, string> = { "Idempotency-Key": key };
+    // An HTTP-date, fixed before the first attempt: identical on every retry.
+    const firstSent = (o.firstSent ?? new Date()).toUTCString();
+    const header: Record<string, string> = { "Idempotency-Key": key, "Repeatability-First-Sent": firstSent };
     if (o.waitSeconds && o.waitSeconds > 0) header.Prefer = `wait=${Math.ceil(o.waitSeconds)}`;
     const res = await this.retry(o.signal, () =>
       this.api.POST("/v1/tables/{table}/batch", {

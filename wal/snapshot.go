@@ -1,0 +1,33 @@
+package wal
+
+import "path/filepath"
+
+// Snapshot names the log's files as of one group boundary, for a backup
+// (engine/backup.go): the sealed segments, whose bytes never change again
+// (only removed by TruncateFront), and the tail, of which only the first
+// TailBytes are the log up to LastIndex. A copy of exactly these bytes is a
+// log a crash could have left, cut at a group boundary: Open takes it as is.
+type Snapshot struct {
+	Sealed    []string // paths of the segments before the tail, oldest first
+	Tail      string   // path of the tail segment
+	TailBytes int64    // bytes of Tail written and fsynced by the last group
+	LastIndex uint64   // index of the last entry in them (durable)
+}
+
+// Snapshot returns the log's files as of the last group written. The
+// caller must keep TruncateFront from running until it has copied or
+// linked the sealed segments (the engine holds its checkpoint lock).
+func (l *Log) Snapshot() Snapshot {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	s := Snapshot{LastIndex: l.written, TailBytes: int64(l.tailBytes)}
+	for i, seg := range l.segs {
+		p := filepath.Join(l.dir, seg.name)
+		if i == len(l.segs)-1 {
+			s.Tail = p
+			continue
+		}
+		s.Sealed = append(s.Sealed, p)
+	}
+	return s
+}
