@@ -78,15 +78,13 @@ var (
 	ErrTableSettingsConflict = sentinel(idemapi.ErrorCodeTableSettingsConflict)
 	ErrRequestTimeout        = sentinel(idemapi.ErrorCodeRequestTimeout)
 	// ErrStoreFull: the store is near its space quota; retry later with the
-	// same key. (A literal until `make generate` adds ErrorCodeStoreFull.)
+	// same key.
 	ErrStoreFull = sentinel(idemapi.ErrorCodeStoreFull)
 	// ErrKeyMayHaveExecuted: the server's store was restored from a
 	// backup and this key, unknown to it and first sent before the
 	// restore, may have executed in the window the backup lost; it was not
 	// executed. Check for its effect; send it with a new key if absent.
-	// (A literal until `make generate` adds ErrorCodeKeyMayHaveExecuted;
-	// then it joins sentinels.)
-	ErrKeyMayHaveExecuted = sentinel(idemapi.ErrorCode("key_may_have_executed"))
+	ErrKeyMayHaveExecuted = sentinel(idemapi.ErrorCodeKeyMayHaveExecuted)
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.
@@ -95,4 +93,4 @@ var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, E
 	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrFirstSentTooOld, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
 	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted, ErrTableSettingsConflict, ErrRequestTimeout,
-	ErrStoreFull}
+	ErrStoreFull, ErrKeyMayHaveExecuted}

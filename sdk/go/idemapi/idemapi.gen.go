@@ -93,6 +93,7 @@ const (
 	ErrorCodeInternal                     ErrorCode = "internal"
 	ErrorCodeInvalidIdempotencyKey        ErrorCode = "invalid_idempotency_key"
 	ErrorCodeInvalidRequest               ErrorCode = "invalid_request"
+	ErrorCodeKeyMayHaveExecuted           ErrorCode = "key_may_have_executed"
 	ErrorCodeMethodNotAllowed             ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound                     ErrorCode = "not_found"
 	ErrorCodeNotImplemented               ErrorCode = "not_implemented"
@@ -137,6 +138,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeInvalidIdempotencyKey:
 		return true
 	case ErrorCodeInvalidRequest:
+		return true
+	case ErrorCodeKeyMayHaveExecuted:
 		return true
 	case ErrorCodeMethodNotAllowed:
 		return true
@@ -524,6 +527,28 @@ func (e ListReceiptsParamsState) Valid() bool {
 	}
 }
 
+// BackupRequest defines model for BackupRequest.
+type BackupRequest struct {
+	// Name The backup's directory, a plain name under idemd's `-backup-dir`; it must not exist.
+	Name string `json:"name"`
+}
+
+// BackupResult defines model for BackupResult.
+type BackupResult struct {
+	// Files Files copied or linked.
+	Files int `json:"files"`
+
+	// Linked Of them, hard-linked (no bytes copied).
+	Linked int    `json:"linked"`
+	Name   string `json:"name"`
+
+	// Version The last version (log index) in the copy.
+	Version int64 `json:"version"`
+
+	// VersionTime No later than the version became durable; every batch acknowledged before it is in the copy.
+	VersionTime time.Time `json:"version_time"`
+}
+
 // Batch At least one and at most 1000 documents in total; each document id
 // appears at most once across inserts, deletes and transforms.
 // Requests that mean the same thing (same members, object keys in any
@@ -647,6 +672,16 @@ type CodeInvalidRequest struct {
 
 // CodeKeyExpired defines model for CodeKeyExpired.
 type CodeKeyExpired struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
+// CodeKeyMayHaveExecuted defines model for CodeKeyMayHaveExecuted.
+type CodeKeyMayHaveExecuted struct {
 	Code      interface{} `json:"code"`
 	RetryWith interface{} `json:"retry_with,omitempty"`
 	Retryable interface{} `json:"retryable,omitempty"`
@@ -946,6 +981,7 @@ type Envelope struct {
 	// | session_committed | 409 | false | none |
 	// | table_settings_conflict | 409 | false | none |
 	// | store_full | 503 | true | same_key |
+	// | key_may_have_executed | 409 | false | none |
 	Code    *ErrorCode      `json:"code,omitempty"`
 	Message *string         `json:"message,omitempty"`
 	Outcome EnvelopeOutcome `json:"outcome"`
@@ -1006,12 +1042,23 @@ type EnvelopeOutcome string
 // | session_committed | 409 | false | none |
 // | table_settings_conflict | 409 | false | none |
 // | store_full | 503 | true | same_key |
+// | key_may_have_executed | 409 | false | none |
 type ErrorCode string
 
 // Health defines model for Health.
 type Health struct {
 	// Owner This process's owner ID and incarnation.
-	Owner  string       `json:"owner"`
+	Owner string `json:"owner"`
+
+	// Restored Present when the store was restored from a backup: when, from a
+	// backup of which time, and until when keys first sent before the
+	// restore that the store does not know are refused
+	// (key_may_have_executed).
+	Restored *struct {
+		BackupTime time.Time `json:"backup_time"`
+		FenceUntil time.Time `json:"fence_until"`
+		RestoredAt time.Time `json:"restored_at"`
+	} `json:"restored,omitempty"`
 	Status HealthStatus `json:"status"`
 }
 
@@ -1210,6 +1257,7 @@ type Problem struct {
 	// | session_committed | 409 | false | none |
 	// | table_settings_conflict | 409 | false | none |
 	// | store_full | 503 | true | same_key |
+	// | key_may_have_executed | 409 | false | none |
 	Code ErrorCode `json:"code"`
 
 	// Detail Human-readable; never classify by it.
@@ -2374,6 +2422,7 @@ type Session struct {
 		// | session_committed | 409 | false | none |
 		// | table_settings_conflict | 409 | false | none |
 		// | store_full | 503 | true | same_key |
+		// | key_may_have_executed | 409 | false | none |
 		Code *ErrorCode `json:"code,omitempty"`
 
 		// IdempotencyKey An Idempotency-Key — 1..255 visible ASCII characters.
@@ -2539,6 +2588,60 @@ type UnsupportedMedia = ProblemUnsupportedMedia
 
 // UnsupportedMediaKeyed defines model for UnsupportedMediaKeyed.
 type UnsupportedMediaKeyed = ProblemUnsupportedMedia
+
+// Backup501ApplicationProblemPlusJSONResponseBody defines parameters for Backup.
+type Backup501ApplicationProblemPlusJSONResponseBody struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry *Retry `json:"retry,omitempty"`
+
+	// RetryWith same_key: retry with the same Idempotency-Key (the answer is not
+	// final); new_key: this key's answer is final, a new attempt needs a
+	// new key; none: retrying cannot help.
+	RetryWith *RetryWith `json:"retry_with,omitempty"`
+	Retryable bool       `json:"retryable"`
+	Status    int        `json:"status"`
+	Title     string     `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          string         `json:"type"`
+	union         json.RawMessage
+}
 
 // ResolveReceipt409ApplicationProblemPlusJSONResponseBody defines parameters for ResolveReceipt.
 type ResolveReceipt409ApplicationProblemPlusJSONResponseBody struct {
@@ -3450,6 +3553,12 @@ type GetDoc404ApplicationProblemPlusJSONResponseBody struct {
 	Type          string         `json:"type"`
 	union         json.RawMessage
 }
+
+// BackupApplicationWildcardPlusJSONRequestBody defines body for Backup for application/*+json ContentType.
+type BackupApplicationWildcardPlusJSONRequestBody = BackupRequest
+
+// BackupJSONRequestBody defines body for Backup for application/json ContentType.
+type BackupJSONRequestBody = BackupRequest
 
 // BeginSessionApplicationWildcardPlusJSONRequestBody defines body for BeginSession for application/*+json ContentType.
 type BeginSessionApplicationWildcardPlusJSONRequestBody = BeginSession
@@ -4667,6 +4776,32 @@ func (t *Problem) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the Problem as a CodeKeyMayHaveExecuted
+func (t Problem) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the Problem as the provided CodeKeyMayHaveExecuted
+func (t *Problem) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Problem, using the provided CodeKeyMayHaveExecuted
+func (t *Problem) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Problem) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -5600,6 +5735,32 @@ func (t *ProblemForbidden) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemForbidden, using the provided CodeStoreFull
 func (t *ProblemForbidden) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemForbidden as a CodeKeyMayHaveExecuted
+func (t ProblemForbidden) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemForbidden as the provided CodeKeyMayHaveExecuted
+func (t *ProblemForbidden) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemForbidden, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemForbidden) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -6551,6 +6712,32 @@ func (t *ProblemInternal) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemInternal as a CodeKeyMayHaveExecuted
+func (t ProblemInternal) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemInternal as the provided CodeKeyMayHaveExecuted
+func (t *ProblemInternal) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemInternal, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemInternal) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemInternal) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -7482,6 +7669,32 @@ func (t *ProblemInvalidRequest) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeStoreFull
 func (t *ProblemInvalidRequest) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemInvalidRequest as a CodeKeyMayHaveExecuted
+func (t ProblemInvalidRequest) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemInvalidRequest as the provided CodeKeyMayHaveExecuted
+func (t *ProblemInvalidRequest) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemInvalidRequest) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -8433,6 +8646,32 @@ func (t *ProblemKeyMismatch) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemKeyMismatch as a CodeKeyMayHaveExecuted
+func (t ProblemKeyMismatch) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemKeyMismatch as the provided CodeKeyMayHaveExecuted
+func (t *ProblemKeyMismatch) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemKeyMismatch) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemKeyMismatch) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -9358,6 +9597,32 @@ func (t *ProblemOverloaded) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemOverloaded, using the provided CodeStoreFull
 func (t *ProblemOverloaded) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemOverloaded as a CodeKeyMayHaveExecuted
+func (t ProblemOverloaded) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemOverloaded as the provided CodeKeyMayHaveExecuted
+func (t *ProblemOverloaded) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemOverloaded, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemOverloaded) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -10295,6 +10560,32 @@ func (t *ProblemOverloadedQuota) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeStoreFull
 func (t *ProblemOverloadedQuota) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemOverloadedQuota as a CodeKeyMayHaveExecuted
+func (t ProblemOverloadedQuota) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemOverloadedQuota as the provided CodeKeyMayHaveExecuted
+func (t *ProblemOverloadedQuota) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemOverloadedQuota) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -11246,6 +11537,32 @@ func (t *ProblemOverloadedUnkeyed) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemOverloadedUnkeyed as a CodeKeyMayHaveExecuted
+func (t ProblemOverloadedUnkeyed) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeKeyMayHaveExecuted
+func (t *ProblemOverloadedUnkeyed) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemOverloadedUnkeyed) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemOverloadedUnkeyed) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -12177,6 +12494,32 @@ func (t *ProblemPayloadTooLarge) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeStoreFull
 func (t *ProblemPayloadTooLarge) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemPayloadTooLarge as a CodeKeyMayHaveExecuted
+func (t ProblemPayloadTooLarge) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeKeyMayHaveExecuted
+func (t *ProblemPayloadTooLarge) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemPayloadTooLarge) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -13128,6 +13471,32 @@ func (t *ProblemReceiptNotFound) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemReceiptNotFound as a CodeKeyMayHaveExecuted
+func (t ProblemReceiptNotFound) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemReceiptNotFound as the provided CodeKeyMayHaveExecuted
+func (t *ProblemReceiptNotFound) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemReceiptNotFound) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -14069,6 +14438,32 @@ func (t *ProblemReceiptPending) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemReceiptPending as a CodeKeyMayHaveExecuted
+func (t ProblemReceiptPending) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemReceiptPending as the provided CodeKeyMayHaveExecuted
+func (t *ProblemReceiptPending) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemReceiptPending) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -14996,6 +15391,32 @@ func (t *ProblemRequestTimeout) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeStoreFull
 func (t *ProblemRequestTimeout) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemRequestTimeout as a CodeKeyMayHaveExecuted
+func (t ProblemRequestTimeout) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemRequestTimeout as the provided CodeKeyMayHaveExecuted
+func (t *ProblemRequestTimeout) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemRequestTimeout) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -15947,6 +16368,32 @@ func (t *ProblemSessionAborted) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemSessionAborted as a CodeKeyMayHaveExecuted
+func (t ProblemSessionAborted) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemSessionAborted as the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionAborted) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionAborted) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemSessionAborted) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -16878,6 +17325,32 @@ func (t *ProblemSessionCommitted) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeStoreFull
 func (t *ProblemSessionCommitted) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemSessionCommitted as a CodeKeyMayHaveExecuted
+func (t ProblemSessionCommitted) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemSessionCommitted as the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionCommitted) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionCommitted) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -17829,6 +18302,32 @@ func (t *ProblemSessionNotFound) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemSessionNotFound as a CodeKeyMayHaveExecuted
+func (t ProblemSessionNotFound) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemSessionNotFound as the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionNotFound) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionNotFound) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemSessionNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -18760,6 +19259,32 @@ func (t *ProblemStoreFull) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemStoreFull, using the provided CodeStoreFull
 func (t *ProblemStoreFull) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemStoreFull as a CodeKeyMayHaveExecuted
+func (t ProblemStoreFull) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemStoreFull as the provided CodeKeyMayHaveExecuted
+func (t *ProblemStoreFull) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemStoreFull, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemStoreFull) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -19711,6 +20236,32 @@ func (t *ProblemTableNotFound) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemTableNotFound as a CodeKeyMayHaveExecuted
+func (t ProblemTableNotFound) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemTableNotFound as the provided CodeKeyMayHaveExecuted
+func (t *ProblemTableNotFound) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemTableNotFound) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemTableNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -20642,6 +21193,32 @@ func (t *ProblemTableSettingsConflict) FromCodeStoreFull(v CodeStoreFull) error 
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeStoreFull
 func (t *ProblemTableSettingsConflict) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemTableSettingsConflict as a CodeKeyMayHaveExecuted
+func (t ProblemTableSettingsConflict) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeKeyMayHaveExecuted
+func (t *ProblemTableSettingsConflict) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemTableSettingsConflict) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -21593,6 +22170,32 @@ func (t *ProblemUnauthenticated) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemUnauthenticated as a CodeKeyMayHaveExecuted
+func (t ProblemUnauthenticated) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemUnauthenticated as the provided CodeKeyMayHaveExecuted
+func (t *ProblemUnauthenticated) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemUnauthenticated) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnauthenticated) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -22524,6 +23127,32 @@ func (t *ProblemUnavailable) FromCodeStoreFull(v CodeStoreFull) error {
 
 // MergeCodeStoreFull performs a merge with any union data inside the ProblemUnavailable, using the provided CodeStoreFull
 func (t *ProblemUnavailable) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemUnavailable as a CodeKeyMayHaveExecuted
+func (t ProblemUnavailable) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemUnavailable as the provided CodeKeyMayHaveExecuted
+func (t *ProblemUnavailable) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemUnavailable, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemUnavailable) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -23475,6 +24104,32 @@ func (t *ProblemUnsupportedMedia) MergeCodeStoreFull(v CodeStoreFull) error {
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemUnsupportedMedia as a CodeKeyMayHaveExecuted
+func (t ProblemUnsupportedMedia) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeKeyMayHaveExecuted
+func (t *ProblemUnsupportedMedia) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemUnsupportedMedia) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnsupportedMedia) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -23907,6 +24562,975 @@ func (t Unavailable) MarshalJSON() ([]byte, error) {
 
 func (t *Unavailable) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeInvalidRequest
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidRequest
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidRequest
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeInvalidKey
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeInvalidKey
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeInvalidKey
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeUnauthenticated
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeUnauthenticated
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeUnauthenticated
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeForbidden
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeForbidden
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeForbidden
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeTableNotFound
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeTableNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeTableNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeDocumentNotFound
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeDocumentNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeDocumentNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeReceiptNotFound
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeNotFound
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeMethodNotAllowed
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeMethodNotAllowed
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeMethodNotAllowed
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeTransactionConflict
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionConflict
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionConflict
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeTransactionAborted
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeTransactionAborted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeTransactionAborted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeRequestInProgress
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeRequestInProgress
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestInProgress
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodePayloadTooLarge
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodePayloadTooLarge
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodePayloadTooLarge
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeUnsupportedMedia
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeUnsupportedMedia
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeUnsupportedMedia
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeHeadersTooLarge
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeHeadersTooLarge
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeHeadersTooLarge
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestTimeout returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeRequestTimeout
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeRequestTimeout
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeRequestTimeout
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeNotImplemented
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeNotImplemented
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeNotImplemented
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeKeyMismatch
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMismatch
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMismatch
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeKeyExpired
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeKeyExpired
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyExpired
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeFirstSentTooOld
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeFirstSentTooOld
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeFirstSentTooOld
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeOverloaded
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeOverloaded
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeOverloaded
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeInternal
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeInternal
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeInternal
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeUnavailable
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeUnavailable
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeUnavailable
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeReceiptPending
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeReceiptPending
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeReceiptPending
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeSessionNotFound
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeSessionNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionNotFound
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeSessionAborted
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeSessionAborted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionAborted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeSessionCommitted
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCommitted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCommitted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeTableSettingsConflict
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeTableSettingsConflict
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeTableSettingsConflict
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeStoreFull
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeStoreFull
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Backup501ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
+	if t.RetryWith != nil {
+		object["retry_with"], err = json.Marshal(t.RetryWith)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+		}
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
 	return err
 }
 
@@ -24654,6 +26278,32 @@ func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeStoreF
 
 // MergeCodeStoreFull performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
 func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -25607,6 +27257,32 @@ func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeStore
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -26540,6 +28216,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(
 
 // MergeCodeStoreFull performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
 func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -27493,6 +29195,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFu
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t StageSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -28426,6 +30154,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeStoreFu
 
 // MergeCodeStoreFull performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
 func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -29379,6 +31133,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreF
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t CommitSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -30312,6 +32092,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeStoreFu
 
 // MergeCodeStoreFull performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
 func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -31415,6 +33221,32 @@ func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeSt
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -32348,6 +34180,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeStoreF
 
 // MergeCodeStoreFull performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
 func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -33301,6 +35159,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v Co
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -34234,6 +36118,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v Cod
 
 // MergeCodeStoreFull performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
 func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -35187,6 +37097,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v Co
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -36120,6 +38056,32 @@ func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeStoreFull(v Cod
 
 // MergeCodeStoreFull performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeStoreFull
 func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -37217,6 +39179,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeStoreFull(v C
 	return err
 }
 
+// AsCodeKeyMayHaveExecuted returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeKeyMayHaveExecuted
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeKeyMayHaveExecuted
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -37523,6 +39511,54 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackupWithBody Write a consistent backup of the embedded store (operators only)
+	//
+	// Copies the live store — checkpoint parts, deltas, value-log segments
+	// and the log up to one durable version — into NAME under the
+	// directory idemd was started with (`-backup-dir`), hard-linking the
+	// files that never change again, and writes the backup's manifest
+	// (its version and that version's time) last. Writes go on meanwhile.
+	// The server writes nowhere else: NAME is one plain file name that
+	// must not exist yet. A store started on the copy keeps a restore
+	// fence (docs/operations.md, "Backup and restore").
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+	BackupWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackupWithApplicationWildcardPlusJSONBody Write a consistent backup of the embedded store (operators only)
+	//
+	// Copies the live store — checkpoint parts, deltas, value-log segments
+	// and the log up to one durable version — into NAME under the
+	// directory idemd was started with (`-backup-dir`), hard-linking the
+	// files that never change again, and writes the backup's manifest
+	// (its version and that version's time) last. Writes go on meanwhile.
+	// The server writes nowhere else: NAME is one plain file name that
+	// must not exist yet. A store started on the copy keeps a restore
+	// fence (docs/operations.md, "Backup and restore").
+	//
+	// Takes a body of the `application/*+json` content type.
+	//
+	// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+	BackupWithApplicationWildcardPlusJSONBody(ctx context.Context, body BackupApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Backup Write a consistent backup of the embedded store (operators only)
+	//
+	// Copies the live store — checkpoint parts, deltas, value-log segments
+	// and the log up to one durable version — into NAME under the
+	// directory idemd was started with (`-backup-dir`), hard-linking the
+	// files that never change again, and writes the backup's manifest
+	// (its version and that version's time) last. Writes go on meanwhile.
+	// The server writes nowhere else: NAME is one plain file name that
+	// must not exist yet. A store started on the copy keeps a restore
+	// fence (docs/operations.md, "Backup and restore").
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+	Backup(ctx context.Context, body BackupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResolveReceipt Resolve a stuck started receipt (operators only), safely by the 2PC rules
 	//
@@ -37959,6 +39995,84 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMetricsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackupWithBody Write a consistent backup of the embedded store (operators only)
+//
+// Copies the live store — checkpoint parts, deltas, value-log segments
+// and the log up to one durable version — into NAME under the
+// directory idemd was started with (`-backup-dir`), hard-linking the
+// files that never change again, and writes the backup's manifest
+// (its version and that version's time) last. Writes go on meanwhile.
+// The server writes nowhere else: NAME is one plain file name that
+// must not exist yet. A store started on the copy keeps a restore
+// fence (docs/operations.md, "Backup and restore").
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+func (c *Client) BackupWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackupRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackupWithApplicationWildcardPlusJSONBody Write a consistent backup of the embedded store (operators only)
+//
+// Copies the live store — checkpoint parts, deltas, value-log segments
+// and the log up to one durable version — into NAME under the
+// directory idemd was started with (`-backup-dir`), hard-linking the
+// files that never change again, and writes the backup's manifest
+// (its version and that version's time) last. Writes go on meanwhile.
+// The server writes nowhere else: NAME is one plain file name that
+// must not exist yet. A store started on the copy keeps a restore
+// fence (docs/operations.md, "Backup and restore").
+//
+// Takes a body of the `application/*+json` content type.
+//
+// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+func (c *Client) BackupWithApplicationWildcardPlusJSONBody(ctx context.Context, body BackupApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackupRequestWithApplicationWildcardPlusJSONBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Backup Write a consistent backup of the embedded store (operators only)
+//
+// Copies the live store — checkpoint parts, deltas, value-log segments
+// and the log up to one durable version — into NAME under the
+// directory idemd was started with (`-backup-dir`), hard-linking the
+// files that never change again, and writes the backup's manifest
+// (its version and that version's time) last. Writes go on meanwhile.
+// The server writes nowhere else: NAME is one plain file name that
+// must not exist yet. A store started on the copy keeps a restore
+// fence (docs/operations.md, "Backup and restore").
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+func (c *Client) Backup(ctx context.Context, body BackupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackupRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -38639,6 +40753,57 @@ func NewMetricsRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewBackupRequestWithApplicationWildcardPlusJSONBody calls the generic Backup builder with application/*+json body
+func NewBackupRequestWithApplicationWildcardPlusJSONBody(server string, body BackupApplicationWildcardPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBackupRequestWithBody(server, "application/*+json", bodyReader)
+}
+
+// NewBackupRequest calls the generic Backup builder with application/json body
+func NewBackupRequest(server string, body BackupJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBackupRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBackupRequestWithBody constructs an http.Request for the Backup method, with any body, and a specified content type
+func NewBackupRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/backup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -39605,6 +41770,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
+	// BackupWithBodyWithResponse Write a consistent backup of the embedded store (operators only)
+	//
+	// Copies the live store — checkpoint parts, deltas, value-log segments
+	// and the log up to one durable version — into NAME under the
+	// directory idemd was started with (`-backup-dir`), hard-linking the
+	// files that never change again, and writes the backup's manifest
+	// (its version and that version's time) last. Writes go on meanwhile.
+	// The server writes nowhere else: NAME is one plain file name that
+	// must not exist yet. A store started on the copy keeps a restore
+	// fence (docs/operations.md, "Backup and restore").
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+	BackupWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackupResponse, error)
+
+	// BackupWithApplicationWildcardPlusJSONBodyWithResponse Write a consistent backup of the embedded store (operators only)
+	//
+	// Copies the live store — checkpoint parts, deltas, value-log segments
+	// and the log up to one durable version — into NAME under the
+	// directory idemd was started with (`-backup-dir`), hard-linking the
+	// files that never change again, and writes the backup's manifest
+	// (its version and that version's time) last. Writes go on meanwhile.
+	// The server writes nowhere else: NAME is one plain file name that
+	// must not exist yet. A store started on the copy keeps a restore
+	// fence (docs/operations.md, "Backup and restore").
+	//
+	// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+	BackupWithApplicationWildcardPlusJSONBodyWithResponse(ctx context.Context, body BackupApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*BackupResponse, error)
+
+	// BackupWithResponse Write a consistent backup of the embedded store (operators only)
+	//
+	// Copies the live store — checkpoint parts, deltas, value-log segments
+	// and the log up to one durable version — into NAME under the
+	// directory idemd was started with (`-backup-dir`), hard-linking the
+	// files that never change again, and writes the backup's manifest
+	// (its version and that version's time) last. Writes go on meanwhile.
+	// The server writes nowhere else: NAME is one plain file name that
+	// must not exist yet. A store started on the copy keeps a restore
+	// fence (docs/operations.md, "Backup and restore").
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+	BackupWithResponse(ctx context.Context, body BackupJSONRequestBody, reqEditors ...RequestEditorFn) (*BackupResponse, error)
+
 	// ResolveReceiptWithResponse Resolve a stuck started receipt (operators only), safely by the 2PC rules
 	//
 	// Writes a presumed-abort decision with the same create-if-absent as
@@ -40089,6 +42302,124 @@ func (r MetricsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BackupResponse401Headers the declared response headers of an HTTP 401 response for Backup
+type BackupResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// BackupResponse503Headers the declared response headers of an HTTP 503 response for Backup
+type BackupResponse503Headers struct {
+	RetryAfter int
+}
+
+type BackupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BackupResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ProblemInvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ProblemForbidden
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMedia
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Backup501ApplicationProblemPlusJSONResponseBody
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BackupResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *BackupResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BackupResponse) GetJSON200() *BackupResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON400() *ProblemInvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON403() *ProblemForbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON415() *UnsupportedMedia {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON501() *Backup501ApplicationProblemPlusJSONResponseBody {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r BackupResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r BackupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BackupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BackupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BackupResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -41961,6 +44292,72 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 	return ParseMetricsResponse(rsp)
 }
 
+// BackupWithBodyWithResponse Write a consistent backup of the embedded store (operators only)
+//
+// Copies the live store — checkpoint parts, deltas, value-log segments
+// and the log up to one durable version — into NAME under the
+// directory idemd was started with (`-backup-dir`), hard-linking the
+// files that never change again, and writes the backup's manifest
+// (its version and that version's time) last. Writes go on meanwhile.
+// The server writes nowhere else: NAME is one plain file name that
+// must not exist yet. A store started on the copy keeps a restore
+// fence (docs/operations.md, "Backup and restore").
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+func (c *ClientWithResponses) BackupWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackupResponse, error) {
+	rsp, err := c.BackupWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackupResponse(rsp)
+}
+
+// BackupWithApplicationWildcardPlusJSONBodyWithResponse Write a consistent backup of the embedded store (operators only)
+//
+// Copies the live store — checkpoint parts, deltas, value-log segments
+// and the log up to one durable version — into NAME under the
+// directory idemd was started with (`-backup-dir`), hard-linking the
+// files that never change again, and writes the backup's manifest
+// (its version and that version's time) last. Writes go on meanwhile.
+// The server writes nowhere else: NAME is one plain file name that
+// must not exist yet. A store started on the copy keeps a restore
+// fence (docs/operations.md, "Backup and restore").
+//
+// Takes a body of the `application/*+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+func (c *ClientWithResponses) BackupWithApplicationWildcardPlusJSONBodyWithResponse(ctx context.Context, body BackupApplicationWildcardPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*BackupResponse, error) {
+	rsp, err := c.BackupWithApplicationWildcardPlusJSONBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackupResponse(rsp)
+}
+
+// BackupWithResponse Write a consistent backup of the embedded store (operators only)
+//
+// Copies the live store — checkpoint parts, deltas, value-log segments
+// and the log up to one durable version — into NAME under the
+// directory idemd was started with (`-backup-dir`), hard-linking the
+// files that never change again, and writes the backup's manifest
+// (its version and that version's time) last. Writes go on meanwhile.
+// The server writes nowhere else: NAME is one plain file name that
+// must not exist yet. A store started on the copy keeps a restore
+// fence (docs/operations.md, "Backup and restore").
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/backup (the `Backup` operationId).
+func (c *ClientWithResponses) BackupWithResponse(ctx context.Context, body BackupJSONRequestBody, reqEditors ...RequestEditorFn) (*BackupResponse, error) {
+	rsp, err := c.Backup(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackupResponse(rsp)
+}
+
 // ResolveReceiptWithResponse Resolve a stuck started receipt (operators only), safely by the 2PC rules
 //
 // Writes a presumed-abort decision with the same create-if-absent as
@@ -42562,6 +44959,118 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	response := &MetricsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseBackupResponse parses an HTTP response from a BackupWithResponse call
+func ParseBackupResponse(rsp *http.Response) (*BackupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BackupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BackupResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ProblemInvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ProblemForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMedia
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Backup501ApplicationProblemPlusJSONResponseBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers BackupResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers BackupResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -176,6 +176,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write a consistent backup of the embedded store (operators only)
+         * @description Copies the live store — checkpoint parts, deltas, value-log segments
+         *     and the log up to one durable version — into NAME under the
+         *     directory idemd was started with (`-backup-dir`), hard-linking the
+         *     files that never change again, and writes the backup's manifest
+         *     (its version and that version's time) last. Writes go on meanwhile.
+         *     The server writes nowhere else: NAME is one plain file name that
+         *     must not exist yet. A store started on the copy keeps a restore
+         *     fence (docs/operations.md, "Backup and restore").
+         */
+        post: operations["backup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/receipts/{table}/{key}": {
         parameters: {
             query?: never;
@@ -750,6 +777,20 @@ export interface components {
             status: "ok";
             /** @description This process's owner ID and incarnation. */
             owner: string;
+            /**
+             * @description Present when the store was restored from a backup: when, from a
+             *     backup of which time, and until when keys first sent before the
+             *     restore that the store does not know are refused
+             *     (key_may_have_executed).
+             */
+            restored?: {
+                /** Format: date-time */
+                restored_at: string;
+                /** Format: date-time */
+                backup_time: string;
+                /** Format: date-time */
+                fence_until: string;
+            };
         };
         /**
          * @description same_key: retry with the same Idempotency-Key (the answer is not
@@ -853,9 +894,10 @@ export interface components {
          *     | session_committed | 409 | false | none |
          *     | table_settings_conflict | 409 | false | none |
          *     | store_full | 503 | true | same_key |
+         *     | key_may_have_executed | 409 | false | none |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "request_timeout" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed" | "table_settings_conflict" | "store_full";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "request_timeout" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed" | "table_settings_conflict" | "store_full" | "key_may_have_executed";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -883,7 +925,7 @@ export interface components {
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
             differences?: components["schemas"]["Differences"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeRequestTimeout"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"] | components["schemas"]["CodeTableSettingsConflict"] | components["schemas"]["CodeStoreFull"]);
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeRequestTimeout"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"] | components["schemas"]["CodeTableSettingsConflict"] | components["schemas"]["CodeStoreFull"] | components["schemas"]["CodeKeyMayHaveExecuted"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -1276,6 +1318,20 @@ export interface components {
             /** @constant */
             retry_with?: "none";
         };
+        CodeKeyMayHaveExecuted: {
+            /** @constant */
+            code: "key_may_have_executed";
+            /** @constant */
+            type?: "urn:idem:problem:key_may_have_executed";
+            /** @constant */
+            title?: "Key may have executed before a restore";
+            /** @constant */
+            status?: 409;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "none";
+        };
         CodeStoreFull: {
             /** @constant */
             code: "store_full";
@@ -1319,6 +1375,27 @@ export interface components {
             outcome?: "committed" | "aborted" | "not_applied";
             /** @description The operator whose resolution made it terminal. */
             resolved_by?: string;
+        };
+        BackupRequest: {
+            /** @description The backup's directory, a plain name under idemd's `-backup-dir`; it must not exist. */
+            name: string;
+        };
+        BackupResult: {
+            name: string;
+            /**
+             * Format: int64
+             * @description The last version (log index) in the copy.
+             */
+            version: number;
+            /**
+             * Format: date-time
+             * @description No later than the version became durable; every batch acknowledged before it is in the copy.
+             */
+            version_time: string;
+            /** @description Files copied or linked. */
+            files: number;
+            /** @description Of them, hard-linked (no bytes copied). */
+            linked: number;
         };
         Resolution: {
             transaction_id: components["schemas"]["TransactionId"];
@@ -1951,7 +2028,13 @@ export interface operations {
              *     key — `outcome: not_applied`, the key's `transaction_id`, and in
              *     `original_receipt` the original outcome, completion time, how
              *     long the key stays protected and whether this is the request it
-             *     ran; send a new request with a new key).
+             *     ran; send a new request with a new key), or key_may_have_executed
+             *     (the store was restored from a backup, the key is unknown to it and
+             *     its Repeatability-First-Sent is before the restore: it may have
+             *     executed in the window the backup lost, between the backup's time
+             *     and the restore, which the detail names; nothing was executed and
+             *     no receipt made — `outcome: not_applied`, `retry_with: none`;
+             *     for -retention after the restore).
              */
             409: {
                 headers: {
@@ -1968,7 +2051,7 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {unknown} */
-                        code?: "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "idempotency_key_expired";
+                        code?: "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "idempotency_key_expired" | "key_may_have_executed";
                     };
                 };
             };
@@ -2248,6 +2331,68 @@ export interface operations {
                     };
                 };
             };
+        };
+    };
+    backup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description JSON (application/json or application/*+json, parameters allowed); any other Content-Type is 415. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackupRequest"];
+                "application/*+json": components["schemas"]["BackupRequest"];
+            };
+        };
+        responses: {
+            /** @description The backup is complete and durable. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupResult"];
+                };
+            };
+            /** @description The body is not `{"name": NAME}` with NAME a plain name, or a backup of that name exists. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemInvalidRequest"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description The caller is not an operator. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemForbidden"];
+                };
+            };
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMedia"];
+            500: components["responses"]["Internal"];
+            /** @description not_implemented — idemd runs without `-backup-dir` (or on etcd, whose snapshots back it up). */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @constant */
+                        code?: "not_implemented";
+                    };
+                };
+            };
+            503: components["responses"]["Unavailable"];
         };
     };
     getReceipt: {

@@ -60,6 +60,7 @@ export declare const SessionCommittedError: ErrorClass;
 export declare const TableSettingsConflictError: ErrorClass;
 export declare const RequestTimeoutError: ErrorClass;
 export declare const StoreFullError: ErrorClass;
+export declare const KeyMayHaveExecutedError: ErrorClass;
 /** The error of a problem answer. */
 export declare function errorFor(status: number, body: any, retryAfter: number): IdemError;
 export {};

@@ -29,6 +29,14 @@ export interface BatchOptions {
     key?: string;
     /** Ask the server to wait up to this many seconds for a receipt in progress (Prefer: wait). */
     waitSeconds?: number;
+    /**
+     * When this key was first sent, sent on every attempt as
+     * Repeatability-First-Sent (default: this call's first attempt). Pass the
+     * first call's time when retrying a key across calls: a server restored
+     * from a backup then refuses a key that may have executed before the
+     * restore (key_may_have_executed) instead of executing it again.
+     */
+    firstSent?: Date;
     signal?: AbortSignal;
 }
 export interface Result {

@@ -4,7 +4,10 @@
 // calls go through openapi-fetch).
 //
 // - A keyed call gets an Idempotency-Key of its own when the caller gives
-//   none, and keeps it across its retries.
+//   none, and keeps it across its retries, each with the same
+//   Repeatability-First-Sent (the first attempt's time, or firstSent): a
+//   server restored from a backup refuses, rather than runs again, a key
+//   that may have executed before the restore (KeyMayHaveExecutedError).
 // - Retries are bounded (maxRetries, 2 by default), jittered 0.5 s·(1+n²)
 //   up to 5 s, or the server's Retry-After when longer, on transport errors
 //   and every retry_with: same_key answer.
@@ -64,7 +67,8 @@ export class Client {
     async batch(table, batch, o = {}) {
         for (let n = 0;; n++) {
             try {
-                return await this.batchOnce(table, batch, n === 0 ? o : { ...o, key: undefined });
+                // The opted-in retry after a conflict is a new request: a new key, first sent now.
+                return await this.batchOnce(table, batch, n === 0 ? { ...o, firstSent: o.firstSent ?? new Date() } : { ...o, key: undefined, firstSent: new Date() });
             }
             catch (e) {
                 if (!(e instanceof IdemError) || !e.conflictAborted || n >= (this.opts.conflictRetries ?? 0))
@@ -103,7 +107,9 @@ export class Client {
     }
     async batchOnce(table, batch, o) {
         const key = o.key ?? crypto.randomUUID().replaceAll("-", "");
-        const header = { "Idempotency-Key": key };
+        // An HTTP-date, fixed before the first attempt: identical on every retry.
+        const firstSent = (o.firstSent ?? new Date()).toUTCString();
+        const header = { "Idempotency-Key": key, "Repeatability-First-Sent": firstSent };
         if (o.waitSeconds && o.waitSeconds > 0)
             header.Prefer = `wait=${Math.ceil(o.waitSeconds)}`;
         const res = await this.retry(o.signal, () => this.api.POST("/v1/tables/{table}/batch", {
