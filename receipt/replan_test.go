@@ -110,3 +110,17 @@ func TestReplan_OffTheRefusalStandsAtOnce(t *testing.T) {
 		t.Fatalf("node-0: %+v %v, want committed", r.a.Envelope, r.err)
 	}
 }
+
+// TestReplan_ARealConflictIsRefusedAtOnce: with ReplanContended on, a
+// transform invalid on the document it finds ($inc on a string) is a real
+// conflict, not contention: refused at once, no re-plan.
+func TestReplan_ARealConflictIsRefusedAtOnce(t *testing.T) {
+	_, n0, n1 := hotNodes(t, true)
+	if a := mustExecute(t, n0, req(alice, "t", "k0", mustBatch(t, `{"inserts":[{"id":"ctr","doc":{"n":"x"}}]}`))); a.Outcome != receipt.OutcomeCommitted {
+		t.Fatalf("insert of ctr: %+v", a.Envelope)
+	}
+	a := mustExecute(t, n1, req(alice, "t", "k1", incBatch(t, "k1", "ctr")))
+	if a.Outcome != receipt.OutcomeAborted || a.Code == "transaction_conflict" || n1.Stats().Replans != 0 {
+		t.Fatalf("$inc on a string: %+v after %d re-plans, want aborted (not for contention) after none", a.Envelope, n1.Stats().Replans)
+	}
+}
