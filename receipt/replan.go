@@ -30,7 +30,8 @@ import (
 // transaction_conflict, retry with a new key). With the backoff below it
 // is about two seconds of waiting, far more than a hot document's queue
 // on a few nodes needs (each holder keeps a document for two store round
-// trips), and within the lease of the receipt being created.
+// trips); the lease of the receipt being published bounds it too
+// (beginReplanned).
 const ContendedReplansMax = 96
 
 // The backoff between contended re-plans doubles from replanBackoffMin to
@@ -43,15 +44,22 @@ const (
 )
 
 // beginReplanned is Begin, tried again while its refusal is contention,
-// up to ContendedReplansMax times and the request's context.
-func (l *lifecycle) beginReplanned(ctx context.Context, txn twopc.Txn, with *engine.Batch) (twopc.BeginResult, error) {
+// up to ContendedReplansMax times, the request's context, and the claim
+// that `with` publishes: no try starts that would land with less than
+// SafetyMargin of it left (until), so a long wait never publishes a
+// receipt whose lease another node may already take.
+func (l *lifecycle) beginReplanned(ctx context.Context, txn twopc.Txn, with *engine.Batch, until time.Time) (twopc.BeginResult, error) {
 	for replans := 0; ; replans++ {
 		res, err := l.coord.Begin(ctx, txn, with)
 		if err != nil || res.Refused == nil || !res.Contended || !l.opts.ReplanContended || replans == ContendedReplansMax {
 			return res, err
 		}
+		wait := replanBackoff(txn.ID, replans)
+		if l.clock.Now().Add(wait).After(until.Add(-l.opts.SafetyMargin)) {
+			return res, nil
+		}
 		select {
-		case <-l.clock.After(replanBackoff(txn.ID, replans)):
+		case <-l.clock.After(wait):
 		case <-ctx.Done():
 			return res, nil // the refusal stands; its write meets ctx's end
 		}

@@ -2,6 +2,7 @@ package receipt_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
@@ -17,11 +18,19 @@ import (
 // engine, as nodes of a shared store (ReplanContended=replan), on the real
 // clock (a re-plan's backoff waits on it), with table "t".
 func hotNodes(t *testing.T, replan bool) (hs0 *hookStore, n0, n1 *receipt.Service) {
+	return hotNodesWith(t, receipt.Options{ReplanContended: replan})
+}
+
+// hotNodesWith is hotNodes with the options o (Node and Clock set here).
+func hotNodesWith(t *testing.T, o receipt.Options) (hs0 *hookStore, n0, n1 *receipt.Service) {
 	t.Helper()
 	e := newEnv(t)
 	hs0 = &hookStore{Store: e.db}
-	n0 = e.openOn(hs0, receipt.Options{Node: "node-0", Clock: lease.Real{}, ReplanContended: replan})
-	n1 = e.openOn(&hookStore{Store: e.db}, receipt.Options{Node: "node-1", Clock: lease.Real{}, ReplanContended: replan})
+	o.Clock = lease.Real{}
+	o0, o1 := o, o
+	o0.Node, o1.Node = "node-0", "node-1"
+	n0 = e.openOn(hs0, o0)
+	n1 = e.openOn(&hookStore{Store: e.db}, o1)
 	createTable(t, n0, "t")
 	return hs0, n0, n1
 }
@@ -122,5 +131,25 @@ func TestReplan_ARealConflictIsRefusedAtOnce(t *testing.T) {
 	a := mustExecute(t, n1, req(alice, "t", "k1", incBatch(t, "k1", "ctr")))
 	if a.Outcome != receipt.OutcomeAborted || a.Code == "transaction_conflict" || n1.Stats().Replans != 0 {
 		t.Fatalf("$inc on a string: %+v after %d re-plans, want aborted (not for contention) after none", a.Envelope, n1.Stats().Replans)
+	}
+}
+
+// TestReplan_BoundedByTheLeaseItPublishes: no re-plan starts that would
+// publish the receipt with less than SafetyMargin of its lease left. With
+// a 1 s lease (0.8 s usable) node-1 stops before ContendedReplansMax,
+// whose backoffs alone add up to more, and the refusal stands.
+func TestReplan_BoundedByTheLeaseItPublishes(t *testing.T) {
+	hs0, n0, n1 := hotNodesWith(t, receipt.Options{ReplanContended: true, LeaseTTL: time.Second, RenewInterval: 250 * time.Millisecond})
+	g, first := holdIntent(t, hs0, n0, "k0")
+	a := mustExecute(t, n1, req(alice, "t", "k1", incBatch(t, "k1", "ctr")))
+	if a.Code != "transaction_conflict" {
+		t.Fatalf("node-1 behind an intent that stays: %+v, want transaction_conflict", a.Envelope)
+	}
+	if got := n1.Stats().Replans; got == 0 || got >= receipt.ContendedReplansMax {
+		t.Fatalf("node-1 re-planned %d times, want some, fewer than ContendedReplansMax (%d): the lease ends them first", got, receipt.ContendedReplansMax)
+	}
+	g.open()
+	if r := <-first; r.err != nil || r.a.Outcome != receipt.OutcomeCommitted {
+		t.Fatalf("node-0: %+v %v, want committed", r.a.Envelope, r.err)
 	}
 }
