@@ -217,6 +217,7 @@ func (m *metrics) registerServiceCounters(svc *receipt.Service) {
 	counter("idem_tombstones_written_total", "Tombstones the cleaner left of the receipts it deleted (the key stays refused until its protection ends).", func(s receipt.Stats) uint64 { return s.Tombstoned })
 	counter("idem_tombstones_cleaned_total", "Tombstones deleted once their key's protection ended.", func(s receipt.Stats) uint64 { return s.TombsCleaned })
 	counter("idem_expiry_entries_folded_total", "Retention entries folded into chunks, one key per chunk instead of one per receipt.", func(s receipt.Stats) uint64 { return s.Folded })
+	counter("idem_contended_replans_total", "Keyed Begins tried again after meeting another node's transaction on a document (contention waited out on a shared store, not refused).", func(s receipt.Stats) uint64 { return s.Replans })
 	counter("idem_key_expired_total", "Requests refused with 409 idempotency_key_expired: a key reused after its receipt's retention.", func(s receipt.Stats) uint64 { return s.Expired })
 	counter("idem_sessions_begun_total", "Interactive sessions begun here.", func(s receipt.Stats) uint64 { return s.SessionsBegun })
 	counter("idem_sessions_committed_total", "Session commits published (each one a receipt).", func(s receipt.Stats) uint64 { return s.SessionsCommitted })

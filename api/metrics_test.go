@@ -54,6 +54,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_tombstones_cleaned_total":            dto.MetricType_COUNTER,
 	"idem_expiry_entries_folded_total":         dto.MetricType_COUNTER,
 	"idem_key_expired_total":                   dto.MetricType_COUNTER,
+	"idem_contended_replans_total":             dto.MetricType_COUNTER,
 	"idem_renewal_batches_total":               dto.MetricType_COUNTER,
 	"idem_renewal_writes_total":                dto.MetricType_COUNTER,
 	"idem_leases_renewed_total":                dto.MetricType_COUNTER,

@@ -41,6 +41,8 @@
 //	scanaround.go index walks that step past a value that does not read
 //	executor.go   the bounded executor's slots and its drain time
 //	doclatch.go   FIFO latches per document: contention on a hot document is waited out
+//	replan.go     Begin tried again, jittered and bounded, when another node's transaction
+//	              held a document (contention on a shared store, not a conflict)
 //	quota.go, quota_sessions.go  per-principal quotas: requests in flight, open sessions
 //	wait.go, flight.go  waiting on another owner, and on a local goroutine (flights)
 //	list.go       operators' listing of receipts by state and age, through the indexes

@@ -79,6 +79,14 @@ type Options struct {
 	// same records and crash states. Tests that hold a receipt in started
 	// between the two writes set it; the harness alternates.
 	SeparateDecide bool
+	// ReplanContended: the store is shared by other processes (etcd), so
+	// this process's document latches do not order every keyed batch. A
+	// Begin whose refusal is contention — another node's intent on a
+	// document, or one it just changed — is then tried again, jittered,
+	// up to ContendedReplansMax times (replan.go), not refused. Off, such
+	// a refusal stands at once (one process owns the store: what it meets
+	// is not another node's queue). idemd -store etcd sets it.
+	ReplanContended bool
 	// AdoptStagger is how much later, per rank, maintenance on this node
 	// adopts a dead node's receipt than the node ranked first for it
 	// (fairness.go; default LeaseTTL/4, negative: no stagger).

@@ -85,7 +85,7 @@ func firedAlready() <-chan time.Time {
 // transaction decided before → publish that decision; otherwise by the
 // write's verdict.
 func (l *lifecycle) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *Record, with *engine.Batch) (Answer, error) {
-	res, err := l.coord.Begin(ctx, txn, with)
+	res, err := l.beginReplanned(ctx, txn, with, a.until)
 	switch {
 	case err == nil && res.Prepared:
 		l.settle(a, writeDone, res.Version)

@@ -33,7 +33,11 @@ type Stats struct {
 	// ran out (DocWaitMax): a keyed batch is then deferred as a pending
 	// receipt, a key-less one refused (transaction_conflict).
 	DocWaits, DocWaitsExpired uint64
-	ExecutorBusy              int64 // executor slots in use now
+	// Replans counts Begins tried again after a refusal that was
+	// contention (replan.go): another node's transaction held or had just
+	// changed a document, on a store several nodes share.
+	Replans      uint64
+	ExecutorBusy int64 // executor slots in use now
 	// ExecutorBusyReceipts and ExecutorBusySessions split ExecutorBusy by
 	// what holds the slots: receipts (keyed batches and session commits),
 	// and the steps of open sessions.
@@ -52,7 +56,7 @@ type counters struct {
 	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
 	tombstoned, tombsCleaned, folded, expired, resolved atomic.Uint64
-	docWaitsExpired                                     atomic.Uint64
+	docWaitsExpired, replans                            atomic.Uint64
 	sessBegun, sessCommitted, sessAborted, sessExpired  atomic.Uint64
 	refused                                             [refusalKinds]atomic.Uint64
 }
@@ -70,7 +74,7 @@ func (s *Service) Stats() Stats {
 		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
 		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Folded: c.folded.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
-		DocWaits: s.docs.waited.Load(), DocWaitsExpired: c.docWaitsExpired.Load(),
+		DocWaits: s.docs.waited.Load(), DocWaitsExpired: c.docWaitsExpired.Load(), Replans: c.replans.Load(),
 		ExecutorBusy:         int64(len(s.exec)),
 		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
 		ExecutorBusySessions: s.busy[lease.KindSession].Load(),

@@ -354,3 +354,20 @@ func (s *Shard) Refusal(key []byte) (*code.Error, bool, bool) {
 	}
 	return nil, false, false
 }
+
+// Contended says whether a failed condition on key is contention rather
+// than a real conflict (twopc.Contender): an open intent on one of this
+// shard's documents is another transaction's write in flight, and a
+// document changed under a batch that computes its states afresh at each
+// Prepare is met again at the newer version. A document a session read
+// (fixed) that changed is a real conflict; so is a dropped table.
+func (s *Shard) Contended(key []byte) bool {
+	sh := strconv.Itoa(s.shard)
+	switch {
+	case s.meta.Name != "" && bytes.Equal(key, s.metaKey()):
+		return false
+	case bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, sh)):
+		return true
+	}
+	return !s.fixed && bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh))
+}

@@ -62,6 +62,11 @@ type BeginResult struct {
 	// Refused: a participant voted no. Nothing was written; the caller
 	// decides Aborted with this reason (Decide) to make it durable.
 	Refused *Aborted
+	// Contended: the refusal is contention, not a real conflict — a
+	// document held by another transaction's intent, or one that kept
+	// changing under BeginRetriesMax fresh prepares (Contender). A later
+	// Begin, once the other transaction is decided, may be prepared.
+	Contended bool
 	// Decided: the transaction was decided before (nothing was written).
 	Decided Outcome
 }
@@ -125,25 +130,28 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 			}
 			return BeginResult{}, ErrInProgress
 		}
-		refusal, retry, mine := refusalOf(txn, key)
+		refusal, retry, contended, mine := refusalOf(txn, key)
 		if !mine {
 			return BeginResult{}, err // a condition of `with`
 		}
 		if retry && attempt+1 < BeginRetriesMax {
 			continue
 		}
-		return BeginResult{Refused: &Aborted{Code: refusal.Code, Message: refusal.Message}}, nil
+		return BeginResult{Refused: &Aborted{Code: refusal.Code, Message: refusal.Message}, Contended: contended}, nil
 	}
 }
 
-// refusalOf asks the participants whose key failed.
-func refusalOf(txn Txn, key []byte) (*code.Error, bool, bool) {
+// refusalOf asks the participants whose key failed: the refusal, whether
+// a fresh Prepare may succeed at once, and whether it is contention
+// (Contender) rather than a real conflict.
+func refusalOf(txn Txn, key []byte) (refusal *code.Error, retry, contended, mine bool) {
 	for _, p := range txn.Participants {
 		if refusal, retry, mine := p.Refusal(key); mine {
-			return refusal, retry, true
+			c, ok := p.(Contender)
+			return refusal, retry, ok && c.Contended(key), true
 		}
 	}
-	return nil, false, false
+	return nil, false, false, false
 }
 
 // beginBatch prepares every participant and returns the Begin write with

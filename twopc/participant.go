@@ -41,3 +41,14 @@ type Resolver func(ref []byte) (Participant, error)
 type Preparer interface {
 	Prepared(txnID string, v engine.Version)
 }
+
+// Contender is implemented by participants that can tell contention from a
+// real conflict (docs/design.md §15, hot documents): a failed condition on
+// key that another transaction's intent holds, or a document that changed
+// while nothing the participant computed depends on the version it read,
+// is contention — worth a fresh Begin once the other transaction is
+// decided. A session's read set that changed is a real conflict, never
+// contention.
+type Contender interface {
+	Contended(key []byte) bool
+}

@@ -140,7 +140,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 		want = append(want, "wal/append/"+c, "engine/apply/"+c, "twopc/fast/"+c, "twopc/twopc/"+c, "twopc/twopc-2w/"+c,
 			"receipts/keyed/"+c, "receipts/keyed-hot/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/replay-vlog/"+c,
 			"receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
-			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c,
+			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c, "etcd/keyed-hot/"+c,
 			"http/http-floor/"+c, "http/keyed/"+c, "http/keyed-hot/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
 	want = append(want, "receipts/replay-vlog-cold/1", "recovery/recovery/1", "recovery/replay/1", "recovery/read-floor/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-receipts-in-ram/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
@@ -487,7 +487,7 @@ func TestBench_ClusterReportsScalingAndForwarding(t *testing.T) {
 	}
 	seen, _ := contractLines(t, &stdout)
 	for _, c := range []string{"1", "2"} {
-		for _, k := range []string{"txn", "keyed-1n", "replay-1n", "keyed-3n", "replay-3n", "dup-2n"} {
+		for _, k := range []string{"txn", "keyed-1n", "replay-1n", "keyed-3n", "replay-3n", "dup-2n", "keyed-hot"} {
 			if _, ok := seen["cluster/"+k+"/"+c]; !ok {
 				t.Errorf("missing result cluster/%s/%s", k, c)
 			}
@@ -495,5 +495,8 @@ func TestBench_ClusterReportsScalingAndForwarding(t *testing.T) {
 	}
 	if r := seen["cluster/keyed-3n/2"]; r != nil && (r["scaling_1_to_3"] == nil || r["forwarded_share"] == nil) {
 		t.Errorf("keyed-3n lacks scaling_1_to_3 or forwarded_share: %v", r)
+	}
+	if r := seen["cluster/keyed-hot/2"]; r != nil && (r["aborts_per_op"] == nil || r["replans_per_op"] == nil) {
+		t.Errorf("keyed-hot lacks aborts_per_op or replans_per_op: %v", r)
 	}
 }

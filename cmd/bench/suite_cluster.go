@@ -25,7 +25,7 @@ func init() {
 		Name:     "cluster",
 		Rank:     55,
 		Optional: true,
-		Doc:      "three API nodes on one embedded 3-member etcd (fsync on), over loopback HTTP: keyed and replay through 1 node and spread over 3, and duplicates landing on two nodes at once, beside etcd's raw Txn floor; scaling and forwarding's share (opt-in; default concurrency 1,32,64)",
+		Doc:      "three API nodes on one embedded 3-member etcd (fsync on), over loopback HTTP: keyed and replay through 1 node and spread over 3, duplicates landing on two nodes at once, and keyed-hot spread over 3 (each request also $incs one shared document; aborts_per_op, replans_per_op; also at 8), beside etcd's raw Txn floor; scaling and forwarding's share (opt-in; default concurrency 1,32,64)",
 		Run:      runCluster,
 	})
 }
@@ -92,6 +92,14 @@ func runCluster(env *Env) error {
 		}
 		results = append(results, &r)
 	}
+	for _, c := range hotConcurrencies(env, env.concurrencies(clusterDefaultConcurrency)) {
+		r, err := clusterKeyedHot(env, nodes, c)
+		if err != nil {
+			env.reportAll(results)
+			return err
+		}
+		results = append(results, &r)
+	}
 	clusterRatios(results)
 	env.reportAll(results)
 	return nil
@@ -132,7 +140,7 @@ func startClusterNodes(env *Env, etcd *etcdtest.Cluster, n int) ([]*clusterNode,
 			ln.Close()
 			return nodes, err
 		}
-		node.svc, err = receipt.Open(env.Ctx, node.store, receipt.Options{Node: node.name, Advertise: node.base, Logger: discardLogger})
+		node.svc, err = receipt.Open(env.Ctx, node.store, receipt.Options{Node: node.name, Advertise: node.base, Logger: discardLogger, ReplanContended: true})
 		if err != nil {
 			ln.Close()
 			return nodes, err

@@ -20,7 +20,7 @@ func init() {
 	register(Suite{
 		Name: "etcd",
 		Rank: 45,
-		Doc:  "etcdstore on an embedded 3-member etcd (fsync on): raw Txn and nested-24 Txn floors, Apply, keyed, replay; round trips and bbolt bytes per receipt",
+		Doc:  "etcdstore on an embedded 3-member etcd (fsync on): raw Txn and nested-24 Txn floors, Apply, keyed, replay, keyed-hot (two receipt services, each request also $incs one shared document; aborts_per_op, replans_per_op); round trips and bbolt bytes per receipt",
 		Run:  runEtcd,
 	})
 }
@@ -80,6 +80,12 @@ func runEtcd(env *Env) error {
 	}
 	keyed, err := etcdKeyed(env, cli, prefix)
 	results = append(results, keyed...)
+	if err != nil {
+		report()
+		return err
+	}
+	hot, err := etcdKeyedHot(env, cli, prefix(caseKeyedHot), hotConcurrencies(env, env.Opts.Concurrency))
+	results = append(results, hot...)
 	if err != nil {
 		report()
 		return err

@@ -105,6 +105,9 @@ func (d *daemon) open(ctx context.Context) (err error) {
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
 		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
 		Restore: restoreFence(d.store.db, c.retention, log),
+		// Other nodes share an etcd store: contention with their batches is
+		// re-planned (receipt/replan.go), not refused.
+		ReplanContended: c.store == storeEtcd,
 	})
 	if err != nil {
 		return err
