@@ -17,9 +17,9 @@ import (
 
 func init() {
 	register(Suite{
-		Name: "recovery",
-		Rank: 60,
-		Doc:  "reopen: the engine's recovery of -keys keys, the replay of one checkpoint interval of log against the sequential read of it (replay, read-floor), the restart of a store filled with -receipts keyed batches as idemd fills it (restart-growing: background checkpoints, no explicit one), and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document), and over the tombstones -receipts expired receipts leave (RAM and disk per tombstone)",
+		Name:  "recovery",
+		Rank:  60,
+		Doc:   "reopen: the engine's recovery of -keys keys, the replay of one checkpoint interval of log against the sequential read of it (replay, read-floor), the restart of a store filled with -receipts keyed batches as idemd fills it (restart-growing: background checkpoints, no explicit one), and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document), and over the tombstones -receipts expired receipts leave (RAM and disk per tombstone)",
 		Cases: recoveryCaseNames(),
 		Run: func(env *Env) error {
 			for _, c := range recoveryCases {
