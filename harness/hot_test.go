@@ -70,7 +70,7 @@ func TestHotSchedule_SeedsCoverEveryFaultKind(t *testing.T) {
 	if len(variants) != 2 {
 		t.Errorf("hot seeds cover variants %v", variants)
 	}
-	for _, g := range []string{"", hotGapShared, hotGapDeferred, hotGapBareConflict} {
+	for _, g := range []string{"", hotGapBareConflict} {
 		if !gaps[g] {
 			t.Errorf("no hot seed step falls in gap %q", g)
 		}

@@ -237,6 +237,11 @@ func (sc *scenario) simulate() {
 		// fill up (429, pending receipts), not the principal's quota.
 		InflightPerPrincipalMax: cfg.Clients + cfg.SessionClients,
 	}
+	if cfg.Hot && cfg.Variant == Shared {
+		// Nodes on one store, as idemd's on etcd: another node's batch on
+		// a hot document is re-planned (receipt/replan.go), not refused.
+		opts.ReplanContended = true
+	}
 	if cfg.MaintainInterval > 0 {
 		// A slow recovery pass, so that the cleaner meets debt outliving a
 		// deadline: no early first pass either.

@@ -204,9 +204,6 @@ func (r *metaRun) run(work []metaRequest) []string {
 			r.restart()
 		}
 		out = append(out, fmt.Sprintf("request %d %s/%s: %s", i, m.table, m.key, r.execute(m)))
-		if r.cfg.opts.DeferResolution {
-			r.payDebt()
-		}
 		if _, ok := first[m.table+"/"+m.key]; !ok {
 			first[m.table+"/"+m.key] = m
 		}
@@ -223,19 +220,6 @@ func (r *metaRun) run(work []metaRequest) []string {
 		}
 	}
 	return out
-}
-
-// payDebt runs maintenance, which resolves the intents that deferred
-// resolution left. Deferred resolution is a test-only option (Options):
-// its debt is paid by maintenance, and a batch that meets an unpaid
-// intent of a decided transaction is refused transaction_conflict, as
-// one meeting a live transaction's is — so the workload is compared
-// with the debt paid between requests, as maintenance would pay it.
-func (r *metaRun) payDebt() {
-	r.t.Helper()
-	if _, err := r.svc.MaintainOnce(ctx); err != nil {
-		r.t.Fatal(err)
-	}
 }
 
 // documents reads every document of the key space.

@@ -36,7 +36,11 @@ type Stats struct {
 	// Replans counts Begins tried again after a refusal that was
 	// contention (replan.go): another node's transaction held or had just
 	// changed a document, on a store several nodes share.
-	Replans      uint64
+	Replans uint64
+	// DebtPaid counts decided transactions whose leftover intents a Begin
+	// here met on its documents and resolved itself (twopc/debt.go)
+	// instead of refusing the batch.
+	DebtPaid     uint64
 	ExecutorBusy int64 // executor slots in use now
 	// ExecutorBusyReceipts and ExecutorBusySessions split ExecutorBusy by
 	// what holds the slots: receipts (keyed batches and session commits),
@@ -75,6 +79,7 @@ func (s *Service) Stats() Stats {
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
 		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Folded: c.folded.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
 		DocWaits: s.docs.waited.Load(), DocWaitsExpired: c.docWaitsExpired.Load(), Replans: c.replans.Load(),
+		DebtPaid:             s.coord.DebtPaid(),
 		ExecutorBusy:         int64(len(s.exec)),
 		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
 		ExecutorBusySessions: s.busy[lease.KindSession].Load(),

@@ -371,3 +371,33 @@ func (s *Shard) Contended(key []byte) bool {
 	}
 	return !s.fixed && bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh))
 }
+
+// HolderOf names the transaction whose intent is at key, if key is one of
+// this shard's intents and one is there (twopc.IntentHolder): a Begin that
+// met it resolves it when that transaction is decided (twopc/debt.go).
+func (s *Shard) HolderOf(ctx context.Context, key []byte) (string, bool, error) {
+	if !bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, strconv.Itoa(s.shard))) {
+		return "", false, nil
+	}
+	it, err := s.tables.store.Get(ctx, key)
+	if errors.Is(err, engine.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	var in intent
+	if err := cbor.Unmarshal(it.Value, &in); err != nil {
+		return "", false, fmt.Errorf("table: decode intent %q: %w", key, err)
+	}
+	return in.Txn, true, nil
+}
+
+// IntentKeys appends the intent keys of this shard's documents
+// (twopc.IntentHolder).
+func (s *Shard) IntentKeys(dst [][]byte) [][]byte {
+	for _, w := range s.docs {
+		dst = append(dst, intentKey(s.meta.ID, s.shard, w.id))
+	}
+	return dst
+}

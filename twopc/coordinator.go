@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -32,7 +33,14 @@ type Coordinator struct {
 	store   engine.Store
 	resolve Resolver
 	opts    Options
+	// debtPaid counts the decided transactions a Begin resolved because
+	// their intents held its documents (debt.go).
+	debtPaid atomic.Uint64
 }
+
+// DebtPaid is how many decided transactions' leftover intents Begins met
+// and resolved themselves (debt.go).
+func (c *Coordinator) DebtPaid() uint64 { return c.debtPaid.Load() }
 
 // New returns a coordinator. resolve rebuilds participants for Resolve and
 // Recover.
@@ -94,6 +102,14 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 			case st.Begun:
 				return BeginResult{}, ErrInProgress
 			}
+			if attempt+1 < BeginRetriesMax {
+				if paid, perr := c.payDebtOn(ctx, txn); perr != nil || paid {
+					if perr != nil {
+						return BeginResult{}, perr
+					}
+					continue
+				}
+			}
 			return BeginResult{Refused: &Aborted{Code: ce.Code, Message: ce.Message}}, nil
 		}
 		if err != nil {
@@ -133,6 +149,13 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 		refusal, retry, contended, mine := refusalOf(txn, key)
 		if !mine {
 			return BeginResult{}, err // a condition of `with`
+		}
+		if contended && attempt+1 < BeginRetriesMax {
+			paid, perr := c.payDebtAt(ctx, txn, key)
+			if perr != nil {
+				return BeginResult{}, perr
+			}
+			retry = retry || paid
 		}
 		if retry && attempt+1 < BeginRetriesMax {
 			continue

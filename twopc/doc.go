@@ -19,5 +19,7 @@
 // DirectCommitters then stage no intents, and their commit rides in the
 // decision link (direct.go). CommitOnce commits such a transaction in one
 // write with no record of its own, for a caller whose `with` records the
-// outcome (once.go).
+// outcome (once.go). A Begin that meets a decided transaction's leftover
+// intents on its documents resolves that transaction and prepares afresh
+// (debt.go).
 package twopc

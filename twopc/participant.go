@@ -52,3 +52,15 @@ type Preparer interface {
 type Contender interface {
 	Contended(key []byte) bool
 }
+
+// IntentHolder is implemented by participants whose failed condition can
+// be another transaction's open intent: HolderOf names the transaction
+// whose intent is at key now (ok false: none, or key is not an intent).
+// Begin uses it to pay visibility debt it meets (debt.go).
+type IntentHolder interface {
+	HolderOf(ctx context.Context, key []byte) (txnID string, ok bool, err error)
+	// IntentKeys appends the keys of the intents this participant's
+	// documents would carry: where leftover intents of decided
+	// transactions may have made its prepare read a stale document.
+	IntentKeys(dst [][]byte) [][]byte
+}
