@@ -44,8 +44,12 @@ type attempt struct {
 	// what must happen in the same Apply — a session's commit ends the
 	// session there (session_commit.go) — and published is called once
 	// that write is durable.
-	alongside func(b *engine.Batch) error
-	published func()
+	// cachedPlan: the transaction was planned from the table's cached
+	// metadata (createFirst), so a refusal Begin meets may be the stale
+	// copy's and is planned again, never published.
+	cachedPlan bool
+	alongside  func(b *engine.Batch) error
+	published  func()
 	// unlatch, if set, gives back the document latches a new receipt took
 	// (doclatch.go); it may be called more than once. A receipt committed
 	// in one write gives them back as soon as that write is sequenced.

@@ -88,6 +88,9 @@ type lookup struct {
 	ver  engine.Version
 	tomb *Tombstone
 	plan planner
+	// blind: nothing was read, and plan is made from the table's cached
+	// metadata (createFirst): the round creates the receipt if absent.
+	blind bool
 }
 
 // lookUp reads the key's receipt and tombstone for round.
@@ -95,6 +98,9 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 	var l lookup
 	var err error
 	if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
+		if plan, ok := s.createFirst(x); ok {
+			return lookup{plan: plan, blind: true}, nil
+		}
 		// The receipt, its tombstone and the table's metadata in one
 		// round trip on a store that reads several keys at once
 		// (etcd): a new key needs all three. (On the local engine
@@ -127,6 +133,11 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 		f.sameRequest, f.state = bytes.Equal(l.rec.Fingerprint, x.fp[:]), l.rec.State
 	}
 	act := dispatch(f)
+	if l.blind && (act != actCreate || s.spaceFull()) {
+		// What createFirst checked changed since: answers for a missing
+		// key are given only once a read says it is missing.
+		return Answer{}, errRetry
+	}
 	if act == actExpired {
 		if fault.Planted(fault.BugExpiredReexecutes) { // planted only under -tags idem_selftest
 			_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch)
@@ -150,7 +161,7 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 			return answerStoreFull(id), nil
 		}
 		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}}
+			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
 		if plan == nil {
 			plan = s.planRequest(req)

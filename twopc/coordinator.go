@@ -94,7 +94,7 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 		if err != nil {
 			return BeginResult{}, err
 		}
-		b.Merge(with)
+		b = withFirst(with, b)
 		if err := fault.Inject(fault.TwoPCBeginBefore); err != nil {
 			return BeginResult{}, err
 		}
@@ -134,6 +134,21 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 		}
 		return BeginResult{Refused: &Aborted{Code: refusal.Code, Message: refusal.Message}}, nil
 	}
+}
+
+// withFirst is the Begin write b with `with`'s conditions checked before
+// the transaction's own: a store reports the first failed condition in
+// batch order, and the caller's (a receipt created if absent) says more
+// than a 2PC record that exists because of it. A create sent before any
+// lookup (receipt.Execute on a remote store) that finds its receipt then
+// learns so from this one write, instead of reading the decision back.
+func withFirst(with, b *engine.Batch) *engine.Batch {
+	if with == nil || len(with.Conds) == 0 {
+		return b.Merge(with)
+	}
+	conds := make([]engine.Condition, 0, len(with.Conds)+len(b.Conds))
+	b.Conds = append(append(conds, with.Conds...), b.Conds...)
+	return b.Merge(&engine.Batch{Ops: with.Ops})
 }
 
 // refusalOf asks the participants whose key failed.
