@@ -48,8 +48,11 @@ type attempt struct {
 	// metadata (createFirst), so a refusal Begin meets may be the stale
 	// copy's and is planned again, never published.
 	cachedPlan bool
-	alongside  func(b *engine.Batch) error
-	published  func()
+	// found is the receipt a create met instead of its absence, as the
+	// failed write read it (noteFound): the next round starts from it.
+	found     *Seen
+	alongside func(b *engine.Batch) error
+	published func()
 	// unlatch, if set, gives back the document latches a new receipt took
 	// (doclatch.go); it may be called more than once. A receipt committed
 	// in one write gives them back as soon as that write is sequenced.
@@ -153,6 +156,7 @@ func (l *lifecycle) stuck(a *attempt, v writeVerdict, err error) (Answer, error)
 func (l *lifecycle) stuckAs(a *attempt, st State, why string, v writeVerdict, err error) (Answer, error) {
 	switch v {
 	case writeRetry, writeDone: // (done is not stuck: look the receipt up again)
+		a.noteFound(err)
 		return Answer{}, errRetry
 	case writeFenced:
 		l.stats.fenced.Add(1)

@@ -64,6 +64,9 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		if errors.Is(err, errRetry) {
 			continue
 		}
+		if err == nil {
+			s.recent.add(x.id) // a retry of it is looked up first (createfirst.go)
+		}
 		return ans, err
 	}
 	s.stats.pending.Add(1)
@@ -167,6 +170,9 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 			plan = s.planRequest(req)
 		}
 		ans, err = s.create(ctx, a, plan, x.deadline)
+		if a.found != nil && errors.Is(err, errRetry) {
+			x.req.Seen = *a.found // the receipt the create met: no read for it
+		}
 		s.promised(&ans, a)
 	case actTakeOver:
 		a := &attempt{id: id, rec: l.rec, ver: l.ver}
