@@ -100,20 +100,21 @@ type lookup struct {
 func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, error) {
 	var l lookup
 	var err error
-	if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
+	if r, v, t, ok := x.req.seen(x.id); ok {
+		l.rec, l.ver, l.tomb = r, v, t
+	} else if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
 		if plan, ok := s.createFirst(x); ok {
 			return lookup{plan: plan, blind: true}, nil
 		}
-		// The receipt, its tombstone and the table's metadata in one
-		// round trip on a store that reads several keys at once
-		// (etcd): a new key needs all three. (On the local engine
+		// No cached metadata, or a likely retry: the receipt, its
+		// tombstone and the table's metadata in one round trip on a
+		// store that reads several keys at once (etcd): a new key
+		// needs all three. (On the local engine
 		// reads cost no round trip, and a replay would pay for the
 		// metadata for nothing.)
 		var meta engine.Item
 		l.rec, l.ver, l.tomb, meta, err = s.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
 		l.plan = s.planRequestWith(x.req, meta)
-	} else if r, v, t, ok := x.req.seen(x.id); ok {
-		l.rec, l.ver, l.tomb = r, v, t
 	} else {
 		l.rec, l.ver, l.tomb, err = s.loadOrTomb(ctx, x.id)
 	}
