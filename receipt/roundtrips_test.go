@@ -189,3 +189,32 @@ func TestRoundTrips_ARetryMeetingAnotherHereReplays(t *testing.T) {
 		t.Fatalf("node b executed %d batches, want only its own", got)
 	}
 }
+
+// TestRoundTrips_ReleasingDecisionsReadsReceiptsManyAtOnce: maintenance
+// checks the receipts of the decisions it releases engine.GetManyMax to a
+// read, not one read each, which on etcd would cost every keyed request a
+// background round trip.
+func TestRoundTrips_ReleasingDecisionsReadsReceiptsManyAtOnce(t *testing.T) {
+	e := newEnv(t)
+	store := newRemoteStore()
+	svc := e.openOn(store, receipt.Options{Node: "node-a"})
+	createTable(t, svc, "t")
+	const receipts = 64
+	for i := range receipts {
+		mustExecute(t, svc, *insertBatch(t, fmt.Sprintf("k%d", i)))
+	}
+	_, r0 := store.trips()
+	st, err := svc.MaintainOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, r1 := store.trips()
+	if st.Released != receipts {
+		t.Fatalf("released %d decisions, want %d", st.Released, receipts)
+	}
+	// The receipts' reads, and a handful of the pass's own scans.
+	const passScansMax = 8
+	if want := int64(receipts/engine.GetManyMax + passScansMax); r1-r0 > want {
+		t.Fatalf("the pass read %d times for %d releases, want at most %d", r1-r0, receipts, want)
+	}
+}
