@@ -87,6 +87,12 @@ func (sp etcdSpaceResult) setBytes(r *Result, suffix string) {
 	}
 	beyond := sp.perReceipt - sp.docs
 	r.Set("bbolt_doc_bytes_per_batch"+suffix, sp.docs)
+	if beyond < 0 {
+		// Two differences of sizes over a few hundred writes: bbolt's
+		// page reuse can make the second larger than the first. No
+		// figure rather than a wrong one.
+		return
+	}
 	r.Set("bbolt_bytes_beyond_docs"+suffix, beyond)
 	if r.Concurrency == 1 {
 		r.Targets = append(r.Targets, Target{
