@@ -59,6 +59,13 @@ var (
 type ConditionError struct {
 	Cond  Condition
 	Found Version // version found, 0 if the key was absent
+	// Value is the value found at Cond.Key when the store read it with
+	// the failure, at no cost of its own: etcdstore does for a failed
+	// MustBeAbsent condition (its Else branch reads the key in the same
+	// round trip), so that a create that finds its key learns what is
+	// there without a second one. Nil otherwise: a caller that needs the
+	// value reads the key.
+	Value []byte
 }
 
 func (e *ConditionError) Error() string {

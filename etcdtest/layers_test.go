@@ -285,38 +285,57 @@ func TestLayers_TheCleanerAndReleaseFitEtcdLimits(t *testing.T) {
 	}
 }
 
-// TestLayers_AKeyedRequestReadsOnceOnEtcd: a new key's receipt lookup and
-// its table's metadata are one read (etcdstore.GetMany, one read-only
-// Txn), then the two writes: 3 round trips for a batch of inserts, where
-// they were 4. A replay is still one read.
-func TestLayers_AKeyedRequestReadsOnceOnEtcd(t *testing.T) {
+// TestLayers_AKeyedRequestIsTwoRoundTripsOnEtcd: a node's first request
+// on a table reads the receipt, its tombstone and the table's metadata in
+// one read (etcdstore.GetMany), then writes twice; from then on a new key
+// is the two writes alone (receipt/createfirst.go: created before any
+// lookup, planned from the cached metadata). A retry on the node that
+// answered the key is one read; on another, the one create that fails and
+// brings the receipt back (Else reads the value), unless it says it is a
+// retry (Repeatability-First-Sent): then one read.
+func TestLayers_AKeyedRequestIsTwoRoundTripsOnEtcd(t *testing.T) {
 	store := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
-	svc := node(t, store, "node-0", lease.NewSim(t0), receipt.Options{})
+	clock := lease.NewSim(t0)
+	svc := node(t, store, "node-0", clock, receipt.Options{})
+	other := node(t, store, "node-1", clock, receipt.Options{})
 	createTable(t, svc)
 	b, err := table.DecodeBatch([]byte(`{"inserts":[{"id":"a","doc":{}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := store.Stats()
-	if a := execute(t, svc, receipt.Request{Principal: "alice", Table: "t", Key: "k", Batch: b}); a.Status != 201 {
-		t.Fatalf("%+v", a.Envelope)
+	req := func(key string) receipt.Request {
+		return receipt.Request{Principal: "alice", Table: "t", Key: key, Batch: b}
 	}
-	mid := store.Stats()
-	if a := execute(t, svc, receipt.Request{Principal: "alice", Table: "t", Key: "k", Batch: b}); !a.Replayed {
-		t.Fatalf("%+v", a.Envelope)
-	}
-	after := store.Stats()
-	if txns, reads := mid.Txns-before.Txns, mid.Ranges-before.Ranges; txns != 2 || reads != 1 {
-		t.Fatalf("a new key: %d Txns and %d reads, want 2 and 1", txns, reads)
-	}
-	if txns, reads := after.Txns-mid.Txns, after.Ranges-mid.Ranges; txns != 0 || reads != 1 {
-		t.Fatalf("a replay: %d Txns and %d reads, want 0 and 1", txns, reads)
+	said := req("k1") // a key node-1 never saw
+	said.FirstSent = clock.Now().Add(-2 * receipt.RetryHintAfter)
+	for _, step := range []struct {
+		what        string
+		on          *receipt.Service
+		req         receipt.Request
+		replayed    bool
+		txns, reads uint64
+	}{
+		{"the table's first new key", svc, req("k1"), false, 2, 1},
+		{"a new key", svc, req("k2"), false, 2, 0},
+		{"a retry", svc, req("k2"), true, 0, 1},
+		{"another node's first new key", other, req("k3"), false, 2, 1},
+		{"a retry on another node", other, req("k2"), true, 1, 0},
+		{"a retry that says so", other, said, true, 0, 1},
+	} {
+		before := store.Stats()
+		if a := execute(t, step.on, step.req); a.Replayed != step.replayed || a.Outcome != receipt.OutcomeCommitted {
+			t.Fatalf("%s: %+v", step.what, a.Envelope)
+		}
+		after := store.Stats()
+		if txns, reads := after.Txns-before.Txns, after.Ranges-before.Ranges; txns != step.txns || reads != step.reads {
+			t.Fatalf("%s: %d Txns and %d reads, want %d and %d", step.what, txns, reads, step.txns, step.reads)
+		}
 	}
 }
 
 // TestLayers_TheMetadataReadWithTheReceiptIsNeverStale: node-b drops and
-// re-creates the table node-a writes to; node-a's next new keys — their
-// metadata read in the same round trip as their receipt lookup — are
+// re-creates the table node-a writes to; node-a's next new keys — planned
+// from its cached copy of the metadata, then again from a fresh read — are
 // refused while there is no table and land in the new one afterwards.
 func TestLayers_TheMetadataReadWithTheReceiptIsNeverStale(t *testing.T) {
 	c := sharedCluster(t)
@@ -336,5 +355,8 @@ func TestLayers_TheMetadataReadWithTheReceiptIsNeverStale(t *testing.T) {
 	wantCommitted(t, execute(t, a, keyed(t, "t", "k3")), "k3", false)
 	if got := counter(t, b); got != 1 {
 		t.Fatalf("the new table's counter %d, want 1", got)
+	}
+	if a.Stats().Replanned == 0 {
+		t.Fatal("node-a never planned from its cached metadata")
 	}
 }

@@ -94,6 +94,42 @@ func TestForeignValue_IsCorruptionNotAValue(t *testing.T) {
 	}
 }
 
+// TestConditionValue_AFailedAbsenceBringsBackTheValue: a create that
+// finds its key learns what is there from the failed Txn's Else branch
+// (engine.ConditionError.Value), in the same round trip, at the version
+// found; a failed version check carries no value, and neither does a
+// foreign value (its own read reports the corruption).
+func TestConditionValue_AFailedAbsenceBringsBackTheValue(t *testing.T) {
+	c := sharedCluster(t)
+	prefix := etcdtest.Prefix(t)
+	cli := c.Client(t)
+	s := newStoreWith(t, cli, etcdstore.Options{Prefix: prefix})
+	v, err := s.Apply(ctx, new(engine.Batch).Put([]byte("k"), []byte("there")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats()
+	_, err = s.Apply(ctx, new(engine.Batch).Absent([]byte("other")).Absent([]byte("k")).Put([]byte("k"), []byte("mine")))
+	var ce *engine.ConditionError
+	if !errors.As(err, &ce) || string(ce.Cond.Key) != "k" || ce.Found != v || string(ce.Value) != "there" {
+		t.Fatalf("create of an existing key: %v (%+v), want its value %q at %d", err, ce, "there", v)
+	}
+	if st := s.Stats(); st.Txns-before.Txns != 1 || st.Ranges != before.Ranges {
+		t.Fatalf("%d Txns and %d reads, want the one Txn", st.Txns-before.Txns, st.Ranges-before.Ranges)
+	}
+	_, err = s.Apply(ctx, new(engine.Batch).AtVersion([]byte("k"), v+1000).Put([]byte("k"), nil))
+	if !errors.As(err, &ce) || ce.Found != v || ce.Value != nil {
+		t.Fatalf("a failed version check: %v (%+v), want no value", err, ce)
+	}
+	if _, err := cli.Put(ctx, prefix+"foreign", "written by someone else"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Apply(ctx, new(engine.Batch).Absent([]byte("foreign")).Put([]byte("foreign"), nil))
+	if !errors.As(err, &ce) || ce.Found == 0 || ce.Value != nil {
+		t.Fatalf("a failed absence over a foreign value: %v (%+v), want no value", err, ce)
+	}
+}
+
 // TestRejections_EtcdsOwnRefusalsWriteNothing: a store told the cluster
 // takes more than it does sends what etcd refuses — too many ops, a
 // request too large — and gets ErrInvalidBatch, not ErrAmbiguous, with

@@ -44,6 +44,13 @@ type attempt struct {
 	// what must happen in the same Apply — a session's commit ends the
 	// session there (session_commit.go) — and published is called once
 	// that write is durable.
+	// cachedPlan: the transaction was planned from the table's cached
+	// metadata (createFirst), so a refusal Begin meets may be the stale
+	// copy's and is planned again, never published.
+	cachedPlan bool
+	// found is the receipt a create met instead of its absence, as the
+	// failed write read it (noteFound): the next round starts from it.
+	found     *Seen
 	alongside func(b *engine.Batch) error
 	published func()
 	// unlatch, if set, gives back the document latches a new receipt took
@@ -149,6 +156,7 @@ func (l *lifecycle) stuck(a *attempt, v writeVerdict, err error) (Answer, error)
 func (l *lifecycle) stuckAs(a *attempt, st State, why string, v writeVerdict, err error) (Answer, error) {
 	switch v {
 	case writeRetry, writeDone: // (done is not stuck: look the receipt up again)
+		a.noteFound(err)
 		return Answer{}, errRetry
 	case writeFenced:
 		l.stats.fenced.Add(1)

@@ -26,6 +26,12 @@ import (
 // slot is free, or pending when none is.
 func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadline time.Time) (Answer, error) {
 	f, mine := l.beginFlight(a.id)
+	if !mine && a.cachedPlan {
+		// Created before any lookup (createfirst.go): the key may well
+		// exist — a retry racing a retry — and only a read says whether
+		// the flight here is a create to wait for.
+		return Answer{}, errRetry
+	}
 	if !mine {
 		return l.awaitLocal(ctx, a.id, f, deadline)
 	}

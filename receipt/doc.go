@@ -18,6 +18,9 @@
 //
 //	execute.go    the keyed request: validate, look up, dispatch; take over a mutable receipt
 //	verbatim.go   replay a retry of the very same bytes before any parse; hand on what it read
+//	createfirst.go on a remote store, create a new key before any lookup, planned from the
+//	              table's cached metadata; a refusal of a cached plan is planned again
+//	recentkeys.go the keys created or answered here lately: their retries are looked up first
 //	plan.go       what executes a keyed batch (preflight, participants), live or stored
 //	dispatch.go   the pure decisions: dispatch (what a lookup leads to), ownership (what a
 //	              lease allows), next (what a held receipt needs), settled

@@ -64,6 +64,9 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		if errors.Is(err, errRetry) {
 			continue
 		}
+		if err == nil {
+			s.recent.add(x.id) // a retry of it is looked up first (createfirst.go)
+		}
 		return ans, err
 	}
 	s.stats.pending.Add(1)
@@ -88,23 +91,30 @@ type lookup struct {
 	ver  engine.Version
 	tomb *Tombstone
 	plan planner
+	// blind: nothing was read, and plan is made from the table's cached
+	// metadata (createFirst): the round creates the receipt if absent.
+	blind bool
 }
 
 // lookUp reads the key's receipt and tombstone for round.
 func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, error) {
 	var l lookup
 	var err error
-	if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
-		// The receipt, its tombstone and the table's metadata in one
-		// round trip on a store that reads several keys at once
-		// (etcd): a new key needs all three. (On the local engine
+	if r, v, t, ok := x.req.seen(x.id); ok {
+		l.rec, l.ver, l.tomb = r, v, t
+	} else if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
+		if plan, ok := s.createFirst(x); ok {
+			return lookup{plan: plan, blind: true}, nil
+		}
+		// No cached metadata, or a likely retry: the receipt, its
+		// tombstone and the table's metadata in one round trip on a
+		// store that reads several keys at once (etcd): a new key
+		// needs all three. (On the local engine
 		// reads cost no round trip, and a replay would pay for the
 		// metadata for nothing.)
 		var meta engine.Item
 		l.rec, l.ver, l.tomb, meta, err = s.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
 		l.plan = s.planRequestWith(x.req, meta)
-	} else if r, v, t, ok := x.req.seen(x.id); ok {
-		l.rec, l.ver, l.tomb = r, v, t
 	} else {
 		l.rec, l.ver, l.tomb, err = s.loadOrTomb(ctx, x.id)
 	}
@@ -127,6 +137,11 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 		f.sameRequest, f.state = bytes.Equal(l.rec.Fingerprint, x.fp[:]), l.rec.State
 	}
 	act := dispatch(f)
+	if l.blind && (act != actCreate || s.spaceFull()) {
+		// What createFirst checked changed since: answers for a missing
+		// key are given only once a read says it is missing.
+		return Answer{}, errRetry
+	}
 	if act == actExpired {
 		if fault.Planted(fault.BugExpiredReexecutes) { // planted only under -tags idem_selftest
 			_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch)
@@ -153,12 +168,15 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 			return answerStoreFull(id), nil
 		}
 		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}}
+			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
 		if plan == nil {
 			plan = s.planRequest(req)
 		}
 		ans, err = s.create(ctx, a, plan, x.deadline)
+		if a.found != nil && errors.Is(err, errRetry) {
+			x.req.Seen = *a.found // the receipt the create met: no read for it
+		}
 		s.promised(&ans, a)
 	case actTakeOver:
 		a := &attempt{id: id, rec: l.rec, ver: l.ver}

@@ -46,13 +46,51 @@ func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
 		}
 		ids = append(ids, more...)
 	}
+	return l.releaseBatch(ctx, l.releasables(ctx, ids, batchMax))
+}
+
+// releasables reads the receipts of ids, engine.GetManyMax at a time (one
+// round trip each on etcd, where one read per receipt would cost every
+// keyed request a background round trip), and returns, up to max, those
+// whose decision may go: the receipt is gone, or terminal and debt-free.
+// A receipt that does not read is left for a later pass (the scan of
+// txn/v1/dec finds it again).
+func (l *lifecycle) releasables(ctx context.Context, ids []string, max int) []releasable {
 	var cands []releasable
 	seen := map[string]bool{}
-	for _, id := range ids {
-		if seen[id] || len(cands) >= batchMax {
+	keys, chunk := make([][]byte, 0, engine.GetManyMax), make([]string, 0, engine.GetManyMax)
+	for i := 0; i < len(ids) && len(cands) < max; {
+		keys, chunk = keys[:0], chunk[:0]
+		for ; i < len(ids) && len(chunk) < engine.GetManyMax && len(cands)+len(chunk) < max; i++ {
+			if !seen[ids[i]] {
+				seen[ids[i]] = true
+				keys, chunk = append(keys, receiptKey(ids[i])), append(chunk, ids[i])
+			}
+		}
+		items, err := engine.GetAll(ctx, l.store, keys...)
+		if err != nil {
+			// One value that does not read fails the whole read: the
+			// chunk one by one, so that it holds back only itself.
+			cands = l.releasablesOneByOne(ctx, chunk, cands)
 			continue
 		}
-		seen[id] = true
+		for j, it := range items {
+			if it.Version == 0 {
+				cands = append(cands, releasable{id: chunk[j]})
+				continue
+			}
+			if rec, err := DecodeRecord(it.Value); err == nil && settled(rec) {
+				cands = append(cands, releasable{id: chunk[j], receipt: it.Version})
+			}
+		}
+	}
+	return cands
+}
+
+// releasablesOneByOne is releasables for ids with one read each, added to
+// cands.
+func (l *lifecycle) releasablesOneByOne(ctx context.Context, ids []string, cands []releasable) []releasable {
+	for _, id := range ids {
 		rec, ver, err := l.load(ctx, id)
 		switch {
 		case errors.Is(err, engine.ErrNotFound):
@@ -61,7 +99,7 @@ func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
 			cands = append(cands, releasable{id: id, receipt: ver})
 		}
 	}
-	return l.releaseBatch(ctx, cands)
+	return cands
 }
 
 // releasable is a decision to release and the receipt version that allows it

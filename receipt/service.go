@@ -21,6 +21,7 @@ type Service struct {
 	lifecycle
 	tables *table.Tables
 	sup    *lease.Supervisor
+	recent recentKeys // keys created or answered here lately (createfirst.go)
 
 	stop  chan struct{}
 	loops sync.WaitGroup

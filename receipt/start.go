@@ -97,6 +97,12 @@ func (l *lifecycle) begin(ctx context.Context, a *attempt, txn twopc.Txn, starte
 			return Answer{}, err
 		}
 		return l.decide(ctx, a, twopc.Committed{Result: result})
+	case err == nil && res.Refused != nil && a.cachedPlan:
+		// Nothing was written; the refusal may be the cached metadata's
+		// (createfirst.go): the next round plans from a fresh read.
+		l.settle(a, writeRetry, 0)
+		l.stats.replanned.Add(1)
+		return Answer{}, errRetry
 	case err == nil && res.Refused != nil:
 		return l.refuse(ctx, a, *res.Refused, started, with)
 	case err == nil && !a.creating():

@@ -3,6 +3,7 @@ package receipt_test
 import (
 	"testing"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
 )
@@ -11,14 +12,35 @@ import (
 // keeps executing keyed batches while the other drops the table and
 // creates it again. A batch is refused as table_not_found (not applied)
 // while there is no table, and lands in the new table, never the dropped
-// one, once there is. (The property a cache of table metadata on the
-// keyed path — one read less per request on etcd — must keep: a stale
-// copy may never turn into a false table_not_found; docs/etcd.md.)
+// one, once there is. On a remote store (remoteStore) node a plans from
+// its cached copy of the table's metadata (createfirst.go): a stale copy
+// may never turn into a false table_not_found, nor a batch in the dropped
+// table; it is planned again from a fresh read (docs/etcd.md).
 func TestTables_AnotherNodesDropAndRecreate(t *testing.T) {
-	e := newEnv(t)
-	store := memstore.New()
-	a := e.openOn(store, receipt.Options{Node: "node-a"})
-	b := e.openOn(store, receipt.Options{Node: "node-b"})
+	for _, tc := range []struct {
+		name   string
+		store  func() engine.Store
+		replan bool // node a plans from a cached copy, and must plan again
+	}{
+		{"local", func() engine.Store { return memstore.New() }, false},
+		{"remote", func() engine.Store { return newRemoteStore() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			store := tc.store()
+			a := e.openOn(store, receipt.Options{Node: "node-a"})
+			b := e.openOn(store, receipt.Options{Node: "node-b"})
+			dropAndRecreate(t, a, b)
+			if got := a.Stats().Replanned; tc.replan != (got > 0) {
+				t.Fatalf("node a planned %d batches again, want some: %v", got, tc.replan)
+			}
+		})
+	}
+}
+
+// dropAndRecreate runs a batch on a, drops the table on b, runs one on a,
+// creates the table on b and runs a third on a.
+func dropAndRecreate(t *testing.T, a, b *receipt.Service) {
 	createTable(t, a, "t")
 	wantCommitted(t, mustExecute(t, a, req("alice", "t", "k1", incBatch(t, "k1", "ctr"))), receipt.Bind("alice", "t", "k1"), false)
 

@@ -37,8 +37,9 @@ func BodyDigest(body []byte) []byte {
 // as Execute would replay it. ok=false — no receipt, one not terminal, or
 // other bytes — leaves the request to Execute, as does a request Execute
 // would refuse before any lookup (an invalid key or table name, or a
-// FirstSent in the future), and every request on a store that reads
-// several keys in one round trip (engine.MultiGetter). The one difference:
+// FirstSent in the future), and on a store that reads several keys in one
+// round trip (engine.MultiGetter) every request for a key not answered
+// here lately (recentKeys). The one difference:
 // a batch that today's limits would refuse replays the answer it was given
 // when they allowed it.
 func (s *Service) ReplayVerbatim(ctx context.Context, principal, tbl, key string, firstSent time.Time, digest []byte) (Answer, bool) {
@@ -68,14 +69,15 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 		firstSent.After(s.clock.Now().Add(FirstSentSkewMax)) {
 		return Answer{}, false, Seen{}
 	}
-	if _, multi := s.store.(engine.MultiGetter); multi {
-		// Execute reads a new key's receipt, tombstone and table in one
-		// round trip there (etcd): a lookup of its own first would add a
-		// round trip to every new request, to save a decode that costs far
-		// less than one.
+	id := Bind(principal, tbl, key)
+	if _, multi := s.store.(engine.MultiGetter); multi && !s.recent.has(id) {
+		// Execute creates a new key there (etcd) before any lookup
+		// (createfirst.go): a lookup of its own first would add a round
+		// trip to every new request, to save a decode that costs far
+		// less than one. A key answered here lately is most likely a
+		// retry, which Execute would look up first anyway.
 		return Answer{}, false, Seen{}
 	}
-	id := Bind(principal, tbl, key)
 	rec, ver, tomb, err := s.loadOrTomb(ctx, id)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return Answer{}, false, Seen{} // Execute reads again, and reports what it finds

@@ -74,6 +74,25 @@ func (t *Tables) PreflightWithMeta(tenant, table string, b *Batch, meta engine.I
 	return t.plan(m, b), nil
 }
 
+// PreflightCached is Preflight with the table's metadata as this process
+// last read it, reading nothing: ok=false when it holds no copy (the table
+// was never read here, or was absent when last read). The copy may be
+// stale — another node dropped the table, or dropped and created it again
+// — and Begin, conditioned on the copy's version, then writes nothing
+// (Shard.Refusal); a caller must plan again from a fresh read before it
+// takes any refusal of such a plan for an answer (receipt.Execute does,
+// docs/etcd.md).
+func (t *Tables) PreflightCached(tenant, table string, b *Batch) (p *Plan, ok bool, err error) {
+	c, ok := t.metas.Load(cacheKey(tenant, table))
+	if !ok {
+		return nil, false, nil
+	}
+	if err := b.Validate(); err != nil {
+		return nil, true, err
+	}
+	return t.plan(c.(Meta), b), true, nil
+}
+
 // plan splits b by shard of table m. It is a counting sort: one pass
 // finds each document's shard, the counts place every shard's documents in
 // one array (in batch order within a shard), and the shards come out in

@@ -87,35 +87,20 @@ type BeginResult struct {
 // *ConditionError; ambiguity as engine.ErrAmbiguous.
 func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (BeginResult, error) {
 	for attempt := 0; ; attempt++ {
+		last := attempt+1 >= BeginRetriesMax
 		b, _, err := c.beginBatch(ctx, txn)
 		var ce *code.Error
 		if errors.As(err, &ce) {
-			// A participant may refuse because of this very transaction (its
-			// own open intents, or documents it already changed): a begun or
-			// decided transaction answers as such, never with a fresh vote.
-			st, lerr := c.Lookup(ctx, txn.ID)
-			switch {
-			case lerr != nil:
-				return BeginResult{}, lerr
-			case st.Decision != nil:
-				return BeginResult{Decided: st.Decision}, nil
-			case st.Begun:
-				return BeginResult{}, ErrInProgress
+			res, again, err := c.votedNo(ctx, txn, ce, last)
+			if again {
+				continue
 			}
-			if attempt+1 < BeginRetriesMax {
-				if paid, perr := c.payDebtOn(ctx, txn); perr != nil || paid {
-					if perr != nil {
-						return BeginResult{}, perr
-					}
-					continue
-				}
-			}
-			return BeginResult{Refused: &Aborted{Code: ce.Code, Message: ce.Message}}, nil
+			return res, err
 		}
 		if err != nil {
 			return BeginResult{}, err
 		}
-		b.Merge(with)
+		b = withFirst(with, b)
 		if err := fault.Inject(fault.TwoPCBeginBefore); err != nil {
 			return BeginResult{}, err
 		}
@@ -131,37 +116,87 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 			}
 			return BeginResult{Prepared: true, Version: v}, nil
 		}
-		key, ok := engine.FailedKey(err)
-		if !ok {
-			return BeginResult{}, err
+		res, again, err := c.notBegun(ctx, txn, err, last)
+		if !again {
+			return res, err
 		}
-		switch {
-		case string(key) == string(recordKey(txn.ID)), string(key) == string(decisionKey(txn.ID)):
-			st, lerr := c.Lookup(ctx, txn.ID)
-			if lerr != nil {
-				return BeginResult{}, lerr
-			}
-			if st.Decision != nil {
-				return BeginResult{Decided: st.Decision}, nil
-			}
-			return BeginResult{}, ErrInProgress
-		}
-		refusal, retry, contended, mine := refusalOf(txn, key)
-		if !mine {
-			return BeginResult{}, err // a condition of `with`
-		}
-		if contended && attempt+1 < BeginRetriesMax {
-			paid, perr := c.payDebtAt(ctx, txn, key)
-			if perr != nil {
-				return BeginResult{}, perr
-			}
-			retry = retry || paid
-		}
-		if retry && attempt+1 < BeginRetriesMax {
-			continue
-		}
-		return BeginResult{Refused: &Aborted{Code: refusal.Code, Message: refusal.Message}, Contended: contended}, nil
 	}
+}
+
+// votedNo answers a participant's "no" vote (ce). A participant may refuse
+// because of this very transaction (its own open intents, or documents it
+// already changed): a begun or decided transaction answers as such, never
+// with a fresh vote. A vote read from a document that a decided
+// transaction's leftover intent still holds is tried again once that
+// debt is paid (debt.go), unless this was the last attempt.
+func (c *Coordinator) votedNo(ctx context.Context, txn Txn, ce *code.Error, last bool) (res BeginResult, again bool, err error) {
+	st, err := c.Lookup(ctx, txn.ID)
+	switch {
+	case err != nil:
+		return BeginResult{}, false, err
+	case st.Decision != nil:
+		return BeginResult{Decided: st.Decision}, false, nil
+	case st.Begun:
+		return BeginResult{}, false, ErrInProgress
+	}
+	if !last {
+		paid, err := c.payDebtOn(ctx, txn)
+		if err != nil || paid {
+			return BeginResult{}, paid, err
+		}
+	}
+	return BeginResult{Refused: &Aborted{Code: ce.Code, Message: ce.Message}}, false, nil
+}
+
+// notBegun answers a Begin write that failed with err: the transaction
+// begun or decided before; a condition of `with`; or a participant's
+// document held or changed — prepared afresh (again) when that may now
+// succeed and this was not the last attempt, else refused.
+func (c *Coordinator) notBegun(ctx context.Context, txn Txn, err error, last bool) (res BeginResult, again bool, _ error) {
+	key, ok := engine.FailedKey(err)
+	if !ok {
+		return BeginResult{}, false, err
+	}
+	if string(key) == string(recordKey(txn.ID)) || string(key) == string(decisionKey(txn.ID)) {
+		st, lerr := c.Lookup(ctx, txn.ID)
+		switch {
+		case lerr != nil:
+			return BeginResult{}, false, lerr
+		case st.Decision != nil:
+			return BeginResult{Decided: st.Decision}, false, nil
+		}
+		return BeginResult{}, false, ErrInProgress
+	}
+	refusal, retry, contended, mine := refusalOf(txn, key)
+	if !mine {
+		return BeginResult{}, false, err // a condition of `with`
+	}
+	if contended && !last {
+		paid, perr := c.payDebtAt(ctx, txn, key)
+		if perr != nil {
+			return BeginResult{}, false, perr
+		}
+		retry = retry || paid
+	}
+	if retry && !last {
+		return BeginResult{}, true, nil
+	}
+	return BeginResult{Refused: &Aborted{Code: refusal.Code, Message: refusal.Message}, Contended: contended}, false, nil
+}
+
+// withFirst is the Begin write b with `with`'s conditions checked before
+// the transaction's own: a store reports the first failed condition in
+// batch order, and the caller's (a receipt created if absent) says more
+// than a 2PC record that exists because of it. A create sent before any
+// lookup (receipt.Execute on a remote store) that finds its receipt then
+// learns so from this one write, instead of reading the decision back.
+func withFirst(with, b *engine.Batch) *engine.Batch {
+	if with == nil || len(with.Conds) == 0 {
+		return b.Merge(with)
+	}
+	conds := make([]engine.Condition, 0, len(with.Conds)+len(b.Conds))
+	b.Conds = append(append(conds, with.Conds...), b.Conds...)
+	return b.Merge(&engine.Batch{Ops: with.Ops})
 }
 
 // refusalOf asks the participants whose key failed: the refusal, whether

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemdb/idem/engine"
@@ -104,8 +105,10 @@ func (s *Store) txn(conds []engine.Condition, ops []engine.Op, nonce uint64) *pb
 			continue
 		}
 		seen[string(c.Key)] = struct{}{}
+		// A failed absence reads the value too (ConditionError.Value): a
+		// create that finds its key wants what is there.
 		req.Failure = append(req.Failure, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{
-			RequestRange: &pb.RangeRequest{Key: key, KeysOnly: true},
+			RequestRange: &pb.RangeRequest{Key: key, KeysOnly: c.Kind != engine.MustBeAbsent},
 		}})
 	}
 	for _, op := range ops {
@@ -141,20 +144,32 @@ func compare(c engine.Condition, key []byte) *pb.Compare {
 // failedCondition reports the first condition, in batch order, that the
 // Else branch's reads — taken at the revision the Compares saw — break.
 func (s *Store) failedCondition(conds []engine.Condition, resp *pb.TxnResponse) error {
-	found := make(map[string]engine.Version, len(resp.Responses))
+	found := make(map[string]*mvccpb.KeyValue, len(resp.Responses))
 	for _, r := range resp.Responses {
 		rr := r.GetResponseRange()
 		if rr == nil {
 			continue
 		}
 		for _, kv := range rr.Kvs {
-			found[string(kv.Key[len(s.prefix):])] = engine.Version(kv.ModRevision)
+			found[string(kv.Key[len(s.prefix):])] = kv
 		}
 	}
 	for _, c := range conds {
-		v := found[string(c.Key)]
+		kv := found[string(c.Key)]
+		var v engine.Version
+		if kv != nil {
+			v = engine.Version(kv.ModRevision)
+		}
 		if !c.HoldsAt(v) {
-			return &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: v}
+			ce := &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: v}
+			if kv != nil && len(kv.Value) > 0 {
+				// Not an envelope: no value, and the caller's own read
+				// reports the corruption.
+				if val, _, err := unseal(kv.Key, kv.Value); err == nil {
+					ce.Value = bytes.Clone(val)
+				}
+			}
+			return ce
 		}
 	}
 	// etcd said a Compare failed but its own reads say none did: nothing
