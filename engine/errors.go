@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 )
@@ -98,6 +99,16 @@ type ValueError struct {
 
 func (e *ValueError) Error() string { return e.Err.Error() }
 func (e *ValueError) Unwrap() error { return e.Err }
+
+// RecordError reports a stored value that the store read back intact but
+// that does not decode as the record its key holds (what): bytes no
+// version of Idem wrote there. Above the engine every record decode fails
+// so, never as a bare decoding error, so that a caller tells damage from a
+// failure of its own (errors.Is(err, ErrCorruption)) and an operator gets
+// the key. Like a ValueError from the store, it is that key's damage.
+func RecordError(key []byte, what string, err error) error {
+	return &ValueError{Key: bytes.Clone(key), Err: fmt.Errorf("%w: %s at %q does not decode: %v", ErrCorruption, what, key, err)}
+}
 
 // DamagedKey returns the key whose value did not read, if err says so.
 func DamagedKey(err error) ([]byte, bool) {

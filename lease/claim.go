@@ -60,7 +60,7 @@ func Read(ctx context.Context, store engine.Store, id string) (State, error) {
 	switch {
 	case err == nil:
 		if err := cbor.Unmarshal(it.Value, &st.Claim); err != nil {
-			return State{}, fmt.Errorf("lease: decode claim of %s: %w", id, err)
+			return State{}, engine.RecordError(it.Key, "lease: claim", err)
 		}
 		st.ClaimVersion = it.Version
 	case !errors.Is(err, engine.ErrNotFound):

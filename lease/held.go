@@ -126,7 +126,7 @@ func (h *Held) Resync(ctx context.Context, store engine.Store) error {
 	}
 	var c Claim
 	if err := cbor.Unmarshal(it.Value, &c); err != nil {
-		return err
+		return engine.RecordError(it.Key, "lease: claim", err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

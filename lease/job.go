@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -40,7 +39,7 @@ func AcquireJob(ctx context.Context, store engine.Store, name string, o Owner, n
 	default:
 		var cur jobRecord
 		if err := cbor.Unmarshal(it.Value, &cur); err != nil {
-			return 0, false, fmt.Errorf("lease: decode job %s: %w", name, err)
+			return 0, false, engine.RecordError(it.Key, "lease: job", err)
 		}
 		mine := cur.Node == o.Node && cur.Incarnation <= o.Incarnation
 		if !mine && now.Before(time.Unix(0, cur.Expires)) {

@@ -67,7 +67,7 @@ func RegisterAt(ctx context.Context, store engine.Store, node, advertise string)
 		switch {
 		case err == nil:
 			if err := cbor.Unmarshal(it.Value, &cur); err != nil {
-				return Owner{}, fmt.Errorf("lease: decode node record: %w", err)
+				return Owner{}, engine.RecordError(it.Key, "lease: node record", err)
 			}
 			ver = it.Version
 		case !errors.Is(err, engine.ErrNotFound):
@@ -96,7 +96,7 @@ func ReadNode(ctx context.Context, store engine.Store, node string) (Node, error
 	}
 	var rec nodeRecord
 	if err := cbor.Unmarshal(it.Value, &rec); err != nil {
-		return Node{}, fmt.Errorf("lease: decode node record of %s: %w", node, err)
+		return Node{}, engine.RecordError(it.Key, "lease: node record", err)
 	}
 	return Node{Owner: Owner{Node: node, Incarnation: rec.Incarnation}, Advertise: rec.Advertise}, nil
 }

@@ -1,8 +1,9 @@
 package receipt
 
 import (
-	"github.com/idemdb/idem/lease"
 	"time"
+
+	"github.com/idemdb/idem/lease"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/table"

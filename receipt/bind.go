@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+
 	"github.com/idemdb/idem/fault"
 
 	"github.com/idemdb/idem/table"

@@ -133,7 +133,7 @@ func EncodeRecord(r *Record) ([]byte, error) { return encMode.Marshal(r) }
 func DecodeRecord(b []byte) (*Record, error) {
 	var r Record
 	if err := cbor.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("receipt: decode record: %w", err)
+		return nil, fmt.Errorf("%w: receipt: record does not decode: %v", engine.ErrCorruption, err)
 	}
 	if r.Schema < Schema1 {
 		return nil, fmt.Errorf("receipt: record without schema")

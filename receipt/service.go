@@ -3,6 +3,7 @@ package receipt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -176,7 +177,7 @@ func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (
 	}
 	rec, err := DecodeRecord(items[0].Value)
 	if err != nil {
-		return nil, 0, nil, engine.Item{}, err
+		return nil, 0, nil, engine.Item{}, fmt.Errorf("%q: %w", items[0].Key, err)
 	}
 	return rec, items[0].Version, nil, items[1], nil
 }
@@ -199,7 +200,7 @@ func (l *lifecycle) load(ctx context.Context, id string) (*Record, engine.Versio
 	}
 	rec, err := DecodeRecord(it.Value)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("%q: %w", it.Key, err)
 	}
 	return rec, it.Version, nil
 }

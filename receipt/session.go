@@ -120,7 +120,7 @@ func EncodeSession(r *SessionRecord) ([]byte, error) { return encMode.Marshal(r)
 func DecodeSession(b []byte) (*SessionRecord, error) {
 	var r SessionRecord
 	if err := cbor.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("receipt: decode session: %w", err)
+		return nil, fmt.Errorf("%w: receipt: session record does not decode: %v", engine.ErrCorruption, err)
 	}
 	if r.Schema < 1 {
 		return nil, fmt.Errorf("receipt: session record without schema")

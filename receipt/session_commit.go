@@ -226,7 +226,7 @@ func sessionFingerprint(session string) [32]byte {
 func decodeStaging(b []byte) (*table.Staging, error) {
 	var st table.Staging
 	if err := cbor.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("receipt: decode session staging: %w", err)
+		return nil, fmt.Errorf("%w: receipt: session staging does not decode: %v", engine.ErrCorruption, err)
 	}
 	return &st, nil
 }

@@ -70,7 +70,7 @@ func (l *lifecycle) staging(ctx context.Context, sa *sessionAttempt) (*table.Sta
 		for _, it := range items {
 			var docs []table.SessionDoc
 			if err := cbor.Unmarshal(it.Value, &docs); err != nil {
-				return nil, fmt.Errorf("receipt: decode step %q: %w", it.Key, err)
+				return nil, engine.RecordError(it.Key, "receipt: session step", err)
 			}
 			st.Merge(docs)
 			seen++

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -126,7 +127,7 @@ func (t *Tables) metaOf(tenant, name string, it engine.Item) (Meta, error) {
 	}
 	var m Meta
 	if err := cbor.Unmarshal(it.Value, &m); err != nil {
-		return Meta{}, fmt.Errorf("table: decode meta of %q: %w", name, err)
+		return Meta{}, engine.RecordError(it.Key, "table: metadata of "+strconv.Quote(name), err)
 	}
 	if m.Tenant != tenant || m.Name != name {
 		return Meta{}, fmt.Errorf("table: meta at %q names table %q of another tenant", metaKey(tenant, name), m.Name)
@@ -260,7 +261,7 @@ func (t *Tables) List(ctx context.Context, tenant, after string, limit int) ([]M
 	for _, it := range items {
 		var m Meta
 		if err := cbor.Unmarshal(it.Value, &m); err != nil {
-			return nil, "", fmt.Errorf("table: decode meta %q: %w", it.Key, err)
+			return nil, "", engine.RecordError(it.Key, "table: metadata", err)
 		}
 		m.Version = it.Version
 		out = append(out, m)
@@ -295,7 +296,7 @@ func (t *Tables) MigrateLegacy(ctx context.Context, owner string) (int, error) {
 		for _, it := range items {
 			var m Meta
 			if err := cbor.Unmarshal(it.Value, &m); err != nil {
-				return moved, fmt.Errorf("table: decode legacy meta %q: %w", it.Key, err)
+				return moved, engine.RecordError(it.Key, "table: legacy metadata", err)
 			}
 			m.Tenant = owner
 			val, err := cbor.Marshal(m)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"strconv"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -30,7 +30,7 @@ func (t *Tables) Get(ctx context.Context, tenant, table, id string) (json.RawMes
 	if it, err := t.store.Get(ctx, intentKey(m.ID, shard, id)); err == nil {
 		var in intent
 		if err := cbor.Unmarshal(it.Value, &in); err != nil {
-			return nil, fmt.Errorf("table: decode intent of %q: %w", id, err)
+			return nil, engine.RecordError(it.Key, "table: intent of "+strconv.Quote(id), err)
 		}
 		if t.decisions != nil {
 			committed, _, err := t.decisions(ctx, in.Txn)

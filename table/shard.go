@@ -120,7 +120,7 @@ func (s *Shard) Ref() []byte {
 func (t *Tables) Participant(ref []byte) (*Shard, error) {
 	var r shardRef
 	if err := cbor.Unmarshal(ref, &r); err != nil {
-		return nil, fmt.Errorf("table: decode participant ref: %w", err)
+		return nil, fmt.Errorf("%w: table: participant ref does not decode: %v", engine.ErrCorruption, err)
 	}
 	s := &Shard{tables: t, meta: Meta{ID: r.TableID, Name: r.Table, Tenant: r.Tenant}, shard: r.Shard}
 	for _, id := range r.Docs {
@@ -274,7 +274,7 @@ func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine
 		}
 		var in intent
 		if err := cbor.Unmarshal(it.Value, &in); err != nil {
-			return nil, fmt.Errorf("table: decode intent %q: %w", ik, err)
+			return nil, engine.RecordError(ik, "table: intent", err)
 		}
 		if in.Txn != txnID {
 			continue
@@ -388,7 +388,7 @@ func (s *Shard) HolderOf(ctx context.Context, key []byte) (string, bool, error) 
 	}
 	var in intent
 	if err := cbor.Unmarshal(it.Value, &in); err != nil {
-		return "", false, fmt.Errorf("table: decode intent %q: %w", key, err)
+		return "", false, engine.RecordError(key, "table: intent", err)
 	}
 	return in.Txn, true, nil
 }

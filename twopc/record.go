@@ -76,14 +76,18 @@ func encodeDecision(o Outcome, at int64) ([]byte, error) {
 
 func decodeDecision(b []byte) (decision, error) {
 	var d decision
-	err := cbor.Unmarshal(b, &d)
-	return d, err
+	if err := cbor.Unmarshal(b, &d); err != nil {
+		return d, fmt.Errorf("%w: twopc: decision does not decode: %v", engine.ErrCorruption, err)
+	}
+	return d, nil
 }
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	err := cbor.Unmarshal(b, &r)
-	return r, err
+	if err := cbor.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%w: twopc: coordinator record does not decode: %v", engine.ErrCorruption, err)
+	}
+	return r, nil
 }
 
 // A decided record never changes (docs/design.md §6): a decision is created once,
