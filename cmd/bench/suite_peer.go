@@ -166,8 +166,13 @@ func runPeerProfile(env *Env, prof peerProfile) ([]*Result, error) {
 	}
 	defer pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+peerKeysTable+`, `+peerDocsTable+`, `+peerHotTable)
 	results, err := peerProfileCases(env, pool, prof)
+	// What the cases left in the tables, so shared_buffers can be judged
+	// against it (pg-throwaway.sh sizes the tuned one to hold it all).
+	var tableBytes int64
+	_ = pool.QueryRow(ctx, `SELECT pg_total_relation_size('`+peerKeysTable+`') + pg_total_relation_size('`+peerDocsTable+`')`).Scan(&tableBytes)
 	for _, r := range results {
 		r.Set("fsync_waits_p50", round(env.fsyncWaits(r.P50us), 2))
+		r.Set("pg_table_bytes", tableBytes)
 		settings.set(r, prof)
 	}
 	return results, err
