@@ -33,8 +33,10 @@
 #     shared_buffers, capped at 16MB); 64 concurrent commits of a few kB
 #     never wait for a WAL buffer to be written out.
 #   shared_buffers=512MB: the peer suite's tables (keys, documents and their
-#     indexes) stay below 300 MB in a -duration 2s run, so every page a case
-#     touches stays cached; the machine has the RAM.
+#     indexes) grow with -duration: 130 MB after a -duration 1s run at
+#     -concurrency 1,32,64 (pg_table_bytes in each row), so a run of a few
+#     seconds per case keeps every page it touches cached; the machine has
+#     the RAM.
 #   max_connections=100: the suite's pool opens max(concurrency, 16)
 #     connections (64 at the usual -concurrency 1,8,64), plus
 #     superuser_reserved_connections (3) and psql; fewer slots than the
