@@ -157,9 +157,6 @@ func servePGHTTP(pool *pgxpool.Pool, clientKind string, maxConc int) (*httpServe
 // peerHTTPCases runs the three pg-http cases at the http suite's
 // concurrencies.
 func peerHTTPCases(env *Env, pool *pgxpool.Pool, prof peerProfile) ([]*Result, error) {
-	if !env.Want(casePGHTTPKeyed) && !env.Want(casePGHTTPNoKey) && !env.Want(casePGHTTPReplay) {
-		return nil, nil
-	}
 	concs := env.concurrencies(httpDefaultConcurrency)
 	maxC := 1
 	for _, c := range concs {

@@ -209,6 +209,9 @@ func peerProfileCases(env *Env, pool *pgxpool.Pool, prof peerProfile) ([]*Result
 			return results, err
 		}
 	}
+	if !env.Want(casePGHTTPKeyed) && !env.Want(casePGHTTPNoKey) && !env.Want(casePGHTTPReplay) {
+		return results, nil
+	}
 	hs, err := peerHTTPCases(env, pool, prof)
 	return append(results, hs...), err
 }
