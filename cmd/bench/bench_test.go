@@ -113,8 +113,8 @@ func keys(m map[string]map[string]any) []string {
 }
 
 // TestBench_EverySuiteRunsAndReports runs every suite for a few
-// milliseconds per case on tiny stores (the peer without -pg, so skipped)
-// and checks each JSON line against the contract, the cases each suite
+// milliseconds per case on tiny stores (the peer without -pg, so skipped;
+// IDEM_BENCH_PG and IDEM_BENCH_PG_TUNED name servers for it) and checks each JSON line against the contract, the cases each suite
 // promises, the ratios the receipts and http suites add, that `all` runs
 // reopen and renewal once (in their own suites), and the -out report.
 func TestBench_EverySuiteRunsAndReports(t *testing.T) {
@@ -127,6 +127,9 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 		"-keys", "2000", "-receipts", "2000", "-replay-keys", "32", "-json", "-dir", filepath.Join(dir, "data"), "-out", out}
 	if dsn := os.Getenv("IDEM_BENCH_PG"); dsn != "" {
 		args = append(args, "-pg", dsn)
+	}
+	if dsn := os.Getenv("IDEM_BENCH_PG_TUNED"); dsn != "" {
+		args = append(args, "-pg-tuned", dsn)
 	}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -145,11 +148,15 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	}
 	want = append(want, "receipts/replay-vlog-cold/1", "recovery/recovery/1", "recovery/replay/1", "recovery/read-floor/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-receipts-in-ram/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
 	want = append(want, "recovery/restart-growing-2k-receipts/1")
-	if os.Getenv("IDEM_BENCH_PG") == "" {
+	profiles := peerProfiles(Options{PG: os.Getenv("IDEM_BENCH_PG"), PGTuned: os.Getenv("IDEM_BENCH_PG_TUNED")})
+	if len(profiles) == 0 {
 		want = append(want, "peer/skipped/0")
-	} else {
+	}
+	for _, p := range profiles {
 		for _, c := range []string{"1", "2"} {
-			want = append(want, "peer/pg-keyed/"+c, "peer/pg-keyed-pipe/"+c, "peer/pg-keyed-hot/"+c, "peer/pg-nokey/"+c, "peer/pg-replay/"+c)
+			for _, name := range peerCases {
+				want = append(want, "peer/"+p.caseName(name)+"/"+c)
+			}
 		}
 	}
 	for _, k := range want {
@@ -229,7 +236,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 	if r := seen["peer/skipped/0"]; r != nil && !strings.Contains(fmt.Sprint(r["reason"]), "-pg postgres://") {
 		t.Errorf("peer skip line lacks the -pg hint: %v", r)
 	}
-	if !strings.Contains(stderr.String(), "skipped: pass -pg postgres://") && os.Getenv("IDEM_BENCH_PG") == "" {
+	if !strings.Contains(stderr.String(), "skipped: pass -pg postgres://") && len(profiles) == 0 {
 		t.Errorf("no skip line in the peer table:\n%s", stderr.String())
 	}
 
@@ -243,7 +250,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 			t.Errorf("report lacks %q", s)
 		}
 	}
-	if os.Getenv("IDEM_BENCH_PG") != "" && !strings.Contains(string(md), "vs-peer-keyed-rate.png") {
+	if len(profiles) > 0 && !strings.Contains(string(md), "vs-peer-keyed-rate.png") {
 		t.Errorf("report with a peer lacks the keyed comparison chart")
 	}
 	pngs, _ := filepath.Glob(filepath.Join(dir, "out", "report-*.png"))

@@ -63,6 +63,9 @@ type peerMetric struct {
 // seriesRef names one case of one suite and its label in the chart.
 type seriesRef struct{ suite, caseName, label string }
 
+// tunedPeer names the tuned profile's rows (pg-tuned-*) in the charts.
+var tunedPeer = peerProfile{label: "tuned", tuned: true}
+
 var peerMetrics = []peerMetric{
 	{"keyed", "keyed batches (new Idempotency-Key each)", []seriesRef{
 		{"receipts", "keyed", "Idem library"},
@@ -70,18 +73,24 @@ var peerMetrics = []peerMetric{
 		{"peer", "pg-keyed-pipe", "PostgreSQL library, pipelined"},
 		{"peer", "pg-keyed", "PostgreSQL library"},
 		{"peer", casePGHTTPKeyed, "PostgreSQL behind net/http"},
+		{"peer", tunedPeer.caseName("pg-keyed-pipe"), "PostgreSQL tuned, library, pipelined"},
+		{"peer", tunedPeer.caseName(casePGHTTPKeyed), "PostgreSQL tuned, behind net/http"},
 	}},
 	{"replay", "replay of a finished key", []seriesRef{
 		{"receipts", "replay", "Idem library"},
 		{"http", "replay", "Idem HTTP (idemd's API)"},
 		{"peer", "pg-replay", "PostgreSQL library (SELECT)"},
 		{"peer", casePGHTTPReplay, "PostgreSQL behind net/http"},
+		{"peer", tunedPeer.caseName("pg-replay"), "PostgreSQL tuned, library (SELECT)"},
+		{"peer", tunedPeer.caseName(casePGHTTPReplay), "PostgreSQL tuned, behind net/http"},
 	}},
 	{"nokey", "batches without a key", []seriesRef{
 		{"receipts", "fast", "Idem library (fast path)"},
 		{"http", "fast", "Idem HTTP (fast path)"},
 		{"peer", "pg-nokey", "PostgreSQL library"},
 		{"peer", casePGHTTPNoKey, "PostgreSQL behind net/http"},
+		{"peer", tunedPeer.caseName("pg-nokey"), "PostgreSQL tuned, library"},
+		{"peer", tunedPeer.caseName(casePGHTTPNoKey), "PostgreSQL tuned, behind net/http"},
 	}},
 }
 

@@ -26,6 +26,9 @@ type Options struct {
 	ReplayKeys     int    // pre-created keys that replay cases cycle through
 	JSON           bool   // one JSON object per result line on stdout
 	PG             string // PostgreSQL DSN for the peer suite; "" skips it
+	// PGTuned is the tuned PostgreSQL's DSN (pg-throwaway.sh start tuned):
+	// its rows are pg-tuned-*, and Idem's ratios are judged against it.
+	PGTuned string
 	// HTTPClient is the http suite's load generator: lean or net
 	// (loadclient.go); the pg-http peer uses the same.
 	HTTPClient string

@@ -58,7 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		capacity  = fs.Int("capacity", 20_000_000, "capacity: retained terminal receipts to fill the store with")
 		replayN   = fs.Int("replay-keys", 4096, "terminal receipts (or peer key rows) that replay cases create first and cycle through (quick tour: 512)")
 		batchDocs = fs.Int("batch-docs", 10, "documents per batch (twopc, receipts, http, peer, crashloop), each of about 190 bytes")
-		pgDSN     = fs.String("pg", "", "PostgreSQL DSN (postgres://...) for the peer suite; see cmd/bench/pg-throwaway.sh")
+		pgDSN     = fs.String("pg", "", "PostgreSQL DSN (postgres://...) for the peer suite, on default settings; see cmd/bench/pg-throwaway.sh")
+		pgTuned   = fs.String("pg-tuned", "", "PostgreSQL DSN of the same server tuned for this workload (cmd/bench/pg-throwaway.sh start tuned): the peer suite runs its cases on it too, as pg-tuned-*, and judges Idem's ratios against it instead of -pg's")
 		httpCli   = fs.String("http-client", "lean", "load generator of the http suite and the pg-http peer: lean (one connection per worker, one write per request, the answer parsed in place, as wrk) or net (net/http's client)")
 		outPath   = fs.String("out", "", "write a Markdown report (machine, tables, targets) here, with PNG charts beside it")
 		cpuProf   = fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
@@ -114,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	opts := Options{Duration: *duration, Concurrency: conc, ConcurrencySet: set["concurrency"],
 		ValueBytes: *valueB, Keys: *keys, Receipts: *receipts, Capacity: *capacity, BatchDocs: *batchDocs, ReplayKeys: *replayN,
-		JSON: *jsonOut, PG: *pgDSN, HTTPClient: *httpCli, Crashloop: crash}
+		JSON: *jsonOut, PG: *pgDSN, PGTuned: *pgTuned, HTTPClient: *httpCli, Crashloop: crash}
 	// The quick tour: no suite named, so every suite runs briefly. Flags
 	// given explicitly still win.
 	if !set["suite"] {

@@ -76,6 +76,10 @@ func writeMarkdown(path string, rs *runState, args []string, took time.Duration)
 		for _, c := range peers {
 			fmt.Fprintf(&b, "![%s](%s)\n", c.title, filepath.Base(c.file))
 		}
+		fmt.Fprintf(&b, "\nPostgreSQL's settings, read from the server (rows pg-tuned-* are the tuned profile):\n\n")
+		for _, l := range peerSettingsLines(rs.suites) {
+			fmt.Fprintf(&b, "- `%s`\n", l)
+		}
 		fmt.Fprintf(&b, "\n")
 	}
 	for _, s := range rs.suites {

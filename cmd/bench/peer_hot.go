@@ -26,10 +26,10 @@ const (
 )
 
 // peerKeyedHotCases runs pg-keyed-hot at each concurrency.
-func peerKeyedHotCases(env *Env, pool *pgxpool.Pool, concs []int) ([]*Result, error) {
+func peerKeyedHotCases(env *Env, pool *pgxpool.Pool, prof peerProfile, concs []int) ([]*Result, error) {
 	var out []*Result
 	for _, c := range concs {
-		r, err := peerKeyedHotCase(env, pool, c)
+		r, err := peerKeyedHotCase(env, pool, prof, c)
 		if err != nil {
 			return out, err
 		}
@@ -38,14 +38,14 @@ func peerKeyedHotCases(env *Env, pool *pgxpool.Pool, concs []int) ([]*Result, er
 	return out, nil
 }
 
-func peerKeyedHotCase(env *Env, pool *pgxpool.Pool, concurrency int) (Result, error) {
+func peerKeyedHotCase(env *Env, pool *pgxpool.Pool, prof peerProfile, concurrency int) (Result, error) {
 	_, _ = pool.Exec(env.Ctx, "CHECKPOINT") // as peerCase: the last case's writes
 	if err := warmPool(env.Ctx, pool, concurrency); err != nil {
 		return Result{}, err
 	}
 	wl := newWorkload(env.Opts.BatchDocs)
 	var aborts atomic.Uint64
-	m, err := env.Loop(Loop{Case: casePGKeyedHot, Concurrency: concurrency, ServerOutside: true},
+	m, err := env.Loop(Loop{Case: prof.caseName(casePGKeyedHot), Concurrency: concurrency, ServerOutside: true},
 		func(ctx context.Context, w int, i uint64) error {
 			r := wl.peerRequest(w, i)
 			err := peerKeyedHot(ctx, pool, &r)
@@ -59,7 +59,7 @@ func peerKeyedHotCase(env *Env, pool *pgxpool.Pool, concurrency int) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	r := m.Result(casePGKeyedHot, concurrency)
+	r := m.Result(prof.caseName(casePGKeyedHot), concurrency)
 	setAborts(&r, aborts.Load())
 	return r, nil
 }

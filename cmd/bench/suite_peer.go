@@ -15,7 +15,8 @@ func init() {
 		Name:     "peer",
 		Rank:     90,
 		RunsLast: true,
-		Doc:      "PostgreSQL (-pg DSN): Stripe/brandur-style idempotency keys with the same batches, as a library and behind net/http (pg-http-*, the http suite's route and client), and pg-keyed-hot (each also UPDATE … SET n = n + 1 on one row; aborts_per_op); Idem's ratios against it",
+		Cases:    peerCases,
+		Doc:      "PostgreSQL (-pg DSN on defaults, -pg-tuned DSN tuned: rows pg-tuned-*): Stripe/brandur-style idempotency keys with the same batches, as a library and behind net/http (pg-http-*, the http suite's route and client), and pg-keyed-hot (each also UPDATE … SET n = n + 1 on one row; aborts_per_op); Idem's ratios against it",
 		Run:      runPeer,
 	})
 }
@@ -99,93 +100,150 @@ func (wl *workload) peerRequest(w int, i uint64) peerRequest {
 }
 
 func runPeer(env *Env) error {
-	if env.Opts.PG == "" {
-		env.Skip("pass -pg postgres://... to compare with PostgreSQL (cmd/bench/pg-throwaway.sh starts a throwaway one)")
+	profiles := peerProfiles(env.Opts)
+	if len(profiles) == 0 {
+		env.Skip("pass -pg postgres://... (and -pg-tuned postgres://...) to compare with PostgreSQL (cmd/bench/pg-throwaway.sh starts throwaway ones)")
 		return nil
 	}
+	var all []*Result
+	judged := profiles[len(profiles)-1]
+	for _, prof := range profiles {
+		results, err := runPeerProfile(env, prof)
+		all = append(all, results...)
+		if err != nil {
+			env.reportAll(all)
+			return fmt.Errorf("%s peer: %w", prof.label, err)
+		}
+		env.compareProfile(results, prof, prof == judged)
+	}
+	env.reportAll(all)
+	return nil
+}
+
+// compareProfile puts Idem's ratios on one profile's rows: every profile's
+// rows carry Idem's rates over theirs, only the judged profile's carry the
+// targets (issue 41: the tuned peer when there is one).
+func (e *Env) compareProfile(results []*Result, prof peerProfile, judged bool) {
+	e.peerTwinRatios(results, prof)
+	e.comparePGHTTP(results, prof, judged)
+	if judged {
+		e.comparePeer(results, prof)
+	}
+}
+
+// peerCases are the peer's cases as -case names them (as on the default
+// profile); a name selects the case on both profiles.
+var peerCases = []string{"pg-keyed", "pg-keyed-pipe", "pg-nokey", casePGKeyedHot, "pg-replay",
+	casePGHTTPKeyed, casePGHTTPNoKey, casePGHTTPReplay}
+
+// runPeerProfile measures every wanted case on one server and stamps each
+// row with the server's settings.
+func runPeerProfile(env *Env, prof peerProfile) ([]*Result, error) {
 	ctx := env.Ctx
-	concs := env.Opts.Concurrency
 	maxC := 1
-	for _, c := range concs {
+	for _, c := range env.Opts.Concurrency {
 		maxC = max(maxC, c)
 	}
-	cfg, err := pgxpool.ParseConfig(env.Opts.PG)
+	cfg, err := pgxpool.ParseConfig(prof.dsn)
 	if err != nil {
-		return fmt.Errorf("-pg: %w", err)
+		return nil, err
 	}
-	cfg.MaxConns = int32(max(maxC, 16))
+	cfg.MaxConns = peerPoolSize(prof.dsn, cfg, maxC)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("-pg: %w", err)
+		return nil, err
 	}
 	defer pool.Close()
+	settings, err := readPGSettings(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	if err := settings.check(); err != nil {
+		return nil, err
+	}
 	if _, err := pool.Exec(ctx, peerSQL.schema); err != nil {
-		return fmt.Errorf("peer schema: %w", err)
+		return nil, fmt.Errorf("peer schema: %w", err)
 	}
 	defer pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+peerKeysTable+`, `+peerDocsTable+`, `+peerHotTable)
-	var version, syncCommit, fsync string
-	_ = pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit'), current_setting('fsync')`).
-		Scan(&version, &syncCommit, &fsync)
-
-	var results []*Result
-	fail := func(err error) error {
-		env.reportAll(results)
-		return err
+	results, err := peerProfileCases(env, pool, prof)
+	// What the cases left in the tables, so shared_buffers can be judged
+	// against it (pg-throwaway.sh sizes the tuned one to hold it all).
+	var tableBytes int64
+	_ = pool.QueryRow(ctx, `SELECT pg_total_relation_size('`+peerKeysTable+`') + pg_total_relation_size('`+peerDocsTable+`')`).Scan(&tableBytes)
+	for _, r := range results {
+		r.Set("fsync_waits_p50", round(env.fsyncWaits(r.P50us), 2))
+		r.Set("pg_table_bytes", tableBytes)
+		settings.set(r, prof)
 	}
+	return results, err
+}
+
+// peerProfileCases runs the wanted cases in order: the library flows, the
+// hot row, replays, then the flows behind net/http.
+func peerProfileCases(env *Env, pool *pgxpool.Pool, prof peerProfile) ([]*Result, error) {
+	concs := env.Opts.Concurrency
+	var results []*Result
 	for _, name := range []string{"pg-keyed", "pg-keyed-pipe", "pg-nokey"} {
+		if !env.Want(name) {
+			continue
+		}
 		for _, c := range concs {
-			r, err := peerCase(env, pool, name, c, newWorkload(env.Opts.BatchDocs), nil)
+			r, err := peerCase(env, pool, prof, name, c, newWorkload(env.Opts.BatchDocs), nil)
 			if err != nil {
-				return fail(err)
+				return results, err
 			}
 			results = append(results, &r)
 		}
 	}
-	hot, err := peerKeyedHotCases(env, pool, concs)
-	results = append(results, hot...)
-	if err != nil {
-		return fail(err)
+	if env.Want(casePGKeyedHot) {
+		hot, err := peerKeyedHotCases(env, pool, prof, concs)
+		results = append(results, hot...)
+		if err != nil {
+			return results, err
+		}
 	}
-	// Replays of keys finished by the pipelined flow.
+	if env.Want("pg-replay") {
+		rs, err := peerReplayCases(env, pool, prof)
+		results = append(results, rs...)
+		if err != nil {
+			return results, err
+		}
+	}
+	if !env.Want(casePGHTTPKeyed) && !env.Want(casePGHTTPNoKey) && !env.Want(casePGHTTPReplay) {
+		return results, nil
+	}
+	hs, err := peerHTTPCases(env, pool, prof)
+	return append(results, hs...), err
+}
+
+// peerReplayCases replays keys finished by the pipelined flow.
+func peerReplayCases(env *Env, pool *pgxpool.Pool, prof peerProfile) ([]*Result, error) {
 	wl := newWorkload(env.Opts.BatchDocs)
 	n := env.Opts.ReplayKeys
 	reqs := make([]peerRequest, n)
 	for k := range reqs {
 		reqs[k] = wl.peerRequest(0, uint64(k))
 	}
-	env.Progress("%s/pg-replay creating %d keys", env.Suite(), n)
-	err = precreate(ctx, n, func(ctx context.Context, k uint64) error { return peerKeyedPipe(ctx, pool, &reqs[k]) })
+	env.Progress("%s/%s creating %d keys", env.Suite(), prof.caseName("pg-replay"), n)
+	err := precreate(env.Ctx, n, func(ctx context.Context, k uint64) error { return peerKeyedPipe(ctx, pool, &reqs[k]) })
 	env.ProgressDone()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	for _, c := range concs {
-		r, err := peerCase(env, pool, "pg-replay", c, wl, reqs)
+	var results []*Result
+	for _, c := range env.Opts.Concurrency {
+		r, err := peerCase(env, pool, prof, "pg-replay", c, wl, reqs)
 		if err != nil {
-			return fail(err)
+			return results, err
 		}
 		results = append(results, &r)
 	}
-	hs, err := peerHTTPCases(env, pool)
-	results = append(results, hs...)
-	if err != nil {
-		return fail(err)
-	}
-	for _, r := range results {
-		r.Set("fsync_waits_p50", round(env.fsyncWaits(r.P50us), 2))
-		r.Set("pg_version", version)
-		r.Set("pg_synchronous_commit", syncCommit)
-		r.Set("pg_fsync", fsync)
-	}
-	env.comparePeer(results)
-	env.comparePGHTTP(results)
-	env.reportAll(results)
-	return nil
+	return results, nil
 }
 
 // peerCase runs one flow closed-loop. Fsyncs are not counted (they happen
 // in another process); the rates compare with the floors all the same.
-func peerCase(env *Env, pool *pgxpool.Pool, name string, concurrency int, wl *workload, replay []peerRequest) (Result, error) {
+func peerCase(env *Env, pool *pgxpool.Pool, prof peerProfile, name string, concurrency int, wl *workload, replay []peerRequest) (Result, error) {
 	// PostgreSQL's quiesce: write back what the previous case dirtied, so
 	// its checkpoint does not land inside this one (needs superuser; a
 	// refusal only costs that fairness).
@@ -195,7 +253,7 @@ func peerCase(env *Env, pool *pgxpool.Pool, name string, concurrency int, wl *wo
 	if err := warmPool(env.Ctx, pool, concurrency); err != nil {
 		return Result{}, err
 	}
-	m, err := env.Loop(Loop{Case: name, Concurrency: concurrency, ServerOutside: true},
+	m, err := env.Loop(Loop{Case: prof.caseName(name), Concurrency: concurrency, ServerOutside: true},
 		func(ctx context.Context, w int, i uint64) error {
 			switch name {
 			case "pg-replay":
@@ -214,15 +272,17 @@ func peerCase(env *Env, pool *pgxpool.Pool, name string, concurrency int, wl *wo
 	if err != nil {
 		return Result{}, err
 	}
-	r := m.Result(name, concurrency)
+	r := m.Result(prof.caseName(name), concurrency)
 	if replay != nil {
 		r.Set("replay_set", len(replay))
 	}
 	return r, nil
 }
 
-// warmPool holds n connections at once, so the pool has opened them.
+// warmPool holds n connections at once (no more than the pool has), so
+// the pool has opened them.
 func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	n = min(n, int(pool.Config().MaxConns))
 	conns := make([]*pgxpool.Conn, 0, n)
 	defer func() {
 		for _, c := range conns {
@@ -314,24 +374,30 @@ func peerReplay(ctx context.Context, pool *pgxpool.Pool, r *peerRequest) error {
 	return nil
 }
 
-// comparePeer puts Idem's docs/design.md §12 ratios against this run's peer on the
-// peer lines they are judged by.
-func (e *Env) comparePeer(peer []*Result) {
+// comparePeer puts Idem's docs/design.md §12 ratios against the judged
+// profile's peer (the tuned one when -pg-tuned is given: issue 41) on the
+// peer lines they are judged by; each target names the profile.
+func (e *Env) comparePeer(peer []*Result, prof peerProfile) {
 	p := indexResults(peer)
-	bestKeyed := p.best("pg-keyed")
-	if b := p.best("pg-keyed-pipe"); bestKeyed == nil || (b != nil && b.OpsPerSec > bestKeyed.OpsPerSec) {
+	bestKeyed := p.best(prof.caseName("pg-keyed"))
+	if b := p.best(prof.caseName("pg-keyed-pipe")); bestKeyed == nil || (b != nil && b.OpsPerSec > bestKeyed.OpsPerSec) {
 		bestKeyed = b
 	}
-	pipe1 := p.get("pg-keyed-pipe", 1)
-	replayBest := p.best("pg-replay")
+	pipe1 := p.get(prof.caseName("pg-keyed-pipe"), 1)
+	replayBest := p.best(prof.caseName("pg-replay"))
 	lib := indexResults(ptrs(e.Earlier("receipts")))
 	web := indexResults(ptrs(e.Earlier("http")))
 	compared := false
+	judge := func(on *Result, field string, x, aim float64, want, got string) {
+		on.Set(field, round(x, 3))
+		on.Targets = append(on.Targets, Target{Want: want, Got: got, Met: x >= aim, Score: atLeast(x, aim)})
+		compared = true
+	}
 	if r := lib.get("keyed", 1); r != nil && pipe1 != nil && pipe1.P50us > 0 {
 		x := r.P50us / pipe1.P50us
 		pipe1.Set("idem_keyed_p50_over_this", round(x, 3))
 		pipe1.Targets = append(pipe1.Targets, Target{
-			Want:  fmt.Sprintf("idem keyed p50@1 <= %.1f x pg-keyed-pipe p50@1", targetKeyedP50VsPipe),
+			Want:  fmt.Sprintf("idem keyed p50@1 <= %.1f x %s p50@1 (%s peer)", targetKeyedP50VsPipe, pipe1.Case, prof.label),
 			Got:   fmt.Sprintf("%.3fx (%.0f / %.0f µs)", x, r.P50us, pipe1.P50us),
 			Met:   x <= targetKeyedP50VsPipe,
 			Score: atMost(x, targetKeyedP50VsPipe),
@@ -339,49 +405,42 @@ func (e *Env) comparePeer(peer []*Result) {
 		compared = true
 	}
 	if bestKeyed != nil && bestKeyed.OpsPerSec > 0 {
+		best := fmt.Sprintf("the %s peer's best keyed (%s@%d", prof.label, bestKeyed.Case, bestKeyed.Concurrency)
 		if r := lib.get("keyed", 64); r != nil {
-			x := r.OpsPerSec / bestKeyed.OpsPerSec
-			bestKeyed.Set("idem_keyed64_over_this", round(x, 3))
-			bestKeyed.Targets = append(bestKeyed.Targets, Target{
-				Want:  fmt.Sprintf("idem keyed@64 >= %.1f x the peer's best keyed (%s@%d)", targetKeyedVsPeerBest, bestKeyed.Case, bestKeyed.Concurrency),
-				Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, bestKeyed.OpsPerSec),
-				Met:   x >= targetKeyedVsPeerBest,
-				Score: atLeast(x, targetKeyedVsPeerBest),
-			}, Target{
-				Want:  fmt.Sprintf("idem keyed@64 >= %.1f x the peer's best keyed (%s@%d, issue 18)", targetKeyedVsPeerBestIssue18, bestKeyed.Case, bestKeyed.Concurrency),
-				Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, bestKeyed.OpsPerSec),
-				Met:   x >= targetKeyedVsPeerBestIssue18,
-				Score: atLeast(x, targetKeyedVsPeerBestIssue18),
-			})
-			compared = true
+			x, got := r.OpsPerSec/bestKeyed.OpsPerSec, fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", r.OpsPerSec/bestKeyed.OpsPerSec, r.OpsPerSec, bestKeyed.OpsPerSec)
+			judge(bestKeyed, "idem_keyed64_over_this", x, targetKeyedVsPeerBest,
+				fmt.Sprintf("idem keyed@64 >= %.1f x %s)", targetKeyedVsPeerBest, best), got)
+			judge(bestKeyed, "idem_keyed64_over_this", x, targetKeyedVsPeerBestIssue18,
+				fmt.Sprintf("idem keyed@64 >= %.1f x %s, issues 18 and 41)", targetKeyedVsPeerBestIssue18, best), got)
 		}
 		if r := web.get("keyed", httpTargetConc); r != nil {
 			x := r.OpsPerSec / bestKeyed.OpsPerSec
-			bestKeyed.Set("idem_http_keyed32_over_this", round(x, 3))
-			bestKeyed.Targets = append(bestKeyed.Targets, Target{
-				Want:  fmt.Sprintf("idem http keyed@%d >= %.1f x the peer's best keyed (%s@%d)", httpTargetConc, targetHTTPVsPeerBest, bestKeyed.Case, bestKeyed.Concurrency),
-				Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, bestKeyed.OpsPerSec),
-				Met:   x >= targetHTTPVsPeerBest,
-				Score: atLeast(x, targetHTTPVsPeerBest),
-			})
-			compared = true
+			judge(bestKeyed, "idem_http_keyed32_over_this", x, targetHTTPVsPeerBest,
+				fmt.Sprintf("idem http keyed@%d >= %.1f x %s)", httpTargetConc, targetHTTPVsPeerBest, best),
+				fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, bestKeyed.OpsPerSec))
 		}
 	}
 	if r := web.get("replay", httpTargetConc); r != nil && replayBest != nil && replayBest.OpsPerSec > 0 {
 		x := r.OpsPerSec / replayBest.OpsPerSec
-		replayBest.Set("idem_http_replay32_over_this", round(x, 3))
-		replayBest.Targets = append(replayBest.Targets, Target{
-			Want:  fmt.Sprintf("idem http replay@%d >= %.1f x the peer's SELECT replay (best, pg-replay@%d)", httpTargetConc, targetHTTPReplayVsPG, replayBest.Concurrency),
-			Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, replayBest.OpsPerSec),
-			Met:   x >= targetHTTPReplayVsPG,
-			Score: atLeast(x, targetHTTPReplayVsPG),
-		})
+		judge(replayBest, "idem_http_replay32_over_this", x, targetHTTPReplayVsPG,
+			fmt.Sprintf("idem http replay@%d >= %.1f x the %s peer's SELECT replay (best, %s@%d)", httpTargetConc, targetHTTPReplayVsPG, prof.label, replayBest.Case, replayBest.Concurrency),
+			fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, replayBest.OpsPerSec))
+	}
+	if keyedHotOverPeer(lib, p, prof) {
 		compared = true
 	}
-	// The ratio of every Idem keyed/replay/fast line to its peer twin.
-	if keyedHotOverPeer(lib, p) {
-		compared = true
+	if !compared && len(peer) > 0 {
+		peer[0].Set("note", "run with -suite receipts,http,peer for Idem's ratios against this peer")
 	}
+}
+
+// peerTwinRatios sets the ratio of every Idem keyed/replay/fast/keyed-hot
+// line to its twin in this profile, on the twin: informational, on every
+// profile's rows.
+func (e *Env) peerTwinRatios(peer []*Result, prof peerProfile) {
+	p := indexResults(peer)
+	lib := indexResults(ptrs(e.Earlier("receipts")))
+	web := indexResults(ptrs(e.Earlier("http")))
 	twins := map[string]string{"keyed": "pg-keyed-pipe", "replay": "pg-replay", "fast": "pg-nokey", caseKeyedHot: casePGKeyedHot}
 	for _, side := range []struct {
 		label string
@@ -389,16 +448,10 @@ func (e *Env) comparePeer(peer []*Result) {
 	}{{"lib", lib}, {"http", web}} {
 		for name, peerName := range twins {
 			for c, r := range side.res[name] {
-				if pr := p.get(peerName, c); pr != nil && pr.OpsPerSec > 0 {
+				if pr := p.get(prof.caseName(peerName), c); pr != nil && pr.OpsPerSec > 0 {
 					pr.Set("idem_"+side.label+"_"+name+"_rate_over_this", round(r.OpsPerSec/pr.OpsPerSec, 3))
 				}
 			}
-		}
-	}
-	if !compared {
-		for _, r := range peer {
-			r.Set("note", "run with -suite receipts,http,peer for Idem's ratios against this peer")
-			break
 		}
 	}
 }
