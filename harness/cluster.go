@@ -19,7 +19,8 @@ type Variant int
 
 const (
 	// Standalone: one node on its own engine; a crash drops unsynced bytes
-	// and restarts the process (a new incarnation).
+	// and restarts the process (a new incarnation). With Config.Store: one
+	// node on that store, whose crash restarts the node only.
 	Standalone Variant = iota
 	// Shared: two or three nodes in one process over one engine.Store, each
 	// with its own owner ID — the cluster-shared store of docs/design.md §14.

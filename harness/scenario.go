@@ -56,8 +56,8 @@ type Config struct {
 	// the harness's in-memory disk: an empty one (a fresh etcd prefix,
 	// say), built outside the bubble, that outlives the run (its owner
 	// closes it). Its calls run outside the bubble (bridge), taking no
-	// simulated time. It needs the Shared variant; its store crashes
-	// crash the nodes only, and the faults that damage the engine's files
+	// simulated time. Its store crashes crash the nodes only (Standalone:
+	// the one node), and the faults that damage the engine's files
 	// (ckpt-damage, vlog-damage, crashes at WAL and engine failpoints)
 	// are scheduled as restarts. Chained needs a store that chains.
 	Store engine.Store
@@ -202,10 +202,6 @@ func Run(t *testing.T, cfg Config) Result {
 	}
 	var external engine.Store
 	if cfg.Store != nil {
-		if cfg.Variant != Shared {
-			res.Failures = append(res.Failures, "Config.Store needs the Shared variant")
-			return res
-		}
 		br := newBridge(cfg.Store) // here: outside the bubble
 		defer br.close()
 		external = br
