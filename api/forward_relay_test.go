@@ -80,3 +80,20 @@ func TestForward_TheOwnersRefusalIsRelayed(t *testing.T) {
 		t.Fatalf("a step the owner refuses: %d %v %s; want the owner's 400 problem relayed", r.Status, r.Header, r.Body)
 	}
 }
+
+// TestForward_ACommitIsRelayedWithItsTransaction: a commit sent to n-b of
+// a session n-a holds is forwarded, and n-a's answer, of the transaction
+// the commit binds, is relayed: the transaction check refuses only
+// another's.
+func TestForward_ACommitIsRelayedWithItsTransaction(t *testing.T) {
+	p := newRelayPair(t, nil)
+	path := p.session(t)
+	if r := p.ca.Do("POST", path, stageBody); r.Status != 200 {
+		t.Fatalf("staging at the owner: %d %s", r.Status, r.Body)
+	}
+	commit := strings.TrimSuffix(path, "/batch") + "/commit"
+	r := p.cb.Do("POST", commit, "", "Idempotency-Key", "commit-1")
+	if r.Status != 201 || r.Header.Get("Idem-Served-By") != "n-a" || r.Header.Get("Idem-Transaction-Id") == "" {
+		t.Fatalf("a commit through n-b: %d %v %s; want n-a's answer relayed, with its transaction", r.Status, r.Header, r.Body)
+	}
+}
