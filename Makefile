@@ -137,7 +137,12 @@ fault:
 # mutant that lives is a change no test notices. Slow (minutes a package on
 # two cores): MUTATE_PKGS picks packages, MUTATE_BUDGET bounds each one,
 # MUTATE_EFFICACY (a percent) fails a package whose kill rate is below it.
-MUTATE_PKGS     ?= receipt lease twopc wal
+# An entry dir:file.go mutates that one file of the package (the others are
+# excluded), still against the whole package's tests: table's run over every
+# file did not finish in 18 minutes, and issue 42's mutants are in read.go.
+# -count=1: a cached coverage run would set gremlins' per-mutant timeout
+# (10x its time) below a build, and every mutant would time out.
+MUTATE_PKGS     ?= receipt lease twopc wal engine/etcdstore api:forward.go table:read.go
 MUTATE_WORKERS  ?= 2
 MUTATE_BUDGET   ?= 30m
 MUTATE_EFFICACY ?=
@@ -145,9 +150,14 @@ GREMLINS        ?= github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 
 mutate:
 	@for p in $(MUTATE_PKGS); do \
-		echo "== mutate ./$$p (lived and timed-out mutants listed)"; \
-		timeout $(MUTATE_BUDGET) $(GO) run $(GREMLINS) unleash --workers $(MUTATE_WORKERS) --timeout-coefficient 10 \
-			-S lt $(if $(MUTATE_EFFICACY),--threshold-efficacy $(MUTATE_EFFICACY)) ./$$p \
+		dir=$${p%%:*}; only=$${p#$$dir}; only=$${only#:}; exclude=; \
+		if [ -n "$$only" ]; then \
+			others=$$(cd $$dir && ls *.go | grep -v '_test\.go$$' | grep -vxF "$$only" | sed 's/\./\\./' | paste -sd'|'); \
+			exclude="--exclude-files ^($$others)$$"; \
+		fi; \
+		echo "== mutate ./$$dir $$only (lived and timed-out mutants listed)"; \
+		GOFLAGS="$${GOFLAGS:-} -count=1" timeout $(MUTATE_BUDGET) $(GO) run $(GREMLINS) unleash --workers $(MUTATE_WORKERS) --timeout-coefficient 10 \
+			-S lt $$exclude $(if $(MUTATE_EFFICACY),--threshold-efficacy $(MUTATE_EFFICACY)) ./$$dir \
 			|| { echo "mutate: ./$$p failed (exit $$?; 124 = over MUTATE_BUDGET $(MUTATE_BUDGET))"; exit 1; }; \
 	done
 

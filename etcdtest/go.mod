@@ -24,6 +24,7 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/idemdb/idem/harness v0.0.0-00010101000000-000000000000
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -83,3 +84,7 @@ require (
 // published version. go.work (repo root) does the same; this replace keeps
 // GOWORK=off builds of etcdtest alone working.
 replace github.com/idemdb/idem => ..
+
+// The harness (its own module) runs its workload, zombies and auditor over
+// the etcd store (harness_test.go): the working tree's, like the root's.
+replace github.com/idemdb/idem/harness => ../harness

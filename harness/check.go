@@ -41,13 +41,14 @@ func (sc *scenario) scanRange(start, end, skip []byte) ([]engine.Item, error) {
 		return append(before, after...), err
 	}
 	var out []engine.Item
+	limit := sc.cl.store.Limits().ScanItemsMax // the store's page, not the engine's
 	for bytes.Compare(start, end) < 0 {
-		items, err := sc.cl.db.Scan(context.Background(), start, end, engine.ScanLimitMax)
+		items, err := sc.cl.store.Scan(context.Background(), start, end, limit)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, items...)
-		if len(items) < engine.ScanLimitMax {
+		if len(items) < limit {
 			break
 		}
 		start = append(slices.Clone(items[len(items)-1].Key), 0)
@@ -69,11 +70,11 @@ func (sc *scenario) checkStarted() {
 			continue
 		}
 		id := string(engine.NSReceipt.Suffix(it.Key))
-		_, errRec := sc.cl.db.Get(ctx, engine.NSTxn.Key("rec", id))
-		_, errDec := sc.cl.db.Get(ctx, engine.NSTxn.Key("dec", id))
+		_, errRec := sc.cl.store.Get(ctx, engine.NSTxn.Key("rec", id))
+		_, errDec := sc.cl.store.Get(ctx, engine.NSTxn.Key("dec", id))
 		if errors.Is(errRec, engine.ErrNotFound) && errors.Is(errDec, engine.ErrNotFound) {
 			// Re-read: it may have become terminal meanwhile.
-			if cur, err := sc.cl.db.Get(ctx, it.Key); err == nil {
+			if cur, err := sc.cl.store.Get(ctx, it.Key); err == nil {
 				if r, err := receipt.DecodeRecord(cur.Value); err == nil && r.State == receipt.Started {
 					sc.violate("started receipt without a retained 2PC record: " + id)
 				}
@@ -92,7 +93,7 @@ func (sc *scenario) observe() {
 		if _, done := sc.obs.settled[kg]; done || !sc.sent[k] {
 			continue
 		}
-		it, err := sc.cl.db.Get(ctx, receiptKey(k))
+		it, err := sc.cl.store.Get(ctx, receiptKey(k))
 		if err != nil {
 			continue
 		}
@@ -174,7 +175,7 @@ func (sc *scenario) checkInvariants(ctx context.Context) {
 			}
 		}
 		// No terminal receipt whose documents disagree with its outcome.
-		it, err := sc.cl.db.Get(ctx, receiptKey(k))
+		it, err := sc.cl.store.Get(ctx, receiptKey(k))
 		if err != nil {
 			continue
 		}

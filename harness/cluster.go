@@ -19,10 +19,13 @@ type Variant int
 
 const (
 	// Standalone: one node on its own engine; a crash drops unsynced bytes
-	// and restarts the process (a new incarnation).
+	// and restarts the process (a new incarnation). With Config.Store: one
+	// node on that store, whose crash restarts the node only.
 	Standalone Variant = iota
 	// Shared: two or three nodes in one process over one engine.Store, each
 	// with its own owner ID — the cluster-shared store of docs/design.md §14.
+	// With Config.Store, that store: the nodes are simulated processes of a
+	// cluster on it (etcd's, say).
 	Shared
 )
 
@@ -48,10 +51,12 @@ type node struct {
 }
 
 // cluster is the system under test. Its engine lives on a crashable
-// in-memory disk: a crash keeps exactly what was fsynced. Every node's
+// in-memory disk: a crash keeps exactly what was fsynced. Or its store is
+// an external one (Config.Store, through a bridge): then there is no engine
+// and no disk, and a store crash crashes the nodes only. Every node's
 // store calls and timers go through the scenario's scheduler (sim).
 type cluster struct {
-	disk    *memfs.Disk
+	disk    *memfs.Disk // nil with an external store
 	sim     *sim
 	opts    receipt.Options
 	chained bool // nodes see a store that can chain (see Config.Chained)
@@ -62,14 +67,17 @@ type cluster struct {
 	rng                          *rand.Rand
 	log                          *slog.Logger
 
-	db    *engine.DB
-	opens int // engine opens so far
+	// store is what the nodes share and the harness reads: db, or the
+	// external store's bridge.
+	store engine.Store
+	db    *engine.DB // nil with an external store
+	opens int        // engine opens so far
 	nodes []*node
 }
 
-func newCluster(s *sim, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
+// newCluster makes the cluster over external (nil: an engine of its own).
+func newCluster(s *sim, external engine.Store, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
 	c := &cluster{
-		disk:          memfs.NewDisk(),
 		sim:           s,
 		chained:       chained,
 		opts:          opts,
@@ -85,8 +93,16 @@ func newCluster(s *sim, nodes int, opts receipt.Options, chained bool, seed uint
 		c.maintainFirst = 0
 	}
 	c.opts.MaintainInterval = -1 // the harness runs the loop: maintainer
-	if err := c.openStore(); err != nil {
-		return nil, err
+	if external != nil {
+		if _, ok := external.(engine.Chainer); chained && !ok {
+			return nil, fmt.Errorf("Config.Chained: the external store %T does not chain writes", external)
+		}
+		c.store, c.audit = external, newAuditor(external)
+	} else {
+		c.disk = memfs.NewDisk()
+		if err := c.openStore(); err != nil {
+			return nil, err
+		}
 	}
 	for i := 0; i < nodes; i++ {
 		c.nodes = append(c.nodes, &node{id: fmt.Sprintf("node-%d", i)})
@@ -103,7 +119,7 @@ func (c *cluster) openStore() error {
 	if err != nil {
 		return err
 	}
-	c.db, c.opens = db, c.opens+1
+	c.db, c.store, c.opens = db, db, c.opens+1
 	if c.audit == nil {
 		c.audit = newAuditor(db)
 	} else {
@@ -118,7 +134,7 @@ func (c *cluster) startNode(ctx context.Context, i int) error {
 	n := c.nodes[i]
 	opts := c.opts
 	opts.Node, opts.Clock, opts.Logger = n.id, nodeClock{c.sim, n.id}, c.log
-	n.store = newNodeStore(c.db, c.sim, c.audit, n.id, c.rng.Uint64())
+	n.store = newNodeStore(c.store, c.sim, c.audit, n.id, c.rng.Uint64())
 	var store engine.Store = n.store
 	if c.chained {
 		store = chainStore{n.store}
@@ -194,6 +210,9 @@ func (c *cluster) crashStore(tear memfs.Tear, damage func(fs *memfs.FS)) error {
 	for i := range c.nodes {
 		c.crashNode(i)
 	}
+	if c.db == nil {
+		return nil // an external store is replicated and outlives its clients
+	}
 	if tear == nil {
 		tear = c.pickTear()
 	}
@@ -247,5 +266,16 @@ func (c *cluster) close() {
 	for i := range c.nodes {
 		c.crashNode(i)
 	}
-	c.db.Close()
+	if c.db != nil {
+		c.db.Close()
+	}
+}
+
+// health is the engine's (engine.DB.Health); an external store's is not
+// the harness's to judge: nil.
+func (c *cluster) health() error {
+	if c.db == nil {
+		return nil
+	}
+	return c.db.Health()
 }

@@ -52,7 +52,8 @@ type event struct {
 // nodes sharing a store are scheduled as a restart in the standalone
 // variant, kinds that need deferred resolution as a clean without it;
 // kinds that send a request of their own use one of the reserved keys
-// (inducedKeys), and beyond them are scheduled as a restart.
+// (inducedKeys), and beyond them are scheduled as a restart; so are kinds
+// that need the harness's own engine, over an external store.
 type faultSpec struct {
 	name     string
 	params   func(rng *rand.Rand, e *event) // nil: none
@@ -61,6 +62,7 @@ type faultSpec struct {
 	deferred bool                           // needs Config.DeferResolution (else: a clean)
 	induces  bool                           // uses a reserved key
 	once     bool                           // at most once per run
+	engine   bool                           // needs the harness's own engine (not Config.Store)
 	arm      func(sc *scenario, e *event)   // nil: nothing
 	disarm   func(sc *scenario, e *event)   // nil: nothing
 }
@@ -105,13 +107,13 @@ var faultTable = [faultKinds]faultSpec{
 		show:   func(e event) string { return fmt.Sprintf("successor +%d", 1+e.Other) },
 		arm:    (*scenario).zombieClean,
 	},
-	faultCkptDamage: {name: "ckpt-damage", once: true, disarm: (*scenario).damageCheckpoint},
+	faultCkptDamage: {name: "ckpt-damage", once: true, engine: true, disarm: (*scenario).damageCheckpoint},
 	faultDebtClean: {name: "debt-clean", induces: true, deferred: true,
 		params: func(rng *rand.Rand, e *event) { e.Other = rng.IntN(2) },
 		show:   func(e event) string { return fmt.Sprintf("cleaner +%d", e.Other) },
 		arm:    (*scenario).debtClean,
 	},
-	faultVlogDamage: {name: "vlog-damage", once: true,
+	faultVlogDamage: {name: "vlog-damage", once: true, engine: true,
 		params: func(rng *rand.Rand, e *event) { e.Other = rng.IntN(keysMax) },
 		show:   func(e event) string { return fmt.Sprintf("pick %d", e.Other) },
 		disarm: (*scenario).damageValueLog,
@@ -150,6 +152,13 @@ func crashPoints() []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// engineLayer: a failpoint of the embedded engine's own layers, which an
+// external store never passes.
+func engineLayer(point string) bool {
+	layer := layerOf(point)
+	return layer == "wal" || layer == "engine"
 }
 
 // cleanerPoint: the failpoints only the retention cleaner passes.
@@ -210,7 +219,8 @@ func makeSchedule(cfg Config) []event {
 		switch {
 		case spec.deferred && !cfg.DeferResolution:
 			e = event{Kind: faultClean, Node: e.Node}
-		case spec.shared && cfg.Variant != Shared, spec.induces && induced >= cfg.inducedKeys():
+		case spec.shared && cfg.Variant != Shared, spec.induces && induced >= cfg.inducedKeys(),
+			cfg.Store != nil && (spec.engine || engineLayer(e.Point)):
 			e = event{Kind: faultRestart, Node: e.Node}
 		case spec.once && used[e.Kind]:
 			e = event{}

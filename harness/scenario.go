@@ -58,6 +58,15 @@ type Config struct {
 	Hot, HotStrict bool
 	// Bugs arms planted bugs for the whole run (checker self-test).
 	Bugs []string
+	// Store, if set, is the store the nodes share instead of an engine on
+	// the harness's in-memory disk: an empty one (a fresh etcd prefix,
+	// say), built outside the bubble, that outlives the run (its owner
+	// closes it). Its calls run outside the bubble (bridge), taking no
+	// simulated time. Its store crashes crash the nodes only (Standalone:
+	// the one node), and the faults that damage the engine's files
+	// (ckpt-damage, vlog-damage, crashes at WAL and engine failpoints)
+	// are scheduled as restarts. Chained needs a store that chains.
+	Store engine.Store
 	// OutDir receives visualizations on failure. (The engine lives on an
 	// in-memory disk that crashes honestly: see cluster.)
 	OutDir string
@@ -197,12 +206,18 @@ func Run(t *testing.T, cfg Config) Result {
 		}
 		defer fault.Disable(b)
 	}
+	var external engine.Store
+	if cfg.Store != nil {
+		br := newBridge(cfg.Store) // here: outside the bubble
+		defer br.close()
+		external = br
+	}
 	// Table IDs come from crypto/rand: the seed's too, so that a run's
 	// keys — which order the scheduler's ties — are the same every time.
 	cryptotest.SetGlobalRandom(t, uint64(cfg.Seed))
 	synctest.Test(t, func(*testing.T) {
 		began := time.Now()
-		sc.simulate()
+		sc.simulate(external)
 		res.SimTime, res.Events = time.Since(began), sc.sim.served
 	})
 	// The history is checked outside the bubble: the checker's own timeout
@@ -223,8 +238,8 @@ func Run(t *testing.T, cfg Config) Result {
 	return res
 }
 
-// simulate runs the scenario inside the bubble.
-func (sc *scenario) simulate() {
+// simulate runs the scenario inside the bubble, over external if set.
+func (sc *scenario) simulate(external engine.Store) {
 	cfg := sc.cfg
 	ctx, cancel := context.WithCancel(context.Background())
 	sc.ctx = ctx
@@ -247,7 +262,7 @@ func (sc *scenario) simulate() {
 		// deadline: no early first pass either.
 		opts.FirstPassMax = -1
 	}
-	cl, err := newCluster(sc.sim, cfg.nodes(), opts, cfg.Chained, uint64(cfg.Seed), cfg.Log)
+	cl, err := newCluster(sc.sim, external, cfg.nodes(), opts, cfg.Chained, uint64(cfg.Seed), cfg.Log)
 	if err != nil {
 		sc.violate("setup: " + err.Error())
 		cancel()
@@ -477,7 +492,7 @@ func (sc *scenario) armCrash(e *event) {
 func (sc *scenario) checkArmed(step int, final bool) {
 	e := sc.armed
 	if e == nil {
-		if sc.cl.db.Health() != nil {
+		if sc.cl.health() != nil {
 			// The store fail-stopped (a failure injected elsewhere, e.g. a
 			// failed publication while a WAL write was in flight): like an
 			// operator, restart the process on the same data dir.
@@ -499,7 +514,7 @@ func (sc *scenario) checkArmed(step int, final bool) {
 		sc.count("crash-fired@" + e.Point)
 	}
 	layer := layerOf(e.Point)
-	if sc.cfg.Variant == Standalone || layer == "wal" || layer == "engine" || sc.cl.db.Health() != nil {
+	if sc.cfg.Variant == Standalone || layer == "wal" || layer == "engine" || sc.cl.health() != nil {
 		sc.crashAll()
 		return
 	}
@@ -518,7 +533,7 @@ func (sc *scenario) checkArmed(step int, final bool) {
 // recoverStore restarts a store that fail-stopped, crashing whoever hit
 // the armed failpoint if that is why (checkArmed).
 func (sc *scenario) recoverStore() {
-	if sc.cl.db.Health() == nil {
+	if sc.cl.health() == nil {
 		return
 	}
 	if sc.armed != nil && fault.Hits(sc.armed.Point) != sc.armedHits {

@@ -67,7 +67,7 @@ func (sc *scenario) tombstones() map[string]tombVal {
 }
 
 func (sc *scenario) hasTomb(k int) bool {
-	_, err := sc.cl.db.Get(context.Background(), tombKeyOf(txnOf(k)))
+	_, err := sc.cl.store.Get(context.Background(), tombKeyOf(txnOf(k)))
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		sc.violate(fmt.Sprintf("read the tombstone of key %d: %v", k, err))
 	}
@@ -107,7 +107,7 @@ func (sc *scenario) newGenerations() {
 		if !sc.sent[k] {
 			continue
 		}
-		_, err := sc.cl.db.Get(context.Background(), receiptKey(k))
+		_, err := sc.cl.store.Get(context.Background(), receiptKey(k))
 		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			// Not gone: unreadable (a receipt vlog-damage damaged).
 			if !bytes.Equal(receiptKey(k), sc.damaged) {
@@ -185,7 +185,7 @@ func (sc *scenario) checkTombs() {
 	tombs := sc.tombstones()
 	ids := slices.Sorted(maps.Keys(tombs))
 	for _, id := range ids {
-		if _, err := sc.cl.db.Get(context.Background(), engine.NSReceipt.Key(id)); err == nil {
+		if _, err := sc.cl.store.Get(context.Background(), engine.NSReceipt.Key(id)); err == nil {
 			sc.violate("receipt " + id + " exists beside its tombstone")
 		}
 	}

@@ -173,7 +173,7 @@ type vlogDamage struct {
 // backup: the receipt reads back exactly as it was, version and all, and
 // a retry replays its envelope.
 func (sc *scenario) damageValueLog(e *event) {
-	if sc.cl.db.Health() != nil || len(sc.cl.live()) == 0 {
+	if sc.cl.health() != nil || len(sc.cl.live()) == 0 {
 		sc.count("vlog-damage-idle")
 		return
 	}
@@ -201,7 +201,7 @@ func (sc *scenario) damageValueLog(e *event) {
 		return
 	}
 	sc.recoverStore()
-	got, err := sc.cl.db.Get(context.Background(), d.key)
+	got, err := sc.cl.store.Get(context.Background(), d.key)
 	if err != nil || !bytes.Equal(got.Value, d.item.Value) || got.Version != d.item.Version {
 		sc.violate(fmt.Sprintf("vlog-damage: %s, its value-log record restored, reads %s at version %d (%v); was %s at %d",
 			d.key, describeReceipt(got.Value), got.Version, err, describeReceipt(d.item.Value), d.item.Version))
@@ -258,7 +258,7 @@ func (sc *scenario) damageReceipt(pick int, items []engine.Item) *vlogDamage {
 				sc.violate(fmt.Sprintf("vlog-damage: flip a byte of %s: %v", r.seg, err))
 				return nil
 			}
-			got, err := sc.cl.db.Get(ctx, d.key)
+			got, err := sc.cl.store.Get(ctx, d.key)
 			switch {
 			case errors.Is(err, engine.ErrCorruption) && strings.Contains(err.Error(), r.seg) &&
 				strings.Contains(err.Error(), strconv.FormatInt(r.off, 10)):
@@ -326,7 +326,7 @@ func (sc *scenario) whileDamaged(e *event, d *vlogDamage, want []engine.Item) {
 		sc.advance(time.Until(until) + time.Second)
 	}
 	sc.clean(e.Node)
-	switch _, err := sc.cl.db.Get(context.Background(), d.key); {
+	switch _, err := sc.cl.store.Get(context.Background(), d.key); {
 	case errors.Is(err, engine.ErrNotFound):
 		sc.violate(fmt.Sprintf("vlog-damage: the cleaner deleted receipt %s, which it could not read (%s)", d.key, where))
 	case !errors.Is(err, engine.ErrCorruption):

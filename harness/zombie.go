@@ -270,7 +270,7 @@ func (sc *scenario) zombieClean(e *event) {
 func (sc *scenario) debtPaidOf(id string) func([]*engine.Batch) bool {
 	key := engine.NSReceipt.Key(id)
 	return func(batches []*engine.Batch) bool {
-		it, err := sc.cl.db.Get(context.Background(), key)
+		it, err := sc.cl.store.Get(context.Background(), key)
 		if err != nil {
 			return false
 		}
@@ -343,7 +343,7 @@ func (sc *scenario) debtClean(e *event) {
 // tombstone gone now was still protecting its key; then starts the new
 // generations of the keys whose receipts or tombstones are gone.
 func (sc *scenario) checkCleaned(before cleanView) {
-	if sc.cl.db.Health() != nil || sc.cl.opens != before.opens {
+	if sc.cl.health() != nil || sc.cl.opens != before.opens {
 		// The store fail-stopped or reopened meanwhile: until it restarts,
 		// reads do not show what is durable, and what was is not known.
 		sc.newGenerations()
@@ -391,7 +391,7 @@ type cleanView struct {
 // step — while a choreography let time pass, say — would otherwise be gone
 // before the harness saw it terminal, and its effect stay unbounded.
 func (sc *scenario) beforeClean() cleanView {
-	if sc.cl.db.Health() == nil {
+	if sc.cl.health() == nil {
 		sc.observe()
 		sc.observeSessions()
 	}

@@ -121,3 +121,63 @@ func TestApplyError_NoSpaceIsNotAFailStopForGood(t *testing.T) {
 		t.Fatalf("permission denied marked no space: %v", err)
 	}
 }
+
+// TestSpace_OptionsTakeDefaultsAndRefuseOutOfRange: a zero option takes
+// its default and a set one stays; a high-water share of exactly 1 is in
+// (0, 1].
+func TestSpace_OptionsTakeDefaultsAndRefuseOutOfRange(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	sp := newTestSpace(t, fakeStatus{}, SpaceOptions{}, clk)
+	if sp.o.HighWater != DefaultHighWater || sp.o.Interval != DefaultSpaceInterval || sp.o.CallTimeout != DefaultCallTimeout {
+		t.Fatalf("zero options: %+v, want the defaults", sp.o)
+	}
+	set := SpaceOptions{QuotaBytes: 1, HighWater: 1, Interval: 3 * time.Second, CallTimeout: 2 * time.Second}
+	if sp = newTestSpace(t, fakeStatus{}, set, clk); sp.o != set {
+		t.Fatalf("options %+v became %+v", set, sp.o)
+	}
+	for _, o := range []SpaceOptions{{QuotaBytes: -1}, {Interval: -1}, {CallTimeout: -1}} {
+		if _, err := newSpace(fakeStatus{}, nil, o, clk.now); err == nil {
+			t.Fatalf("options %+v accepted", o)
+		}
+	}
+}
+
+// TestSpace_GrowthIsTheSmoothedRateOfBytesInUse: the growth rate is an
+// exponential average of the bytes in use per second, the old rate
+// weighing half after spaceRateHalfLife; two checks at one instant leave it
+// as it was; the time to full is what the quota leaves over that rate, and
+// never (not NaN) with no growth, even at the quota.
+func TestSpace_GrowthIsTheSmoothedRateOfBytesInUse(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	f := fakeStatus{"a": {DbSizeInUse: 100}}
+	sp := newTestSpace(t, f, SpaceOptions{QuotaBytes: 1000}, clk)
+	half := spaceRateHalfLife
+	for i, c := range []struct {
+		after         time.Duration
+		inUse         int64
+		growth, toFul float64
+	}{
+		{0, 100, 0, math.Inf(1)},
+		{half, 700, 5, 60},          // 10 B/s for a half-life: half of it
+		{half, 700, 2.5, 120},       // no growth for a half-life: halved
+		{0, 800, 2.5, 80},           // at the same instant: no rate to average
+		{2 * half, 800, 0.625, 320}, // a quarter left after two half-lives
+	} {
+		clk.t = clk.t.Add(c.after)
+		f["a"].DbSizeInUse = c.inUse
+		if err := sp.Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := sp.Stats()
+		if math.Abs(st.GrowthBytesPerSecond-c.growth) > 1e-9 || !(st.SecondsToFull == c.toFul || math.Abs(st.SecondsToFull-c.toFul) < 1e-6) {
+			t.Fatalf("check %d (%d in use of 1000): growth %v B/s, %v s to full; want %v, %v", i, c.inUse, st.GrowthBytesPerSecond, st.SecondsToFull, c.growth, c.toFul)
+		}
+		if st.Checks != uint64(i+1) {
+			t.Fatalf("check %d counted as %d", i+1, st.Checks)
+		}
+	}
+	atQuota := newTestSpace(t, fakeStatus{"a": {DbSizeInUse: 1000}}, SpaceOptions{QuotaBytes: 1000}, clk)
+	if _ = atQuota.Check(context.Background()); !math.IsInf(atQuota.Stats().SecondsToFull, 1) {
+		t.Fatalf("no growth at the quota: %v s to full, want never", atQuota.Stats().SecondsToFull)
+	}
+}
