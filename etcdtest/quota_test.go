@@ -27,11 +27,17 @@ const (
 	// quotaFillMax bounds the fill: far more batches than the high-water
 	// mark holds, so that a gate that never closes fails the test.
 	quotaFillMax = 400
-	// quotaRetention is the receipts' retention: short, so that cleanup
-	// frees the space within the test; the margin keeps the replays
-	// checked to receipts surely not cleaned yet.
-	quotaRetention       = 30 * time.Second
+	// quotaRetention is the receipts' retention: longer than the fill
+	// takes on a loaded machine (a run at load average 10 took over 30 s,
+	// and cleanup then freed receipts as fast as the fill wrote them, so
+	// the mark was never reached), short enough that cleanup frees the
+	// space within the test if compaction alone does not; the margin
+	// keeps the replays checked to receipts surely not cleaned yet.
+	quotaRetention       = 90 * time.Second
 	quotaRetentionMargin = 3 * time.Second
+	// quotaResumeMax bounds the wait for the refused key to commit: past
+	// the retention of every receipt of the fill, and the cleaner's pass.
+	quotaResumeMax = quotaRetention + 30*time.Second
 )
 
 // quotaBody is a keyed batch whose request carries quotaValue bytes.
@@ -119,7 +125,7 @@ func TestIdemd_TheQuotaNeverStopsTheCluster(t *testing.T) {
 
 	// Compaction drops the fill's old revisions, the cleaner the receipts
 	// past their retention: the refused key commits, on the same process.
-	testsupport.Poll(t, "the refused key committing once cleanup and compaction freed space", time.Minute, func() bool {
+	testsupport.Poll(t, "the refused key committing once cleanup and compaction freed space", quotaResumeMax, func() bool {
 		r := post(refused)
 		if r.Status == 503 && r.Problem(t, 503).Code == "store_full" {
 			return false
