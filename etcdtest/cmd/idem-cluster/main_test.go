@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -168,12 +169,12 @@ func TestMain(m *testing.M) {
 // ago (the cluster's nodes listen on base-port+i).
 func twoFreePorts(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 200 {
+		p := lowPortMin + rand.IntN(lowPortMax-lowPortMin-1)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		p := l.Addr().(*net.TCPAddr).Port
 		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
 		l.Close()
 		if err == nil {
@@ -184,6 +185,16 @@ func twoFreePorts(t *testing.T) int {
 	t.Fatal("no two consecutive free ports")
 	return 0
 }
+
+// The nodes' ports are drawn below Linux's ephemeral range (32768-60999
+// by default): a port the kernel hands out for "127.0.0.1:0" is also the
+// local port of any outgoing connection, and on a loaded machine one of
+// them (a node's own connection to etcd, another test's client) took
+// node-2's port between this pick and its bind, three restarts running.
+const (
+	lowPortMin = 20000
+	lowPortMax = 32000
+)
 
 type syncBuffer struct {
 	mu sync.Mutex
