@@ -99,3 +99,5 @@ require (
 replace github.com/idemdb/idem => ../..
 
 replace github.com/idemdb/idem/etcdtest => ../../etcdtest
+
+replace github.com/idemdb/idem/harness => ../../harness
