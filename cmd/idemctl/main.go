@@ -3,6 +3,8 @@
 //	idemctl check [-json] DATA   verify a stopped data dir offline
 //	idemctl backup DATA DEST | -server URL NAME
 //	                             copy a data dir consistently, stopped or live
+//	idemctl etcd-restored -etcd-endpoints … -backup-time T
+//	                             record an etcd restore (the restore fence)
 //	idemctl receipts list|get|resolve ...
 //	                             see and unstick receipts on a running server
 //	idemctl help [COMMAND]       list the commands, or show one's usage
@@ -55,7 +57,7 @@ type command struct {
 
 // commands is the table of subcommands, in the order help lists them.
 func commands() []command {
-	return []command{checkCommand, backupCommand, receiptsCommand}
+	return []command{checkCommand, backupCommand, etcdRestoredCommand, receiptsCommand}
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -104,7 +104,7 @@ func (d *daemon) open(ctx context.Context) (err error) {
 		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
 		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
-		Restore: restoreFence(d.store.db, c.retention, log),
+		Restore: restoreFence(d.store, c.retention, log),
 		// Other nodes share an etcd store: contention with their batches is
 		// re-planned (receipt/replan.go), not refused.
 		ReplanContended: c.store == storeEtcd,

@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
@@ -36,8 +34,12 @@ var etcdHealthKey = []byte("meta/v1/health")
 // itself, so it cannot be handed to the receipt layer by mistake and hide
 // what the store offers beyond the contract (engine.Chainer, Health).
 type servedStore struct {
-	store      engine.Store
-	db         *engine.DB // the local engine; nil on etcd
+	store engine.Store
+	db    *engine.DB // the local engine; nil on etcd
+	// restore is the store's restore epoch (nil: never restored), and
+	// restoreLog what the start-up log says of it beyond the fence.
+	restore    *receipt.RestoreFence
+	restoreLog []any
 	health     func() error
 	collectors []prometheus.Collector
 	close      func() error
@@ -56,14 +58,16 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", c.data, err)
 	}
-	return &servedStore{store: db, db: db, health: db.Health,
+	s := &servedStore{store: db, db: db, health: db.Health,
 		collectors: []prometheus.Collector{enginemetrics.New(db.Stats)},
 		close: func() error {
 			if err := db.Close(); !errors.Is(err, engine.ErrClosed) {
 				return err
 			}
 			return nil
-		}}, nil
+		}}
+	localRestore(s)
+	return s, nil
 }
 
 // backupFunc takes backups of db under -backup-dir (nil: no -backup-dir,
@@ -81,21 +85,46 @@ func backupFunc(c config, db *engine.DB) api.BackupFunc {
 }
 
 // restoreFence is the receipt layer's fence of a store restored from a
-// backup (nil: never restored, or etcd), logged at every start while it
-// lasts, and once after.
-func restoreFence(db *engine.DB, retention time.Duration, log *slog.Logger) *receipt.RestoreFence {
-	if db == nil {
+// backup (nil: never restored), logged at every start while it lasts, and
+// once after.
+func restoreFence(s *servedStore, retention time.Duration, log *slog.Logger) *receipt.RestoreFence {
+	f := s.restore
+	if f == nil {
 		return nil
 	}
-	e, ok := db.Restored()
-	if !ok {
-		return nil
-	}
-	until := e.RestoredAt.Add(retention)
+	until := f.RestoredAt.Add(retention)
 	log.Warn("idemd: the store was restored from a backup: keys it does not know, first sent before the restore, are refused 409 key_may_have_executed until the fence ends",
-		"restored_at", e.RestoredAt, "backup_time", e.BackupTime, "backup_version", uint64(e.BackupVersion),
-		"fence_until", until, "fence_over", time.Now().After(until))
-	return &receipt.RestoreFence{BackupTime: e.BackupTime, RestoredAt: e.RestoredAt}
+		append([]any{"restored_at", f.RestoredAt, "backup_time", f.BackupTime}, append(s.restoreLog,
+			"fence_until", until, "fence_over", time.Now().After(until))...)...)
+	return f
+}
+
+// localRestore is the local engine's restore epoch (engine/restore.go).
+func localRestore(s *servedStore) {
+	e, ok := s.db.Restored()
+	if !ok {
+		return
+	}
+	s.restore = &receipt.RestoreFence{BackupTime: e.BackupTime, RestoredAt: e.RestoredAt}
+	s.restoreLog = []any{"backup_version", uint64(e.BackupVersion)}
+}
+
+// etcdRestore reads the deployment's restore epoch, recorded by `idemctl
+// etcd-restored` (engine/etcdstore/restore.go). Read once, at start: a
+// node running when it is recorded does not see it (docs/operations.md:
+// nodes are stopped for a restore and started after the record).
+func etcdRestore(ctx context.Context, s *servedStore, d time.Duration, prefix string) error {
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	e, ok, err := etcdstore.ReadRestore(rctx, s.store)
+	if err != nil {
+		return fmt.Errorf("read the restore epoch under %s: %w", prefix, err)
+	}
+	if ok {
+		s.restore = &receipt.RestoreFence{BackupTime: e.BackupTime, RestoredAt: e.RestoredAt}
+		s.restoreLog = []any{"record", prefix + string(etcdstore.RestoreKey)}
+	}
+	return nil
 }
 
 // openEtcd connects to the cluster and refuses to start unless it
@@ -137,46 +166,42 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 		cli.Close()
 		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", c.etcdEndpoints, c.etcdDialTimeout, err)
 	}
+	s := &servedStore{store: store}
+	if err := etcdRestore(ctx, s, c.etcdDialTimeout, c.etcdPrefix); err != nil {
+		store.Close()
+		cli.Close()
+		return nil, err
+	}
 	stopSpace := watchSpace(space, c.etcdSpaceEvery, log)
 	log.Info("idemd: store etcd", "endpoints", c.etcdEndpoints, "prefix", c.etcdPrefix, "advertise", c.advertise,
 		"limits", fmt.Sprintf("%+v", store.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
-	return &servedStore{store: store, collectors: spaceCollectors(space),
-		health: func() error {
-			if err := probe(context.Background(), etcdHealthTimeout); err != nil {
-				return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", engine.ErrUnavailable, err)
-			}
-			return nil
-		},
-		close: func() error {
-			stopSpace()
-			store.Close()
-			return cli.Close()
-		}}, nil
+	s.collectors = spaceCollectors(space)
+	s.health = probeHealth(probe)
+	s.close = func() error {
+		stopSpace()
+		store.Close()
+		return cli.Close()
+	}
+	return s, nil
+}
+
+// probeHealth is /healthz's view of etcd: unhealthy while it does not
+// answer within etcdHealthTimeout.
+func probeHealth(probe func(context.Context, time.Duration) error) func() error {
+	return func() error {
+		if err := probe(context.Background(), etcdHealthTimeout); err != nil {
+			return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", engine.ErrUnavailable, err)
+		}
+		return nil
+	}
 }
 
 // etcdClientConfig is the etcd client of the -etcd-* flags: TLS with
 // -etcd-ca (and a client certificate with -etcd-cert), a user with
 // -etcd-user. Files that cannot be read stop the start with their name.
 func etcdClientConfig(c config) (clientv3.Config, error) {
-	cfg := clientv3.Config{Endpoints: c.etcdEndpoints, DialTimeout: c.etcdDialTimeout, Logger: zap.NewNop()}
-	if c.etcdCA != "" {
-		tc, err := transport.TLSInfo{TrustedCAFile: c.etcdCA, CertFile: c.etcdCert, KeyFile: c.etcdKey}.ClientConfig()
-		if err != nil {
-			return cfg, fmt.Errorf("-etcd-ca/-etcd-cert/-etcd-key: %w", err)
-		}
-		cfg.TLS = tc
-	}
-	if c.etcdUser != "" {
-		pw, err := os.ReadFile(c.etcdPassword)
-		if err != nil {
-			return cfg, fmt.Errorf("-etcd-password-file: %w", err)
-		}
-		cfg.Username, cfg.Password = c.etcdUser, strings.TrimRight(string(pw), "\r\n")
-		if cfg.Password == "" {
-			return cfg, fmt.Errorf("-etcd-password-file %s: empty", c.etcdPassword)
-		}
-	}
-	return cfg, nil
+	return etcdstore.ClientOptions{Endpoints: c.etcdEndpoints, DialTimeout: c.etcdDialTimeout,
+		CA: c.etcdCA, Cert: c.etcdCert, Key: c.etcdKey, User: c.etcdUser, PasswordFile: c.etcdPassword}.Config()
 }
 
 // walLinger maps -wal-group-linger onto wal.Options.GroupLinger, where 0

@@ -39,6 +39,7 @@ const EtcdDialBudget = 45 * time.Second
 // binary.
 type build struct {
 	file string // name in the build directory
+	pkg  string // the package built, "" for ./cmd/idemd
 	tags string // -tags value, "" for none
 	once sync.Once
 	bin  string
@@ -48,6 +49,7 @@ type build struct {
 var (
 	defaultBuild = &build{file: "idemd"}
 	releaseBuild = &build{file: "idemd-release", tags: "nofailpoint"}
+	idemctlBuild = &build{file: "idemctl", pkg: "./cmd/idemctl"}
 
 	buildMu  sync.Mutex
 	buildDir string // shared by every build, created by the first
@@ -72,6 +74,13 @@ func BuildIdemdRelease(t testing.TB) string {
 	return releaseBuild.get(t)
 }
 
+// BuildIdemctl builds ./cmd/idemctl once per test binary and returns its
+// path, for tests of the operator's verbs against a live store.
+func BuildIdemctl(t testing.TB) string {
+	t.Helper()
+	return idemctlBuild.get(t)
+}
+
 func (b *build) get(t testing.TB) string {
 	t.Helper()
 	b.once.Do(func() {
@@ -93,7 +102,11 @@ func (b *build) get(t testing.TB) string {
 		if b.tags != "" {
 			args = append(args, "-tags", b.tags)
 		}
-		args = append(args, "./cmd/idemd")
+		pkg := b.pkg
+		if pkg == "" {
+			pkg = "./cmd/idemd"
+		}
+		args = append(args, pkg)
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
