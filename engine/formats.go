@@ -23,7 +23,8 @@ type Format struct {
 const ValueLogFormat = "vlog1"
 
 // Formats are the embedded engine's on-disk formats, in the order of a
-// data directory's life: log, checkpoints, value log.
+// data directory's life: log, checkpoints, value log, and the files of a
+// backup and of its restore.
 func Formats() []Format {
 	frame := "frame" + strconv.Itoa(wal.FrameVersion)
 	return []Format{
@@ -32,5 +33,13 @@ func Formats() []Format {
 		{Name: "checkpoint part", Writes: partMagic, Reads: []string{partMagic, partMagicV3, legacyMagic}},
 		{Name: "checkpoint delta", Writes: deltaMagic, Reads: []string{deltaMagic, deltaMagicV1}},
 		{Name: "value log", Writes: ValueLogFormat, Reads: []string{ValueLogFormat}},
+		{Name: "backup manifest", Writes: backupFormatName(BackupFormat), Reads: []string{backupFormatName(BackupFormat)}},
+		{Name: "restore epoch", Writes: restoreFormatName(RestoreFormat), Reads: []string{restoreFormatName(RestoreFormat)}},
 	}
 }
+
+// backupFormatName and restoreFormatName name the versions of the backup
+// manifest (BACKUP) and the restore epoch (RESTORED), JSON files whose
+// "format" member holds the number.
+func backupFormatName(n int) string  { return "backup" + strconv.Itoa(n) }
+func restoreFormatName(n int) string { return "restored" + strconv.Itoa(n) }

@@ -76,8 +76,12 @@ func allFormats() []engine.Format {
 // (engine.Formats) and the records under either store (receipt.Formats).
 func formatLines() string {
 	var b strings.Builder
+	name, writes := 0, 0
 	for _, f := range allFormats() {
-		fmt.Fprintf(&b, "\n  %-17s writes %-15s reads %s", f.Name, f.Writes, strings.Join(f.Reads, " "))
+		name, writes = max(name, len(f.Name)), max(writes, len(f.Writes))
+	}
+	for _, f := range allFormats() {
+		fmt.Fprintf(&b, "\n  %-*s writes %-*s reads %s", name, f.Name, writes, f.Writes, strings.Join(f.Reads, " "))
 	}
 	return b.String()
 }

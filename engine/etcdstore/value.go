@@ -18,11 +18,14 @@ const (
 	envelopeBytes  = 1 + nonceBytes
 )
 
-// Formats is the etcd value envelope's format as this build writes and
-// reads it (docs/upgrading.md; idemd -version prints it).
+// Formats are the etcd value envelope's format and the restore epoch's
+// (restore.go) as this build writes and reads them (docs/upgrading.md;
+// idemd -version prints them).
 func Formats() []engine.Format {
 	v := fmt.Sprint("envelope", envelopeFormat)
-	return []engine.Format{{Name: "etcd value", Writes: v, Reads: []string{v}}}
+	r := fmt.Sprint("restored", RestoreFormat)
+	return []engine.Format{{Name: "etcd value", Writes: v, Reads: []string{v}},
+		{Name: "etcd restore epoch", Writes: r, Reads: []string{r}}}
 }
 
 // seal returns the stored form of value written by the Apply with nonce.
