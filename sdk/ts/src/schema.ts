@@ -438,7 +438,7 @@ export interface paths {
          *     idem_recovery_passes_total, idem_recovered_total,
          *     idem_decisions_released_total, idem_cleaner_deletions_total,
          *     idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
-         *     idem_contended_replans_total,
+         *     idem_contended_replans_total, idem_visibility_debt_paid_total, idem_stale_table_replans_total,
          *     idem_admin_resolutions_total, idem_forward_refused_total,
          *     idem_renewal_batches_total, idem_renewal_writes_total,
          *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
