@@ -130,14 +130,8 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (B
 // transaction's leftover intent still holds is tried again once that
 // debt is paid (debt.go), unless this was the last attempt.
 func (c *Coordinator) votedNo(ctx context.Context, txn Txn, ce *code.Error, last bool) (res BeginResult, again bool, err error) {
-	st, err := c.Lookup(ctx, txn.ID)
-	switch {
-	case err != nil:
-		return BeginResult{}, false, err
-	case st.Decision != nil:
-		return BeginResult{Decided: st.Decision}, false, nil
-	case st.Begun:
-		return BeginResult{}, false, ErrInProgress
+	if res, found, err := c.existing(ctx, txn.ID); found {
+		return res, false, err
 	}
 	if !last {
 		paid, err := c.payDebtOn(ctx, txn)
@@ -146,6 +140,22 @@ func (c *Coordinator) votedNo(ctx context.Context, txn Txn, ce *code.Error, last
 		}
 	}
 	return BeginResult{Refused: &Aborted{Code: ce.Code, Message: ce.Message}}, false, nil
+}
+
+// existing answers a Begin of a transaction that exists already: its
+// decision, or ErrInProgress while it is begun and undecided. found is
+// false when it is neither (or the lookup failed: err).
+func (c *Coordinator) existing(ctx context.Context, id string) (res BeginResult, found bool, err error) {
+	st, err := c.Lookup(ctx, id)
+	switch {
+	case err != nil:
+		return BeginResult{}, true, err
+	case st.Decision != nil:
+		return BeginResult{Decided: st.Decision}, true, nil
+	case st.Begun:
+		return BeginResult{}, true, ErrInProgress
+	}
+	return BeginResult{}, false, nil
 }
 
 // notBegun answers a Begin write that failed with err: the transaction
@@ -158,14 +168,10 @@ func (c *Coordinator) notBegun(ctx context.Context, txn Txn, err error, last boo
 		return BeginResult{}, false, err
 	}
 	if string(key) == string(recordKey(txn.ID)) || string(key) == string(decisionKey(txn.ID)) {
-		st, lerr := c.Lookup(ctx, txn.ID)
-		switch {
-		case lerr != nil:
-			return BeginResult{}, false, lerr
-		case st.Decision != nil:
-			return BeginResult{Decided: st.Decision}, false, nil
+		if res, found, err := c.existing(ctx, txn.ID); found {
+			return res, false, err
 		}
-		return BeginResult{}, false, ErrInProgress
+		return BeginResult{}, false, ErrInProgress // its record failed the write: it exists, or did
 	}
 	refusal, retry, contended, mine := refusalOf(txn, key)
 	if !mine {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -168,25 +167,14 @@ func appendHotBody(wl *workload, dst []byte, w int, i uint64) []byte {
 // transaction_conflict an abort counted (conflict=true), anything else an
 // error.
 func clusterPostHot(ctx context.Context, node *clusterNode, body []byte, key string) (conflict bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, node.base+"/v1/tables/"+benchTable+"/batch", bytes.NewReader(body))
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := node.client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	var buf [2048]byte
-	m, _ := io.ReadFull(resp.Body, buf[:])
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	status, _, answer, err := clusterSend(ctx, node, body, key)
 	switch {
-	case resp.StatusCode == http.StatusCreated:
+	case err != nil:
+		return false, err
+	case status == http.StatusCreated:
 		return false, nil
-	case resp.StatusCode == http.StatusConflict && bytes.Contains(buf[:m], []byte(`"code":"`+string(code.TransactionConflict)+`"`)):
+	case status == http.StatusConflict && bytes.Contains(answer, []byte(`"code":"`+string(code.TransactionConflict)+`"`)):
 		return true, nil
 	}
-	return false, fmt.Errorf("POST %s (key %q): %d %s", node.base, key, resp.StatusCode, buf[:m])
+	return false, fmt.Errorf("POST %s (key %q): %d %s", node.base, key, status, answer)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -69,17 +68,5 @@ func peerKeyedHotCase(env *Env, pool *pgxpool.Pool, prof peerProfile, concurrenc
 // transaction. The increment goes last, so the row lock is held for the
 // least time: from the UPDATE through the commit.
 func peerKeyedHot(ctx context.Context, pool *pgxpool.Pool, r *peerRequest) error {
-	var state string
-	err := pool.QueryRow(ctx, peerSQL.insertKey, benchPrincipal, r.key, r.fp[:], r.body).Scan(&state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return errPeerKeyExists
-	}
-	if err != nil {
-		return err
-	}
-	b := &pgx.Batch{}
-	b.Queue(peerSQL.insertDocs, r.ids, r.docs)
-	b.Queue(peerSQL.finishKey, benchPrincipal, r.key, r.reply)
-	b.Queue(peerSQL.incHot)
-	return pool.SendBatch(ctx, b).Close()
+	return peerKeyedPipeThen(ctx, pool, r, peerSQL.incHot)
 }

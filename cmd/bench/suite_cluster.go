@@ -173,12 +173,13 @@ func (n *clusterNode) close() {
 	}
 }
 
-// clusterPost sends a keyed batch to node and returns whether another
-// node served it (Idem-Served-By), checking for a 201.
-func clusterPost(ctx context.Context, node *clusterNode, body []byte, key string, headers ...string) (bool, error) {
+// clusterSend POSTs a keyed batch to node and returns its status, its
+// headers and the first 2 KiB of its body (the rest read and dropped, so
+// that the connection is reused).
+func clusterSend(ctx context.Context, node *clusterNode, body []byte, key string, headers ...string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, node.base+"/v1/tables/"+benchTable+"/batch", bytes.NewReader(body))
 	if err != nil {
-		return false, err
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -187,16 +188,26 @@ func clusterPost(ctx context.Context, node *clusterNode, body []byte, key string
 	}
 	resp, err := node.client.Do(req)
 	if err != nil {
-		return false, err
+		return 0, nil, nil, err
 	}
 	var buf [2048]byte
 	m, _ := io.ReadFull(resp.Body, buf[:])
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return false, fmt.Errorf("POST %s (key %q): %d %s", node.base, key, resp.StatusCode, buf[:m])
+	return resp.StatusCode, resp.Header, buf[:m], nil
+}
+
+// clusterPost sends a keyed batch to node and returns whether another
+// node served it (Idem-Served-By), checking for a 201.
+func clusterPost(ctx context.Context, node *clusterNode, body []byte, key string, headers ...string) (bool, error) {
+	status, h, answer, err := clusterSend(ctx, node, body, key, headers...)
+	if err != nil {
+		return false, err
 	}
-	return resp.Header.Get("Idem-Served-By") != "", nil
+	if status != http.StatusCreated {
+		return false, fmt.Errorf("POST %s (key %q): %d %s", node.base, key, status, answer)
+	}
+	return h.Get("Idem-Served-By") != "", nil
 }
 
 // clusterCases measures keyed (new keys) and replay (of the keys just

@@ -342,6 +342,12 @@ func peerKeyed(ctx context.Context, pool *pgxpool.Pool, r *peerRequest) error {
 // as one pipelined batch (pgx runs a batch as one implicit transaction):
 // two round trips, two commits.
 func peerKeyedPipe(ctx context.Context, pool *pgxpool.Pool, r *peerRequest) error {
+	return peerKeyedPipeThen(ctx, pool, r)
+}
+
+// peerKeyedPipeThen is peerKeyedPipe with statements queued after the
+// response, in its second transaction.
+func peerKeyedPipeThen(ctx context.Context, pool *pgxpool.Pool, r *peerRequest, then ...string) error {
 	var state string
 	err := pool.QueryRow(ctx, peerSQL.insertKey, benchPrincipal, r.key, r.fp[:], r.body).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -353,6 +359,9 @@ func peerKeyedPipe(ctx context.Context, pool *pgxpool.Pool, r *peerRequest) erro
 	b := &pgx.Batch{}
 	b.Queue(peerSQL.insertDocs, r.ids, r.docs)
 	b.Queue(peerSQL.finishKey, benchPrincipal, r.key, r.reply)
+	for _, sql := range then {
+		b.Queue(sql)
+	}
 	return pool.SendBatch(ctx, b).Close()
 }
 
