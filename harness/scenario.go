@@ -53,9 +53,8 @@ type Config struct {
 	// Hot makes every keyed batch increment-only (issue 37's hot
 	// documents): $inc on its counters and on its own marker document, no
 	// insert. Such a batch is never refused for contention: a
-	// transaction_conflict answer to one is a violation (hot.go), except
-	// in the known gaps hotGap names unless HotStrict.
-	Hot, HotStrict bool
+	// transaction_conflict answer to one is a violation (hot.go).
+	Hot bool
 	// Bugs arms planted bugs for the whole run (checker self-test).
 	Bugs []string
 	// Store, if set, is the store the nodes share instead of an engine on
