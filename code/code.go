@@ -66,6 +66,10 @@ const (
 	// executed in the window the backup lost; it is not executed, and
 	// retrying it cannot tell (docs/design.md §15).
 	KeyMayHaveExecuted Code = "key_may_have_executed"
+	// SessionCrossShard: a session step named a table of another store
+	// shard than the session's (docs/cluster.md "Shards"): its commit would
+	// span two etcd clusters, which no Txn can. Nothing was staged.
+	SessionCrossShard Code = "session_cross_shard"
 )
 
 // RetryWith says how a client may retry.
@@ -117,6 +121,7 @@ var registry = map[Code]Info{
 	TableSettingsConflict: {409, false, None, "Table exists with other settings"},
 	StoreFull:             {503, true, SameKey, "Store full"},
 	KeyMayHaveExecuted:    {409, false, None, "Key may have executed before a restore"},
+	SessionCrossShard:     {409, false, None, "Session spans store shards"},
 }
 
 // Lookup returns a code's meaning; unknown codes read as internal.
