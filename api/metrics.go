@@ -204,7 +204,9 @@ func newRequestMetrics() *metrics {
 func (m *metrics) registerServiceCounters(svcs []*receipt.Service) {
 	counter := func(name, help string, f func(receipt.Stats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(f(svc.Stats())) }) }))
+			func() float64 {
+				return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(f(svc.Stats())) })
+			}))
 	}
 	counter("idem_replays_total", "Stored envelopes returned to retries.", func(s receipt.Stats) uint64 { return s.Replayed })
 	counter("idem_key_mismatches_total", "Idempotency-Key reused with a different request (422).", func(s receipt.Stats) uint64 { return s.Mismatches })
@@ -253,10 +255,14 @@ func (m *metrics) registerServiceCounters(svcs []*receipt.Service) {
 func (m *metrics) registerLeaseGauges(svcs []*receipt.Service) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_executor_busy", Help: "Executor slots in use (keyed executions running).",
-	}, func() float64 { return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Stats().ExecutorBusy) }) }))
+	}, func() float64 {
+		return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Stats().ExecutorBusy) })
+	}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_active_leases", Help: "Leases in the renewal active set: mutable receipts, terminal ones with debt, open sessions.",
-	}, func() float64 { return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Active().Len()) }) }))
+	}, func() float64 {
+		return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Active().Len()) })
+	}))
 	// The executor and the active set are shared by receipts and sessions
 	// (docs/design.md §14): their split by kind is what shows one kind crowding the
 	// other out.
