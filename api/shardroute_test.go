@@ -228,3 +228,43 @@ func TestShards_HealthNamesEveryShard(t *testing.T) {
 		t.Fatalf("healthz %s: want both shards' owners", b)
 	}
 }
+
+// TestShards_AStepIsForwardedToTheHolderOnItsShard: two nodes on two
+// shards; n-a's incarnation differs between the shards (it restarted on
+// shard 1). A step on n-a's session, which lives on shard 1, sent to n-b
+// is forwarded to n-a, located through shard 1's node records, and n-a's
+// answer — signed as its owners on both shards — is relayed.
+func TestShards_AStepIsForwardedToTheHolderOnItsShard(t *testing.T) {
+	stores := []*memstore.Store{memstore.New(), memstore.New()}
+	lnA, lnB := listen(t), listen(t)
+	open := func(node, adv string, shard int) *receipt.Service {
+		svc, err := receipt.Open(context.Background(), stores[shard], receipt.Options{Node: node, Advertise: adv,
+			MaintainInterval: -1, CleanInterval: -1, Logger: quiet, SessionShard: shard + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(svc.Close)
+		return svc
+	}
+	advA, advB := "http://"+lnA.Addr().String(), "http://"+lnB.Addr().String()
+	open("n-a", advA, 1).Close() // n-a's next incarnation on shard 1 is its second
+	a := []*receipt.Service{open("n-a", advA, 0), open("n-a", advA, 1)}
+	if a[0].Owner() == a[1].Owner() {
+		t.Fatalf("n-a is %v on both shards: the test needs two incarnations", a[0].Owner())
+	}
+	srvA := api.NewSharded(a, api.Options{Logger: quiet, Forward: &api.Forwarding{Node: "n-a", Secret: clusterSecret}})
+	srvB := api.NewSharded([]*receipt.Service{open("n-b", advB, 0), open("n-b", advB, 1)},
+		api.Options{Logger: quiet, Forward: &api.Forwarding{Node: "n-b", Secret: clusterSecret}})
+	ca := apitest.NewClient(t, serve(t, lnA, srvA).URL)
+	cb := ca.WithBase(serve(t, lnB, srvB).URL)
+	home := tablesOn(2, 12)[1][0]
+	ca.Do("PUT", "/v1/tables/"+home, nil).JSON(t, 201, nil)
+	var sess struct {
+		ID string `json:"session_id"`
+	}
+	ca.Do("POST", "/v1/sessions", `{"table":"`+home+`"}`).JSON(t, 201, &sess)
+	r := cb.Do("POST", "/v1/sessions/"+sess.ID+"/batch", `{"table":"`+home+`","inserts":[{"id":"d","doc":{}}]}`)
+	if r.Status != 200 || r.Header.Get("Idem-Served-By") != "n-a" {
+		t.Fatalf("a step through n-b on n-a's session on shard 1: %d %v %s, want n-a's answer relayed", r.Status, r.Header, r.Body)
+	}
+}
