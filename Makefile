@@ -105,14 +105,17 @@ sdk/ts/node_modules:
 # FAILPOINTS='node-1=receipt/decide-before=1*sleep(30000)', say). TLS=1:
 # the nodes serve HTTPS and forward over it, with a CA and a certificate
 # generated in cluster/tls; MTLS=1: client certificates required as well
-# (one for curl in cluster/tls). The tool prints the curl line to use.
+# (one for curl in cluster/tls). SHARDS=2: two etcd clusters, each a store
+# shard, and the nodes on the shard map written to cluster/shards.json.
+# The tool prints the curl line to use.
 FAILPOINTS ?=
 TLS        ?=
 MTLS       ?=
+SHARDS     ?= 1
 cluster:
 	$(GO) build -o bin/idemd-dev ./cmd/idemd
 	$(GO) build -o bin/idem-cluster ./etcdtest/cmd/idem-cluster
-	bin/idem-cluster -idemd bin/idemd-dev -failpoints '$(FAILPOINTS)' $(if $(filter 1,$(TLS)),-tls) $(if $(filter 1,$(MTLS)),-mtls)
+	bin/idem-cluster -idemd bin/idemd-dev -shards $(SHARDS) -failpoints '$(FAILPOINTS)' $(if $(filter 1,$(TLS)),-tls) $(if $(filter 1,$(MTLS)),-mtls)
 
 bench:
 	$(GO) run ./cmd/bench
