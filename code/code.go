@@ -24,8 +24,9 @@ type Code string
 // by abort, expiry or its owner's death, or by its commit),
 // table_settings_conflict (409: a create of an existing table asked for
 // settings other than the table's), and store_full (503: on etcd, the
-// backend is near its space quota; new keys and sessions wait), and
-// key_may_have_executed (409: the restore fence).
+// backend is near its space quota; new keys and sessions wait),
+// key_may_have_executed (409: the restore fence), and session_cross_shard
+// (409: a session step on a table of another store shard).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
