@@ -126,14 +126,15 @@ bench:
 # an embedded 3-member etcd under member, link and node faults, porcupine-
 # checked) for ETCD_SEEDS seeds of about 8 s each, and the process-level
 # one (TestProcessChaos_Cluster: idemd processes SIGKILLed, the etcd leader
-# stopped, a node cut off from etcd) for PROC_SEEDS seeds of about 8 s;
+# stopped, a node cut off from etcd; TestProcessChaos_TwoShards: the same on
+# two store shards) for PROC_SEEDS seeds of about 8 s each;
 # make test runs 2 and 1.
 ETCD_SEEDS ?= 8
 PROC_SEEDS ?= 4
 fault:
 	$(GO) test -count=1 -timeout 0 ./harness -run 'TestFault$$' -fault.seeds=$(SEEDS) -fault.duration=$(DURATION) -v 2>&1 | grep -v '^time='
 	$(GO) test -count=1 -timeout 0 ./etcdtest -run 'TestChaos_EtcdCluster$$' -chaos.seeds=$(ETCD_SEEDS) -v 2>&1 | grep -E '^(---|    chaos_test|ok|FAIL)'
-	$(GO) test -count=1 -timeout 0 ./etcdtest -run 'TestProcessChaos_Cluster$$' -procchaos.seeds=$(PROC_SEEDS) -v 2>&1 | grep -E '^(---|    procchaos_test|ok|FAIL)'
+	$(GO) test -count=1 -timeout 0 ./etcdtest -run 'TestProcessChaos_(Cluster|TwoShards)$$' -procchaos.seeds=$(PROC_SEEDS) -v 2>&1 | grep -E '^(---|    procchaos_test|ok|FAIL)'
 
 # Mutation testing (docs/mutation.md): gremlins mutates the code of one
 # package at a time and runs that package's tests against each mutant; a
