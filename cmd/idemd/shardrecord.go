@@ -21,9 +21,20 @@ import (
 // shardRecordKey is the shard map's record in every shard.
 var shardRecordKey = engine.NSMeta.Key("shards")
 
+// shardRecordFormat is the record's format: a record of another format
+// (a later build's) stops a start rather than being read as this one.
+const shardRecordFormat = 1
+
+// shardRecordFormats is the record's line in idemd -version.
+func shardRecordFormats() []engine.Format {
+	f := fmt.Sprint(shardRecordFormat)
+	return []engine.Format{{Name: "etcd shard map record", Writes: f, Reads: []string{f}}}
+}
+
 // shardRecord is what a shard records of the map: the map's version, K
 // and digest, and the shard's own index and name in it.
 type shardRecord struct {
+	Format  int    `json:"format"`
 	Version uint64 `json:"version"`
 	Shards  int    `json:"shards"`
 	Digest  string `json:"digest"`
@@ -71,7 +82,7 @@ func checkShardRecords(ctx context.Context, c config, stores []*servedStore, log
 	want := make([]shardRecord, len(stores))
 	digest := c.shardMap.digest()
 	for i := range want {
-		want[i] = shardRecord{Version: c.shardMap.Version, Shards: len(stores), Digest: digest, Index: i, Name: c.targets[i].Name}
+		want[i] = shardRecord{Format: shardRecordFormat, Version: c.shardMap.Version, Shards: len(stores), Digest: digest, Index: i, Name: c.targets[i].Name}
 	}
 	if err := refuseChangedMap(ctx, stores, found, want, log); err != nil {
 		return err
@@ -143,6 +154,9 @@ func readShardRecord(ctx context.Context, s engine.Store) (*foundRecord, error) 
 	rec := foundRecord{version: it.Version}
 	if err := json.Unmarshal(it.Value, &rec.shardRecord); err != nil {
 		return nil, engine.RecordError(it.Key, "idemd: shard map record", err)
+	}
+	if rec.Format != shardRecordFormat {
+		return nil, fmt.Errorf("the shard map's record is of format %d; this build reads %d: start a build that reads it", rec.Format, shardRecordFormat)
 	}
 	return &rec, nil
 }

@@ -68,7 +68,7 @@ func versionLine() string {
 // directory's, the records', the etcd values' and the signed texts between
 // nodes.
 func allFormats() []engine.Format {
-	return slices.Concat(engine.Formats(), receipt.Formats(), etcdstore.Formats(), api.Formats())
+	return slices.Concat(engine.Formats(), receipt.Formats(), etcdstore.Formats(), shardRecordFormats(), api.Formats())
 }
 
 // formatLines are the formats this build writes and reads, one line each
