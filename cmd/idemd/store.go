@@ -235,10 +235,10 @@ func etcdClientConfig(c config, t etcdTarget) (clientv3.Config, error) {
 		CA: t.CA, Cert: t.Cert, Key: t.Key, User: t.User, PasswordFile: t.Password}.Config()
 }
 
-// shardLabels label a shard's store metrics with its name on a sharded
-// deployment (nil without -etcd-shards: the series are as they were).
+// shardLabels label a shard's store metrics with its name on a deployment
+// of several shards (nil for one: the series are as they were).
 func shardLabels(c config, t etcdTarget) prometheus.Labels {
-	if c.shardMap == nil {
+	if len(c.targets) < 2 {
 		return nil
 	}
 	return prometheus.Labels{"shard": t.Name}
