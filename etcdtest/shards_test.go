@@ -93,7 +93,7 @@ func hasKey(keys []string, pred func(string) bool) bool {
 // batch committed through one node replays byte for byte through the
 // other; a session that reaches for a table of the other shard is refused
 // 409 session_cross_shard; and a node whose map differs is refused at
-// start with the reason.
+// start with the reason. /metrics labels each shard's space series.
 func TestShards_TwoClustersEachHoldOnlyTheirTables(t *testing.T) {
 	one, two := sharedCluster(t), etcdtest.Start(t, etcdtest.Options{Members: 1})
 	shards := []shardSpec{{"a", one.Endpoints(), etcdtest.Prefix(t)}, {"b", two.Endpoints(), etcdtest.Prefix(t)}}
@@ -135,6 +135,11 @@ func TestShards_TwoClustersEachHoldOnlyTheirTables(t *testing.T) {
 		if !hasKey(keys, func(k string) bool { return k == "meta/v1/shards" }) {
 			t.Errorf("shard %s records no shard map", shards[s].name)
 		}
+	}
+
+	if m := cb.Do("GET", "/metrics", nil); m.Status != 200 || !bytes.Contains(m.Body, []byte(`idem_etcd_backend_bytes{shard="a"}`)) ||
+		!bytes.Contains(m.Body, []byte(`idem_etcd_backend_bytes{shard="b"}`)) {
+		t.Errorf("/metrics: %d, want each shard's space series labelled by its name", m.Status)
 	}
 
 	var sess struct {
