@@ -105,14 +105,17 @@ sdk/ts/node_modules:
 # FAILPOINTS='node-1=receipt/decide-before=1*sleep(30000)', say). TLS=1:
 # the nodes serve HTTPS and forward over it, with a CA and a certificate
 # generated in cluster/tls; MTLS=1: client certificates required as well
-# (one for curl in cluster/tls). The tool prints the curl line to use.
+# (one for curl in cluster/tls). SHARDS=2: two etcd clusters, each a store
+# shard, and the nodes on the shard map written to cluster/shards.json.
+# The tool prints the curl line to use.
 FAILPOINTS ?=
 TLS        ?=
 MTLS       ?=
+SHARDS     ?= 1
 cluster:
 	$(GO) build -o bin/idemd-dev ./cmd/idemd
 	$(GO) build -o bin/idem-cluster ./etcdtest/cmd/idem-cluster
-	bin/idem-cluster -idemd bin/idemd-dev -failpoints '$(FAILPOINTS)' $(if $(filter 1,$(TLS)),-tls) $(if $(filter 1,$(MTLS)),-mtls)
+	bin/idem-cluster -idemd bin/idemd-dev -shards $(SHARDS) -failpoints '$(FAILPOINTS)' $(if $(filter 1,$(TLS)),-tls) $(if $(filter 1,$(MTLS)),-mtls)
 
 bench:
 	$(GO) run ./cmd/bench
@@ -123,14 +126,15 @@ bench:
 # an embedded 3-member etcd under member, link and node faults, porcupine-
 # checked) for ETCD_SEEDS seeds of about 8 s each, and the process-level
 # one (TestProcessChaos_Cluster: idemd processes SIGKILLed, the etcd leader
-# stopped, a node cut off from etcd) for PROC_SEEDS seeds of about 8 s;
+# stopped, a node cut off from etcd; TestProcessChaos_TwoShards: the same on
+# two store shards) for PROC_SEEDS seeds of about 8 s each;
 # make test runs 2 and 1.
 ETCD_SEEDS ?= 8
 PROC_SEEDS ?= 4
 fault:
 	$(GO) test -count=1 -timeout 0 ./harness -run 'TestFault$$' -fault.seeds=$(SEEDS) -fault.duration=$(DURATION) -v 2>&1 | grep -v '^time='
 	$(GO) test -count=1 -timeout 0 ./etcdtest -run 'TestChaos_EtcdCluster$$' -chaos.seeds=$(ETCD_SEEDS) -v 2>&1 | grep -E '^(---|    chaos_test|ok|FAIL)'
-	$(GO) test -count=1 -timeout 0 ./etcdtest -run 'TestProcessChaos_Cluster$$' -procchaos.seeds=$(PROC_SEEDS) -v 2>&1 | grep -E '^(---|    procchaos_test|ok|FAIL)'
+	$(GO) test -count=1 -timeout 0 ./etcdtest -run 'TestProcessChaos_(Cluster|TwoShards)$$' -procchaos.seeds=$(PROC_SEEDS) -v 2>&1 | grep -E '^(---|    procchaos_test|ok|FAIL)'
 
 # Mutation testing (docs/mutation.md): gremlins mutates the code of one
 # package at a time and runs that package's tests against each mutant; a

@@ -109,7 +109,7 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		writeCodeError(w, cerr)
 		return
 	}
-	page, err := s.svc.List(r.Context(), f)
+	page, err := s.listAllReceipts(r.Context(), f)
 	if errors.Is(err, receipt.ErrBadCursor) {
 		writeProblem(w, code.InvalidRequest, "cursor: not one this listing gave")
 		return
@@ -156,7 +156,7 @@ func (s *Server) resolveReceipt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("txn_id")
-	res, err := s.svc.Resolve(r.Context(), id, principalOf(r.Context()))
+	res, err := s.resolveAny(r.Context(), id, principalOf(r.Context()))
 	if errors.Is(err, engine.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, fmt.Sprintf("no receipt %q", id))
 		return

@@ -49,7 +49,8 @@ func (s *Server) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) 
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.svc.ExecuteFast(r.Context(), principalOf(r.Context()), r.PathValue("table"), b)
+	tbl := r.PathValue("table")
+	res, err := s.shardFor(r, tbl).ExecuteFast(r.Context(), principalOf(r.Context()), tbl, b)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -69,6 +70,7 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	principal, tbl := principalOf(r.Context()), r.PathValue("table")
+	svc := s.shardFor(r, tbl)
 	answer := func(ans receipt.Answer) {
 		if asked {
 			// The wait granted, which -wait-max may have cut, on every
@@ -81,7 +83,7 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 	}
 	// The same bytes as the receipt's request replay without a decode.
 	digest := receipt.BodyDigest(body)
-	ans, replayed, seen := s.svc.ReplayVerbatimOrSeen(r.Context(), principal, tbl, key, firstSent, digest)
+	ans, replayed, seen := svc.ReplayVerbatimOrSeen(r.Context(), principal, tbl, key, firstSent, digest)
 	if replayed {
 		answer(ans)
 		return
@@ -92,7 +94,7 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 		return
 	}
 	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent, BodyDigest: digest, Seen: seen}
-	ans, forwarded, err := s.executeOrForward(w, r, req, body)
+	ans, forwarded, err := s.executeOrForward(w, r, svc, req, body)
 	if forwarded {
 		return
 	}
@@ -108,9 +110,10 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 	answer(ans)
 }
 
-// executeOrForward executes req here, or, when another live node holds its
-// receipt, forwards it there (forwarded: that node's answer is written).
-func (s *Server) executeOrForward(w http.ResponseWriter, r *http.Request, req receipt.Request, body []byte) (receipt.Answer, bool, error) {
+// executeOrForward executes req here, on svc (its shard's), or, when
+// another live node holds its receipt, forwards it there (forwarded: that
+// node's answer is written).
+func (s *Server) executeOrForward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, req receipt.Request, body []byte) (receipt.Answer, bool, error) {
 	wait := req.Wait
 	forwarding := s.mayForward(r)
 	if forwarding {
@@ -118,15 +121,15 @@ func (s *Server) executeOrForward(w http.ResponseWriter, r *http.Request, req re
 		// receipt: then that node answers, waiting there if asked to.
 		req.Wait = 0
 	}
-	ans, err := s.svc.Execute(r.Context(), req)
+	ans, err := svc.Execute(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal {
 		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" &&
-			s.forward(w, r, body, ans.Holder, wait, receipt.Bind(req.Principal, req.Table, req.Key)) {
+			s.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, req.Table, req.Key)) {
 			return ans, true, nil
 		}
 		if wait > 0 { // not forwarded: wait here, as without forwarding
 			req.Wait, req.Seen = wait, receipt.Seen{} // what was seen before is stale now
-			ans, err = s.svc.Execute(r.Context(), req)
+			ans, err = svc.Execute(r.Context(), req)
 		}
 	}
 	return ans, false, err

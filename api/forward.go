@@ -7,12 +7,14 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/receipt"
 )
 
 // Forwarding (docs/design.md §14): a keyed request whose receipt another live node
@@ -114,11 +116,13 @@ func (s *Server) mayForward(r *http.Request) bool {
 
 // forward sends r, whose body is body, to the node of holder and relays
 // its answer; txnID, if not empty, is the transaction the answer must be
-// of. It reports false, having written nothing, when the request could
-// not be forwarded or its answer not read or not proven the owner's.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, holder lease.Owner, wait time.Duration, txnID string) bool {
+// of. svc is the service of the request's store shard: the holder is
+// located in that shard's node records, where its claim is. It reports
+// false, having written nothing, when the request could not be forwarded
+// or its answer not read or not proven the owner's.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, holder lease.Owner, wait time.Duration, txnID string) bool {
 	f := s.forwarder
-	base, err := s.svc.Locate(r.Context(), holder)
+	base, err := svc.Locate(r.Context(), holder)
 	if err != nil || base == "" {
 		return false
 	}
@@ -176,7 +180,7 @@ func (f *forwarder) unproven(resp *http.Response, holder lease.Owner, mac []byte
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != problemContentType) {
 		return fmt.Sprintf("Content-Type %q is no idemd answer", ct)
 	}
-	if by := resp.Header.Get(headerAnsweredBy); by != holder.String() {
+	if by := resp.Header.Get(headerAnsweredBy); !slices.Contains(strings.Fields(by), holder.String()) {
 		return fmt.Sprintf("answered by %q, not by the holder", by)
 	}
 	if !f.answerSigned(resp, mac) {

@@ -39,7 +39,9 @@ const (
 	// headerForwardSignature carries a forwarded request's signature.
 	headerForwardSignature = "Idem-Forward-Signature"
 	// headerAnsweredBy names, on an answer to a forwarded request, the
-	// owner (node#incarnation) that gave it.
+	// owner (node#incarnation) that gave it; on a sharded deployment the
+	// process's owner on every store shard, space-separated (node IDs
+	// hold no space), since the answer is signed before it is routed.
 	headerAnsweredBy = "Idem-Answered-By"
 	// headerAnswerSignature carries the signature of such an answer.
 	headerAnswerSignature = "Idem-Answer-Signature"
@@ -160,7 +162,7 @@ func (s *Server) admitInternal(w http.ResponseWriter, r *http.Request) (http.Res
 		s.opts.Logger.Debug("api: internal headers of a request no node signed were dropped; served as a client's", "why", why, "remote", r.RemoteAddr)
 		return w, r
 	}
-	signer := &answerSigner{ResponseWriter: w, secret: s.forwarder.secret, owner: s.svc.Owner().String(), reqMAC: from.mac}
+	signer := &answerSigner{ResponseWriter: w, secret: s.forwarder.secret, owner: s.owners(), reqMAC: from.mac}
 	return signer, r.WithContext(context.WithValue(r.Context(), forwardedKey{}, from))
 }
 
@@ -239,3 +241,13 @@ func (a *answerSigner) Write(b []byte) (int, error) {
 }
 
 func (a *answerSigner) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// owners is headerAnsweredBy's value: this process's owner on each store
+// shard, in the shard map's order.
+func (s *Server) owners() string {
+	names := make([]string, len(s.shards))
+	for i, svc := range s.shards {
+		names[i] = svc.Owner().String()
+	}
+	return strings.Join(names, " ")
+}

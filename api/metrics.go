@@ -140,10 +140,14 @@ func requestLabelsHelp() string {
 		strings.Join(codes, ", ") + "."
 }
 
-func newMetrics(svc *receipt.Service, storeCollectors []prometheus.Collector, health func() error) *metrics {
+// newMetrics is the registry of a server on svcs, its store shards' services:
+// each service series is the sum over them (the oldest lease age, their
+// maximum), so a node reports one series per family however many shards it
+// serves.
+func newMetrics(svcs []*receipt.Service, storeCollectors []prometheus.Collector, health func() error) *metrics {
 	m := newRequestMetrics()
-	m.registerServiceCounters(svc)
-	m.registerLeaseGauges(svc)
+	m.registerServiceCounters(svcs)
+	m.registerLeaseGauges(svcs)
 	m.reg.MustRegister(storeCollectors...)
 	if health != nil {
 		m.registerHealth(health)
@@ -197,10 +201,12 @@ func newRequestMetrics() *metrics {
 
 // registerServiceCounters adds the service's own counters, read at scrape
 // time (the hot path pays nothing for them).
-func (m *metrics) registerServiceCounters(svc *receipt.Service) {
+func (m *metrics) registerServiceCounters(svcs []*receipt.Service) {
 	counter := func(name, help string, f func(receipt.Stats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(f(svc.Stats())) }))
+			func() float64 {
+				return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(f(svc.Stats())) })
+			}))
 	}
 	counter("idem_replays_total", "Stored envelopes returned to retries.", func(s receipt.Stats) uint64 { return s.Replayed })
 	counter("idem_key_mismatches_total", "Idempotency-Key reused with a different request (422).", func(s receipt.Stats) uint64 { return s.Mismatches })
@@ -231,11 +237,15 @@ func (m *metrics) registerServiceCounters(svc *receipt.Service) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "idem_refused_total", ConstLabels: prometheus.Labels{"kind": r.String()},
 			Help: refusedHelp,
-		}, func() float64 { return float64(svc.Stats().Refused[r]) }))
+		}, func() float64 {
+			return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Stats().Refused[r]) })
+		}))
 	}
 	sup := func(name, help string, f func(s supStats) uint64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(f(supStats(svc.Supervisor().Stats()))) }))
+			func() float64 {
+				return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(f(supStats(svc.Supervisor().Stats()))) })
+			}))
 	}
 	sup("idem_renewal_batches_total", "Renewal supervisor batches (passes over the active set).", func(s supStats) uint64 { return s.Passes })
 	sup("idem_renewal_writes_total", "Renewal Applies attempted.", func(s supStats) uint64 { return s.Writes })
@@ -243,28 +253,36 @@ func (m *metrics) registerServiceCounters(svc *receipt.Service) {
 }
 
 // registerLeaseGauges adds the executor's and the active set's gauges.
-func (m *metrics) registerLeaseGauges(svc *receipt.Service) {
+func (m *metrics) registerLeaseGauges(svcs []*receipt.Service) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_executor_busy", Help: "Executor slots in use (keyed executions running).",
-	}, func() float64 { return float64(svc.Stats().ExecutorBusy) }))
+	}, func() float64 {
+		return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Stats().ExecutorBusy) })
+	}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idem_active_leases", Help: "Leases in the renewal active set: mutable receipts, terminal ones with debt, open sessions.",
-	}, func() float64 { return float64(svc.Active().Len()) }))
+	}, func() float64 {
+		return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Active().Len()) })
+	}))
 	// The executor and the active set are shared by receipts and sessions
 	// (docs/design.md §14): their split by kind is what shows one kind crowding the
 	// other out.
 	m.reg.MustRegister(kindGauge("idem_executor_busy_by_kind",
 		"Executor slots in use by kind. kind: receipt (keyed batches and session commits), session (steps of open sessions).",
 		func(k lease.Kind) float64 {
-			st := svc.Stats()
-			if k == lease.KindSession {
-				return float64(st.ExecutorBusySessions)
-			}
-			return float64(st.ExecutorBusyReceipts)
+			return sumOver(svcs, func(svc *receipt.Service) float64 {
+				st := svc.Stats()
+				if k == lease.KindSession {
+					return float64(st.ExecutorBusySessions)
+				}
+				return float64(st.ExecutorBusyReceipts)
+			})
 		}))
 	m.reg.MustRegister(kindGauge("idem_active_leases_by_kind",
 		"Leases in the renewal active set by kind. kind: receipt, session.",
-		func(k lease.Kind) float64 { return float64(svc.Active().LenOf(k)) }))
+		func(k lease.Kind) float64 {
+			return sumOver(svcs, func(svc *receipt.Service) float64 { return float64(svc.Active().LenOf(k)) })
+		}))
 	// The age of the oldest work this node holds mutable: what "pending
 	// receipts older than N lease periods" alerts on (ops/idem.rules.yml),
 	// read from the active set, never from the store.
@@ -272,11 +290,23 @@ func (m *metrics) registerLeaseGauges(svc *receipt.Service) {
 		"Age of the oldest lease this node holds by kind (since the receipt or session was created; 0: none). "+
 			"kind: receipt (pending, started, or terminal with debt unpaid), session (open).",
 		func(k lease.Kind) float64 {
-			if t := svc.Active().OldestOf(k); !t.IsZero() {
-				return max(time.Since(t).Seconds(), 0)
+			oldest := 0.0
+			for _, svc := range svcs {
+				if t := svc.Active().OldestOf(k); !t.IsZero() {
+					oldest = max(oldest, time.Since(t).Seconds())
+				}
 			}
-			return 0
+			return oldest
 		}))
+}
+
+// sumOver is f summed over the store shards' services.
+func sumOver(svcs []*receipt.Service, f func(*receipt.Service) float64) float64 {
+	total := 0.0
+	for _, svc := range svcs {
+		total += f(svc)
+	}
+	return total
 }
 
 // registerHealth adds idem_healthy.

@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -70,9 +71,15 @@ const (
 	defaultBodyTimeout = 10 * time.Second
 )
 
-// Server serves the API for one receipt service.
+// Server serves the API for one receipt service, or for the services of
+// a deployment's store shards (NewSharded).
 type Server struct {
-	svc     *receipt.Service
+	// svc is shards[0]: what every shard has alike (its bounds, -wait-max,
+	// -session-ttl-max) is read from it.
+	svc *receipt.Service
+	// shards are the services of the store shards, in the shard map's
+	// order; one without sharding (shardroute.go).
+	shards  []*receipt.Service
 	opts    Options
 	tokens  atomic.Pointer[tokenSet] // nil: every request is Anonymous
 	mux     *http.ServeMux
@@ -88,8 +95,18 @@ type Server struct {
 	forwarder *forwarder
 }
 
-// New builds the server and its routes.
+// New builds the server and its routes, on one receipt service.
 func New(svc *receipt.Service, opts Options) *Server {
+	return NewSharded([]*receipt.Service{svc}, opts)
+}
+
+// NewSharded builds the server on the services of every store shard, in
+// the shard map's order (1..StoreShardsMax of them): each request goes to
+// its shard's (shardroute.go).
+func NewSharded(shards []*receipt.Service, opts Options) *Server {
+	if len(shards) < 1 || len(shards) > StoreShardsMax {
+		panic(fmt.Sprintf("api: %d store shards, not 1..%d", len(shards), StoreShardsMax))
+	}
 	if opts.BodyBytesMax <= 0 {
 		opts.BodyBytesMax = defaultBodyBytesMax
 	}
@@ -102,7 +119,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{svc: svc, opts: opts, mux: http.NewServeMux(), forwarder: newForwarder(opts.Forward)}
+	s := &Server{svc: shards[0], shards: slices.Clone(shards), opts: opts, mux: http.NewServeMux(), forwarder: newForwarder(opts.Forward)}
 	if opts.Forward != nil && s.forwarder == nil {
 		opts.Logger.Warn("api: forwarding is off: its cluster secret is shorter than " + strconv.Itoa(ClusterSecretBytesMin) + " bytes")
 	}
@@ -110,7 +127,7 @@ func New(svc *receipt.Service, opts Options) *Server {
 		set := tokenSet(maps.Clone(opts.Tokens))
 		s.tokens.Store(&set)
 	}
-	s.metrics = newMetrics(svc, opts.StoreCollectors, opts.Health)
+	s.metrics = newMetrics(s.shards, opts.StoreCollectors, opts.Health)
 	s.metrics.reg.MustRegister(s.refusalCollectors()...)
 	auth := func(h http.HandlerFunc) http.Handler { return s.authenticate(h) }
 	s.route("PUT /v1/tables/{table}", auth(s.putTable))
@@ -335,12 +352,30 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if f, until, ok := s.svc.Restored(); ok {
 		h.Restored = &restoredJSON{RestoredAt: f.RestoredAt.UTC(), BackupTime: f.BackupTime.UTC(), FenceUntil: until.UTC()}
 	}
+	if len(s.shards) > 1 {
+		for _, svc := range s.shards {
+			sh := shardHealthJSON{Owner: svc.Owner().String()}
+			if f, until, ok := svc.Restored(); ok {
+				sh.Restored = &restoredJSON{RestoredAt: f.RestoredAt.UTC(), BackupTime: f.BackupTime.UTC(), FenceUntil: until.UTC()}
+			}
+			h.Shards = append(h.Shards, sh)
+		}
+	}
 	writeJSON(w, http.StatusOK, h)
 }
 
-// healthJSON is /healthz's answer.
+// healthJSON is /healthz's answer. Owner and Restored are shard 0's;
+// Shards, on a sharded deployment only, says each shard's.
 type healthJSON struct {
-	Status   string        `json:"status"`
+	Status   string            `json:"status"`
+	Owner    string            `json:"owner"`
+	Restored *restoredJSON     `json:"restored,omitempty"`
+	Shards   []shardHealthJSON `json:"shards,omitempty"`
+}
+
+// shardHealthJSON is one store shard's part of /healthz: this node's
+// incarnation there, and its restore fence.
+type shardHealthJSON struct {
 	Owner    string        `json:"owner"`
 	Restored *restoredJSON `json:"restored,omitempty"`
 }

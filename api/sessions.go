@@ -65,9 +65,13 @@ func sessionOut(s receipt.Session) sessionJSON {
 	return out
 }
 
-// beginJSON is the optional body of POST /v1/sessions.
+// beginJSON is the optional body of POST /v1/sessions. Table is the
+// session's first table, which pins it to that table's store shard
+// (shardroute.go); without it a sharded deployment takes the shard of
+// (principal, "").
 type beginJSON struct {
-	TTLSeconds *int `json:"ttl_seconds"`
+	TTLSeconds *int    `json:"ttl_seconds"`
+	Table      *string `json:"table"`
 }
 
 // beginSession serves POST /v1/sessions.
@@ -79,7 +83,7 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 	var req beginJSON
 	if len(body) > 0 {
 		if err := strictJSON(body, &req); err != nil {
-			writeProblem(w, code.InvalidRequest, `body must be {"ttl_seconds": n} or empty: `+err.Error())
+			writeProblem(w, code.InvalidRequest, `body must be {"ttl_seconds": n, "table": "t"} (both optional) or empty: `+err.Error())
 			return
 		}
 	}
@@ -92,7 +96,15 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = time.Duration(*req.TTLSeconds) * time.Second
 	}
-	sess, err := s.svc.BeginSession(r.Context(), principalOf(r.Context()), ttl)
+	first := ""
+	if req.Table != nil {
+		if !table.ValidTableName(*req.Table) {
+			writeProblem(w, code.InvalidRequest, fmt.Sprintf("table must be a table name (1..%d of A-Z a-z 0-9 _ -)", table.TableNameBytesMax))
+			return
+		}
+		first = *req.Table
+	}
+	sess, err := s.shardFor(r, first).BeginSession(r.Context(), principalOf(r.Context()), ttl)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -103,7 +115,11 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 
 // getSession serves GET /v1/sessions/{id}: any node answers from the store.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.svc.SessionInfo(r.Context(), principalOf(r.Context()), r.PathValue("id"))
+	svc, _, ok := s.sessionShard(w, r)
+	if !ok {
+		return
+	}
+	sess, err := svc.SessionInfo(r.Context(), principalOf(r.Context()), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -125,9 +141,19 @@ func (s *Server) stageSession(w http.ResponseWriter, r *http.Request) {
 		writeCodeError(w, cerr)
 		return
 	}
-	res, sess, err := s.svc.StageSession(r.Context(), principalOf(r.Context()), r.PathValue("id"), batches)
+	svc, k, ok := s.sessionShard(w, r)
+	if !ok {
+		return
+	}
+	for _, tb := range batches {
+		if cerr := s.crossShard(r, k, tb.Table); cerr != nil {
+			writeCodeError(w, cerr)
+			return
+		}
+	}
+	res, sess, err := svc.StageSession(r.Context(), principalOf(r.Context()), r.PathValue("id"), batches)
 	if err != nil {
-		s.writeSessionError(w, r, body, err)
+		s.writeSessionError(w, r, svc, body, err)
 		return
 	}
 	out := sessionOut(sess)
@@ -202,10 +228,18 @@ func decodeTableBatch(raw []byte) (*table.Batch, *code.Error) {
 
 // readSessionDoc serves GET /v1/sessions/{id}/tables/{table}/docs/{doc}.
 func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("doc")
-	doc, err := s.svc.ReadSession(r.Context(), principalOf(r.Context()), r.PathValue("id"), r.PathValue("table"), id)
+	id, tbl := r.PathValue("doc"), r.PathValue("table")
+	svc, k, ok := s.sessionShard(w, r)
+	if !ok {
+		return
+	}
+	if cerr := s.crossShard(r, k, tbl); cerr != nil {
+		writeCodeError(w, cerr)
+		return
+	}
+	doc, err := svc.ReadSession(r.Context(), principalOf(r.Context()), r.PathValue("id"), tbl, id)
 	if err != nil {
-		s.writeSessionError(w, r, nil, err)
+		s.writeSessionError(w, r, svc, nil, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -216,9 +250,13 @@ func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
 
 // abortSession serves DELETE /v1/sessions/{id}.
 func (s *Server) abortSession(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.svc.AbortSession(r.Context(), principalOf(r.Context()), r.PathValue("id"))
+	svc, _, ok := s.sessionShard(w, r)
+	if !ok {
+		return
+	}
+	sess, err := svc.AbortSession(r.Context(), principalOf(r.Context()), r.PathValue("id"))
 	if err != nil {
-		s.writeSessionError(w, r, nil, err)
+		s.writeSessionError(w, r, svc, nil, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, sessionOut(sess))
@@ -248,6 +286,10 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, code.InvalidRequest, "a commit has no body (or {})")
 		return
 	}
+	svc, _, ok := s.sessionShard(w, r)
+	if !ok {
+		return
+	}
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	req := receipt.CommitRequest{Principal: principalOf(r.Context()), Session: r.PathValue("id"), Key: key, Wait: wait}
@@ -255,14 +297,14 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 	if forwarding {
 		req.Wait = 0
 	}
-	ans, err := s.svc.CommitSession(r.Context(), req)
+	ans, err := svc.CommitSession(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal && ans.Code == code.RequestInProgress && ans.Holder.Node != "" {
-		if s.forward(w, r, body, ans.Holder, wait, receipt.Bind(req.Principal, "", commitKey(req))) {
+		if s.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, "", commitKey(req))) {
 			return
 		}
 		if wait > 0 {
 			req.Wait = wait
-			ans, err = s.svc.CommitSession(r.Context(), req)
+			ans, err = svc.CommitSession(r.Context(), req)
 		}
 	}
 	if err != nil {
@@ -289,13 +331,13 @@ func commitKey(req receipt.CommitRequest) string {
 	return req.Key
 }
 
-// writeSessionError answers a failed session step: one held by another
-// live node is forwarded there when this server forwards (body is the
-// request's), else answered 503 naming the node.
-func (s *Server) writeSessionError(w http.ResponseWriter, r *http.Request, body []byte, err error) {
+// writeSessionError answers a failed session step on svc, the session's
+// shard: one held by another live node is forwarded there when this server
+// forwards (body is the request's), else answered 503 naming the node.
+func (s *Server) writeSessionError(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, err error) {
 	var elsewhere *receipt.HeldElsewhereError
 	if errors.As(err, &elsewhere) {
-		if s.mayForward(r) && s.forward(w, r, body, elsewhere.Holder, 0, "") {
+		if s.mayForward(r) && s.forward(w, r, svc, body, elsewhere.Holder, 0, "") {
 			return
 		}
 		writeProblem(w, code.Unavailable, fmt.Sprintf("session %s is held by node %s, which did not answer here; retry", elsewhere.Session, elsewhere.Holder.Node))

@@ -42,7 +42,8 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	m, created, err := s.svc.Tables().Create(r.Context(), principalOf(r.Context()), r.PathValue("table"), req.Shards)
+	tbl := r.PathValue("table")
+	m, created, err := s.shardFor(r, tbl).Tables().Create(r.Context(), principalOf(r.Context()), tbl, req.Shards)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -62,7 +63,8 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Tables().Drop(r.Context(), principalOf(r.Context()), r.PathValue("table")); err != nil {
+	tbl := r.PathValue("table")
+	if err := s.shardFor(r, tbl).Tables().Drop(r.Context(), principalOf(r.Context()), tbl); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -87,7 +89,7 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, code.InvalidRequest, fmt.Sprintf("after must be a table name (1..%d of A-Z a-z 0-9 _ -)", table.TableNameBytesMax))
 		return
 	}
-	ms, next, err := s.svc.Tables().List(r.Context(), principalOf(r.Context()), after, limit)
+	ms, next, err := s.listAllTables(r, after, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -104,7 +106,8 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	doc, err := s.svc.Tables().Get(r.Context(), principalOf(r.Context()), r.PathValue("table"), id)
+	tbl := r.PathValue("table")
+	doc, err := s.shardFor(r, tbl).Tables().Get(r.Context(), principalOf(r.Context()), tbl, id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -153,7 +156,8 @@ func utcOrNil(t time.Time) *time.Time {
 // getReceipt serves GET /v1/receipts/{table}/{key}: the caller's own
 // receipt for that key.
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
-	v, err := s.svc.Lookup(r.Context(), principalOf(r.Context()), r.PathValue("table"), r.PathValue("key"))
+	tbl := r.PathValue("table")
+	v, err := s.shardFor(r, tbl).Lookup(r.Context(), principalOf(r.Context()), tbl, r.PathValue("key"))
 	s.writeReceipt(w, r, v, err)
 }
 
@@ -161,7 +165,11 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 // the session's commit, as getReceipt shows a keyed batch's (its binding's
 // table is "", which no receipts route can name).
 func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
-	v, err := s.svc.LookupSessionCommit(r.Context(), principalOf(r.Context()), r.PathValue("id"))
+	svc, _, ok := s.sessionShard(w, r)
+	if !ok {
+		return
+	}
+	v, err := svc.LookupSessionCommit(r.Context(), principalOf(r.Context()), r.PathValue("id"))
 	s.writeReceipt(w, r, v, err)
 }
 

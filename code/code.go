@@ -24,8 +24,9 @@ type Code string
 // by abort, expiry or its owner's death, or by its commit),
 // table_settings_conflict (409: a create of an existing table asked for
 // settings other than the table's), and store_full (503: on etcd, the
-// backend is near its space quota; new keys and sessions wait), and
-// key_may_have_executed (409: the restore fence).
+// backend is near its space quota; new keys and sessions wait),
+// key_may_have_executed (409: the restore fence), and session_cross_shard
+// (409: a session step on a table of another store shard).
 const (
 	InvalidRequest      Code = "invalid_request"
 	InvalidKey          Code = "invalid_idempotency_key"
@@ -66,6 +67,10 @@ const (
 	// executed in the window the backup lost; it is not executed, and
 	// retrying it cannot tell (docs/design.md §15).
 	KeyMayHaveExecuted Code = "key_may_have_executed"
+	// SessionCrossShard: a session step named a table of another store
+	// shard than the session's (docs/cluster.md "Shards"): its commit would
+	// span two etcd clusters, which no Txn can. Nothing was staged.
+	SessionCrossShard Code = "session_cross_shard"
 )
 
 // RetryWith says how a client may retry.
@@ -117,6 +122,7 @@ var registry = map[Code]Info{
 	TableSettingsConflict: {409, false, None, "Table exists with other settings"},
 	StoreFull:             {503, true, SameKey, "Store full"},
 	KeyMayHaveExecuted:    {409, false, None, "Key may have executed before a restore"},
+	SessionCrossShard:     {409, false, None, "Session spans store shards"},
 }
 
 // Lookup returns a code's meaning; unknown codes read as internal.

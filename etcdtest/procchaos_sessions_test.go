@@ -50,7 +50,7 @@ func (pc *procChaos) sendSession(key, node int, wait string) string {
 	defer s.mu.Unlock()
 	c := pc.client(node)
 	if s.id == "" {
-		r, err := c.Try("POST", "/v1/sessions", `{"ttl_seconds":60}`)
+		r, err := c.Try("POST", "/v1/sessions", `{"ttl_seconds":60,"table":"`+pc.table(key)+`"}`)
 		if err != nil || r.Status != 201 {
 			return ""
 		}
@@ -80,7 +80,7 @@ func (pc *procChaos) sendSession(key, node int, wait string) string {
 		case info.Stages > 0:
 			s.staged = true
 		case info.State == "open":
-			body := `{"table":"t","transforms":[{"id":"ctr-` + fmt.Sprint(key) + `","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
+			body := `{"table":"` + pc.table(key) + `","transforms":[{"id":"ctr-` + fmt.Sprint(key) + `","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
 			if r, err := c.Try("POST", "/v1/sessions/"+s.id+"/batch", body); err != nil || r.Status != 200 {
 				return ""
 			}

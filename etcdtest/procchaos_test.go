@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/internal/testsupport"
@@ -43,17 +45,33 @@ const (
 
 func TestProcessChaos_Cluster(t *testing.T) {
 	for seed := range uint64(*procChaosSeeds) {
-		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1) })
+		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1, 1) })
+	}
+}
+
+// TestProcessChaos_TwoShards is the same chaos on a deployment of two
+// store shards (docs/cluster.md "Shards"): two 3-member etcd clusters,
+// node i reaching each through its member i's Link, with a shard map of
+// its own (the endpoints differ, the placement does not); keys alternate
+// between a table of each shard. Every fault hits both clusters: a
+// partition cuts a node from both, a leader stop stops both leaders.
+func TestProcessChaos_TwoShards(t *testing.T) {
+	for seed := range uint64(*procChaosSeeds) {
+		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1, 2) })
 	}
 }
 
 type procChaos struct {
-	t      *testing.T
-	c      *etcdtest.Cluster
-	cl     *apitest.Client
-	prefix string
-	mu     sync.Mutex
-	nodes  [procChaosNodes]*apitest.Proc // nil while down
+	t *testing.T
+	// etcds are the store shards' clusters (one: an unsharded
+	// deployment), prefixes the deployment's prefix in each, and tables a
+	// table of each shard; key k's batches go to tables[k%len(tables)].
+	etcds    []*etcdtest.Cluster
+	prefixes []string
+	tables   []string
+	cl       *apitest.Client
+	mu       sync.Mutex
+	nodes    [procChaosNodes]*apitest.Proc // nil while down
 	// peers[i] is the path node i's peers forward to it through (its
 	// -advertise): a partition blackholes it with node i's link to etcd.
 	peers [procChaosNodes]*etcdtest.Link
@@ -66,14 +84,21 @@ type procChaos struct {
 	sessionCommits, sessionAborts int
 }
 
-func runProcChaos(t *testing.T, seed uint64) {
-	pc := &procChaos{t: t, c: etcdtest.Start(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}),
-		cl: apitest.NewClient(t, "http://unused"), answers: map[int][]string{}}
-	pc.prefix = etcdtest.Prefix(t)
+func runProcChaos(t *testing.T, seed uint64, shards int) {
+	pc := &procChaos{t: t, cl: apitest.NewClient(t, "http://unused"), answers: map[int][]string{}, tables: []string{"t"}}
+	for range shards {
+		pc.etcds = append(pc.etcds, etcdtest.Start(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}))
+		pc.prefixes = append(pc.prefixes, etcdtest.Prefix(t))
+	}
+	if shards > 1 {
+		pc.tables = tablePerShard(shards)
+	}
 	for i := range procChaosNodes {
 		pc.start(i)
 	}
-	pc.client(0).Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
+	for _, tbl := range pc.tables {
+		pc.client(0).Do("PUT", "/v1/tables/"+tbl, nil).JSON(t, 201, nil)
+	}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -118,7 +143,7 @@ func runProcChaos(t *testing.T, seed uint64) {
 			Doc struct{ N int }
 		}
 		n := 0
-		if r := pc.client(0).Do("GET", fmt.Sprintf("/v1/tables/t/docs/ctr-%d", k), nil); r.Status == 200 {
+		if r := pc.client(0).Do("GET", fmt.Sprintf("/v1/tables/%s/docs/ctr-%d", pc.table(k), k), nil); r.Status == 200 {
 			if err := json.Unmarshal(r.Body, &doc); err != nil {
 				t.Fatal(err)
 			}
@@ -143,12 +168,37 @@ func runProcChaos(t *testing.T, seed uint64) {
 	}
 }
 
+// table is key's table.
+func (pc *procChaos) table(key int) string { return pc.tables[key%len(pc.tables)] }
+
+// tablePerShard is a table name routed to each of k shards (anonymous's).
+func tablePerShard(k int) []string {
+	tables := make([]string, k)
+	for i, found := 0, 0; found < k; i++ {
+		name := fmt.Sprintf("t%d", i)
+		if s := api.ShardOf("anonymous", name, k); tables[s] == "" {
+			tables[s], found = name, found+1
+		}
+	}
+	return tables
+}
+
 func (pc *procChaos) start(i int) {
-	// Node i's only path to etcd is member i's Link, and its peers' only
-	// path to it is a Link of its own.
+	// Node i's only path to etcd is member i's Link (of each shard's
+	// cluster), and its peers' only path to it is a Link of its own.
 	addr := apitest.FreeAddr(pc.t)
 	peer := etcdtest.NewLink(pc.t, addr)
-	p := startNodeOn(pc.t, pc.cl, pc.c.Endpoints()[i], pc.prefix, fmt.Sprintf("node-%d", i), nil, "-addr", addr, "-advertise", peer.URL())
+	var p *apitest.Proc
+	if len(pc.etcds) == 1 {
+		p = startNodeOn(pc.t, pc.cl, pc.etcds[0].Endpoints()[i], pc.prefixes[0], fmt.Sprintf("node-%d", i), nil, "-addr", addr, "-advertise", peer.URL())
+	} else {
+		var shards []shardSpec
+		for k, c := range pc.etcds {
+			shards = append(shards, shardSpec{fmt.Sprintf("s%d", k), []string{c.Endpoints()[i]}, pc.prefixes[k]})
+		}
+		args := shardedNodeArgs(pc.t, writeShardMap(pc.t, 1, shards...), fmt.Sprintf("node-%d", i))
+		p = apitest.Start(pc.t, pc.cl, pc.t.TempDir(), nil, append(args, "-addr", addr, "-advertise", peer.URL())...)
+	}
 	pc.mu.Lock()
 	pc.nodes[i], pc.peers[i] = p, peer
 	pc.mu.Unlock()
@@ -177,7 +227,7 @@ func (pc *procChaos) send(key, node int, wait string) string {
 		headers = append(headers, "Prefer", wait)
 	}
 	body := `{"transforms":[{"id":"ctr-` + fmt.Sprint(key) + `","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`
-	r, err := pc.client(node).Try("POST", "/v1/tables/t/batch", body, headers...)
+	r, err := pc.client(node).Try("POST", "/v1/tables/"+pc.table(key)+"/batch", body, headers...)
 	if err != nil || apitest.TerminalOutcome(r) == "" {
 		return ""
 	}
@@ -191,6 +241,12 @@ func (pc *procChaos) send(key, node int, wait string) string {
 func (pc *procChaos) schedule(rng *rand.Rand, d time.Duration) map[string]int {
 	ran := map[string]int{}
 	nodeDown, memberDown, linkDown := -1, -1, -1
+	// memberStopped[k] is the member stopped in shard k's cluster (-1:
+	// none); memberDown is 1 while any is.
+	memberStopped := make([]int, len(pc.etcds))
+	for k := range memberStopped {
+		memberStopped[k] = -1
+	}
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		waitAWhile(procChaosStep)
 		pc.window.Add(procChaosWindow / 2)
@@ -204,33 +260,54 @@ func (pc *procChaos) schedule(rng *rand.Rand, d time.Duration) map[string]int {
 			p.Kill()
 			pc.kills++
 			ran["sigkill-node"]++
-		case r == 1 && nodeDown >= 0 && linkDown != nodeDown && memberDown != nodeDown:
+		case r == 1 && nodeDown >= 0 && linkDown != nodeDown && !slices.Contains(memberStopped, nodeDown):
 			pc.start(nodeDown)
 			nodeDown = -1
 			ran["restart-node"]++
 		case r == 2 && memberDown < 0:
-			if l, err := pc.c.Leader(ctx); err == nil {
-				pc.c.Stop(l)
-				memberDown = l
+			if pc.stopLeaders(memberStopped) {
+				memberDown = 1
 				ran["stop-etcd-leader"]++
 			}
 		case r == 3 && memberDown >= 0:
-			pc.c.Restart(pc.t, memberDown)
+			for k, m := range memberStopped {
+				if m >= 0 {
+					pc.etcds[k].Restart(pc.t, m)
+					memberStopped[k] = -1
+				}
+			}
 			memberDown = -1
 			ran["restart-etcd-member"]++
 		case r == 4 && linkDown < 0:
 			linkDown = rng.IntN(procChaosNodes)
-			pc.c.Link(linkDown).Blackhole()
+			for _, c := range pc.etcds {
+				c.Link(linkDown).Blackhole()
+			}
 			pc.peerLink(linkDown).Blackhole()
 			ran["partition-node-from-etcd-and-peers"]++
 		case r == 5 && linkDown >= 0:
-			pc.c.Link(linkDown).Heal()
+			for _, c := range pc.etcds {
+				c.Link(linkDown).Heal()
+			}
 			pc.peerLink(linkDown).Heal()
 			linkDown = -1
 			ran["heal"]++
 		}
 	}
 	return ran
+}
+
+// stopLeaders hard-stops the leader of each shard's cluster, recording
+// them in stopped; false when no leader was found.
+func (pc *procChaos) stopLeaders(stopped []int) bool {
+	stoppedAny := false
+	for k, c := range pc.etcds {
+		if l, err := c.Leader(ctx); err == nil {
+			c.Stop(l)
+			stopped[k], stoppedAny = l, true
+		}
+	}
+	return stoppedAny
 }
 
 func (pc *procChaos) peerLink(i int) *etcdtest.Link {
@@ -241,17 +318,21 @@ func (pc *procChaos) peerLink(i int) *etcdtest.Link {
 
 func (pc *procChaos) healAll() {
 	for i := range procChaosNodes {
-		pc.c.Link(i).Heal()
+		for _, c := range pc.etcds {
+			c.Link(i).Heal()
+		}
 		pc.peerLink(i).Heal()
 	}
-	var down []int
-	for i := range procChaosNodes {
-		if !pc.c.Running(i) {
-			down = append(down, i)
+	for _, c := range pc.etcds {
+		var down []int
+		for i := range procChaosNodes {
+			if !c.Running(i) {
+				down = append(down, i)
+			}
 		}
-	}
-	if len(down) > 0 {
-		pc.c.Restart(pc.t, down...)
+		if len(down) > 0 {
+			c.Restart(pc.t, down...)
+		}
 	}
 	for i := range procChaosNodes {
 		pc.mu.Lock()

@@ -17,6 +17,12 @@ type Options struct {
 	// its node record with each incarnation (lease.RegisterAt); empty for
 	// a node that serves alone.
 	Advertise string
+	// SessionShard, when positive, is one more than this service's index
+	// among the store shards of a sharded deployment (docs/cluster.md
+	// "Shards"): the first random byte of every session ID it begins is
+	// the index, so that any node routes the session's later requests
+	// (api.SessionShardOf). 0: one store, IDs wholly random.
+	SessionShard int
 	// LeaseTTL is how long a claim stays valid without renewal (default 10s).
 	LeaseTTL time.Duration
 	// RenewInterval is the supervisor's tick, clamped to LeaseTTL/3.

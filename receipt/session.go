@@ -146,11 +146,16 @@ func sessionStepPrefix(id string) []byte { return engine.NSSession.Prefix("step"
 const sessionIDBytes = 16
 
 // newSessionID returns a fresh session ID: lease.SessionIDPrefix and 32
-// hex digits (never a receipt's ID, which is hex only).
-func newSessionID() (string, error) {
+// hex digits (never a receipt's ID, which is hex only). With shard > 0 its
+// first byte is shard-1, the store shard it lives on (Options.SessionShard);
+// the other 15 bytes are still beyond guessing.
+func newSessionID(shard int) (string, error) {
 	var b [sessionIDBytes]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
+	}
+	if shard > 0 {
+		b[0] = byte(shard - 1)
 	}
 	return lease.SessionIDPrefix + hex.EncodeToString(b[:]), nil
 }

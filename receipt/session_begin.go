@@ -51,7 +51,7 @@ func (s *Service) beginSessionSlot(ctx context.Context, principal string, ttl ti
 		return Session{}, "", o, s.errExecutorFull()
 	}
 	defer s.release(sl)
-	id, err := newSessionID()
+	id, err := newSessionID(s.opts.SessionShard)
 	if err != nil {
 		return Session{}, "", o, err
 	}

@@ -499,7 +499,7 @@ func TestBench_ClusterReportsScalingAndForwarding(t *testing.T) {
 	}
 	seen, _ := contractLines(t, &stdout)
 	for _, c := range []string{"1", "2"} {
-		for _, k := range []string{"txn", "keyed-1n", "replay-1n", "keyed-3n", "replay-3n", "dup-2n", "keyed-hot"} {
+		for _, k := range []string{"txn", "keyed-1n", "replay-1n", "keyed-3n", "replay-3n", "dup-2n", "keyed-hot", "cluster-shards"} {
 			if _, ok := seen["cluster/"+k+"/"+c]; !ok {
 				t.Errorf("missing result cluster/%s/%s", k, c)
 			}
@@ -510,5 +510,8 @@ func TestBench_ClusterReportsScalingAndForwarding(t *testing.T) {
 	}
 	if r := seen["cluster/keyed-hot/2"]; r != nil && (r["aborts_per_op"] == nil || r["replans_per_op"] == nil) {
 		t.Errorf("keyed-hot lacks aborts_per_op or replans_per_op: %v", r)
+	}
+	if r := seen["cluster/cluster-shards/2"]; r != nil && (r["over_1_shard"] == nil || r["shards"] != 2.0) {
+		t.Errorf("cluster-shards lacks over_1_shard or shards 2: %v", r)
 	}
 }

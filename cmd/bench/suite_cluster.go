@@ -25,7 +25,7 @@ func init() {
 		Name:     "cluster",
 		Rank:     55,
 		Optional: true,
-		Doc:      "three API nodes on one embedded 3-member etcd (fsync on), over loopback HTTP: keyed and replay through 1 node and spread over 3, duplicates landing on two nodes at once, and keyed-hot spread over 3 (each request also $incs one shared document; aborts_per_op, replans_per_op; also at 8), beside etcd's raw Txn floor; scaling and forwarding's share (opt-in; default concurrency 1,32,64)",
+		Doc:      "three API nodes on one embedded 3-member etcd (fsync on), over loopback HTTP: keyed and replay through 1 node and spread over 3, duplicates landing on two nodes at once, and keyed-hot spread over 3 (each request also $incs one shared document; aborts_per_op, replans_per_op; also at 8), beside etcd's raw Txn floor; scaling and forwarding's share; cluster-shards: keyed spread over 3 nodes on 2 store shards (a second 3-member etcd), over_1_shard against keyed-3n (opt-in; default concurrency 1,32,64)",
 		Run:      runCluster,
 	})
 }
@@ -52,7 +52,7 @@ func runCluster(env *Env) error {
 		return err
 	}
 	defer etcd.Close()
-	nodes, err := startClusterNodes(env, etcd, clusterNodes)
+	nodes, err := startClusterNodes(env, []benchShard{{etcd, "/bench/cluster/"}}, clusterNodes)
 	env.ProgressDone()
 	if err != nil {
 		return err
@@ -100,24 +100,46 @@ func runCluster(env *Env) error {
 		}
 		results = append(results, &r)
 	}
+	rs, err := clusterShardCases(env, etcd, env.concurrencies(clusterDefaultConcurrency))
+	results = append(results, rs...)
+	if err != nil {
+		env.reportAll(results)
+		return err
+	}
 	clusterRatios(results)
 	env.reportAll(results)
 	return nil
 }
 
-// clusterNode is one API node: its own etcd client, store, receipt
-// service and loopback HTTP server, forwarding to its peers.
+// clusterNode is one API node: its own etcd client, store and receipt
+// service on each store shard, and a loopback HTTP server, forwarding to
+// its peers.
 type clusterNode struct {
 	name   string
 	base   string
-	cli    *clientv3.Client
-	store  *etcdstore.Store
-	svc    *receipt.Service
+	shards []*nodeShard
+	svc    *receipt.Service // shard 0's
 	srv    *http.Server
 	client *http.Client
 }
 
-func startClusterNodes(env *Env, etcd *etcdtest.Cluster, n int) ([]*clusterNode, error) {
+// benchShard is one store shard of the bench's nodes: a cluster and the
+// deployment's prefix on it.
+type benchShard struct {
+	etcd   *etcdtest.Cluster
+	prefix string
+}
+
+// nodeShard is what a node opens on one store shard.
+type nodeShard struct {
+	cli   *clientv3.Client
+	store *etcdstore.Store
+	svc   *receipt.Service
+}
+
+// startClusterNodes starts n nodes on shards (one: an unsharded
+// deployment) and creates benchTable.
+func startClusterNodes(env *Env, shards []benchShard, n int) ([]*clusterNode, error) {
 	var nodes []*clusterNode
 	// The secret every node forwards with (without one forwarding is off).
 	secret := make([]byte, api.ClusterSecretBytesMin)
@@ -132,28 +154,51 @@ func startClusterNodes(env *Env, etcd *etcdtest.Cluster, n int) ([]*clusterNode,
 			return nodes, err
 		}
 		node.base = "http://" + ln.Addr().String()
-		if node.cli, err = etcd.NewClient(); err != nil {
+		if err := node.open(env, shards); err != nil {
 			ln.Close()
 			return nodes, err
 		}
-		if node.store, err = etcdstore.New(node.cli, etcdstore.Options{Prefix: "/bench/cluster/"}); err != nil {
-			ln.Close()
-			return nodes, err
-		}
-		node.svc, err = receipt.Open(env.Ctx, node.store, receipt.Options{Node: node.name, Advertise: node.base, Logger: discardLogger, ReplanContended: true})
-		if err != nil {
-			ln.Close()
-			return nodes, err
+		svcs := make([]*receipt.Service, len(node.shards))
+		for k, sh := range node.shards {
+			svcs[k] = sh.svc
 		}
 		tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true}
 		node.client = &http.Client{Transport: tr, Timeout: time.Minute}
-		h := api.New(node.svc, api.Options{Logger: discardLogger,
+		h := api.NewSharded(svcs, api.Options{Logger: discardLogger,
 			Forward: &api.Forwarding{Node: node.name, Client: &http.Client{Transport: tr.Clone()}, Secret: secret}})
 		node.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go node.srv.Serve(ln)
 	}
-	_, _, err := nodes[0].svc.Tables().Create(env.Ctx, api.Anonymous, benchTable, benchShards)
+	k := api.ShardOf(api.Anonymous, benchTable, len(shards))
+	_, _, err := nodes[0].shards[k].svc.Tables().Create(env.Ctx, api.Anonymous, benchTable, benchShards)
 	return nodes, err
+}
+
+// open opens the node's client, store and service on each shard; session
+// IDs name their shard when there are several.
+func (n *clusterNode) open(env *Env, shards []benchShard) error {
+	for k, b := range shards {
+		sh := &nodeShard{}
+		n.shards = append(n.shards, sh)
+		var err error
+		if sh.cli, err = b.etcd.NewClient(); err != nil {
+			return err
+		}
+		if sh.store, err = etcdstore.New(sh.cli, etcdstore.Options{Prefix: b.prefix}); err != nil {
+			return err
+		}
+		tag := 0
+		if len(shards) > 1 {
+			tag = k + 1
+		}
+		sh.svc, err = receipt.Open(env.Ctx, sh.store, receipt.Options{Node: n.name, Advertise: n.base, Logger: discardLogger,
+			ReplanContended: true, SessionShard: tag})
+		if err != nil {
+			return err
+		}
+	}
+	n.svc = n.shards[0].svc
+	return nil
 }
 
 func (n *clusterNode) close() {
@@ -162,14 +207,16 @@ func (n *clusterNode) close() {
 		n.srv.Shutdown(ctx)
 		cancel()
 	}
-	if n.svc != nil {
-		n.svc.Close()
-	}
-	if n.store != nil {
-		n.store.Close()
-	}
-	if n.cli != nil {
-		n.cli.Close()
+	for _, sh := range n.shards {
+		if sh.svc != nil {
+			sh.svc.Close()
+		}
+		if sh.store != nil {
+			sh.store.Close()
+		}
+		if sh.cli != nil {
+			sh.cli.Close()
+		}
 	}
 }
 
@@ -177,7 +224,12 @@ func (n *clusterNode) close() {
 // headers and the first 2 KiB of its body (the rest read and dropped, so
 // that the connection is reused).
 func clusterSend(ctx context.Context, node *clusterNode, body []byte, key string, headers ...string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, node.base+"/v1/tables/"+benchTable+"/batch", bytes.NewReader(body))
+	return clusterSendTo(ctx, node, benchTable, body, key, headers...)
+}
+
+// clusterSendTo is clusterSend to the batch route of table.
+func clusterSendTo(ctx context.Context, node *clusterNode, table string, body []byte, key string, headers ...string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, node.base+"/v1/tables/"+table+"/batch", bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -311,6 +363,11 @@ func clusterRatios(results []*Result) {
 			}
 			if one := idx.get(pair[1], r.Concurrency); one != nil && one.OpsPerSec > 0 {
 				r.Set("scaling_1_to_3", round(r.OpsPerSec/one.OpsPerSec, 2))
+			}
+		}
+		if r.Case == caseClusterShards {
+			if one := idx.get("keyed-3n", r.Concurrency); one != nil && one.OpsPerSec > 0 {
+				r.Set("over_1_shard", round(r.OpsPerSec/one.OpsPerSec, 2))
 			}
 		}
 		if r.Case == "dup-2n" {

@@ -66,8 +66,14 @@ type config struct {
 	etcdQuota       int64   // -etcd-quota-bytes: 0, the members' own
 	etcdHighWater   float64 // -etcd-high-water: share of the quota
 	etcdSpaceEvery  time.Duration
-	advertise       string
-	clusterSecret   string // the -cluster-secret-file's path
+	etcdShards      string // the -etcd-shards file's path
+	// shardMap is the -etcd-shards file, checked (nil without it), and
+	// targets the clusters the store is on: its shards, or the one of the
+	// -etcd-* flags.
+	shardMap      *shardMap
+	targets       []etcdTarget
+	advertise     string
+	clusterSecret string // the -cluster-secret-file's path
 
 	tlsCert     string // -tls-cert: serve HTTPS
 	tlsKey      string
@@ -197,6 +203,7 @@ func (c *config) defineStoreFlags(fs *flag.FlagSet) *string {
 	fs.Int64Var(&c.etcdQuota, "etcd-quota-bytes", 0, "with -store etcd: the cluster's --quota-backend-bytes, which -etcd-high-water is a share of; 0 (default) takes what the members report (etcd 3.6 and later), else etcd's default 2 GiB")
 	fs.DurationVar(&c.etcdSpaceEvery, "etcd-space-interval", etcdstore.DefaultSpaceInterval, "with -store etcd: how often each member is asked its backend size (one Status call each); default 1s, short enough that the writes of one interval fit the room above -etcd-high-water")
 	fs.Float64Var(&c.etcdHighWater, "etcd-high-water", etcdstore.DefaultHighWater, "with -store etcd: the share of the quota above which new keys and sessions are answered 503 store_full, so that work already started, session commits and cleanup finish before etcd's NOSPACE alarm refuses every write; default 0.8 leaves the last 20 % to them")
+	fs.StringVar(&c.etcdShards, "etcd-shards", "", fmt.Sprintf("with -store etcd: `FILE` (JSON) of the shard map, {\"version\": n, \"shards\": [{\"name\", \"endpoints\", \"prefix\", \"ca\", \"cert\", \"key\", \"user\", \"password_file\"}, …]}: 1..%d etcd clusters, each table on the one hash(principal, table) names (docs/cluster.md \"Shards\"); in place of -etcd-endpoints and its TLS and auth flags. Every node of a deployment uses the same map; a deployment holding data refuses another. Default: none, the one cluster of -etcd-endpoints", api.StoreShardsMax))
 	fs.StringVar(&c.clusterSecret, "cluster-secret-file", "", fmt.Sprintf("with -store etcd: `FILE` holding the secret shared by every node of the deployment (at least %d bytes; a trailing line break is not part of it), which authenticates requests forwarded between nodes; without it forwarding is off (a request for work another node holds is answered here) and no request is taken for a forwarded one", api.ClusterSecretBytesMin))
 	fs.StringVar(&c.advertise, "advertise", "", "with -store etcd: the URL this node's peers reach it at, http://host:port or https://host:port, written in its node record")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS on -addr with this certificate chain `FILE` (PEM, with -tls-key; TLS 1.2 or later); default: plain HTTP")

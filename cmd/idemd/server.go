@@ -16,15 +16,22 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/receipt"
 )
 
 // daemon is a started idemd: listening, its store and service open.
 type daemon struct {
-	c        config
-	log      *slog.Logger
-	ln       net.Listener
+	c   config
+	log *slog.Logger
+	ln  net.Listener
+	// stores and svcs are each store shard's store and receipt service,
+	// in the shard map's order (one of each without -etcd-shards); store
+	// and svc are shard 0's.
+	stores   []*servedStore
+	svcs     []*receipt.Service
 	store    *servedStore
 	svc      *receipt.Service
 	srv      *http.Server
@@ -56,8 +63,8 @@ func start(ctx context.Context, c config, log *slog.Logger, stderr io.Writer) (_
 	if err := d.open(ctx); err != nil {
 		return nil, err
 	}
-	d.api = api.New(d.svc, api.Options{Tokens: sec.tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
-		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.store.collectors, Health: d.store.health,
+	d.api = api.NewSharded(d.svcs, api.Options{Tokens: sec.tokens, Admins: adminList(c.admins), BodyBytesMax: c.bodyMax,
+		RequestTimeout: c.requestTimeout, BodyTimeout: c.bodyTimeout, StoreCollectors: d.collectors(), Health: d.health(),
 		Forward: forwarding(c, sec.cluster, sec.tls.peer, log), Backup: backupFunc(c, d.store.db), Logger: log})
 	d.serveWith(limits, sec.tls, stderr)
 	return d, nil
@@ -89,37 +96,99 @@ func loadSecrets(c config, log *slog.Logger) (sec secrets, err error) {
 	return sec, err
 }
 
-// open opens the store and the receipt service on it, and logs what the
+// open opens the stores and a receipt service on each, and logs what the
 // open recovered and how long each step took.
 func (d *daemon) open(ctx context.Context) (err error) {
 	c, log := d.c, d.log
 	var t openTimes
 	began := time.Now()
-	if d.store, err = openStore(ctx, c, log); err != nil {
+	if d.stores, err = openStores(ctx, c, log); err != nil {
 		return err
 	}
+	d.store = d.stores[0]
 	t.engine, began = time.Since(began), time.Now()
-	d.svc, err = receipt.Open(ctx, d.store.store, receipt.Options{
-		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
-		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
-		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
-		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
-		Restore: restoreFence(d.store, c.retention, log),
-		// Other nodes share an etcd store: contention with their batches is
-		// re-planned (receipt/replan.go), not refused.
-		ReplanContended: c.store == storeEtcd,
-	})
-	if err != nil {
-		return err
+	for i, st := range d.stores {
+		svc, err := d.openService(ctx, st, i)
+		if err != nil {
+			return err
+		}
+		d.svcs = append(d.svcs, svc)
 	}
+	d.svc = d.svcs[0]
 	t.receipts, began = time.Since(began), time.Now()
-	sum, err := d.svc.Summary(ctx)
-	if err != nil {
-		return fmt.Errorf("count receipts: %w", err)
+	var sum receipt.Summary
+	for _, svc := range d.svcs {
+		s, err := svc.Summary(ctx)
+		if err != nil {
+			return fmt.Errorf("count receipts: %w", err)
+		}
+		sum = addSummary(sum, s)
 	}
 	t.summary = time.Since(began)
 	logRecovered(log, d.store.db, sum, t)
 	return nil
+}
+
+// openService opens the receipt service of store shard i on st: the node
+// registers there with an incarnation of its own, and runs its own leases,
+// recovery and cleanup on it.
+func (d *daemon) openService(ctx context.Context, st *servedStore, i int) (*receipt.Service, error) {
+	c, log := d.c, d.log
+	if st.name != "" {
+		log = log.With("shard", st.name)
+	}
+	shard := 0
+	if len(d.stores) > 1 {
+		shard = i + 1 // session IDs name their shard (receipt.Options.SessionShard)
+	}
+	return receipt.Open(ctx, st.store, receipt.Options{
+		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
+		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
+		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
+		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
+		Restore: restoreFence(st, c.retention, log), SessionShard: shard,
+		// Other nodes share an etcd store: contention with their batches is
+		// re-planned (receipt/replan.go), not refused.
+		ReplanContended: c.store == storeEtcd,
+	})
+}
+
+// addSummary is the counts of two shards together.
+func addSummary(a, b receipt.Summary) receipt.Summary {
+	return receipt.Summary{Pending: a.Pending + b.Pending, Started: a.Started + b.Started, Terminal: a.Terminal + b.Terminal,
+		Debt: a.Debt + b.Debt, Unreadable: a.Unreadable + b.Unreadable, SessionsOpen: a.SessionsOpen + b.SessionsOpen, Partial: a.Partial || b.Partial}
+}
+
+// collectors are every shard's store metrics (labelled by shard when
+// there are several).
+func (d *daemon) collectors() []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, st := range d.stores {
+		out = append(out, st.collectors...)
+	}
+	return out
+}
+
+// health is /healthz's check: every shard's store answers (nil: no check,
+// as for a store without one).
+func (d *daemon) health() func() error {
+	var checks []func() error
+	for _, st := range d.stores {
+		if st.health != nil {
+			checks = append(checks, st.health)
+		}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	return func() error {
+		for _, check := range checks {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // serveWith builds the listener chain and the HTTP server. The gate counts
@@ -167,12 +236,12 @@ func connLimits(c config, log *slog.Logger) (api.ConnLimits, error) {
 
 // close closes what start opened, newest first.
 func (d *daemon) close() error {
-	if d.svc != nil {
-		d.svc.Close()
+	for _, svc := range d.svcs {
+		svc.Close()
 	}
 	var err error
-	if d.store != nil {
-		err = d.store.close()
+	for _, st := range d.stores {
+		err = errors.Join(err, st.close())
 	}
 	if d.ln != nil && d.srv == nil {
 		d.ln.Close() // once served, the server owns it

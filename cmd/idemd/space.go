@@ -49,10 +49,11 @@ func logSpaceChanges(ctx context.Context, sp *etcdstore.Space, log *slog.Logger,
 	}
 }
 
-// spaceCollectors are the watcher's gauges, read at scrape time.
-func spaceCollectors(sp *etcdstore.Space) []prometheus.Collector {
+// spaceCollectors are the watcher's gauges, read at scrape time, with
+// labels (a shard's name on a sharded deployment, else none).
+func spaceCollectors(sp *etcdstore.Space, labels prometheus.Labels) []prometheus.Collector {
 	gauge := func(name, help string, f func(etcdstore.SpaceStats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(sp.Stats()) })
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(sp.Stats()) })
 	}
 	flag := func(b bool) float64 {
 		if b {

@@ -68,7 +68,7 @@ func versionLine() string {
 // directory's, the records', the etcd values' and the signed texts between
 // nodes.
 func allFormats() []engine.Format {
-	return slices.Concat(engine.Formats(), receipt.Formats(), etcdstore.Formats(), api.Formats())
+	return slices.Concat(engine.Formats(), receipt.Formats(), etcdstore.Formats(), shardRecordFormats(), api.Formats())
 }
 
 // formatLines are the formats this build writes and reads, one line each
@@ -130,7 +130,16 @@ func logStart(log *slog.Logger, c config) {
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
 		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes), "value_log", c.valueLog,
 		"wal_segment_bytes", c.segmentBytes, "wal_no_preallocate", c.walPlain, "separate_decide", c.separateDecide,
-		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store, "tls", tlsSetting(c))
+		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store, "etcd_shards", shardsSetting(c), "tls", tlsSetting(c))
+}
+
+// shardsSetting is -etcd-shards as the log shows it: the map's file,
+// version and shards, or none.
+func shardsSetting(c config) slog.Value {
+	if c.shardMap == nil {
+		return slog.StringValue("none")
+	}
+	return slog.StringValue(fmt.Sprintf("%s (version %d, %d shards)", c.etcdShards, c.shardMap.Version, len(c.shardMap.Shards)))
 }
 
 // interval is a loop interval as the log shows it: negative is "never".

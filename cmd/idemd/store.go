@@ -35,6 +35,7 @@ var etcdHealthKey = []byte("meta/v1/health")
 // what the store offers beyond the contract (engine.Chainer, Health).
 type servedStore struct {
 	store engine.Store
+	name  string     // the shard's name in the -etcd-shards map; "" without one
 	db    *engine.DB // the local engine; nil on etcd
 	// restore is the store's restore epoch (nil: never restored), and
 	// restoreLog what the start-up log says of it beyond the fence.
@@ -45,11 +46,40 @@ type servedStore struct {
 	close      func() error
 }
 
-// openStore opens -store: the local engine in -data, or etcd.
-func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, error) {
-	if c.store == storeEtcd {
-		return openEtcd(ctx, c, log)
+// openStores opens -store: the local engine in -data, or etcd, one store
+// per shard of the map (one without -etcd-shards), each shard's record of
+// the map checked (shardrecord.go). On failure what was opened is closed.
+func openStores(ctx context.Context, c config, log *slog.Logger) (_ []*servedStore, err error) {
+	if c.store != storeEtcd {
+		s, err := openStore(ctx, c, log)
+		if err != nil {
+			return nil, err
+		}
+		return []*servedStore{s}, nil
 	}
+	var stores []*servedStore
+	defer func() {
+		if err != nil {
+			for _, s := range stores {
+				s.close()
+			}
+		}
+	}()
+	for _, t := range c.targets {
+		s, err := openEtcd(ctx, c, t, log)
+		if err != nil {
+			return nil, err
+		}
+		stores = append(stores, s)
+	}
+	if err := checkShardRecords(ctx, c, stores, log); err != nil {
+		return nil, err
+	}
+	return stores, nil
+}
+
+// openStore opens the local engine in -data.
+func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, error) {
 	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, WAL: wal.Options{SegmentBytes: c.segmentBytes, NoPreallocation: c.walPlain, GroupLinger: walLinger(c.walLinger)}}
 	if c.valueLog {
 		opts.ColdValue = receipt.ColdValue
@@ -127,28 +157,28 @@ func etcdRestore(ctx context.Context, s *servedStore, d time.Duration, prefix st
 	return nil
 }
 
-// openEtcd connects to the cluster and refuses to start unless it
+// openEtcd connects to the cluster t and refuses to start unless it
 // answers a linearizable read within -etcd-dial-timeout: a node that
 // cannot reach etcd has nothing to serve.
-func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, error) {
-	cfg, err := etcdClientConfig(c)
+func openEtcd(ctx context.Context, c config, t etcdTarget, log *slog.Logger) (*servedStore, error) {
+	cfg, err := etcdClientConfig(c, t)
 	if err != nil {
 		return nil, err
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		hint := ""
-		if c.etcdCA == "" && strings.Contains(strings.Join(c.etcdEndpoints, ","), "https://") {
+		if t.CA == "" && strings.Contains(strings.Join(t.Endpoints, ","), "https://") {
 			hint = "; https endpoints need -etcd-ca"
 		}
-		return nil, fmt.Errorf("etcd %v: %w (within -etcd-dial-timeout %v%s)", c.etcdEndpoints, err, c.etcdDialTimeout, hint)
+		return nil, fmt.Errorf("etcd %v: %w (within -etcd-dial-timeout %v%s)", t.Endpoints, err, c.etcdDialTimeout, hint)
 	}
 	space, err := etcdstore.NewSpace(cli, etcdstore.SpaceOptions{QuotaBytes: c.etcdQuota, HighWater: c.etcdHighWater, Interval: c.etcdSpaceEvery})
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
-	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: c.etcdPrefix, Space: space})
+	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: t.Prefix, Space: space})
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -164,18 +194,18 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 	if err := probe(ctx, c.etcdDialTimeout); err != nil {
 		store.Close()
 		cli.Close()
-		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", c.etcdEndpoints, c.etcdDialTimeout, err)
+		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", t.Endpoints, c.etcdDialTimeout, err)
 	}
-	s := &servedStore{store: store}
-	if err := etcdRestore(ctx, s, c.etcdDialTimeout, c.etcdPrefix); err != nil {
+	s := &servedStore{store: store, name: t.Name}
+	if err := etcdRestore(ctx, s, c.etcdDialTimeout, t.Prefix); err != nil {
 		store.Close()
 		cli.Close()
 		return nil, err
 	}
 	stopSpace := watchSpace(space, c.etcdSpaceEvery, log)
-	log.Info("idemd: store etcd", "endpoints", c.etcdEndpoints, "prefix", c.etcdPrefix, "advertise", c.advertise,
+	log.Info("idemd: store etcd", "shard", t.Name, "endpoints", t.Endpoints, "prefix", t.Prefix, "advertise", c.advertise,
 		"limits", fmt.Sprintf("%+v", store.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
-	s.collectors = spaceCollectors(space)
+	s.collectors = spaceCollectors(space, shardLabels(c, t))
 	s.health = probeHealth(probe)
 	s.close = func() error {
 		stopSpace()
@@ -196,12 +226,22 @@ func probeHealth(probe func(context.Context, time.Duration) error) func() error 
 	}
 }
 
-// etcdClientConfig is the etcd client of the -etcd-* flags: TLS with
-// -etcd-ca (and a client certificate with -etcd-cert), a user with
-// -etcd-user. Files that cannot be read stop the start with their name.
-func etcdClientConfig(c config) (clientv3.Config, error) {
-	return etcdstore.ClientOptions{Endpoints: c.etcdEndpoints, DialTimeout: c.etcdDialTimeout,
-		CA: c.etcdCA, Cert: c.etcdCert, Key: c.etcdKey, User: c.etcdUser, PasswordFile: c.etcdPassword}.Config()
+// etcdClientConfig is the etcd client of target t (the -etcd-* flags', or
+// a shard's of the map): TLS with a CA (and a client certificate with a
+// cert), a user with a user. Files that cannot be read stop the start with
+// their name.
+func etcdClientConfig(c config, t etcdTarget) (clientv3.Config, error) {
+	return etcdstore.ClientOptions{Endpoints: t.Endpoints, DialTimeout: c.etcdDialTimeout,
+		CA: t.CA, Cert: t.Cert, Key: t.Key, User: t.User, PasswordFile: t.Password}.Config()
+}
+
+// shardLabels label a shard's store metrics with its name on a deployment
+// of several shards (nil for one: the series are as they were).
+func shardLabels(c config, t etcdTarget) prometheus.Labels {
+	if len(c.targets) < 2 {
+		return nil
+	}
+	return prometheus.Labels{"shard": t.Name}
 }
 
 // walLinger maps -wal-group-linger onto wal.Options.GroupLinger, where 0

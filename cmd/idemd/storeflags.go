@@ -29,7 +29,7 @@ const etcdDialTimeoutMin = 100 * time.Millisecond
 const etcdSpaceIntervalMin = 10 * time.Millisecond
 
 // etcdFlags are the flags that mean nothing without -store etcd.
-var etcdFlags = []string{"etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "etcd-ca", "etcd-cert", "etcd-key",
+var etcdFlags = []string{"etcd-shards", "etcd-endpoints", "etcd-prefix", "etcd-dial-timeout", "etcd-ca", "etcd-cert", "etcd-key",
 	"etcd-user", "etcd-password-file", "etcd-quota-bytes", "etcd-high-water", "etcd-space-interval", "advertise", "cluster-secret-file", "peer-ca"}
 
 // parseStore checks -store and the flags that go with it: with etcd the
@@ -49,35 +49,16 @@ func (c *config) parseStore(endpoints string, set map[string]bool) error {
 	default:
 		return usagef("-store %q: must be local or etcd", c.store)
 	}
-	for _, ep := range strings.Split(endpoints, ",") {
-		ep = strings.TrimSpace(ep)
-		if ep == "" {
-			continue
-		}
-		if _, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")); err != nil || !validPort(port) {
-			return usagef("-etcd-endpoints: %q must be host:port", ep)
-		}
-		c.etcdEndpoints = append(c.etcdEndpoints, ep)
-	}
-	if len(c.etcdEndpoints) == 0 || len(c.etcdEndpoints) > etcdEndpointsMax {
-		return usagef("-etcd-endpoints %q: -store etcd needs 1..%d endpoints, host:port,host:port", endpoints, etcdEndpointsMax)
-	}
 	if c.etcdPrefix == "" || !strings.HasSuffix(c.etcdPrefix, "/") {
 		// Without a trailing separator one deployment's prefix could be
 		// the start of another's ("/idem" and "/idem2").
 		return usagef("-etcd-prefix %q: must end in '/'", c.etcdPrefix)
 	}
+	if err := c.parseTargets(endpoints, set); err != nil {
+		return err
+	}
 	if c.etcdDialTimeout < etcdDialTimeoutMin {
 		return usagef("-etcd-dial-timeout %v: must be at least %v", c.etcdDialTimeout, etcdDialTimeoutMin)
-	}
-	if (c.etcdCert == "") != (c.etcdKey == "") {
-		return usagef("-etcd-cert and -etcd-key: give both or neither")
-	}
-	if c.etcdCert != "" && c.etcdCA == "" {
-		return usagef("-etcd-cert: a client certificate needs TLS: give -etcd-ca too")
-	}
-	if (c.etcdUser == "") != (c.etcdPassword == "") {
-		return usagef("-etcd-user and -etcd-password-file: give both or neither")
 	}
 	if c.etcdQuota < 0 {
 		return usagef("-etcd-quota-bytes %d: must be 0 (the members' own) or positive", c.etcdQuota)
@@ -89,6 +70,58 @@ func (c *config) parseStore(endpoints string, set map[string]bool) error {
 		return usagef("-etcd-high-water %v: must be a share of the quota in (0, 1]", c.etcdHighWater)
 	}
 	return validAdvertise(c.advertise)
+}
+
+// shardMapExcludes are the flags a shard map's entries take the place of.
+var shardMapExcludes = []string{"etcd-endpoints", "etcd-ca", "etcd-cert", "etcd-key", "etcd-user", "etcd-password-file"}
+
+// parseTargets sets c.targets: the shards of -etcd-shards, or the one
+// cluster of -etcd-endpoints and its -etcd-* flags.
+func (c *config) parseTargets(endpoints string, set map[string]bool) error {
+	if c.etcdShards != "" {
+		for _, f := range shardMapExcludes {
+			if set[f] {
+				return usagef("-%s: not with -etcd-shards, whose entries name each shard's", f)
+			}
+		}
+		m, err := loadShardMap(c.etcdShards, c.etcdPrefix)
+		if err != nil {
+			return err
+		}
+		c.shardMap, c.targets = m, m.Shards
+		return nil
+	}
+	for _, ep := range strings.Split(endpoints, ",") {
+		ep = strings.TrimSpace(ep)
+		if ep == "" {
+			continue
+		}
+		if !validEndpoint(ep) {
+			return usagef("-etcd-endpoints: %q must be host:port", ep)
+		}
+		c.etcdEndpoints = append(c.etcdEndpoints, ep)
+	}
+	if len(c.etcdEndpoints) == 0 || len(c.etcdEndpoints) > etcdEndpointsMax {
+		return usagef("-etcd-endpoints %q: -store etcd needs 1..%d endpoints, host:port,host:port (or -etcd-shards)", endpoints, etcdEndpointsMax)
+	}
+	if (c.etcdCert == "") != (c.etcdKey == "") {
+		return usagef("-etcd-cert and -etcd-key: give both or neither")
+	}
+	if c.etcdCert != "" && c.etcdCA == "" {
+		return usagef("-etcd-cert: a client certificate needs TLS: give -etcd-ca too")
+	}
+	if (c.etcdUser == "") != (c.etcdPassword == "") {
+		return usagef("-etcd-user and -etcd-password-file: give both or neither")
+	}
+	c.targets = []etcdTarget{{Endpoints: c.etcdEndpoints, Prefix: c.etcdPrefix, CA: c.etcdCA, Cert: c.etcdCert, Key: c.etcdKey,
+		User: c.etcdUser, Password: c.etcdPassword}}
+	return nil
+}
+
+// validEndpoint: host:port, with an optional http:// or https://.
+func validEndpoint(ep string) bool {
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://"))
+	return err == nil && validPort(port)
 }
 
 // validAdvertise: the URL peers will dial, so a full http or https URL

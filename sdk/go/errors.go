@@ -85,6 +85,11 @@ var (
 	// restore, may have executed in the window the backup lost; it was not
 	// executed. Check for its effect; send it with a new key if absent.
 	ErrKeyMayHaveExecuted = sentinel(idemapi.ErrorCodeKeyMayHaveExecuted)
+	// ErrSessionCrossShard: on a deployment of several store shards, a
+	// session step named a table of another shard than the session's;
+	// nothing was staged. Begin a session per shard's tables. (Spelt as a
+	// string until make generate declares idemapi.ErrorCodeSessionCrossShard.)
+	ErrSessionCrossShard = sentinel(idemapi.ErrorCode("session_cross_shard"))
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.
@@ -93,4 +98,4 @@ var sentinels = []*Error{ErrInvalidRequest, ErrInvalidKey, ErrUnauthenticated, E
 	ErrRequestInProgress, ErrPayloadTooLarge, ErrUnsupportedMediaType, ErrKeyMismatch, ErrKeyExpired, ErrFirstSentTooOld, ErrHeaderFieldsTooLarge,
 	ErrOverloaded, ErrInternal, ErrNotImplemented, ErrReceiptPending, ErrUnavailable,
 	ErrSessionNotFound, ErrSessionAborted, ErrSessionCommitted, ErrTableSettingsConflict, ErrRequestTimeout,
-	ErrStoreFull, ErrKeyMayHaveExecuted}
+	ErrStoreFull, ErrKeyMayHaveExecuted, ErrSessionCrossShard}

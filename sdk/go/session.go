@@ -19,6 +19,17 @@ type SessionOptions struct {
 	// seconds rounded up (0: the server's default, 30 s; at most its
 	// -session-ttl-max). An open session that outlives it is aborted.
 	TTL time.Duration
+	// Table is the session's first table. On a deployment of several
+	// store shards the session lives on this table's shard and may use
+	// only tables of that shard (others: ErrSessionCrossShard); "" sends
+	// none. With one store it has no effect.
+	Table string
+}
+
+// beginBody is POST /v1/sessions's body.
+type beginBody struct {
+	TTLSeconds *int   `json:"ttl_seconds,omitempty"`
+	Table      string `json:"table,omitempty"`
 }
 
 // CommitOptions shape a session's commit.
@@ -76,10 +87,13 @@ type SessionInfo struct {
 // Begin is retried as an idempotent call: a retry after a lost answer may
 // leave a session unused, which its TTL ends.
 func (c *Client) BeginSession(ctx context.Context, o *SessionOptions) (*Session, error) {
-	var body idemapi.BeginSession
+	var body beginBody
 	if o != nil && o.TTL > 0 {
 		ttl := int(math.Ceil(o.TTL.Seconds()))
-		body.TtlSeconds = &ttl
+		body.TTLSeconds = &ttl
+	}
+	if o != nil {
+		body.Table = o.Table
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -1,6 +1,6 @@
 // Command idem-cluster starts a cluster to try on one machine: an
 // embedded 3-member etcd (this repository's etcdtest, the real server on
-// loopback) and idemd nodes on it, each an ordinary process on its own
+// loopback; with -shards N, N of them, each a store shard) and idemd nodes on it, each an ordinary process on its own
 // port sharing a cluster secret made for the run (<dir>/cluster-secret, so
 // that they forward to one another), until Ctrl-C. It is what `make cluster` runs; see docs/cluster.md.
 //
@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +43,9 @@ func main() {
 // nodesMax bounds -nodes: a demo, not a deployment.
 const nodesMax = 9
 
+// shardsMax bounds -shards: each shard is a 3-member etcd in this process.
+const shardsMax = 4
+
 // run starts the cluster, calls ready (if set) once every node is
 // healthy, and stops everything when ctx ends.
 func run(ctx context.Context, args []string, out io.Writer, ready func()) error {
@@ -49,6 +54,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 		idemd      = fs.String("idemd", "bin/idemd-dev", "the idemd binary to run (make cluster builds it with failpoints, so -failpoints works)")
 		dir        = fs.String("dir", "cluster", "directory for etcd's data, the nodes' logs and pid files (emptied at start)")
 		nodes      = fs.Int("nodes", 3, fmt.Sprintf("idemd nodes, 1..%d", nodesMax))
+		shards     = fs.Int("shards", 1, fmt.Sprintf("store shards, 1..%d: one 3-member etcd each; with more than one the nodes run on the shard map written to -dir/shards.json (-etcd-shards, docs/cluster.md \"Shards\")", shardsMax))
 		basePort   = fs.Int("base-port", 8421, "node i listens on 127.0.0.1:base-port+i")
 		leaseTTL   = fs.Duration("lease-ttl", 5*time.Second, "the nodes' -lease-ttl: how long after a node dies the others adopt its work")
 		failpoints = fs.String("failpoints", "", "NODE=TERMS: GO_FAILPOINTS for one node (its first start only), e.g. node-1='receipt/decide-before=1*sleep(30000)'")
@@ -61,8 +67,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *nodes < 1 || *nodes > nodesMax || *basePort < 1 || *basePort+*nodes > 65535 {
-		return fmt.Errorf("need -nodes in 1..%d and ports base-port..base-port+nodes within 1..65535", nodesMax)
+	if *nodes < 1 || *nodes > nodesMax || *basePort < 1 || *basePort+*nodes > 65535 || *shards < 1 || *shards > shardsMax {
+		return fmt.Errorf("need -nodes in 1..%d, -shards in 1..%d and ports base-port..base-port+nodes within 1..65535", nodesMax, shardsMax)
 	}
 	fpNode, fpTerms, _ := strings.Cut(*failpoints, "=")
 	if _, err := os.Stat(*idemd); err != nil {
@@ -77,13 +83,11 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	if err != nil {
 		return err
 	}
-	cluster, err := etcdtest.Launch(filepath.Join(*dir, "etcd"), etcdtest.Options{Fsync: true})
+	storeArgs, closeEtcd, err := startEtcd(*dir, *shards, out)
 	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
+		return err
 	}
-	defer cluster.Close()
-	endpoints := strings.Join(cluster.Endpoints(), ",")
-	fmt.Fprintf(out, "etcd: 3 members at %s (data in %s)\n", endpoints, filepath.Join(*dir, "etcd"))
+	defer closeEtcd()
 
 	// Cancelled on any return, so that the supervisors stop their nodes
 	// before wg.Wait (defers run last-in first-out).
@@ -91,7 +95,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	var wg sync.WaitGroup
 	defer wg.Wait() // every supervisor has stopped its node
 	defer cancel()
-	spec := nodeSpec{bin: *idemd, dir: *dir, out: out, endpoints: endpoints, secret: secret, ct: ct,
+	spec := nodeSpec{bin: *idemd, dir: *dir, out: out, storeArgs: storeArgs, secret: secret, ct: ct,
 		basePort: *basePort, leaseTTL: *leaseTTL, fpNode: fpNode, fpTerms: fpTerms}
 	for i := 1; i <= *nodes; i++ {
 		n := spec.node(i)
@@ -115,13 +119,13 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 
 // nodeSpec is what the nodes' command lines share.
 type nodeSpec struct {
-	bin, dir          string
-	out               io.Writer
-	endpoints, secret string
-	ct                *clusterTLS
-	basePort          int
-	leaseTTL          time.Duration
-	fpNode, fpTerms   string // -failpoints: the node armed and its terms
+	bin, dir, secret string
+	out              io.Writer
+	storeArgs        []string // -etcd-endpoints and -etcd-prefix, or -etcd-shards
+	ct               *clusterTLS
+	basePort         int
+	leaseTTL         time.Duration
+	fpNode, fpTerms  string // -failpoints: the node armed and its terms
 }
 
 // node is the i-th node (from 1): its name, address and command line.
@@ -129,14 +133,68 @@ func (s nodeSpec) node(i int) *node {
 	name := "node-" + strconv.Itoa(i)
 	addr := "127.0.0.1:" + strconv.Itoa(s.basePort+i-1)
 	n := &node{name: name, base: s.ct.scheme() + "://" + addr, dir: s.dir, out: s.out,
-		args: append([]string{"-store", "etcd", "-etcd-endpoints", s.endpoints, "-etcd-prefix", "/idem/dev/",
+		args: slices.Concat([]string{"-store", "etcd"}, s.storeArgs, []string{
 			"-node", name, "-addr", addr, "-advertise", s.ct.scheme() + "://" + addr, "-lease-ttl", s.leaseTTL.String(),
-			"-cluster-secret-file", s.secret}, s.ct.nodeArgs()...),
+			"-cluster-secret-file", s.secret}, s.ct.nodeArgs()),
 		bin: s.bin, env: os.Environ()}
 	if name == s.fpNode {
 		n.env = append(n.env, "GO_FAILPOINTS="+s.fpTerms)
 	}
 	return n
+}
+
+// devPrefix is the deployment's key prefix in every shard's etcd.
+const devPrefix = "/idem/dev/"
+
+// startEtcd launches the store's etcd clusters, one per shard (in
+// dir/etcd, or dir/etcd-<i> with several), and returns the idemd flags
+// that name them: -etcd-endpoints for one, -etcd-shards and the map it
+// writes for several.
+func startEtcd(dir string, shards int, out io.Writer) (storeArgs []string, closeAll func(), err error) {
+	var clusters []*etcdtest.Cluster
+	closeAll = func() {
+		for _, c := range clusters {
+			c.Close()
+		}
+	}
+	type shard struct {
+		Name      string   `json:"name"`
+		Endpoints []string `json:"endpoints"`
+		Prefix    string   `json:"prefix"`
+	}
+	var m struct {
+		Version int     `json:"version"`
+		Shards  []shard `json:"shards"`
+	}
+	m.Version = 1
+	for i := range shards {
+		data := filepath.Join(dir, "etcd")
+		if shards > 1 {
+			data = filepath.Join(dir, fmt.Sprintf("etcd-%d", i))
+		}
+		c, err := etcdtest.Launch(data, etcdtest.Options{Fsync: true})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("etcd: %w", err)
+		}
+		clusters = append(clusters, c)
+		m.Shards = append(m.Shards, shard{Name: fmt.Sprintf("s%d", i), Endpoints: c.Endpoints(), Prefix: devPrefix})
+		fmt.Fprintf(out, "etcd: 3 members at %s (data in %s)\n", strings.Join(c.Endpoints(), ","), data)
+	}
+	if shards == 1 {
+		return []string{"-etcd-endpoints", strings.Join(clusters[0].Endpoints(), ","), "-etcd-prefix", devPrefix}, closeAll, nil
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	p := filepath.Join(dir, "shards.json")
+	if err == nil {
+		err = os.WriteFile(p, append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	fmt.Fprintf(out, "shard map: %s (%d shards)\n", p, shards)
+	return []string{"-etcd-shards", p}, closeAll, nil
 }
 
 // clusterSecretBytes is the random part of the nodes' cluster secret,

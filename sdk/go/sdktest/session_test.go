@@ -56,7 +56,7 @@ func TestSession_StageReadOwnWritesCommitReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sess, err := c.BeginSession(ctx, &idem.SessionOptions{TTL: time.Minute})
+	sess, err := c.BeginSession(ctx, &idem.SessionOptions{TTL: time.Minute, Table: "orders"})
 	if err != nil || !sessionID.MatchString(sess.ID) {
 		t.Fatalf("begin: %+v %v", sess, err)
 	}

@@ -128,16 +128,21 @@ class Client:
         _, _, out = self._call("GET", f"/v1/tables/{_seg(table)}/docs/{_seg(doc_id)}", None, {})
         return out.get("doc")
 
-    def begin_session(self, ttl: Optional[float] = None) -> "Session":
+    def begin_session(self, ttl: Optional[float] = None, table: Optional[str] = None) -> "Session":
         """Begin an interactive session (see Session).
 
         ttl: how long it lives unless it ends first, in seconds (rounded up;
-        None: the server's default, 30 s). Retried as an idempotent call: a
-        retry after a lost answer may leave a session unused, which its TTL
-        ends.
+        None: the server's default, 30 s). table: the session's first table;
+        on a deployment of several store shards the session lives on its
+        shard and may use only that shard's tables (others:
+        SessionCrossShardError); no effect with one store. Retried as an
+        idempotent call: a retry after a lost answer may leave a session
+        unused, which its TTL ends.
         """
         from ._session import Session  # it builds on this module
         body = {"ttl_seconds": math.ceil(ttl)} if ttl else {}
+        if table:
+            body["table"] = table
         _, _, out = self._call("POST", "/v1/sessions", body, {})
         return Session(self, out["session_id"])
 

@@ -41,6 +41,7 @@ CODES: Dict[str, tuple] = {
     "table_settings_conflict": (409, False, "none"),
     "store_full": (503, True, "same_key"),
     "key_may_have_executed": (409, False, "none"),
+    "session_cross_shard": (409, False, "none"),
 }
 
 

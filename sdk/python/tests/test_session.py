@@ -33,7 +33,7 @@ class SessionTest(unittest.TestCase):
         c.create_table("stock")
         c.batch("stock", {"inserts": [{"id": "widget", "doc": {"n": 10}}]})
 
-        s = c.begin_session(ttl=60)
+        s = c.begin_session(ttl=60, table="orders")
         self.assertRegex(s.id, r"^s[0-9a-f]{32}$")
         info = s.stage("orders", {"inserts": [{"id": "o-1", "doc": {"total": 12}}]})
         self.assertEqual((info.state, info.stages, info.staged), ("open", 1, (StagedBatch("orders", 1, 0, 0),)))

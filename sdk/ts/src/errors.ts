@@ -37,6 +37,7 @@ export const CODES: Record<ErrorCode, { status: number; retryable: boolean; retr
   table_settings_conflict: { status: 409, retryable: false, retryWith: "none" },
   store_full: { status: 503, retryable: true, retryWith: "same_key" },
   key_may_have_executed: { status: 409, retryable: false, retryWith: "none" },
+  session_cross_shard: { status: 409, retryable: false, retryWith: "none" },
 };
 
 /** A problem the server answered (application/problem+json). */
@@ -102,6 +103,7 @@ export const TableSettingsConflictError = ERRORS.table_settings_conflict;
 export const RequestTimeoutError = ERRORS.request_timeout;
 export const StoreFullError = ERRORS.store_full;
 export const KeyMayHaveExecutedError = ERRORS.key_may_have_executed;
+export const SessionCrossShardError = ERRORS.session_cross_shard;
 
 /** The error of a problem answer. */
 export function errorFor(status: number, body: any, retryAfter: number): IdemError {
