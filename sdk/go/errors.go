@@ -87,9 +87,8 @@ var (
 	ErrKeyMayHaveExecuted = sentinel(idemapi.ErrorCodeKeyMayHaveExecuted)
 	// ErrSessionCrossShard: on a deployment of several store shards, a
 	// session step named a table of another shard than the session's;
-	// nothing was staged. Begin a session per shard's tables. (Spelt as a
-	// string until make generate declares idemapi.ErrorCodeSessionCrossShard.)
-	ErrSessionCrossShard = sentinel(idemapi.ErrorCode("session_cross_shard"))
+	// nothing was staged. Begin a session per shard's tables.
+	ErrSessionCrossShard = sentinel(idemapi.ErrorCodeSessionCrossShard)
 )
 
 // sentinels lists them, for the test that holds them to the server's codes.

@@ -103,6 +103,7 @@ const (
 	ErrorCodeRequestTimeout               ErrorCode = "request_timeout"
 	ErrorCodeSessionAborted               ErrorCode = "session_aborted"
 	ErrorCodeSessionCommitted             ErrorCode = "session_committed"
+	ErrorCodeSessionCrossShard            ErrorCode = "session_cross_shard"
 	ErrorCodeSessionNotFound              ErrorCode = "session_not_found"
 	ErrorCodeStoreFull                    ErrorCode = "store_full"
 	ErrorCodeTableNotFound                ErrorCode = "table_not_found"
@@ -158,6 +159,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSessionAborted:
 		return true
 	case ErrorCodeSessionCommitted:
+		return true
+	case ErrorCodeSessionCrossShard:
 		return true
 	case ErrorCodeSessionNotFound:
 		return true
@@ -596,6 +599,15 @@ type BatchResult struct {
 
 // BeginSession defines model for BeginSession.
 type BeginSession struct {
+	// Table The session's first table. On a deployment of several store
+	// shards (-etcd-shards) the session lives on this table's shard and
+	// may use only tables of that shard (others: 409
+	// session_cross_shard); without it, on the shard of the principal
+	// with the table "" (docs/cluster.md "Shards"). It must be a table
+	// name, but need not exist yet: nothing is created. With one store
+	// it has no effect.
+	Table *TableName `json:"table,omitempty"`
+
 	// TtlSeconds How long the session lives (default 30; at most the server's -session-ttl-max).
 	TtlSeconds *int `json:"ttl_seconds,omitempty"`
 }
@@ -810,6 +822,16 @@ type CodeSessionCommitted struct {
 	Type      interface{} `json:"type,omitempty"`
 }
 
+// CodeSessionCrossShard defines model for CodeSessionCrossShard.
+type CodeSessionCrossShard struct {
+	Code      interface{} `json:"code"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable,omitempty"`
+	Status    interface{} `json:"status,omitempty"`
+	Title     interface{} `json:"title,omitempty"`
+	Type      interface{} `json:"type,omitempty"`
+}
+
 // CodeSessionNotFound defines model for CodeSessionNotFound.
 type CodeSessionNotFound struct {
 	Code      interface{} `json:"code"`
@@ -982,6 +1004,7 @@ type Envelope struct {
 	// | table_settings_conflict | 409 | false | none |
 	// | store_full | 503 | true | same_key |
 	// | key_may_have_executed | 409 | false | none |
+	// | session_cross_shard | 409 | false | none |
 	Code    *ErrorCode      `json:"code,omitempty"`
 	Message *string         `json:"message,omitempty"`
 	Outcome EnvelopeOutcome `json:"outcome"`
@@ -1043,22 +1066,33 @@ type EnvelopeOutcome string
 // | table_settings_conflict | 409 | false | none |
 // | store_full | 503 | true | same_key |
 // | key_may_have_executed | 409 | false | none |
+// | session_cross_shard | 409 | false | none |
 type ErrorCode string
 
 // Health defines model for Health.
 type Health struct {
-	// Owner This process's owner ID and incarnation.
+	// Owner This process's owner ID and incarnation (on a sharded deployment, on store shard 0).
 	Owner string `json:"owner"`
 
 	// Restored Present when the store was restored from a backup: when, from a
 	// backup of which time, and until when keys first sent before the
 	// restore that the store does not know are refused
 	// (key_may_have_executed).
-	Restored *struct {
-		BackupTime time.Time `json:"backup_time"`
-		FenceUntil time.Time `json:"fence_until"`
-		RestoredAt time.Time `json:"restored_at"`
-	} `json:"restored,omitempty"`
+	Restored *Restored `json:"restored,omitempty"`
+
+	// Shards On a deployment of several store shards (-etcd-shards) only:
+	// this process's incarnation on each shard, in the shard map's
+	// order, and each shard's restore fence. /healthz answers 200 only
+	// when every shard's etcd answers.
+	Shards *[]struct {
+		Owner string `json:"owner"`
+
+		// Restored Present when the store was restored from a backup: when, from a
+		// backup of which time, and until when keys first sent before the
+		// restore that the store does not know are refused
+		// (key_may_have_executed).
+		Restored *Restored `json:"restored,omitempty"`
+	} `json:"shards,omitempty"`
 	Status HealthStatus `json:"status"`
 }
 
@@ -1258,6 +1292,7 @@ type Problem struct {
 	// | table_settings_conflict | 409 | false | none |
 	// | store_full | 503 | true | same_key |
 	// | key_may_have_executed | 409 | false | none |
+	// | session_cross_shard | 409 | false | none |
 	Code ErrorCode `json:"code"`
 
 	// Detail Human-readable; never classify by it.
@@ -1947,6 +1982,56 @@ type ProblemSessionCommitted struct {
 	union         json.RawMessage
 }
 
+// ProblemSessionCrossShard defines model for ProblemSessionCrossShard.
+type ProblemSessionCrossShard struct {
+	Code interface{} `json:"code"`
+
+	// Detail Human-readable; never classify by it.
+	Detail *string `json:"detail,omitempty"`
+
+	// Differences On a 422 idempotency_key_mismatch: which entries of this request
+	// differ from the request the key is bound to, found from digests the
+	// receipt keeps (the request itself is not kept). Entries are matched
+	// by list and document ID, so an entry that only moved is no
+	// difference. `changed` and `added` name this request's entry (list,
+	// index, id); `removed` names the original's (list, index — its id is
+	// not kept). `complete: false` when a side had more than 64 entries,
+	// the list was cut at 32, or no entry could be located (the
+	// difference lies beyond the digests). Absent for receipts written
+	// before digests, and for session commits.
+	Differences *Differences `json:"differences,omitempty"`
+
+	// OriginalReceipt The receipt an Idempotency-Key is bound to, on a 422 key mismatch:
+	// its transaction, its state and, once terminal, its outcome; on a
+	// 409 idempotency_key_expired (state `expired`): what its tombstone
+	// keeps — the outcome, when it completed, until when the key stays
+	// protected, and whether the refused request is the one it ran
+	// (compared by 8 bytes of the fingerprint). It describes the
+	// original request, not the refused one.
+	OriginalReceipt *OriginalReceipt `json:"original_receipt,omitempty"`
+
+	// Outcome aborted: the coordinator proved the batch did not apply;
+	// not_applied: rejected before execution started; pending: not known
+	// yet — retry with the same key. (committed answers are not problems.)
+	Outcome *Outcome `json:"outcome,omitempty"`
+
+	// Retry What a client must make anew to try again, beyond the key. Only
+	// `new_session`, on a session commit's answer (and its receipt) that
+	// aborted or was not applied: a session has one commit, so a commit
+	// under a new key would only replay this answer; `retry_with` is then
+	// `none`, and trying again means a new session. The SDKs act on it.
+	Retry     *Retry      `json:"retry,omitempty"`
+	RetryWith interface{} `json:"retry_with,omitempty"`
+	Retryable interface{} `json:"retryable"`
+	Status    interface{} `json:"status"`
+	Title     interface{} `json:"title"`
+
+	// TransactionId hex(SHA-256(len‖principal ‖ len‖table ‖ len‖key))[:32] — stable for (principal, table, key).
+	TransactionId *TransactionId `json:"transaction_id,omitempty"`
+	Type          interface{}    `json:"type"`
+	union         json.RawMessage
+}
+
 // ProblemSessionNotFound defines model for ProblemSessionNotFound.
 type ProblemSessionNotFound struct {
 	Code interface{} `json:"code"`
@@ -2370,6 +2455,16 @@ type Resolution struct {
 // ResolutionOutcome defines model for Resolution.Outcome.
 type ResolutionOutcome string
 
+// Restored Present when the store was restored from a backup: when, from a
+// backup of which time, and until when keys first sent before the
+// restore that the store does not know are refused
+// (key_may_have_executed).
+type Restored struct {
+	BackupTime time.Time `json:"backup_time"`
+	FenceUntil time.Time `json:"fence_until"`
+	RestoredAt time.Time `json:"restored_at"`
+}
+
 // Retry What a client must make anew to try again, beyond the key. Only
 // `new_session`, on a session commit's answer (and its receipt) that
 // aborted or was not applied: a session has one commit, so a commit
@@ -2423,6 +2518,7 @@ type Session struct {
 		// | table_settings_conflict | 409 | false | none |
 		// | store_full | 503 | true | same_key |
 		// | key_may_have_executed | 409 | false | none |
+		// | session_cross_shard | 409 | false | none |
 		Code *ErrorCode `json:"code,omitempty"`
 
 		// IdempotencyKey An Idempotency-Key — 1..255 visible ASCII characters.
@@ -2562,13 +2658,13 @@ type RequestTimeout = ProblemRequestTimeout
 // RequestTimeoutKeyed defines model for RequestTimeoutKeyed.
 type RequestTimeoutKeyed = ProblemRequestTimeout
 
-// SessionEnded defines model for SessionEnded.
-type SessionEnded struct {
-	union json.RawMessage
-}
-
 // SessionNotFound defines model for SessionNotFound.
 type SessionNotFound = ProblemSessionNotFound
+
+// SessionStepConflict defines model for SessionStepConflict.
+type SessionStepConflict struct {
+	union json.RawMessage
+}
 
 // SessionUnavailable defines model for SessionUnavailable.
 type SessionUnavailable struct {
@@ -4802,6 +4898,32 @@ func (t *Problem) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the Problem as a CodeSessionCrossShard
+func (t Problem) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the Problem as the provided CodeSessionCrossShard
+func (t *Problem) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the Problem, using the provided CodeSessionCrossShard
+func (t *Problem) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Problem) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -5761,6 +5883,32 @@ func (t *ProblemForbidden) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) 
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemForbidden, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemForbidden) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemForbidden as a CodeSessionCrossShard
+func (t ProblemForbidden) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemForbidden as the provided CodeSessionCrossShard
+func (t *ProblemForbidden) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemForbidden, using the provided CodeSessionCrossShard
+func (t *ProblemForbidden) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -6738,6 +6886,32 @@ func (t *ProblemInternal) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) 
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemInternal as a CodeSessionCrossShard
+func (t ProblemInternal) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemInternal as the provided CodeSessionCrossShard
+func (t *ProblemInternal) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemInternal, using the provided CodeSessionCrossShard
+func (t *ProblemInternal) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemInternal) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -7695,6 +7869,32 @@ func (t *ProblemInvalidRequest) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecu
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemInvalidRequest) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemInvalidRequest as a CodeSessionCrossShard
+func (t ProblemInvalidRequest) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemInvalidRequest as the provided CodeSessionCrossShard
+func (t *ProblemInvalidRequest) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemInvalidRequest, using the provided CodeSessionCrossShard
+func (t *ProblemInvalidRequest) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -8672,6 +8872,32 @@ func (t *ProblemKeyMismatch) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecute
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemKeyMismatch as a CodeSessionCrossShard
+func (t ProblemKeyMismatch) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemKeyMismatch as the provided CodeSessionCrossShard
+func (t *ProblemKeyMismatch) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemKeyMismatch, using the provided CodeSessionCrossShard
+func (t *ProblemKeyMismatch) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemKeyMismatch) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -9623,6 +9849,32 @@ func (t *ProblemOverloaded) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted)
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemOverloaded, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemOverloaded) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemOverloaded as a CodeSessionCrossShard
+func (t ProblemOverloaded) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemOverloaded as the provided CodeSessionCrossShard
+func (t *ProblemOverloaded) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemOverloaded, using the provided CodeSessionCrossShard
+func (t *ProblemOverloaded) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -10586,6 +10838,32 @@ func (t *ProblemOverloadedQuota) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExec
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemOverloadedQuota) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemOverloadedQuota as a CodeSessionCrossShard
+func (t ProblemOverloadedQuota) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemOverloadedQuota as the provided CodeSessionCrossShard
+func (t *ProblemOverloadedQuota) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemOverloadedQuota, using the provided CodeSessionCrossShard
+func (t *ProblemOverloadedQuota) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -11563,6 +11841,32 @@ func (t *ProblemOverloadedUnkeyed) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveE
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemOverloadedUnkeyed as a CodeSessionCrossShard
+func (t ProblemOverloadedUnkeyed) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemOverloadedUnkeyed as the provided CodeSessionCrossShard
+func (t *ProblemOverloadedUnkeyed) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemOverloadedUnkeyed, using the provided CodeSessionCrossShard
+func (t *ProblemOverloadedUnkeyed) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemOverloadedUnkeyed) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -12520,6 +12824,32 @@ func (t *ProblemPayloadTooLarge) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExec
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemPayloadTooLarge) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemPayloadTooLarge as a CodeSessionCrossShard
+func (t ProblemPayloadTooLarge) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemPayloadTooLarge as the provided CodeSessionCrossShard
+func (t *ProblemPayloadTooLarge) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemPayloadTooLarge, using the provided CodeSessionCrossShard
+func (t *ProblemPayloadTooLarge) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -13497,6 +13827,32 @@ func (t *ProblemReceiptNotFound) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExe
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemReceiptNotFound as a CodeSessionCrossShard
+func (t ProblemReceiptNotFound) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemReceiptNotFound as the provided CodeSessionCrossShard
+func (t *ProblemReceiptNotFound) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemReceiptNotFound, using the provided CodeSessionCrossShard
+func (t *ProblemReceiptNotFound) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptNotFound) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -14464,6 +14820,32 @@ func (t *ProblemReceiptPending) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExec
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemReceiptPending as a CodeSessionCrossShard
+func (t ProblemReceiptPending) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemReceiptPending as the provided CodeSessionCrossShard
+func (t *ProblemReceiptPending) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemReceiptPending, using the provided CodeSessionCrossShard
+func (t *ProblemReceiptPending) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemReceiptPending) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -15417,6 +15799,32 @@ func (t *ProblemRequestTimeout) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecu
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemRequestTimeout) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemRequestTimeout as a CodeSessionCrossShard
+func (t ProblemRequestTimeout) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemRequestTimeout as the provided CodeSessionCrossShard
+func (t *ProblemRequestTimeout) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemRequestTimeout, using the provided CodeSessionCrossShard
+func (t *ProblemRequestTimeout) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -16394,6 +16802,32 @@ func (t *ProblemSessionAborted) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExec
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemSessionAborted as a CodeSessionCrossShard
+func (t ProblemSessionAborted) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemSessionAborted as the provided CodeSessionCrossShard
+func (t *ProblemSessionAborted) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemSessionAborted, using the provided CodeSessionCrossShard
+func (t *ProblemSessionAborted) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemSessionAborted) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -17361,6 +17795,32 @@ func (t *ProblemSessionCommitted) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveEx
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemSessionCommitted as a CodeSessionCrossShard
+func (t ProblemSessionCommitted) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemSessionCommitted as the provided CodeSessionCrossShard
+func (t *ProblemSessionCommitted) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemSessionCommitted, using the provided CodeSessionCrossShard
+func (t *ProblemSessionCommitted) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemSessionCommitted) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -17451,6 +17911,999 @@ func (t ProblemSessionCommitted) MarshalJSON() ([]byte, error) {
 }
 
 func (t *ProblemSessionCommitted) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &t.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+	}
+
+	if raw, found := object["differences"]; found {
+		err = json.Unmarshal(raw, &t.Differences)
+		if err != nil {
+			return fmt.Errorf("error reading 'differences': %w", err)
+		}
+	}
+
+	if raw, found := object["original_receipt"]; found {
+		err = json.Unmarshal(raw, &t.OriginalReceipt)
+		if err != nil {
+			return fmt.Errorf("error reading 'original_receipt': %w", err)
+		}
+	}
+
+	if raw, found := object["outcome"]; found {
+		err = json.Unmarshal(raw, &t.Outcome)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome': %w", err)
+		}
+	}
+
+	if raw, found := object["retry"]; found {
+		err = json.Unmarshal(raw, &t.Retry)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry': %w", err)
+		}
+	}
+
+	if raw, found := object["retry_with"]; found {
+		err = json.Unmarshal(raw, &t.RetryWith)
+		if err != nil {
+			return fmt.Errorf("error reading 'retry_with': %w", err)
+		}
+	}
+
+	if raw, found := object["retryable"]; found {
+		err = json.Unmarshal(raw, &t.Retryable)
+		if err != nil {
+			return fmt.Errorf("error reading 'retryable': %w", err)
+		}
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &t.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &t.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+	}
+
+	if raw, found := object["transaction_id"]; found {
+		err = json.Unmarshal(raw, &t.TransactionId)
+		if err != nil {
+			return fmt.Errorf("error reading 'transaction_id': %w", err)
+		}
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &t.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCodeInvalidRequest returns the union data inside the ProblemSessionCrossShard as a CodeInvalidRequest
+func (t ProblemSessionCrossShard) AsCodeInvalidRequest() (CodeInvalidRequest, error) {
+	var body CodeInvalidRequest
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidRequest overwrites any union data inside the ProblemSessionCrossShard as the provided CodeInvalidRequest
+func (t *ProblemSessionCrossShard) FromCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidRequest performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeInvalidRequest
+func (t *ProblemSessionCrossShard) MergeCodeInvalidRequest(v CodeInvalidRequest) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInvalidKey returns the union data inside the ProblemSessionCrossShard as a CodeInvalidKey
+func (t ProblemSessionCrossShard) AsCodeInvalidKey() (CodeInvalidKey, error) {
+	var body CodeInvalidKey
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInvalidKey overwrites any union data inside the ProblemSessionCrossShard as the provided CodeInvalidKey
+func (t *ProblemSessionCrossShard) FromCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInvalidKey performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeInvalidKey
+func (t *ProblemSessionCrossShard) MergeCodeInvalidKey(v CodeInvalidKey) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnauthenticated returns the union data inside the ProblemSessionCrossShard as a CodeUnauthenticated
+func (t ProblemSessionCrossShard) AsCodeUnauthenticated() (CodeUnauthenticated, error) {
+	var body CodeUnauthenticated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnauthenticated overwrites any union data inside the ProblemSessionCrossShard as the provided CodeUnauthenticated
+func (t *ProblemSessionCrossShard) FromCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnauthenticated performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeUnauthenticated
+func (t *ProblemSessionCrossShard) MergeCodeUnauthenticated(v CodeUnauthenticated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeForbidden returns the union data inside the ProblemSessionCrossShard as a CodeForbidden
+func (t ProblemSessionCrossShard) AsCodeForbidden() (CodeForbidden, error) {
+	var body CodeForbidden
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeForbidden overwrites any union data inside the ProblemSessionCrossShard as the provided CodeForbidden
+func (t *ProblemSessionCrossShard) FromCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeForbidden performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeForbidden
+func (t *ProblemSessionCrossShard) MergeCodeForbidden(v CodeForbidden) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableNotFound returns the union data inside the ProblemSessionCrossShard as a CodeTableNotFound
+func (t ProblemSessionCrossShard) AsCodeTableNotFound() (CodeTableNotFound, error) {
+	var body CodeTableNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableNotFound overwrites any union data inside the ProblemSessionCrossShard as the provided CodeTableNotFound
+func (t *ProblemSessionCrossShard) FromCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableNotFound performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeTableNotFound
+func (t *ProblemSessionCrossShard) MergeCodeTableNotFound(v CodeTableNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeDocumentNotFound returns the union data inside the ProblemSessionCrossShard as a CodeDocumentNotFound
+func (t ProblemSessionCrossShard) AsCodeDocumentNotFound() (CodeDocumentNotFound, error) {
+	var body CodeDocumentNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeDocumentNotFound overwrites any union data inside the ProblemSessionCrossShard as the provided CodeDocumentNotFound
+func (t *ProblemSessionCrossShard) FromCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeDocumentNotFound performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeDocumentNotFound
+func (t *ProblemSessionCrossShard) MergeCodeDocumentNotFound(v CodeDocumentNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptNotFound returns the union data inside the ProblemSessionCrossShard as a CodeReceiptNotFound
+func (t ProblemSessionCrossShard) AsCodeReceiptNotFound() (CodeReceiptNotFound, error) {
+	var body CodeReceiptNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptNotFound overwrites any union data inside the ProblemSessionCrossShard as the provided CodeReceiptNotFound
+func (t *ProblemSessionCrossShard) FromCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptNotFound performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeReceiptNotFound
+func (t *ProblemSessionCrossShard) MergeCodeReceiptNotFound(v CodeReceiptNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotFound returns the union data inside the ProblemSessionCrossShard as a CodeNotFound
+func (t ProblemSessionCrossShard) AsCodeNotFound() (CodeNotFound, error) {
+	var body CodeNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotFound overwrites any union data inside the ProblemSessionCrossShard as the provided CodeNotFound
+func (t *ProblemSessionCrossShard) FromCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotFound performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeNotFound
+func (t *ProblemSessionCrossShard) MergeCodeNotFound(v CodeNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeMethodNotAllowed returns the union data inside the ProblemSessionCrossShard as a CodeMethodNotAllowed
+func (t ProblemSessionCrossShard) AsCodeMethodNotAllowed() (CodeMethodNotAllowed, error) {
+	var body CodeMethodNotAllowed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeMethodNotAllowed overwrites any union data inside the ProblemSessionCrossShard as the provided CodeMethodNotAllowed
+func (t *ProblemSessionCrossShard) FromCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeMethodNotAllowed performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeMethodNotAllowed
+func (t *ProblemSessionCrossShard) MergeCodeMethodNotAllowed(v CodeMethodNotAllowed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionConflict returns the union data inside the ProblemSessionCrossShard as a CodeTransactionConflict
+func (t ProblemSessionCrossShard) AsCodeTransactionConflict() (CodeTransactionConflict, error) {
+	var body CodeTransactionConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionConflict overwrites any union data inside the ProblemSessionCrossShard as the provided CodeTransactionConflict
+func (t *ProblemSessionCrossShard) FromCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionConflict performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeTransactionConflict
+func (t *ProblemSessionCrossShard) MergeCodeTransactionConflict(v CodeTransactionConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTransactionAborted returns the union data inside the ProblemSessionCrossShard as a CodeTransactionAborted
+func (t ProblemSessionCrossShard) AsCodeTransactionAborted() (CodeTransactionAborted, error) {
+	var body CodeTransactionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTransactionAborted overwrites any union data inside the ProblemSessionCrossShard as the provided CodeTransactionAborted
+func (t *ProblemSessionCrossShard) FromCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTransactionAborted performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeTransactionAborted
+func (t *ProblemSessionCrossShard) MergeCodeTransactionAborted(v CodeTransactionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestInProgress returns the union data inside the ProblemSessionCrossShard as a CodeRequestInProgress
+func (t ProblemSessionCrossShard) AsCodeRequestInProgress() (CodeRequestInProgress, error) {
+	var body CodeRequestInProgress
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestInProgress overwrites any union data inside the ProblemSessionCrossShard as the provided CodeRequestInProgress
+func (t *ProblemSessionCrossShard) FromCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestInProgress performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeRequestInProgress
+func (t *ProblemSessionCrossShard) MergeCodeRequestInProgress(v CodeRequestInProgress) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodePayloadTooLarge returns the union data inside the ProblemSessionCrossShard as a CodePayloadTooLarge
+func (t ProblemSessionCrossShard) AsCodePayloadTooLarge() (CodePayloadTooLarge, error) {
+	var body CodePayloadTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodePayloadTooLarge overwrites any union data inside the ProblemSessionCrossShard as the provided CodePayloadTooLarge
+func (t *ProblemSessionCrossShard) FromCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodePayloadTooLarge performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodePayloadTooLarge
+func (t *ProblemSessionCrossShard) MergeCodePayloadTooLarge(v CodePayloadTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnsupportedMedia returns the union data inside the ProblemSessionCrossShard as a CodeUnsupportedMedia
+func (t ProblemSessionCrossShard) AsCodeUnsupportedMedia() (CodeUnsupportedMedia, error) {
+	var body CodeUnsupportedMedia
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnsupportedMedia overwrites any union data inside the ProblemSessionCrossShard as the provided CodeUnsupportedMedia
+func (t *ProblemSessionCrossShard) FromCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnsupportedMedia performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeUnsupportedMedia
+func (t *ProblemSessionCrossShard) MergeCodeUnsupportedMedia(v CodeUnsupportedMedia) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeHeadersTooLarge returns the union data inside the ProblemSessionCrossShard as a CodeHeadersTooLarge
+func (t ProblemSessionCrossShard) AsCodeHeadersTooLarge() (CodeHeadersTooLarge, error) {
+	var body CodeHeadersTooLarge
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeHeadersTooLarge overwrites any union data inside the ProblemSessionCrossShard as the provided CodeHeadersTooLarge
+func (t *ProblemSessionCrossShard) FromCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeHeadersTooLarge performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeHeadersTooLarge
+func (t *ProblemSessionCrossShard) MergeCodeHeadersTooLarge(v CodeHeadersTooLarge) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeRequestTimeout returns the union data inside the ProblemSessionCrossShard as a CodeRequestTimeout
+func (t ProblemSessionCrossShard) AsCodeRequestTimeout() (CodeRequestTimeout, error) {
+	var body CodeRequestTimeout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeRequestTimeout overwrites any union data inside the ProblemSessionCrossShard as the provided CodeRequestTimeout
+func (t *ProblemSessionCrossShard) FromCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeRequestTimeout performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeRequestTimeout
+func (t *ProblemSessionCrossShard) MergeCodeRequestTimeout(v CodeRequestTimeout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeNotImplemented returns the union data inside the ProblemSessionCrossShard as a CodeNotImplemented
+func (t ProblemSessionCrossShard) AsCodeNotImplemented() (CodeNotImplemented, error) {
+	var body CodeNotImplemented
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeNotImplemented overwrites any union data inside the ProblemSessionCrossShard as the provided CodeNotImplemented
+func (t *ProblemSessionCrossShard) FromCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeNotImplemented performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeNotImplemented
+func (t *ProblemSessionCrossShard) MergeCodeNotImplemented(v CodeNotImplemented) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMismatch returns the union data inside the ProblemSessionCrossShard as a CodeKeyMismatch
+func (t ProblemSessionCrossShard) AsCodeKeyMismatch() (CodeKeyMismatch, error) {
+	var body CodeKeyMismatch
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMismatch overwrites any union data inside the ProblemSessionCrossShard as the provided CodeKeyMismatch
+func (t *ProblemSessionCrossShard) FromCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMismatch performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeKeyMismatch
+func (t *ProblemSessionCrossShard) MergeCodeKeyMismatch(v CodeKeyMismatch) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyExpired returns the union data inside the ProblemSessionCrossShard as a CodeKeyExpired
+func (t ProblemSessionCrossShard) AsCodeKeyExpired() (CodeKeyExpired, error) {
+	var body CodeKeyExpired
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyExpired overwrites any union data inside the ProblemSessionCrossShard as the provided CodeKeyExpired
+func (t *ProblemSessionCrossShard) FromCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyExpired performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeKeyExpired
+func (t *ProblemSessionCrossShard) MergeCodeKeyExpired(v CodeKeyExpired) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeFirstSentTooOld returns the union data inside the ProblemSessionCrossShard as a CodeFirstSentTooOld
+func (t ProblemSessionCrossShard) AsCodeFirstSentTooOld() (CodeFirstSentTooOld, error) {
+	var body CodeFirstSentTooOld
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeFirstSentTooOld overwrites any union data inside the ProblemSessionCrossShard as the provided CodeFirstSentTooOld
+func (t *ProblemSessionCrossShard) FromCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeFirstSentTooOld performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeFirstSentTooOld
+func (t *ProblemSessionCrossShard) MergeCodeFirstSentTooOld(v CodeFirstSentTooOld) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeOverloaded returns the union data inside the ProblemSessionCrossShard as a CodeOverloaded
+func (t ProblemSessionCrossShard) AsCodeOverloaded() (CodeOverloaded, error) {
+	var body CodeOverloaded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeOverloaded overwrites any union data inside the ProblemSessionCrossShard as the provided CodeOverloaded
+func (t *ProblemSessionCrossShard) FromCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeOverloaded performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeOverloaded
+func (t *ProblemSessionCrossShard) MergeCodeOverloaded(v CodeOverloaded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeInternal returns the union data inside the ProblemSessionCrossShard as a CodeInternal
+func (t ProblemSessionCrossShard) AsCodeInternal() (CodeInternal, error) {
+	var body CodeInternal
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeInternal overwrites any union data inside the ProblemSessionCrossShard as the provided CodeInternal
+func (t *ProblemSessionCrossShard) FromCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeInternal performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeInternal
+func (t *ProblemSessionCrossShard) MergeCodeInternal(v CodeInternal) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeUnavailable returns the union data inside the ProblemSessionCrossShard as a CodeUnavailable
+func (t ProblemSessionCrossShard) AsCodeUnavailable() (CodeUnavailable, error) {
+	var body CodeUnavailable
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeUnavailable overwrites any union data inside the ProblemSessionCrossShard as the provided CodeUnavailable
+func (t *ProblemSessionCrossShard) FromCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeUnavailable performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeUnavailable
+func (t *ProblemSessionCrossShard) MergeCodeUnavailable(v CodeUnavailable) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeReceiptPending returns the union data inside the ProblemSessionCrossShard as a CodeReceiptPending
+func (t ProblemSessionCrossShard) AsCodeReceiptPending() (CodeReceiptPending, error) {
+	var body CodeReceiptPending
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeReceiptPending overwrites any union data inside the ProblemSessionCrossShard as the provided CodeReceiptPending
+func (t *ProblemSessionCrossShard) FromCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeReceiptPending performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeReceiptPending
+func (t *ProblemSessionCrossShard) MergeCodeReceiptPending(v CodeReceiptPending) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionNotFound returns the union data inside the ProblemSessionCrossShard as a CodeSessionNotFound
+func (t ProblemSessionCrossShard) AsCodeSessionNotFound() (CodeSessionNotFound, error) {
+	var body CodeSessionNotFound
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionNotFound overwrites any union data inside the ProblemSessionCrossShard as the provided CodeSessionNotFound
+func (t *ProblemSessionCrossShard) FromCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionNotFound performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeSessionNotFound
+func (t *ProblemSessionCrossShard) MergeCodeSessionNotFound(v CodeSessionNotFound) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionAborted returns the union data inside the ProblemSessionCrossShard as a CodeSessionAborted
+func (t ProblemSessionCrossShard) AsCodeSessionAborted() (CodeSessionAborted, error) {
+	var body CodeSessionAborted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionAborted overwrites any union data inside the ProblemSessionCrossShard as the provided CodeSessionAborted
+func (t *ProblemSessionCrossShard) FromCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionAborted performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeSessionAborted
+func (t *ProblemSessionCrossShard) MergeCodeSessionAborted(v CodeSessionAborted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCommitted returns the union data inside the ProblemSessionCrossShard as a CodeSessionCommitted
+func (t ProblemSessionCrossShard) AsCodeSessionCommitted() (CodeSessionCommitted, error) {
+	var body CodeSessionCommitted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCommitted overwrites any union data inside the ProblemSessionCrossShard as the provided CodeSessionCommitted
+func (t *ProblemSessionCrossShard) FromCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCommitted performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeSessionCommitted
+func (t *ProblemSessionCrossShard) MergeCodeSessionCommitted(v CodeSessionCommitted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeTableSettingsConflict returns the union data inside the ProblemSessionCrossShard as a CodeTableSettingsConflict
+func (t ProblemSessionCrossShard) AsCodeTableSettingsConflict() (CodeTableSettingsConflict, error) {
+	var body CodeTableSettingsConflict
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeTableSettingsConflict overwrites any union data inside the ProblemSessionCrossShard as the provided CodeTableSettingsConflict
+func (t *ProblemSessionCrossShard) FromCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeTableSettingsConflict performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeTableSettingsConflict
+func (t *ProblemSessionCrossShard) MergeCodeTableSettingsConflict(v CodeTableSettingsConflict) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeStoreFull returns the union data inside the ProblemSessionCrossShard as a CodeStoreFull
+func (t ProblemSessionCrossShard) AsCodeStoreFull() (CodeStoreFull, error) {
+	var body CodeStoreFull
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeStoreFull overwrites any union data inside the ProblemSessionCrossShard as the provided CodeStoreFull
+func (t *ProblemSessionCrossShard) FromCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeStoreFull performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeStoreFull
+func (t *ProblemSessionCrossShard) MergeCodeStoreFull(v CodeStoreFull) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeKeyMayHaveExecuted returns the union data inside the ProblemSessionCrossShard as a CodeKeyMayHaveExecuted
+func (t ProblemSessionCrossShard) AsCodeKeyMayHaveExecuted() (CodeKeyMayHaveExecuted, error) {
+	var body CodeKeyMayHaveExecuted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeKeyMayHaveExecuted overwrites any union data inside the ProblemSessionCrossShard as the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionCrossShard) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeKeyMayHaveExecuted
+func (t *ProblemSessionCrossShard) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemSessionCrossShard as a CodeSessionCrossShard
+func (t ProblemSessionCrossShard) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemSessionCrossShard as the provided CodeSessionCrossShard
+func (t *ProblemSessionCrossShard) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemSessionCrossShard, using the provided CodeSessionCrossShard
+func (t *ProblemSessionCrossShard) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProblemSessionCrossShard) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["code"], err = json.Marshal(t.Code)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'code': %w", err)
+	}
+
+	if t.Detail != nil {
+		object["detail"], err = json.Marshal(t.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if t.Differences != nil {
+		object["differences"], err = json.Marshal(t.Differences)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'differences': %w", err)
+		}
+	}
+
+	if t.OriginalReceipt != nil {
+		object["original_receipt"], err = json.Marshal(t.OriginalReceipt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'original_receipt': %w", err)
+		}
+	}
+
+	if t.Outcome != nil {
+		object["outcome"], err = json.Marshal(t.Outcome)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome': %w", err)
+		}
+	}
+
+	if t.Retry != nil {
+		object["retry"], err = json.Marshal(t.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'retry': %w", err)
+		}
+	}
+
+	object["retry_with"], err = json.Marshal(t.RetryWith)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retry_with': %w", err)
+	}
+
+	object["retryable"], err = json.Marshal(t.Retryable)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'retryable': %w", err)
+	}
+
+	object["status"], err = json.Marshal(t.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(t.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	if t.TransactionId != nil {
+		object["transaction_id"], err = json.Marshal(t.TransactionId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'transaction_id': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *ProblemSessionCrossShard) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	if err != nil {
 		return err
@@ -18318,6 +19771,32 @@ func (t *ProblemSessionNotFound) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExec
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemSessionNotFound) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemSessionNotFound as a CodeSessionCrossShard
+func (t ProblemSessionNotFound) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemSessionNotFound as the provided CodeSessionCrossShard
+func (t *ProblemSessionNotFound) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemSessionNotFound, using the provided CodeSessionCrossShard
+func (t *ProblemSessionNotFound) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -19295,6 +20774,32 @@ func (t *ProblemStoreFull) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted)
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemStoreFull as a CodeSessionCrossShard
+func (t ProblemStoreFull) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemStoreFull as the provided CodeSessionCrossShard
+func (t *ProblemStoreFull) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemStoreFull, using the provided CodeSessionCrossShard
+func (t *ProblemStoreFull) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemStoreFull) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -20252,6 +21757,32 @@ func (t *ProblemTableNotFound) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecut
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemTableNotFound) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemTableNotFound as a CodeSessionCrossShard
+func (t ProblemTableNotFound) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemTableNotFound as the provided CodeSessionCrossShard
+func (t *ProblemTableNotFound) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemTableNotFound, using the provided CodeSessionCrossShard
+func (t *ProblemTableNotFound) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -21229,6 +22760,32 @@ func (t *ProblemTableSettingsConflict) MergeCodeKeyMayHaveExecuted(v CodeKeyMayH
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemTableSettingsConflict as a CodeSessionCrossShard
+func (t ProblemTableSettingsConflict) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemTableSettingsConflict as the provided CodeSessionCrossShard
+func (t *ProblemTableSettingsConflict) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemTableSettingsConflict, using the provided CodeSessionCrossShard
+func (t *ProblemTableSettingsConflict) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemTableSettingsConflict) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -22186,6 +23743,32 @@ func (t *ProblemUnauthenticated) FromCodeKeyMayHaveExecuted(v CodeKeyMayHaveExec
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeKeyMayHaveExecuted
 func (t *ProblemUnauthenticated) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ProblemUnauthenticated as a CodeSessionCrossShard
+func (t ProblemUnauthenticated) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemUnauthenticated as the provided CodeSessionCrossShard
+func (t *ProblemUnauthenticated) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemUnauthenticated, using the provided CodeSessionCrossShard
+func (t *ProblemUnauthenticated) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -23163,6 +24746,32 @@ func (t *ProblemUnavailable) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecute
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemUnavailable as a CodeSessionCrossShard
+func (t ProblemUnavailable) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemUnavailable as the provided CodeSessionCrossShard
+func (t *ProblemUnavailable) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemUnavailable, using the provided CodeSessionCrossShard
+func (t *ProblemUnavailable) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnavailable) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -24130,6 +25739,32 @@ func (t *ProblemUnsupportedMedia) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveEx
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ProblemUnsupportedMedia as a CodeSessionCrossShard
+func (t ProblemUnsupportedMedia) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ProblemUnsupportedMedia as the provided CodeSessionCrossShard
+func (t *ProblemUnsupportedMedia) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ProblemUnsupportedMedia, using the provided CodeSessionCrossShard
+func (t *ProblemUnsupportedMedia) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ProblemUnsupportedMedia) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -24379,22 +26014,22 @@ func (t *StageRequest) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsProblemSessionAborted returns the union data inside the SessionEnded as a ProblemSessionAborted
-func (t SessionEnded) AsProblemSessionAborted() (ProblemSessionAborted, error) {
+// AsProblemSessionAborted returns the union data inside the SessionStepConflict as a ProblemSessionAborted
+func (t SessionStepConflict) AsProblemSessionAborted() (ProblemSessionAborted, error) {
 	var body ProblemSessionAborted
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromProblemSessionAborted overwrites any union data inside the SessionEnded as the provided ProblemSessionAborted
-func (t *SessionEnded) FromProblemSessionAborted(v ProblemSessionAborted) error {
+// FromProblemSessionAborted overwrites any union data inside the SessionStepConflict as the provided ProblemSessionAborted
+func (t *SessionStepConflict) FromProblemSessionAborted(v ProblemSessionAborted) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeProblemSessionAborted performs a merge with any union data inside the SessionEnded, using the provided ProblemSessionAborted
-func (t *SessionEnded) MergeProblemSessionAborted(v ProblemSessionAborted) error {
+// MergeProblemSessionAborted performs a merge with any union data inside the SessionStepConflict, using the provided ProblemSessionAborted
+func (t *SessionStepConflict) MergeProblemSessionAborted(v ProblemSessionAborted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -24405,22 +26040,22 @@ func (t *SessionEnded) MergeProblemSessionAborted(v ProblemSessionAborted) error
 	return err
 }
 
-// AsProblemSessionCommitted returns the union data inside the SessionEnded as a ProblemSessionCommitted
-func (t SessionEnded) AsProblemSessionCommitted() (ProblemSessionCommitted, error) {
+// AsProblemSessionCommitted returns the union data inside the SessionStepConflict as a ProblemSessionCommitted
+func (t SessionStepConflict) AsProblemSessionCommitted() (ProblemSessionCommitted, error) {
 	var body ProblemSessionCommitted
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromProblemSessionCommitted overwrites any union data inside the SessionEnded as the provided ProblemSessionCommitted
-func (t *SessionEnded) FromProblemSessionCommitted(v ProblemSessionCommitted) error {
+// FromProblemSessionCommitted overwrites any union data inside the SessionStepConflict as the provided ProblemSessionCommitted
+func (t *SessionStepConflict) FromProblemSessionCommitted(v ProblemSessionCommitted) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeProblemSessionCommitted performs a merge with any union data inside the SessionEnded, using the provided ProblemSessionCommitted
-func (t *SessionEnded) MergeProblemSessionCommitted(v ProblemSessionCommitted) error {
+// MergeProblemSessionCommitted performs a merge with any union data inside the SessionStepConflict, using the provided ProblemSessionCommitted
+func (t *SessionStepConflict) MergeProblemSessionCommitted(v ProblemSessionCommitted) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -24431,12 +26066,38 @@ func (t *SessionEnded) MergeProblemSessionCommitted(v ProblemSessionCommitted) e
 	return err
 }
 
-func (t SessionEnded) MarshalJSON() ([]byte, error) {
+// AsProblemSessionCrossShard returns the union data inside the SessionStepConflict as a ProblemSessionCrossShard
+func (t SessionStepConflict) AsProblemSessionCrossShard() (ProblemSessionCrossShard, error) {
+	var body ProblemSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblemSessionCrossShard overwrites any union data inside the SessionStepConflict as the provided ProblemSessionCrossShard
+func (t *SessionStepConflict) FromProblemSessionCrossShard(v ProblemSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblemSessionCrossShard performs a merge with any union data inside the SessionStepConflict, using the provided ProblemSessionCrossShard
+func (t *SessionStepConflict) MergeProblemSessionCrossShard(v ProblemSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SessionStepConflict) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
 }
 
-func (t *SessionEnded) UnmarshalJSON(b []byte) error {
+func (t *SessionStepConflict) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -25335,6 +26996,32 @@ func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExec
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
 func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the Backup501ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t Backup501ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the Backup501ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the Backup501ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *Backup501ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -26314,6 +28001,32 @@ func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMa
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ResolveReceipt409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t ResolveReceipt409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -27273,6 +28986,32 @@ func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeKeyMay
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
 func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t ResolveReceipt503ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ResolveReceipt503ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *ResolveReceipt503ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -28252,6 +29991,32 @@ func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHav
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the GetReceipt400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *GetReceipt400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetReceipt400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -29211,6 +30976,32 @@ func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHa
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
 func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t StageSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the StageSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *StageSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -30190,6 +31981,32 @@ func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMay
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t CommitSession400ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the CommitSession400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *CommitSession400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t CommitSession400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -31159,6 +32976,32 @@ func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMay
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t CommitSession404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the CommitSession404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *CommitSession404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t CommitSession404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -32118,6 +33961,32 @@ func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayH
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
 func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t CommitSession409ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the CommitSession409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *CommitSession409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -33247,6 +35116,32 @@ func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeKe
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the GetSessionReceipt404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetSessionReceipt404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -34206,6 +36101,32 @@ func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMay
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
 func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the ReadSessionDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -35185,6 +37106,32 @@ func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExec
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the Batch400ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t Batch400ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the Batch400ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the Batch400ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *Batch400ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch400ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -36144,6 +38091,32 @@ func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecu
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
 func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the Batch404ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t Batch404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the Batch404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the Batch404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *Batch404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -37123,6 +39096,32 @@ func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExec
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the Batch409ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t Batch409ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the Batch409ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the Batch409ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *Batch409ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Batch409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -38082,6 +40081,32 @@ func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeKeyMayHaveExecu
 
 // MergeCodeKeyMayHaveExecuted performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeKeyMayHaveExecuted
 func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExecuted(v CodeKeyMayHaveExecuted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCodeSessionCrossShard returns the union data inside the Batch412ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t Batch412ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the Batch412ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the Batch412ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *Batch412ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -39205,6 +41230,32 @@ func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeKeyMayHaveExe
 	return err
 }
 
+// AsCodeSessionCrossShard returns the union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as a CodeSessionCrossShard
+func (t GetDoc404ApplicationProblemPlusJSONResponseBody) AsCodeSessionCrossShard() (CodeSessionCrossShard, error) {
+	var body CodeSessionCrossShard
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCodeSessionCrossShard overwrites any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody as the provided CodeSessionCrossShard
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) FromCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCodeSessionCrossShard performs a merge with any union data inside the GetDoc404ApplicationProblemPlusJSONResponseBody, using the provided CodeSessionCrossShard
+func (t *GetDoc404ApplicationProblemPlusJSONResponseBody) MergeCodeSessionCrossShard(v CodeSessionCrossShard) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t GetDoc404ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	if err != nil {
@@ -39484,6 +41535,7 @@ type ClientInterface interface {
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
 	// idem_contended_replans_total, idem_visibility_debt_paid_total, idem_stale_table_replans_total,
+	// idem_contended_pending_total,
 	// idem_admin_resolutions_total, idem_forward_refused_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
@@ -39571,7 +41623,8 @@ type ClientInterface interface {
 	// incarnation. A receipt a live owner elsewhere holds is 409 (resolve
 	// it there, or once its lease expired); a pending receipt (it has not
 	// executed, and will) is 409. Logged, and counted in
-	// idem_admin_resolutions_total by result.
+	// idem_admin_resolutions_total by result. On a deployment of several
+	// store shards each shard is asked until one holds the receipt.
 	//
 	// Corresponds with POST /v1/admin/receipts/{txn_id}/resolve (the `ResolveReceipt` operationId).
 	ResolveReceipt(ctx context.Context, txnId TransactionId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -39586,7 +41639,9 @@ type ClientInterface interface {
 	// `older_than`: created (mutable) or completed (terminal) at least
 	// that long ago, a Go duration (`90s`, `2h`). A call reads at most
 	// 4096 index entries and answers at most `limit` receipts; `next` is
-	// the cursor to go on with.
+	// the cursor to go on with. On a deployment of several store shards
+	// the shards are listed one after another, the cursor naming the
+	// shard; a page may end early at a shard's end, with a `next`.
 	//
 	// Corresponds with GET /v1/receipts (the `ListReceipts` operationId).
 	ListReceipts(ctx context.Context, params *ListReceiptsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -39791,7 +41846,9 @@ type ClientInterface interface {
 	//
 	// A principal is a tenant: it lists its own tables only. A page holds
 	// at most `limit` tables (1..1000, default 1000); when more follow,
-	// `next` is the name to pass as `after` for the next page.
+	// `next` is the name to pass as `after` for the next page. On a
+	// deployment of several store shards every shard is asked and the
+	// pages merged by name (docs/cluster.md "Shards").
 	//
 	// Corresponds with GET /v1/tables (the `ListTables` operationId).
 	ListTables(ctx context.Context, params *ListTablesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -39968,6 +42025,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
 // idem_contended_replans_total, idem_visibility_debt_paid_total, idem_stale_table_replans_total,
+// idem_contended_pending_total,
 // idem_admin_resolutions_total, idem_forward_refused_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
@@ -40095,7 +42153,8 @@ func (c *Client) Backup(ctx context.Context, body BackupJSONRequestBody, reqEdit
 // incarnation. A receipt a live owner elsewhere holds is 409 (resolve
 // it there, or once its lease expired); a pending receipt (it has not
 // executed, and will) is 409. Logged, and counted in
-// idem_admin_resolutions_total by result.
+// idem_admin_resolutions_total by result. On a deployment of several
+// store shards each shard is asked until one holds the receipt.
 //
 // Corresponds with POST /v1/admin/receipts/{txn_id}/resolve (the `ResolveReceipt` operationId).
 func (c *Client) ResolveReceipt(ctx context.Context, txnId TransactionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -40120,7 +42179,9 @@ func (c *Client) ResolveReceipt(ctx context.Context, txnId TransactionId, reqEdi
 // `older_than`: created (mutable) or completed (terminal) at least
 // that long ago, a Go duration (`90s`, `2h`). A call reads at most
 // 4096 index entries and answers at most `limit` receipts; `next` is
-// the cursor to go on with.
+// the cursor to go on with. On a deployment of several store shards
+// the shards are listed one after another, the cursor naming the
+// shard; a page may end early at a shard's end, with a `next`.
 //
 // Corresponds with GET /v1/receipts (the `ListReceipts` operationId).
 func (c *Client) ListReceipts(ctx context.Context, params *ListReceiptsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -40465,7 +42526,9 @@ func (c *Client) ReadSessionDoc(ctx context.Context, id SessionId, tableParam Ta
 //
 // A principal is a tenant: it lists its own tables only. A page holds
 // at most `limit` tables (1..1000, default 1000); when more follow,
-// `next` is the name to pass as `after` for the next page.
+// `next` is the name to pass as `after` for the next page. On a
+// deployment of several store shards every shard is asked and the
+// pages merged by name (docs/cluster.md "Shards").
 //
 // Corresponds with GET /v1/tables (the `ListTables` operationId).
 func (c *Client) ListTables(ctx context.Context, params *ListTablesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -41742,6 +43805,7 @@ type ClientWithResponsesInterface interface {
 	// idem_decisions_released_total, idem_cleaner_deletions_total,
 	// idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
 	// idem_contended_replans_total, idem_visibility_debt_paid_total, idem_stale_table_replans_total,
+	// idem_contended_pending_total,
 	// idem_admin_resolutions_total, idem_forward_refused_total,
 	// idem_renewal_batches_total, idem_renewal_writes_total,
 	// idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
@@ -41831,7 +43895,8 @@ type ClientWithResponsesInterface interface {
 	// incarnation. A receipt a live owner elsewhere holds is 409 (resolve
 	// it there, or once its lease expired); a pending receipt (it has not
 	// executed, and will) is 409. Logged, and counted in
-	// idem_admin_resolutions_total by result.
+	// idem_admin_resolutions_total by result. On a deployment of several
+	// store shards each shard is asked until one holds the receipt.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -41848,7 +43913,9 @@ type ClientWithResponsesInterface interface {
 	// `older_than`: created (mutable) or completed (terminal) at least
 	// that long ago, a Go duration (`90s`, `2h`). A call reads at most
 	// 4096 index entries and answers at most `limit` receipts; `next` is
-	// the cursor to go on with.
+	// the cursor to go on with. On a deployment of several store shards
+	// the shards are listed one after another, the cursor naming the
+	// shard; a page may end early at a shard's end, with a `next`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -42065,7 +44132,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// A principal is a tenant: it lists its own tables only. A page holds
 	// at most `limit` tables (1..1000, default 1000); when more follow,
-	// `next` is the name to pass as `after` for the next page.
+	// `next` is the name to pass as `after` for the next page. On a
+	// deployment of several store shards every shard is asked and the
+	// pages merged by name (docs/cluster.md "Shards").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -43058,7 +45127,7 @@ type StageSessionResponse struct {
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *SessionEnded
+	ApplicationproblemJSON409 *SessionStepConflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *ProblemPayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -43113,7 +45182,7 @@ func (r StageSessionResponse) GetApplicationproblemJSON408() *RequestTimeout {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r StageSessionResponse) GetApplicationproblemJSON409() *SessionEnded {
+func (r StageSessionResponse) GetApplicationproblemJSON409() *SessionStepConflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -43544,7 +45613,7 @@ type ReadSessionDocResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ReadSessionDoc404ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *SessionEnded
+	ApplicationproblemJSON409 *SessionStepConflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ProblemOverloadedUnkeyed
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -43588,7 +45657,7 @@ func (r ReadSessionDocResponse) GetApplicationproblemJSON404() *ReadSessionDoc40
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r ReadSessionDocResponse) GetApplicationproblemJSON409() *SessionEnded {
+func (r ReadSessionDocResponse) GetApplicationproblemJSON409() *SessionStepConflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -44259,6 +46328,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // idem_decisions_released_total, idem_cleaner_deletions_total,
 // idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
 // idem_contended_replans_total, idem_visibility_debt_paid_total, idem_stale_table_replans_total,
+// idem_contended_pending_total,
 // idem_admin_resolutions_total, idem_forward_refused_total,
 // idem_renewal_batches_total, idem_renewal_writes_total,
 // idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
@@ -44372,7 +46442,8 @@ func (c *ClientWithResponses) BackupWithResponse(ctx context.Context, body Backu
 // incarnation. A receipt a live owner elsewhere holds is 409 (resolve
 // it there, or once its lease expired); a pending receipt (it has not
 // executed, and will) is 409. Logged, and counted in
-// idem_admin_resolutions_total by result.
+// idem_admin_resolutions_total by result. On a deployment of several
+// store shards each shard is asked until one holds the receipt.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -44395,7 +46466,9 @@ func (c *ClientWithResponses) ResolveReceiptWithResponse(ctx context.Context, tx
 // `older_than`: created (mutable) or completed (terminal) at least
 // that long ago, a Go duration (`90s`, `2h`). A call reads at most
 // 4096 index entries and answers at most `limit` receipts; `next` is
-// the cursor to go on with.
+// the cursor to go on with. On a deployment of several store shards
+// the shards are listed one after another, the cursor naming the
+// shard; a page may end early at a shard's end, with a `next`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -44696,7 +46769,9 @@ func (c *ClientWithResponses) ReadSessionDocWithResponse(ctx context.Context, id
 //
 // A principal is a tenant: it lists its own tables only. A page holds
 // at most `limit` tables (1..1000, default 1000); when more follow,
-// `next` is the name to pass as `after` for the next page.
+// `next` is the name to pass as `after` for the next page. On a
+// deployment of several store shards every shard is asked and the
+// pages merged by name (docs/cluster.md "Shards").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -45678,7 +47753,7 @@ func ParseStageSessionResponse(rsp *http.Response) (*StageSessionResponse, error
 		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest SessionEnded
+		var dest SessionStepConflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -46401,7 +48476,7 @@ func ParseReadSessionDocResponse(rsp *http.Response) (*ReadSessionDocResponse, e
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest SessionEnded
+		var dest SessionStepConflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

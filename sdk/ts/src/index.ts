@@ -99,6 +99,12 @@ export interface Result {
 export interface SessionOptions {
   /** How long the session lives unless it ends first, in seconds (rounded up; the server's default, 30, when undefined). */
   ttlSeconds?: number;
+  /**
+   * The session's first table: on a deployment of several store shards the
+   * session lives on that table's shard, and a step on another shard's
+   * table is refused (session_cross_shard). One shard: no effect.
+   */
+  table?: string;
   signal?: AbortSignal;
 }
 
@@ -237,7 +243,10 @@ export class Client {
    * TTL ends.
    */
   async beginSession(o: SessionOptions = {}): Promise<Session> {
-    const body = o.ttlSeconds && o.ttlSeconds > 0 ? { ttl_seconds: Math.ceil(o.ttlSeconds) } : {};
+    const body = {
+      ...(o.ttlSeconds && o.ttlSeconds > 0 ? { ttl_seconds: Math.ceil(o.ttlSeconds) } : {}),
+      ...(o.table !== undefined ? { table: o.table } : {}),
+    };
     const res = await this.retry(o.signal, () =>
       this.api.POST("/v1/sessions", { body, signal: o.signal, parseAs: "text" }),
     );

@@ -29,7 +29,7 @@ test("a session: stage on two tables, read its own writes, commit, replay", asyn
   await c.createTable("stock");
   await c.batch("stock", { inserts: [{ id: "widget", doc: { n: 10 } }] });
 
-  const sess = await c.beginSession({ ttlSeconds: 60 });
+  const sess = await c.beginSession({ ttlSeconds: 60, table: "orders" });
   assert.match(sess.id, /^s[0-9a-f]{32}$/);
   let info = await sess.stage("orders", { inserts: [{ id: "o-1", doc: { total: 12 } }] });
   assert.equal(info.state, "open");

@@ -61,6 +61,7 @@ export declare const TableSettingsConflictError: ErrorClass;
 export declare const RequestTimeoutError: ErrorClass;
 export declare const StoreFullError: ErrorClass;
 export declare const KeyMayHaveExecutedError: ErrorClass;
+export declare const SessionCrossShardError: ErrorClass;
 /** The error of a problem answer. */
 export declare function errorFor(status: number, body: any, retryAfter: number): IdemError;
 export {};

@@ -29,6 +29,7 @@ export const CODES = {
     table_settings_conflict: { status: 409, retryable: false, retryWith: "none" },
     store_full: { status: 503, retryable: true, retryWith: "same_key" },
     key_may_have_executed: { status: 409, retryable: false, retryWith: "none" },
+    session_cross_shard: { status: 409, retryable: false, retryWith: "none" },
 };
 /** A problem the server answered (application/problem+json). */
 export class IdemError extends Error {
@@ -97,6 +98,7 @@ export const TableSettingsConflictError = ERRORS.table_settings_conflict;
 export const RequestTimeoutError = ERRORS.request_timeout;
 export const StoreFullError = ERRORS.store_full;
 export const KeyMayHaveExecutedError = ERRORS.key_may_have_executed;
+export const SessionCrossShardError = ERRORS.session_cross_shard;
 /** The error of a problem answer. */
 export function errorFor(status, body, retryAfter) {
     const code = body && typeof body.code === "string" && body.code in CODES ? body.code : "internal";

@@ -53,6 +53,12 @@ export interface Result {
 export interface SessionOptions {
     /** How long the session lives unless it ends first, in seconds (rounded up; the server's default, 30, when undefined). */
     ttlSeconds?: number;
+    /**
+     * The session's first table: on a deployment of several store shards the
+     * session lives on that table's shard, and a step on another shard's
+     * table is refused (session_cross_shard). One shard: no effect.
+     */
+    table?: string;
     signal?: AbortSignal;
 }
 /** A commit's options: as a batch's; without a key, the session ID is the commit's key. */

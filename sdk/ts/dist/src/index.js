@@ -131,7 +131,10 @@ export class Client {
      * TTL ends.
      */
     async beginSession(o = {}) {
-        const body = o.ttlSeconds && o.ttlSeconds > 0 ? { ttl_seconds: Math.ceil(o.ttlSeconds) } : {};
+        const body = {
+            ...(o.ttlSeconds && o.ttlSeconds > 0 ? { ttl_seconds: Math.ceil(o.ttlSeconds) } : {}),
+            ...(o.table !== undefined ? { table: o.table } : {}),
+        };
         const res = await this.retry(o.signal, () => this.api.POST("/v1/sessions", { body, signal: o.signal, parseAs: "text" }));
         return this.session(infoOf(res.text).sessionId);
     }

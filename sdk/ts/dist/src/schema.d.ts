@@ -14,7 +14,9 @@ export interface paths {
          * List the caller's tables, a page at a time, in name order
          * @description A principal is a tenant: it lists its own tables only. A page holds
          *     at most `limit` tables (1..1000, default 1000); when more follow,
-         *     `next` is the name to pass as `after` for the next page.
+         *     `next` is the name to pass as `after` for the next page. On a
+         *     deployment of several store shards every shard is asked and the
+         *     pages merged by name (docs/cluster.md "Shards").
          */
         get: operations["listTables"];
         put?: never;
@@ -134,7 +136,9 @@ export interface paths {
          *     `older_than`: created (mutable) or completed (terminal) at least
          *     that long ago, a Go duration (`90s`, `2h`). A call reads at most
          *     4096 index entries and answers at most `limit` receipts; `next` is
-         *     the cursor to go on with.
+         *     the cursor to go on with. On a deployment of several store shards
+         *     the shards are listed one after another, the cursor naming the
+         *     shard; a page may end early at a shard's end, with a `next`.
          */
         get: operations["listReceipts"];
         put?: never;
@@ -166,7 +170,8 @@ export interface paths {
          *     incarnation. A receipt a live owner elsewhere holds is 409 (resolve
          *     it there, or once its lease expired); a pending receipt (it has not
          *     executed, and will) is 409. Logged, and counted in
-         *     idem_admin_resolutions_total by result.
+         *     idem_admin_resolutions_total by result. On a deployment of several
+         *     store shards each shard is asked until one holds the receipt.
          */
         post: operations["resolveReceipt"];
         delete?: never;
@@ -438,6 +443,7 @@ export interface paths {
          *     idem_decisions_released_total, idem_cleaner_deletions_total,
          *     idem_tombstones_written_total, idem_tombstones_cleaned_total, idem_expiry_entries_folded_total, idem_key_expired_total,
          *     idem_contended_replans_total, idem_visibility_debt_paid_total, idem_stale_table_replans_total,
+         *     idem_contended_pending_total,
          *     idem_admin_resolutions_total, idem_forward_refused_total,
          *     idem_renewal_batches_total, idem_renewal_writes_total,
          *     idem_leases_renewed_total, idem_executor_busy, idem_active_leases,
@@ -487,6 +493,16 @@ export interface components {
         BeginSession: {
             /** @description How long the session lives (default 30; at most the server's -session-ttl-max). */
             ttl_seconds?: number;
+            /**
+             * @description The session's first table. On a deployment of several store
+             *     shards (-etcd-shards) the session lives on this table's shard and
+             *     may use only tables of that shard (others: 409
+             *     session_cross_shard); without it, on the shard of the principal
+             *     with the table "" (docs/cluster.md "Shards"). It must be a table
+             *     name, but need not exist yet: nothing is created. With one store
+             *     it has no effect.
+             */
+            table?: components["schemas"]["TableName"];
         };
         Session: {
             session_id: components["schemas"]["SessionId"];
@@ -775,22 +791,33 @@ export interface components {
         Health: {
             /** @constant */
             status: "ok";
-            /** @description This process's owner ID and incarnation. */
+            /** @description This process's owner ID and incarnation (on a sharded deployment, on store shard 0). */
             owner: string;
+            restored?: components["schemas"]["Restored"];
             /**
-             * @description Present when the store was restored from a backup: when, from a
-             *     backup of which time, and until when keys first sent before the
-             *     restore that the store does not know are refused
-             *     (key_may_have_executed).
+             * @description On a deployment of several store shards (-etcd-shards) only:
+             *     this process's incarnation on each shard, in the shard map's
+             *     order, and each shard's restore fence. /healthz answers 200 only
+             *     when every shard's etcd answers.
              */
-            restored?: {
-                /** Format: date-time */
-                restored_at: string;
-                /** Format: date-time */
-                backup_time: string;
-                /** Format: date-time */
-                fence_until: string;
-            };
+            shards?: {
+                owner: string;
+                restored?: components["schemas"]["Restored"];
+            }[];
+        };
+        /**
+         * @description Present when the store was restored from a backup: when, from a
+         *     backup of which time, and until when keys first sent before the
+         *     restore that the store does not know are refused
+         *     (key_may_have_executed).
+         */
+        Restored: {
+            /** Format: date-time */
+            restored_at: string;
+            /** Format: date-time */
+            backup_time: string;
+            /** Format: date-time */
+            fence_until: string;
         };
         /**
          * @description same_key: retry with the same Idempotency-Key (the answer is not
@@ -895,9 +922,10 @@ export interface components {
          *     | table_settings_conflict | 409 | false | none |
          *     | store_full | 503 | true | same_key |
          *     | key_may_have_executed | 409 | false | none |
+         *     | session_cross_shard | 409 | false | none |
          * @enum {string}
          */
-        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "request_timeout" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed" | "table_settings_conflict" | "store_full" | "key_may_have_executed";
+        ErrorCode: "invalid_request" | "invalid_idempotency_key" | "unauthenticated" | "forbidden" | "table_not_found" | "document_not_found" | "receipt_not_found" | "not_found" | "method_not_allowed" | "transaction_conflict" | "transaction_aborted" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_mismatch" | "idempotency_key_expired" | "first_sent_too_old" | "header_fields_too_large" | "request_timeout" | "not_implemented" | "overloaded" | "internal" | "unavailable" | "idempotency_receipt_pending" | "session_not_found" | "session_aborted" | "session_committed" | "table_settings_conflict" | "store_full" | "key_may_have_executed" | "session_cross_shard";
         /**
          * @description RFC 9457 problem details. `type` is `urn:idem:problem:<code>`; each
          *     code fixes status, title, retryable and retry_with (one branch of
@@ -925,7 +953,7 @@ export interface components {
             transaction_id?: components["schemas"]["TransactionId"];
             original_receipt?: components["schemas"]["OriginalReceipt"];
             differences?: components["schemas"]["Differences"];
-        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeRequestTimeout"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"] | components["schemas"]["CodeTableSettingsConflict"] | components["schemas"]["CodeStoreFull"] | components["schemas"]["CodeKeyMayHaveExecuted"]);
+        } & (components["schemas"]["CodeInvalidRequest"] | components["schemas"]["CodeInvalidKey"] | components["schemas"]["CodeUnauthenticated"] | components["schemas"]["CodeForbidden"] | components["schemas"]["CodeTableNotFound"] | components["schemas"]["CodeDocumentNotFound"] | components["schemas"]["CodeReceiptNotFound"] | components["schemas"]["CodeNotFound"] | components["schemas"]["CodeMethodNotAllowed"] | components["schemas"]["CodeTransactionConflict"] | components["schemas"]["CodeTransactionAborted"] | components["schemas"]["CodeRequestInProgress"] | components["schemas"]["CodePayloadTooLarge"] | components["schemas"]["CodeUnsupportedMedia"] | components["schemas"]["CodeHeadersTooLarge"] | components["schemas"]["CodeRequestTimeout"] | components["schemas"]["CodeNotImplemented"] | components["schemas"]["CodeKeyMismatch"] | components["schemas"]["CodeKeyExpired"] | components["schemas"]["CodeFirstSentTooOld"] | components["schemas"]["CodeOverloaded"] | components["schemas"]["CodeInternal"] | components["schemas"]["CodeUnavailable"] | components["schemas"]["CodeReceiptPending"] | components["schemas"]["CodeSessionNotFound"] | components["schemas"]["CodeSessionAborted"] | components["schemas"]["CodeSessionCommitted"] | components["schemas"]["CodeTableSettingsConflict"] | components["schemas"]["CodeStoreFull"] | components["schemas"]["CodeKeyMayHaveExecuted"] | components["schemas"]["CodeSessionCrossShard"]);
         CodeInvalidRequest: {
             /** @constant */
             code: "invalid_request";
@@ -1332,6 +1360,20 @@ export interface components {
             /** @constant */
             retry_with?: "none";
         };
+        CodeSessionCrossShard: {
+            /** @constant */
+            code: "session_cross_shard";
+            /** @constant */
+            type?: "urn:idem:problem:session_cross_shard";
+            /** @constant */
+            title?: "Session spans store shards";
+            /** @constant */
+            status?: 409;
+            /** @constant */
+            retryable?: false;
+            /** @constant */
+            retry_with?: "none";
+        };
         CodeStoreFull: {
             /** @constant */
             code: "store_full";
@@ -1441,6 +1483,7 @@ export interface components {
         ProblemSessionNotFound: components["schemas"]["Problem"] & components["schemas"]["CodeSessionNotFound"];
         ProblemSessionAborted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionAborted"];
         ProblemSessionCommitted: components["schemas"]["Problem"] & components["schemas"]["CodeSessionCommitted"];
+        ProblemSessionCrossShard: components["schemas"]["Problem"] & components["schemas"]["CodeSessionCrossShard"];
         ProblemTableSettingsConflict: components["schemas"]["Problem"] & components["schemas"]["CodeTableSettingsConflict"];
         ProblemOverloadedUnkeyed: components["schemas"]["Problem"] & components["schemas"]["CodeOverloaded"];
         /**
@@ -1622,6 +1665,23 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["ProblemSessionAborted"] | components["schemas"]["ProblemSessionCommitted"];
+            };
+        };
+        /**
+         * @description session_aborted or session_committed: the session takes no more
+         *     steps (see SessionEnded). session_cross_shard: on a deployment of
+         *     several store shards (-etcd-shards), the table lives on another
+         *     shard than the session, which a commit could not span
+         *     (docs/cluster.md "Shards"); nothing was staged, the session stays
+         *     open.
+         */
+        SessionStepConflict: {
+            headers: {
+                "Idem-Served-By": components["headers"]["IdemServedBy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["ProblemSessionAborted"] | components["schemas"]["ProblemSessionCommitted"] | components["schemas"]["ProblemSessionCrossShard"];
             };
         };
         /**
@@ -2017,9 +2077,10 @@ export interface operations {
             };
             408: components["responses"]["RequestTimeoutKeyed"];
             /**
-             * @description transaction_conflict (a document of the batch is held by another
-             *     open transaction; keyed: terminal `aborted`, retry with a new
-             *     key), transaction_aborted (presumed abort or a legacy receipt), or
+             * @description transaction_conflict (keyed: terminal `aborted`, retry with a
+             *     new key, for a real conflict only — the batch's table changed
+             *     under it; key-less: a document of the batch is held by another
+             *     open transaction), transaction_aborted (presumed abort or a legacy receipt), or
              *     idempotency_request_in_progress (another request with this key is
              *     executing: retry with the same key after Retry-After, or send
              *     `Prefer: wait=N`), or idempotency_key_expired (the key's receipt
@@ -2134,9 +2195,11 @@ export interface operations {
             };
             /**
              * @description idempotency_receipt_pending: publishing the receipt or the
-             *     transaction's decision had an unknown outcome. The receipt keeps
-             *     its state; retry with the same key after Retry-After — it
-             *     converges on the one terminal envelope.
+             *     transaction's decision had an unknown outcome, or a document of
+             *     the batch was still held by another transaction after the waits
+             *     allowed (contention, never a stored refusal: nothing was
+             *     stored). The receipt keeps its state; retry with the same key
+             *     after Retry-After — it converges on the one terminal envelope.
              *
              *     unavailable: the store fail-stopped after an I/O error (or is
              *     shutting down) and takes no writes until idemd restarts; the
@@ -2475,7 +2538,7 @@ export interface operations {
                     "application/json": components["schemas"]["Session"];
                 };
             };
-            /** @description A body that is not `{"ttl_seconds": n}` with n in range. */
+            /** @description A body that is not `{"ttl_seconds": n, "table": "t"}` (both optional) with n in range and t a table name. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2651,7 +2714,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            409: components["responses"]["SessionEnded"];
+            409: components["responses"]["SessionStepConflict"];
             /** @description payload_too_large — the body, or the session's documents beyond 512 KiB. */
             413: {
                 headers: {
@@ -2742,7 +2805,7 @@ export interface operations {
                     };
                 };
             };
-            409: components["responses"]["SessionEnded"];
+            409: components["responses"]["SessionStepConflict"];
             /**
              * @description overloaded — this principal's quota of requests in progress on
              *     this node (-principal-inflight-max; other principals are served),
