@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
 )
@@ -95,4 +96,50 @@ func BenchmarkReplay(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDocumentRead reads stored documents (of benchDoc's 190 bytes)
+// on a data dir on disk, in RAM (hot) and in the value log after a
+// checkpoint (cold: a pread from the page cache and a CRC check), for
+// receipt.ColdValue's choice of documents (docs/engine.md, "Documents").
+func BenchmarkDocumentRead(b *testing.B) {
+	for _, cold := range []bool{false, true} {
+		b.Run(map[bool]string{false: "hot", true: "cold"}[cold], func(b *testing.B) {
+			db, err := engine.Open(b.TempDir(), engine.Options{Logger: quiet, ColdValue: receipt.ColdValue, CheckpointLogBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			svc, err := receipt.Open(ctx, db, receipt.Options{Logger: quiet, MaintainInterval: -1, CleanInterval: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(svc.Close)
+			createTable(b, svc, "bench")
+			const batches = 100 // of ten documents
+			for n := range uint64(batches) {
+				if _, err := svc.ExecuteFast(ctx, alice, "bench", benchBatch(n)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if cold {
+				if err := db.Checkpoint(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := engine.NSTable.Prefix()
+			if _, n, _, err := db.ScanHot(ctx, p, engine.PrefixEnd(p), engine.ScanLimitMax); err != nil || (n == batches*10) != cold {
+				b.Fatalf("%d documents in the value log (%v), want all if cold, none if hot", n, err)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				id := "d" + strconv.Itoa(i%batches) + "-" + strconv.Itoa(i/batches%10)
+				if _, err := svc.Tables().Get(ctx, alice, "bench", id); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
 }

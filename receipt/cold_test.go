@@ -8,10 +8,11 @@ import (
 	"github.com/idemdb/idem/engine"
 )
 
-// TestColdValue_OnlyImmutableRecords: terminal receipts, tombstones and
-// the expiry index's chunks go to the value log; the records the request
-// path reads and conditions on stay in RAM.
-func TestColdValue_OnlyImmutableRecords(t *testing.T) {
+// TestColdValue_ImmutableRecordsAndDocumentsLeaveRAM: terminal receipts, tombstones, the
+// expiry index's chunks and documents not too small to be worth a pread
+// go to the value log; the other records the request path reads and
+// conditions on stay in RAM.
+func TestColdValue_ImmutableRecordsAndDocumentsLeaveRAM(t *testing.T) {
 	rec := func(s State) []byte {
 		b, err := cbor.Marshal(&Record{Schema: SchemaCurrent, Principal: "p", State: s, Envelope: &StoredEnvelope{}})
 		if err != nil {
@@ -36,7 +37,9 @@ func TestColdValue_OnlyImmutableRecords(t *testing.T) {
 		{"started receipt", engine.NSReceipt.Key(id), rec(Started), false},
 		{"tombstone", TombstoneKey(id), make([]byte, 21), true},
 		{"damaged receipt", engine.NSReceipt.Key(id), []byte{0xff, 0x00}, false},
-		{"a document", engine.NSTable.Key("t", "0", "d"), rec(Terminal), false},
+		{"a document", engine.NSTable.Key("t", "0", "d"), make([]byte, docColdBytesMin), true},
+		{"a small document", engine.NSTable.Key("t", "0", "d"), make([]byte, docColdBytesMin-1), false},
+		{"a document's intent", engine.NSIntent.Key("t", "0", "d"), make([]byte, 200), false},
 		{"a lease", engine.NSLease.Key("claim", id), rec(Terminal), false},
 		{"a session record", engine.NSSession.Key("rec", "s"+id), rec(Terminal), false},
 		{"an expiry entry", expiryKey(1, id), nil, false},
