@@ -54,7 +54,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 	now := clock.Now()
 
 	// A's pass takes the job lease ...
-	va, ok, err := lease.AcquireJob(ctx, db, cleanerJob, a.Owner(), now, a.opts.LeaseTTL)
+	va, ok, err := lease.AcquireJob(ctx, db, cleanerJob, a.Owner(), now, a.core.opts.LeaseTTL)
 	if err != nil || !ok {
 		t.Fatalf("A acquires: %v %v", ok, err)
 	}
@@ -64,12 +64,12 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	vb, ok, err := lease.AcquireJob(ctx, db, cleanerJob, b.Owner(), now, b.opts.LeaseTTL)
+	vb, ok, err := lease.AcquireJob(ctx, db, cleanerJob, b.Owner(), now, b.core.opts.LeaseTTL)
 	if err != nil || !ok {
 		t.Fatalf("B acquires: %v %v", ok, err)
 	}
 	before := storeDump(t, db)
-	n, _, err := a.cleanFrom(ctx, va, now, nil)
+	n, _, err := a.retain.cleanFrom(ctx, va, now, nil)
 	if n != 0 || !errors.Is(err, lease.ErrFenced) {
 		t.Fatalf("stale pass: %d %v, want 0 and ErrFenced", n, err)
 	}
@@ -80,7 +80,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 	if n, err := a.CleanOnce(ctx); n != 0 || err != nil {
 		t.Fatalf("stale CleanOnce: %d %v", n, err)
 	}
-	if n, _, err := b.cleanFrom(ctx, vb, now, nil); n != 2 || err != nil {
+	if n, _, err := b.retain.cleanFrom(ctx, vb, now, nil); n != 2 || err != nil {
 		t.Fatalf("current pass: %d %v, want 2", n, err)
 	}
 	for _, k := range []string{"k1", "k2"} {
@@ -140,7 +140,7 @@ func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
 	if _, err := s.CleanOnce(ctx); err != nil || left() != n-CleanScanMax {
 		t.Fatalf("one pass left %d entries (%v); want all but CleanScanMax: %d", left(), err, n-CleanScanMax)
 	}
-	if _, err := s.cleanTick(ctx); err != nil || left() != 0 {
+	if _, err := s.retain.cleanTick(ctx); err != nil || left() != 0 {
 		t.Fatalf("one tick left %d entries, %v; want none", left(), err)
 	}
 }

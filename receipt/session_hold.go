@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
@@ -13,6 +14,30 @@ import (
 
 // sessionLockStripes bounds the locks that serialise session steps here.
 const sessionLockStripes = 256
+
+// sessions is the machinery of interactive sessions (docs/sessions.md):
+// holding one (this file), staging on it (session_stage.go), keeping its
+// staging as steps (session_steps.go), and ending it by commit, abort or
+// maintenance. A session's commit is a receipt: it goes through the flow's
+// steps like a keyed request's.
+type sessions struct {
+	core  *core
+	exec  *executor
+	flow  *flow
+	plans *plans
+
+	// locks serialise the steps of one session in this process (striped
+	// by ID: bounded, whatever the number of sessions); across processes
+	// the session record's version and claim fence them.
+	locks    [sessionLockStripes]stripeLock
+	stagings stagingCache // folded stagings of the sessions held here
+	dropMu   sync.Mutex
+	dropQ    []stepDrop // ended sessions whose steps maintenance deletes
+}
+
+func newSessions(c *core, x *executor, f *flow, p *plans) *sessions {
+	return &sessions{core: c, exec: x, flow: f, plans: p, locks: newStripeLocks()}
+}
 
 // sessionAttempt is one open session this process is working on, under
 // its stripe lock: the record as stored, its version, and our hold on its
@@ -64,8 +89,8 @@ func (s stripeLock) TryLock() bool {
 }
 
 // lockSession takes the stripe lock of session id.
-func (l *lifecycle) lockSession(id string) stripeLock {
-	mu := l.sessionLocks[stripeOf(id)]
+func (ss *sessions) lockSession(id string) stripeLock {
+	mu := ss.locks[stripeOf(id)]
 	mu.Lock()
 	return mu
 }
@@ -79,11 +104,11 @@ func stripeOf(id string) uint32 {
 // loadSession reads session id of principal: session_not_found when it
 // does not exist — or is another principal's, which must not learn that
 // it exists.
-func (l *lifecycle) loadSession(ctx context.Context, principal, id string) (*SessionRecord, engine.Version, error) {
+func (ss *sessions) loadSession(ctx context.Context, principal, id string) (*SessionRecord, engine.Version, error) {
 	if !ValidSessionID(id) {
 		return nil, 0, errSessionNotFound(id)
 	}
-	it, err := l.store.Get(ctx, sessionKey(id))
+	it, err := ss.core.store.Get(ctx, sessionKey(id))
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, 0, errSessionNotFound(id)
 	}
@@ -105,8 +130,8 @@ func (l *lifecycle) loadSession(ctx context.Context, principal, id string) (*Ses
 // typed refusal (ended reports the record); one that outlived its TTL, or
 // whose owner is gone, is ended here first (presumed aborted, docs/design.md §14);
 // one a live process elsewhere holds is a *HeldElsewhereError.
-func (l *lifecycle) holdSession(ctx context.Context, principal, id string) (sa *sessionAttempt, ended *SessionRecord, err error) {
-	rec, ver, err := l.loadSession(ctx, principal, id)
+func (ss *sessions) holdSession(ctx context.Context, principal, id string) (sa *sessionAttempt, ended *SessionRecord, err error) {
+	rec, ver, err := ss.loadSession(ctx, principal, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,10 +139,10 @@ func (l *lifecycle) holdSession(ctx context.Context, principal, id string) (sa *
 		return nil, rec, errSessionEnded(id, rec)
 	}
 	sa = &sessionAttempt{id: id, rec: rec, ver: ver}
-	now := l.clock.Now()
-	if h, ok := l.active.Get(id); ok && rec.Owner != nil && h.Claim() == *rec.Owner {
+	now := ss.core.clock.Now()
+	if h, ok := ss.core.active.Get(id); ok && rec.Owner != nil && h.Claim() == *rec.Owner {
 		if h.Status() == lease.Unconfirmed {
-			if err := h.Resync(ctx, l.store); err != nil && !errors.Is(err, lease.ErrFenced) {
+			if err := h.Resync(ctx, ss.core.store); err != nil && !errors.Is(err, lease.ErrFenced) {
 				return nil, nil, err
 			}
 		}
@@ -130,25 +155,25 @@ func (l *lifecycle) holdSession(ctx context.Context, principal, id string) (sa *
 		if st != lease.Lost && cv != 0 {
 			sa.held, sa.claimVer = h, cv
 			if sessionExpired(rec, now) {
-				return l.endOrReload(ctx, sa, ReasonExpired, nil)
+				return ss.endOrReload(ctx, sa, ReasonExpired, nil)
 			}
 			return sa, nil, nil
 		}
 	}
 	// Not ours (any more): whoever holds it must be alive, or it is
 	// presumed aborted.
-	l.stagings.drop(id)
-	ls, err := lease.Read(ctx, l.store, id)
+	ss.stagings.drop(id)
+	ls, err := lease.Read(ctx, ss.core.store, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	if ls.ClaimVersion != 0 && ls.Claim.Of(l.owner) {
+	if ls.ClaimVersion != 0 && ls.Claim.Of(ss.core.owner) {
 		// Ours by the store, not in the active set: a hold lost here
 		// (fenced renewal) whose claim is still ours cannot be trusted.
-		return l.endOrReload(ctx, sa, ReasonOwnerLost, &ls)
+		return ss.endOrReload(ctx, sa, ReasonOwnerLost, &ls)
 	}
-	if lease.MayAdopt(ls, l.owner, now) || ls.ClaimVersion == 0 {
-		return l.endOrReload(ctx, sa, ReasonOwnerLost, &ls)
+	if lease.MayAdopt(ls, ss.core.owner, now) || ls.ClaimVersion == 0 {
+		return ss.endOrReload(ctx, sa, ReasonOwnerLost, &ls)
 	}
 	return nil, nil, &HeldElsewhereError{Session: id, Holder: lease.Owner{Node: ls.Claim.Node, Incarnation: ls.Claim.Incarnation}}
 }
@@ -156,10 +181,10 @@ func (l *lifecycle) holdSession(ctx context.Context, principal, id string) (sa *
 // endOrReload ends sa for reason (endSession) and returns the session as
 // it ended — here, or by whoever got there first — with the refusal the
 // step answers with.
-func (l *lifecycle) endOrReload(ctx context.Context, sa *sessionAttempt, reason string, taken *lease.State) (*sessionAttempt, *SessionRecord, error) {
-	rec, err := l.endSession(ctx, sa, reason, taken)
+func (ss *sessions) endOrReload(ctx context.Context, sa *sessionAttempt, reason string, taken *lease.State) (*sessionAttempt, *SessionRecord, error) {
+	rec, err := ss.endSession(ctx, sa, reason, taken)
 	if err != nil {
-		again, _, lerr := l.loadSession(ctx, sa.rec.Principal, sa.id)
+		again, _, lerr := ss.loadSession(ctx, sa.rec.Principal, sa.id)
 		if lerr != nil || again.State == SessionOpen {
 			return nil, nil, err
 		}
@@ -172,17 +197,17 @@ func (l *lifecycle) endOrReload(ctx context.Context, sa *sessionAttempt, reason 
 // answers: a failed condition means the session moved under us (ended by
 // another process, or its lease taken), and is answered by reading it
 // again; an unknown outcome is a typed 503 that says how to learn it.
-func (l *lifecycle) sessionWriteError(ctx context.Context, sa *sessionAttempt, err error) error {
+func (ss *sessions) sessionWriteError(ctx context.Context, sa *sessionAttempt, err error) error {
 	switch classifyWrite(err, lease.ClaimKey(sa.id)) {
 	case writeDone:
 		return nil
 	case writeFenced, writeRetry:
 		if sa.held != nil {
 			sa.held.MarkLost()
-			l.active.Remove(sa.id, sa.held)
+			ss.core.active.Remove(sa.id, sa.held)
 		}
-		l.stagings.drop(sa.id)
-		rec, _, lerr := l.loadSession(ctx, sa.rec.Principal, sa.id)
+		ss.stagings.drop(sa.id)
+		rec, _, lerr := ss.loadSession(ctx, sa.rec.Principal, sa.id)
 		switch {
 		case lerr != nil:
 			return lerr
