@@ -37,7 +37,8 @@
 //	              table's cached metadata; a refusal of a cached plan is planned again
 //	recentkeys.go the keys created or answered here lately: their retries are looked up first
 //	dispatch.go   the pure decisions: dispatch (what a lookup leads to), ownership (what a
-//	              lease allows), next (what a held receipt needs), settled
+//	              lease allows a receipt, and through sessionHoldOf a session), next (what
+//	              a held receipt needs), settled
 //	create.go     publish a new receipt: not_applied, pending, or started with Begin (chained
 //	              with the decision on a store that shares one log)
 //	create_terminal.go  publish a new receipt already terminal, in the one write that

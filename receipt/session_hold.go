@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"time"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
@@ -129,7 +130,9 @@ func (ss *sessions) loadSession(ctx context.Context, principal, id string) (*Ses
 // process, the caller holding its stripe lock. A session that ended is its
 // typed refusal (ended reports the record); one that outlived its TTL, or
 // whose owner is gone, is ended here first (presumed aborted, docs/design.md §14);
-// one a live process elsewhere holds is a *HeldElsewhereError.
+// one a live process elsewhere holds is a *HeldElsewhereError. Who holds
+// it is decided by ownership (dispatch.go), as for a receipt, and read by
+// sessionHoldOf.
 func (ss *sessions) holdSession(ctx context.Context, principal, id string) (sa *sessionAttempt, ended *SessionRecord, err error) {
 	rec, ver, err := ss.loadSession(ctx, principal, id)
 	if err != nil {
@@ -140,25 +143,13 @@ func (ss *sessions) holdSession(ctx context.Context, principal, id string) (sa *
 	}
 	sa = &sessionAttempt{id: id, rec: rec, ver: ver}
 	now := ss.core.clock.Now()
-	if h, ok := ss.core.active.Get(id); ok && rec.Owner != nil && h.Claim() == *rec.Owner {
-		if h.Status() == lease.Unconfirmed {
-			if err := h.Resync(ctx, ss.core.store); err != nil && !errors.Is(err, lease.ErrFenced) {
-				return nil, nil, err
-			}
+	if kept, err := ss.holdTracked(ctx, sa, now); err != nil {
+		return nil, nil, err
+	} else if kept {
+		if sessionExpired(rec, now) {
+			return ss.endOrReload(ctx, sa, ReasonExpired, nil)
 		}
-		_, cv, _, st := h.Snapshot()
-		if st == lease.Publishing {
-			// Its begin is still settling (only maintenance can look this
-			// early, and the stripe lock keeps it out): not a lost owner.
-			return nil, nil, code.Errorf(code.Unavailable, "session %q is being begun; retry", id)
-		}
-		if st != lease.Lost && cv != 0 {
-			sa.held, sa.claimVer = h, cv
-			if sessionExpired(rec, now) {
-				return ss.endOrReload(ctx, sa, ReasonExpired, nil)
-			}
-			return sa, nil, nil
-		}
+		return sa, nil, nil
 	}
 	// Not ours (any more): whoever holds it must be alive, or it is
 	// presumed aborted.
@@ -167,15 +158,39 @@ func (ss *sessions) holdSession(ctx context.Context, principal, id string) (sa *
 	if err != nil {
 		return nil, nil, err
 	}
-	if ls.ClaimVersion != 0 && ls.Claim.Of(ss.core.owner) {
-		// Ours by the store, not in the active set: a hold lost here
-		// (fenced renewal) whose claim is still ours cannot be trusted.
-		return ss.endOrReload(ctx, sa, ReasonOwnerLost, &ls)
-	}
-	if lease.MayAdopt(ls, ss.core.owner, now) || ls.ClaimVersion == 0 {
+	if sessionHoldOf(ownership(leaseFacts{stored: ls, me: ss.core.owner, now: now})) == sessionPresumeAborted {
 		return ss.endOrReload(ctx, sa, ReasonOwnerLost, &ls)
 	}
 	return nil, nil, &HeldElsewhereError{Session: id, Holder: lease.Owner{Node: ls.Claim.Node, Incarnation: ls.Claim.Incarnation}}
+}
+
+// holdTracked makes sa.held the hold this process tracks on sa when the
+// session record names its claim as the owner, and reports whether it
+// did. The record is read under the claim's fence, so its owner stands
+// for the stored lease here: the step needs no read of the lease.
+func (ss *sessions) holdTracked(ctx context.Context, sa *sessionAttempt, now time.Time) (bool, error) {
+	h, ok := ss.core.active.Get(sa.id)
+	if !ok || sa.rec.Owner == nil || h.Claim() != *sa.rec.Owner {
+		return false, nil
+	}
+	if h.Status() == lease.Unconfirmed {
+		if err := h.Resync(ctx, ss.core.store); err != nil && !errors.Is(err, lease.ErrFenced) {
+			return false, err
+		}
+	}
+	claim, cv, _, st := h.Snapshot()
+	if st == lease.Publishing {
+		// Its begin is still settling (only maintenance can look this
+		// early, and the stripe lock keeps it out): not a lost owner.
+		return false, code.Errorf(code.Unavailable, "session %q is being begun; retry", sa.id)
+	}
+	f := leaseFacts{stored: lease.State{Claim: *sa.rec.Owner, ClaimVersion: cv}, me: ss.core.owner, now: now,
+		tracked: true, trackedClaim: claim, trackedLost: st == lease.Lost}
+	if sessionHoldOf(ownership(f)) != sessionKeep {
+		return false, nil
+	}
+	sa.held, sa.claimVer = h, cv
+	return true, nil
 }
 
 // endOrReload ends sa for reason (endSession) and returns the session as
