@@ -216,24 +216,23 @@ func (rt *retention) cleanableAt(ctx context.Context, v victim, deadline int64) 
 	v.deadline = deadline
 	id := v.id
 	rec, ver, err := rt.core.load(ctx, id)
-	switch {
-	case errors.Is(err, engine.ErrNotFound):
-		return v, true // stray entry
-	case err != nil:
-		if errors.Is(err, engine.ErrCorruption) {
-			rt.core.opts.Logger.Error("receipt: a receipt does not read; the cleaner leaves it and its entry (see idemctl check)",
-				"txn_id", id, "err", err)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) && errors.Is(err, engine.ErrCorruption) {
+		rt.core.opts.Logger.Error("receipt: a receipt does not read; the cleaner leaves it and its entry (see idemctl check)",
+			"txn_id", id, "err", err)
+	}
+	var pinned bool
+	var until int64
+	if err == nil {
+		pinned, until = !settled(rec), rec.RetainUntil
+		if pinned && plantedIgnoresPin(rec) {
+			pinned, until = false, deadline
 		}
+	}
+	switch cleanOf(err, pinned, until, deadline) {
+	case cleanLeave:
 		return victim{}, false
-	case !settled(rec):
-		if rec.State == Terminal && fault.Planted(fault.BugCleanIgnoresVisibilityDebt) { // planted only under -tags idem_selftest
-			break
-		}
-		if !fault.Planted(fault.BugCleanIgnoresDebt) { // planted only under -tags idem_selftest
-			return victim{}, false // pinned by debt
-		}
-	case rec.RetainUntil != deadline:
-		return v, true // an entry the receipt no longer points at
+	case cleanEntry:
+		return v, true
 	}
 	v.receipt, v.rcptVer = true, ver
 	if rec.State == Terminal {
@@ -245,28 +244,64 @@ func (rt *retention) cleanableAt(ctx context.Context, v victim, deadline int64) 
 	return v, true
 }
 
-// cleanableSession is cleanable for an ended session's entry. An open
-// session is pinned, as a receipt with execution debt is: it has no
-// retention entry, and one found is not its own.
+// plantedIgnoresPin is the planted bugs that clean a receipt its debt
+// pins (only under -tags idem_selftest).
+func plantedIgnoresPin(rec *Record) bool {
+	if rec.State == Terminal && fault.Planted(fault.BugCleanIgnoresVisibilityDebt) {
+		return true
+	}
+	return fault.Planted(fault.BugCleanIgnoresDebt)
+}
+
+// cleanableSession is cleanable for an ended session's entry, by the same
+// decision as a receipt's (cleanOf). An open session is pinned, as a
+// receipt with execution debt is: it has no retention entry, and one
+// found is not its own.
 func (rt *retention) cleanableSession(ctx context.Context, v victim, deadline int64) (victim, bool) {
 	it, err := rt.core.store.Get(ctx, sessionKey(v.id))
-	if errors.Is(err, engine.ErrNotFound) {
-		return v, true // stray entry
+	var rec *SessionRecord
+	if err == nil {
+		rec, err = DecodeSession(it.Value)
 	}
-	if err != nil {
-		return victim{}, false
+	var pinned bool
+	var until int64
+	if err == nil {
+		pinned, until = rec.State == SessionOpen, rec.RetainUntil
 	}
-	rec, err := DecodeSession(it.Value)
-	switch {
-	case err != nil:
+	switch cleanOf(err, pinned, until, deadline) {
+	case cleanLeave:
 		return victim{}, false
-	case rec.State == SessionOpen:
-		return victim{}, false
-	case rec.RetainUntil != deadline:
+	case cleanEntry:
 		return v, true
 	}
 	v.session, v.rcptVer, v.steps = true, it.Version, rec.Steps
 	return v, true
+}
+
+// cleanAction is what the cleaner does with a due expiry entry.
+type cleanAction uint8
+
+const (
+	cleanLeave  cleanAction = iota + 1 // leave the entry and its record
+	cleanEntry                         // delete the entry alone: a stray
+	cleanRecord                        // delete the entry and its record
+)
+
+// cleanOf decides what the cleaner does with an expiry entry due at
+// deadline from the record it points at, a receipt or an ended session,
+// as read (err): gone, the entry is a stray; unreadable or pinned (a
+// receipt with debt, an open session), both stay; retained until another
+// deadline, the entry is not the record's own any more.
+func cleanOf(err error, pinned bool, retainUntil, deadline int64) cleanAction {
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return cleanEntry
+	case err != nil, pinned:
+		return cleanLeave
+	case retainUntil != deadline:
+		return cleanEntry
+	}
+	return cleanRecord
 }
 
 // deleteVictims deletes with one Apply per try; a victim whose condition

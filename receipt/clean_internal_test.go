@@ -144,3 +144,31 @@ func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
 		t.Fatalf("one tick left %d entries, %v; want none", left(), err)
 	}
 }
+
+// TestCleanOf_OneDecisionForReceiptsAndSessions: the cleaner decides an
+// expiry entry by the record it points at, whatever its kind: a gone
+// record leaves a stray entry; an unreadable or pinned one (debt, an open
+// session) stays with its entry; a record retained until another deadline
+// disowns the entry; only a record due by this very entry goes with it.
+func TestCleanOf_OneDecisionForReceiptsAndSessions(t *testing.T) {
+	const due = int64(1_700_000_000_000)
+	broken := fmt.Errorf("test: %w", engine.ErrCorruption)
+	for _, tc := range []struct {
+		design string
+		err    error
+		pinned bool
+		until  int64
+		want   cleanAction
+	}{
+		{"§4 no record: the entry is a stray", engine.ErrNotFound, false, 0, cleanEntry},
+		{"§2 a record that does not read stays, and so does its entry", broken, false, due, cleanLeave},
+		{"§4 debt (or an open session) pins the record and its entry", nil, true, due, cleanLeave},
+		{"§4 pinned even when the entry is not its own", nil, true, due + 1, cleanLeave},
+		{"§4 retained until another deadline: the entry alone goes", nil, false, due + 1, cleanEntry},
+		{"§4 due by this entry: the record goes with it", nil, false, due, cleanRecord},
+	} {
+		if got := cleanOf(tc.err, tc.pinned, tc.until, due); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.design, got, tc.want)
+		}
+	}
+}

@@ -133,12 +133,7 @@ func (r *recovery) maintainEntry(ctx context.Context, it engine.Item, ms *Mainta
 	rec, ver, err := r.core.load(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) || (err == nil && settled(rec)) {
 		// A leftover: the receipt is gone or immutable.
-		_, err := r.core.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
-		if v := classifyWrite(err, nil); v == writeDone {
-			ms.Strays++
-		} else {
-			r.core.passedOver("stray", v, id, err)
-		}
+		r.dropStray(ctx, it, id, "stray", ms)
 		return
 	}
 	if err != nil {
@@ -147,6 +142,19 @@ func (r *recovery) maintainEntry(ctx context.Context, it engine.Item, ms *Mainta
 		return
 	}
 	r.advance(ctx, &attempt{id: id, rec: rec, ver: ver, adoptAfter: adoptAfter}, ms)
+}
+
+// dropStray deletes maintenance's entry it of id (recov/v1, or a
+// session's open entry) whose receipt or session needs nothing more: gone,
+// settled or ended. A write that fails is passed over as cause: the next
+// pass meets the entry again.
+func (r *recovery) dropStray(ctx context.Context, it engine.Item, id, cause string, ms *MaintainStats) {
+	_, err := r.core.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
+	if v := classifyWrite(err, nil); v == writeDone {
+		ms.Strays++
+	} else {
+		r.core.passedOver(cause, v, id, err)
+	}
 }
 
 // heldLiveElsewhere reports whether another live owner holds the receipt

@@ -87,7 +87,7 @@ func newService(c *core) *Service {
 	p := &plans{core: c}
 	f := &flow{core: c, exec: x, replan: p.planStored}
 	r := &recovery{core: c, exec: x, flow: f}
-	ss := newSessions(c, x, f, p)
+	ss := newSessions(c, x, f, r, p)
 	rt := &retention{core: c, sess: ss}
 	f.recov, f.retain, r.retain = r, rt, rt
 	return &Service{core: c, exec: x, flow: f, recov: r, retain: rt, sess: ss, plans: p, stop: make(chan struct{})}

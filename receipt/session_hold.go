@@ -25,6 +25,7 @@ type sessions struct {
 	core  *core
 	exec  *executor
 	flow  *flow
+	recov *recovery // maintenance drops a stray open entry as a receipt's
 	plans *plans
 
 	// locks serialise the steps of one session in this process (striped
@@ -36,13 +37,19 @@ type sessions struct {
 	dropQ    []stepDrop // ended sessions whose steps maintenance deletes
 }
 
-func newSessions(c *core, x *executor, f *flow, p *plans) *sessions {
-	return &sessions{core: c, exec: x, flow: f, plans: p, locks: newStripeLocks()}
+func newSessions(c *core, x *executor, f *flow, r *recovery, p *plans) *sessions {
+	return &sessions{core: c, exec: x, flow: f, recov: r, plans: p, locks: newStripeLocks()}
 }
 
 // sessionAttempt is one open session this process is working on, under
 // its stripe lock: the record as stored, its version, and our hold on its
 // lease.
+//
+// It is not an attempt, for a reason: a step's write only ever keeps the
+// claim (fenced at claimVer, renewed by the supervisor alone), so none of
+// an attempt's claim accounting (claimWrite, until, settle) applies, nor
+// its transaction fields; and its record is a SessionRecord. A session's
+// commit, which does publish a receipt, is an attempt (session_commit.go).
 type sessionAttempt struct {
 	id   string
 	rec  *SessionRecord
@@ -67,6 +74,12 @@ func (e *HeldElsewhereError) Error() string {
 // stripeLock is one stripe's lock: a one-slot channel rather than a
 // sync.Mutex, so that a goroutine waiting for it is durably blocked — a
 // host testing with testing/synctest (as the harness does) sees it settle.
+//
+// Sessions take these locks, not flights (flight.go), for a reason: a
+// flight lets a duplicate of one request join the first and read its
+// outcome without running, while two steps of one session are different
+// requests that must both run, one after the other: a mutex. And a
+// commit runs its receipt's flight under the session's lock.
 type stripeLock chan struct{}
 
 func newStripeLocks() (out [sessionLockStripes]stripeLock) {
@@ -212,6 +225,14 @@ func (ss *sessions) endOrReload(ctx context.Context, sa *sessionAttempt, reason 
 // answers: a failed condition means the session moved under us (ended by
 // another process, or its lease taken), and is answered by reading it
 // again; an unknown outcome is a typed 503 that says how to learn it.
+//
+// It reads the write through classifyWrite as a receipt's step does, but
+// is not stuck/notDone, for a reason: a keyed request's answer is its
+// receipt's state (pending, in progress) and a retry with the same key
+// converges on it, while a session step has no receipt to converge on —
+// the client learns what happened from the session record (409 once it
+// ended, GET after an unknown outcome) — and a fenced step drops the hold
+// and the cached staging, which nothing here would use again.
 func (ss *sessions) sessionWriteError(ctx context.Context, sa *sessionAttempt, err error) error {
 	switch classifyWrite(err, lease.ClaimKey(sa.id)) {
 	case writeDone:

@@ -12,6 +12,13 @@ import (
 // as for a client's step), and removes an entry whose session ended or is
 // gone. A session whose stripe another goroutine holds here is passed
 // over: that goroutine is working on it.
+//
+// It walks beside maintainEntry (maintain.go), sharing the pass, its
+// budget, its counters and the stray's deletion (dropStray), but not its
+// step, for a reason: a receipt's owner left work a successor finishes
+// (adopt, then start, reconcile or pay debt), while a session's left
+// nothing to finish before its commit is requested — it is ended
+// (presumed aborted) by the same decision a client's step takes.
 func (ss *sessions) maintainSession(ctx context.Context, it engine.Item, ms *MaintainStats) {
 	id := string(engine.NSSession.Suffix(it.Key))[len("open/"):]
 	mu := ss.locks[stripeOf(id)]
@@ -22,12 +29,7 @@ func (ss *sessions) maintainSession(ctx context.Context, it engine.Item, ms *Mai
 	defer mu.Unlock()
 	rec, err := ss.loadAnySession(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) || err == nil && rec.State != SessionOpen {
-		_, err := ss.core.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
-		if v := classifyWrite(err, nil); v == writeDone {
-			ms.Strays++
-		} else {
-			ss.core.passedOver("session-stray", v, id, err)
-		}
+		ss.recov.dropStray(ctx, it, id, "session-stray", ms)
 		return
 	}
 	if err != nil {
