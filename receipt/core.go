@@ -11,9 +11,9 @@ import (
 // store and the coordinator every receipt is written through, the clock,
 // this process's identity, the active set of leases held here and the
 // heartbeat that renews them, the counters and the sampled log of what
-// maintenance passed over. Besides its fields it only reads receipts and
-// tombstones and counts: it writes nothing, so any component may call it
-// without taking part in another's concurrency.
+// maintenance passed over. Its methods read (receipts, tombstones,
+// listings), count and shape answers; none writes to the store, so any
+// component may call them without taking part in another's concurrency.
 //
 // The Service is a facade over its components, each with explicit links
 // to the ones it calls (doc.go gives the route of one keyed request):

@@ -12,7 +12,7 @@
 // embedding: every call names its component, s.flow.create, s.retain.clean…):
 //
 //	core.go       core: store, coordinator, tables, clock, owner, active set, heartbeat,
-//	              counters; it reads and counts, never writes
+//	              counters; it reads, counts and shapes answers, never writes
 //	executor.go   executor: the bounded slots and their drain time; it also owns the
 //	              flights (flight.go), the document latches (doclatch.go) and the quotas
 //	flow.go       flow: the steps of one receipt on an attempt (create, start, decide,
