@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -286,8 +287,9 @@ func TestBatch_DocumentNotFound(t *testing.T) {
 }
 
 // openIntent begins a transaction on doc id without deciding it: its
-// intent stays open, and every other writer of id conflicts.
-func (n *node) openIntent(tbl, id string) {
+// intent stays open, in every other writer's way, and returns its
+// participants for a test that decides it.
+func (n *node) openIntent(tbl, id string) []twopc.Participant {
 	n.t.Helper()
 	ctx := context.Background()
 	b, err := table.DecodeBatch([]byte(`{"transforms":[{"id":"` + id + `","ops":[{"op":"$set","path":"held","value":true}],"upsert":true}]}`))
@@ -306,34 +308,29 @@ func (n *node) openIntent(tbl, id string) {
 	if err != nil || !res.Prepared {
 		n.t.Fatalf("begin: %+v %v", res, err)
 	}
+	return parts
 }
 
-// TestBatch_TransactionConflictAborts: a keyed batch on a document held by
-// an open transaction is aborted with transaction_conflict (terminal,
-// replayed); the fast path answers the same code without a receipt.
-func TestBatch_TransactionConflictAborts(t *testing.T) {
+// TestBatch_AHeldDocumentIsPendingNeverRefused: a keyed batch on a
+// document an open transaction holds is contention, not a conflict: 503
+// idempotency_receipt_pending with Retry-After, nothing stored; once the
+// holder is decided, the same key commits. The fast path, which has no key
+// to come back with, still answers transaction_conflict.
+func TestBatch_AHeldDocumentIsPendingNeverRefused(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, config{})
 	n.createTable("t")
 	n.batch("t", "", `{"inserts":[{"id":"x","doc":{"v":1}}]}`).JSON(t, 201, nil)
-	n.openIntent("t", "x")
+	parts := n.openIntent("t", "x")
 
 	body := `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"v","value":1}]}]}`
 	first := n.batch("t", "k", body)
-	p := first.Problem(t, 409)
-	checkProblem(t, p, "transaction_conflict", 409, true, "new_key")
-	checkKeyed(t, first, p, "aborted")
-	if hasHeader(first, "Retry-After") || hasHeader(first, "Idempotent-Replayed") {
-		t.Fatalf("conflict headers %v", first.Header)
+	p := first.Problem(t, 503)
+	checkProblem(t, p, "idempotency_receipt_pending", 503, true, "same_key")
+	if !hasHeader(first, "Retry-After") || hasHeader(first, "Idempotent-Replayed") {
+		t.Fatalf("pending headers %v", first.Header)
 	}
-	again := n.batch("t", "k", body)
-	if again.Status != 409 || !bytes.Equal(again.Body, first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("replay: %d %s", again.Status, again.Body)
-	}
-	v := n.receiptView("t", "k")
-	if v.State != "terminal" || v.Envelope.Code != "transaction_conflict" || v.Envelope.Outcome != "aborted" || !v.Envelope.Retryable {
-		t.Fatalf("receipt %+v", v)
-	}
+	n.c.Do("GET", "/v1/receipts/t/k", nil).Problem(t, 404)
 	fast := n.batch("t", "", body)
 	fp := fast.Problem(t, 409)
 	checkProblem(t, fp, "transaction_conflict", 409, true, "new_key")
@@ -344,6 +341,14 @@ func TestBatch_TransactionConflictAborts(t *testing.T) {
 	}
 	// Other documents are not held.
 	n.batch("t", "k2", incBody).JSON(t, 201, nil)
+
+	if err := n.svc.Coordinator().Decide(context.Background(), "open-intent-x", parts, twopc.Aborted{Code: code.TransactionAborted}, nil); err != nil {
+		t.Fatal(err)
+	}
+	n.batch("t", "k", body).JSON(t, 201, nil)
+	if d := n.doc("t", "x"); d["v"] != float64(2) || d["held"] != nil {
+		t.Fatalf("doc x = %v, want the retried increment once and the holder's abort", d)
+	}
 }
 
 func TestBatch_PayloadTooLarge(t *testing.T) {

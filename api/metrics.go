@@ -220,6 +220,7 @@ func (m *metrics) registerServiceCounters(svc *receipt.Service) {
 	counter("idem_contended_replans_total", "Keyed Begins tried again after meeting another node's transaction on a document (contention waited out on a shared store, not refused).", func(s receipt.Stats) uint64 { return s.Replans })
 	counter("idem_visibility_debt_paid_total", "Decided transactions whose leftover intents a keyed Begin met on its documents and resolved itself, instead of refusing the batch.", func(s receipt.Stats) uint64 { return s.DebtPaid })
 	counter("idem_stale_table_replans_total", "Keyed creates planned from cached table metadata that had changed: planned again from a fresh read, the refusal never stored.", func(s receipt.Stats) uint64 { return s.Replanned })
+	counter("idem_contended_pending_total", "Keyed batches whose documents another transaction still held after the waits allowed: answered 503 idempotency_receipt_pending, nothing stored, retried with the same key (never a stored transaction_conflict).", func(s receipt.Stats) uint64 { return s.ContendedPending })
 	counter("idem_key_expired_total", "Requests refused with 409 idempotency_key_expired: a key reused after its receipt's retention.", func(s receipt.Stats) uint64 { return s.Expired })
 	counter("idem_sessions_begun_total", "Interactive sessions begun here.", func(s receipt.Stats) uint64 { return s.SessionsBegun })
 	counter("idem_sessions_committed_total", "Session commits published (each one a receipt).", func(s receipt.Stats) uint64 { return s.SessionsCommitted })

@@ -57,6 +57,7 @@ var operatorMetrics = map[string]dto.MetricType{
 	"idem_contended_replans_total":             dto.MetricType_COUNTER,
 	"idem_visibility_debt_paid_total":          dto.MetricType_COUNTER,
 	"idem_stale_table_replans_total":           dto.MetricType_COUNTER,
+	"idem_contended_pending_total":             dto.MetricType_COUNTER,
 	"idem_renewal_batches_total":               dto.MetricType_COUNTER,
 	"idem_renewal_writes_total":                dto.MetricType_COUNTER,
 	"idem_leases_renewed_total":                dto.MetricType_COUNTER,

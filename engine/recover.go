@@ -200,50 +200,9 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	if err != nil {
 		return 0, false, err
 	}
-	var tried []string
-	var damaged []string
-	var chosen *ckptChain
-	for _, g := range gens {
-		if !g.complete() {
-			continue // being written, or lost a part: replay covers it
-		}
-		c := chainOf(g, deltas)
-		if uint64(c.tip())+1 < logFirst {
-			// Older than the log: replay cannot complete it, nor anything older.
-			break
-		}
-		load, err := db.loadGeneration(g)
-		if err != nil {
-			if !errors.Is(err, errCheckpointDamaged) {
-				return 0, false, err
-			}
-			db.opts.Logger.Warn("engine: checkpoint does not load", "files", filesOf(g), "err", err)
-			tried = append(tried, filesOf(g)+" ("+err.Error()+")")
-			for _, p := range g.parts {
-				damaged = append(damaged, p.name)
-			}
-			continue
-		}
-		good, err := db.loadDeltas(load, c.deltas)
-		if err != nil {
-			if !errors.Is(err, errCheckpointDamaged) {
-				return 0, false, err
-			}
-			d := c.deltas[good]
-			db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", err)
-			tried = append(tried, d.name+" ("+err.Error()+")")
-			damaged = append(damaged, d.name)
-		}
-		c.deltas = c.deltas[:good]
-		if uint64(c.tip())+1 < logFirst {
-			// A damaged delta that later links built on, and the log no
-			// longer reaches back to the link before it.
-			break
-		}
-		c.exact = true
-		chosen = c
-		db.tree, db.liveBytes, db.vlogLive = load.build()
-		break
+	chosen, tried, damaged, err := db.loadNewestChain(gens, deltas, logFirst)
+	if err != nil {
+		return 0, false, err
 	}
 	if chosen == nil && logFirst > 1 {
 		return 0, false, db.noUsableCheckpoint(gens, deltas, tried, logFirst, recorded())
@@ -262,6 +221,55 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	}
 	lost := db.settleChain(gens, deltas, chosen, Version(tip))
 	return tip, len(tried) > 0 || lost, nil
+}
+
+// loadNewestChain loads the newest complete generation the log can
+// complete, with as many of its deltas as load, into the tree. It skips
+// a damaged generation (tried and damaged say which, for the warning and
+// to move aside); nil when none loads.
+func (db *DB) loadNewestChain(gens []generation, deltas map[Version][]deltaMeta, logFirst uint64) (chosen *ckptChain, tried, damaged []string, err error) {
+	for _, g := range gens {
+		if !g.complete() {
+			continue // being written, or lost a part: replay covers it
+		}
+		c := chainOf(g, deltas)
+		if uint64(c.tip())+1 < logFirst {
+			// Older than the log: replay cannot complete it, nor anything older.
+			break
+		}
+		load, err := db.loadGeneration(g)
+		if err != nil {
+			if !errors.Is(err, errCheckpointDamaged) {
+				return nil, nil, nil, err
+			}
+			db.opts.Logger.Warn("engine: checkpoint does not load", "files", filesOf(g), "err", err)
+			tried = append(tried, filesOf(g)+" ("+err.Error()+")")
+			for _, p := range g.parts {
+				damaged = append(damaged, p.name)
+			}
+			continue
+		}
+		good, err := db.loadDeltas(load, c.deltas)
+		if err != nil {
+			if !errors.Is(err, errCheckpointDamaged) {
+				return nil, nil, nil, err
+			}
+			d := c.deltas[good]
+			db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", err)
+			tried = append(tried, d.name+" ("+err.Error()+")")
+			damaged = append(damaged, d.name)
+		}
+		c.deltas = c.deltas[:good]
+		if uint64(c.tip())+1 < logFirst {
+			// A damaged delta that later links built on, and the log no
+			// longer reaches back to the link before it.
+			break
+		}
+		c.exact = true
+		db.tree, db.liveBytes, db.vlogLive = load.build()
+		return c, tried, damaged, nil
+	}
+	return nil, tried, damaged, nil
 }
 
 // settleChain finishes an open's choice of chain: it notes the fallback

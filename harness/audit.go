@@ -415,46 +415,55 @@ func (a *auditor) judgeSession(w lease.Owner, id string, p, q receiptState, now 
 			bad("renewal", "a stale owner's renewal landed: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
 		}
 	default:
-		// Ended by this write: committed or aborted.
-		r := q.sessRec
-		kind := "end"
-		if r.State == receipt.SessionCommitted {
-			kind = "commit"
+		a.judgeSessionEnd(bad, w, id, p, q, now)
+	}
+}
+
+// judgeSessionEnd flags what a write that ended session id (committed or
+// aborted it) must not have done.
+func (a *auditor) judgeSessionEnd(bad sessionFault, w lease.Owner, id string, p, q receiptState, now time.Time) {
+	holder := p.lease.ClaimVersion != 0 && p.lease.Claim.Of(w)
+	r := q.sessRec
+	kind := "end"
+	if r.State == receipt.SessionCommitted {
+		kind = "commit"
+	}
+	if q.lease.ClaimVersion != 0 || q.sessOpen || r.Staging != nil {
+		bad(kind, "ended, but left its lease (%v), its open entry (%v) or its staging (%v)", q.lease.ClaimVersion != 0, q.sessOpen, r.Staging != nil)
+	}
+	switch {
+	case r.State == receipt.SessionCommitted:
+		if !holder {
+			bad(kind, "committed by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
 		}
-		if q.lease.ClaimVersion != 0 || q.sessOpen || r.Staging != nil {
-			bad(kind, "ended, but left its lease (%v), its open entry (%v) or its staging (%v)", q.lease.ClaimVersion != 0, q.sessOpen, r.Staging != nil)
+		it, err := a.store.Get(context.Background(), engine.NSReceipt.Key(r.TxnID))
+		if err != nil {
+			bad(kind, "committed, but its commit's receipt %s is not there", r.TxnID)
+		} else if rec, err := receipt.DecodeRecord(it.Value); err != nil || rec.Session != id {
+			bad(kind, "committed, but receipt %s is not its commit", r.TxnID)
 		}
-		switch {
-		case r.State == receipt.SessionCommitted:
-			if !holder {
-				bad(kind, "committed by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
-			}
-			it, err := a.store.Get(context.Background(), engine.NSReceipt.Key(r.TxnID))
-			if err != nil {
-				bad(kind, "committed, but its commit's receipt %s is not there", r.TxnID)
-			} else if rec, err := receipt.DecodeRecord(it.Value); err != nil || rec.Session != id {
-				bad(kind, "committed, but receipt %s is not its commit", r.TxnID)
-			}
-		case r.Reason == receipt.ReasonOwnerLost:
-			// Presumed aborted: its lease was anyone's to take (or a
-			// restarted process ends what its store says it holds).
-			if !holder && p.lease.ClaimVersion != 0 && !lease.MayAdopt(p.lease, w, now) {
-				bad(kind, "presumed aborted a live session: %s#%d holds it until %v", p.lease.Claim.Node, p.lease.Claim.Incarnation, p.lease.Expires.Sub(now))
-			}
-		case r.Reason == receipt.ReasonExpired:
-			if !holder {
-				bad(kind, "expired by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
-			}
-			if r.Ended < p.sessRec.Expires {
-				bad(kind, "expired %v before its TTL ended", time.Duration(p.sessRec.Expires-r.Ended)*time.Millisecond)
-			}
-		default:
-			if !holder {
-				bad(kind, "aborted by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
-			}
+	case r.Reason == receipt.ReasonOwnerLost:
+		// Presumed aborted: its lease was anyone's to take (or a
+		// restarted process ends what its store says it holds).
+		if !holder && p.lease.ClaimVersion != 0 && !lease.MayAdopt(p.lease, w, now) {
+			bad(kind, "presumed aborted a live session: %s#%d holds it until %v", p.lease.Claim.Node, p.lease.Claim.Incarnation, p.lease.Expires.Sub(now))
+		}
+	case r.Reason == receipt.ReasonExpired:
+		if !holder {
+			bad(kind, "expired by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
+		}
+		if r.Ended < p.sessRec.Expires {
+			bad(kind, "expired %v before its TTL ended", time.Duration(p.sessRec.Expires-r.Ended)*time.Millisecond)
+		}
+	default:
+		if !holder {
+			bad(kind, "aborted by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
 		}
 	}
 }
+
+// sessionFault records one violation of the session being judged.
+type sessionFault func(kind, format string, args ...any)
 
 func (a *auditor) report() (violations []string, fenced map[string]int) {
 	a.mu.Lock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/table"
 )
 
 func receiptKey(k int) []byte { return engine.NSReceipt.Key(txnOf(k)) }
@@ -153,46 +154,61 @@ func (sc *scenario) checkInvariants(ctx context.Context) {
 	sc.checkTombs()
 	markers := map[[2]int]bool{}
 	for k := range sc.gens {
-		for g := 0; g <= sc.gens[k]; g++ {
-			_, err := tables.Get(ctx, principal, tableName, markerID(k, g))
-			if err != nil && !isCode(err, "document_not_found") {
-				sc.violate(fmt.Sprintf("read marker %s: %v", markerID(k, g), err))
-				continue
-			}
-			// A generation seen terminal left its marker exactly when it
-			// committed — cleaned since or not: a request resent while
-			// its tombstone lasts (the same batch) must not run it again.
-			present, kg := err == nil, keyGen{k, g}
-			if s, ok := sc.obs.settled[kg]; ok && present != (s.class == outCommitted) {
-				sc.violate(fmt.Sprintf("key %d gen %d was %s, but its marker present=%v", k, g, s.outcome, present))
-			}
-			switch {
-			case present && sc.obs.spent[kg]:
-				// Not counted either: the counters must show it did not run.
-				sc.violate(fmt.Sprintf("key %d gen %d was sent only while its key's tombstone lasted, yet its marker exists: an expired key produced a second effect", k, g))
-			case present:
-				markers[[2]int{k, g}] = true
-			}
-		}
-		// No terminal receipt whose documents disagree with its outcome.
-		it, err := sc.cl.store.Get(ctx, receiptKey(k))
-		if err != nil {
+		sc.checkMarkers(ctx, tables, k, markers)
+		sc.checkReceiptOutcome(ctx, k, markers)
+	}
+	sc.checkCounters(ctx, tables, markers)
+}
+
+// checkMarkers reads key k's generations' markers into markers and flags
+// any that disagrees with what the run observed. A generation seen
+// terminal left its marker exactly when it committed — cleaned since or
+// not: a request resent while its tombstone lasts (the same batch) must
+// not run it again.
+func (sc *scenario) checkMarkers(ctx context.Context, tables *table.Tables, k int, markers map[[2]int]bool) {
+	for g := 0; g <= sc.gens[k]; g++ {
+		_, err := tables.Get(ctx, principal, tableName, markerID(k, g))
+		if err != nil && !isCode(err, "document_not_found") {
+			sc.violate(fmt.Sprintf("read marker %s: %v", markerID(k, g), err))
 			continue
 		}
-		rec, err := receipt.DecodeRecord(it.Value)
-		if err != nil || rec.Envelope == nil {
-			sc.violate(fmt.Sprintf("key %d: receipt without envelope", k))
-			continue
+		present, kg := err == nil, keyGen{k, g}
+		if s, ok := sc.obs.settled[kg]; ok && present != (s.class == outCommitted) {
+			sc.violate(fmt.Sprintf("key %d gen %d was %s, but its marker present=%v", k, g, s.outcome, present))
 		}
-		committed := rec.Envelope.Outcome == receipt.OutcomeCommitted
-		if committed != markers[[2]int{k, sc.gens[k]}] {
-			sc.violate(fmt.Sprintf("key %d gen %d: receipt outcome %s but marker present=%v",
-				k, sc.gens[k], rec.Envelope.Outcome, !committed))
+		switch {
+		case present && sc.obs.spent[kg]:
+			// Not counted either: the counters must show it did not run.
+			sc.violate(fmt.Sprintf("key %d gen %d was sent only while its key's tombstone lasted, yet its marker exists: an expired key produced a second effect", k, g))
+		case present:
+			markers[[2]int{k, g}] = true
 		}
 	}
-	// Every counter equals the number of committed batches that touched it,
-	// plus what the sessions that applied staged on it; table u's counters
-	// (d >= Docs) only the latter.
+}
+
+// checkReceiptOutcome flags a terminal receipt of key k whose documents
+// disagree with its outcome.
+func (sc *scenario) checkReceiptOutcome(ctx context.Context, k int, markers map[[2]int]bool) {
+	it, err := sc.cl.store.Get(ctx, receiptKey(k))
+	if err != nil {
+		return
+	}
+	rec, err := receipt.DecodeRecord(it.Value)
+	if err != nil || rec.Envelope == nil {
+		sc.violate(fmt.Sprintf("key %d: receipt without envelope", k))
+		return
+	}
+	committed := rec.Envelope.Outcome == receipt.OutcomeCommitted
+	if committed != markers[[2]int{k, sc.gens[k]}] {
+		sc.violate(fmt.Sprintf("key %d gen %d: receipt outcome %s but marker present=%v",
+			k, sc.gens[k], rec.Envelope.Outcome, !committed))
+	}
+}
+
+// checkCounters: every counter equals the number of committed batches
+// that touched it, plus what the sessions that applied staged on it;
+// table u's counters (d >= Docs) only the latter.
+func (sc *scenario) checkCounters(ctx context.Context, tables *table.Tables, markers map[[2]int]bool) {
 	adds := sc.checkSessions(ctx, tables)
 	for d := 0; d < sc.counters(); d++ {
 		want := adds[d]

@@ -53,9 +53,8 @@ type Config struct {
 	// Hot makes every keyed batch increment-only (issue 37's hot
 	// documents): $inc on its counters and on its own marker document, no
 	// insert. Such a batch is never refused for contention: a
-	// transaction_conflict answer to one is a violation (hot.go), except
-	// in the known gaps hotGap names unless HotStrict.
-	Hot, HotStrict bool
+	// transaction_conflict answer to one is a violation (hot.go).
+	Hot bool
 	// Bugs arms planted bugs for the whole run (checker self-test).
 	Bugs []string
 	// Store, if set, is the store the nodes share instead of an engine on
@@ -376,62 +375,11 @@ func (sc *scenario) step(i int) {
 	for _, slot := range sc.rng.Perm(len(sc.clients)) {
 		cl := sc.clients[slot]
 		n := live[cl.rng.IntN(len(live))]
-		nd := sc.cl.nodes[n]
 		if cl.sess != nil {
-			// A session leg: its choices come from one draw, whatever
-			// they turn out to do.
-			seed := cl.rng.Uint64()
-			sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d session leg %x via node-%d", i, slot, seed, n))
-			actors = append(actors, sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
-				ctx, cancel := context.WithTimeout(ctx, clientTimeout)
-				defer cancel()
-				if crashed := sc.sessionLeg(ctx, cl, n, seed); crashed >= 0 {
-					sc.mu.Lock()
-					sc.crashNodes[crashed] = true
-					sc.mu.Unlock()
-				}
-			}))
-			continue
+			actors = append(actors, sc.sessionActor(i, slot, cl, n))
+		} else {
+			actors = append(actors, sc.keyedActor(i, slot, cl, n))
 		}
-		wantBatch := cl.rng.Float64() < 0.7
-		// Reads: a counter of table t or u (d >= Docs), or — one in four —
-		// a session's marker (pick chooses which).
-		k, d, pick := cl.rng.IntN(sc.cfg.Keys), cl.rng.IntN(sc.counters()), cl.rng.Uint32()
-		batch := wantBatch && sc.gens[k] < genMax-1
-		markerRead := pick%4 == 0
-		// A key its tombstone refuses is sent, half the time, with the
-		// cleaned generation's batch: the very request that ran.
-		resend := batch && sc.tombs[k] != nil && pick%2 == 1
-		what := fmt.Sprintf("read c%d", d)
-		switch {
-		case resend:
-			what = fmt.Sprintf("batch %s resent", keyName(k))
-		case wantBatch:
-			what = fmt.Sprintf("batch %s", keyName(k))
-		case markerRead:
-			what = fmt.Sprintf("read marker %x", pick)
-		}
-		sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d %s via node-%d", i, slot, what, n))
-		if batch {
-			sc.markSent(k)
-		}
-		actors = append(actors, sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, clientTimeout)
-			defer cancel()
-			switch {
-			case !batch && markerRead:
-				sc.doMarkerRead(ctx, nd, pick)
-				return
-			case !batch:
-				sc.doRead(ctx, cl, nd, d)
-				return
-			}
-			if sc.sendBatch(ctx, cl, nd, k, 0, resend) {
-				sc.mu.Lock()
-				sc.crashNodes[n] = true
-				sc.mu.Unlock()
-			}
-		}))
 	}
 	if !sc.sim.run(func() bool { return allDone(actors) }, stepTimeMax) {
 		sc.violate(fmt.Sprintf("step %d (%s): client operations did not finish within %v (liveness)", i, e, stepTimeMax))
@@ -447,6 +395,67 @@ func (sc *scenario) step(i int) {
 		spec.disarm(sc, &e)
 	}
 	sc.checkArmed(i, false)
+}
+
+// sessionActor spawns step i's session leg of the client in slot, via
+// node n. Its choices come from one draw, whatever they turn out to do.
+func (sc *scenario) sessionActor(i, slot int, cl *client, n int) *actor {
+	seed := cl.rng.Uint64()
+	sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d session leg %x via node-%d", i, slot, seed, n))
+	return sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, clientTimeout)
+		defer cancel()
+		if crashed := sc.sessionLeg(ctx, cl, n, seed); crashed >= 0 {
+			sc.markCrashed(crashed)
+		}
+	})
+}
+
+// keyedActor draws what the keyed client in slot does at step i — a
+// batch, possibly resent, or a read — and spawns it via node n.
+func (sc *scenario) keyedActor(i, slot int, cl *client, n int) *actor {
+	nd := sc.cl.nodes[n]
+	wantBatch := cl.rng.Float64() < 0.7
+	// Reads: a counter of table t or u (d >= Docs), or — one in four —
+	// a session's marker (pick chooses which).
+	k, d, pick := cl.rng.IntN(sc.cfg.Keys), cl.rng.IntN(sc.counters()), cl.rng.Uint32()
+	batch := wantBatch && sc.gens[k] < genMax-1
+	markerRead := pick%4 == 0
+	// A key its tombstone refuses is sent, half the time, with the
+	// cleaned generation's batch: the very request that ran.
+	resend := batch && sc.tombs[k] != nil && pick%2 == 1
+	what := fmt.Sprintf("read c%d", d)
+	switch {
+	case resend:
+		what = fmt.Sprintf("batch %s resent", keyName(k))
+	case wantBatch:
+		what = fmt.Sprintf("batch %s", keyName(k))
+	case markerRead:
+		what = fmt.Sprintf("read marker %x", pick)
+	}
+	sc.trace = append(sc.trace, fmt.Sprintf("step %d: client %d %s via node-%d", i, slot, what, n))
+	if batch {
+		sc.markSent(k)
+	}
+	return sc.spawn(fmt.Sprintf("client-%d", slot), func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, clientTimeout)
+		defer cancel()
+		switch {
+		case !batch && markerRead:
+			sc.doMarkerRead(ctx, nd, pick)
+		case !batch:
+			sc.doRead(ctx, cl, nd, d)
+		case sc.sendBatch(ctx, cl, nd, k, 0, resend):
+			sc.markCrashed(n)
+		}
+	})
+}
+
+// markCrashed notes that node n was crashed during this step.
+func (sc *scenario) markCrashed(n int) {
+	sc.mu.Lock()
+	sc.crashNodes[n] = true
+	sc.mu.Unlock()
 }
 
 func allDone(actors []*actor) bool {

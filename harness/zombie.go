@@ -195,9 +195,15 @@ func (sc *scenario) zombie(e *event) {
 		sc.count("zombie-unadopted")
 		return
 	}
-	S := sc.cl.nodes[s]
-	// S is paused now, and its lease runs out: the next adopter stops
-	// before its CAS; S wakes and finishes R; the late adoption must fail.
+	sc.lateAdoption(s, z, id)
+
+}
+
+// lateAdoption pauses S (node s, R's adopter) until its lease runs out:
+// the next adopter stops before its CAS; S wakes and finishes R; the late
+// adoption must fail. z is the zombie, whose maintenance may adopt.
+func (sc *scenario) lateAdoption(s, z int, id string) {
+	S, Z := sc.cl.nodes[s], sc.cl.nodes[z]
 	adopters := sc.armAll("adoption", s, adoptionOf(id))
 	sc.advance(leaseTTL + 2*time.Second)
 	if firedOf(adopters) < 0 && Z.up {

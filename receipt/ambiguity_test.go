@@ -13,7 +13,6 @@ import (
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
-	"github.com/idemdb/idem/twopc"
 )
 
 func wantPending(t *testing.T, a receipt.Answer, id string) {
@@ -87,47 +86,24 @@ func bareDecisionConflict(hs *hookStore, id string) {
 	})
 }
 
-// blockDoc begins (and leaves undecided) a 2PC transaction holding an intent
-// on doc, so that any other writer of doc is refused with
-// transaction_conflict.
-func blockDoc(t *testing.T, svc *receipt.Service, tbl, doc string) string {
-	t.Helper()
-	plan, err := svc.Tables().Preflight(ctx, alice, tbl, mustBatch(t, fmt.Sprintf(`{"inserts":[{"id":%q,"doc":{"by":"blocker"}}]}`, doc)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts := make([]twopc.Participant, len(plan.Shards))
-	for i, s := range plan.Shards {
-		parts[i] = s
-	}
-	txn := "blocker-" + doc
-	res, err := svc.Coordinator().Begin(ctx, twopc.Txn{ID: txn, Participants: parts}, nil)
-	if err != nil || !res.Prepared {
-		t.Fatalf("blocker begin: %+v %v", res, err)
-	}
-	return txn
-}
-
 func conflictBatch(t *testing.T, doc string) *table.Batch {
 	return mustBatch(t, fmt.Sprintf(`{"inserts":[{"id":%q,"doc":{"by":"keyed"}}],"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`, doc))
 }
 
-// TestAbort_PublicationFailureRecoversExactConflictEnvelope: a batch
-// refused by a participant (transaction_conflict) whose terminal write fails
+// TestAbort_PublicationFailureRecoversExactRefusalEnvelope: a batch
+// refused by a participant (a real conflict) whose terminal write fails
 // after the abort decision is durable is published later by maintenance,
 // and every replay returns exactly the envelope an undisturbed run returns.
-func TestAbort_PublicationFailureRecoversExactConflictEnvelope(t *testing.T) {
+func TestAbort_PublicationFailureRecoversExactRefusalEnvelope(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{})
+	hs := &hookStore{Store: e.db}
+	a := e.openOn(hs, receipt.Options{})
 	createTable(t, a, "t")
-	blockDoc(t, a, "t", "X")
+	voteNo(hs, "alice", "t")
 
 	// The reference: the same refusal, undisturbed.
 	ref := mustExecute(t, a, req("alice", "t", "k-ref", conflictBatch(t, "X")))
-	if !ref.Terminal || ref.Status != 409 || ref.Outcome != receipt.OutcomeAborted || ref.Code != "transaction_conflict" ||
-		!ref.Retryable || ref.RetryWith != "new_key" || ref.Message == "" || ref.TxnID != receipt.Bind("alice", "t", "k-ref") {
-		t.Fatalf("reference refusal %+v", ref)
-	}
+	wantVotedNo(t, ref, receipt.Bind("alice", "t", "k-ref"))
 
 	wantSameEnvelope(t, mustExecute(t, a, req("alice", "t", "k-ref", conflictBatch(t, "X"))).Envelope, ref.Envelope)
 

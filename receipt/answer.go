@@ -83,6 +83,9 @@ const (
 	// msgTxnOutcomeUnknown: the decision in force could not be established
 	// (twopc.ErrOutcomeUnknown).
 	msgTxnOutcomeUnknown = "the transaction's outcome is not known yet; retry with the same key"
+	// msgContended: the batch's documents are still held by another
+	// transaction after the waits allowed; nothing was stored.
+	msgContended = "a document of the batch is still held by another transaction; nothing was stored: retry with the same key"
 	// msgKeptChanging: ExecuteAttemptsMax lookups each found the receipt
 	// changed.
 	msgKeptChanging = "the receipt kept changing under this request; retry with the same key"

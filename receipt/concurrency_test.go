@@ -28,14 +28,15 @@ func TestConcurrentDuplicates_ApplyOnceAndAgree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for round := 0; round < 3; round++ {
 				e := newEnv(t)
-				svcs := []*receipt.Service{e.open(receipt.Options{Node: "node-0"})}
+				hs := &hookStore{Store: e.db}
+				svcs := []*receipt.Service{e.openOn(hs, receipt.Options{Node: "node-0"})}
 				if tc.nodes == 2 {
-					svcs = append(svcs, e.open(receipt.Options{Node: "node-1"}))
+					svcs = append(svcs, e.openOn(hs, receipt.Options{Node: "node-1"}))
 				}
 				createTable(t, svcs[0], "t")
 				r := req("alice", "t", "dup", incBatch(t, "dup", "ctr"))
 				if tc.conflict {
-					blockDoc(t, svcs[0], "t", "X")
+					voteNo(hs, "alice", "t")
 					r.Batch = conflictBatch(t, "X")
 				}
 				r.Wait = tc.wait
@@ -69,9 +70,7 @@ func TestConcurrentDuplicates_ApplyOnceAndAgree(t *testing.T) {
 							committed = &answers[i]
 						}
 						if tc.conflict {
-							if a.Status != 409 || a.Code != "transaction_conflict" || a.Outcome != receipt.OutcomeAborted || a.TxnID != id {
-								t.Fatalf("request %d: terminal answer %+v", i, a)
-							}
+							wantVotedNo(t, a, id)
 						} else if a.Status != 201 || a.Outcome != receipt.OutcomeCommitted || a.TxnID != id || string(a.Result) != incResult {
 							t.Fatalf("request %d: terminal answer %+v", i, a)
 						}
@@ -107,7 +106,7 @@ func TestConcurrentDuplicates_ApplyOnceAndAgree(t *testing.T) {
 					aborted += s.Stats().Aborted
 				}
 				if tc.conflict {
-					if replay.Code != "transaction_conflict" || counter(t, svcs[0], "t", "ctr") != 0 || aborted != 1 || executed != 0 {
+					if replay.Code != "table_not_found" || counter(t, svcs[0], "t", "ctr") != 0 || aborted != 1 || executed != 0 {
 						t.Fatalf("refused batch: replay %+v, aborted %d, executed %d", replay, aborted, executed)
 					}
 					continue

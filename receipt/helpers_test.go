@@ -3,6 +3,7 @@ package receipt_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -325,6 +326,34 @@ func goExecute(svc *receipt.Service, r receipt.Request) <-chan result {
 		ch <- result{a, err}
 	}()
 	return ch
+}
+
+// voteNo arms hs so that every write conditioned on tenant's table tbl
+// being the version it was planned at — a Begin's, or a chain's — finds
+// the table changed: a real conflict, not contention (Shard.Contended), so
+// the participant votes no and the receipt stores the abort
+// (table_not_found). An intent left in the way no longer does: contention
+// is answered pending, nothing stored (start.go contended). hs.clear()
+// disarms it.
+func voteNo(hs *hookStore, tenant, tbl string) {
+	meta := engine.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), tbl)
+	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
+		for _, c := range b.Conds {
+			if c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, meta) {
+				return 0, &engine.ConditionError{Cond: c}, true
+			}
+		}
+		return 0, nil, false
+	})
+}
+
+// wantVotedNo fails unless ans is the stored abort of a voteNo.
+func wantVotedNo(t *testing.T, ans receipt.Answer, id string) {
+	t.Helper()
+	if !ans.Terminal || ans.Status != 404 || ans.Outcome != receipt.OutcomeAborted || ans.Code != "table_not_found" ||
+		ans.RetryWith != "new_key" || ans.Message == "" || ans.TxnID != id {
+		t.Fatalf("answer %+v, want the stored abort of a participant's no", ans)
+	}
 }
 
 // hookStore wraps a Store; tests install hooks to fail or block calls.

@@ -83,9 +83,11 @@ type Options struct {
 	// this process's document latches do not order every keyed batch. A
 	// Begin whose refusal is contention — another node's intent on a
 	// document, or one it just changed — is then tried again, jittered,
-	// up to ContendedReplansMax times (replan.go), not refused. Off, such
-	// a refusal stands at once (one process owns the store: what it meets
-	// is not another node's queue). idemd -store etcd sets it.
+	// up to ContendedReplansMax times (replan.go). Off, such a batch is
+	// answered pending at once (start.go contended: one process owns the
+	// store, and an intent it meets belongs to a transaction whose
+	// outcome is not known yet, not to another node's queue). idemd
+	// -store etcd sets it.
 	ReplanContended bool
 	// AdoptStagger is how much later, per rank, maintenance on this node
 	// adopts a dead node's receipt than the node ranked first for it

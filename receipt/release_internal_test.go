@@ -1,12 +1,16 @@
 package receipt
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/table"
@@ -23,7 +27,8 @@ import (
 func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	ctx := context.Background()
 	db, clock := internalStore(t)
-	s, err := Open(ctx, db, Options{Clock: clock, Retention: time.Hour, TombstoneRetention: -1, MaintainInterval: -1, CleanInterval: -1,
+	vs := &votingNo{Store: db, meta: engine.NSMeta.Key("tenant", hex.EncodeToString([]byte("p")), "t")}
+	s, err := Open(ctx, vs, Options{Clock: clock, Retention: time.Hour, TombstoneRetention: -1, MaintainInterval: -1, CleanInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -50,21 +55,16 @@ func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	if n, err := s.CleanOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("clean: %d %v", n, err)
 	}
-	// The same key, a new request: refused by an open intent on x, its
-	// abort decision durable with the started receipt, the terminal write
-	// failing — the receipt stays started, held by its decision.
-	open := batch(`{"transforms":[{"id":"x","ops":[{"op":"$set","path":"v","value":1}]}]}`)
-	plan, err := s.Tables().Preflight(ctx, "p", "t", open)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, err := s.Coordinator().Begin(ctx, txnFor("blocker", plan), nil); err != nil || !res.Prepared {
-		t.Fatalf("blocker: %+v %v", res, err)
-	}
+	// The same key, a new request: refused by its participant (a real
+	// conflict), its abort decision durable with the started receipt, the
+	// terminal write failing — the receipt stays started, held by its
+	// decision.
+	vs.armed.Store(true)
 	disarm := testsupport.Arm(t, fault.ReceiptTerminalBefore, `1*return("eio")`)
 	req.Batch = batch(`{"deletes":["x"]}`)
 	_, err = s.Execute(ctx, req)
 	disarm()
+	vs.armed.Store(false)
 	if !errors.Is(err, fault.ErrInjected) {
 		t.Fatalf("second execution: %v, want the injected terminal failure", err)
 	}
@@ -86,7 +86,25 @@ func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	ans, err := s.Execute(ctx, req)
-	if err != nil || !ans.Replayed || ans.Code != "transaction_conflict" {
+	if err != nil || !ans.Replayed || ans.Code != "table_not_found" {
 		t.Fatalf("replay: %+v %v", ans, err)
 	}
+}
+
+// votingNo makes, while armed, every write conditioned on the table's
+// metadata (a Begin's, a chain's) find the table changed: a participant's
+// no for a real conflict, which the receipt stores as an abort.
+type votingNo struct {
+	engine.Store
+	meta  []byte
+	armed atomic.Bool
+}
+
+func (v *votingNo) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+	for _, c := range b.Conds {
+		if v.armed.Load() && c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, v.meta) {
+			return 0, &engine.ConditionError{Cond: c}
+		}
+	}
+	return v.Store.Apply(ctx, b)
 }

@@ -26,8 +26,8 @@ import (
 // few other nodes' heads, not every request.
 
 // ContendedReplansMax bounds how often one Begin is tried again after a
-// contended refusal, before the refusal stands (409
-// transaction_conflict, retry with a new key). With the backoff below it
+// contended refusal, before the batch is answered pending with nothing
+// stored (start.go contended). With the backoff below it
 // is about two seconds of waiting, far more than a hot document's queue
 // on a few nodes needs (each holder keeps a document for two store round
 // trips); the lease of the receipt being published bounds it too
@@ -61,7 +61,7 @@ func (fl *flow) beginReplanned(ctx context.Context, txn twopc.Txn, with *engine.
 		select {
 		case <-fl.core.clock.After(wait):
 		case <-ctx.Done():
-			return res, nil // the refusal stands; its write meets ctx's end
+			return res, nil // answered pending (start.go contended)
 		}
 		fl.core.stats.replans.Add(1)
 	}

@@ -82,41 +82,61 @@ func TestReplan_AnotherNodesIntentIsWaitedOutNotRefused(t *testing.T) {
 }
 
 // TestReplan_BoundedByContendedReplansMax: while node-0's intent stays,
-// node-1 re-plans exactly ContendedReplansMax times and then the refusal
-// stands, stored: 409 transaction_conflict. A wait is bounded, never a
-// hang.
+// node-1 re-plans exactly ContendedReplansMax times and then answers
+// pending, storing nothing: contention is never a stored refusal. A wait
+// is bounded, never a hang; once the holder is done, the same key commits.
 func TestReplan_BoundedByContendedReplansMax(t *testing.T) {
 	hs0, n0, n1 := hotNodes(t, true)
 	g, first := holdIntent(t, hs0, n0, "k0")
-	a := mustExecute(t, n1, req(alice, "t", "k1", incBatch(t, "k1", "ctr")))
-	if !a.Terminal || a.Outcome != receipt.OutcomeAborted || a.Code != "transaction_conflict" {
-		t.Fatalf("node-1 behind an intent that stays: %+v, want aborted transaction_conflict", a.Envelope)
-	}
+	wantContendedPending(t, n1, "k1")
 	if got := n1.Stats().Replans; got != receipt.ContendedReplansMax {
 		t.Fatalf("node-1 re-planned %d times, want ContendedReplansMax (%d)", got, receipt.ContendedReplansMax)
 	}
-	g.open()
-	if r := <-first; r.err != nil || r.a.Outcome != receipt.OutcomeCommitted {
-		t.Fatalf("node-0: %+v %v, want committed", r.a.Envelope, r.err)
+	wantHolderThenRetryCommit(t, g, first, n1)
+}
+
+// TestReplan_OffThePendingAnswerComesAtOnce: without ReplanContended (one
+// process owns the store, and an intent in the way belongs to a
+// transaction whose outcome is not known yet) the same meeting is answered
+// pending at once: no re-plan, nothing stored, and the retry commits.
+func TestReplan_OffThePendingAnswerComesAtOnce(t *testing.T) {
+	hs0, n0, n1 := hotNodes(t, false)
+	g, first := holdIntent(t, hs0, n0, "k0")
+	wantContendedPending(t, n1, "k1")
+	if got := n1.Stats().Replans; got != 0 {
+		t.Fatalf("node-1 re-planned %d times without ReplanContended", got)
 	}
-	if got := counter(t, n0, "t", "ctr"); got != 1 {
-		t.Fatalf("counter %d, want 1: only node-0's batch committed", got)
+	wantHolderThenRetryCommit(t, g, first, n1)
+}
+
+// wantContendedPending executes key's increment on n behind an intent that
+// stays and requires the contended answer: 503 pending, same key, no
+// receipt stored.
+func wantContendedPending(t *testing.T, n *receipt.Service, key string) {
+	t.Helper()
+	a := mustExecute(t, n, req(alice, "t", key, incBatch(t, key, "ctr")))
+	if a.Terminal || a.Status != 503 || a.Code != "idempotency_receipt_pending" || a.RetryWith != "same_key" || a.Outcome != receipt.OutcomePending {
+		t.Fatalf("%s behind an intent that stays: %+v, want pending with the same key", key, a.Envelope)
+	}
+	if st := n.Stats(); st.ContendedPending != 1 || st.Aborted != 0 {
+		t.Fatalf("stats %+v, want one contended pending answer and no abort", st)
+	}
+	if _, err := n.Lookup(ctx, alice, "t", key); err == nil {
+		t.Fatalf("%s: a receipt was stored for a contended batch", key)
 	}
 }
 
-// TestReplan_OffTheRefusalStandsAtOnce: without ReplanContended (one
-// process owns the store) the same meeting is refused at once, as before:
-// no re-plan, 409 transaction_conflict.
-func TestReplan_OffTheRefusalStandsAtOnce(t *testing.T) {
-	hs0, n0, n1 := hotNodes(t, false)
-	g, first := holdIntent(t, hs0, n0, "k0")
-	a := mustExecute(t, n1, req(alice, "t", "k1", incBatch(t, "k1", "ctr")))
-	if a.Code != "transaction_conflict" || n1.Stats().Replans != 0 {
-		t.Fatalf("node-1 without re-plans: %+v after %d re-plans, want transaction_conflict after none", a.Envelope, n1.Stats().Replans)
-	}
+// wantHolderThenRetryCommit lets node-0's held batch finish, then retries
+// k1 on n: it commits, and the counter holds both increments.
+func wantHolderThenRetryCommit(t *testing.T, g *gate, first <-chan result, n *receipt.Service) {
+	t.Helper()
 	g.open()
 	if r := <-first; r.err != nil || r.a.Outcome != receipt.OutcomeCommitted {
 		t.Fatalf("node-0: %+v %v, want committed", r.a.Envelope, r.err)
+	}
+	wantCommitted(t, mustExecute(t, n, req(alice, "t", "k1", incBatch(t, "k1", "ctr"))), receipt.Bind(alice, "t", "k1"), false)
+	if got := counter(t, n, "t", "ctr"); got != 2 {
+		t.Fatalf("counter %d, want 2: both batches once", got)
 	}
 }
 
@@ -137,19 +157,13 @@ func TestReplan_ARealConflictIsRefusedAtOnce(t *testing.T) {
 // TestReplan_BoundedByTheLeaseItPublishes: no re-plan starts that would
 // publish the receipt with less than SafetyMargin of its lease left. With
 // a 1 s lease (0.8 s usable) node-1 stops before ContendedReplansMax,
-// whose backoffs alone add up to more, and the refusal stands.
+// whose backoffs alone add up to more, and answers pending.
 func TestReplan_BoundedByTheLeaseItPublishes(t *testing.T) {
 	hs0, n0, n1 := hotNodesWith(t, receipt.Options{ReplanContended: true, LeaseTTL: time.Second, RenewInterval: 250 * time.Millisecond})
 	g, first := holdIntent(t, hs0, n0, "k0")
-	a := mustExecute(t, n1, req(alice, "t", "k1", incBatch(t, "k1", "ctr")))
-	if a.Code != "transaction_conflict" {
-		t.Fatalf("node-1 behind an intent that stays: %+v, want transaction_conflict", a.Envelope)
-	}
+	wantContendedPending(t, n1, "k1")
 	if got := n1.Stats().Replans; got == 0 || got >= receipt.ContendedReplansMax {
 		t.Fatalf("node-1 re-planned %d times, want some, fewer than ContendedReplansMax (%d): the lease ends them first", got, receipt.ContendedReplansMax)
 	}
-	g.open()
-	if r := <-first; r.err != nil || r.a.Outcome != receipt.OutcomeCommitted {
-		t.Fatalf("node-0: %+v %v, want committed", r.a.Envelope, r.err)
-	}
+	wantHolderThenRetryCommit(t, g, first, n1)
 }

@@ -295,16 +295,15 @@ func TestActiveSet_ImmutableReceiptsLeaveAndCostNoRenewals(t *testing.T) {
 	hs := &hookStore{Store: e.db}
 	a := e.openOn(hs, receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
 	createTable(t, a, "t")
-	blockDoc(t, a, "t", "X")
 	if ans := mustExecute(t, a, req("alice", "t", "c", incBatch(t, "c", "ctr"))); ans.Outcome != receipt.OutcomeCommitted {
 		t.Fatalf("commit: %+v", ans)
 	}
 	if a.Active().Len() != 0 {
 		t.Fatal("committed receipt in the active set")
 	}
-	if ans := mustExecute(t, a, req("alice", "t", "x", conflictBatch(t, "X"))); ans.Outcome != receipt.OutcomeAborted {
-		t.Fatalf("abort: %+v", ans)
-	}
+	voteNo(hs, "alice", "t")
+	wantVotedNo(t, mustExecute(t, a, req("alice", "t", "x", conflictBatch(t, "X"))), receipt.Bind("alice", "t", "x"))
+	hs.clear()
 	if a.Active().Len() != 0 {
 		t.Fatal("aborted receipt in the active set")
 	}

@@ -103,6 +103,8 @@ func (fl *flow) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *R
 		fl.settle(a, writeRetry, 0)
 		fl.core.stats.replanned.Add(1)
 		return Answer{}, errRetry
+	case err == nil && res.Refused != nil && res.Contended:
+		return fl.contended(a), nil
 	case err == nil && res.Refused != nil:
 		return fl.refuse(ctx, a, *res.Refused, started, with)
 	case err == nil && !a.creating():
@@ -121,6 +123,24 @@ func (fl *flow) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *R
 		return fl.lostCreateRace(ctx, a.id)
 	}
 	return fl.stuck(a, v, err)
+}
+
+// contended answers a Begin whose refusal was contention still standing
+// after the waits the store allows (replan.go; none on a store one process
+// owns, where the document latches order its own batches and an intent
+// left in the way belongs to a transaction whose outcome is not known
+// yet). Contention is not a conflict (docs/design.md §15), so no abort is
+// stored: nothing was written, the receipt keeps the state it had (none,
+// for a new key) and the answer is pending — a retry with the same key
+// plans again once the holder's outcome is settled.
+func (fl *flow) contended(a *attempt) Answer {
+	fl.settle(a, writeRetry, 0)
+	fl.core.stats.contendedPending.Add(1)
+	var st State
+	if !a.creating() {
+		st = a.rec.State
+	}
+	return answerPending(a.id, st, msgContended, fl.core.retryAfter())
 }
 
 // refuse makes a participant's "no" vote durable the way every outcome is:

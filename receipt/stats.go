@@ -31,6 +31,10 @@ type Stats struct {
 	// Replanned counts creates planned from cached table metadata whose
 	// Begin was refused, planned again from a fresh read (createfirst.go).
 	Replanned uint64
+	// ContendedPending counts keyed Begins whose documents were still held
+	// by another transaction after the waits allowed: answered pending,
+	// nothing stored, never a stored refusal (start.go contended).
+	ContendedPending uint64
 	// DocWaits counts batches that waited for documents another batch
 	// here was committing (doclatch.go); DocWaitsExpired those whose wait
 	// ran out (DocWaitMax): a keyed batch is then deferred as a pending
@@ -62,10 +66,10 @@ type Stats struct {
 type counters struct {
 	executed, committed, aborted, notApplied, replayed, mismatches, inProgress,
 	pending, overloaded, adopted, fenced, passes, recovered, released, cleaned atomic.Uint64
-	tombstoned, tombsCleaned, folded, expired, resolved atomic.Uint64
-	docWaitsExpired, replans, replanned                 atomic.Uint64
-	sessBegun, sessCommitted, sessAborted, sessExpired  atomic.Uint64
-	refused                                             [refusalKinds]atomic.Uint64
+	tombstoned, tombsCleaned, folded, expired, resolved   atomic.Uint64
+	docWaitsExpired, replans, replanned, contendedPending atomic.Uint64
+	sessBegun, sessCommitted, sessAborted, sessExpired    atomic.Uint64
+	refused                                               [refusalKinds]atomic.Uint64
 }
 
 func (s *Service) Stats() Stats {
@@ -82,7 +86,7 @@ func (s *Service) Stats() Stats {
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
 		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Folded: c.folded.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
 		DocWaits: s.exec.docs.waited.Load(), DocWaitsExpired: c.docWaitsExpired.Load(), Replans: c.replans.Load(),
-		Replanned:            c.replanned.Load(),
+		Replanned: c.replanned.Load(), ContendedPending: c.contendedPending.Load(),
 		DebtPaid:             s.core.coord.DebtPaid(),
 		ExecutorBusy:         int64(len(s.exec.slots)),
 		ExecutorBusyReceipts: s.exec.busy[lease.KindReceipt].Load(),

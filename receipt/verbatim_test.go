@@ -76,7 +76,8 @@ func TestReplayVerbatim_TheSameBytesReplayTheStoredEnvelope(t *testing.T) {
 // then decides them as it always did.
 func TestReplayVerbatim_AnythingButTheSameBytesOfATerminalReceiptIsLeftToExecute(t *testing.T) {
 	e := newEnv(t)
-	svc := e.open(receipt.Options{})
+	hs := &hookStore{Store: e.db}
+	svc := e.openOn(hs, receipt.Options{})
 	createTable(t, svc, "t")
 	body := `{"inserts":[{"id":"doc-a","doc":{"tag":"a"}}]}`
 	r := bodyReq(t, "k1", body)
@@ -111,13 +112,14 @@ func TestReplayVerbatim_AnythingButTheSameBytesOfATerminalReceiptIsLeftToExecute
 	mustExecute(t, svc, plain)
 	none("a receipt without a digest", alice, "t", "k3", time.Time{}, receipt.BodyDigest([]byte(body)))
 
-	// A receipt still started (a conflict's abort decided, its terminal
+	// A receipt still started (a participant's no decided, its terminal
 	// write failed) is Execute's to settle.
-	blockDoc(t, svc, "t", "X")
+	voteNo(hs, alice, "t")
 	started := bodyReq(t, "k4", `{"inserts":[{"id":"X","doc":{}}]}`)
 	disarm := testsupport.Arm(t, fault.ReceiptTerminalBefore, `1*return("eio")`)
 	ans, err := svc.Execute(ctx, started)
 	disarm()
+	hs.clear()
 	if err != nil && !errors.Is(err, fault.ErrInjected) || err == nil && ans.Terminal {
 		t.Fatalf("Execute with a failing terminal write: %+v %v", ans, err)
 	}

@@ -98,65 +98,24 @@ var peerMetrics = []peerMetric{
 // concurrency for Idem's cases and the peer's of this run. A metric is
 // drawn only when the run measured both sides.
 func peerCharts(base string, suites []suiteRun) ([]chart, error) {
-	find := func(ref seriesRef) []Result {
-		for _, s := range suites {
-			if s.Name != ref.suite {
-				continue
-			}
-			var out []Result
-			for _, r := range s.Results {
-				if r.Case == ref.caseName && !r.Floor && r.OpsPerSec > 0 {
-					out = append(out, r)
-				}
-			}
-			slices.SortFunc(out, func(a, b Result) int { return a.Concurrency - b.Concurrency })
-			return out
-		}
-		return nil
-	}
 	var out []chart
 	for _, m := range peerMetrics {
-		var rates, p50s []any
-		concs := map[int]bool{}
-		idem, peer := false, false
-		for _, ref := range m.series {
-			rs := find(ref)
-			if len(rs) == 0 {
-				continue
-			}
-			if ref.suite == "peer" {
-				peer = true
-			} else {
-				idem = true
-			}
-			var rate, lat plotter.XYs
-			for _, r := range rs {
-				concs[r.Concurrency] = true
-				rate = append(rate, plotter.XY{X: float64(r.Concurrency), Y: r.OpsPerSec})
-				if r.P50us > 0 {
-					lat = append(lat, plotter.XY{X: float64(r.Concurrency), Y: r.P50us})
-				}
-			}
-			rates = append(rates, ref.label, rate)
-			if len(lat) > 0 {
-				p50s = append(p50s, ref.label, lat)
-			}
-		}
-		if !idem || !peer {
+		ps := collectPeerSeries(suites, m)
+		if !ps.idem || !ps.peer {
 			continue
 		}
 		for _, v := range []struct {
 			what, unit, file string
 			lines            []any
 		}{
-			{"throughput", "requests/s", "rate", rates},
-			{"p50 latency", "µs per request", "p50", p50s},
+			{"throughput", "requests/s", "rate", ps.rates},
+			{"p50 latency", "µs per request", "p50", ps.p50s},
 		} {
 			p := plot.New()
 			p.Title.Text = fmt.Sprintf("Idem and PostgreSQL: %s, %s", m.title, v.what)
 			p.X.Label.Text = "concurrency (closed-loop clients)"
 			p.Y.Label.Text = v.unit
-			concAxis(p, concs)
+			concAxis(p, ps.concs)
 			p.Y.Scale = plot.LogScale{}
 			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 			if err := plotutil.AddLinePoints(p, v.lines...); err != nil {
@@ -171,6 +130,61 @@ func peerCharts(base string, suites []suiteRun) ([]chart, error) {
 		}
 	}
 	return out, nil
+}
+
+// peerSeries are one metric's lines (label, points pairs, as plotutil
+// takes them), the concurrencies they span, and whether Idem's side and
+// the peer's each have one: a chart needs both.
+type peerSeries struct {
+	rates, p50s []any
+	concs       map[int]bool
+	idem, peer  bool
+}
+
+func collectPeerSeries(suites []suiteRun, m peerMetric) peerSeries {
+	ps := peerSeries{concs: map[int]bool{}}
+	for _, ref := range m.series {
+		rs := findSeries(suites, ref)
+		if len(rs) == 0 {
+			continue
+		}
+		if ref.suite == "peer" {
+			ps.peer = true
+		} else {
+			ps.idem = true
+		}
+		var rate, lat plotter.XYs
+		for _, r := range rs {
+			ps.concs[r.Concurrency] = true
+			rate = append(rate, plotter.XY{X: float64(r.Concurrency), Y: r.OpsPerSec})
+			if r.P50us > 0 {
+				lat = append(lat, plotter.XY{X: float64(r.Concurrency), Y: r.P50us})
+			}
+		}
+		ps.rates = append(ps.rates, ref.label, rate)
+		if len(lat) > 0 {
+			ps.p50s = append(ps.p50s, ref.label, lat)
+		}
+	}
+	return ps
+}
+
+// findSeries is ref's measured rows, by concurrency.
+func findSeries(suites []suiteRun, ref seriesRef) []Result {
+	for _, s := range suites {
+		if s.Name != ref.suite {
+			continue
+		}
+		var out []Result
+		for _, r := range s.Results {
+			if r.Case == ref.caseName && !r.Floor && r.OpsPerSec > 0 {
+				out = append(out, r)
+			}
+		}
+		slices.SortFunc(out, func(a, b Result) int { return a.Concurrency - b.Concurrency })
+		return out
+	}
+	return nil
 }
 
 // concAxis makes p's x axis a log scale ticked at the concurrencies.

@@ -166,87 +166,111 @@ func (l *crashLoad) post(ctx context.Context, base, key string, body []byte) (an
 	return a, nil
 }
 
-// client1 is one client's loop.
+// client1 is one client's loop: keys one after another, each retried
+// until it has a final answer.
 func (l *crashLoad) client1(ctx context.Context, w int) {
 	rng := rand.New(rand.NewPCG(l.seed, uint64(w)+1))
-	hist := l.hists[w]
 	var buf []byte
 	for i := uint64(0); !l.stop.Load() && ctx.Err() == nil; i++ {
 		buf = l.wl.appendBody(buf[:0], w, i)
-		key := l.wl.key(w, i)
-		t0 := time.Now()
-		backoff := crashRetryMin
-	attempts:
-		for attempt := 0; ; attempt++ {
-			l.attempts.Add(1)
-			if attempt > 0 {
-				l.retries.Add(1)
-			}
-			a, err := l.post(ctx, *l.base.Load(), key, buf)
-			switch {
-			case err != nil:
-				if ctx.Err() != nil {
-					return
-				}
-				switch {
-				case errors.Is(err, syscall.ECONNREFUSED):
-					l.refused.Add(1)
-				case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-					errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-					l.reset.Add(1)
-				default:
-					l.netOther.Add(1)
-				}
-			case a.status == http.StatusCreated:
-				if a.replayed {
-					if attempt == 0 {
-						l.firstReplays.Add(1) // a new key's first answer should not be a replay
-					} else {
-						l.retryReplays.Add(1) // committed before the kill, answered after it
-					}
-				}
-				if attempt > 0 {
-					l.retryAcked.Add(1)
-				}
-				hist.RecordValue(int64(time.Since(t0)))
-				l.ackMu.Lock()
-				l.acked = append(l.acked, ackRef{int32(w), i, time.Now().UnixNano()})
-				l.ackMu.Unlock()
-				break attempts
-			case a.retryWith == "new_key":
-				l.newKey.Add(1) // final and not applied: the next call has a new key
-				break attempts
-			case a.retryWith == "same_key" || a.status == http.StatusServiceUnavailable:
-				switch a.status {
-				case http.StatusServiceUnavailable:
-					l.s503.Add(1)
-				case http.StatusConflict:
-					l.s409.Add(1)
-				case http.StatusTooManyRequests:
-					l.s429.Add(1)
-				default:
-					l.s500.Add(1)
-				}
-			default:
-				l.fail(fmt.Errorf("POST key %s: status %d code %q retry_with %q: not an answer to retry", key, a.status, a.code, a.retryWith))
-				return
-			}
-			if l.stop.Load() && time.Since(l.stopped) > 10*time.Second {
-				l.abandoned.Add(1)
-				return
-			}
-			if time.Since(t0) > crashKeyGiveUp {
-				l.fail(fmt.Errorf("key %s not acknowledged within %v of retries (last: status %d, %v)", key, crashKeyGiveUp, a.status, err))
-				return
-			}
-			d := backoff/2 + time.Duration(rng.Int64N(int64(backoff)))
-			backoff = min(2*backoff, crashRetryMax)
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				return
-			}
+		if !l.sendKey(ctx, rng, w, i, buf) {
+			return
 		}
+	}
+}
+
+// sendKey posts worker w's i-th key until it is acknowledged or refused
+// for good, backing off between attempts; false stops the client (the
+// load ended, or an answer broke the contract).
+func (l *crashLoad) sendKey(ctx context.Context, rng *rand.Rand, w int, i uint64, body []byte) bool {
+	key := l.wl.key(w, i)
+	t0 := time.Now()
+	backoff := crashRetryMin
+	for attempt := 0; ; attempt++ {
+		l.attempts.Add(1)
+		if attempt > 0 {
+			l.retries.Add(1)
+		}
+		a, err := l.post(ctx, *l.base.Load(), key, body)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return false
+			}
+			l.countNetError(err)
+		case a.status == http.StatusCreated:
+			l.acknowledged(w, i, attempt, a.replayed, t0)
+			return true
+		case a.retryWith == "new_key":
+			l.newKey.Add(1) // final and not applied: the next call has a new key
+			return true
+		case a.retryWith == "same_key" || a.status == http.StatusServiceUnavailable:
+			l.countRetryStatus(a.status)
+		default:
+			l.fail(fmt.Errorf("POST key %s: status %d code %q retry_with %q: not an answer to retry", key, a.status, a.code, a.retryWith))
+			return false
+		}
+		if l.stop.Load() && time.Since(l.stopped) > 10*time.Second {
+			l.abandoned.Add(1)
+			return false
+		}
+		if time.Since(t0) > crashKeyGiveUp {
+			l.fail(fmt.Errorf("key %s not acknowledged within %v of retries (last: status %d, %v)", key, crashKeyGiveUp, a.status, err))
+			return false
+		}
+		d := backoff/2 + time.Duration(rng.Int64N(int64(backoff)))
+		backoff = min(2*backoff, crashRetryMax)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// acknowledged records a 201: its latency from the key's first attempt,
+// the key for the exactly-once sample, and whether it was a replay.
+func (l *crashLoad) acknowledged(w int, i uint64, attempt int, replayed bool, t0 time.Time) {
+	if replayed {
+		if attempt == 0 {
+			l.firstReplays.Add(1) // a new key's first answer should not be a replay
+		} else {
+			l.retryReplays.Add(1) // committed before the kill, answered after it
+		}
+	}
+	if attempt > 0 {
+		l.retryAcked.Add(1)
+	}
+	l.hists[w].RecordValue(int64(time.Since(t0)))
+	l.ackMu.Lock()
+	l.acked = append(l.acked, ackRef{int32(w), i, time.Now().UnixNano()})
+	l.ackMu.Unlock()
+}
+
+// countNetError counts a failed connection by what the kill did to it.
+func (l *crashLoad) countNetError(err error) {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		l.refused.Add(1)
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		l.reset.Add(1)
+	default:
+		l.netOther.Add(1)
+	}
+}
+
+// countRetryStatus counts an answer that asks for the same key again.
+func (l *crashLoad) countRetryStatus(status int) {
+	switch status {
+	case http.StatusServiceUnavailable:
+		l.s503.Add(1)
+	case http.StatusConflict:
+		l.s409.Add(1)
+	case http.StatusTooManyRequests:
+		l.s429.Add(1)
+	default:
+		l.s500.Add(1)
 	}
 }
 

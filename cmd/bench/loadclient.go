@@ -204,6 +204,25 @@ func (c *leanConn) roundTrip(ctx context.Context, host, method, path string, bod
 
 // readAnswer parses the status line, the headers and the body.
 func (c *leanConn) readAnswer(method string, a *loadAnswer) error {
+	if err := c.readStatus(a); err != nil {
+		return err
+	}
+	a.replayed, a.body = false, a.body[:0]
+	f, err := c.readHeaders(a)
+	if err != nil {
+		return err
+	}
+	if err := c.readBody(method, a, f); err != nil {
+		return err
+	}
+	if f.closing {
+		return errConnClose
+	}
+	return nil
+}
+
+// readStatus parses the status line into a.status.
+func (c *leanConn) readStatus(a *loadAnswer) error {
 	line, err := c.line()
 	if err != nil {
 		return err
@@ -216,66 +235,76 @@ func (c *leanConn) readAnswer(method string, a *loadAnswer) error {
 	if a.status, err = strconv.Atoi(string(code)); err != nil {
 		return fmt.Errorf("malformed status line %.100q", line)
 	}
-	a.replayed, a.body = false, a.body[:0]
-	length, chunked, closing := int64(-1), false, false
+	return nil
+}
+
+// framing is what the headers say about the body and the connection.
+type framing struct {
+	length           int64 // Content-Length; -1 when absent
+	chunked, closing bool
+}
+
+// readHeaders reads at most loadHeadersMax header lines, keeping the
+// framing and Idempotent-Replayed.
+func (c *leanConn) readHeaders(a *loadAnswer) (framing, error) {
+	f := framing{length: -1}
 	for n := 0; ; n++ {
 		if n == loadHeadersMax {
-			return fmt.Errorf("more than %d header lines", loadHeadersMax)
+			return f, fmt.Errorf("more than %d header lines", loadHeadersMax)
 		}
 		h, err := c.line()
 		if err != nil {
-			return err
+			return f, err
 		}
 		if len(h) == 0 {
-			break
+			return f, nil
 		}
 		name, value, ok := bytes.Cut(h, []byte(":"))
 		if !ok {
-			return fmt.Errorf("malformed header line %.100q", h)
+			return f, fmt.Errorf("malformed header line %.100q", h)
 		}
 		value = bytes.TrimSpace(value)
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
-			if length, err = strconv.ParseInt(string(value), 10, 64); err != nil || length < 0 {
-				return fmt.Errorf("malformed Content-Length %.100q", value)
+			if f.length, err = strconv.ParseInt(string(value), 10, 64); err != nil || f.length < 0 {
+				return f, fmt.Errorf("malformed Content-Length %.100q", value)
 			}
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			chunked = bytes.EqualFold(value, []byte("chunked"))
+			f.chunked = bytes.EqualFold(value, []byte("chunked"))
 		case bytes.EqualFold(name, []byte("Connection")):
-			closing = bytes.EqualFold(value, []byte("close"))
+			f.closing = bytes.EqualFold(value, []byte("close"))
 		case bytes.EqualFold(name, []byte("Idempotent-Replayed")):
 			a.replayed = bytes.Equal(value, []byte("true"))
 		}
 	}
+}
+
+// readBody reads the body into a.body as the framing says, bounded by
+// loadBodyBytesMax; a body that ends with the connection returns
+// errConnClose.
+func (c *leanConn) readBody(method string, a *loadAnswer, f framing) error {
 	switch {
 	case method == http.MethodHead || a.status == http.StatusNoContent || a.status == http.StatusNotModified:
-	case chunked:
-		if err := c.readChunked(a); err != nil {
-			return err
+		return nil
+	case f.chunked:
+		return c.readChunked(a)
+	case f.length >= 0:
+		if f.length > loadBodyBytesMax {
+			return fmt.Errorf("loadAnswer of %d bytes, more than %d", f.length, loadBodyBytesMax)
 		}
-	case length >= 0:
-		if length > loadBodyBytesMax {
-			return fmt.Errorf("loadAnswer of %d bytes, more than %d", length, loadBodyBytesMax)
-		}
-		a.body = grow(a.body, int(length))
-		if _, err := io.ReadFull(c.r, a.body); err != nil {
-			return err
-		}
-	default:
-		b, err := io.ReadAll(io.LimitReader(c.r, loadBodyBytesMax+1))
-		if err != nil {
-			return err
-		}
-		if len(b) > loadBodyBytesMax {
-			return fmt.Errorf("answer of more than %d bytes", loadBodyBytesMax)
-		}
-		a.body = append(a.body, b...)
-		return errConnClose
+		a.body = grow(a.body, int(f.length))
+		_, err := io.ReadFull(c.r, a.body)
+		return err
 	}
-	if closing {
-		return errConnClose
+	b, err := io.ReadAll(io.LimitReader(c.r, loadBodyBytesMax+1))
+	if err != nil {
+		return err
 	}
-	return nil
+	if len(b) > loadBodyBytesMax {
+		return fmt.Errorf("answer of more than %d bytes", loadBodyBytesMax)
+	}
+	a.body = append(a.body, b...)
+	return errConnClose
 }
 
 func (c *leanConn) readChunked(a *loadAnswer) error {

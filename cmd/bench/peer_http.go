@@ -167,65 +167,90 @@ func peerHTTPCases(env *Env, pool *pgxpool.Pool, prof peerProfile) ([]*Result, e
 		return nil, err
 	}
 	defer stop()
-	var out []*Result
-	run := func(name string, c int, op Op) error {
-		_, _ = pool.Exec(env.Ctx, "CHECKPOINT")
-		if err := warmPool(env.Ctx, pool, c); err != nil {
-			return err
-		}
-		m, err := env.Loop(Loop{Case: prof.caseName(name), Concurrency: c, ServerOutside: true}, op)
-		if err != nil {
-			return err
-		}
-		r := m.Result(prof.caseName(name), c)
-		out = append(out, &r)
-		return nil
-	}
+	pc := &pgHTTPCases{env: env, pool: pool, prof: prof, srv: srv}
 	for _, name := range []string{casePGHTTPKeyed, casePGHTTPNoKey} {
 		if !env.Want(name) {
 			continue
 		}
 		for _, c := range concs {
-			wl := newWorkload(env.Opts.BatchDocs)
-			bufs := make([][]byte, c)
-			keyed := name == casePGHTTPKeyed
-			if err := run(name, c, func(ctx context.Context, w int, i uint64) error {
-				bufs[w] = wl.appendBody(bufs[w][:0], w, i)
-				key := ""
-				if keyed {
-					key = wl.key(w, i)
-				}
-				return srv.post(ctx, bufs[w], key, false)
-			}); err != nil {
-				return out, err
+			if err := pc.writes(name, c); err != nil {
+				return pc.out, err
 			}
 		}
 	}
 	if !env.Want(casePGHTTPReplay) {
-		return out, nil
+		return pc.out, nil
 	}
+	err = pc.replays(concs)
+	return pc.out, err
+}
+
+// pgHTTPCases runs the pg-http-* cases of one profile against one server.
+type pgHTTPCases struct {
+	env  *Env
+	pool *pgxpool.Pool
+	prof peerProfile
+	srv  *httpServer
+	out  []*Result
+}
+
+// run measures one case at concurrency c, on a checkpointed server and a
+// warm pool.
+func (pc *pgHTTPCases) run(name string, c int, op Op) error {
+	_, _ = pc.pool.Exec(pc.env.Ctx, "CHECKPOINT")
+	if err := warmPool(pc.env.Ctx, pc.pool, c); err != nil {
+		return err
+	}
+	m, err := pc.env.Loop(Loop{Case: pc.prof.caseName(name), Concurrency: c, ServerOutside: true}, op)
+	if err != nil {
+		return err
+	}
+	r := m.Result(pc.prof.caseName(name), c)
+	pc.out = append(pc.out, &r)
+	return nil
+}
+
+// writes measures new batches, keyed (a new key each) or not.
+func (pc *pgHTTPCases) writes(name string, c int) error {
+	wl := newWorkload(pc.env.Opts.BatchDocs)
+	bufs := make([][]byte, c)
+	keyed := name == casePGHTTPKeyed
+	return pc.run(name, c, func(ctx context.Context, w int, i uint64) error {
+		bufs[w] = wl.appendBody(bufs[w][:0], w, i)
+		key := ""
+		if keyed {
+			key = wl.key(w, i)
+		}
+		return pc.srv.post(ctx, bufs[w], key, false)
+	})
+}
+
+// replays creates -replay-keys keyed batches, then measures their
+// replays at every concurrency.
+func (pc *pgHTTPCases) replays(concs []int) error {
+	env := pc.env
 	wl := newWorkload(env.Opts.BatchDocs)
 	n := env.Opts.ReplayKeys
 	bodies, keys := make([][]byte, n), make([]string, n)
 	for k := range n {
 		bodies[k], keys[k] = wl.appendBody(nil, 0, uint64(k)), wl.key(0, uint64(k))
 	}
-	env.Progress("%s/%s creating %d keys", env.Suite(), prof.caseName(casePGHTTPReplay), n)
-	err = precreate(env.Ctx, n, func(ctx context.Context, k uint64) error { return srv.post(ctx, bodies[k], keys[k], false) })
+	env.Progress("%s/%s creating %d keys", env.Suite(), pc.prof.caseName(casePGHTTPReplay), n)
+	err := precreate(env.Ctx, n, func(ctx context.Context, k uint64) error { return pc.srv.post(ctx, bodies[k], keys[k], false) })
 	env.ProgressDone()
 	if err != nil {
-		return out, err
+		return err
 	}
 	for _, c := range concs {
-		if err := run(casePGHTTPReplay, c, func(ctx context.Context, w int, i uint64) error {
+		if err := pc.run(casePGHTTPReplay, c, func(ctx context.Context, w int, i uint64) error {
 			k := replayIndex(w, i, n)
-			return srv.post(ctx, bodies[k], keys[k], true)
+			return pc.srv.post(ctx, bodies[k], keys[k], true)
 		}); err != nil {
-			return out, err
+			return err
 		}
-		out[len(out)-1].Set("replay_set", n)
+		pc.out[len(pc.out)-1].Set("replay_set", n)
 	}
-	return out, nil
+	return nil
 }
 
 // comparePGHTTP puts Idem's HTTP ratios against one profile's pg-http

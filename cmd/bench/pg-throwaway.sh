@@ -26,8 +26,8 @@
 #     least commit_siblings other transactions are open, so one fsync covers
 #     more commits; with fewer open (low concurrency) no commit waits.
 #     Chosen by a sweep of pg-keyed-pipe@64 beside the default server in
-#     the same invocation (docs/benchmarks.md, "The tuned PostgreSQL
-#     peer"): 50 µs had the best median, 1000 µs the worst p50. The
+#     the same invocation (docs/benchmarks.md, "The peer:
+#     PostgreSQL on default and tuned settings"): 50 µs had the best median, 1000 µs the worst p50. The
 #     variables exist to repeat the sweep on another disk.
 #   wal_buffers=16MB: the most PostgreSQL's auto-sizing ever picks (1/32 of
 #     shared_buffers, capped at 16MB); 64 concurrent commits of a few kB

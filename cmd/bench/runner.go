@@ -95,125 +95,159 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 	if warmup == 0 {
 		warmup = min(e.Opts.Duration/10, 200*time.Millisecond)
 	}
-	var (
-		phase   atomic.Int32
-		errOnce sync.Once
-		firstEr error
-		failed  = make(chan struct{})
-		workers = make([]workerState, l.Concurrency)
-		wg      sync.WaitGroup
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstEr = err; close(failed) })
-	}
-	for w := range workers {
-		workers[w].hist = newHist()
-	}
+	r := &loopRun{e: e, l: l, failed: make(chan struct{}), workers: make([]workerState, l.Concurrency),
+		label: fmt.Sprintf("%s/%s c=%d", e.suite, l.Case, l.Concurrency)}
 	quiesce()
-	ctx := e.Ctx
-	for w := range workers {
-		wg.Add(1)
+	r.start(op)
+	e.Progress("%s warming up", r.label)
+	var begin loopEdge
+	if r.wait(warmup) {
+		begin = loopEdge{fsyncs: r.fsyncs(), fsyncNanos: r.fsyncNanos(), cpu: processCPU(), t: time.Now()}
+		r.phase.Store(phaseMeasure)
+		r.measure(begin.t)
+	}
+	r.phase.Store(phaseStop)
+	end := loopEdge{t: time.Now(), fsyncs: r.fsyncs(), fsyncNanos: r.fsyncNanos(), cpu: processCPU()}
+	r.wg.Wait()
+	e.ProgressDone()
+	if r.firstErr != nil {
+		return Measured{}, r.firstErr
+	}
+	if r.ctxErr != nil {
+		return Measured{}, r.ctxErr
+	}
+	return r.measured(begin, end), nil
+}
+
+// loopRun is one Loop in progress: its workers, its phase and how it ended.
+type loopRun struct {
+	e       *Env
+	l       Loop
+	label   string
+	phase   atomic.Int32
+	workers []workerState
+	wg      sync.WaitGroup
+
+	errOnce  sync.Once
+	firstErr error         // the first failed call's
+	failed   chan struct{} // closed once firstErr is set
+	ctxErr   error         // the run's context ended the case
+}
+
+// loopEdge is what is sampled at either edge of the measured window.
+type loopEdge struct {
+	t          time.Time
+	fsyncs     uint64
+	fsyncNanos int64
+	cpu        time.Duration
+}
+
+// start launches the workers; they call op back to back until the phase
+// is phaseStop, recording only the calls that complete while measuring.
+func (r *loopRun) start(op Op) {
+	for w := range r.workers {
+		r.workers[w].hist = newHist()
+	}
+	ctx := r.e.Ctx
+	for w := range r.workers {
+		r.wg.Add(1)
 		go func(w int, ws *workerState) {
-			defer wg.Done()
-			for i := uint64(0); phase.Load() != phaseStop; i++ {
+			defer r.wg.Done()
+			for i := uint64(0); r.phase.Load() != phaseStop; i++ {
 				start := time.Now()
 				if err := op(ctx, w, i); err != nil {
-					fail(fmt.Errorf("%s/%s c=%d worker %d: %w", e.suite, l.Case, l.Concurrency, w, err))
-					phase.Store(phaseStop)
+					r.fail(fmt.Errorf("%s/%s c=%d worker %d: %w", r.e.suite, r.l.Case, r.l.Concurrency, w, err))
+					r.phase.Store(phaseStop)
 					return
 				}
 				d := time.Since(start)
-				if phase.Load() == phaseMeasure {
+				if r.phase.Load() == phaseMeasure {
 					ws.hist.RecordValue(int64(d)) // out of range (>100s) is dropped
 					ws.calls.Add(1)
 				}
 			}
-		}(w, &workers[w])
+		}(w, &r.workers[w])
 	}
+}
 
-	fsyncs := func() uint64 {
-		if l.Fsyncs == nil {
-			return 0
-		}
-		return l.Fsyncs()
-	}
-	fsyncNanos := func() int64 {
-		if l.FsyncNanos == nil {
-			return -1
-		}
-		return l.FsyncNanos()
-	}
-	var (
-		t0, t1 time.Time
-		f0, f1 uint64
-		n0, n1 int64
-		c0, c1 time.Duration
-		err    error
-	)
-	wait := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-failed:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		return false
-	}
-	label := fmt.Sprintf("%s/%s c=%d", e.suite, l.Case, l.Concurrency)
-	e.Progress("%s warming up", label)
-	if wait(warmup) {
-		f0, n0, c0, t0 = fsyncs(), fsyncNanos(), processCPU(), time.Now()
-		phase.Store(phaseMeasure)
-		window := e.Opts.Duration
-		if l.Window > 0 {
-			window = l.Window
-		}
-		end := t0.Add(window)
-		calls := func() (n uint64) {
-			for w := range workers {
-				n += workers[w].calls.Load()
-			}
-			return n
-		}
-		// The window also stays open until one call completed, so a case
-		// whose calls outlast a short -duration (a stalled disk, a loaded CI
-		// machine) still reports a rate and a latency.
-		for left := time.Until(end); left > 0 || calls() == 0; left = time.Until(end) {
-			if !wait(min(max(left, 10*time.Millisecond), 250*time.Millisecond)) {
-				break
-			}
-			el := time.Since(t0).Seconds()
-			e.Progress("%s %4.1fs/%.1fs %10.0f ops/s", label, el, window.Seconds(),
-				float64(calls())*float64(l.ItemsPerCall)/el)
-		}
-	}
-	phase.Store(phaseStop)
-	t1, f1, n1, c1 = time.Now(), fsyncs(), fsyncNanos(), processCPU()
-	wg.Wait()
-	e.ProgressDone()
-	if firstEr != nil {
-		return Measured{}, firstEr
-	}
-	if err != nil {
-		return Measured{}, err
-	}
+func (r *loopRun) fail(err error) {
+	r.errOnce.Do(func() { r.firstErr = err; close(r.failed) })
+}
 
-	m := Measured{Seconds: t1.Sub(t0).Seconds(), Fsyncs: f1 - f0, FsyncNanos: -1, CPUNanos: -1, Hist: newHist()}
-	if l.FsyncNanos != nil {
-		m.FsyncNanos = n1 - n0
+// measure keeps the window open from t0 for the case's duration,
+// printing progress, until it ends or the case fails.
+func (r *loopRun) measure(t0 time.Time) {
+	window := r.e.Opts.Duration
+	if r.l.Window > 0 {
+		window = r.l.Window
 	}
-	if c0 >= 0 && c1 >= c0 && !l.ServerOutside {
-		m.CPUNanos = int64(c1 - c0)
+	end := t0.Add(window)
+	// The window also stays open until one call completed, so a case
+	// whose calls outlast a short -duration (a stalled disk, a loaded CI
+	// machine) still reports a rate and a latency.
+	for left := time.Until(end); left > 0 || r.calls() == 0; left = time.Until(end) {
+		if !r.wait(min(max(left, 10*time.Millisecond), 250*time.Millisecond)) {
+			return
+		}
+		el := time.Since(t0).Seconds()
+		r.e.Progress("%s %4.1fs/%.1fs %10.0f ops/s", r.label, el, window.Seconds(),
+			float64(r.calls())*float64(r.l.ItemsPerCall)/el)
 	}
-	for w := range workers {
-		m.Calls += workers[w].calls.Load()
-		m.Hist.Merge(workers[w].hist)
+}
+
+// wait reports whether d passed before a call failed or the run's
+// context ended.
+func (r *loopRun) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.failed:
+	case <-r.e.Ctx.Done():
+		r.ctxErr = r.e.Ctx.Err()
 	}
-	m.Items = m.Calls * uint64(l.ItemsPerCall)
-	return m, nil
+	return false
+}
+
+// calls counts the calls completed inside the window so far.
+func (r *loopRun) calls() (n uint64) {
+	for w := range r.workers {
+		n += r.workers[w].calls.Load()
+	}
+	return n
+}
+
+func (r *loopRun) fsyncs() uint64 {
+	if r.l.Fsyncs == nil {
+		return 0
+	}
+	return r.l.Fsyncs()
+}
+
+func (r *loopRun) fsyncNanos() int64 {
+	if r.l.FsyncNanos == nil {
+		return -1
+	}
+	return r.l.FsyncNanos()
+}
+
+// measured is the window between the two edges, the workers' counts and
+// histograms merged.
+func (r *loopRun) measured(begin, end loopEdge) Measured {
+	m := Measured{Seconds: end.t.Sub(begin.t).Seconds(), Fsyncs: end.fsyncs - begin.fsyncs, FsyncNanos: -1, CPUNanos: -1, Hist: newHist()}
+	if r.l.FsyncNanos != nil {
+		m.FsyncNanos = end.fsyncNanos - begin.fsyncNanos
+	}
+	if begin.cpu >= 0 && end.cpu >= begin.cpu && !r.l.ServerOutside {
+		m.CPUNanos = int64(end.cpu - begin.cpu)
+	}
+	for w := range r.workers {
+		m.Calls += r.workers[w].calls.Load()
+		m.Hist.Merge(r.workers[w].hist)
+	}
+	m.Items = m.Calls * uint64(r.l.ItemsPerCall)
+	return m
 }
 
 // Result turns a measurement into a report line for the case.

@@ -54,55 +54,10 @@ func runCapacity(env *Env) error {
 	// Completed within the last 12 hours, retained a day: none expires
 	// while the suite runs, so the cleaner leaves them all.
 	tmpl.spread = 12 * time.Hour
-	wl := newWorkload(env.Opts.BatchDocs)
-	keyed := func(stage int) (float64, error) {
-		tag := fmt.Sprintf("cap%d", stage)
-		m, err := env.Loop(Loop{Case: name + "/keyed-" + tag, Concurrency: capacityKeyedConc, Fsyncs: st.fsyncs},
-			func(ctx context.Context, w int, i uint64) error {
-				// New keys, but documents from a fixed set: the heap then
-				// measures the receipts, not documents piling up.
-				ans, err := st.svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable,
-					Key: tag + wl.key(w, i), Batch: wl.batch(w, i%capacityDocBatches)})
-				if err != nil {
-					return err
-				}
-				return checkCommitted(ans, false)
-			})
-		if err != nil {
-			return 0, err
-		}
-		return m.Result("keyed", capacityKeyedConc).OpsPerSec, nil
-	}
-	base := liveHeap()
-	var curve []float64
-	var heaps []float64
-	fillSeconds := 0.0
-	for stage := 0; ; stage++ {
-		rate, err := keyed(stage)
-		if err != nil {
-			st.close()
-			return err
-		}
-		curve = append(curve, round(rate, 0))
-		heaps = append(heaps, round(float64(liveHeap())-float64(base), 0))
-		if stage == capacityStages {
-			break
-		}
-		lo, hi := n*stage/capacityStages, n*(stage+1)/capacityStages
-		start := time.Now()
-		err = putReceiptRange(env, st.db, tmpl, lo, hi, name)
-		if err == nil {
-			err = foldExpiry(env, st.svc, name)
-		}
-		if err == nil {
-			env.Progress("%s/%s checkpoint after %d receipts", env.Suite(), name, hi)
-			err = st.db.Checkpoint()
-			env.ProgressDone()
-		} else {
-			st.close()
-			return err
-		}
-		fillSeconds += time.Since(start).Seconds()
+	fill, err := fillCapacity(env, st, tmpl, name, n)
+	if err != nil {
+		st.close()
+		return err
 	}
 	// What the last measurement wrote goes to the value log too: the
 	// reopen loads retained receipts, not a log tail.
@@ -115,48 +70,128 @@ func runCapacity(env *Env) error {
 	if err := st.db.Close(); err != nil {
 		return err
 	}
+	re, err := reopenCapacity(env, st.dir, tmpl, n, name)
+	if err != nil {
+		return err
+	}
+	env.Report(capacityResult(name, n, fill, re, vs, dirBytes(st.dir)))
+	return nil
+}
 
+// capacityFill is what the staged fill measured: keyed@64 before the
+// first stage and after each, the heap over the empty store's at the
+// same points, and the time the fill itself took.
+type capacityFill struct {
+	curve, heaps []float64
+	seconds      float64
+}
+
+// fillCapacity fills the store with n receipts in capacityStages steps,
+// each folded and checkpointed as a running idemd's cleaner and
+// checkpointer would, measuring keyed throughput and the heap around them.
+func fillCapacity(env *Env, st *stack, tmpl *receiptTemplate, name string, n int) (capacityFill, error) {
+	var fill capacityFill
+	wl := newWorkload(env.Opts.BatchDocs)
+	base := liveHeap()
+	for stage := 0; ; stage++ {
+		rate, err := capacityKeyed(env, st, wl, name, stage)
+		if err != nil {
+			return fill, err
+		}
+		fill.curve = append(fill.curve, round(rate, 0))
+		fill.heaps = append(fill.heaps, round(float64(liveHeap())-float64(base), 0))
+		if stage == capacityStages {
+			return fill, nil
+		}
+		lo, hi := n*stage/capacityStages, n*(stage+1)/capacityStages
+		start := time.Now()
+		if err := putReceiptRange(env, st.db, tmpl, lo, hi, name); err != nil {
+			return fill, err
+		}
+		if err := foldExpiry(env, st.svc, name); err != nil {
+			return fill, err
+		}
+		env.Progress("%s/%s checkpoint after %d receipts", env.Suite(), name, hi)
+		err = st.db.Checkpoint()
+		env.ProgressDone()
+		if err != nil {
+			return fill, err
+		}
+		fill.seconds += time.Since(start).Seconds()
+	}
+}
+
+// capacityKeyed measures keyed@64 on the store as it stands: new keys,
+// but documents from a fixed set, so the heap measures the receipts, not
+// documents piling up.
+func capacityKeyed(env *Env, st *stack, wl *workload, name string, stage int) (float64, error) {
+	tag := fmt.Sprintf("cap%d", stage)
+	m, err := env.Loop(Loop{Case: name + "/keyed-" + tag, Concurrency: capacityKeyedConc, Fsyncs: st.fsyncs},
+		func(ctx context.Context, w int, i uint64) error {
+			ans, err := st.svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable,
+				Key: tag + wl.key(w, i), Batch: wl.batch(w, i%capacityDocBatches)})
+			if err != nil {
+				return err
+			}
+			return checkCommitted(ans, false)
+		})
+	if err != nil {
+		return 0, err
+	}
+	return m.Result("keyed", capacityKeyedConc).OpsPerSec, nil
+}
+
+// capacityReopen is what reopening the filled store cost.
+type capacityReopen struct {
+	seconds float64
+	heap    float64 // live heap after the open over before it
+	stats   engine.Stats
+}
+
+// reopenCapacity opens the filled store as idemd would and checks that
+// its first and last receipts replay from the value log.
+func reopenCapacity(env *Env, dir string, tmpl *receiptTemplate, n int, name string) (capacityReopen, error) {
 	env.Progress("%s/%s reopening", env.Suite(), name)
 	before := liveHeap()
 	start := time.Now()
-	db, err := engine.Open(st.dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue})
+	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue})
 	if err != nil {
 		env.ProgressDone()
-		return fmt.Errorf("reopen: %w", err)
+		return capacityReopen{}, fmt.Errorf("reopen: %w", err)
 	}
 	svc, err := receipt.Open(env.Ctx, db, receipt.Options{Logger: discardLogger})
-	reopen := time.Since(start).Seconds()
+	re := capacityReopen{seconds: time.Since(start).Seconds()}
 	env.ProgressDone()
 	if err != nil {
 		db.Close()
-		return fmt.Errorf("reopen: receipt.Open: %w", err)
+		return re, fmt.Errorf("reopen: receipt.Open: %w", err)
 	}
-	heap := float64(liveHeap()) - float64(before)
-	stats := db.Stats()
-	// The first and the last receipt replay from the value log.
-	if err := checkEnds(env, svc, tmpl, n, "receipt after reopen", replays); err != nil {
-		svc.Close()
-		db.Close()
-		return err
-	}
+	re.heap = float64(liveHeap()) - float64(before)
+	re.stats = db.Stats()
+	err = checkEnds(env, svc, tmpl, n, "receipt after reopen", replays)
 	svc.Close()
-	if err := db.Close(); err != nil {
-		return err
+	if cerr := db.Close(); err == nil {
+		err = cerr
 	}
+	return re, err
+}
 
+// capacityResult is the suite's one row and its two issue-20 targets.
+func capacityResult(name string, n int, fill capacityFill, re capacityReopen, vs engine.ValueLogStats, disk int64) Result {
 	// The store holds the fill and what the keyed measurements added.
-	retained := float64(stats.Keys) // keys, not receipts: an upper bound on receipts
-	perReceipt := heap / float64(n)
+	retained := float64(re.stats.Keys) // keys, not receipts: an upper bound on receipts
+	perReceipt := re.heap / float64(n)
+	reopen := re.seconds
 	r := Result{Case: name, Concurrency: 1, Ops: uint64(n), Seconds: reopen, OpsPerSec: float64(n) / reopen, NoFloorRatio: true}
 	r.Set("bytes_per_receipt", round(perReceipt, 1))
-	r.Set("disk_bytes_per_receipt", round(float64(dirBytes(st.dir))/float64(n), 1))
+	r.Set("disk_bytes_per_receipt", round(float64(disk)/float64(n), 1))
 	r.Set("reopen_seconds", round(reopen, 3))
-	r.Set("reopen_replayed_entries", stats.Recovery.ReplayedEntries)
-	r.Set("fill_seconds", round(fillSeconds, 1))
+	r.Set("reopen_replayed_entries", re.stats.Recovery.ReplayedEntries)
+	r.Set("fill_seconds", round(fill.seconds, 1))
 	r.Set("keys", retained)
 	r.Set("projected_ram_day_1k_gib", round(perReceipt*receiptsPerDay/(1<<30), 2))
-	r.Set("keyed_curve", curve)
-	r.Set("heap_curve", heaps)
+	r.Set("keyed_curve", fill.curve)
+	r.Set("heap_curve", fill.heaps)
 	r.Set("vlog_bytes", vs.Bytes)
 	r.Set("vlog_live_bytes", vs.Live)
 	r.Set("vlog_segments", vs.Segments)
@@ -174,8 +209,7 @@ func runCapacity(env *Env) error {
 			Met:   reopen <= limit,
 			Score: atMost(reopen, limit),
 		})
-	env.Report(r)
-	return nil
+	return r
 }
 
 // putReceiptRange writes receipts [lo, hi) as putReceipts does.

@@ -171,10 +171,26 @@ func etcdKeyed(env *Env, cli *clientv3.Client, prefix func(string) string) ([]*R
 		return nil, err
 	}
 	wl := newWorkload(env.Opts.BatchDocs)
-	var round atomic.Int64
+	var round atomic.Int64 // keys of each case apart from the others': round << 40
+	out, err := etcdKeyedCases(env, svc, wl, &round)
+	if err != nil {
+		return out, err
+	}
+	counted := min(env.Opts.ReplayKeys, etcdCountedMax)
+	base := uint64(round.Add(1) << 40)
+	if err := etcdCounted(env, cli, s, svc, wl, &round, base, counted, out); err != nil {
+		return out, err
+	}
+	rs, err := etcdReplay(env, s, svc, wl, base, counted)
+	return append(out, rs...), err
+}
+
+// etcdKeyedCases measures keyed requests, each a new key, at every
+// concurrency of the run.
+func etcdKeyedCases(env *Env, svc *receipt.Service, wl *workload, round *atomic.Int64) ([]*Result, error) {
 	var out []*Result
 	for _, c := range env.Opts.Concurrency {
-		r0 := round.Add(1) << 40 // keys of each case apart from the others'
+		r0 := round.Add(1) << 40
 		m, err := env.Loop(Loop{Case: "keyed", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
 			ans, err := svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable, Key: wl.key(w, uint64(r0)+i), Batch: wl.batch(w, uint64(r0)+i)})
 			if err != nil {
@@ -188,29 +204,37 @@ func etcdKeyed(env *Env, cli *clientv3.Client, prefix func(string) string) ([]*R
 		r := m.Result("keyed", c)
 		out = append(out, &r)
 	}
+	return out, nil
+}
 
-	// Counted: round trips per keyed request, and the bbolt space a
-	// receipt takes (its record, envelope, documents and index entries),
-	// with the batch's documents and with one, against the documents'
-	// own share (the same batches key-less: no receipt).
-	counted := min(env.Opts.ReplayKeys, etcdCountedMax)
-	base := uint64(round.Add(1) << 40)
+// etcdCounted sends counted keyed requests from base and sets on the
+// keyed rows the round trips per keyed request and the bbolt space a
+// receipt takes (its record, envelope, documents and index entries),
+// with the batch's documents and with one, against the documents' own
+// share (the same batches key-less: no receipt).
+func etcdCounted(env *Env, cli *clientv3.Client, s *etcdstore.Store, svc *receipt.Service, wl *workload,
+	round *atomic.Int64, base uint64, counted int, keyed []*Result) error {
 	space, err := etcdSpace(env, cli, s, svc, wl, base, counted)
 	if err != nil {
-		return out, err
+		return err
 	}
 	if env.Opts.BatchDocs != 1 {
 		one, err := etcdSpace(env, cli, s, svc, newWorkload(1), uint64(round.Add(1)<<40), counted)
 		if err != nil {
-			return out, err
+			return err
 		}
 		space.setOneDoc(one)
 	}
-	for _, r := range out {
+	for _, r := range keyed {
 		space.set(r)
 	}
+	return nil
+}
 
-	// Replay: the counted requests' keys, now terminal.
+// etcdReplay replays the counted requests' keys, now terminal, at every
+// concurrency of the run, counting round trips per request.
+func etcdReplay(env *Env, s *etcdstore.Store, svc *receipt.Service, wl *workload, base uint64, counted int) ([]*Result, error) {
+	var out []*Result
 	for _, c := range env.Opts.Concurrency {
 		st0, calls := s.Stats(), atomic.Int64{}
 		m, err := env.Loop(Loop{Case: "replay", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {

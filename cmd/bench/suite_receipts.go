@@ -34,11 +34,24 @@ const (
 )
 
 func runReceipts(env *Env) error {
-	var results []*Result
-	fail := func(err error) error {
+	results, err := measureReceipts(env)
+	var waits *pairResult
+	if err == nil {
+		waits, err = keyedWaitsPair(env)
+	}
+	if err != nil {
 		env.reportAll(results)
 		return err
 	}
+	judgeReceipts(env, results, waits)
+	env.reportAll(results)
+	return receiptsHeavyCases(env)
+}
+
+// measureReceipts runs the suite's light cases that -case leaves in; it
+// returns what was measured also when a case failed, for the report.
+func measureReceipts(env *Env) ([]*Result, error) {
+	var results []*Result
 	for _, name := range []string{"keyed", "fast"} {
 		if !env.Want(name) {
 			continue
@@ -50,41 +63,34 @@ func runReceipts(env *Env) error {
 		for _, c := range concs {
 			r, err := receiptsCase(env, name, c)
 			if err != nil {
-				return fail(err)
+				return results, err
 			}
 			results = append(results, &r)
 		}
 	}
-	if env.Want(caseKeyedHot) {
-		rs, err := keyedHotCases(env)
-		results = append(results, rs...)
-		if err != nil {
-			return fail(err)
+	for _, c := range []struct {
+		name string
+		run  func(*Env, []int) ([]*Result, error)
+	}{
+		{caseKeyedHot, func(env *Env, _ []int) ([]*Result, error) { return keyedHotCases(env) }},
+		{caseKeyedFloor, keyedFloorCase},
+		{"replay", receiptsReplay},
+	} {
+		if !env.Want(c.name) {
+			continue
 		}
-	}
-	if env.Want(caseKeyedFloor) {
-		rs, err := keyedFloorCase(env, env.Opts.Concurrency)
+		rs, err := c.run(env, env.Opts.Concurrency)
 		results = append(results, rs...)
 		if err != nil {
-			return fail(err)
-		}
-	}
-	if env.Want("replay") {
-		rs, err := receiptsReplay(env, env.Opts.Concurrency)
-		results = append(results, rs...)
-		if err != nil {
-			return fail(err)
+			return results, err
 		}
 	}
 	us, err := receiptsUnits(env, env.Opts.Concurrency)
-	results = append(results, us...)
-	if err != nil {
-		return fail(err)
-	}
-	waits, err := keyedWaitsPair(env)
-	if err != nil {
-		return fail(err)
-	}
+	return append(results, us...), err
+}
+
+// judgeReceipts adds the ratios between the suite's cases and its targets.
+func judgeReceipts(env *Env, results []*Result, waits *pairResult) {
 	keyedRatios(env, results, targetKeyedRate, 64, waits)
 	keyedFloorRatios(results)
 	keyedFastRatios(results)
@@ -98,10 +104,12 @@ func runReceipts(env *Env) error {
 	if r := idx.best("replay"); r != nil {
 		rateTarget(r, fmt.Sprintf("in-process replay (best, here c=%d)", r.Concurrency), targetReplayRate)
 	}
-	env.reportAll(results)
+}
 
-	// The heavy cases run here only when their own suites do not (and,
-	// with -case, when named: "reopen" is reopen-<n>-receipts).
+// receiptsHeavyCases runs the heavy cases here only when their own
+// suites do not (and, with -case, when named: "reopen" is
+// reopen-<n>-receipts).
+func receiptsHeavyCases(env *Env) error {
 	if !env.Selected("renewal") && env.Want("renewal") {
 		if err := renewalCase(env); err != nil {
 			return err

@@ -65,10 +65,11 @@ const (
 	// targetReopenReceiptsPer10MVlog: seconds per 10 M receipts once
 	// envelopes live in the value log.
 	targetReopenReceiptsPer10MVlog = 3.0
-	// Heap bytes per retained terminal receipt: with its envelope in RAM
-	// (issue 18, docs/design.md §12), and once envelopes live in the value log.
-	targetBytesPerReceiptInRAM = 500
-	targetBytesPerReceiptVlog  = 100
+	// Heap bytes per retained terminal receipt: with its envelope in RAM,
+	// and once envelopes live in the value log (issue 41 part 4,
+	// docs/design.md §12; issue 18's were 500 and 100).
+	targetBytesPerReceiptInRAM = 400
+	targetBytesPerReceiptVlog  = 60
 	// reopenEnvelopeBytes is the encoded size of each receipt's envelope.
 	reopenEnvelopeBytes = 300
 )

@@ -18,7 +18,7 @@ import (
 
 // The process-level E2E of SEED.txt: real idemd processes on one data
 // directory, stopped by SIGKILL or SIGTERM and restarted; every keyed
-// answer — a missing table, a commit, a transaction_conflict abort — is
+// answer — a missing table, a commit, an abort for a real conflict — is
 // replayed byte for byte by the next process. Every exchange is recorded
 // for the contract check against api/openapi.yaml (contract/).
 
@@ -110,15 +110,26 @@ func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*api
 	if ra.State != "started" {
 		t.Fatalf("batch A's receipt is %s, want started (intents open)", ra.State)
 	}
-	// 3. Batch B on x conflicts: terminal aborted transaction_conflict.
-	if r := keep("conflict", "t", "k-b", incX, post(c1, "t", "k-b", incX)); r.Status != 409 {
-		t.Fatalf("batch B: %d %s", r.Status, r.Body)
+	// 3. Batch B on x meets A's intent: contention, never a stored
+	// refusal — 503 pending, nothing stored, retry with the same key.
+	if r := post(c1, "t", "k-b", incX); r.Status != 503 {
+		t.Fatalf("batch B behind A's intent: %d %s", r.Status, r.Body)
 	}
 	// 4. A's retry reconciles it from the retained record: committed once.
 	if r := keep("reconciled", "t", "k-a", incX, post(c1, "t", "k-a", incX)); r.Status != 201 {
 		t.Fatalf("batch A retried: %d %s", r.Status, r.Body)
 	}
-	// 5. A plain keyed commit, and a fast-path batch.
+	// 5. B's retry, A done, commits; C, $inc on a string, is a real
+	// conflict: terminal aborted, its exact code.
+	if r := keep("retried", "t", "k-b", incX, post(c1, "t", "k-b", incX)); r.Status != 201 {
+		t.Fatalf("batch B retried: %d %s", r.Status, r.Body)
+	}
+	c1.Do("POST", "/v1/tables/t/batch", `{"inserts":[{"id":"s","doc":{"n":"text"}}]}`).JSON(t, 201, nil)
+	incS := `{"transforms":[{"id":"s","ops":[{"op":"$inc","path":"n","value":1}]}]}`
+	if r := keep("aborted", "t", "k-c", incS, post(c1, "t", "k-c", incS)); r.Status != 400 {
+		t.Fatalf("batch C ($inc on a string): %d %s", r.Status, r.Body)
+	}
+	// 6. A plain keyed commit, and a fast-path batch.
 	commit := `{"inserts":[{"id":"y","doc":{"v":"ü<&>"}}],"deletes":["gone"],"transforms":[{"id":"z","ops":[{"op":"$max","path":"m","value":7}],"upsert":true}]}`
 	c1.Do("POST", "/v1/tables/t/batch", `{"inserts":[{"id":"gone","doc":{}}]}`).JSON(t, 201, nil)
 	if r := keep("commit", "t", "k-commit", commit, post(c1, "t", "k-commit", commit)); r.Status != 201 {
@@ -170,19 +181,23 @@ func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*api
 	}
 	checkProblem(t, answers[0].r.Body, problemView{Code: "table_not_found", Status: 404, RetryWith: "new_key", Outcome: "not_applied",
 		Detail: `table "late" does not exist`})
-	checkProblem(t, answers[1].r.Body, problemView{Code: "transaction_conflict", Status: 409, Retryable: true, RetryWith: "new_key",
-		Outcome: "aborted", Detail: `document "x" is being written by another transaction`})
-	if string(answers[2].r.Body) != `{"inserted":0,"deleted":0,"transformed":1}` ||
-		string(answers[3].r.Body) != `{"inserted":1,"deleted":1,"transformed":1}` {
-		t.Fatalf("committed bodies %s, %s", answers[2].r.Body, answers[3].r.Body)
+	checkProblem(t, answers[3].r.Body, problemView{Code: "invalid_request", Status: 400, RetryWith: "none",
+		Outcome: "aborted", Detail: `transform of "s", ops[0] $inc "n": current value is a string, not a number`})
+	for _, i := range []int{1, 2} {
+		if string(answers[i].r.Body) != `{"inserted":0,"deleted":0,"transformed":1}` {
+			t.Fatalf("%s: body %s", answers[i].name, answers[i].r.Body)
+		}
 	}
-	// Effects: A once, B never; the commit's documents are there.
+	if string(answers[4].r.Body) != `{"inserted":1,"deleted":1,"transformed":1}` {
+		t.Fatalf("committed body %s", answers[4].r.Body)
+	}
+	// Effects: A once, B once (its retry), C never; the commit's documents are there.
 	var x, y struct {
 		Doc map[string]any `json:"doc"`
 	}
 	c2.Do("GET", "/v1/tables/t/docs/x", nil).JSON(t, 200, &x)
 	c2.Do("GET", "/v1/tables/t/docs/y", nil).JSON(t, 200, &y)
-	if x.Doc["n"] != float64(1) || y.Doc["v"] != "ü<&>" {
+	if x.Doc["n"] != float64(2) || y.Doc["v"] != "ü<&>" {
 		t.Fatalf("docs after restart: x=%v y=%v", x.Doc, y.Doc)
 	}
 	c2.Do("GET", "/v1/tables/t/docs/gone", nil).Problem(t, 404)
@@ -194,9 +209,9 @@ func restartReplays(t *testing.T, c *apitest.Client, data string, stop func(*api
 			Code string `json:"code"`
 		} `json:"envelope"`
 	}
-	c2.Do("GET", "/v1/receipts/t/k-b", nil).JSON(t, 200, &rv)
-	if rv.State != "terminal" || rv.Envelope.Code != "transaction_conflict" {
-		t.Fatalf("receipt k-b after restart: %+v", rv)
+	c2.Do("GET", "/v1/receipts/t/k-c", nil).JSON(t, 200, &rv)
+	if rv.State != "terminal" || rv.Envelope.Code != "invalid_request" {
+		t.Fatalf("receipt k-c after restart: %+v", rv)
 	}
 	post(c2, "late", "k-new", incX).JSON(t, 201, nil)
 	if c.Tr.Recorded() == 0 {

@@ -256,19 +256,7 @@ func TryLaunchBinary(t testing.TB, bin, data string, env []string, args ...strin
 	argv := append([]string{"-addr", "127.0.0.1:0", "-data", data, "-log-format", "json",
 		"-lease-ttl", "60s", "-maintain-interval", "-1s", "-clean-interval", "-1s", "-shutdown-timeout", "10s"}, args...)
 	cmd := exec.Command(bin, argv...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") && !strings.HasPrefix(kv, "GO_FAILPOINTS_HTTP=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	if RaceEnabled {
-		// A race-enabled binary sleeps 1 s at exit by default (to catch
-		// races at exit); every graceful stop would pay it.
-		if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
-			cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(g+" atexit_sleep_ms=0"))
-		}
-	}
-	cmd.Env = append(cmd.Env, env...) // later entries win
+	cmd.Env = childEnv(env)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -279,43 +267,8 @@ func TryLaunchBinary(t testing.TB, bin, data string, env []string, args ...strin
 		t.Fatal(err)
 	}
 	addrs := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			p.logs.Write(append(append([]byte{}, line...), '\n'))
-			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "idemd: listening" {
-				select {
-				case addrs <- rec.Addr:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(p.logs, stderr) // a line longer than the scanner's buffer
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-		if strings.Contains(p.logs.String(), "WARNING: DATA RACE") {
-			// A killed race-enabled child never reaches its exit status
-			// 66: its report is only in its output.
-			t.Errorf("the race detector reported a data race in idemd %s", p.addr)
-		}
-		if t.Failed() {
-			t.Logf("idemd %s logs:\n%s", p.addr, p.logs.String())
-		}
-	})
+	go p.follow(stderr, addrs)
+	t.Cleanup(p.cleanup)
 	timer := time.NewTimer(StartTimeout)
 	defer timer.Stop()
 	select {
@@ -325,6 +278,68 @@ func TryLaunchBinary(t testing.TB, bin, data string, env []string, args ...strin
 		return nil, &EarlyExit{Proc: p}
 	case <-timer.C:
 		return nil, fmt.Errorf("idemd did not announce its address within %v\n%s", StartTimeout, p.logs.String())
+	}
+}
+
+// childEnv is this process's environment for idemd without its failpoints
+// (a test arms the child's through env), then env: later entries win.
+func childEnv(env []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GO_FAILPOINTS=") && !strings.HasPrefix(kv, "GO_FAILPOINTS_HTTP=") {
+			out = append(out, kv)
+		}
+	}
+	if RaceEnabled {
+		// A race-enabled binary sleeps 1 s at exit by default (to catch
+		// races at exit); every graceful stop would pay it.
+		if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+			out = append(out, "GORACE="+strings.TrimSpace(g+" atexit_sleep_ms=0"))
+		}
+	}
+	return append(out, env...)
+}
+
+// follow copies idemd's stderr into its logs, sends the address it
+// announces listening on to addrs, and records its exit.
+func (p *Proc) follow(stderr io.Reader, addrs chan<- string) {
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		p.logs.Write(append(append([]byte{}, line...), '\n'))
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "idemd: listening" {
+			select {
+			case addrs <- rec.Addr:
+			default:
+			}
+		}
+	}
+	_, _ = io.Copy(p.logs, stderr) // a line longer than the scanner's buffer
+	p.err = p.cmd.Wait()
+	close(p.exited)
+}
+
+// cleanup kills idemd if it still runs, fails the test on a race report
+// in its output, and shows its logs when the test failed.
+func (p *Proc) cleanup() {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	if strings.Contains(p.logs.String(), "WARNING: DATA RACE") {
+		// A killed race-enabled child never reaches its exit status
+		// 66: its report is only in its output.
+		p.t.Errorf("the race detector reported a data race in idemd %s", p.addr)
+	}
+	if p.t.Failed() {
+		p.t.Logf("idemd %s logs:\n%s", p.addr, p.logs.String())
 	}
 }
 

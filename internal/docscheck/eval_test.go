@@ -51,15 +51,7 @@ func loadConsts(t *testing.T, root string) *consts {
 }
 
 func (c *consts) add(dir string, f *ast.File) {
-	imports := map[string]string{}
-	for _, im := range f.Imports {
-		p, _ := strconv.Unquote(im.Path.Value)
-		name := path.Base(p)
-		if im.Name != nil {
-			name = im.Name.Name
-		}
-		imports[name] = strings.TrimPrefix(strings.TrimPrefix(p, modulePath), "/")
-	}
+	imports := fileImports(f)
 	if c.decls[dir] == nil {
 		c.decls[dir] = map[string]constDecl{}
 	}
@@ -77,6 +69,21 @@ func (c *consts) add(dir string, f *ast.File) {
 			}
 		}
 	}
+}
+
+// fileImports maps f's local package names to package dirs of the
+// repository ("time" for the standard one).
+func fileImports(f *ast.File) map[string]string {
+	imports := map[string]string{}
+	for _, im := range f.Imports {
+		p, _ := strconv.Unquote(im.Path.Value)
+		name := path.Base(p)
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		imports[name] = strings.TrimPrefix(strings.TrimPrefix(p, modulePath), "/")
+	}
+	return imports
 }
 
 // value is the constant dir.name, or an error saying why it cannot be had.

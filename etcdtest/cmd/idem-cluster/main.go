@@ -91,17 +91,10 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	var wg sync.WaitGroup
 	defer wg.Wait() // every supervisor has stopped its node
 	defer cancel()
+	spec := nodeSpec{bin: *idemd, dir: *dir, out: out, endpoints: endpoints, secret: secret, ct: ct,
+		basePort: *basePort, leaseTTL: *leaseTTL, fpNode: fpNode, fpTerms: fpTerms}
 	for i := 1; i <= *nodes; i++ {
-		name := "node-" + strconv.Itoa(i)
-		addr := "127.0.0.1:" + strconv.Itoa(*basePort+i-1)
-		n := &node{name: name, base: ct.scheme() + "://" + addr, dir: *dir, out: out,
-			args: append([]string{"-store", "etcd", "-etcd-endpoints", endpoints, "-etcd-prefix", "/idem/dev/",
-				"-node", name, "-addr", addr, "-advertise", ct.scheme() + "://" + addr, "-lease-ttl", leaseTTL.String(),
-				"-cluster-secret-file", secret}, ct.nodeArgs()...),
-			bin: *idemd, env: os.Environ()}
-		if name == fpNode {
-			n.env = append(n.env, "GO_FAILPOINTS="+fpTerms)
-		}
+		n := spec.node(i)
 		if err := n.start(); err != nil {
 			return err
 		}
@@ -118,6 +111,32 @@ func run(ctx context.Context, args []string, out io.Writer, ready func()) error 
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
 	return nil
+}
+
+// nodeSpec is what the nodes' command lines share.
+type nodeSpec struct {
+	bin, dir          string
+	out               io.Writer
+	endpoints, secret string
+	ct                *clusterTLS
+	basePort          int
+	leaseTTL          time.Duration
+	fpNode, fpTerms   string // -failpoints: the node armed and its terms
+}
+
+// node is the i-th node (from 1): its name, address and command line.
+func (s nodeSpec) node(i int) *node {
+	name := "node-" + strconv.Itoa(i)
+	addr := "127.0.0.1:" + strconv.Itoa(s.basePort+i-1)
+	n := &node{name: name, base: s.ct.scheme() + "://" + addr, dir: s.dir, out: s.out,
+		args: append([]string{"-store", "etcd", "-etcd-endpoints", s.endpoints, "-etcd-prefix", "/idem/dev/",
+			"-node", name, "-addr", addr, "-advertise", s.ct.scheme() + "://" + addr, "-lease-ttl", s.leaseTTL.String(),
+			"-cluster-secret-file", s.secret}, s.ct.nodeArgs()...),
+		bin: s.bin, env: os.Environ()}
+	if name == s.fpNode {
+		n.env = append(n.env, "GO_FAILPOINTS="+s.fpTerms)
+	}
+	return n
 }
 
 // clusterSecretBytes is the random part of the nodes' cluster secret,
