@@ -102,19 +102,19 @@ var Catalog = []Point{
 
 	{LeaseRenewBefore, "lease", "Heartbeat.Renew, before each renewal Apply", "transient lease-store failure: retried while the confirmed lease is valid"},
 
-	{ReceiptCreateBefore, "receipt", "lifecycle.create* (receipt/create.go), before the write that publishes a new receipt", "crash before the receipt exists: the request left no trace"},
-	{ReceiptAdoptBefore, "receipt", "lifecycle.adopt (receipt/adopt.go), before the lease CAS", "crash of a successor just before it adopts"},
-	{ReceiptDecideBefore, "receipt", "lifecycle.decide (receipt/decide.go), after Begin (receipt started, intents prepared), before the decision", "owner dies after execution started: a successor must finish without a client retry"},
-	{ReceiptTerminalBefore, "receipt", "lifecycle.publish (receipt/decide.go), before publishing an already decided outcome", "terminal publication fails: recovery publishes the exact envelope later"},
-	{ReceiptReleaseBefore, "receipt", "lifecycle.releaseBatch (receipt/release.go), before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
-	{ReceiptCleanBefore, "receipt", "lifecycle.deleteVictims (receipt/clean.go), before each cleanup Apply", "crash of the cleaner mid-pass"},
-	{TombCleanBefore, "receipt", "lifecycle.cleanTombs (receipt/tombclean.go), before each Apply that deletes tombstones whose protection ended", "crash of the tombstone cleaner mid-chunk: the chunk stays and is walked again"},
-	{ExpiryFoldBefore, "receipt", "lifecycle.foldChunk (receipt/expfold.go), before the Apply that writes a chunk of expiry entries and deletes them", "crash of the cleaner mid-fold: the entries stay, or the chunk has them, never neither"},
-	{ChunkCleanBefore, "receipt", "lifecycle.cleanChunk (receipt/chunkclean.go), before the Apply that rewrites or deletes a receipt chunk after its due receipts were cleaned", "crash between the cleanup and the chunk: the chunk is walked again, its cleaned receipts strays"},
+	{ReceiptCreateBefore, "receipt", "flow.create* (receipt/create.go), before the write that publishes a new receipt", "crash before the receipt exists: the request left no trace"},
+	{ReceiptAdoptBefore, "receipt", "flow.adopt (receipt/adopt.go), before the lease CAS", "crash of a successor just before it adopts"},
+	{ReceiptDecideBefore, "receipt", "flow.decide (receipt/decide.go), after Begin (receipt started, intents prepared), before the decision", "owner dies after execution started: a successor must finish without a client retry"},
+	{ReceiptTerminalBefore, "receipt", "flow.publish (receipt/decide.go), before publishing an already decided outcome", "terminal publication fails: recovery publishes the exact envelope later"},
+	{ReceiptReleaseBefore, "receipt", "retention.releaseBatch (receipt/release.go), before releasing retained decisions", "crash before release: decisions stay retained, nothing lost"},
+	{ReceiptCleanBefore, "receipt", "retention.deleteVictims (receipt/clean.go), before each cleanup Apply", "crash of the cleaner mid-pass"},
+	{TombCleanBefore, "receipt", "retention.cleanTombs (receipt/tombclean.go), before each Apply that deletes tombstones whose protection ended", "crash of the tombstone cleaner mid-chunk: the chunk stays and is walked again"},
+	{ExpiryFoldBefore, "receipt", "retention.foldChunk (receipt/expfold.go), before the Apply that writes a chunk of expiry entries and deletes them", "crash of the cleaner mid-fold: the entries stay, or the chunk has them, never neither"},
+	{ChunkCleanBefore, "receipt", "retention.cleanChunk (receipt/chunkclean.go), before the Apply that rewrites or deletes a receipt chunk after its due receipts were cleaned", "crash between the cleanup and the chunk: the chunk is walked again, its cleaned receipts strays"},
 	{ReceiptMaintainBefore, "receipt", "Service.MaintainOnce, at the start of a recovery pass", "a blocked or failing recovery pass (renewal must not depend on it)"},
-	{SessionBeginBefore, "receipt", "lifecycle.beginSession (receipt/session_begin.go), before the write that publishes a new session", "crash before the session exists: begin left no trace"},
-	{SessionStageBefore, "receipt", "lifecycle.writeSession (receipt/session_stage.go), before a staged batch or a first read is made durable", "owner dies mid-session: the session is presumed aborted once its lease expires"},
-	{SessionEndBefore, "receipt", "lifecycle.endSession (receipt/session_end.go), before an abort, an expiry or a presumed abort is written", "crash while ending a session: maintenance ends it again"},
+	{SessionBeginBefore, "receipt", "sessions.beginSession (receipt/session_begin.go), before the write that publishes a new session", "crash before the session exists: begin left no trace"},
+	{SessionStageBefore, "receipt", "sessions.writeSession (receipt/session_stage.go), before a staged batch or a first read is made durable", "owner dies mid-session: the session is presumed aborted once its lease expires"},
+	{SessionEndBefore, "receipt", "sessions.endSession (receipt/session_end.go), before an abort, an expiry or a presumed abort is written", "crash while ending a session: maintenance ends it again"},
 }
 
 // Names returns the names of every cataloged failpoint in the given layer

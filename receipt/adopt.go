@@ -20,16 +20,16 @@ import (
 // it if the lease allows, and says which way it went (ownership).
 // errNotOurs means another live owner holds it (holdWait: the caller has
 // until deadline to wait for it; holdBusy: no time).
-func (l *lifecycle) hold(ctx context.Context, a *attempt, deadline time.Time) (holdAction, error) {
-	st, err := lease.Read(ctx, l.store, a.id)
+func (fl *flow) hold(ctx context.Context, a *attempt, deadline time.Time) (holdAction, error) {
+	st, err := lease.Read(ctx, fl.core.store, a.id)
 	if err != nil {
 		return 0, err
 	}
-	f := leaseFacts{stored: st, me: l.owner, now: l.clock.Now(), deadline: deadline}
+	f := leaseFacts{stored: st, me: fl.core.owner, now: fl.core.clock.Now(), deadline: deadline}
 	if a.adoptAfter != nil {
 		f.adoptAfter = a.adoptAfter(st.Claim.Node)
 	}
-	tracked, ok := l.active.Get(a.id)
+	tracked, ok := fl.core.active.Get(a.id)
 	if ok {
 		claim, _, _, status := tracked.Snapshot()
 		f.tracked, f.trackedClaim, f.trackedLost = true, claim, status == lease.Lost
@@ -39,16 +39,16 @@ func (l *lifecycle) hold(ctx context.Context, a *attempt, deadline time.Time) (h
 	case holdGone:
 		return act, errRetry
 	case holdResync:
-		if err := tracked.Resync(ctx, l.store); err != nil {
+		if err := tracked.Resync(ctx, fl.core.store); err != nil {
 			return act, err
 		}
 		a.held = tracked
 	case holdResume:
 		a.held = lease.Resume(a.id, st)
 		a.held.Since = a.born()
-		l.active.Add(a.held)
+		fl.core.active.Add(a.held)
 	case holdAdopt:
-		return act, l.adopt(ctx, a, st)
+		return act, fl.adopt(ctx, a, st)
 	default:
 		a.holder = lease.Owner{Node: st.Claim.Node, Incarnation: st.Claim.Incarnation}
 		return act, errNotOurs
@@ -58,20 +58,20 @@ func (l *lifecycle) hold(ctx context.Context, a *attempt, deadline time.Time) (h
 
 // adopt moves receipt a to this owner with one CAS on its lease st, its
 // unchanged record and its recovery entry.
-func (l *lifecycle) adopt(ctx context.Context, a *attempt, st lease.State) error {
-	a.claim, a.until = claimPublished, l.clock.Now().Add(l.opts.LeaseTTL)
+func (fl *flow) adopt(ctx context.Context, a *attempt, st lease.State) error {
+	a.claim, a.until = claimPublished, fl.core.clock.Now().Add(fl.core.opts.LeaseTTL)
 	b := new(engine.Batch).AtVersion(receiptKey(a.id), a.ver)
-	a.held = lease.ClaimAdopt(b, a.id, st, l.owner, a.until)
-	b.Delete(recoveryKey(st.Claim.Node, a.id)).Put(recoveryKey(l.owner.Node, a.id), nil)
+	a.held = lease.ClaimAdopt(b, a.id, st, fl.core.owner, a.until)
+	b.Delete(recoveryKey(st.Claim.Node, a.id)).Put(recoveryKey(fl.core.owner.Node, a.id), nil)
 	a.held.Since = a.born()
-	l.active.Add(a.held)
+	fl.core.active.Add(a.held)
 	if err := fault.Inject(fault.ReceiptAdoptBefore); err != nil {
-		l.settle(a, writeFailed, 0)
+		fl.settle(a, writeFailed, 0)
 		return err
 	}
-	ver, err := l.store.Apply(ctx, b)
+	ver, err := fl.core.store.Apply(ctx, b)
 	v := classifyWrite(err, a.fence())
-	l.settle(a, v, ver)
+	fl.settle(a, v, ver)
 	switch v {
 	case writeDone:
 	case writeRetry:
@@ -79,7 +79,7 @@ func (l *lifecycle) adopt(ctx context.Context, a *attempt, st lease.State) error
 	default:
 		return err
 	}
-	l.stats.adopted.Add(1)
-	l.opts.Logger.Info("receipt: adopted", "txn_id", a.id, "from", st.Claim.Node, "from_incarnation", st.Claim.Incarnation)
+	fl.core.stats.adopted.Add(1)
+	fl.core.opts.Logger.Info("receipt: adopted", "txn_id", a.id, "from", st.Claim.Node, "from_incarnation", st.Claim.Incarnation)
 	return nil
 }

@@ -45,11 +45,11 @@ type Expiry struct {
 }
 
 // expiryOf is the promise terminal rec makes.
-func (l *lifecycle) expiryOf(rec *Record) Expiry {
+func (c *core) expiryOf(rec *Record) Expiry {
 	if rec == nil || rec.State != Terminal || rec.RetainUntil == 0 {
 		return Expiry{}
 	}
-	return Expiry{ReplayUntil: time.UnixMilli(rec.RetainUntil), ProtectUntil: time.UnixMilli(l.protectUntil(rec))}
+	return Expiry{ReplayUntil: time.UnixMilli(rec.RetainUntil), ProtectUntil: time.UnixMilli(c.protectUntil(rec))}
 }
 
 // Original is the state of the receipt a mismatched request collided
@@ -93,7 +93,7 @@ const (
 
 // retryAfter is the Retry-After suggested to a client whose request is in
 // flight: a fraction of the lease TTL, at least a second.
-func (l *lifecycle) retryAfter() time.Duration { return max(time.Second, l.opts.LeaseTTL/10) }
+func (c *core) retryAfter() time.Duration { return max(time.Second, c.opts.LeaseTTL/10) }
 
 // Transient answers: never stored.
 func answerInvalid(c code.Code, msg string) Answer {

@@ -104,7 +104,7 @@ func (a *attempt) wrote(rec *Record, ver engine.Version) { a.rec, a.ver = rec, v
 // which wrote at version ver if it is done: a published claim is confirmed,
 // left unconfirmed (ambiguous) or dropped from the active set (nothing
 // written); an owner's write that was fenced marks the hold lost.
-func (l *lifecycle) settle(a *attempt, v writeVerdict, ver engine.Version) {
+func (fl *flow) settle(a *attempt, v writeVerdict, ver engine.Version) {
 	h := a.held
 	if h == nil {
 		return
@@ -118,7 +118,7 @@ func (l *lifecycle) settle(a *attempt, v writeVerdict, ver engine.Version) {
 		case writeAmbiguous:
 			h.Unconfirm()
 		default:
-			l.active.Remove(a.id, h)
+			fl.core.active.Remove(a.id, h)
 		}
 		return
 	case claimExtended:
@@ -145,60 +145,60 @@ func (a *attempt) publishedOnce() {
 // verdict of what stopped it. The receipt keeps its state; a retry with
 // the same key converges. The answer reports the stored state, or none
 // while the receipt is being created.
-func (l *lifecycle) stuck(a *attempt, v writeVerdict, err error) (Answer, error) {
+func (fl *flow) stuck(a *attempt, v writeVerdict, err error) (Answer, error) {
 	if a.creating() {
-		return l.stuckAs(a, 0, msgPublishUnknown, v, err)
+		return fl.stuckAs(a, 0, msgPublishUnknown, v, err)
 	}
-	return l.stuckAs(a, a.rec.State, msgOutcomeUnknown, v, err)
+	return fl.stuckAs(a, a.rec.State, msgOutcomeUnknown, v, err)
 }
 
 // stuckAs is stuck with the state and the pending detail given.
-func (l *lifecycle) stuckAs(a *attempt, st State, why string, v writeVerdict, err error) (Answer, error) {
+func (fl *flow) stuckAs(a *attempt, st State, why string, v writeVerdict, err error) (Answer, error) {
 	switch v {
 	case writeRetry, writeDone: // (done is not stuck: look the receipt up again)
 		a.noteFound(err)
 		return Answer{}, errRetry
 	case writeFenced:
-		l.stats.fenced.Add(1)
-		return answerInProgress(a.id, st, l.retryAfter()), nil
+		fl.core.stats.fenced.Add(1)
+		return answerInProgress(a.id, st, fl.core.retryAfter()), nil
 	case writeAmbiguous:
-		return answerPending(a.id, st, why, l.retryAfter()), nil
+		return answerPending(a.id, st, why, fl.core.retryAfter()), nil
 	}
 	return Answer{}, err
 }
 
 // finished updates in-memory state after the receipt's terminal write: an
 // immutable receipt leaves the active set and its decision can be released.
-func (l *lifecycle) finished(a *attempt, env Envelope) {
-	l.countTerminal(env)
-	if !l.owesVisibility(a) {
-		l.active.Remove(a.id, a.held)
-		l.queueRelease(a.id)
+func (fl *flow) finished(a *attempt, env Envelope) {
+	fl.core.countTerminal(env)
+	if !fl.owesVisibility(a) {
+		fl.core.active.Remove(a.id, a.held)
+		fl.retain.queueRelease(a.id)
 	}
 }
 
 // owesVisibility reports whether the attempt's terminal write leaves
 // visibility debt: intents of a begun transaction whose resolution is
 // deferred to maintenance.
-func (l *lifecycle) owesVisibility(a *attempt) bool { return a.begun && l.opts.DeferResolution }
+func (fl *flow) owesVisibility(a *attempt) bool { return a.begun && fl.core.opts.DeferResolution }
 
 // applied settles the write in flight, which ended with err (at version
 // ver if it is durable), and unless it is done answers the request by its
 // verdict: ok reports a durable write.
-func (l *lifecycle) applied(a *attempt, ver engine.Version, err error) (ok bool, ans Answer, rerr error) {
+func (fl *flow) applied(a *attempt, ver engine.Version, err error) (ok bool, ans Answer, rerr error) {
 	v := classifyWrite(err, a.fence())
-	l.settle(a, v, ver)
+	fl.settle(a, v, ver)
 	if v == writeDone {
 		return true, Answer{}, nil
 	}
-	ans, rerr = l.stuck(a, v, err)
+	ans, rerr = fl.stuck(a, v, err)
 	return false, ans, rerr
 }
 
 // notDone is applied for a write in flight that ended with err != nil
 // without being durable — the error of its store call, or of the
 // failpoint that stands for it.
-func (l *lifecycle) notDone(a *attempt, err error) (Answer, error) {
-	_, ans, err := l.applied(a, 0, err)
+func (fl *flow) notDone(a *attempt, err error) (Answer, error) {
+	_, ans, err := fl.applied(a, 0, err)
 	return ans, err
 }

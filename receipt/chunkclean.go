@@ -19,7 +19,7 @@ import (
 // the chunk last, in an Apply of its own, so that a crash leaves it to be
 // walked again, and its receipts already deleted then are strays. Every
 // Apply is fenced by the cleaner's job lease.
-func (l *lifecycle) cleanChunk(ctx context.Context, jobVer engine.Version, c rcptChunk, now time.Time) (int, error) {
+func (rt *retention) cleanChunk(ctx context.Context, jobVer engine.Version, c rcptChunk, now time.Time) (int, error) {
 	nowMs := now.UnixMilli()
 	var stay []chunkedReceipt
 	var victims []victim
@@ -28,7 +28,7 @@ func (l *lifecycle) cleanChunk(ctx context.Context, jobVer engine.Version, c rcp
 			stay = append(stay, e)
 			continue
 		}
-		v, ok := l.cleanableAt(ctx, victim{id: e.id}, e.deadline)
+		v, ok := rt.cleanableAt(ctx, victim{id: e.id}, e.deadline)
 		switch {
 		case !ok:
 			stay = append(stay, e)
@@ -37,18 +37,18 @@ func (l *lifecycle) cleanChunk(ctx context.Context, jobVer engine.Version, c rcp
 		} // else a stray: the receipt is gone, or has another entry
 	}
 	cleaned := 0
-	for page := l.cleanPageMax(); len(victims) > 0; {
+	for page := rt.cleanPageMax(); len(victims) > 0; {
 		n := min(page, len(victims))
 		// A copy: deleteVictims drops a refused victim by compacting the
 		// slice it is given, and the loop below must see every one.
-		done, err := l.deleteVictims(ctx, jobVer, slices.Clone(victims[:n]))
+		done, err := rt.deleteVictims(ctx, jobVer, slices.Clone(victims[:n]))
 		cleaned += done
 		if err != nil {
 			return cleaned, err
 		}
 		// A victim whose condition failed is still there: it stays.
 		for _, v := range victims[:n] {
-			rec, _, err := l.load(ctx, v.id)
+			rec, _, err := rt.core.load(ctx, v.id)
 			if errors.Is(err, engine.ErrNotFound) {
 				continue
 			}
@@ -74,12 +74,12 @@ func (l *lifecycle) cleanChunk(ctx context.Context, jobVer engine.Version, c rcp
 	if err := fault.Inject(fault.ChunkCleanBefore); err != nil {
 		return cleaned, err
 	}
-	_, err := l.store.Apply(ctx, b)
+	_, err := rt.core.store.Apply(ctx, b)
 	switch classifyWrite(err, lease.JobKey(cleanerJob)) {
 	case writeDone, writeRetry: // retry: the next pass walks it again
 		return cleaned, nil
 	case writeFenced:
-		l.stats.fenced.Add(1)
+		rt.core.stats.fenced.Add(1)
 		return cleaned, lease.ErrFenced
 	}
 	return cleaned, err

@@ -26,36 +26,36 @@ const cleanerJob = "cleaner"
 // The pass then folds settled entries into chunks (expfold.go), at most
 // CleanScanMax of them.
 func (s *Service) CleanOnce(ctx context.Context) (int, error) {
-	s.cleanMu.Lock()
-	defer s.cleanMu.Unlock()
-	n, _, err := s.cleanPass(ctx, nil)
+	s.retain.cleanMu.Lock()
+	defer s.retain.cleanMu.Unlock()
+	n, _, err := s.retain.cleanPass(ctx, nil)
 	if err != nil {
 		return n, err
 	}
-	_, err = s.foldPass(ctx)
+	_, err = s.retain.foldPass(ctx)
 	return n, err
 }
 
 // foldPass is one fold pass under the cleaner's job lease.
-func (l *lifecycle) foldPass(ctx context.Context) (int, error) {
-	now := l.clock.Now()
-	jobVer, ok, err := lease.AcquireJob(ctx, l.store, cleanerJob, l.owner, now, l.opts.LeaseTTL)
+func (rt *retention) foldPass(ctx context.Context) (int, error) {
+	now := rt.core.clock.Now()
+	jobVer, ok, err := lease.AcquireJob(ctx, rt.core.store, cleanerJob, rt.core.owner, now, rt.core.opts.LeaseTTL)
 	if err != nil || !ok {
 		return 0, err
 	}
-	return l.foldFrom(ctx, jobVer, now)
+	return rt.foldFrom(ctx, jobVer, now)
 }
 
 // cleanPass is CleanOnce from the expiry entry from on (nil: the first);
 // next, when not nil, is where a pass that stopped at CleanScanMax would
 // go on.
-func (l *lifecycle) cleanPass(ctx context.Context, from []byte) (n int, next []byte, err error) {
-	now := l.clock.Now()
-	jobVer, ok, err := lease.AcquireJob(ctx, l.store, cleanerJob, l.owner, now, l.opts.LeaseTTL)
+func (rt *retention) cleanPass(ctx context.Context, from []byte) (n int, next []byte, err error) {
+	now := rt.core.clock.Now()
+	jobVer, ok, err := lease.AcquireJob(ctx, rt.core.store, cleanerJob, rt.core.owner, now, rt.core.opts.LeaseTTL)
 	if err != nil || !ok {
 		return 0, nil, err
 	}
-	return l.cleanFrom(ctx, jobVer, now, from)
+	return rt.cleanFrom(ctx, jobVer, now, from)
 }
 
 // cleanPassesMax bounds the passes one tick of the cleaner loop runs back
@@ -67,13 +67,13 @@ const cleanPassesMax = 64
 // cleanTick runs passes, each going on where the last stopped, until the
 // expired entries are walked, or cleanPassesMax.
 // Then fold passes, until one folds nothing, or cleanPassesMax.
-func (l *lifecycle) cleanTick(ctx context.Context) (int, error) {
-	l.cleanMu.Lock()
-	defer l.cleanMu.Unlock()
+func (rt *retention) cleanTick(ctx context.Context) (int, error) {
+	rt.cleanMu.Lock()
+	defer rt.cleanMu.Unlock()
 	total := 0
 	var from []byte
 	for range cleanPassesMax {
-		n, next, err := l.cleanPass(ctx, from)
+		n, next, err := rt.cleanPass(ctx, from)
 		total += n
 		if err != nil {
 			return total, err
@@ -84,7 +84,7 @@ func (l *lifecycle) cleanTick(ctx context.Context) (int, error) {
 		from = next
 	}
 	for range cleanPassesMax {
-		if n, err := l.foldPass(ctx); err != nil || n == 0 {
+		if n, err := rt.foldPass(ctx); err != nil || n == 0 {
 			return total, err
 		}
 	}
@@ -93,7 +93,7 @@ func (l *lifecycle) cleanTick(ctx context.Context) (int, error) {
 
 // cleanFrom walks the due plain entries, then the due chunks of folded
 // ones (expfold.go), from from on, at most CleanScanMax entries.
-func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now time.Time, from []byte) (int, []byte, error) {
+func (rt *retention) cleanFrom(ctx context.Context, jobVer engine.Version, now time.Time, from []byte) (int, []byte, error) {
 	due := now.UnixMilli() + 1
 	ranges := [][2][]byte{{[]byte(engine.NSExpiry), expiryKey(due, "")}, {rcptChunksStart(), rcptChunkKey(due, "")}}
 	if from != nil && isRcptChunkKey(from) {
@@ -104,7 +104,7 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 	}
 	cleaned, scanned := 0, 0
 	for _, r := range ranges {
-		n, next, err := l.cleanRange(ctx, jobVer, now, r[0], r[1], &scanned)
+		n, next, err := rt.cleanRange(ctx, jobVer, now, r[0], r[1], &scanned)
 		cleaned += n
 		if err != nil || next != nil {
 			return cleaned, next, err
@@ -115,19 +115,19 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 
 // cleanRange is cleanFrom over one range of the expiry index, scanned
 // counting against CleanScanMax.
-func (l *lifecycle) cleanRange(ctx context.Context, jobVer engine.Version, now time.Time, start, end []byte, scannedp *int) (int, []byte, error) {
+func (rt *retention) cleanRange(ctx context.Context, jobVer engine.Version, now time.Time, start, end []byte, scannedp *int) (int, []byte, error) {
 	cleaned := 0
-	page := l.cleanPageMax()
+	page := rt.cleanPageMax()
 	for *scannedp < CleanScanMax {
 		scanned := *scannedp
-		items, damaged, last, err := scanAround(ctx, l.store, start, end, page)
+		items, damaged, last, err := scanAround(ctx, rt.core.store, start, end, page)
 		if err != nil {
 			return cleaned, nil, err
 		}
 		for _, k := range damaged {
 			// A chunk whose value does not read: its receipts wait for a
 			// repair; the pass goes on.
-			l.opts.Logger.Error("receipt: an expiry entry does not read; the cleaner leaves it (see idemctl check)",
+			rt.core.opts.Logger.Error("receipt: an expiry entry does not read; the cleaner leaves it (see idemctl check)",
 				"key", string(k))
 		}
 		scanned += len(damaged)
@@ -135,26 +135,26 @@ func (l *lifecycle) cleanRange(ctx context.Context, jobVer engine.Version, now t
 		for _, it := range items {
 			scanned++
 			if chunk, ok := tombChunkOf(it); ok {
-				if _, err := l.cleanTombs(ctx, jobVer, chunk, now); err != nil {
+				if _, err := rt.cleanTombs(ctx, jobVer, chunk, now); err != nil {
 					return cleaned, nil, err
 				}
 				continue
 			}
 			if chunk, ok := rcptChunkOf(it); ok {
 				scanned += len(chunk.entries)
-				n, err := l.cleanChunk(ctx, jobVer, chunk, now)
+				n, err := rt.cleanChunk(ctx, jobVer, chunk, now)
 				cleaned += n
 				if err != nil {
 					return cleaned, nil, err
 				}
 				continue
 			}
-			if v, ok := l.cleanable(ctx, it); ok {
+			if v, ok := rt.cleanable(ctx, it); ok {
 				victims = append(victims, v)
 			}
 		}
 		*scannedp = scanned
-		n, err := l.deleteVictims(ctx, jobVer, victims)
+		n, err := rt.deleteVictims(ctx, jobVer, victims)
 		cleaned += n
 		if err != nil {
 			return cleaned, nil, err
@@ -173,8 +173,8 @@ func (l *lifecycle) cleanRange(ctx context.Context, jobVer engine.Version, now t
 // decision deleted, tombstone put) and three conditions (their versions,
 // the absent coordinator record); the batch adds the job-lease fence and
 // its tombstones' chunk.
-func (l *lifecycle) cleanPageMax() int {
-	lim := l.store.Limits()
+func (rt *retention) cleanPageMax() int {
+	lim := rt.core.store.Limits()
 	return min(CleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 1, 1))
 }
 
@@ -198,46 +198,45 @@ type victim struct {
 	steps    int        // a session's steps, which may outlive it (session_steps.go)
 }
 
-func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool) {
+func (rt *retention) cleanable(ctx context.Context, it engine.Item) (victim, bool) {
 	deadline, id, ok := parseExpiryKey(it.Key)
 	if !ok {
 		return victim{}, false
 	}
 	v := victim{id: id, entry: it.Key, entryVer: it.Version}
 	if lease.KindOf(id) == lease.KindSession {
-		return l.cleanableSession(ctx, v, deadline)
+		return rt.cleanableSession(ctx, v, deadline)
 	}
-	return l.cleanableAt(ctx, v, deadline)
+	return rt.cleanableAt(ctx, v, deadline)
 }
 
 // cleanableAt is cleanable for receipt v.id, due by an index entry at
 // deadline: a plain one (v.entry), or in a chunk (no entry of its own).
-func (l *lifecycle) cleanableAt(ctx context.Context, v victim, deadline int64) (victim, bool) {
+func (rt *retention) cleanableAt(ctx context.Context, v victim, deadline int64) (victim, bool) {
 	v.deadline = deadline
 	id := v.id
-	rec, ver, err := l.load(ctx, id)
-	switch {
-	case errors.Is(err, engine.ErrNotFound):
-		return v, true // stray entry
-	case err != nil:
-		if errors.Is(err, engine.ErrCorruption) {
-			l.opts.Logger.Error("receipt: a receipt does not read; the cleaner leaves it and its entry (see idemctl check)",
-				"txn_id", id, "err", err)
+	rec, ver, err := rt.core.load(ctx, id)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) && errors.Is(err, engine.ErrCorruption) {
+		rt.core.opts.Logger.Error("receipt: a receipt does not read; the cleaner leaves it and its entry (see idemctl check)",
+			"txn_id", id, "err", err)
+	}
+	var pinned bool
+	var until int64
+	if err == nil {
+		pinned, until = !settled(rec), rec.RetainUntil
+		if pinned && plantedIgnoresPin(rec) {
+			pinned, until = false, deadline
 		}
+	}
+	switch cleanOf(err, pinned, until, deadline) {
+	case cleanLeave:
 		return victim{}, false
-	case !settled(rec):
-		if rec.State == Terminal && fault.Planted(fault.BugCleanIgnoresVisibilityDebt) { // planted only under -tags idem_selftest
-			break
-		}
-		if !fault.Planted(fault.BugCleanIgnoresDebt) { // planted only under -tags idem_selftest
-			return victim{}, false // pinned by debt
-		}
-	case rec.RetainUntil != deadline:
-		return v, true // an entry the receipt no longer points at
+	case cleanEntry:
+		return v, true
 	}
 	v.receipt, v.rcptVer = true, ver
 	if rec.State == Terminal {
-		v.tomb, _ = l.tombstoneOf(id, rec)
+		v.tomb, _ = rt.tombstoneOf(id, rec)
 		if fault.Planted(fault.BugCleanDropsTombstone) { // planted only under -tags idem_selftest
 			v.tomb = nil
 		}
@@ -245,41 +244,77 @@ func (l *lifecycle) cleanableAt(ctx context.Context, v victim, deadline int64) (
 	return v, true
 }
 
-// cleanableSession is cleanable for an ended session's entry. An open
-// session is pinned, as a receipt with execution debt is: it has no
-// retention entry, and one found is not its own.
-func (l *lifecycle) cleanableSession(ctx context.Context, v victim, deadline int64) (victim, bool) {
-	it, err := l.store.Get(ctx, sessionKey(v.id))
-	if errors.Is(err, engine.ErrNotFound) {
-		return v, true // stray entry
+// plantedIgnoresPin is the planted bugs that clean a receipt its debt
+// pins (only under -tags idem_selftest).
+func plantedIgnoresPin(rec *Record) bool {
+	if rec.State == Terminal && fault.Planted(fault.BugCleanIgnoresVisibilityDebt) {
+		return true
 	}
-	if err != nil {
-		return victim{}, false
+	return fault.Planted(fault.BugCleanIgnoresDebt)
+}
+
+// cleanableSession is cleanable for an ended session's entry, by the same
+// decision as a receipt's (cleanOf). An open session is pinned, as a
+// receipt with execution debt is: it has no retention entry, and one
+// found is not its own.
+func (rt *retention) cleanableSession(ctx context.Context, v victim, deadline int64) (victim, bool) {
+	it, err := rt.core.store.Get(ctx, sessionKey(v.id))
+	var rec *SessionRecord
+	if err == nil {
+		rec, err = DecodeSession(it.Value)
 	}
-	rec, err := DecodeSession(it.Value)
-	switch {
-	case err != nil:
+	var pinned bool
+	var until int64
+	if err == nil {
+		pinned, until = rec.State == SessionOpen, rec.RetainUntil
+	}
+	switch cleanOf(err, pinned, until, deadline) {
+	case cleanLeave:
 		return victim{}, false
-	case rec.State == SessionOpen:
-		return victim{}, false
-	case rec.RetainUntil != deadline:
+	case cleanEntry:
 		return v, true
 	}
 	v.session, v.rcptVer, v.steps = true, it.Version, rec.Steps
 	return v, true
 }
 
+// cleanAction is what the cleaner does with a due expiry entry.
+type cleanAction uint8
+
+const (
+	cleanLeave  cleanAction = iota + 1 // leave the entry and its record
+	cleanEntry                         // delete the entry alone: a stray
+	cleanRecord                        // delete the entry and its record
+)
+
+// cleanOf decides what the cleaner does with an expiry entry due at
+// deadline from the record it points at, a receipt or an ended session,
+// as read (err): gone, the entry is a stray; unreadable or pinned (a
+// receipt with debt, an open session), both stay; retained until another
+// deadline, the entry is not the record's own any more.
+func cleanOf(err error, pinned bool, retainUntil, deadline int64) cleanAction {
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return cleanEntry
+	case err != nil, pinned:
+		return cleanLeave
+	case retainUntil != deadline:
+		return cleanEntry
+	}
+	return cleanRecord
+}
+
 // deleteVictims deletes with one Apply per try; a victim whose condition
 // fails (the receipt changed, or its transaction still holds intents) is
 // dropped and the rest retried.
-func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs []victim) (int, error) {
+func (rt *retention) deleteVictims(ctx context.Context, jobVer engine.Version, vs []victim) (int, error) {
 	fence := func(b *engine.Batch) { b.AtVersion(lease.JobKey(cleanerJob), jobVer) }
 	for _, v := range vs {
 		// Steps too many for the write that ended the session, and that a
 		// crash kept maintenance from deleting: before the record, so that
 		// none is left without it.
-		if v.session && v.steps > l.stepsInlineMax() {
-			if err := l.dropSteps(ctx, v.id, v.steps, fence); err != nil {
+		if v.session && v.steps > rt.sess.stepsInlineMax() {
+			if err := rt.sess.dropSteps(ctx, v.id, v.steps, fence); err != nil {
 				return 0, err
 			}
 		}
@@ -313,14 +348,14 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 			return 0, err
 		}
 		chunk.into(b)
-		_, err := l.store.Apply(ctx, b)
+		_, err := rt.core.store.Apply(ctx, b)
 		switch classifyWrite(err, lease.JobKey(cleanerJob)) {
 		case writeDone:
-			l.stats.cleaned.Add(uint64(receipts))
-			l.stats.tombstoned.Add(uint64(chunk.len()))
+			rt.core.stats.cleaned.Add(uint64(receipts))
+			rt.core.stats.tombstoned.Add(uint64(chunk.len()))
 			return receipts, nil
 		case writeFenced: // a newer incarnation's cleaner holds the job
-			l.stats.fenced.Add(1)
+			rt.core.stats.fenced.Add(1)
 			return 0, lease.ErrFenced
 		case writeRetry:
 			// A receipt changed, or its transaction still holds intents:

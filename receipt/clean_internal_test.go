@@ -54,7 +54,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 	now := clock.Now()
 
 	// A's pass takes the job lease ...
-	va, ok, err := lease.AcquireJob(ctx, db, cleanerJob, a.Owner(), now, a.opts.LeaseTTL)
+	va, ok, err := lease.AcquireJob(ctx, db, cleanerJob, a.Owner(), now, a.core.opts.LeaseTTL)
 	if err != nil || !ok {
 		t.Fatalf("A acquires: %v %v", ok, err)
 	}
@@ -64,12 +64,12 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	vb, ok, err := lease.AcquireJob(ctx, db, cleanerJob, b.Owner(), now, b.opts.LeaseTTL)
+	vb, ok, err := lease.AcquireJob(ctx, db, cleanerJob, b.Owner(), now, b.core.opts.LeaseTTL)
 	if err != nil || !ok {
 		t.Fatalf("B acquires: %v %v", ok, err)
 	}
 	before := storeDump(t, db)
-	n, _, err := a.cleanFrom(ctx, va, now, nil)
+	n, _, err := a.retain.cleanFrom(ctx, va, now, nil)
 	if n != 0 || !errors.Is(err, lease.ErrFenced) {
 		t.Fatalf("stale pass: %d %v, want 0 and ErrFenced", n, err)
 	}
@@ -80,7 +80,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 	if n, err := a.CleanOnce(ctx); n != 0 || err != nil {
 		t.Fatalf("stale CleanOnce: %d %v", n, err)
 	}
-	if n, _, err := b.cleanFrom(ctx, vb, now, nil); n != 2 || err != nil {
+	if n, _, err := b.retain.cleanFrom(ctx, vb, now, nil); n != 2 || err != nil {
 		t.Fatalf("current pass: %d %v, want 2", n, err)
 	}
 	for _, k := range []string{"k1", "k2"} {
@@ -140,7 +140,35 @@ func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
 	if _, err := s.CleanOnce(ctx); err != nil || left() != n-CleanScanMax {
 		t.Fatalf("one pass left %d entries (%v); want all but CleanScanMax: %d", left(), err, n-CleanScanMax)
 	}
-	if _, err := s.cleanTick(ctx); err != nil || left() != 0 {
+	if _, err := s.retain.cleanTick(ctx); err != nil || left() != 0 {
 		t.Fatalf("one tick left %d entries, %v; want none", left(), err)
+	}
+}
+
+// TestCleanOf_OneDecisionForReceiptsAndSessions: the cleaner decides an
+// expiry entry by the record it points at, whatever its kind: a gone
+// record leaves a stray entry; an unreadable or pinned one (debt, an open
+// session) stays with its entry; a record retained until another deadline
+// disowns the entry; only a record due by this very entry goes with it.
+func TestCleanOf_OneDecisionForReceiptsAndSessions(t *testing.T) {
+	const due = int64(1_700_000_000_000)
+	broken := fmt.Errorf("test: %w", engine.ErrCorruption)
+	for _, tc := range []struct {
+		design string
+		err    error
+		pinned bool
+		until  int64
+		want   cleanAction
+	}{
+		{"§4 no record: the entry is a stray", engine.ErrNotFound, false, 0, cleanEntry},
+		{"§2 a record that does not read stays, and so does its entry", broken, false, due, cleanLeave},
+		{"§4 debt (or an open session) pins the record and its entry", nil, true, due, cleanLeave},
+		{"§4 pinned even when the entry is not its own", nil, true, due + 1, cleanLeave},
+		{"§4 retained until another deadline: the entry alone goes", nil, false, due + 1, cleanEntry},
+		{"§4 due by this entry: the record goes with it", nil, false, due, cleanRecord},
+	} {
+		if got := cleanOf(tc.err, tc.pinned, tc.until, due); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.design, got, tc.want)
+		}
 	}
 }

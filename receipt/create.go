@@ -24,8 +24,8 @@ import (
 // canonical request filled in): terminal not_applied when plan refuses it;
 // otherwise started together with the transaction's Begin when an executor
 // slot is free, or pending when none is.
-func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadline time.Time) (Answer, error) {
-	f, mine := l.beginFlight(a.id)
+func (fl *flow) create(ctx context.Context, a *attempt, plan planner, deadline time.Time) (Answer, error) {
+	f, mine := fl.exec.beginFlight(a.id)
 	if !mine && a.cachedPlan {
 		// Created before any lookup (createfirst.go): the key may well
 		// exist — a retry racing a retry — and only a read says whether
@@ -33,65 +33,65 @@ func (l *lifecycle) create(ctx context.Context, a *attempt, plan planner, deadli
 		return Answer{}, errRetry
 	}
 	if !mine {
-		return l.awaitLocal(ctx, a.id, f, deadline)
+		return fl.awaitLocal(ctx, a.id, f, deadline)
 	}
-	defer l.endFlight(a.id, f)
-	now := l.clock.Now()
-	a.rec.Created, a.rec.RetainUntil = now.UnixMilli(), now.Add(l.opts.Retention).UnixMilli()
+	defer fl.exec.endFlight(a.id, f)
+	now := fl.core.clock.Now()
+	a.rec.Created, a.rec.RetainUntil = now.UnixMilli(), now.Add(fl.core.opts.Retention).UnixMilli()
 	txn, refusal, err := plan(ctx, a)
 	if refusal != nil {
-		return l.createNotApplied(ctx, a, refusal)
+		return fl.createNotApplied(ctx, a, refusal)
 	}
 	if err != nil {
 		return Answer{}, err
 	}
-	sl, ok := l.acquire(ctx, deadline)
+	sl, ok := fl.exec.acquire(ctx, deadline)
 	if !ok {
-		return l.createPending(ctx, a)
+		return fl.createPending(ctx, a)
 	}
-	defer l.release(sl)
+	defer fl.exec.release(sl)
 	// The documents' latches once a slot is held (doclatch.go: no one
 	// waits for a slot holding a latch). A wait that runs out defers the
 	// batch as a pending receipt, as a full executor does.
-	unlock, ok := l.latchDocs(ctx, txn)
+	unlock, ok := fl.exec.latchDocs(ctx, txn)
 	if !ok {
-		return l.createPending(ctx, a)
+		return fl.createPending(ctx, a)
 	}
 	a.unlatch = sync.OnceFunc(unlock)
 	defer a.unlatch()
-	return l.createStarted(ctx, a, txn)
+	return fl.createStarted(ctx, a, txn)
 }
 
 // createNotApplied makes a preflight failure the receipt's terminal answer
 // (docs/design.md §5.5): deterministic, decided before anything started, so the
 // receipt has no lease and no request.
-func (l *lifecycle) createNotApplied(ctx context.Context, a *attempt, refusal *code.Error) (Answer, error) {
+func (fl *flow) createNotApplied(ctx context.Context, a *attempt, refusal *code.Error) (Answer, error) {
 	env := notApplied(refusal, a.id)
 	rec := a.rec
-	now := l.clock.Now()
+	now := fl.core.clock.Now()
 	rec.State, rec.Completed, rec.Envelope, rec.Request = Terminal, now.UnixMilli(), storedFor(rec, env), nil
-	rec.ProtectUntil = l.promise(now, rec.RetainUntil)
+	rec.ProtectUntil = fl.core.promise(now, rec.RetainUntil)
 	val, err := EncodeRecord(rec)
 	if err != nil {
 		return Answer{}, err
 	}
 	rk := receiptKey(a.id)
-	b := l.absentReceipt(a.id, rk).Put(rk, val).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	b := fl.absentReceipt(a.id, rk).Put(rk, val).Put(expiryKey(rec.RetainUntil, a.id), nil)
 	a.final = rec
 	if a.alongside != nil {
 		if err := a.alongside(b); err != nil {
-			return l.stuck(a, classifyStep(err), err)
+			return fl.stuck(a, classifyStep(err), err)
 		}
 	}
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
 		return Answer{}, err
 	}
-	_, err = l.store.Apply(ctx, b)
+	_, err = fl.core.store.Apply(ctx, b)
 	if v := classifyWrite(err, nil); v != writeDone {
-		return l.stuck(a, v, err)
+		return fl.stuck(a, v, err)
 	}
 	a.publishedOnce()
-	l.countTerminal(env)
+	fl.core.countTerminal(env)
 	return Answer{Envelope: env, Terminal: true}, nil
 }
 
@@ -108,14 +108,14 @@ const (
 // which the caller also puts): conditioned
 // on its absence, and on the absence of its tombstone — the proof, not
 // the lookup before it, that an expired key never executes again.
-func (l *lifecycle) absentReceipt(id string, rk []byte) *engine.Batch {
+func (fl *flow) absentReceipt(id string, rk []byte) *engine.Batch {
 	// Sized for the claim and the receipt's writes that follow (newClaimed):
 	// grown once, not write by write.
-	return l.addAbsentReceipt(new(engine.Batch).Grow(publishCondsMax, publishOpsMax), id, rk)
+	return fl.addAbsentReceipt(new(engine.Batch).Grow(publishCondsMax, publishOpsMax), id, rk)
 }
 
 // addAbsentReceipt adds absentReceipt's conditions to b.
-func (l *lifecycle) addAbsentReceipt(b *engine.Batch, id string, rk []byte) *engine.Batch {
+func (fl *flow) addAbsentReceipt(b *engine.Batch, id string, rk []byte) *engine.Batch {
 	b.Absent(rk)
 	if k := tombKey(id); k != nil {
 		b.Absent(k)
@@ -126,32 +126,32 @@ func (l *lifecycle) addAbsentReceipt(b *engine.Batch, id string, rk []byte) *eng
 // createPending publishes a pending receipt when no executor slot is free:
 // a retry with the same key, or maintenance, runs it from its stored
 // request.
-func (l *lifecycle) createPending(ctx context.Context, a *attempt) (Answer, error) {
-	b, err := l.newClaimed(a, Pending, l.clock.Now())
+func (fl *flow) createPending(ctx context.Context, a *attempt) (Answer, error) {
+	b, err := fl.newClaimed(a, Pending, fl.core.clock.Now())
 	if err != nil {
 		return Answer{}, err
 	}
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
-		return l.notDone(a, err)
+		return fl.notDone(a, err)
 	}
-	v, err := l.store.Apply(ctx, b)
-	if ok, ans, err := l.applied(a, v, err); !ok {
+	v, err := fl.core.store.Apply(ctx, b)
+	if ok, ans, err := fl.applied(a, v, err); !ok {
 		return ans, err
 	}
 	a.wrote(a.rec, v)
-	return l.refuseExecutor(a.id), nil
+	return fl.exec.refuseExecutor(a.id), nil
 }
 
 // createStarted publishes a new receipt as started together with Begin —
 // and, on a store that chains, with the decision (createCommitted), or,
 // when the transaction commits directly, already terminal in the write
 // that commits it (createTerminal).
-func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (Answer, error) {
+func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (Answer, error) {
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
-		return l.notDone(a, err)
+		return fl.notDone(a, err)
 	}
-	_, chains := l.store.(engine.Chainer)
-	once := chains && !l.opts.SeparateDecide && l.coord.Direct(txn)
+	_, chains := fl.core.store.(engine.Chainer)
+	once := chains && !fl.core.opts.SeparateDecide && fl.core.coord.Direct(txn)
 	if once {
 		// One write commits it all: once it is sequenced, the next batch
 		// on its documents may stage on it (engine.LatestReader) and
@@ -160,32 +160,32 @@ func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn
 		if a.unlatch != nil {
 			octx = engine.OnSequenced(ctx, a.unlatch)
 		}
-		if ans, done, err := l.createTerminal(octx, a, txn); done {
+		if ans, done, err := fl.createTerminal(octx, a, txn); done {
 			return ans, err
 		}
 		// Nothing was written: Begin and Decide tell apart whatever
 		// stopped the write.
 	}
-	b, err := l.newClaimed(a, Started, l.clock.Now())
+	b, err := fl.newClaimed(a, Started, fl.core.clock.Now())
 	if err != nil {
 		return Answer{}, err
 	}
-	if chains && !once && !l.opts.SeparateDecide {
-		if ans, done, err := l.createCommitted(ctx, a, txn, b); done {
+	if chains && !once && !fl.core.opts.SeparateDecide {
+		if ans, done, err := fl.createCommitted(ctx, a, txn, b); done {
 			return ans, err
 		}
 	}
-	return l.begin(ctx, a, txn, a.rec, b)
+	return fl.begin(ctx, a, txn, a.rec, b)
 }
 
 // newClaimed builds the write that publishes a.rec in state st (pending or
 // started at now) under a new claim of this owner, and adds the claim to
 // the active set — before the write that publishes it (docs/design.md §7).
-func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, error) {
-	a.claim, a.until = claimPublished, now.Add(l.opts.LeaseTTL)
+func (fl *flow) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, error) {
+	a.claim, a.until = claimPublished, now.Add(fl.core.opts.LeaseTTL)
 	rk := receiptKey(a.id)
-	b := l.absentReceipt(a.id, rk)
-	a.held = lease.ClaimNew(b, a.id, l.owner, a.until)
+	b := fl.absentReceipt(a.id, rk)
+	a.held = lease.ClaimNew(b, a.id, fl.core.owner, a.until)
 	claim := a.held.Claim()
 	rec := a.rec
 	rec.State, rec.Owner = st, &claim
@@ -199,7 +199,7 @@ func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Bat
 	if err != nil {
 		return nil, err
 	}
-	b.Put(rk, val).Put(recoveryKey(l.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	b.Put(rk, val).Put(recoveryKey(fl.core.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
 	if a.alongside != nil {
 		if err := a.alongside(b); err != nil {
 			return nil, err
@@ -208,34 +208,34 @@ func (l *lifecycle) newClaimed(a *attempt, st State, now time.Time) (*engine.Bat
 	if a.held.Since = a.born(); a.held.Since.IsZero() {
 		a.held.Since = now
 	}
-	l.active.Add(a.held)
+	fl.core.active.Add(a.held)
 	return b, nil
 }
 
 // createCommitted publishes the started receipt with Begin and the
 // committed terminal receipt with the decision as one chain (one wait).
 // done is false when nothing was written and the caller goes on with Begin.
-func (l *lifecycle) createCommitted(ctx context.Context, a *attempt, txn twopc.Txn, create *engine.Batch) (ans Answer, done bool, err error) {
+func (fl *flow) createCommitted(ctx context.Context, a *attempt, txn twopc.Txn, create *engine.Batch) (ans Answer, done bool, err error) {
 	var env Envelope
 	a.parts, a.begun = txn.Participants, true // the chain's first link begins it
 	terminal := func(result []byte) (*engine.Batch, error) {
 		env = envelopeOf(twopc.Committed{Result: result}, a.id)
 		// No fence: the claim is written by the chain's first link and
 		// nothing can come between the two.
-		return l.terminalOps(new(engine.Batch), a, env)
+		return fl.terminalOps(new(engine.Batch), a, env)
 	}
-	ch, ok, err := l.coord.BeginCommit(ctx, txn, create, terminal)
+	ch, ok, err := fl.core.coord.BeginCommit(ctx, txn, create, terminal)
 	if !ok {
 		a.parts, a.begun = nil, false
 		if err == nil {
 			return Answer{}, false, nil
 		}
-		ans, err := l.notDone(a, err)
+		ans, err := fl.notDone(a, err)
 		return ans, true, err
 	}
-	l.settle(a, writeDone, ch.Begun)
-	l.stats.executed.Add(1)
-	l.finished(a, env)
+	fl.settle(a, writeDone, ch.Begun)
+	fl.core.stats.executed.Add(1)
+	fl.finished(a, env)
 	if err != nil { // a failpoint after the durable chain
 		return Answer{}, true, err
 	}
@@ -250,9 +250,9 @@ func (l *lifecycle) createCommitted(ctx context.Context, a *attempt, txn twopc.T
 // (in progress, or terminal to replay). The winner's write may be sequenced
 // but not yet readable; if the receipt still does not show, the retries of
 // Execute end in a typed pending answer, never in an error.
-func (l *lifecycle) lostCreateRace(ctx context.Context, id string) (Answer, error) {
-	if _, err := l.store.Get(ctx, receiptKey(id)); errors.Is(err, engine.ErrNotFound) {
-		l.opts.Logger.Debug("receipt: transaction exists before its receipt is visible; retrying the lookup", "txn_id", id)
+func (fl *flow) lostCreateRace(ctx context.Context, id string) (Answer, error) {
+	if _, err := fl.core.store.Get(ctx, receiptKey(id)); errors.Is(err, engine.ErrNotFound) {
+		fl.core.opts.Logger.Debug("receipt: transaction exists before its receipt is visible; retrying the lookup", "txn_id", id)
 	}
 	return Answer{}, errRetry
 }

@@ -18,19 +18,19 @@ import (
 // record. (On a shared store the started receipt's lease is how other
 // nodes see the request in flight, so there it is still written first.)
 // done is false when nothing was written and the caller goes on with Begin.
-func (l *lifecycle) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (ans Answer, done bool, err error) {
+func (fl *flow) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (ans Answer, done bool, err error) {
 	var env Envelope
 	publish := func(result []byte, b *engine.Batch) error {
 		env = envelopeOf(twopc.Committed{Result: result}, a.id)
 		rk := receiptKey(a.id)
-		l.addAbsentReceipt(b, a.id, rk)
+		fl.addAbsentReceipt(b, a.id, rk)
 		if a.alongside != nil {
 			if err := a.alongside(b); err != nil {
 				return err
 			}
 		}
-		now := l.clock.Now()
-		t := l.terminal(a, env, now)
+		now := fl.core.clock.Now()
+		t := fl.terminal(a, env, now)
 		t.Started = now.UnixMilli()
 		val, err := EncodeRecord(&t)
 		if err != nil {
@@ -40,18 +40,18 @@ func (l *lifecycle) createTerminal(ctx context.Context, a *attempt, txn twopc.Tx
 		b.Put(rk, val).Put(expiryKey(t.RetainUntil, a.id), nil)
 		return nil
 	}
-	_, ok, err := l.coord.CommitOnce(ctx, txn, publish)
+	_, ok, err := fl.core.coord.CommitOnce(ctx, txn, publish)
 	if !ok {
 		a.final = nil // the record it built was not written
 		if err == nil {
 			return Answer{}, false, nil
 		}
-		ans, err := l.notDone(a, err)
+		ans, err := fl.notDone(a, err)
 		return ans, true, err
 	}
 	a.publishedOnce()
-	l.stats.executed.Add(1)
-	l.countTerminal(env)
+	fl.core.stats.executed.Add(1)
+	fl.core.countTerminal(env)
 	if err != nil { // a failpoint after the durable write
 		return Answer{}, true, err
 	}

@@ -49,16 +49,16 @@ const RetryHintAfter = time.Second
 // refuses new keys: both still replay an existing key).
 func (s *Service) createFirst(x *execution) (planner, bool) {
 	req := x.req
-	if s.refusesWrites() != nil || s.spaceFull() || s.recent.has(x.id) ||
-		(!req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > RetryHintAfter) {
+	if s.core.refusesWrites() != nil || s.core.spaceFull() || s.recent.has(x.id) ||
+		(!req.FirstSent.IsZero() && s.core.clock.Now().Sub(req.FirstSent) > RetryHintAfter) {
 		return nil, false
 	}
-	plan, ok, err := s.tables.PreflightCached(req.Principal, req.Table, req.Batch)
+	plan, ok, err := s.core.tables.PreflightCached(req.Principal, req.Table, req.Batch)
 	if !ok {
 		return nil, false
 	}
 	return func(context.Context, *attempt) (twopc.Txn, *code.Error, error) {
-		return s.planned(x.id, plan, err)
+		return s.plans.planned(x.id, plan, err)
 	}, true
 }
 

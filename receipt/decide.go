@@ -28,67 +28,67 @@ import (
 // making sure the lease has SafetyMargin left (the started write may have
 // used the window up, docs/design.md §7), then the decision and the terminal
 // envelope in one write.
-func (l *lifecycle) decide(ctx context.Context, a *attempt, o twopc.Outcome) (Answer, error) {
-	if err := l.hb.Ensure(ctx, a.held, l.opts.SafetyMargin); err != nil {
-		return l.stuck(a, classifyStep(err), err)
+func (fl *flow) decide(ctx context.Context, a *attempt, o twopc.Outcome) (Answer, error) {
+	if err := fl.core.hb.Ensure(ctx, a.held, fl.core.opts.SafetyMargin); err != nil {
+		return fl.stuck(a, classifyStep(err), err)
 	}
 	if err := fault.Inject(fault.ReceiptDecideBefore); err != nil {
 		return Answer{}, err
 	}
-	return l.decideAndPublish(ctx, a, o)
+	return fl.decideAndPublish(ctx, a, o)
 }
 
 // decideAndPublish writes decision o create-if-absent together with the
 // terminal receipt. If another writer decided first, the winner's outcome
 // is published instead; if the outcome cannot be established, the receipt
 // stays as it is and the answer is pending.
-func (l *lifecycle) decideAndPublish(ctx context.Context, a *attempt, o twopc.Outcome) (Answer, error) {
+func (fl *flow) decideAndPublish(ctx context.Context, a *attempt, o twopc.Outcome) (Answer, error) {
 	env := envelopeOf(o, a.id)
 	a.claim = claimKept
-	with, err := l.fencedTerminal(a, env)
+	with, err := fl.fencedTerminal(a, env)
 	if err != nil {
-		return l.stuck(a, classifyStep(err), err)
+		return fl.stuck(a, classifyStep(err), err)
 	}
-	inForce, ours, err := l.coord.DecideOrLearn(ctx, a.id, a.parts, o, with)
+	inForce, ours, err := fl.core.coord.DecideOrLearn(ctx, a.id, a.parts, o, with)
 	v := classifyWrite(err, a.fence())
-	l.settle(a, v, 0)
+	fl.settle(a, v, 0)
 	switch {
 	case v == writeDone && ours:
-		l.finished(a, env)
+		fl.finished(a, env)
 		return Answer{Envelope: env, Terminal: true}, nil
 	case v == writeDone:
 		// Someone else decided (a successor, after our lease lapsed):
 		// publish their outcome if we still may.
-		return l.publish(ctx, a, envelopeOf(inForce, a.id))
+		return fl.publish(ctx, a, envelopeOf(inForce, a.id))
 	case errors.Is(err, twopc.ErrOutcomeUnknown):
-		return l.stuckAs(a, a.rec.State, msgTxnOutcomeUnknown, v, err)
+		return fl.stuckAs(a, a.rec.State, msgTxnOutcomeUnknown, v, err)
 	}
-	return l.stuck(a, v, err)
+	return fl.stuck(a, v, err)
 }
 
 // publish makes an outcome that is already decided (or a not_applied
 // decided before start) the receipt's terminal answer with one fenced
 // write.
-func (l *lifecycle) publish(ctx context.Context, a *attempt, env Envelope) (Answer, error) {
+func (fl *flow) publish(ctx context.Context, a *attempt, env Envelope) (Answer, error) {
 	a.claim = claimKept
-	b, err := l.fencedTerminal(a, env)
+	b, err := fl.fencedTerminal(a, env)
 	if err != nil {
-		return l.stuck(a, classifyStep(err), err)
+		return fl.stuck(a, classifyStep(err), err)
 	}
 	if err := fault.Inject(fault.ReceiptTerminalBefore); err != nil {
 		return Answer{}, err
 	}
-	_, err = l.store.Apply(ctx, b)
-	if ok, ans, err := l.applied(a, 0, err); !ok {
+	_, err = fl.core.store.Apply(ctx, b)
+	if ok, ans, err := fl.applied(a, 0, err); !ok {
 		return ans, err
 	}
-	l.finished(a, env)
+	fl.finished(a, env)
 	return Answer{Envelope: env, Terminal: true}, nil
 }
 
 // fencedTerminal is terminalOps conditioned on the claim and on the
 // receipt being the version the attempt read or wrote.
-func (l *lifecycle) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, error) {
+func (fl *flow) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, error) {
 	b := new(engine.Batch)
 	if err := a.held.Fence(b); err != nil {
 		return nil, err
@@ -97,15 +97,15 @@ func (l *lifecycle) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, err
 		b = new(engine.Batch)
 	}
 	b.AtVersion(receiptKey(a.id), a.ver)
-	return l.terminalOps(b, a, env)
+	return fl.terminalOps(b, a, env)
 }
 
 // terminalOps adds to b the writes that make a.rec terminal with env,
 // without conditions. With visibility debt the receipt keeps its lease
 // and recovery entry (maintenance resolves the intents); otherwise both go.
-func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*engine.Batch, error) {
-	t := l.terminal(a, env, l.clock.Now())
-	if l.owesVisibility(a) {
+func (fl *flow) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*engine.Batch, error) {
+	t := fl.terminal(a, env, fl.core.clock.Now())
+	if fl.owesVisibility(a) {
 		t.Debt |= VisibilityDebt
 	} else {
 		t.Owner = nil
@@ -126,10 +126,10 @@ func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*eng
 
 // terminal returns a.rec made terminal with env at now, and retained from
 // then.
-func (l *lifecycle) terminal(a *attempt, env Envelope, now time.Time) Record {
+func (fl *flow) terminal(a *attempt, env Envelope, now time.Time) Record {
 	t := *a.rec
 	t.State, t.Request, t.Completed, t.Envelope = Terminal, nil, now.UnixMilli(), storedFor(&t, env)
-	t.RetainUntil = now.Add(l.opts.Retention).UnixMilli()
-	t.ProtectUntil = l.promise(now, t.RetainUntil)
+	t.RetainUntil = now.Add(fl.core.opts.Retention).UnixMilli()
+	t.ProtectUntil = fl.core.promise(now, t.RetainUntil)
 	return t
 }

@@ -134,6 +134,40 @@ func ownership(f leaseFacts) holdAction {
 	return holdBusy
 }
 
+// sessionHold is what a step of an open session does about its lease.
+type sessionHold uint8
+
+const (
+	// sessionKeep: ours and tracked here with that very claim: go on with
+	// the tracked hold.
+	sessionKeep sessionHold = iota + 1
+	// sessionPresumeAborted: no live owner holds it: end it, reason
+	// owner_lost, with the adoption CAS itself (docs/design.md §14).
+	sessionPresumeAborted
+	// sessionElsewhere: a live process elsewhere holds it
+	// (*HeldElsewhereError: the caller forwards the step).
+	sessionElsewhere
+)
+
+// sessionHoldOf reads ownership's answer for an open session. Where a
+// receipt is resumed or adopted, a session is presumed aborted: before
+// its commit is requested it stores no request a successor could finish
+// (its client drives it step by step), so ending it is the one safe
+// adoption. That holds for holdResume too — ours in the store but lost
+// here (a renewal fenced or failed): the lease may have lapsed while the
+// client went on, so the hold cannot be trusted. A step never waits for
+// another owner (its facts carry no deadline): holdWait does not arise,
+// and reads as holdBusy.
+func sessionHoldOf(a holdAction) sessionHold {
+	switch a {
+	case holdResync:
+		return sessionKeep
+	case holdGone, holdResume, holdAdopt:
+		return sessionPresumeAborted
+	}
+	return sessionElsewhere
+}
+
 // nextStep is what a held, mutable receipt needs next.
 type nextStep uint8
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 )
 
@@ -160,6 +161,54 @@ func TestSettled_OnlyTerminalWithoutDebt(t *testing.T) {
 	} {
 		if got := settled(&tc.rec); got != tc.want {
 			t.Errorf("%s: settled = %v, want %v", tc.design, got, tc.want)
+		}
+	}
+}
+
+// TestSessionHold_OwnershipDecidesEverySessionStep: a session step reads
+// ownership's answer (sessionHoldOf) and comes to what session_hold.go
+// decided inline before it went through ownership, over every lease it
+// can meet — an untracked one read from the store (nobody, ours, an older
+// or newer incarnation, another node; live, expiring now, expired), and a
+// tracked one named by the session record (confirmed, lost, unwritten).
+func TestSessionHold_OwnershipDecidesEverySessionStep(t *testing.T) {
+	live, expired := dt0.Add(time.Second), dt0.Add(-time.Second)
+	claims := []lease.Claim{{}, {Node: "node-1", Incarnation: 5, Epoch: 2}, {Node: "node-1", Incarnation: 4, Epoch: 1},
+		{Node: "node-1", Incarnation: 6, Epoch: 1}, {Node: "node-0", Incarnation: 3, Epoch: 1}}
+	for _, c := range claims {
+		for _, exp := range []time.Time{live, dt0, expired} {
+			st := lease.State{Claim: c, Expires: exp}
+			if c != (lease.Claim{}) {
+				st.ClaimVersion, st.ExpiryVersion = 7, 8
+			}
+			// The rule as it was written inline: ours by the store but not
+			// tracked here, adoptable, or unclaimed is presumed aborted.
+			want := sessionElsewhere
+			if (st.ClaimVersion != 0 && st.Claim.Of(me)) || lease.MayAdopt(st, me, dt0) || st.ClaimVersion == 0 {
+				want = sessionPresumeAborted
+			}
+			if got := sessionHoldOf(ownership(leaseFacts{stored: st, me: me, now: dt0})); got != want {
+				t.Errorf("untracked %+v: %d, want %d", st, got, want)
+			}
+		}
+	}
+	mine := lease.Claim{Node: me.Node, Incarnation: me.Incarnation, Epoch: 2}
+	for _, cv := range []engine.Version{0, 9} {
+		for _, lost := range []bool{false, true} {
+			f := leaseFacts{stored: lease.State{Claim: mine, ClaimVersion: cv}, me: me, now: dt0,
+				tracked: true, trackedClaim: mine, trackedLost: lost}
+			want := sessionHold(0) // not kept: the store decides
+			if !lost && cv != 0 {
+				want = sessionKeep
+			}
+			if got := sessionHoldOf(ownership(f)); (got == sessionKeep) != (want == sessionKeep) {
+				t.Errorf("tracked, claim version %d, lost %v: %d, want kept=%v", cv, lost, got, want == sessionKeep)
+			}
+		}
+	}
+	for a := holdGone; a <= holdBusy; a++ {
+		if h := sessionHoldOf(a); h < sessionKeep || h > sessionElsewhere {
+			t.Errorf("holdAction %d reads as no session hold (%d)", a, h)
 		}
 	}
 }

@@ -5,25 +5,40 @@
 // answer. Owners are fenced by leases; a successor adopts a crashed owner's
 // receipts and finishes them without a client retry.
 //
-// # The lifecycle, by file
+// # The components, by file
+//
+// Service (service.go: Open, Close, the loops) is a facade over the
+// components it owns, each with explicit links to the ones it calls (no
+// embedding: every call names its component, s.flow.create, s.retain.clean…):
+//
+//	core.go       core: store, coordinator, tables, clock, owner, active set, heartbeat,
+//	              counters; it reads, counts and shapes answers, never writes
+//	executor.go   executor: the bounded slots and their drain time; it also owns the
+//	              flights (flight.go), the document latches (doclatch.go) and the quotas
+//	flow.go       flow: the steps of one receipt on an attempt (create, start, decide,
+//	              publish, adopt), whatever request made it
+//	recovery.go   recovery: maintenance, reconciliation, an operator's resolution
+//	retention.go  retention: release, cleaning, folding, chunks and tombstones
+//	plan.go       plans: what executes a receipt (a keyed batch live or stored; a session's staging)
+//
+// Sessions are the fifth component (sessions, session_hold.go), below.
 //
 // A receipt goes pending → started → terminal (docs/design.md §4). Each step is a
-// method of lifecycle (lifecycle.go: the machinery every receipt shares,
-// which Service embeds) on an attempt — the receipt's ID, record, version
-// and lease hold (attempt.go) — and reads the error of every write through
+// method of flow on an attempt — the receipt's ID, record, version and
+// lease hold (attempt.go) — and reads the error of every write through
 // one classification, classifyWrite (verdict.go), whose verdict says what
 // the step does next. What executes a receipt comes from a planner
 // (plan.go), the one request-specific part, so that other kinds of
-// requests (interactive sessions) can reuse the steps.
+// requests (interactive sessions) reuse the steps.
 //
 //	execute.go    the keyed request: validate, look up, dispatch; take over a mutable receipt
 //	verbatim.go   replay a retry of the very same bytes before any parse; hand on what it read
 //	createfirst.go on a remote store, create a new key before any lookup, planned from the
 //	              table's cached metadata; a refusal of a cached plan is planned again
 //	recentkeys.go the keys created or answered here lately: their retries are looked up first
-//	plan.go       what executes a keyed batch (preflight, participants), live or stored
 //	dispatch.go   the pure decisions: dispatch (what a lookup leads to), ownership (what a
-//	              lease allows), next (what a held receipt needs), settled
+//	              lease allows a receipt, and through sessionHoldOf a session), next (what
+//	              a held receipt needs), settled
 //	create.go     publish a new receipt: not_applied, pending, or started with Begin (chained
 //	              with the decision on a store that shares one log)
 //	create_terminal.go  publish a new receipt already terminal, in the one write that
@@ -42,7 +57,6 @@
 //	tombclean.go  the cleaner removes tombstones whose protection ended, chunk by chunk
 //	dropfailed.go retry a many-item batch without the item whose condition failed
 //	scanaround.go index walks that step past a value that does not read
-//	executor.go   the bounded executor's slots and its drain time
 //	doclatch.go   FIFO latches per document: contention on a hot document is waited out
 //	replan.go     Begin tried again, jittered and bounded, when another node's transaction
 //	              held a document (contention on a shared store, not a conflict)
@@ -55,26 +69,54 @@
 //	formats.go    the record schemas this build reads and writes (idemd -version)
 //	restorefence.go  a restored store refuses unknown keys first sent before the restore
 //
-// Interactive sessions, the second kind of the lifecycle (docs/sessions.md):
+// # The route of one keyed request
+//
+// A new key on engine.DB, through the files (names are component.method):
+//
+//	execute.go    Service.Execute: invalid, Canonical and Bind (bind.go), exec.enter (quota.go)
+//	execute.go    Service.executeRound → lookUp: req.seen (verbatim.go), else
+//	              core.loadWithMeta or core.loadOrTomb (service.go, tombstone.go)
+//	dispatch.go   dispatch(found) = actCreate
+//	execute.go    plans.planRequest(With) (plan.go) → flow.create
+//	create.go     flow.create: exec.beginFlight (flight.go), the planner (plan.go:
+//	              table.Tables.Preflight; a refusal → flow.createNotApplied),
+//	              exec.acquire (executor.go; none free → flow.createPending),
+//	              exec.latchDocs (doclatch.go) → flow.createStarted
+//	create_terminal.go  flow.createTerminal: coord.CommitOnce with the terminal record
+//	              (flow.terminal, decide.go; EncodeRecord, record.go) in the one write
+//	attempt.go    attempt.publishedOnce; core.countTerminal (stats.go)
+//	execute.go    core.promised, core.countAnswer: the answer
+//
+// When one write cannot commit it (a transaction the coordinator does not
+// commit directly, SeparateDecide, a store that does not chain),
+// createStarted goes on to flow.createCommitted (create.go: started and
+// decided in one chained Apply) or to flow.begin (start.go: Begin with
+// the started receipt) and flow.decide (decide.go: DecideOrLearn with the
+// terminal envelope); both end in flow.finished (attempt.go) →
+// retain.queueRelease (release.go), which maintenance's
+// retain.releaseDecisions empties. A retry of the same
+// request is dispatch → actReplay → core.settledAnswer (execute.go).
+//
+// Interactive sessions, the second kind of receipt (docs/sessions.md),
+// are the sessions component:
 //
 //	session.go          the record, its states, keys, IDs and bounds
 //	session_begin.go    begin: record, open entry and lease in one Apply
-//	session_hold.go     holding a session: stripe locks, ownership, presumed abort
+//	session_hold.go     sessions (the component); holding a session: stripe locks,
+//	                    ownership, presumed abort
 //	session_stage.go    stage and read on a copy of the staging, one fenced Apply a step
 //	session_steps.go    the staging kept as steps; dropping an ended session's steps
 //	session_commit.go   commit: a receipt whose publishing write ends the session
 //	session_end.go      abort, expiry, and the presumed abort of a dead owner's session
 //	session_maintain.go maintenance ends sessions that outlived their TTL or owner
 //
-// Around them: lifecycle.go (the machinery every receipt shares, embedded
-// by Service), attempt.go (one receipt being advanced), verdict.go
-// (classifyWrite), service.go (Service, Open, Close, the loops), record.go
-// and bind.go (what is stored, under which key), envelope.go and answer.go
-// (stored and transient answers), unavailable.go (a store that refuses
-// writes), storefull.go (a store near its space quota: new work waits),
-// view.go (Lookup), summary.go, stats.go, options.go, errors.go
-// (sentinels), causelog.go (sampled logging of what maintenance passed
-// over).
+// Around them: attempt.go (one receipt being advanced), verdict.go
+// (classifyWrite), record.go and bind.go (what is stored, under which
+// key), envelope.go and answer.go (stored and transient answers),
+// unavailable.go (a store that refuses writes), storefull.go (a store near
+// its space quota: new work waits), view.go (Lookup), summary.go,
+// stats.go, options.go, errors.go (sentinels), causelog.go (sampled
+// logging of what maintenance passed over).
 //
 // Every durable step has its failpoint from fault/catalog.go right before
 // its write: receipt/create-before (create.go), receipt/adopt-before

@@ -144,15 +144,15 @@ func (d *docLatches) unlockOneLocked(k string) {
 // latchDocs takes the latches of txn's documents for a new receipt,
 // waiting until DocWaitMax at most. It returns the function that gives
 // them back, or ok=false when the wait ran out.
-func (l *lifecycle) latchDocs(ctx context.Context, txn twopc.Txn) (unlock func(), ok bool) {
+func (x *executor) latchDocs(ctx context.Context, txn twopc.Txn) (unlock func(), ok bool) {
 	keys := latchKeys(txn)
 	if len(keys) == 0 {
 		return func() {}, true
 	}
-	after := func() <-chan time.Time { return l.clock.After(DocWaitMax) }
-	if !l.docs.lock(ctx, keys, after) {
-		l.stats.docWaitsExpired.Add(1)
+	after := func() <-chan time.Time { return x.core.clock.After(DocWaitMax) }
+	if !x.docs.lock(ctx, keys, after) {
+		x.core.stats.docWaitsExpired.Add(1)
 		return nil, false
 	}
-	return func() { l.docs.unlock(keys) }, true
+	return func() { x.docs.unlock(keys) }, true
 }

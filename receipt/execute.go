@@ -46,19 +46,19 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	if ans, bad := invalid(req); bad {
 		return ans, nil
 	}
-	if req.FirstSent.After(s.clock.Now().Add(FirstSentSkewMax)) {
+	if req.FirstSent.After(s.core.clock.Now().Add(FirstSentSkewMax)) {
 		return answerInvalid(code.InvalidRequest, "Repeatability-First-Sent lies in the future"), nil
 	}
 	canon, fp, err := Canonical(req.Table, req.Batch)
 	if err != nil {
 		return answerInvalid(code.InvalidRequest, err.Error()), nil
 	}
-	if cerr := s.enter(req.Principal); cerr != nil {
+	if cerr := s.exec.enter(req.Principal); cerr != nil {
 		return answerRefused(cerr), nil
 	}
-	defer s.leave(req.Principal)
+	defer s.exec.leave(req.Principal)
 	x := execution{req: req, id: Bind(req.Principal, req.Table, req.Key), canon: canon, fp: fp,
-		deadline: s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))}
+		deadline: s.core.clock.Now().Add(min(max(req.Wait, 0), s.core.opts.WaitMax))}
 	for round := 0; round < ExecuteAttemptsMax; round++ {
 		ans, err := s.executeRound(ctx, &x, round)
 		if errors.Is(err, errRetry) {
@@ -69,8 +69,8 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		}
 		return ans, err
 	}
-	s.stats.pending.Add(1)
-	return answerPending(x.id, 0, msgKeptChanging, s.retryAfter()), nil
+	s.core.stats.pending.Add(1)
+	return answerPending(x.id, 0, msgKeptChanging, s.core.retryAfter()), nil
 }
 
 // execution is one keyed request inside Execute: what every round of it
@@ -102,7 +102,7 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 	var err error
 	if r, v, t, ok := x.req.seen(x.id); ok {
 		l.rec, l.ver, l.tomb = r, v, t
-	} else if _, multi := s.store.(engine.MultiGetter); multi && round == 0 {
+	} else if _, multi := s.core.store.(engine.MultiGetter); multi && round == 0 {
 		if plan, ok := s.createFirst(x); ok {
 			return lookup{plan: plan, blind: true}, nil
 		}
@@ -113,10 +113,10 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 		// reads cost no round trip, and a replay would pay for the
 		// metadata for nothing.)
 		var meta engine.Item
-		l.rec, l.ver, l.tomb, meta, err = s.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
-		l.plan = s.planRequestWith(x.req, meta)
+		l.rec, l.ver, l.tomb, meta, err = s.core.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
+		l.plan = s.plans.planRequestWith(x.req, meta)
 	} else {
-		l.rec, l.ver, l.tomb, err = s.loadOrTomb(ctx, x.id)
+		l.rec, l.ver, l.tomb, err = s.core.loadOrTomb(ctx, x.id)
 	}
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return l, err
@@ -132,12 +132,12 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 		return Answer{}, err
 	}
 	req, id := x.req, x.id
-	f := found{exists: l.rec != nil, expired: l.tomb != nil, refuses: s.refusesWrites() != nil}
+	f := found{exists: l.rec != nil, expired: l.tomb != nil, refuses: s.core.refusesWrites() != nil}
 	if f.exists {
 		f.sameRequest, f.state = bytes.Equal(l.rec.Fingerprint, x.fp[:]), l.rec.State
 	}
 	act := dispatch(f)
-	if l.blind && (act != actCreate || s.spaceFull()) {
+	if l.blind && (act != actCreate || s.core.spaceFull()) {
 		// What createFirst checked changed since: answers for a missing
 		// key are given only once a read says it is missing.
 		return Answer{}, errRetry
@@ -146,10 +146,10 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 		if fault.Planted(fault.BugExpiredReexecutes) { // planted only under -tags idem_selftest
 			_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch)
 		}
-		s.stats.expired.Add(1)
+		s.core.stats.expired.Add(1)
 		return answerExpired(l.tomb, x.fp), nil
 	}
-	if ans, ok := s.settledAnswer(act, id, l.rec, req.Batch); ok {
+	if ans, ok := s.core.settledAnswer(act, id, l.rec, req.Batch); ok {
 		if act == actReplay && fault.Planted(fault.BugReexecuteOnReplay) { // planted only under -tags idem_selftest
 			_, _ = s.ExecuteFast(ctx, req.Principal, req.Table, req.Batch) // planted bug: the harness must catch it
 		}
@@ -158,35 +158,35 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 	var ans Answer
 	switch act {
 	case actCreate:
-		if lim := s.KeyMemory(); !req.FirstSent.IsZero() && s.clock.Now().Sub(req.FirstSent) > lim {
+		if lim := s.KeyMemory(); !req.FirstSent.IsZero() && s.core.clock.Now().Sub(req.FirstSent) > lim {
 			return answerTooOld(id, req.FirstSent, lim), nil
 		}
-		if until, ok := s.fenced(req.FirstSent, s.clock.Now()); ok {
+		if until, ok := s.fenced(req.FirstSent, s.core.clock.Now()); ok {
 			return s.answerMayHaveExecuted(id, req.FirstSent, until), nil
 		}
-		if s.spaceFull() {
+		if s.core.spaceFull() {
 			return answerStoreFull(id), nil
 		}
 		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
 			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
 		if plan == nil {
-			plan = s.planRequest(req)
+			plan = s.plans.planRequest(req)
 		}
-		ans, err = s.create(ctx, a, plan, x.deadline)
+		ans, err = s.flow.create(ctx, a, plan, x.deadline)
 		if a.found != nil && errors.Is(err, errRetry) {
 			x.req.Seen = *a.found // the receipt the create met: no read for it
 		}
-		s.promised(&ans, a)
+		s.core.promised(&ans, a)
 	case actTakeOver:
 		a := &attempt{id: id, rec: l.rec, ver: l.ver}
-		ans, err = s.takeOver(ctx, a, x.deadline)
-		s.promised(&ans, a)
+		ans, err = s.flow.takeOver(ctx, a, x.deadline)
+		s.core.promised(&ans, a)
 	}
 	if errors.Is(err, errRetry) {
 		return ans, err
 	}
-	s.countAnswer(ans)
+	s.core.countAnswer(ans)
 	return ans, err
 }
 
@@ -195,18 +195,18 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 // request, or the receipt is terminal and replays — and ok=false for the
 // actions that work on it (create, take over). b is the request's batch,
 // for a mismatch to say what differs (nil: a session's commit).
-func (l *lifecycle) settledAnswer(act action, id string, rec *Record, b *table.Batch) (ans Answer, ok bool) {
+func (c *core) settledAnswer(act action, id string, rec *Record, b *table.Batch) (ans Answer, ok bool) {
 	switch act {
 	case actUnavailable:
 		return answerUnavailable(id, false), true
 	case actUnavailablePending:
 		return answerUnavailable(id, true), true
 	case actMismatch:
-		l.stats.mismatches.Add(1)
+		c.stats.mismatches.Add(1)
 		return answerMismatch(id, rec, b), true
 	case actReplay:
-		l.stats.replayed.Add(1)
-		return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true, Expiry: l.expiryOf(rec)}, true
+		c.stats.replayed.Add(1)
+		return Answer{Envelope: EnvelopeOf(rec, id), Terminal: true, Replayed: true, Expiry: c.expiryOf(rec)}, true
 	}
 	return Answer{}, false
 }
@@ -221,14 +221,14 @@ const FirstSentSkewMax = 5 * time.Minute
 // the first send: a request first sent within it, and never seen, cannot
 // have been forgotten.)
 func (s *Service) KeyMemory() time.Duration {
-	return max(s.opts.Retention, s.opts.TombstoneRetention)
+	return max(s.core.opts.Retention, s.core.opts.TombstoneRetention)
 }
 
 // promised gives a terminal answer that a's steps produced the promise of
 // the record they made terminal (a.final).
-func (l *lifecycle) promised(ans *Answer, a *attempt) {
+func (c *core) promised(ans *Answer, a *attempt) {
 	if ans.Terminal && ans.Expiry == (Expiry{}) {
-		ans.Expiry = l.expiryOf(a.final)
+		ans.Expiry = c.expiryOf(a.final)
 	}
 }
 
@@ -259,51 +259,51 @@ func invalid(req Request) (Answer, bool) {
 	return Answer{}, false
 }
 
-func (s *Service) countAnswer(a Answer) {
+func (c *core) countAnswer(a Answer) {
 	switch a.Code {
 	case code.RequestInProgress:
-		s.stats.inProgress.Add(1)
+		c.stats.inProgress.Add(1)
 	case code.ReceiptPending:
-		s.stats.pending.Add(1)
+		c.stats.pending.Add(1)
 	case code.Overloaded:
-		s.stats.overloaded.Add(1)
+		c.stats.overloaded.Add(1)
 	}
 }
 
 // takeOver continues a pending or started receipt: one another goroutine
 // here works on (join its flight), ours, adoptable (older incarnation, or
 // expired lease), or another live owner's (wait, or answer in progress).
-func (l *lifecycle) takeOver(ctx context.Context, a *attempt, deadline time.Time) (Answer, error) {
-	f, mine := l.beginFlight(a.id)
+func (fl *flow) takeOver(ctx context.Context, a *attempt, deadline time.Time) (Answer, error) {
+	f, mine := fl.exec.beginFlight(a.id)
 	if !mine {
-		return l.awaitLocal(ctx, a.id, f, deadline)
+		return fl.awaitLocal(ctx, a.id, f, deadline)
 	}
-	act, err := l.hold(ctx, a, deadline)
+	act, err := fl.hold(ctx, a, deadline)
 	if errors.Is(err, errNotOurs) {
-		l.endFlight(a.id, f)
+		fl.exec.endFlight(a.id, f)
 		if act == holdWait {
-			return l.awaitOwner(ctx, a, deadline)
+			return fl.awaitOwner(ctx, a, deadline)
 		}
-		return l.heldElsewhere(a), nil
+		return fl.heldElsewhere(a), nil
 	}
-	defer l.endFlight(a.id, f)
+	defer fl.exec.endFlight(a.id, f)
 	if err != nil {
-		return l.stuck(a, classifyStep(err), err)
+		return fl.stuck(a, classifyStep(err), err)
 	}
 	if next(a.rec.State) == stepStart {
-		sl, ok := l.acquire(ctx, deadline)
+		sl, ok := fl.exec.acquire(ctx, deadline)
 		if !ok {
-			return l.refuseExecutor(a.id), nil
+			return fl.exec.refuseExecutor(a.id), nil
 		}
-		defer l.release(sl)
-		plan, unlock, ok := l.planLatched(ctx, a, true)
+		defer fl.exec.release(sl)
+		plan, unlock, ok := fl.planLatched(ctx, a, true)
 		if !ok {
-			return l.refuseExecutor(a.id), nil // still pending: a retry runs it
+			return fl.exec.refuseExecutor(a.id), nil // still pending: a retry runs it
 		}
 		defer unlock()
-		return l.start(ctx, a, plan)
+		return fl.start(ctx, a, plan)
 	}
-	return l.reconcile(ctx, a)
+	return fl.recov.reconcile(ctx, a)
 }
 
 // ExecuteFast runs a key-less batch on the fast path: preflight and one
@@ -311,24 +311,24 @@ func (l *lifecycle) takeOver(ctx context.Context, a *attempt, deadline time.Time
 func (s *Service) ExecuteFast(ctx context.Context, principal, tbl string, b *table.Batch) (table.Result, error) {
 	// A batch with nothing to write never reaches the store, which would
 	// answer it 201 while it accepts no writes.
-	if s.refusesWrites() != nil {
+	if s.core.refusesWrites() != nil {
 		return table.Result{}, errUnavailable()
 	}
-	if s.spaceFull() {
+	if s.core.spaceFull() {
 		return table.Result{}, errStoreFull()
 	}
-	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
+	plan, err := s.core.tables.Preflight(ctx, principal, tbl, b)
 	if err != nil {
 		return table.Result{}, err
 	}
 	// The same latches as keyed batches (doclatch.go): a key-less write
 	// of a document a keyed batch is committing waits for it, rather than
 	// fail its conditions or meet its intents.
-	unlock, ok := s.latchDocs(ctx, twopc.Txn{Participants: participantsOf(plan)})
+	unlock, ok := s.exec.latchDocs(ctx, twopc.Txn{Participants: participantsOf(plan)})
 	if !ok {
 		return table.Result{}, code.Errorf(code.TransactionConflict,
 			"documents of the batch stayed held by other transactions for %v", DocWaitMax)
 	}
 	defer unlock()
-	return s.tables.ApplyFast(ctx, plan)
+	return s.core.tables.ApplyFast(ctx, plan)
 }

@@ -23,6 +23,25 @@ import (
 // How long a slot is held is measured (drainMeter), so that a refusal can
 // say when the executor will have room again.
 
+// executor is what bounds and orders the work done here: the slots, the
+// local flights (at most one goroutine writes a receipt here; duplicates
+// wait on it, flight.go), the latches of the documents new receipts are
+// committing (doclatch.go: contention is waited out) and the
+// per-principal quotas (quota.go, quota_sessions.go).
+type executor struct {
+	core    *core
+	slots   chan struct{}   // executor slots
+	busy    [2]atomic.Int64 // slots in use, by lease.Kind
+	drain   drainMeter      // the slots' measured pace
+	quotas  quotas          // per-principal bounds (quota.go)
+	flights flightSet
+	docs    docLatches
+}
+
+func newExecutor(c *core) *executor {
+	return &executor{core: c, slots: make(chan struct{}, c.opts.ExecutorMax), quotas: newQuotas()}
+}
+
 // slot is an executor slot taken for work of kind k at start.
 type slot struct {
 	k     lease.Kind
@@ -31,33 +50,33 @@ type slot struct {
 
 // acquire takes an executor slot for a receipt, waiting until deadline at
 // most.
-func (l *lifecycle) acquire(ctx context.Context, deadline time.Time) (slot, bool) {
-	return l.acquireFor(ctx, deadline, lease.KindReceipt)
+func (x *executor) acquire(ctx context.Context, deadline time.Time) (slot, bool) {
+	return x.acquireFor(ctx, deadline, lease.KindReceipt)
 }
 
 // acquireFor takes an executor slot for work of kind k.
-func (l *lifecycle) acquireFor(ctx context.Context, deadline time.Time, k lease.Kind) (slot, bool) {
-	if !l.waitSlot(ctx, deadline) {
+func (x *executor) acquireFor(ctx context.Context, deadline time.Time, k lease.Kind) (slot, bool) {
+	if !x.waitSlot(ctx, deadline) {
 		return slot{}, false
 	}
-	l.busy[k].Add(1)
-	return slot{k: k, start: l.clock.Now()}, true
+	x.busy[k].Add(1)
+	return slot{k: k, start: x.core.clock.Now()}, true
 }
 
-func (l *lifecycle) waitSlot(ctx context.Context, deadline time.Time) bool {
-	if l.trySlot() {
+func (x *executor) waitSlot(ctx context.Context, deadline time.Time) bool {
+	if x.trySlot() {
 		return true
 	}
-	d := deadline.Sub(l.clock.Now())
+	d := deadline.Sub(x.core.clock.Now())
 	if d <= 0 {
 		return false
 	}
-	l.drain.waiting.Add(1)
-	defer l.drain.waiting.Add(-1)
+	x.drain.waiting.Add(1)
+	defer x.drain.waiting.Add(-1)
 	select {
-	case l.exec <- struct{}{}:
+	case x.slots <- struct{}{}:
 		return true
-	case <-l.clock.After(d):
+	case <-x.core.clock.After(d):
 		return false
 	case <-ctx.Done():
 		return false
@@ -65,17 +84,17 @@ func (l *lifecycle) waitSlot(ctx context.Context, deadline time.Time) bool {
 }
 
 // tryAcquire takes an executor slot for a receipt if one is free now.
-func (l *lifecycle) tryAcquire() (slot, bool) {
-	if !l.trySlot() {
+func (x *executor) tryAcquire() (slot, bool) {
+	if !x.trySlot() {
 		return slot{}, false
 	}
-	l.busy[lease.KindReceipt].Add(1)
-	return slot{k: lease.KindReceipt, start: l.clock.Now()}, true
+	x.busy[lease.KindReceipt].Add(1)
+	return slot{k: lease.KindReceipt, start: x.core.clock.Now()}, true
 }
 
-func (l *lifecycle) trySlot() bool {
+func (x *executor) trySlot() bool {
 	select {
-	case l.exec <- struct{}{}:
+	case x.slots <- struct{}{}:
 		return true
 	default:
 		return false
@@ -83,10 +102,10 @@ func (l *lifecycle) trySlot() bool {
 }
 
 // release gives back slot s and measures how long it was held.
-func (l *lifecycle) release(s slot) {
-	l.drain.held(l.clock.Now().Sub(s.start))
-	l.busy[s.k].Add(-1)
-	<-l.exec
+func (x *executor) release(s slot) {
+	x.drain.held(x.core.clock.Now().Sub(s.start))
+	x.busy[s.k].Add(-1)
+	<-x.slots
 }
 
 // drainMeter measures the executor: how long a slot is held (an EWMA) and
@@ -130,8 +149,8 @@ const (
 // drainTime is how long the executor needs, at its measured pace, to
 // work through the slots in use and the requests waiting for one:
 // average hold × (busy + waiting) / slots, within the drain bounds.
-func (l *lifecycle) drainTime() time.Duration {
-	queue := int64(len(l.exec)) + l.drain.waiting.Load()
-	est := time.Duration(l.drain.holdNanos.Load() * queue / int64(cap(l.exec)))
+func (x *executor) drainTime() time.Duration {
+	queue := int64(len(x.slots)) + x.drain.waiting.Load()
+	est := time.Duration(x.drain.holdNanos.Load() * queue / int64(cap(x.slots)))
 	return min(max(est, DrainRetryAfterMin), DrainRetryAfterMax)
 }

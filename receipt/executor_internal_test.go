@@ -9,7 +9,7 @@ import (
 // time is the EWMA of slot hold times × (slots in use + requests waiting)
 // / slots, within DrainRetryAfterMin and DrainRetryAfterMax.
 func TestDrainTime_IsAverageHoldTimesQueueOverSlots(t *testing.T) {
-	l := &lifecycle{exec: make(chan struct{}, 4)}
+	l := &executor{slots: make(chan struct{}, 4)}
 	if got := l.drainTime(); got != DrainRetryAfterMin {
 		t.Fatalf("nothing measured: %v, want the minimum %v", got, DrainRetryAfterMin)
 	}
@@ -19,7 +19,7 @@ func TestDrainTime_IsAverageHoldTimesQueueOverSlots(t *testing.T) {
 		t.Fatalf("average %v, want 9s (8s + (16s-8s)/8)", got)
 	}
 	for range 4 {
-		l.exec <- struct{}{}
+		l.slots <- struct{}{}
 	}
 	l.drain.waiting.Add(2)
 	if got, want := l.drainTime(), 9*time.Second*6/4; got != want {

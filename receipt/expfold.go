@@ -60,12 +60,12 @@ const (
 
 // foldAge and chunkSpan are expiryFoldAge and expiryChunkSpan under the
 // retention's cap, in ms.
-func (l *lifecycle) foldAge() int64 {
-	return min(expiryFoldAge, l.opts.Retention/8).Milliseconds()
+func (rt *retention) foldAge() int64 {
+	return min(expiryFoldAge, rt.core.opts.Retention/8).Milliseconds()
 }
 
-func (l *lifecycle) chunkSpan() int64 {
-	return min(expiryChunkSpan, l.opts.Retention/8).Milliseconds()
+func (rt *retention) chunkSpan() int64 {
+	return min(expiryChunkSpan, rt.core.opts.Retention/8).Milliseconds()
 }
 
 // chunkedReceipt is one receipt a chunk lists.
@@ -134,29 +134,29 @@ type foldEntry struct {
 // foldPerApply is how many entries one fold Apply takes: each is a delete
 // and a condition (its version); the batch adds the chunk's put and its
 // absence, and the job-lease fence.
-func (l *lifecycle) foldPerApply() int {
-	return min(expiryChunkMax, l.store.Limits().Fit(1, 1, 1, 2))
+func (rt *retention) foldPerApply() int {
+	return min(expiryChunkMax, rt.core.store.Limits().Fit(1, 1, 1, 2))
 }
 
 // foldFrom is one fold pass: it walks the plain entries not yet due whose
 // deadline is at least foldAge old, and writes them as chunks, at most
 // CleanScanMax entries read. It answers the receipts folded. Every Apply
 // is fenced by the cleaner's job lease.
-func (l *lifecycle) foldFrom(ctx context.Context, jobVer engine.Version, now time.Time) (int, error) {
+func (rt *retention) foldFrom(ctx context.Context, jobVer engine.Version, now time.Time) (int, error) {
 	nowMs := now.UnixMilli()
 	start := expiryKey(nowMs+1, "")
-	end := expiryKey(nowMs+l.opts.Retention.Milliseconds()-l.foldAge()+1, "")
-	per, page := l.foldPerApply(), min(CleanScanMax, l.store.Limits().ScanItemsMax)
+	end := expiryKey(nowMs+rt.core.opts.Retention.Milliseconds()-rt.foldAge()+1, "")
+	per, page := rt.foldPerApply(), min(CleanScanMax, rt.core.store.Limits().ScanItemsMax)
 	var run []foldEntry
 	folded := 0
 	flush := func() error {
-		n, err := l.foldChunk(ctx, jobVer, run)
+		n, err := rt.foldChunk(ctx, jobVer, run)
 		folded += n
 		run = run[:0]
 		return err
 	}
 	for scanned := 0; scanned < CleanScanMax; {
-		items, damaged, last, err := scanAround(ctx, l.store, start, end, min(page, CleanScanMax-scanned))
+		items, damaged, last, err := scanAround(ctx, rt.core.store, start, end, min(page, CleanScanMax-scanned))
 		if err != nil {
 			return folded, err
 		}
@@ -166,7 +166,7 @@ func (l *lifecycle) foldFrom(ctx context.Context, jobVer engine.Version, now tim
 			if !ok || len(id) != 2*txnIDBytes || lease.KindOf(id) != lease.KindReceipt {
 				continue // a session's entry, a tombstone chunk
 			}
-			if len(run) > 0 && (len(run) == per || deadline > run[0].deadline+l.chunkSpan()) {
+			if len(run) > 0 && (len(run) == per || deadline > run[0].deadline+rt.chunkSpan()) {
 				if err := flush(); err != nil {
 					return folded, err
 				}
@@ -190,7 +190,7 @@ func (l *lifecycle) foldFrom(ctx context.Context, jobVer engine.Version, now tim
 // foldChunk writes es, in key order, as one chunk and deletes their
 // entries, in one Apply; an entry that changed since it was read (its
 // receipt completed, or was cleaned) stays out and the rest are retried.
-func (l *lifecycle) foldChunk(ctx context.Context, jobVer engine.Version, es []foldEntry) (int, error) {
+func (rt *retention) foldChunk(ctx context.Context, jobVer engine.Version, es []foldEntry) (int, error) {
 	for len(es) > 0 {
 		chunked := make([]chunkedReceipt, len(es))
 		for i, e := range es {
@@ -206,13 +206,13 @@ func (l *lifecycle) foldChunk(ctx context.Context, jobVer engine.Version, es []f
 		if err := fault.Inject(fault.ExpiryFoldBefore); err != nil {
 			return 0, err
 		}
-		_, err := l.store.Apply(ctx, b)
+		_, err := rt.core.store.Apply(ctx, b)
 		switch classifyWrite(err, lease.JobKey(cleanerJob)) {
 		case writeDone:
-			l.stats.folded.Add(uint64(len(es)))
+			rt.core.stats.folded.Add(uint64(len(es)))
 			return len(es), nil
 		case writeFenced:
-			l.stats.fenced.Add(1)
+			rt.core.stats.fenced.Add(1)
 			return 0, lease.ErrFenced
 		case writeRetry:
 		default:

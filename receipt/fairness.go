@@ -49,6 +49,6 @@ func rendezvous(id, node string) uint64 {
 
 // adoptDelay is how long after the lease's expiry maintenance on this
 // node adopts receipt id of the dead owner.
-func (l *lifecycle) adoptDelay(id, dead string, nodes []string) time.Duration {
-	return time.Duration(adoptRank(id, l.owner.Node, dead, nodes)) * l.opts.AdoptStagger
+func (r *recovery) adoptDelay(id, dead string, nodes []string) time.Duration {
+	return time.Duration(adoptRank(id, r.core.owner.Node, dead, nodes)) * r.core.opts.AdoptStagger
 }

@@ -22,8 +22,8 @@ type flightSet struct {
 }
 
 // beginFlight registers a flight for id; mine=false returns the existing one.
-func (l *lifecycle) beginFlight(id string) (f *flight, mine bool) {
-	fs := &l.flights
+func (x *executor) beginFlight(id string) (f *flight, mine bool) {
+	fs := &x.flights
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if f := fs.m[id]; f != nil {
@@ -37,8 +37,8 @@ func (l *lifecycle) beginFlight(id string) (f *flight, mine bool) {
 	return f, true
 }
 
-func (l *lifecycle) endFlight(id string, f *flight) {
-	fs := &l.flights
+func (x *executor) endFlight(id string, f *flight) {
+	fs := &x.flights
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.m[id] == f {
@@ -51,8 +51,8 @@ func (l *lifecycle) endFlight(id string, f *flight) {
 }
 
 // doneOf is the channel f's end closes (closed already if it ended).
-func (l *lifecycle) doneOf(f *flight) <-chan struct{} {
-	fs := &l.flights
+func (x *executor) doneOf(f *flight) <-chan struct{} {
+	fs := &x.flights
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if f.done == nil {
@@ -65,21 +65,21 @@ func (l *lifecycle) doneOf(f *flight) <-chan struct{} {
 }
 
 // waitFlight waits for f to end before deadline.
-func (l *lifecycle) waitFlight(ctx context.Context, f *flight, deadline time.Time) bool {
-	done := l.doneOf(f)
+func (x *executor) waitFlight(ctx context.Context, f *flight, deadline time.Time) bool {
+	done := x.doneOf(f)
 	select {
 	case <-done:
 		return true
 	default:
 	}
-	d := deadline.Sub(l.clock.Now())
+	d := deadline.Sub(x.core.clock.Now())
 	if d <= 0 {
 		return false
 	}
 	select {
 	case <-done:
 		return true
-	case <-l.clock.After(d):
+	case <-x.core.clock.After(d):
 		return false
 	case <-ctx.Done():
 		return false

@@ -14,7 +14,7 @@ import (
 // before it and let through at once those that come after it; a duplicate
 // begun while it is in flight joins it, and once it ended the id is free.
 func TestFlight_EveryWaiterIsReleasedWhenTheFlightEnds(t *testing.T) {
-	l := &lifecycle{clock: lease.Real{}}
+	l := &executor{core: &core{clock: lease.Real{}}}
 	f, mine := l.beginFlight("tx")
 	if !mine {
 		t.Fatal("first beginFlight is not mine")

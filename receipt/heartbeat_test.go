@@ -119,7 +119,7 @@ func TestHeartbeat_PausedAtDecideFailpointKeepsLease(t *testing.T) {
 	unpause := testsupport.Arm(t, fault.ReceiptDecideBefore, "pause")
 	ch := goExecute(a, r)
 	testsupport.Poll(t, "Execute to park on the decide failpoint", testsupport.Patience, func() bool {
-		return stackHas("receipt.(*lifecycle).decide(", "failpoint.(*Failpoint).Pause(")
+		return stackHas("receipt.(*flow).decide(", "failpoint.(*Failpoint).Pause(")
 	})
 	keepsLease(t, e, a, n1, id, 13, 5)
 	unpause()

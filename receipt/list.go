@@ -103,7 +103,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) (ListPage, error) {
 		limit = ListLimitDefault
 	}
 	limit = min(limit, ListLimitMax)
-	w := listWalk{s: s, f: f, ns: ns, now: s.clock.Now(), limit: limit, resumeIn: resumeIn, resumeAt: resumeAt}
+	w := listWalk{s: s, f: f, ns: ns, now: s.core.clock.Now(), limit: limit, resumeIn: resumeIn, resumeAt: resumeAt}
 	for i, r := range ranges {
 		done, err := w.walk(ctx, r[0], r[1])
 		if err != nil {
@@ -136,10 +136,10 @@ type listWalk struct {
 // entries are read (done false: page.Next goes on), or the range ends.
 func (w *listWalk) walk(ctx context.Context, start, end []byte) (done bool, err error) {
 	for w.scanned < ListScanMax {
-		n := min(ListScanMax-w.scanned, w.s.store.Limits().ScanItemsMax, MaintainPageMax)
+		n := min(ListScanMax-w.scanned, w.s.core.store.Limits().ScanItemsMax, MaintainPageMax)
 		// An entry whose value does not read (a damaged chunk) is passed
 		// over: the listing is of what reads; idemctl check names the rest.
-		items, damaged, last, err := scanAround(ctx, w.s.store, start, end, n)
+		items, damaged, last, err := scanAround(ctx, w.s.core.store, start, end, n)
 		if err != nil {
 			return false, err
 		}
@@ -153,7 +153,7 @@ func (w *listWalk) walk(ctx context.Context, start, end []byte) (done bool, err 
 			}
 			w.scanned++
 			w.page.Next = bytes.Clone(it.Key)
-			if l, ok := w.s.listed(ctx, w.f, w.ns, it.Key, w.now); ok && w.add(l) {
+			if l, ok := w.s.core.listed(ctx, w.f, w.ns, it.Key, w.now); ok && w.add(l) {
 				return false, nil
 			}
 		}
@@ -179,7 +179,7 @@ func (w *listWalk) chunk(ctx context.Context, c rcptChunk) (full bool) {
 		}
 		w.scanned++
 		w.page.Next = chunkCursor(c.key, i)
-		if l, ok := w.s.listedID(ctx, w.f, c.entries[i].id, c.entries[i].deadline, w.now); ok && w.add(l) {
+		if l, ok := w.s.core.listedID(ctx, w.f, c.entries[i].id, c.entries[i].deadline, w.now); ok && w.add(l) {
 			return true
 		}
 	}
@@ -212,19 +212,19 @@ func parseChunkCursor(c []byte) (chunk []byte, i int, ok bool) {
 }
 
 // listed reads the receipt an index entry names and says whether f keeps it.
-func (s *Service) listed(ctx context.Context, f ListFilter, ns engine.Namespace, key []byte, now time.Time) (Listed, bool) {
+func (c *core) listed(ctx context.Context, f ListFilter, ns engine.Namespace, key []byte, now time.Time) (Listed, bool) {
 	id, ok := indexedID(ns, key)
 	if !ok {
 		return Listed{}, false
 	}
-	return s.listedID(ctx, f, id, 0, now)
+	return c.listedID(ctx, f, id, 0, now)
 }
 
 // listedID is listed for receipt id; a chunk's entry names its deadline,
 // and lists the receipt only while the receipt's is that one (else it has
 // moved on to an entry of its own).
-func (s *Service) listedID(ctx context.Context, f ListFilter, id string, deadline int64, now time.Time) (Listed, bool) {
-	rec, _, err := s.load(ctx, id)
+func (c *core) listedID(ctx context.Context, f ListFilter, id string, deadline int64, now time.Time) (Listed, bool) {
+	rec, _, err := c.load(ctx, id)
 	if err != nil || (f.Principal != "" && rec.Principal != f.Principal) || (f.State != 0 && rec.State != f.State) {
 		return Listed{}, false
 	}

@@ -44,10 +44,10 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	if err := fault.Inject(fault.ReceiptMaintainBefore); err != nil {
 		return ms, err // armed with `pause`, this blocks the pass: the supervisor must not care
 	}
-	s.stats.passes.Add(1)
+	s.core.stats.passes.Add(1)
 	// The nodes to share dead nodes' receipts with (fairness.go). Without
 	// the list this pass ranks itself first, which is safe, only not fair.
-	nodes, err := lease.Nodes(ctx, s.store, NodesScanMax)
+	nodes, err := lease.Nodes(ctx, s.core.store, NodesScanMax)
 	if err != nil {
 		nodes = nil
 	}
@@ -56,32 +56,32 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	receipts := pageWalk{start: []byte(engine.NSRecovery), end: engine.PrefixEnd([]byte(engine.NSRecovery))}
 	open := engine.NSSession.Prefix("open")
 	sessions := pageWalk{start: open, end: engine.PrefixEnd(open)}
-	page := min(MaintainPageMax, s.store.Limits().ScanItemsMax)
+	page := min(MaintainPageMax, s.core.store.Limits().ScanItemsMax)
 	budget := func() int { return min(page, MaintainReceiptsMax-ms.Scanned-ms.SessionsScanned) }
 	for budget() > 0 && !(receipts.done && sessions.done) {
-		if err := receipts.next(ctx, s.store, budget(), func(it engine.Item) {
+		if err := receipts.next(ctx, s.core.store, budget(), func(it engine.Item) {
 			ms.Scanned++
-			s.maintainEntry(ctx, it, &ms, nodes)
+			s.recov.maintainEntry(ctx, it, &ms, nodes)
 		}); err != nil {
 			return ms, err
 		}
 		if budget() == 0 {
 			break
 		}
-		if err := sessions.next(ctx, s.store, budget(), func(it engine.Item) {
+		if err := sessions.next(ctx, s.core.store, budget(), func(it engine.Item) {
 			ms.SessionsScanned++
-			s.maintainSession(ctx, it, &ms)
+			s.sess.maintainSession(ctx, it, &ms)
 		}); err != nil {
 			return ms, err
 		}
 	}
-	s.dropQueuedSteps(ctx)
-	n, err := s.releaseDecisions(ctx)
+	s.sess.dropQueuedSteps(ctx)
+	n, err := s.retain.releaseDecisions(ctx)
 	ms.Released += n
 	if err != nil {
 		return ms, err
 	}
-	return ms, s.tables.Purge(ctx)
+	return ms, s.core.tables.Purge(ctx)
 }
 
 // pageWalk walks a key range a page at a time.
@@ -112,41 +112,49 @@ func (w *pageWalk) next(ctx context.Context, store engine.Store, page int, fn fu
 
 // maintainEntry advances the receipt of one recovery entry, or removes
 // the entry if its receipt is gone or settled.
-func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *MaintainStats, nodes []string) {
+func (r *recovery) maintainEntry(ctx context.Context, it engine.Item, ms *MaintainStats, nodes []string) {
 	rest := string(engine.NSRecovery.Suffix(it.Key))
 	slash := strings.LastIndexByte(rest, '/')
 	if slash < 0 {
 		return
 	}
 	id := rest[slash+1:]
-	adoptAfter := func(dead string) time.Duration { return l.adoptDelay(id, dead, nodes) }
-	if l.heldLiveElsewhere(ctx, id, adoptAfter) {
+	adoptAfter := func(dead string) time.Duration { return r.adoptDelay(id, dead, nodes) }
+	if r.heldLiveElsewhere(ctx, id, adoptAfter) {
 		ms.Deferred++
 		return
 	}
-	f, mine := l.beginFlight(id)
+	f, mine := r.exec.beginFlight(id)
 	if !mine {
 		ms.LocalBusy++
 		return
 	}
-	defer l.endFlight(id, f)
-	rec, ver, err := l.load(ctx, id)
+	defer r.exec.endFlight(id, f)
+	rec, ver, err := r.core.load(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) || (err == nil && settled(rec)) {
 		// A leftover: the receipt is gone or immutable.
-		_, err := l.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
-		if v := classifyWrite(err, nil); v == writeDone {
-			ms.Strays++
-		} else {
-			l.passedOver("stray", v, id, err)
-		}
+		r.dropStray(ctx, it, id, "stray", ms)
 		return
 	}
 	if err != nil {
 		ms.ErrorsSeen++
-		l.passedOver("load", classifyStep(err), id, err)
+		r.core.passedOver("load", classifyStep(err), id, err)
 		return
 	}
-	l.advance(ctx, &attempt{id: id, rec: rec, ver: ver, adoptAfter: adoptAfter}, ms)
+	r.advance(ctx, &attempt{id: id, rec: rec, ver: ver, adoptAfter: adoptAfter}, ms)
+}
+
+// dropStray deletes maintenance's entry it of id (recov/v1, or a
+// session's open entry) whose receipt or session needs nothing more: gone,
+// settled or ended. A write that fails is passed over as cause: the next
+// pass meets the entry again.
+func (r *recovery) dropStray(ctx context.Context, it engine.Item, id, cause string, ms *MaintainStats) {
+	_, err := r.core.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
+	if v := classifyWrite(err, nil); v == writeDone {
+		ms.Strays++
+	} else {
+		r.core.passedOver(cause, v, id, err)
+	}
 }
 
 // heldLiveElsewhere reports whether another live owner holds the receipt
@@ -156,24 +164,24 @@ func (l *lifecycle) maintainEntry(ctx context.Context, it engine.Item, ms *Maint
 // answer "in progress" as if this process were working on it — without
 // naming the owner it could be forwarded to. An error reads as "not
 // known to be": the hold under the flight reads the lease again.
-func (l *lifecycle) heldLiveElsewhere(ctx context.Context, id string, adoptAfter func(string) time.Duration) bool {
-	st, err := lease.Read(ctx, l.store, id)
-	if err != nil || st.ClaimVersion == 0 || st.Claim.Of(l.owner) {
+func (r *recovery) heldLiveElsewhere(ctx context.Context, id string, adoptAfter func(string) time.Duration) bool {
+	st, err := lease.Read(ctx, r.core.store, id)
+	if err != nil || st.ClaimVersion == 0 || st.Claim.Of(r.core.owner) {
 		return false
 	}
-	return ownership(leaseFacts{stored: st, me: l.owner, now: l.clock.Now(), adoptAfter: adoptAfter(st.Claim.Node)}) == holdBusy
+	return ownership(leaseFacts{stored: st, me: r.core.owner, now: r.core.clock.Now(), adoptAfter: adoptAfter(st.Claim.Node)}) == holdBusy
 }
 
 // advance takes the mutable receipt a one step as maintenance: the same
 // hold, start, reconcile and debt steps a foreground request takes, with
 // no time to wait for another owner and no wait for an executor slot.
-func (l *lifecycle) advance(ctx context.Context, a *attempt, ms *MaintainStats) {
+func (r *recovery) advance(ctx context.Context, a *attempt, ms *MaintainStats) {
 	id := a.id
-	act, err := l.hold(ctx, a, time.Time{})
+	act, err := r.flow.hold(ctx, a, time.Time{})
 	if err != nil {
 		ms.Deferred++
 		if !errors.Is(err, errNotOurs) {
-			l.passedOver("hold", classifyStep(err), id, err)
+			r.core.passedOver("hold", classifyStep(err), id, err)
 		}
 		return
 	}
@@ -182,9 +190,9 @@ func (l *lifecycle) advance(ctx context.Context, a *attempt, ms *MaintainStats) 
 	}
 	switch next(a.rec.State) {
 	case stepPayDebt:
-		if err := l.payDebt(ctx, a); err != nil {
+		if err := r.payDebt(ctx, a); err != nil {
 			ms.Deferred++
-			l.passedOver("debt", classifyStep(err), id, err)
+			r.core.passedOver("debt", classifyStep(err), id, err)
 			return
 		}
 		ms.DebtPaid++
@@ -192,52 +200,52 @@ func (l *lifecycle) advance(ctx context.Context, a *attempt, ms *MaintainStats) 
 		// Execution capacity is the one thing maintenance needs for a
 		// pending receipt; without a free slot it moves on (the next pass,
 		// or a retry, runs it) rather than stall the rest of the pass.
-		sl, ok := l.tryAcquire()
+		sl, ok := r.exec.tryAcquire()
 		if !ok {
 			ms.Deferred++
 			return
 		}
 		// So are the documents' latches: one a keyed batch holds now
 		// defers it the same way.
-		plan, unlock, ok := l.planLatched(ctx, a, false)
+		plan, unlock, ok := r.flow.planLatched(ctx, a, false)
 		if !ok {
-			l.release(sl)
+			r.exec.release(sl)
 			ms.Deferred++
 			return
 		}
-		ans, err := l.start(ctx, a, plan)
+		ans, err := r.flow.start(ctx, a, plan)
 		unlock()
-		l.release(sl)
-		l.countMaintained("start", a, ans, err, ms)
+		r.exec.release(sl)
+		r.countMaintained("start", a, ans, err, ms)
 	case stepReconcile:
-		ans, err := l.reconcile(ctx, a)
-		l.countMaintained("reconcile", a, ans, err, ms)
+		ans, err := r.reconcile(ctx, a)
+		r.countMaintained("reconcile", a, ans, err, ms)
 	}
 }
 
-func (l *lifecycle) countMaintained(step string, a *attempt, ans Answer, err error, ms *MaintainStats) {
+func (r *recovery) countMaintained(step string, a *attempt, ans Answer, err error, ms *MaintainStats) {
 	if err == nil && ans.Terminal {
 		ms.Terminal++
-		l.stats.recovered.Add(1)
+		r.core.stats.recovered.Add(1)
 		return
 	}
 	ms.Deferred++
 	if err != nil {
-		l.passedOver(step, classifyStep(err), a.id, err)
+		r.core.passedOver(step, classifyStep(err), a.id, err)
 	}
 }
 
 // passedOver logs, sampled, that a maintenance step went past receipt id
 // because of err (verdict v). A lost race is no news: the receipt moved
 // on without us.
-func (l *lifecycle) passedOver(step string, v writeVerdict, id string, err error) {
+func (c *core) passedOver(step string, v writeVerdict, id string, err error) {
 	if v == writeRetry || v == writeDone {
 		return
 	}
-	cause, n, ok := l.maintainLog.note(l.clock.Now(), step+"/"+v.String())
+	cause, n, ok := c.maintainLog.note(c.clock.Now(), step+"/"+v.String())
 	if !ok {
 		return
 	}
-	l.opts.Logger.Warn("receipt: maintenance passed over receipts it could not advance",
-		"cause", cause, "count", n, "since", l.maintainLog.every, "txn_id", id, "err", err)
+	c.opts.Logger.Warn("receipt: maintenance passed over receipts it could not advance",
+		"cause", cause, "count", n, "since", c.maintainLog.every, "txn_id", id, "err", err)
 }

@@ -24,49 +24,55 @@ import (
 // now; it is returned to the caller as it is.
 type planner func(ctx context.Context, a *attempt) (txn twopc.Txn, refusal *code.Error, err error)
 
+// plans makes planners: a keyed batch's from its request, a session
+// commit's from its staging, and a stored receipt's from what it stores.
+type plans struct {
+	core *core
+}
+
 // planRequest plans the keyed batch of req.
-func (s *Service) planRequest(req Request) planner {
+func (p *plans) planRequest(req Request) planner {
 	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
-		return s.planBatch(ctx, a.id, req.Principal, req.Table, req.Batch)
+		return p.planBatch(ctx, a.id, req.Principal, req.Table, req.Batch)
 	}
 }
 
 // planRequestWith is planRequest with the table's metadata item read
-// already (Service.loadWithMeta), during this request.
-func (s *Service) planRequestWith(req Request, meta engine.Item) planner {
+// already (core.loadWithMeta), during this request.
+func (p *plans) planRequestWith(req Request, meta engine.Item) planner {
 	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
-		plan, err := s.tables.PreflightWithMeta(req.Principal, req.Table, req.Batch, meta)
-		return s.planned(a.id, plan, err)
+		plan, err := p.core.tables.PreflightWithMeta(req.Principal, req.Table, req.Batch, meta)
+		return p.planned(a.id, plan, err)
 	}
 }
 
 // planStored plans a pending receipt from the canonical request it stores,
 // so that a successor executes without the client (docs/design.md §4). A request
 // that does not decode is an error, not a refusal.
-func (s *Service) planStored(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
+func (p *plans) planStored(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
 	if a.rec.Session != "" {
 		st, err := decodeStaging(a.rec.Request)
 		if err != nil {
 			return twopc.Txn{}, nil, err
 		}
-		return s.planSession(a.rec.Principal, st)(ctx, a)
+		return p.planSession(a.rec.Principal, st)(ctx, a)
 	}
 	tbl, batch, err := decodeRequest(a.rec.Request)
 	if err != nil {
 		return twopc.Txn{}, nil, err
 	}
-	return s.planBatch(ctx, a.id, a.rec.Principal, tbl, batch)
+	return p.planBatch(ctx, a.id, a.rec.Principal, tbl, batch)
 }
 
 // planBatch preflights batch b on principal's table tbl: a typed failure
 // is a refusal.
-func (s *Service) planBatch(ctx context.Context, id, principal, tbl string, b *table.Batch) (twopc.Txn, *code.Error, error) {
-	plan, err := s.tables.Preflight(ctx, principal, tbl, b)
-	return s.planned(id, plan, err)
+func (p *plans) planBatch(ctx context.Context, id, principal, tbl string, b *table.Batch) (twopc.Txn, *code.Error, error) {
+	plan, err := p.core.tables.Preflight(ctx, principal, tbl, b)
+	return p.planned(id, plan, err)
 }
 
 // planned is the transaction of a preflight's plan, or its refusal.
-func (s *Service) planned(id string, plan *table.Plan, err error) (twopc.Txn, *code.Error, error) {
+func (p *plans) planned(id string, plan *table.Plan, err error) (twopc.Txn, *code.Error, error) {
 	var ce *code.Error
 	if errors.As(err, &ce) {
 		return twopc.Txn{}, ce, nil

@@ -87,48 +87,48 @@ func (r Refusal) String() string {
 }
 
 // countRefusal counts a refusal of kind r.
-func (l *lifecycle) countRefusal(r Refusal) { l.stats.refused[r].Add(1) }
+func (x *executor) countRefusal(r Refusal) { x.core.stats.refused[r].Add(1) }
 
 // enter counts a request of principal in flight, or refuses it when the
 // principal has its quota in flight. A nil answer must be followed by
 // leave.
-func (l *lifecycle) enter(principal string) *code.Error {
-	l.quotas.mu.Lock()
-	n := l.quotas.inflight[principal]
-	if n >= l.opts.InflightPerPrincipalMax {
-		l.quotas.mu.Unlock()
-		l.countRefusal(RefusedPrincipalInflight)
-		return &code.Error{Code: code.Overloaded, RetryAfter: l.drainTime(), Message: fmt.Sprintf(
+func (x *executor) enter(principal string) *code.Error {
+	x.quotas.mu.Lock()
+	n := x.quotas.inflight[principal]
+	if n >= x.core.opts.InflightPerPrincipalMax {
+		x.quotas.mu.Unlock()
+		x.countRefusal(RefusedPrincipalInflight)
+		return &code.Error{Code: code.Overloaded, RetryAfter: x.drainTime(), Message: fmt.Sprintf(
 			"this principal has %d requests in progress on this node, its quota (not the node's limit); retry when some have finished", n)}
 	}
-	l.quotas.inflight[principal] = n + 1
-	l.quotas.mu.Unlock()
+	x.quotas.inflight[principal] = n + 1
+	x.quotas.mu.Unlock()
 	return nil
 }
 
 // leave ends a request that enter let in.
-func (l *lifecycle) leave(principal string) {
-	l.quotas.mu.Lock()
-	defer l.quotas.mu.Unlock()
-	if n := l.quotas.inflight[principal] - 1; n > 0 {
-		l.quotas.inflight[principal] = n
+func (x *executor) leave(principal string) {
+	x.quotas.mu.Lock()
+	defer x.quotas.mu.Unlock()
+	if n := x.quotas.inflight[principal] - 1; n > 0 {
+		x.quotas.inflight[principal] = n
 	} else {
-		delete(l.quotas.inflight, principal)
+		delete(x.quotas.inflight, principal)
 	}
 }
 
 // errExecutorFull refuses a session step that found no executor slot.
-func (l *lifecycle) errExecutorFull() *code.Error {
-	l.countRefusal(RefusedExecutor)
-	return &code.Error{Code: code.Overloaded, RetryAfter: l.drainTime(),
+func (x *executor) errExecutorFull() *code.Error {
+	x.countRefusal(RefusedExecutor)
+	return &code.Error{Code: code.Overloaded, RetryAfter: x.drainTime(),
 		Message: "the executor is full (the node's limit); retry later"}
 }
 
 // refuseExecutor answers a keyed request whose receipt is left pending
 // for want of an executor slot.
-func (l *lifecycle) refuseExecutor(txnID string) Answer {
-	l.countRefusal(RefusedExecutor)
-	return answerOverloaded(txnID, l.drainTime())
+func (x *executor) refuseExecutor(txnID string) Answer {
+	x.countRefusal(RefusedExecutor)
+	return answerOverloaded(txnID, x.drainTime())
 }
 
 // retryAfterExpiry is a Retry-After for a place that frees up at until:

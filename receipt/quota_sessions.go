@@ -16,8 +16,8 @@ import (
 // principal's quota first (the limit the principal can do something
 // about), then the node's. A nil answer must be followed by
 // sessionPlaceDone.
-func (l *lifecycle) takeSessionPlace(principal string) *code.Error {
-	q := &l.quotas
+func (x *executor) takeSessionPlace(principal string) *code.Error {
+	q := &x.quotas
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ps := q.sessions[principal]
@@ -25,17 +25,17 @@ func (l *lifecycle) takeSessionPlace(principal string) *code.Error {
 		ps = &principalSessions{open: map[string]openSession{}}
 		q.sessions[principal] = ps
 	}
-	earliest := l.sweepSessions(ps)
-	if n := len(ps.open) + ps.starting; n >= l.opts.SessionsPerPrincipalMax {
-		l.dropIfIdle(principal, ps)
-		l.countRefusal(RefusedPrincipalSessions)
-		return &code.Error{Code: code.Overloaded, RetryAfter: retryAfterExpiry(l.clock.Now(), earliest), Message: fmt.Sprintf(
+	earliest := x.sweepSessions(ps)
+	if n := len(ps.open) + ps.starting; n >= x.core.opts.SessionsPerPrincipalMax {
+		x.dropIfIdle(principal, ps)
+		x.countRefusal(RefusedPrincipalSessions)
+		return &code.Error{Code: code.Overloaded, RetryAfter: retryAfterExpiry(x.core.clock.Now(), earliest), Message: fmt.Sprintf(
 			"this principal has %d sessions open on this node, its quota (not the node's limit); retry when one of them ends", n)}
 	}
-	if n := l.active.LenOf(lease.KindSession); n >= l.opts.SessionsOpenMax {
-		l.dropIfIdle(principal, ps)
-		l.countRefusal(RefusedNodeSessions)
-		return &code.Error{Code: code.Overloaded, RetryAfter: retryAfterExpiry(l.clock.Now(), l.earliestSessionExpiry()), Message: fmt.Sprintf(
+	if n := x.core.active.LenOf(lease.KindSession); n >= x.core.opts.SessionsOpenMax {
+		x.dropIfIdle(principal, ps)
+		x.countRefusal(RefusedNodeSessions)
+		return &code.Error{Code: code.Overloaded, RetryAfter: retryAfterExpiry(x.core.clock.Now(), x.earliestSessionExpiry()), Message: fmt.Sprintf(
 			"%d sessions are open on this node, its limit (not this principal's quota); retry later", n)}
 	}
 	ps.starting++
@@ -45,8 +45,8 @@ func (l *lifecycle) takeSessionPlace(principal string) *code.Error {
 // sessionPlaceDone ends a begin that takeSessionPlace let in: its place
 // becomes session id's, open here as o, or is given back (o.held nil: no
 // session is held).
-func (l *lifecycle) sessionPlaceDone(principal, id string, o openSession) {
-	q := &l.quotas
+func (x *executor) sessionPlaceDone(principal, id string, o openSession) {
+	q := &x.quotas
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ps := q.sessions[principal]
@@ -54,23 +54,23 @@ func (l *lifecycle) sessionPlaceDone(principal, id string, o openSession) {
 	if o.held != nil {
 		ps.open[id] = o
 		q.tracked++
-		if q.tracked > 2*l.opts.SessionsOpenMax {
+		if q.tracked > 2*x.core.opts.SessionsOpenMax {
 			// Entries of principals that begin no more are swept here, so
 			// that what is tracked stays within a few times the node's limit.
-			l.earliestSessionExpiry()
+			x.earliestSessionExpiry()
 		}
 	}
-	l.dropIfIdle(principal, ps)
+	x.dropIfIdle(principal, ps)
 }
 
 // sweepSessions drops ps's sessions that are open here no more and
 // returns the earliest expiry of those that are (zero: none). Under mu.
-func (l *lifecycle) sweepSessions(ps *principalSessions) time.Time {
+func (x *executor) sweepSessions(ps *principalSessions) time.Time {
 	var earliest time.Time
 	for id, o := range ps.open {
-		if h, ok := l.active.Get(id); !ok || h != o.held {
+		if h, ok := x.core.active.Get(id); !ok || h != o.held {
 			delete(ps.open, id)
-			l.quotas.tracked--
+			x.quotas.tracked--
 			continue
 		}
 		if earliest.IsZero() || o.expires.Before(earliest) {
@@ -82,23 +82,23 @@ func (l *lifecycle) sweepSessions(ps *principalSessions) time.Time {
 
 // earliestSessionExpiry sweeps every principal's sessions and returns the
 // earliest expiry of all those open here (zero: none). Under mu.
-func (l *lifecycle) earliestSessionExpiry() time.Time {
+func (x *executor) earliestSessionExpiry() time.Time {
 	var earliest time.Time
-	for p, ps := range l.quotas.sessions {
-		e := l.sweepSessions(ps)
+	for p, ps := range x.quotas.sessions {
+		e := x.sweepSessions(ps)
 		if !e.IsZero() && (earliest.IsZero() || e.Before(earliest)) {
 			earliest = e
 		}
-		l.dropIfIdle(p, ps)
+		x.dropIfIdle(p, ps)
 	}
 	return earliest
 }
 
 // dropIfIdle forgets principal when it has no session and no begin under
 // way here. Under mu.
-func (l *lifecycle) dropIfIdle(principal string, ps *principalSessions) {
+func (x *executor) dropIfIdle(principal string, ps *principalSessions) {
 	if len(ps.open) == 0 && ps.starting == 0 {
-		delete(l.quotas.sessions, principal)
+		delete(x.quotas.sessions, principal)
 	}
 }
 
@@ -113,10 +113,10 @@ type PrincipalUsage struct {
 // tests and operators, who must see every count return to zero once the
 // requests are done.
 func (s *Service) Usage(principal string) (u PrincipalUsage, principals int) {
-	q := &s.quotas
+	q := &s.exec.quotas
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s.earliestSessionExpiry()
+	s.exec.earliestSessionExpiry()
 	if ps := q.sessions[principal]; ps != nil {
 		u.Sessions = len(ps.open) + ps.starting
 	}

@@ -17,43 +17,43 @@ import (
 
 // reconcile finishes a started receipt whose execution is not running
 // here.
-func (l *lifecycle) reconcile(ctx context.Context, a *attempt) (Answer, error) {
-	return l.settleStarted(ctx, a, func(st twopc.Status) twopc.Outcome {
+func (r *recovery) reconcile(ctx context.Context, a *attempt) (Answer, error) {
+	return r.settleStarted(ctx, a, func(st twopc.Status) twopc.Outcome {
 		if !st.Begun {
 			// Started but never prepared: nothing to commit.
 			return twopc.PresumedOutcome(twopc.PresumeAbort, nil)
 		}
-		return twopc.PresumedFor(l.opts.recoveryPolicy(), st)
+		return twopc.PresumedFor(r.core.opts.recoveryPolicy(), st)
 	})
 }
 
 // settleStarted makes held started receipt a terminal: with the decision
 // in force, learned from the retained 2PC record, or — none yet — with
 // undecided's outcome, written through the decision's create-if-absent.
-func (l *lifecycle) settleStarted(ctx context.Context, a *attempt, undecided func(twopc.Status) twopc.Outcome) (Answer, error) {
-	st, err := l.coord.Lookup(ctx, a.id)
+func (r *recovery) settleStarted(ctx context.Context, a *attempt, undecided func(twopc.Status) twopc.Outcome) (Answer, error) {
+	st, err := r.core.coord.Lookup(ctx, a.id)
 	if err != nil {
-		return l.stuck(a, classifyStep(err), err)
+		return r.flow.stuck(a, classifyStep(err), err)
 	}
 	a.begun = st.Begun
 	if st.Decision != nil {
-		if st.Begun && !l.opts.DeferResolution {
-			if _, err := l.coord.Resolve(ctx, a.id); err != nil {
-				return l.stuck(a, classifyStep(err), err)
+		if st.Begun && !r.core.opts.DeferResolution {
+			if _, err := r.core.coord.Resolve(ctx, a.id); err != nil {
+				return r.flow.stuck(a, classifyStep(err), err)
 			}
 		}
-		return l.publish(ctx, a, envelopeOf(st.Decision, a.id))
+		return r.flow.publish(ctx, a, envelopeOf(st.Decision, a.id))
 	}
-	if err := l.hb.Ensure(ctx, a.held, l.opts.SafetyMargin); err != nil {
-		return l.stuck(a, classifyStep(err), err)
+	if err := r.core.hb.Ensure(ctx, a.held, r.core.opts.SafetyMargin); err != nil {
+		return r.flow.stuck(a, classifyStep(err), err)
 	}
-	return l.decideAndPublish(ctx, a, undecided(st))
+	return r.flow.decideAndPublish(ctx, a, undecided(st))
 }
 
 // payDebt resolves the intents of a terminal receipt with visibility debt
 // and then drops its lease, which makes it immutable and cleanable.
-func (l *lifecycle) payDebt(ctx context.Context, a *attempt) error {
-	if _, err := l.coord.Resolve(ctx, a.id); err != nil {
+func (r *recovery) payDebt(ctx context.Context, a *attempt) error {
+	if _, err := r.core.coord.Resolve(ctx, a.id); err != nil {
 		return err
 	}
 	a.claim = claimKept
@@ -70,12 +70,12 @@ func (l *lifecycle) payDebt(ctx context.Context, a *attempt) error {
 	}
 	b.AtVersion(receiptKey(a.id), a.ver).Put(receiptKey(a.id), val).Delete(recoveryKey(a.held.Claim().Node, a.id))
 	lease.Drop(b, a.id)
-	_, err = l.store.Apply(ctx, b)
+	_, err = r.core.store.Apply(ctx, b)
 	if v := classifyWrite(err, a.fence()); v != writeDone {
-		l.settle(a, v, 0)
+		r.flow.settle(a, v, 0)
 		return err
 	}
-	l.active.Remove(a.id, a.held)
-	l.queueRelease(a.id)
+	r.core.active.Remove(a.id, a.held)
+	r.retain.queueRelease(a.id)
 	return nil
 }

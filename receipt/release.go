@@ -18,12 +18,12 @@ import (
 
 // queueRelease remembers a decision to release once its receipt is terminal
 // and debt-free; beyond ReleaseQueueMax the maintenance scan finds it.
-func (l *lifecycle) queueRelease(id string) {
-	l.releaseMu.Lock()
-	if len(l.releaseQ) < ReleaseQueueMax {
-		l.releaseQ = append(l.releaseQ, id)
+func (rt *retention) queueRelease(id string) {
+	rt.releaseMu.Lock()
+	if len(rt.releaseQ) < ReleaseQueueMax {
+		rt.releaseQ = append(rt.releaseQ, id)
 	}
-	l.releaseMu.Unlock()
+	rt.releaseMu.Unlock()
 }
 
 // releaseDecisions releases retained decisions whose receipts are terminal
@@ -32,21 +32,21 @@ func (l *lifecycle) queueRelease(id string) {
 // scan of txn/v1/dec. Each release is conditioned on the receipt being the
 // very version judged releasable (or still absent): the same key may have
 // started a new transaction meanwhile, whose decision must stay.
-func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
-	l.releaseMu.Lock()
-	batchMax := l.releaseBatchMax()
-	n := min(len(l.releaseQ), batchMax)
-	ids := append([]string(nil), l.releaseQ[:n]...)
-	l.releaseQ = l.releaseQ[n:]
-	l.releaseMu.Unlock()
+func (rt *retention) releaseDecisions(ctx context.Context) (int, error) {
+	rt.releaseMu.Lock()
+	batchMax := rt.releaseBatchMax()
+	n := min(len(rt.releaseQ), batchMax)
+	ids := append([]string(nil), rt.releaseQ[:n]...)
+	rt.releaseQ = rt.releaseQ[n:]
+	rt.releaseMu.Unlock()
 	if len(ids) < batchMax {
-		more, err := l.scanDecisions(ctx)
+		more, err := rt.scanDecisions(ctx)
 		if err != nil {
 			return 0, err
 		}
 		ids = append(ids, more...)
 	}
-	return l.releaseBatch(ctx, l.releasables(ctx, ids, batchMax))
+	return rt.releaseBatch(ctx, rt.releasables(ctx, ids, batchMax))
 }
 
 // releasables reads the receipts of ids, engine.GetManyMax at a time (one
@@ -55,7 +55,7 @@ func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
 // whose decision may go: the receipt is gone, or terminal and debt-free.
 // A receipt that does not read is left for a later pass (the scan of
 // txn/v1/dec finds it again).
-func (l *lifecycle) releasables(ctx context.Context, ids []string, max int) []releasable {
+func (rt *retention) releasables(ctx context.Context, ids []string, max int) []releasable {
 	var cands []releasable
 	seen := map[string]bool{}
 	keys, chunk := make([][]byte, 0, engine.GetManyMax), make([]string, 0, engine.GetManyMax)
@@ -67,11 +67,11 @@ func (l *lifecycle) releasables(ctx context.Context, ids []string, max int) []re
 				keys, chunk = append(keys, receiptKey(ids[i])), append(chunk, ids[i])
 			}
 		}
-		items, err := engine.GetAll(ctx, l.store, keys...)
+		items, err := engine.GetAll(ctx, rt.core.store, keys...)
 		if err != nil {
 			// One value that does not read fails the whole read: the
 			// chunk one by one, so that it holds back only itself.
-			cands = l.releasablesOneByOne(ctx, chunk, cands)
+			cands = rt.releasablesOneByOne(ctx, chunk, cands)
 			continue
 		}
 		for j, it := range items {
@@ -89,9 +89,9 @@ func (l *lifecycle) releasables(ctx context.Context, ids []string, max int) []re
 
 // releasablesOneByOne is releasables for ids with one read each, added to
 // cands.
-func (l *lifecycle) releasablesOneByOne(ctx context.Context, ids []string, cands []releasable) []releasable {
+func (rt *retention) releasablesOneByOne(ctx context.Context, ids []string, cands []releasable) []releasable {
 	for _, id := range ids {
-		rec, ver, err := l.load(ctx, id)
+		rec, ver, err := rt.core.load(ctx, id)
 		switch {
 		case errors.Is(err, engine.ErrNotFound):
 			cands = append(cands, releasable{id: id})
@@ -110,18 +110,18 @@ type releasable struct {
 }
 
 // scanDecisions continues a cursor over retained decisions.
-func (l *lifecycle) scanDecisions(ctx context.Context) ([]string, error) {
+func (rt *retention) scanDecisions(ctx context.Context) ([]string, error) {
 	prefix := engine.NSTxn.Prefix("dec")
 	// Passes may overlap (the maintenance loop and a direct caller); the
 	// cursor is shared state.
-	l.releaseMu.Lock()
-	start := l.decCursor
-	l.releaseMu.Unlock()
+	rt.releaseMu.Lock()
+	start := rt.decCursor
+	rt.releaseMu.Unlock()
 	if start == nil {
 		start = prefix
 	}
-	page := min(MaintainPageMax, l.store.Limits().ScanItemsMax)
-	items, err := l.store.Scan(ctx, start, engine.PrefixEnd(prefix), page)
+	page := min(MaintainPageMax, rt.core.store.Limits().ScanItemsMax)
+	items, err := rt.core.store.Scan(ctx, start, engine.PrefixEnd(prefix), page)
 	if err != nil {
 		return nil, err
 	}
@@ -129,9 +129,9 @@ func (l *lifecycle) scanDecisions(ctx context.Context) ([]string, error) {
 	if len(items) == page {
 		next = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
-	l.releaseMu.Lock()
-	l.decCursor = next
-	l.releaseMu.Unlock()
+	rt.releaseMu.Lock()
+	rt.decCursor = next
+	rt.releaseMu.Unlock()
 	out := make([]string, 0, len(items))
 	for _, it := range items {
 		out = append(out, string(it.Key[len(prefix):]))
@@ -142,13 +142,13 @@ func (l *lifecycle) scanDecisions(ctx context.Context) ([]string, error) {
 // releaseBatchMax is how many decisions one Apply releases: ReleaseBatchMax,
 // or fewer where the store takes less per call. Each costs one delete and
 // two conditions (the receipt's version, the absent coordinator record).
-func (l *lifecycle) releaseBatchMax() int {
-	return min(ReleaseBatchMax, l.store.Limits().Fit(1, 2, 0, 0))
+func (rt *retention) releaseBatchMax() int {
+	return min(ReleaseBatchMax, rt.core.store.Limits().Fit(1, 2, 0, 0))
 }
 
 // releaseBatch releases decisions with one Apply, dropping any whose
 // receipt changed or whose transaction still has unresolved participants.
-func (l *lifecycle) releaseBatch(ctx context.Context, cands []releasable) (int, error) {
+func (rt *retention) releaseBatch(ctx context.Context, cands []releasable) (int, error) {
 	for len(cands) > 0 {
 		b := new(engine.Batch)
 		for _, c := range cands {
@@ -158,10 +158,10 @@ func (l *lifecycle) releaseBatch(ctx context.Context, cands []releasable) (int, 
 		if err := fault.Inject(fault.ReceiptReleaseBefore); err != nil {
 			return 0, err
 		}
-		_, err := l.store.Apply(ctx, b)
+		_, err := rt.core.store.Apply(ctx, b)
 		switch classifyWrite(err, nil) {
 		case writeDone:
-			l.stats.released.Add(uint64(len(cands)))
+			rt.core.stats.released.Add(uint64(len(cands)))
 			return len(cands), nil
 		case writeRetry:
 			// A receipt changed, or a transaction still has unresolved

@@ -71,7 +71,7 @@ func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	if st, err := s.Coordinator().Lookup(ctx, id); err != nil || st.Decision == nil {
 		t.Fatalf("the new transaction is %+v (%v), want decided", st, err)
 	}
-	if _, err := s.releaseDecisions(ctx); err != nil {
+	if _, err := s.retain.releaseDecisions(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Coordinator().Lookup(ctx, id)

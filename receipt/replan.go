@@ -48,22 +48,22 @@ const (
 // that `with` publishes: no try starts that would land with less than
 // SafetyMargin of it left (until), so a long wait never publishes a
 // receipt whose lease another node may already take.
-func (l *lifecycle) beginReplanned(ctx context.Context, txn twopc.Txn, with *engine.Batch, until time.Time) (twopc.BeginResult, error) {
+func (fl *flow) beginReplanned(ctx context.Context, txn twopc.Txn, with *engine.Batch, until time.Time) (twopc.BeginResult, error) {
 	for replans := 0; ; replans++ {
-		res, err := l.coord.Begin(ctx, txn, with)
-		if err != nil || res.Refused == nil || !res.Contended || !l.opts.ReplanContended || replans == ContendedReplansMax {
+		res, err := fl.core.coord.Begin(ctx, txn, with)
+		if err != nil || res.Refused == nil || !res.Contended || !fl.core.opts.ReplanContended || replans == ContendedReplansMax {
 			return res, err
 		}
 		wait := replanBackoff(txn.ID, replans)
-		if l.clock.Now().Add(wait).After(until.Add(-l.opts.SafetyMargin)) {
+		if fl.core.clock.Now().Add(wait).After(until.Add(-fl.core.opts.SafetyMargin)) {
 			return res, nil
 		}
 		select {
-		case <-l.clock.After(wait):
+		case <-fl.core.clock.After(wait):
 		case <-ctx.Done():
 			return res, nil // answered pending (start.go contended)
 		}
-		l.stats.replans.Add(1)
+		fl.core.stats.replans.Add(1)
 	}
 }
 

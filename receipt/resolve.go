@@ -49,10 +49,10 @@ func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, er
 	if len(txnID) != 2*txnIDBytes || tombKey(txnID) == nil {
 		return Resolution{}, engine.ErrNotFound
 	}
-	if s.refusesWrites() != nil {
+	if s.core.refusesWrites() != nil {
 		return Resolution{}, errUnavailable()
 	}
-	rec, ver, err := s.load(ctx, txnID)
+	rec, ver, err := s.core.load(ctx, txnID)
 	if err != nil {
 		return Resolution{}, err
 	}
@@ -63,13 +63,13 @@ func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, er
 	case Pending:
 		return Resolution{}, code.Errorf(code.RequestInProgress, "receipt %s is pending: it has not executed and will; only a started receipt can be resolved", txnID)
 	}
-	f, mine := s.beginFlight(txnID)
+	f, mine := s.exec.beginFlight(txnID)
 	if !mine {
 		return Resolution{}, code.Errorf(code.RequestInProgress, "a request on this node is working on receipt %s; retry", txnID)
 	}
-	defer s.endFlight(txnID, f)
+	defer s.exec.endFlight(txnID, f)
 	a := &attempt{id: txnID, rec: rec, ver: ver}
-	if _, err := s.hold(ctx, a, time.Time{}); err != nil {
+	if _, err := s.flow.hold(ctx, a, time.Time{}); err != nil {
 		if errors.Is(err, errNotOurs) {
 			return Resolution{}, code.Errorf(code.RequestInProgress, "receipt %s is held by its live owner %s: resolve it there, or once its lease expired", txnID, a.holder)
 		}
@@ -78,7 +78,7 @@ func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, er
 		}
 		return Resolution{}, err
 	}
-	ans, err := s.resolveHeld(ctx, a, by)
+	ans, err := s.recov.resolveHeld(ctx, a, by)
 	if err != nil {
 		return Resolution{}, err
 	}
@@ -86,15 +86,15 @@ func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, er
 		return Resolution{}, code.Errorf(code.ReceiptPending, "resolving receipt %s: %s", txnID, ans.Message)
 	}
 	res := Resolution{TxnID: txnID, Outcome: ans.Outcome, Envelope: ans.Envelope, Decided: ans.Message == msgResolvedByOperator}
-	s.stats.resolved.Add(1)
-	s.opts.Logger.Warn("receipt: resolved by an operator", "txn_id", txnID, "by", by, "outcome", res.Outcome, "decided_by_operator", res.Decided)
+	s.core.stats.resolved.Add(1)
+	s.core.opts.Logger.Warn("receipt: resolved by an operator", "txn_id", txnID, "by", by, "outcome", res.Outcome, "decided_by_operator", res.Decided)
 	return res, nil
 }
 
 // resolveHeld is reconcile with the operator's policy: the decision in
 // force if there is one, else presumed abort, recorded as the operator's.
-func (l *lifecycle) resolveHeld(ctx context.Context, a *attempt, by string) (Answer, error) {
-	return l.settleStarted(ctx, a, func(twopc.Status) twopc.Outcome {
+func (r *recovery) resolveHeld(ctx context.Context, a *attempt, by string) (Answer, error) {
+	return r.settleStarted(ctx, a, func(twopc.Status) twopc.Outcome {
 		marked := *a.rec
 		marked.ResolvedBy = by[:min(len(by), ResolvedByMax)]
 		a.rec = &marked

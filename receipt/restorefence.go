@@ -29,20 +29,20 @@ type RestoreFence struct {
 // Restored returns the store's restore and when its fence ends; ok=false
 // if the store was never restored.
 func (s *Service) Restored() (f RestoreFence, until time.Time, ok bool) {
-	if s.opts.Restore == nil {
+	if s.core.opts.Restore == nil {
 		return RestoreFence{}, time.Time{}, false
 	}
-	return *s.opts.Restore, s.opts.Restore.RestoredAt.Add(s.opts.Retention), true
+	return *s.core.opts.Restore, s.core.opts.Restore.RestoredAt.Add(s.core.opts.Retention), true
 }
 
 // fenced reports whether a new key first sent at firstSent falls under the
 // restore fence at now; until is when the fence ends.
 func (s *Service) fenced(firstSent, now time.Time) (until time.Time, ok bool) {
-	f := s.opts.Restore
+	f := s.core.opts.Restore
 	if f == nil || firstSent.IsZero() {
 		return time.Time{}, false
 	}
-	until = f.RestoredAt.Add(s.opts.Retention)
+	until = f.RestoredAt.Add(s.core.opts.Retention)
 	return until, firstSent.Before(f.RestoredAt) && now.Before(until)
 }
 
@@ -50,7 +50,7 @@ func (s *Service) fenced(firstSent, now time.Time) (until time.Time, ok bool) {
 // Nothing is written: no receipt, so a retry after the fence ends is a new
 // request.
 func (s *Service) answerMayHaveExecuted(txnID string, firstSent, until time.Time) Answer {
-	f := s.opts.Restore
+	f := s.core.opts.Restore
 	return Answer{Envelope: fromCode(code.KeyMayHaveExecuted, "this store was restored at "+stamp(f.RestoredAt)+
 		" from a backup taken at "+stamp(f.BackupTime)+"; this request, first sent at "+stamp(firstSent)+
 		", is unknown here and may have executed between "+stamp(f.BackupTime)+" and "+stamp(f.RestoredAt)+

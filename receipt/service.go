@@ -15,12 +15,19 @@ import (
 )
 
 // Service is the receipt layer a host database calls as a library: the
-// keyed batch flow (Execute), the fast path, and the loops that recover
-// and clean receipts. Everything that happens to a receipt itself is its
-// lifecycle (lifecycle.go), which Service embeds.
+// keyed batch flow (Execute), the fast path, interactive sessions, and the
+// loops that recover and clean receipts. It is a facade over the
+// components it owns (core.go lists them); each method names the one it
+// calls.
 type Service struct {
-	lifecycle
-	tables *table.Tables
+	core   *core
+	exec   *executor
+	flow   *flow
+	recov  *recovery
+	retain *retention
+	sess   *sessions
+	plans  *plans
+
 	sup    *lease.Supervisor
 	recent recentKeys // keys created or answered here lately (createfirst.go)
 
@@ -44,21 +51,16 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 		opts.Logger.Info("receipt: tables created before tables had owners now belong to one principal",
 			"tables", n, "owner", opts.LegacyTableOwner)
 	}
-	s := &Service{
-		lifecycle: newLifecycle(store, coord, owner, opts),
-		tables:    tables,
-		stop:      make(chan struct{}),
-	}
-	s.replan = s.planStored
-	s.sup = lease.NewSupervisor(s.active, s.hb, lease.SupervisorOptions{
+	s := newService(newCore(store, coord, tables, owner, opts))
+	s.sup = lease.NewSupervisor(s.core.active, s.core.hb, lease.SupervisorOptions{
 		Interval: opts.RenewInterval,
-		OnLost:   func(*lease.Held) { s.stats.fenced.Add(1) },
+		OnLost:   func(*lease.Held) { s.core.stats.fenced.Add(1) },
 	})
 	s.sup.Start()
 	// Neither loop runs on a store that refuses writes: every pass would
 	// fail the same way, and the store has said why once already.
 	s.startLoop(opts.MaintainInterval, func(ctx context.Context) {
-		if s.refusesWrites() != nil {
+		if s.core.refusesWrites() != nil {
 			return
 		}
 		if _, err := s.MaintainOnce(ctx); err != nil && ctx.Err() == nil {
@@ -66,16 +68,29 @@ func Open(ctx context.Context, store engine.Store, opts Options) (*Service, erro
 		}
 	})
 	s.startLoop(opts.CleanInterval, func(ctx context.Context) {
-		if s.refusesWrites() != nil {
+		if s.core.refusesWrites() != nil {
 			return
 		}
-		if _, err := s.cleanTick(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.retain.cleanTick(ctx); err != nil && ctx.Err() == nil {
 			opts.Logger.Warn("receipt: cleaner pass failed", "err", err)
 		}
 	})
 	opts.Logger.Info("receipt: service open", "owner", owner.String(), "lease_ttl", opts.LeaseTTL,
 		"renew_interval", s.sup.Interval(), "retention", opts.Retention)
 	return s, nil
+}
+
+// newService wires the components over c: each gets the links it calls
+// through, and nothing else.
+func newService(c *core) *Service {
+	x := newExecutor(c)
+	p := &plans{core: c}
+	f := &flow{core: c, exec: x, replan: p.planStored}
+	r := &recovery{core: c, exec: x, flow: f}
+	ss := newSessions(c, x, f, r, p)
+	rt := &retention{core: c, sess: ss}
+	f.recov, f.retain, r.retain = r, rt, rt
+	return &Service{core: c, exec: x, flow: f, recov: r, retain: rt, sess: ss, plans: p, stop: make(chan struct{})}
 }
 
 // defaultFirstPassMax is Options.FirstPassMax's default.
@@ -98,14 +113,14 @@ func (s *Service) startLoop(interval time.Duration, fn func(context.Context)) {
 			cancel()
 		}()
 		wait := interval
-		if s.opts.FirstPassMax > 0 {
-			wait = min(interval, s.opts.FirstPassMax)
+		if s.core.opts.FirstPassMax > 0 {
+			wait = min(interval, s.core.opts.FirstPassMax)
 		}
 		for {
 			select {
 			case <-s.stop:
 				return
-			case <-s.clock.After(wait):
+			case <-s.core.clock.After(wait):
 			}
 			fn(ctx)
 			wait = interval
@@ -124,16 +139,16 @@ func (s *Service) Close() {
 }
 
 // Owner is this process's identity.
-func (s *Service) Owner() lease.Owner { return s.owner }
+func (s *Service) Owner() lease.Owner { return s.core.owner }
 
 // Tables gives access to table management and document reads.
-func (s *Service) Tables() *table.Tables { return s.tables }
+func (s *Service) Tables() *table.Tables { return s.core.tables }
 
 // Locate returns the address the live owner o advertises (its node record,
 // lease.RegisterAt), or "" when o is not that node's current incarnation
 // (it died and restarted: nothing to forward to) or advertises none.
 func (s *Service) Locate(ctx context.Context, o lease.Owner) (string, error) {
-	n, err := lease.ReadNode(ctx, s.store, o.Node)
+	n, err := lease.ReadNode(ctx, s.core.store, o.Node)
 	if err != nil {
 		return "", err
 	}
@@ -144,27 +159,27 @@ func (s *Service) Locate(ctx context.Context, o lease.Owner) (string, error) {
 }
 
 // Coordinator is the 2PC coordinator (for recovery tooling and tests).
-func (s *Service) Coordinator() *twopc.Coordinator { return s.coord }
+func (s *Service) Coordinator() *twopc.Coordinator { return s.core.coord }
 
 // Supervisor is the renewal supervisor (for metrics and tests).
 func (s *Service) Supervisor() *lease.Supervisor { return s.sup }
 
 // Active is the renewal active set (for metrics and tests).
-func (s *Service) Active() *lease.ActiveSet { return s.active }
+func (s *Service) Active() *lease.ActiveSet { return s.core.active }
 
 // WaitMax is the longest wait a keyed request is granted (Options.WaitMax):
 // a Request.Wait beyond it is cut to it.
-func (s *Service) WaitMax() time.Duration { return s.opts.WaitMax }
+func (s *Service) WaitMax() time.Duration { return s.core.opts.WaitMax }
 
 // SessionTTLMax is the longest TTL a session may ask for
 // (Options.SessionTTLMax).
-func (s *Service) SessionTTLMax() time.Duration { return s.opts.SessionTTLMax }
+func (s *Service) SessionTTLMax() time.Duration { return s.core.opts.SessionTTLMax }
 
 // load reads and decodes a receipt.
 // loadWithMeta is load, reading principal's table metadata item in the
 // same round trip (engine.GetAll): a new key's plan needs it.
-func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, engine.Version, *Tombstone, engine.Item, error) {
-	items, err := engine.GetAll(ctx, s.store, receiptKey(id), table.MetaKey(principal, tbl), tombKey(id))
+func (c *core) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, engine.Version, *Tombstone, engine.Item, error) {
+	items, err := engine.GetAll(ctx, c.store, receiptKey(id), table.MetaKey(principal, tbl), tombKey(id))
 	if err != nil {
 		return nil, 0, nil, engine.Item{}, err
 	}
@@ -184,17 +199,17 @@ func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (
 
 // loadOrTomb loads receipt id or, when there is none, its tombstone;
 // engine.ErrNotFound when there is neither.
-func (l *lifecycle) loadOrTomb(ctx context.Context, id string) (*Record, engine.Version, *Tombstone, error) {
-	rec, ver, err := l.load(ctx, id)
+func (c *core) loadOrTomb(ctx context.Context, id string) (*Record, engine.Version, *Tombstone, error) {
+	rec, ver, err := c.load(ctx, id)
 	if !errors.Is(err, engine.ErrNotFound) {
 		return rec, ver, nil, err
 	}
-	t, err := l.loadTomb(ctx, id)
+	t, err := c.loadTomb(ctx, id)
 	return nil, 0, t, err
 }
 
-func (l *lifecycle) load(ctx context.Context, id string) (*Record, engine.Version, error) {
-	it, err := l.store.Get(ctx, receiptKey(id))
+func (c *core) load(ctx context.Context, id string) (*Record, engine.Version, error) {
+	it, err := c.store.Get(ctx, receiptKey(id))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -18,26 +18,26 @@ import (
 // while the session is open.
 func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.Duration) (Session, error) {
 	switch {
-	case ttl < 0 || ttl > s.opts.SessionTTLMax:
-		return Session{}, code.Errorf(code.InvalidRequest, "ttl must be between 1 s and %s", s.opts.SessionTTLMax)
+	case ttl < 0 || ttl > s.core.opts.SessionTTLMax:
+		return Session{}, code.Errorf(code.InvalidRequest, "ttl must be between 1 s and %s", s.core.opts.SessionTTLMax)
 	case ttl == 0:
-		ttl = min(SessionTTLDefault, s.opts.SessionTTLMax)
+		ttl = min(SessionTTLDefault, s.core.opts.SessionTTLMax)
 	}
-	if err := s.refusesWrites(); err != nil {
+	if err := s.core.refusesWrites(); err != nil {
 		return Session{}, errUnavailable()
 	}
-	if s.spaceFull() {
+	if s.core.spaceFull() {
 		return Session{}, errStoreFull()
 	}
-	if cerr := s.enter(principal); cerr != nil {
+	if cerr := s.exec.enter(principal); cerr != nil {
 		return Session{}, cerr
 	}
-	defer s.leave(principal)
-	if cerr := s.takeSessionPlace(principal); cerr != nil {
+	defer s.exec.leave(principal)
+	if cerr := s.exec.takeSessionPlace(principal); cerr != nil {
 		return Session{}, cerr
 	}
-	sess, id, o, err := s.beginSessionSlot(ctx, principal, ttl)
-	s.sessionPlaceDone(principal, id, o)
+	sess, id, o, err := s.sess.beginSessionSlot(ctx, principal, ttl)
+	s.exec.sessionPlaceDone(principal, id, o)
 	return sess, err
 }
 
@@ -45,13 +45,13 @@ func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.D
 // the session's ID and, if the session is held here — as it is once begun,
 // and after a begin whose outcome is unknown, until its TTL ends it — its
 // hold and expiry (o.held nil: none).
-func (s *Service) beginSessionSlot(ctx context.Context, principal string, ttl time.Duration) (_ Session, id string, o openSession, _ error) {
-	sl, ok := s.acquireFor(ctx, time.Time{}, lease.KindSession)
+func (ss *sessions) beginSessionSlot(ctx context.Context, principal string, ttl time.Duration) (_ Session, id string, o openSession, _ error) {
+	sl, ok := ss.exec.acquireFor(ctx, time.Time{}, lease.KindSession)
 	if !ok {
-		return Session{}, "", o, s.errExecutorFull()
+		return Session{}, "", o, ss.exec.errExecutorFull()
 	}
-	defer s.release(sl)
-	id, err := newSessionID(s.opts.SessionShard)
+	defer ss.exec.release(sl)
+	id, err := newSessionID(ss.core.opts.SessionShard)
 	if err != nil {
 		return Session{}, "", o, err
 	}
@@ -59,24 +59,24 @@ func (s *Service) beginSessionSlot(ctx context.Context, principal string, ttl ti
 	// walks open sessions, passes over one whose publishing write is still
 	// being settled here rather than find its hold not confirmed yet and
 	// presume it aborted.
-	mu := s.lockSession(id)
+	mu := ss.lockSession(id)
 	defer mu.Unlock()
-	expires := s.clock.Now().Add(ttl)
-	sess, err := s.beginSession(ctx, principal, id, ttl)
+	expires := ss.core.clock.Now().Add(ttl)
+	sess, err := ss.beginSession(ctx, principal, id, ttl)
 	if err == nil {
 		expires = sess.Expires
 	}
-	if h, ok := s.active.Get(id); ok {
+	if h, ok := ss.core.active.Get(id); ok {
 		o = openSession{held: h, expires: expires}
 	}
 	return sess, id, o, err
 }
 
-func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl time.Duration) (Session, error) {
-	now := l.clock.Now()
-	until := now.Add(l.opts.LeaseTTL)
+func (ss *sessions) beginSession(ctx context.Context, principal, id string, ttl time.Duration) (Session, error) {
+	now := ss.core.clock.Now()
+	until := now.Add(ss.core.opts.LeaseTTL)
 	b := new(engine.Batch).Absent(sessionKey(id))
-	held := lease.ClaimNew(b, id, l.owner, until)
+	held := lease.ClaimNew(b, id, ss.core.owner, until)
 	held.Since = now
 	claim := held.Claim()
 	rec := &SessionRecord{Schema: SessionSchemaCurrent, Principal: principal, State: SessionOpen, Owner: &claim,
@@ -86,17 +86,17 @@ func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl 
 		return Session{}, err
 	}
 	b.Put(sessionKey(id), val).Put(sessionOpenKey(id), nil)
-	l.active.Add(held) // before the write that publishes it (docs/design.md §7)
+	ss.core.active.Add(held) // before the write that publishes it (docs/design.md §7)
 	if err := fault.Inject(fault.SessionBeginBefore); err != nil {
-		l.active.Remove(id, held)
+		ss.core.active.Remove(id, held)
 		return Session{}, err
 	}
-	v, err := l.store.Apply(ctx, b)
+	v, err := ss.core.store.Apply(ctx, b)
 	switch classifyWrite(err, nil) {
 	case writeDone:
 		held.Confirmed(v, until)
-		l.stagings.put(id, v, &table.Staging{})
-		l.stats.sessBegun.Add(1)
+		ss.stagings.put(id, v, &table.Staging{})
+		ss.core.stats.sessBegun.Add(1)
 		return sessionOf(id, rec), nil
 	case writeAmbiguous:
 		// It may exist; if it does, it is ours and renewal resyncs it,
@@ -106,6 +106,6 @@ func (l *lifecycle) beginSession(ctx context.Context, principal, id string, ttl 
 		held.Unconfirm()
 		return Session{}, code.Errorf(code.Unavailable, "the store's answer was lost: the session may or may not exist; begin another")
 	}
-	l.active.Remove(id, held)
+	ss.core.active.Remove(id, held)
 	return Session{}, err
 }

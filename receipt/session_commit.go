@@ -54,14 +54,14 @@ type CommitRequest struct {
 // Retry RetryNewSession (sessionCommitEnvelope), as its receipt stores it;
 // a replay is the stored answer, whatever it says.
 func (s *Service) CommitSession(ctx context.Context, req CommitRequest) (Answer, error) {
-	ans, err := s.commitSession(ctx, req)
+	ans, err := s.sess.commitSession(ctx, req)
 	if ans.Terminal && !ans.Replayed {
 		ans.Envelope = sessionCommitEnvelope(ans.Envelope)
 	}
 	return ans, err
 }
 
-func (s *Service) commitSession(ctx context.Context, req CommitRequest) (Answer, error) {
+func (ss *sessions) commitSession(ctx context.Context, req CommitRequest) (Answer, error) {
 	key := req.Key
 	if key == "" {
 		key = req.Session
@@ -72,33 +72,33 @@ func (s *Service) commitSession(ctx context.Context, req CommitRequest) (Answer,
 	if !ValidSessionID(req.Session) {
 		return answerCode(errSessionNotFound(req.Session)), nil
 	}
-	if cerr := s.enter(req.Principal); cerr != nil {
+	if cerr := ss.exec.enter(req.Principal); cerr != nil {
 		return answerRefused(cerr), nil
 	}
-	defer s.leave(req.Principal)
+	defer ss.exec.leave(req.Principal)
 	id := Bind(req.Principal, sessionCommitTable, key)
 	fp := sessionFingerprint(req.Session)
-	deadline := s.clock.Now().Add(min(max(req.Wait, 0), s.opts.WaitMax))
+	deadline := ss.core.clock.Now().Add(min(max(req.Wait, 0), ss.core.opts.WaitMax))
 	for round := 0; round < ExecuteAttemptsMax; round++ {
-		rec, ver, tomb, err := s.loadOrTomb(ctx, id)
+		rec, ver, tomb, err := ss.core.loadOrTomb(ctx, id)
 		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			return Answer{}, err
 		}
 		var ans Answer
 		switch {
 		case tomb != nil:
-			s.stats.expired.Add(1)
+			ss.core.stats.expired.Add(1)
 			return answerExpired(tomb, fp), nil
 		case rec == nil:
-			ans, err = s.commitNew(ctx, req, id, key, fp, deadline)
+			ans, err = ss.commitNew(ctx, req, id, key, fp, deadline)
 		default:
-			f := found{exists: true, refuses: s.refusesWrites() != nil, sameRequest: string(rec.Fingerprint) == string(fp[:]), state: rec.State}
-			if ans, ok := s.settledAnswer(dispatch(f), id, rec, nil); ok {
+			f := found{exists: true, refuses: ss.core.refusesWrites() != nil, sameRequest: string(rec.Fingerprint) == string(fp[:]), state: rec.State}
+			if ans, ok := ss.core.settledAnswer(dispatch(f), id, rec, nil); ok {
 				return ans, nil
 			}
 			a := &attempt{id: id, rec: rec, ver: ver}
-			ans, err = s.takeOver(ctx, a, deadline)
-			s.promised(&ans, a)
+			ans, err = ss.flow.takeOver(ctx, a, deadline)
+			ss.core.promised(&ans, a)
 		}
 		if errors.Is(err, errRetry) {
 			continue
@@ -107,37 +107,37 @@ func (s *Service) commitSession(ctx context.Context, req CommitRequest) (Answer,
 		if errors.As(err, &ce) {
 			return answerCode(ce), nil
 		}
-		s.countAnswer(ans)
+		ss.core.countAnswer(ans)
 		return ans, err
 	}
-	s.stats.pending.Add(1)
-	return answerPending(id, 0, msgKeptChanging, s.retryAfter()), nil
+	ss.core.stats.pending.Add(1)
+	return answerPending(id, 0, msgKeptChanging, ss.core.retryAfter()), nil
 }
 
 // commitNew publishes the commit of an open session whose receipt does
 // not exist yet. A session committed already under another key answers
 // with that commit's receipt (errRetry-free: one more lookup).
-func (s *Service) commitNew(ctx context.Context, req CommitRequest, id, key string, fp [32]byte, deadline time.Time) (Answer, error) {
-	if s.refusesWrites() != nil {
+func (ss *sessions) commitNew(ctx context.Context, req CommitRequest, id, key string, fp [32]byte, deadline time.Time) (Answer, error) {
+	if ss.core.refusesWrites() != nil {
 		return answerUnavailable(id, false), nil
 	}
-	mu := s.lockSession(req.Session)
+	mu := ss.lockSession(req.Session)
 	defer mu.Unlock()
-	sa, ended, err := s.holdSession(ctx, req.Principal, req.Session)
+	sa, ended, err := ss.holdSession(ctx, req.Principal, req.Session)
 	var elsewhere *HeldElsewhereError
 	switch {
 	case ended != nil && ended.State == SessionCommitted && ended.TxnID != id:
-		return s.replayCommit(ctx, ended)
+		return ss.replayCommit(ctx, ended)
 	case ended != nil && ended.State == SessionCommitted:
 		return Answer{}, errRetry // its receipt is being published: look again
 	case errors.As(err, &elsewhere):
 		// Its owner commits it: the server forwards the request there.
 		return Answer{Envelope: fromCode(code.RequestInProgress, "the session is held by another node; its commit must be asked there", id, OutcomePending),
-			RetryAfter: s.retryAfter(), Holder: elsewhere.Holder}, nil
+			RetryAfter: ss.core.retryAfter(), Holder: elsewhere.Holder}, nil
 	case err != nil:
 		return Answer{}, err
 	}
-	full, err := s.staging(ctx, sa)
+	full, err := ss.staging(ctx, sa)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -149,35 +149,35 @@ func (s *Service) commitNew(ctx context.Context, req CommitRequest, id, key stri
 		Key: key, Fingerprint: fp[:], Request: canon, Session: req.Session}}
 	inline := false
 	a.alongside = func(b *engine.Batch) error {
-		inline = s.dropStepsInto(b, sa.id, sa.rec.Steps)
-		return s.endCommitted(b, sa, a)
+		inline = ss.dropStepsInto(b, sa.id, sa.rec.Steps)
+		return ss.endCommitted(b, sa, a)
 	}
 	a.published = func() {
-		s.active.Remove(sa.id, sa.held)
-		s.ended(sa.id, sa.rec.Steps, inline)
-		s.stats.sessCommitted.Add(1)
+		ss.core.active.Remove(sa.id, sa.held)
+		ss.ended(sa.id, sa.rec.Steps, inline)
+		ss.core.stats.sessCommitted.Add(1)
 	}
-	ans, err := s.create(ctx, a, s.planSession(req.Principal, full), deadline)
-	s.promised(&ans, a)
+	ans, err := ss.flow.create(ctx, a, ss.plans.planSession(req.Principal, full), deadline)
+	ss.core.promised(&ans, a)
 	return ans, err
 }
 
 // endCommitted adds to the write that publishes commit receipt a the end
 // of session sa: conditioned on the session being as this process holds
 // it, under its claim.
-func (l *lifecycle) endCommitted(b *engine.Batch, sa *sessionAttempt, a *attempt) error {
+func (ss *sessions) endCommitted(b *engine.Batch, sa *sessionAttempt, a *attempt) error {
 	b.AtVersion(sessionKey(sa.id), sa.ver).AtVersion(lease.ClaimKey(sa.id), sa.claimVer)
 	rec := *sa.rec
 	rec.State, rec.Key, rec.TxnID, rec.Owner, rec.Staging = SessionCommitted, a.rec.Key, a.id, nil, nil
 	rec.Ended, rec.RetainUntil = a.rec.Created, a.rec.RetainUntil
-	return l.putEnded(b, sa.id, &rec)
+	return ss.putEnded(b, sa.id, &rec)
 }
 
 // replayCommit answers a commit of a session committed under another key
 // with that commit's receipt: the session has one commit, whatever key a
 // retry sends.
-func (s *Service) replayCommit(ctx context.Context, sess *SessionRecord) (Answer, error) {
-	rec, _, err := s.load(ctx, sess.TxnID)
+func (ss *sessions) replayCommit(ctx context.Context, sess *SessionRecord) (Answer, error) {
+	rec, _, err := ss.core.load(ctx, sess.TxnID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return answerCode(errSessionEnded("", sess)), nil
 	}
@@ -185,23 +185,23 @@ func (s *Service) replayCommit(ctx context.Context, sess *SessionRecord) (Answer
 		return Answer{}, err
 	}
 	if rec.State != Terminal {
-		return answerInProgress(sess.TxnID, rec.State, s.retryAfter()), nil
+		return answerInProgress(sess.TxnID, rec.State, ss.core.retryAfter()), nil
 	}
-	s.stats.replayed.Add(1)
-	return Answer{Envelope: EnvelopeOf(rec, sess.TxnID), Terminal: true, Replayed: true, Expiry: s.expiryOf(rec)}, nil
+	ss.core.stats.replayed.Add(1)
+	return Answer{Envelope: EnvelopeOf(rec, sess.TxnID), Terminal: true, Replayed: true, Expiry: ss.core.expiryOf(rec)}, nil
 }
 
 // planSession plans the commit of staging st: the documents as the
 // session left them, conditioned on the versions it saw; its result is
 // what its staged batches did.
-func (s *Service) planSession(principal string, st *table.Staging) planner {
+func (p *plans) planSession(principal string, st *table.Staging) planner {
 	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
 		if fault.Planted(fault.BugSessionCommitUnconditioned) { // planted only under -tags idem_selftest
 			for i := range st.Docs {
 				st.Docs[i].Blind = true
 			}
 		}
-		plan, err := s.tables.SessionPlan(ctx, principal, st)
+		plan, err := p.core.tables.SessionPlan(ctx, principal, st)
 		var ce *code.Error
 		if errors.As(err, &ce) {
 			return twopc.Txn{}, ce, nil

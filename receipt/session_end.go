@@ -22,16 +22,16 @@ import (
 // aborted session answers it as it is; a committed one is
 // session_committed.
 func (s *Service) AbortSession(ctx context.Context, principal, id string) (Session, error) {
-	mu := s.lockSession(id)
+	mu := s.sess.lockSession(id)
 	defer mu.Unlock()
-	sa, ended, err := s.holdSession(ctx, principal, id)
+	sa, ended, err := s.sess.holdSession(ctx, principal, id)
 	if ended != nil && ended.State == SessionAborted {
 		return sessionOf(id, ended), nil
 	}
 	if err != nil {
 		return Session{}, err
 	}
-	rec, err := s.endSession(ctx, sa, ReasonAborted, nil)
+	rec, err := s.sess.endSession(ctx, sa, ReasonAborted, nil)
 	if err != nil {
 		return Session{}, err
 	}
@@ -45,8 +45,8 @@ func (s *Service) AbortSession(ctx context.Context, principal, id string) (Sessi
 // taken set — by the CAS that takes the claim in that state from a dead or
 // older owner. It returns the session as it ended, which is another
 // process's ending when that one came first.
-func (l *lifecycle) endSession(ctx context.Context, sa *sessionAttempt, reason string, taken *lease.State) (*SessionRecord, error) {
-	now := l.clock.Now()
+func (ss *sessions) endSession(ctx context.Context, sa *sessionAttempt, reason string, taken *lease.State) (*SessionRecord, error) {
+	now := ss.core.clock.Now()
 	b := new(engine.Batch).AtVersion(sessionKey(sa.id), sa.ver)
 	if taken != nil {
 		b.AtVersion(lease.ClaimKey(sa.id), taken.ClaimVersion).AtVersion(lease.ExpiryKey(sa.id), taken.ExpiryVersion)
@@ -55,24 +55,24 @@ func (l *lifecycle) endSession(ctx context.Context, sa *sessionAttempt, reason s
 	}
 	rec := *sa.rec
 	rec.State, rec.Reason, rec.Ended, rec.Owner = SessionAborted, reason, now.UnixMilli(), nil
-	rec.RetainUntil = now.Add(l.opts.Retention).UnixMilli()
+	rec.RetainUntil = now.Add(ss.core.opts.Retention).UnixMilli()
 	rec.Staging = nil
-	if err := l.putEnded(b, sa.id, &rec); err != nil {
+	if err := ss.putEnded(b, sa.id, &rec); err != nil {
 		return nil, err
 	}
-	inline := l.dropStepsInto(b, sa.id, sa.rec.Steps)
+	inline := ss.dropStepsInto(b, sa.id, sa.rec.Steps)
 	if err := fault.Inject(fault.SessionEndBefore); err != nil {
 		return nil, err
 	}
-	_, err := l.store.Apply(ctx, b)
+	_, err := ss.core.store.Apply(ctx, b)
 	if err != nil {
-		return nil, l.sessionWriteError(ctx, sa, err)
+		return nil, ss.sessionWriteError(ctx, sa, err)
 	}
-	l.active.Remove(sa.id, sa.held)
-	l.ended(sa.id, sa.rec.Steps, inline)
-	l.stats.sessAborted.Add(1)
+	ss.core.active.Remove(sa.id, sa.held)
+	ss.ended(sa.id, sa.rec.Steps, inline)
+	ss.core.stats.sessAborted.Add(1)
 	if reason != ReasonAborted {
-		l.stats.sessExpired.Add(1)
+		ss.core.stats.sessExpired.Add(1)
 	}
 	return &rec, nil
 }
@@ -80,7 +80,7 @@ func (l *lifecycle) endSession(ctx context.Context, sa *sessionAttempt, reason s
 // putEnded adds to b what every ending of a session writes: its ended
 // record, the removal of its open entry and its lease, and its retention
 // entry.
-func (l *lifecycle) putEnded(b *engine.Batch, id string, rec *SessionRecord) error {
+func (ss *sessions) putEnded(b *engine.Batch, id string, rec *SessionRecord) error {
 	val, err := EncodeSession(rec)
 	if err != nil {
 		return err

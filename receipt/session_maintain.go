@@ -12,30 +12,32 @@ import (
 // as for a client's step), and removes an entry whose session ended or is
 // gone. A session whose stripe another goroutine holds here is passed
 // over: that goroutine is working on it.
-func (l *lifecycle) maintainSession(ctx context.Context, it engine.Item, ms *MaintainStats) {
+//
+// It walks beside maintainEntry (maintain.go), sharing the pass, its
+// budget, its counters and the stray's deletion (dropStray), but not its
+// step, for a reason: a receipt's owner left work a successor finishes
+// (adopt, then start, reconcile or pay debt), while a session's left
+// nothing to finish before its commit is requested — it is ended
+// (presumed aborted) by the same decision a client's step takes.
+func (ss *sessions) maintainSession(ctx context.Context, it engine.Item, ms *MaintainStats) {
 	id := string(engine.NSSession.Suffix(it.Key))[len("open/"):]
-	mu := l.sessionLocks[stripeOf(id)]
+	mu := ss.locks[stripeOf(id)]
 	if !mu.TryLock() {
 		ms.LocalBusy++
 		return
 	}
 	defer mu.Unlock()
-	rec, err := l.loadAnySession(ctx, id)
+	rec, err := ss.loadAnySession(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) || err == nil && rec.State != SessionOpen {
-		_, err := l.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
-		if v := classifyWrite(err, nil); v == writeDone {
-			ms.Strays++
-		} else {
-			l.passedOver("session-stray", v, id, err)
-		}
+		ss.recov.dropStray(ctx, it, id, "session-stray", ms)
 		return
 	}
 	if err != nil {
 		ms.ErrorsSeen++
-		l.passedOver("session-load", classifyStep(err), id, err)
+		ss.core.passedOver("session-load", classifyStep(err), id, err)
 		return
 	}
-	_, ended, err := l.holdSession(ctx, rec.Principal, id)
+	_, ended, err := ss.holdSession(ctx, rec.Principal, id)
 	var elsewhere *HeldElsewhereError
 	switch {
 	case ended != nil:
@@ -44,13 +46,13 @@ func (l *lifecycle) maintainSession(ctx context.Context, it engine.Item, ms *Mai
 		ms.Deferred++
 	case err != nil:
 		ms.Deferred++
-		l.passedOver("session-end", classifyStep(err), id, err)
+		ss.core.passedOver("session-end", classifyStep(err), id, err)
 	}
 }
 
 // loadAnySession reads session id whoever's it is (maintenance).
-func (l *lifecycle) loadAnySession(ctx context.Context, id string) (*SessionRecord, error) {
-	it, err := l.store.Get(ctx, sessionKey(id))
+func (ss *sessions) loadAnySession(ctx context.Context, id string) (*SessionRecord, error) {
+	it, err := ss.core.store.Get(ctx, sessionKey(id))
 	if err != nil {
 		return nil, err
 	}

@@ -50,10 +50,10 @@ func (s *Service) StageSession(ctx context.Context, principal, id string, batche
 		}
 	}
 	res := make([]table.Result, len(batches))
-	sess, err := s.sessionStep(ctx, principal, id, true, func(st *table.Staging) error {
+	sess, err := s.sess.sessionStep(ctx, principal, id, true, func(st *table.Staging) error {
 		for i, tb := range batches {
 			var err error
-			if res[i], err = s.tables.SessionStage(ctx, principal, st, tb.Table, tb.Batch); err != nil {
+			if res[i], err = s.core.tables.SessionStage(ctx, principal, st, tb.Table, tb.Batch); err != nil {
 				return err
 			}
 		}
@@ -72,13 +72,13 @@ func (s *Service) StageSession(ctx context.Context, principal, id string, batche
 func (s *Service) ReadSession(ctx context.Context, principal, id, tbl, doc string) (json.RawMessage, error) {
 	var out json.RawMessage
 	var missing error
-	_, err := s.sessionStep(ctx, principal, id, false, func(st *table.Staging) error {
+	_, err := s.sess.sessionStep(ctx, principal, id, false, func(st *table.Staging) error {
 		// Only a first read changes what the commit is conditioned on
 		// (st.Changed): a repeated one writes nothing. A first read that
 		// finds no document records that too — the commit must abort if
 		// one appears meanwhile — so it is no failure of the step.
 		var err error
-		out, err = s.tables.SessionRead(ctx, principal, st, tbl, doc)
+		out, err = s.core.tables.SessionRead(ctx, principal, st, tbl, doc)
 		var ce *code.Error
 		if errors.As(err, &ce) && ce.Code == code.DocumentNotFound {
 			missing, err = err, nil
@@ -95,26 +95,26 @@ func (s *Service) ReadSession(ctx context.Context, principal, id, tbl, doc strin
 // stripe lock and an executor slot, and makes the copy durable when step
 // changed documents (and no error): one step; staged counts it as a staged
 // batch.
-func (s *Service) sessionStep(ctx context.Context, principal, id string, staged bool, step func(*table.Staging) error) (Session, error) {
-	if err := s.refusesWrites(); err != nil {
+func (ss *sessions) sessionStep(ctx context.Context, principal, id string, staged bool, step func(*table.Staging) error) (Session, error) {
+	if err := ss.core.refusesWrites(); err != nil {
 		return Session{}, errUnavailable()
 	}
-	if cerr := s.enter(principal); cerr != nil {
+	if cerr := ss.exec.enter(principal); cerr != nil {
 		return Session{}, cerr
 	}
-	defer s.leave(principal)
-	mu := s.lockSession(id)
+	defer ss.exec.leave(principal)
+	mu := ss.lockSession(id)
 	defer mu.Unlock()
-	sa, _, err := s.holdSession(ctx, principal, id)
+	sa, _, err := ss.holdSession(ctx, principal, id)
 	if err != nil {
 		return Session{}, err
 	}
-	sl, ok := s.acquireFor(ctx, time.Time{}, lease.KindSession)
+	sl, ok := ss.exec.acquireFor(ctx, time.Time{}, lease.KindSession)
 	if !ok {
-		return Session{}, s.errExecutorFull()
+		return Session{}, ss.exec.errExecutorFull()
 	}
-	defer s.release(sl)
-	full, err := s.staging(ctx, sa)
+	defer ss.exec.release(sl)
+	full, err := ss.staging(ctx, sa)
 	if err != nil {
 		return Session{}, err
 	}
@@ -135,7 +135,7 @@ func (s *Service) sessionStep(ctx context.Context, principal, id string, staged 
 	if staged {
 		rec.Stages++
 	}
-	if err := s.writeSession(ctx, sa, &rec, docs, st); err != nil {
+	if err := ss.writeSession(ctx, sa, &rec, docs, st); err != nil {
 		return Session{}, err
 	}
 	return sessionOf(id, &rec), nil
@@ -143,7 +143,7 @@ func (s *Service) sessionStep(ctx context.Context, principal, id string, staged 
 
 // writeSession makes rec the open session's record and docs — what the
 // step changed — its next step, fenced; full is the staging after it.
-func (l *lifecycle) writeSession(ctx context.Context, sa *sessionAttempt, rec *SessionRecord, docs []table.SessionDoc, full *table.Staging) error {
+func (ss *sessions) writeSession(ctx context.Context, sa *sessionAttempt, rec *SessionRecord, docs []table.SessionDoc, full *table.Staging) error {
 	rec.Steps++
 	step, err := encMode.Marshal(docs)
 	if err != nil {
@@ -158,19 +158,19 @@ func (l *lifecycle) writeSession(ctx context.Context, sa *sessionAttempt, rec *S
 	if err := fault.Inject(fault.SessionStageBefore); err != nil {
 		return err
 	}
-	v, err := l.store.Apply(ctx, b)
+	v, err := ss.core.store.Apply(ctx, b)
 	if err != nil {
-		return l.sessionWriteError(ctx, sa, err)
+		return ss.sessionWriteError(ctx, sa, err)
 	}
 	sa.rec, sa.ver = rec, v
-	l.stagings.put(sa.id, v, full)
+	ss.stagings.put(sa.id, v, full)
 	return nil
 }
 
 // SessionInfo reports session id of principal as stored: any node answers
 // it, whoever holds the session.
 func (s *Service) SessionInfo(ctx context.Context, principal, id string) (Session, error) {
-	rec, _, err := s.loadSession(ctx, principal, id)
+	rec, _, err := s.sess.loadSession(ctx, principal, id)
 	if err != nil {
 		return Session{}, err
 	}

@@ -53,17 +53,17 @@ func (c *stagingCache) at(id string, ver engine.Version) (*table.Staging, bool) 
 // staging returns the whole staging of open session sa, as of its record:
 // from the cache, or folded from its steps. The caller must not change it
 // (it Clones it).
-func (l *lifecycle) staging(ctx context.Context, sa *sessionAttempt) (*table.Staging, error) {
-	if st, ok := l.stagings.at(sa.id, sa.ver); ok {
+func (ss *sessions) staging(ctx context.Context, sa *sessionAttempt) (*table.Staging, error) {
+	if st, ok := ss.stagings.at(sa.id, sa.ver); ok {
 		return st, nil
 	}
 	st := sa.rec.Staging.Header()
 	prefix := sessionStepPrefix(sa.id)
 	start, end := prefix, engine.PrefixEnd(prefix)
-	page := min(SessionStepsMax, l.store.Limits().ScanItemsMax)
+	page := min(SessionStepsMax, ss.core.store.Limits().ScanItemsMax)
 	seen := 0
 	for {
-		items, err := l.store.Scan(ctx, start, end, page)
+		items, err := ss.core.store.Scan(ctx, start, end, page)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +83,7 @@ func (l *lifecycle) staging(ctx context.Context, sa *sessionAttempt) (*table.Sta
 	if seen != sa.rec.Steps {
 		return nil, fmt.Errorf("receipt: session %s has %d steps stored, its record counts %d", sa.id, seen, sa.rec.Steps)
 	}
-	l.stagings.put(sa.id, sa.ver, st)
+	ss.stagings.put(sa.id, sa.ver, st)
 	return st, nil
 }
 
@@ -91,12 +91,14 @@ func (l *lifecycle) staging(ctx context.Context, sa *sessionAttempt) (*table.Sta
 // steps of a short session go in the write that ends it, at no extra
 // write; a longer session's are deleted by maintenance soon after
 // (queueSteps), or by the cleaner with the record.
-func (l *lifecycle) stepsInlineMax() int { return min(SessionStepsMax, l.store.Limits().ApplyOpsMax/4) }
+func (ss *sessions) stepsInlineMax() int {
+	return min(SessionStepsMax, ss.core.store.Limits().ApplyOpsMax/4)
+}
 
 // dropStepsInto adds to ending write b the deletion of session id's n
 // steps when they are few enough, and reports whether it did.
-func (l *lifecycle) dropStepsInto(b *engine.Batch, id string, n int) bool {
-	if n > l.stepsInlineMax() {
+func (ss *sessions) dropStepsInto(b *engine.Batch, id string, n int) bool {
+	if n > ss.stepsInlineMax() {
 		return false
 	}
 	for i := 1; i <= n; i++ {
@@ -117,30 +119,30 @@ const StepDropQueueMax = 4096
 
 // ended drops what this process kept of session id once it ended, with n
 // steps, and queues their deletion unless the ending write did it.
-func (l *lifecycle) ended(id string, n int, inline bool) {
-	l.stagings.drop(id)
+func (ss *sessions) ended(id string, n int, inline bool) {
+	ss.stagings.drop(id)
 	if !inline && n > 0 {
-		l.queueDrops(stepDrop{id, n})
+		ss.queueDrops(stepDrop{id, n})
 	}
 }
 
 // queueDrops queues ended sessions' steps for maintenance, up to
 // StepDropQueueMax; beyond it the cleaner deletes them with the records.
-func (l *lifecycle) queueDrops(ds ...stepDrop) {
-	l.dropMu.Lock()
-	defer l.dropMu.Unlock()
-	l.dropQ = append(l.dropQ, ds[:min(len(ds), StepDropQueueMax-len(l.dropQ))]...)
+func (ss *sessions) queueDrops(ds ...stepDrop) {
+	ss.dropMu.Lock()
+	defer ss.dropMu.Unlock()
+	ss.dropQ = append(ss.dropQ, ds[:min(len(ds), StepDropQueueMax-len(ss.dropQ))]...)
 }
 
 // dropQueuedSteps deletes the steps queued by ended, as maintenance.
-func (l *lifecycle) dropQueuedSteps(ctx context.Context) {
-	l.dropMu.Lock()
-	q := l.dropQ
-	l.dropQ = nil
-	l.dropMu.Unlock()
+func (ss *sessions) dropQueuedSteps(ctx context.Context) {
+	ss.dropMu.Lock()
+	q := ss.dropQ
+	ss.dropQ = nil
+	ss.dropMu.Unlock()
 	for i, d := range q {
-		if err := l.dropSteps(ctx, d.id, d.steps, nil); err != nil {
-			l.queueDrops(q[i:]...) // the next pass goes on from here
+		if err := ss.dropSteps(ctx, d.id, d.steps, nil); err != nil {
+			ss.queueDrops(q[i:]...) // the next pass goes on from here
 			return
 		}
 	}
@@ -149,8 +151,8 @@ func (l *lifecycle) dropQueuedSteps(ctx context.Context) {
 // dropSteps deletes the n steps of ended session id, in batches the store
 // takes, fenced by fence (the cleaner's job lease) if given. Steps of an
 // ended session are read by nobody, so any process may delete them.
-func (l *lifecycle) dropSteps(ctx context.Context, id string, n int, fence func(*engine.Batch)) error {
-	per := l.store.Limits().Fit(1, 0, 0, 1)
+func (ss *sessions) dropSteps(ctx context.Context, id string, n int, fence func(*engine.Batch)) error {
+	per := ss.core.store.Limits().Fit(1, 0, 0, 1)
 	for first := 1; first <= n; first += per {
 		b := new(engine.Batch)
 		if fence != nil {
@@ -159,7 +161,7 @@ func (l *lifecycle) dropSteps(ctx context.Context, id string, n int, fence func(
 		for i := first; i < first+per && i <= n; i++ {
 			b.Delete(sessionStepKey(id, i))
 		}
-		if _, err := l.store.Apply(ctx, b); err != nil {
+		if _, err := ss.core.store.Apply(ctx, b); err != nil {
 			return err
 		}
 	}

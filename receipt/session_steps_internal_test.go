@@ -54,17 +54,17 @@ func TestSessionSteps_EachStepLogsWhatItChangedAndFoldsBack(t *testing.T) {
 			t.Fatalf("step %s holds %d documents (%v), want the one it changed", it.Key, len(docs), err)
 		}
 	}
-	mu := s.lockSession(sess.ID)
-	sa, _, err := s.holdSession(ctx, "p", sess.ID)
+	mu := s.sess.lockSession(sess.ID)
+	sa, _, err := s.sess.holdSession(ctx, "p", sess.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, err := s.staging(ctx, sa)
+	kept, err := s.sess.staging(ctx, sa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.stagings.drop(sess.ID)
-	folded, err := s.staging(ctx, sa)
+	s.sess.stagings.drop(sess.ID)
+	folded, err := s.sess.staging(ctx, sa)
 	mu.Unlock()
 	if err != nil || !reflect.DeepEqual(kept.Clone().Docs, folded.Clone().Docs) || kept.Result != folded.Result || kept.Bytes != folded.Bytes {
 		t.Fatalf("folded staging %+v (%v), kept %+v", folded, err, kept)
@@ -94,8 +94,8 @@ func TestSessionSteps_TooManyForTheEndingWriteAreDeletedLater(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if s.stepsInlineMax() != 16 {
-				t.Fatalf("inline steps %d, want 16 (a quarter of 64 ops)", s.stepsInlineMax())
+			if s.sess.stepsInlineMax() != 16 {
+				t.Fatalf("inline steps %d, want 16 (a quarter of 64 ops)", s.sess.stepsInlineMax())
 			}
 			if _, _, err := s.Tables().Create(ctx, "p", "t", 0); err != nil {
 				t.Fatal(err)

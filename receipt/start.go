@@ -22,19 +22,19 @@ import (
 // start executes a pending receipt this process holds, as plan makes it:
 // started + Begin in one fenced write, then the decision. A refusal makes
 // it terminal not_applied.
-func (l *lifecycle) start(ctx context.Context, a *attempt, plan planner) (Answer, error) {
+func (fl *flow) start(ctx context.Context, a *attempt, plan planner) (Answer, error) {
 	txn, refusal, err := plan(ctx, a)
 	if refusal != nil {
-		return l.publish(ctx, a, notApplied(refusal, a.id))
+		return fl.publish(ctx, a, notApplied(refusal, a.id))
 	}
 	if err != nil {
 		return Answer{}, err
 	}
-	now := l.clock.Now()
-	a.claim, a.until = claimExtended, now.Add(l.opts.LeaseTTL)
+	now := fl.core.clock.Now()
+	a.claim, a.until = claimExtended, now.Add(fl.core.opts.LeaseTTL)
 	b := new(engine.Batch)
 	if err := a.held.Fence(b); err != nil {
-		return l.stuck(a, classifyStep(err), err)
+		return fl.stuck(a, classifyStep(err), err)
 	}
 	started := *a.rec
 	claim := a.held.Claim()
@@ -45,7 +45,7 @@ func (l *lifecycle) start(ctx context.Context, a *attempt, plan planner) (Answer
 	}
 	b.AtVersion(receiptKey(a.id), a.ver).Put(receiptKey(a.id), val)
 	lease.PutExpiry(b, a.id, a.until)
-	return l.begin(ctx, a, txn, &started, b)
+	return fl.begin(ctx, a, txn, &started, b)
 }
 
 // planLatched plans pending receipt a from its stored request and takes
@@ -54,21 +54,21 @@ func (l *lifecycle) start(ctx context.Context, a *attempt, plan planner) (Answer
 // them only if they are free now (maintenance, which moves on rather than
 // stall its pass). The planner it returns is the plan made; unlock gives
 // the latches back. ok=false: the latches are busy, nothing is held.
-func (l *lifecycle) planLatched(ctx context.Context, a *attempt, wait bool) (plan planner, unlock func(), ok bool) {
-	txn, refusal, err := l.replan(ctx, a)
+func (fl *flow) planLatched(ctx context.Context, a *attempt, wait bool) (plan planner, unlock func(), ok bool) {
+	txn, refusal, err := fl.replan(ctx, a)
 	plan = func(context.Context, *attempt) (twopc.Txn, *code.Error, error) { return txn, refusal, err }
 	if refusal != nil || err != nil {
 		return plan, func() {}, true // start answers them
 	}
 	if wait {
-		unlock, ok = l.latchDocs(ctx, txn)
+		unlock, ok = fl.exec.latchDocs(ctx, txn)
 		return plan, unlock, ok
 	}
 	keys := latchKeys(txn)
-	if !l.docs.lock(ctx, keys, firedAlready) {
+	if !fl.exec.docs.lock(ctx, keys, firedAlready) {
 		return nil, nil, false
 	}
-	return plan, func() { l.docs.unlock(keys) }, true
+	return plan, func() { fl.exec.docs.unlock(keys) }, true
 }
 
 // firedAlready is a timeout that has passed: a latch wait that gives up
@@ -84,45 +84,45 @@ func firedAlready() <-chan time.Time {
 // prepared → decide; a participant's "no" → make the refusal durable; the
 // transaction decided before → publish that decision; otherwise by the
 // write's verdict.
-func (l *lifecycle) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *Record, with *engine.Batch) (Answer, error) {
-	res, err := l.beginReplanned(ctx, txn, with, a.until)
+func (fl *flow) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *Record, with *engine.Batch) (Answer, error) {
+	res, err := fl.beginReplanned(ctx, txn, with, a.until)
 	switch {
 	case err == nil && res.Prepared:
-		l.settle(a, writeDone, res.Version)
+		fl.settle(a, writeDone, res.Version)
 		a.wrote(started, res.Version)
 		a.parts, a.begun = txn.Participants, true
-		l.stats.executed.Add(1)
+		fl.core.stats.executed.Add(1)
 		result, err := txn.Result()
 		if err != nil {
 			return Answer{}, err
 		}
-		return l.decide(ctx, a, twopc.Committed{Result: result})
+		return fl.decide(ctx, a, twopc.Committed{Result: result})
 	case err == nil && res.Refused != nil && a.cachedPlan:
 		// Nothing was written; the refusal may be the cached metadata's
 		// (createfirst.go): the next round plans from a fresh read.
-		l.settle(a, writeRetry, 0)
-		l.stats.replanned.Add(1)
+		fl.settle(a, writeRetry, 0)
+		fl.core.stats.replanned.Add(1)
 		return Answer{}, errRetry
 	case err == nil && res.Refused != nil && res.Contended:
-		return l.contended(a), nil
+		return fl.contended(a), nil
 	case err == nil && res.Refused != nil:
-		return l.refuse(ctx, a, *res.Refused, started, with)
+		return fl.refuse(ctx, a, *res.Refused, started, with)
 	case err == nil && !a.creating():
-		return l.publish(ctx, a, envelopeOf(res.Decided, a.id))
+		return fl.publish(ctx, a, envelopeOf(res.Decided, a.id))
 	}
 	v := classifyWrite(err, a.fence())
 	exists := err == nil || errors.Is(err, twopc.ErrInProgress) // begun or decided before
 	if exists {
 		v = writeRetry
 	}
-	l.settle(a, v, 0)
+	fl.settle(a, v, 0)
 	if exists && a.creating() {
 		// The transaction exists although our receipt did not: a
 		// concurrent creator of the same receipt in another process won,
 		// with the receipt in the same write.
-		return l.lostCreateRace(ctx, a.id)
+		return fl.lostCreateRace(ctx, a.id)
 	}
-	return l.stuck(a, v, err)
+	return fl.stuck(a, v, err)
 }
 
 // contended answers a Begin whose refusal was contention still standing
@@ -133,14 +133,14 @@ func (l *lifecycle) begin(ctx context.Context, a *attempt, txn twopc.Txn, starte
 // stored: nothing was written, the receipt keeps the state it had (none,
 // for a new key) and the answer is pending — a retry with the same key
 // plans again once the holder's outcome is settled.
-func (l *lifecycle) contended(a *attempt) Answer {
-	l.settle(a, writeRetry, 0)
-	l.stats.contendedPending.Add(1)
+func (fl *flow) contended(a *attempt) Answer {
+	fl.settle(a, writeRetry, 0)
+	fl.core.stats.contendedPending.Add(1)
 	var st State
 	if !a.creating() {
 		st = a.rec.State
 	}
-	return answerPending(a.id, st, msgContended, l.retryAfter())
+	return answerPending(a.id, st, msgContended, fl.core.retryAfter())
 }
 
 // refuse makes a participant's "no" vote durable the way every outcome is:
@@ -149,20 +149,20 @@ func (l *lifecycle) contended(a *attempt) Answer {
 // nothing to resolve — and then the terminal envelope. Were the second
 // write to fail, recovery finds a started receipt with a retained decision
 // and publishes the exact envelope later.
-func (l *lifecycle) refuse(ctx context.Context, a *attempt, ab twopc.Aborted, started *Record, with *engine.Batch) (Answer, error) {
-	ver, err := l.coord.DecideAt(ctx, a.id, nil, ab, with)
+func (fl *flow) refuse(ctx context.Context, a *attempt, ab twopc.Aborted, started *Record, with *engine.Batch) (Answer, error) {
+	ver, err := fl.core.coord.DecideAt(ctx, a.id, nil, ab, with)
 	v := classifyWrite(err, a.fence())
-	l.settle(a, v, ver)
+	fl.settle(a, v, ver)
 	switch {
 	case v == writeDone:
 		a.wrote(started, ver)
-		return l.publish(ctx, a, envelopeOf(ab, a.id))
+		return fl.publish(ctx, a, envelopeOf(ab, a.id))
 	case a.creating() && errors.Is(err, twopc.ErrDecisionConflict):
 		// Decided by a concurrent creator of the same receipt (see
 		// lostCreateRace).
-		return l.lostCreateRace(ctx, a.id)
+		return fl.lostCreateRace(ctx, a.id)
 	case a.creating():
-		return l.stuckAs(a, Started, msgRefusalUnknown, v, err)
+		return fl.stuckAs(a, Started, msgRefusalUnknown, v, err)
 	}
-	return l.stuck(a, v, err)
+	return fl.stuck(a, v, err)
 }

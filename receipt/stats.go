@@ -73,7 +73,7 @@ type counters struct {
 }
 
 func (s *Service) Stats() Stats {
-	c := &s.stats
+	c := &s.core.stats
 	var refused [refusalKinds]uint64
 	for i := range refused {
 		refused[i] = c.refused[i].Load()
@@ -85,25 +85,25 @@ func (s *Service) Stats() Stats {
 		Adopted: c.adopted.Load(), Fenced: c.fenced.Load(), RecoveryPasses: c.passes.Load(),
 		Recovered: c.recovered.Load(), Released: c.released.Load(), Cleaned: c.cleaned.Load(),
 		Tombstoned: c.tombstoned.Load(), TombsCleaned: c.tombsCleaned.Load(), Folded: c.folded.Load(), Expired: c.expired.Load(), Resolved: c.resolved.Load(),
-		DocWaits: s.docs.waited.Load(), DocWaitsExpired: c.docWaitsExpired.Load(), Replans: c.replans.Load(),
+		DocWaits: s.exec.docs.waited.Load(), DocWaitsExpired: c.docWaitsExpired.Load(), Replans: c.replans.Load(),
 		Replanned: c.replanned.Load(), ContendedPending: c.contendedPending.Load(),
-		DebtPaid:             s.coord.DebtPaid(),
-		ExecutorBusy:         int64(len(s.exec)),
-		ExecutorBusyReceipts: s.busy[lease.KindReceipt].Load(),
-		ExecutorBusySessions: s.busy[lease.KindSession].Load(),
+		DebtPaid:             s.core.coord.DebtPaid(),
+		ExecutorBusy:         int64(len(s.exec.slots)),
+		ExecutorBusyReceipts: s.exec.busy[lease.KindReceipt].Load(),
+		ExecutorBusySessions: s.exec.busy[lease.KindSession].Load(),
 		SessionsBegun:        c.sessBegun.Load(), SessionsCommitted: c.sessCommitted.Load(),
 		SessionsAborted: c.sessAborted.Load(), SessionsExpired: c.sessExpired.Load(),
-		SessionsOpen: int64(s.active.LenOf(lease.KindSession)),
+		SessionsOpen: int64(s.core.active.LenOf(lease.KindSession)),
 	}
 }
 
-func (l *lifecycle) countTerminal(e Envelope) {
+func (c *core) countTerminal(e Envelope) {
 	switch e.Outcome {
 	case OutcomeCommitted:
-		l.stats.committed.Add(1)
+		c.stats.committed.Add(1)
 	case OutcomeAborted:
-		l.stats.aborted.Add(1)
+		c.stats.aborted.Add(1)
 	case OutcomeNotApplied:
-		l.stats.notApplied.Add(1)
+		c.stats.notApplied.Add(1)
 	}
 }

@@ -22,8 +22,8 @@ const storeFullRetryAfter = 30 * time.Second
 const storeFullMessage = "the store is near its space quota: new keys and sessions are refused until cleanup and compaction free space (no restart needed); nothing was written, retry later with the same key"
 
 // spaceFull reports whether new work is refused for want of space.
-func (l *lifecycle) spaceFull() bool {
-	sr, ok := l.store.(spaceReporter)
+func (c *core) spaceFull() bool {
+	sr, ok := c.store.(spaceReporter)
 	return ok && sr.SpaceFull()
 }
 

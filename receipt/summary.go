@@ -57,8 +57,8 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		limit := min(summaryPageMax, s.store.Limits().ScanItemsMax, SummaryReceiptsMax-seen)
-		items, damaged, cold, last, err := s.summaryPage(ctx, start, end, limit)
+		limit := min(summaryPageMax, s.core.store.Limits().ScanItemsMax, SummaryReceiptsMax-seen)
+		items, damaged, cold, last, err := s.core.summaryPage(ctx, start, end, limit)
 		if err != nil {
 			return sum, err
 		}
@@ -69,7 +69,7 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 		sum.Terminal += cold
 		seen += len(items) + len(damaged) + cold
 		if last == nil {
-			return sum, s.countOpenSessions(ctx, &sum)
+			return sum, s.core.countOpenSessions(ctx, &sum)
 		}
 		start = append(append([]byte(nil), last...), 0)
 	}
@@ -82,23 +82,23 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 // receipt whose value does not read (damaged on disk) is answered in
 // damaged — Unreadable, as one that does not decode: one bad record must
 // not keep a server from starting.
-func (s *Service) summaryPage(ctx context.Context, start, end []byte, limit int) (items []engine.Item, damaged [][]byte, cold int, last []byte, err error) {
-	if hs, ok := s.store.(engine.HotScanner); ok {
+func (c *core) summaryPage(ctx context.Context, start, end []byte, limit int) (items []engine.Item, damaged [][]byte, cold int, last []byte, err error) {
+	if hs, ok := c.store.(engine.HotScanner); ok {
 		items, cold, last, err = hs.ScanHot(ctx, start, end, limit)
 		return items, nil, cold, last, err
 	}
-	items, damaged, last, err = scanAround(ctx, s.store, start, end, limit)
+	items, damaged, last, err = scanAround(ctx, c.store, start, end, limit)
 	return items, damaged, 0, last, err
 }
 
 // countOpenSessions counts the open entries of sessions, within
 // SummaryReceiptsMax.
-func (s *Service) countOpenSessions(ctx context.Context, sum *Summary) error {
+func (c *core) countOpenSessions(ctx context.Context, sum *Summary) error {
 	open := engine.NSSession.Prefix("open")
 	start, end := open, engine.PrefixEnd(open)
 	for sum.SessionsOpen < SummaryReceiptsMax {
-		limit := min(summaryPageMax, s.store.Limits().ScanItemsMax)
-		items, err := s.store.Scan(ctx, start, end, limit)
+		limit := min(summaryPageMax, c.store.Limits().ScanItemsMax)
+		items, err := c.store.Scan(ctx, start, end, limit)
 		if err != nil {
 			return err
 		}

@@ -78,8 +78,8 @@ func tombChunkOf(it engine.Item) (chunkEntry, bool) {
 // tombsPerApply is how many tombstones one Apply deletes: each is a delete
 // and a condition (its version); the batch adds the job-lease fence, and
 // the chunk entry's delete and condition.
-func (l *lifecycle) tombsPerApply() int {
-	return min(CleanBatchMax, l.store.Limits().Fit(1, 1, 1, 2))
+func (rt *retention) tombsPerApply() int {
+	return min(CleanBatchMax, rt.core.store.Limits().Fit(1, 1, 1, 2))
 }
 
 // cleanTombs deletes the tombstones of chunk c whose protection ended by
@@ -89,7 +89,7 @@ func (l *lifecycle) tombsPerApply() int {
 // reused after an earlier tombstone ended, and a later chunk lists it):
 // it is left alone, and so is one that does not read (damaged), with the
 // chunk. Every Apply is fenced by the cleaner's job lease.
-func (l *lifecycle) cleanTombs(ctx context.Context, jobVer engine.Version, c chunkEntry, now time.Time) (int, error) {
+func (rt *retention) cleanTombs(ctx context.Context, jobVer engine.Version, c chunkEntry, now time.Time) (int, error) {
 	type due struct {
 		key []byte
 		ver engine.Version
@@ -97,7 +97,7 @@ func (l *lifecycle) cleanTombs(ctx context.Context, jobVer engine.Version, c chu
 	var dues []due
 	unreadable := 0
 	for _, id := range c.ids {
-		it, err := l.store.Get(ctx, tombKey(id))
+		it, err := rt.core.store.Get(ctx, tombKey(id))
 		if errors.Is(err, engine.ErrNotFound) {
 			continue
 		}
@@ -106,7 +106,7 @@ func (l *lifecycle) cleanTombs(ctx context.Context, jobVer engine.Version, c chu
 			// it stays — it refuses its key either way — and so does the
 			// chunk, for a pass after a repair. The rest of the chunk, and
 			// the pass, go on.
-			l.opts.Logger.Error("receipt: a tombstone does not read; it and its cleanup entry stay (see idemctl check)",
+			rt.core.opts.Logger.Error("receipt: a tombstone does not read; it and its cleanup entry stay (see idemctl check)",
 				"txn_id", id, "err", err)
 			unreadable++
 			continue
@@ -119,7 +119,7 @@ func (l *lifecycle) cleanTombs(ctx context.Context, jobVer engine.Version, c chu
 		}
 		dues = append(dues, due{it.Key, it.Version})
 	}
-	per, deleted := l.tombsPerApply(), 0
+	per, deleted := rt.tombsPerApply(), 0
 	for {
 		if len(dues) == 0 && unreadable > 0 {
 			return deleted, nil
@@ -136,18 +136,18 @@ func (l *lifecycle) cleanTombs(ctx context.Context, jobVer engine.Version, c chu
 		if err := fault.Inject(fault.TombCleanBefore); err != nil {
 			return deleted, err
 		}
-		_, err := l.store.Apply(ctx, b)
+		_, err := rt.core.store.Apply(ctx, b)
 		switch classifyWrite(err, lease.JobKey(cleanerJob)) {
 		case writeDone:
 			deleted += n
-			l.stats.tombsCleaned.Add(uint64(n))
+			rt.core.stats.tombsCleaned.Add(uint64(n))
 			dues = dues[n:]
 			if last {
 				return deleted, nil
 			}
 			continue
 		case writeFenced:
-			l.stats.fenced.Add(1)
+			rt.core.stats.fenced.Add(1)
 			return deleted, lease.ErrFenced
 		case writeRetry:
 			// A tombstone, or the chunk, changed since it was read: the

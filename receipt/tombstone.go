@@ -104,8 +104,8 @@ func decodeTomb(id string, v []byte) (*Tombstone, error) {
 // tombstoneOf is what the cleaner leaves of terminal rec (the fields a
 // legacy record lacks are zero). ok is false when it leaves nothing: the
 // receipt is protected no longer than it replays.
-func (l *lifecycle) tombstoneOf(id string, rec *Record) (*Tombstone, bool) {
-	until := l.protectUntil(rec)
+func (rt *retention) tombstoneOf(id string, rec *Record) (*Tombstone, bool) {
+	until := rt.core.protectUntil(rec)
 	if until <= rec.RetainUntil {
 		return nil, false
 	}
@@ -118,31 +118,31 @@ func (l *lifecycle) tombstoneOf(id string, rec *Record) (*Tombstone, bool) {
 // protectUntil is when rec's key may execute again (unix ms): what the
 // record promised, or — for a record written before receipts carried the
 // promise — its completion plus today's tombstone retention.
-func (l *lifecycle) protectUntil(rec *Record) int64 {
+func (c *core) protectUntil(rec *Record) int64 {
 	if rec.ProtectUntil != 0 {
 		return rec.ProtectUntil
 	}
-	if l.opts.TombstoneRetention <= 0 || rec.Completed == 0 {
+	if c.opts.TombstoneRetention <= 0 || rec.Completed == 0 {
 		return rec.RetainUntil
 	}
-	return max(rec.RetainUntil, time.UnixMilli(rec.Completed).Add(l.opts.TombstoneRetention).UnixMilli())
+	return max(rec.RetainUntil, time.UnixMilli(rec.Completed).Add(c.opts.TombstoneRetention).UnixMilli())
 }
 
 // promise is the ProtectUntil a receipt completing at now writes.
-func (l *lifecycle) promise(now time.Time, retainUntil int64) int64 {
-	if l.opts.TombstoneRetention <= 0 {
+func (c *core) promise(now time.Time, retainUntil int64) int64 {
+	if c.opts.TombstoneRetention <= 0 {
 		return retainUntil
 	}
-	return max(retainUntil, now.Add(l.opts.TombstoneRetention).UnixMilli())
+	return max(retainUntil, now.Add(c.opts.TombstoneRetention).UnixMilli())
 }
 
 // loadTomb reads the tombstone of id; engine.ErrNotFound when there is none.
-func (l *lifecycle) loadTomb(ctx context.Context, id string) (*Tombstone, error) {
+func (c *core) loadTomb(ctx context.Context, id string) (*Tombstone, error) {
 	k := tombKey(id)
 	if k == nil {
 		return nil, engine.ErrNotFound
 	}
-	it, err := l.store.Get(ctx, k)
+	it, err := c.store.Get(ctx, k)
 	if err != nil {
 		return nil, err
 	}

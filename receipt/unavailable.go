@@ -14,8 +14,8 @@ import (
 type healthReporter interface{ Health() error }
 
 // refusesWrites returns the store's reason to refuse writes, or nil.
-func (l *lifecycle) refusesWrites() error {
-	h, ok := l.store.(healthReporter)
+func (c *core) refusesWrites() error {
+	h, ok := c.store.(healthReporter)
 	if !ok {
 		return nil
 	}

@@ -66,11 +66,11 @@ type Seen struct {
 // it read of the key (the zero Seen when it read nothing).
 func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key string, firstSent time.Time, digest []byte) (Answer, bool, Seen) {
 	if len(digest) != bodyDigestLen || !ValidKey(key) || !table.ValidTableName(tbl) ||
-		firstSent.After(s.clock.Now().Add(FirstSentSkewMax)) {
+		firstSent.After(s.core.clock.Now().Add(FirstSentSkewMax)) {
 		return Answer{}, false, Seen{}
 	}
 	id := Bind(principal, tbl, key)
-	if _, multi := s.store.(engine.MultiGetter); multi && !s.recent.has(id) {
+	if _, multi := s.core.store.(engine.MultiGetter); multi && !s.recent.has(id) {
 		// Execute creates a new key there (etcd) before any lookup
 		// (createfirst.go): a lookup of its own first would add a round
 		// trip to every new request, to save a decode that costs far
@@ -78,7 +78,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 		// retry, which Execute would look up first anyway.
 		return Answer{}, false, Seen{}
 	}
-	rec, ver, tomb, err := s.loadOrTomb(ctx, id)
+	rec, ver, tomb, err := s.core.loadOrTomb(ctx, id)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return Answer{}, false, Seen{} // Execute reads again, and reports what it finds
 	}
@@ -89,11 +89,11 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 	if !bytes.Equal(rec.BodyDigest, digest) && !fault.Planted(fault.BugVerbatimIgnoresDigest) { // planted only under -tags idem_selftest
 		return Answer{}, false, seen
 	}
-	act := dispatch(found{exists: true, sameRequest: true, state: Terminal, refuses: s.refusesWrites() != nil})
+	act := dispatch(found{exists: true, sameRequest: true, state: Terminal, refuses: s.core.refusesWrites() != nil})
 	if act != actReplay {
 		return Answer{}, false, seen
 	}
-	ans, ok := s.settledAnswer(act, id, rec, nil)
+	ans, ok := s.core.settledAnswer(act, id, rec, nil)
 	return ans, ok, seen
 }
 

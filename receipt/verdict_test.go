@@ -103,7 +103,7 @@ func TestSettle_VerdictBringsTheHoldInLine(t *testing.T) {
 		{"§2 an ambiguous owner write keeps the lease", claimKept, writeAmbiguous, lease.Live, true, 1, dt0},
 		{"§7 a done owner write leaves the lease to the supervisor", claimKept, writeDone, lease.Live, true, 1, dt0},
 	} {
-		s := &lifecycle{active: lease.NewActiveSet()}
+		s := &flow{core: &core{active: lease.NewActiveSet()}}
 		a := &attempt{id: "r1", claim: tc.claim, until: until}
 		if tc.claim == claimPublished {
 			a.held = lease.ClaimNew(new(engine.Batch), a.id, me, until)
@@ -111,10 +111,10 @@ func TestSettle_VerdictBringsTheHoldInLine(t *testing.T) {
 			a.held = lease.Resume(a.id, lease.State{Claim: lease.Claim{Node: me.Node, Incarnation: me.Incarnation, Epoch: 1},
 				ClaimVersion: 1, Expires: dt0})
 		}
-		s.active.Add(a.held)
+		s.core.active.Add(a.held)
 		s.settle(a, tc.v, 9)
 		_, ver, gotUntil, status := a.held.Snapshot()
-		_, active := s.active.Get(a.id)
+		_, active := s.core.active.Get(a.id)
 		if status != tc.wantStatus || active != tc.wantActive || ver != tc.wantVer || !gotUntil.Equal(tc.wantUntil) {
 			t.Errorf("%s: status %v active %v version %d until %v; want %v %v %d %v", tc.design,
 				status, active, ver, gotUntil, tc.wantStatus, tc.wantActive, tc.wantVer, tc.wantUntil)
@@ -142,7 +142,7 @@ func TestStuck_VerdictDecidesTheAnswer(t *testing.T) {
 		{"§13 a failure is returned as it is", 5, writeFailed, "", "", 0, failure},
 		{"§3 a refused write is returned as it is (the caller answers unavailable)", 5, writeRefused, "", "", 0, failure},
 	} {
-		s := &lifecycle{opts: Options{LeaseTTL: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)}}
+		s := &flow{core: &core{opts: Options{LeaseTTL: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)}}}
 		a := &attempt{id: "r1", rec: &Record{State: Started}, ver: tc.ver}
 		ans, err := s.stuck(a, tc.v, failure)
 		switch {
@@ -153,7 +153,7 @@ func TestStuck_VerdictDecidesTheAnswer(t *testing.T) {
 		case ans.Code != "" && (ans.Terminal || !ans.Retryable || ans.RetryAfter <= 0 || ans.TxnID != "r1"):
 			t.Errorf("%s: answer %+v must be retryable with the same key", tc.design, ans)
 		}
-		if fenced := s.stats.fenced.Load(); (tc.v == writeFenced) != (fenced == 1) {
+		if fenced := s.core.stats.fenced.Load(); (tc.v == writeFenced) != (fenced == 1) {
 			t.Errorf("%s: fenced counted %d", tc.design, fenced)
 		}
 	}

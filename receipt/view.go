@@ -43,7 +43,7 @@ func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View,
 // (its binding's table is "", which Lookup refuses): engine.ErrNotFound
 // while the session has no commit.
 func (s *Service) LookupSessionCommit(ctx context.Context, principal, id string) (View, error) {
-	rec, _, err := s.loadSession(ctx, principal, id)
+	rec, _, err := s.sess.loadSession(ctx, principal, id)
 	if err != nil {
 		return View{}, err
 	}
@@ -55,7 +55,7 @@ func (s *Service) LookupSessionCommit(ctx context.Context, principal, id string)
 
 // lookupID is Lookup of the receipt bound as id.
 func (s *Service) lookupID(ctx context.Context, id string) (View, error) {
-	rec, _, tomb, err := s.loadOrTomb(ctx, id)
+	rec, _, tomb, err := s.core.loadOrTomb(ctx, id)
 	if err != nil {
 		return View{}, err
 	}
@@ -66,11 +66,11 @@ func (s *Service) lookupID(ctx context.Context, id string) (View, error) {
 	v := View{TxnID: id, State: rec.State, Owner: rec.Owner, Created: time.UnixMilli(rec.Created), Debt: rec.Debt}
 	if rec.State == Terminal {
 		e := EnvelopeOf(rec, id)
-		v.Envelope, v.Outcome, v.Expiry = &e, e.Outcome, s.expiryOf(rec)
+		v.Envelope, v.Outcome, v.Expiry = &e, e.Outcome, s.core.expiryOf(rec)
 		if rec.Completed != 0 {
 			v.Completed = time.UnixMilli(rec.Completed)
 		}
-	} else if st, err := lease.Read(ctx, s.store, id); err == nil && st.ClaimVersion != 0 {
+	} else if st, err := lease.Read(ctx, s.core.store, id); err == nil && st.ClaimVersion != 0 {
 		v.Owner = &st.Claim
 	}
 	return v, nil
