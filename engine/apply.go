@@ -31,7 +31,7 @@ func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 	}
 	total := 0
 	for i, b := range batches {
-		if err := validateBatch(b); err != nil {
+		if err := store.Check(b, db.Limits()); err != nil {
 			return 0, err
 		}
 		links[i] = chainLink{ops: b.Ops, body: encodeBody(make([]byte, 0, encodedBodySize(b.Ops)), b.Ops)}
@@ -82,7 +82,7 @@ func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 		}
 	}
 	db.mu.Unlock()
-	sequenced(ctx)
+	store.Sequenced(ctx)
 
 	if err := db.awaitDurable(ctx, commit); err != nil {
 		return 0, err
@@ -164,7 +164,7 @@ func (db *DB) checkConds(conds []Condition, earlier []chainLink) (pending wal.Co
 			}
 		}
 		if !c.HoldsAt(found) {
-			return p.commit, isPending, &ConditionError{Cond: c, Found: found}
+			return p.commit, isPending, store.Failed(c, found)
 		}
 	}
 	return wal.Commit{}, false, nil
@@ -184,33 +184,4 @@ func (db *DB) settleCondition(ctx context.Context, condErr error, pending wal.Co
 		return fmt.Errorf("%w: %w", ErrFailStopped, err)
 	}
 	return condErr
-}
-
-// Validate reports whether b is a batch every Store accepts: at least one
-// op, at most BatchOpsMax ops and conditions, keys of 1..KeyBytesMax bytes,
-// known condition kinds. The error wraps ErrInvalidBatch. Stores call it
-// before they look at their data, so an invalid batch writes nothing.
-func (b *Batch) Validate() error { return validateBatch(b) }
-
-func validateBatch(b *Batch) error {
-	if b == nil || len(b.Ops) == 0 {
-		return fmt.Errorf("%w: no ops", ErrInvalidBatch)
-	}
-	if len(b.Ops) > BatchOpsMax || len(b.Conds) > BatchOpsMax {
-		return fmt.Errorf("%w: %d ops, %d conditions (max %d each)", ErrInvalidBatch, len(b.Ops), len(b.Conds), BatchOpsMax)
-	}
-	for _, op := range b.Ops {
-		if len(op.Key) == 0 || len(op.Key) > KeyBytesMax {
-			return fmt.Errorf("%w: key of %d bytes (1..%d)", ErrInvalidBatch, len(op.Key), KeyBytesMax)
-		}
-	}
-	for _, c := range b.Conds {
-		if len(c.Key) == 0 || len(c.Key) > KeyBytesMax {
-			return fmt.Errorf("%w: condition key of %d bytes (1..%d)", ErrInvalidBatch, len(c.Key), KeyBytesMax)
-		}
-		if c.Kind < MustBeAbsent || c.Kind > MustBeAtVersion {
-			return fmt.Errorf("%w: condition kind %d", ErrInvalidBatch, c.Kind)
-		}
-	}
-	return nil
 }

@@ -5,25 +5,6 @@ import (
 	"fmt"
 )
 
-// ChainLinksMax bounds the batches of one ApplyChain.
-const ChainLinksMax = 8
-
-// Chainer is implemented by stores whose batches share one log, which lets a
-// caller make several dependent batches durable with one wait. A store that
-// does not implement it (a cluster-shared Store) is used batch by batch.
-type Chainer interface {
-	// ApplyChain sequences links back to back, each atomic with its own
-	// version (returned in order), each link's conditions checked against
-	// the writes of the links before it, and waits once for all of them.
-	//
-	// Sequencing is all or none: a failed condition in any link returns
-	// *ConditionError and nothing is written. Durability follows log
-	// order: a link is never durable without every link before it, though
-	// a crash may keep only a prefix of the chain. Other errors are those of
-	// Apply, and ErrAmbiguous covers every link.
-	ApplyChain(ctx context.Context, links ...*Batch) ([]Version, error)
-}
-
 // chainLink is one link of a chain being sequenced (see apply).
 type chainLink struct {
 	ops     []Op // the caller's: valid until the call returns
@@ -46,7 +27,7 @@ func lastWrite(links []chainLink, key []byte) (pendingWrite, bool) {
 	return pendingWrite{}, false
 }
 
-// ApplyChain implements Chainer.
+// ApplyChain implements store.Chainer.
 func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, error) {
 	if len(batches) == 0 || len(batches) > ChainLinksMax {
 		return nil, fmt.Errorf("%w: chain of %d links (1..%d)", ErrInvalidBatch, len(batches), ChainLinksMax)

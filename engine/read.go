@@ -21,9 +21,13 @@ func (db *DB) Get(_ context.Context, key []byte) (Item, error) {
 	return db.item(it)
 }
 
-// Limits implements Store: the local store's bounds (options.go).
-func (db *DB) Limits() Limits {
-	return Limits{ApplyOpsMax: BatchOpsMax, ApplyCondsMax: BatchOpsMax, ApplyBytesMax: BatchBytesMax, ScanItemsMax: ScanLimitMax}
+// Limits implements store.Store: the local store's bounds are the most
+// any store accepts.
+func (db *DB) Limits() store.Limits { return store.MaxLimits }
+
+// Capabilities implements store.Store: one log under every batch.
+func (db *DB) Capabilities() store.Capabilities {
+	return store.Capabilities{Chain: db, HotScan: db, Latest: db}
 }
 
 // Scan implements Store.
@@ -31,8 +35,8 @@ func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, err
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	if limit <= 0 || limit > ScanLimitMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidScan, limit, ScanLimitMax)
+	if err := store.CheckScan(limit, db.Limits()); err != nil {
+		return nil, err
 	}
 	found := make([]index.KV, 0, min(limit, 64))
 	collect := func(it index.KV) bool {
