@@ -8,19 +8,19 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // unreachableStore is a store whose reads fail with engine.ErrUnavailable
 // while cut is set: a remote store (etcd) that did not answer in time.
 type unreachableStore struct {
-	engine.Store
+	store.Store
 	cut atomic.Bool
 }
 
-func (s *unreachableStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
+func (s *unreachableStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if s.cut.Load() {
-		return engine.Item{}, engine.ErrUnavailable
+		return store.Item{}, store.ErrUnavailable
 	}
 	return s.Store.Get(ctx, key)
 }
@@ -48,7 +48,7 @@ func TestUnavailable_ATransientLossIsNotCalledAStop(t *testing.T) {
 	var logs syncBuffer
 	us := &unreachableStore{}
 	n := newNode(t, config{logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		wrap: func(s engine.Store) engine.Store { us.Store = s; return us }})
+		wrap: func(s store.Store) store.Store { us.Store = s; return us }})
 	n.createTable("t")
 
 	us.cut.Store(true)

@@ -3,14 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+
+	"github.com/idemdb/idem/store"
 )
 
 // chainLink is one link of a chain being sequenced (see apply).
 type chainLink struct {
-	ops     []Op // the caller's: valid until the call returns
-	live    []Op // engine-owned copies of the ops that reach the tree (liveOps)
+	ops     []store.Op // the caller's: valid until the call returns
+	live    []store.Op // engine-owned copies of the ops that reach the tree (liveOps)
 	body    []byte
-	version Version
+	version store.Version
 }
 
 // lastWrite is the newest write to key among earlier links, as the pending
@@ -28,17 +30,17 @@ func lastWrite(links []chainLink, key []byte) (pendingWrite, bool) {
 }
 
 // ApplyChain implements store.Chainer.
-func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, error) {
-	if len(batches) == 0 || len(batches) > ChainLinksMax {
-		return nil, fmt.Errorf("%w: chain of %d links (1..%d)", ErrInvalidBatch, len(batches), ChainLinksMax)
+func (db *DB) ApplyChain(ctx context.Context, batches ...*store.Batch) ([]store.Version, error) {
+	if len(batches) == 0 || len(batches) > store.ChainLinksMax {
+		return nil, fmt.Errorf("%w: chain of %d links (1..%d)", store.ErrInvalidBatch, len(batches), store.ChainLinksMax)
 	}
 	first, err := db.apply(ctx, batches)
 	if err != nil {
 		return nil, err
 	}
-	versions := make([]Version, len(batches))
+	versions := make([]store.Version, len(batches))
 	for i := range versions {
-		versions[i] = first + Version(i)
+		versions[i] = first + store.Version(i)
 	}
 	return versions, nil
 }

@@ -1,9 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+
+	"github.com/idemdb/idem/store"
 )
 
 // ErrLocked is returned by Open when another process holds the data dir.
@@ -41,6 +42,6 @@ func (e *CorruptionError) Error() string {
 }
 
 // Is makes errors.Is(err, store.ErrCorruption) true.
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+func (e *CorruptionError) Is(target error) bool { return target == store.ErrCorruption }
 
 func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"slices"
+
+	"github.com/idemdb/idem/store"
 )
 
 // GetLatest implements store.LatestReader.
-func (db *DB) GetLatest(ctx context.Context, key []byte) (Item, error) {
+func (db *DB) GetLatest(ctx context.Context, key []byte) (store.Item, error) {
 	if db.closed.Load() {
-		return Item{}, ErrClosed
+		return store.Item{}, store.ErrClosed
 	}
 	db.mu.Lock()
 	p, ok := db.pending[unsafeString(key)]
@@ -21,9 +23,9 @@ func (db *DB) GetLatest(ctx context.Context, key []byte) (Item, error) {
 		return db.Get(ctx, key)
 	}
 	if p.deleted {
-		return Item{}, ErrNotFound
+		return store.Item{}, store.ErrNotFound
 	}
 	// p.value is the engine's own copy (ownOps), never changed: shared
 	// with the tree once installed, as Get's values are.
-	return Item{Key: slices.Clone(key), Value: p.value, Version: p.version}, nil
+	return store.Item{Key: slices.Clone(key), Value: p.value, Version: p.version}, nil
 }

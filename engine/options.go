@@ -3,6 +3,7 @@ package engine
 import (
 	"log/slog"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -81,8 +82,8 @@ func (o Options) withDefaults() Options {
 	}
 	// One batch (store.BatchBytesMax, the most any store accepts) always
 	// fits one group write, which is what torn-tail repair assumes.
-	if o.WAL.GroupBytesMax != 0 && o.WAL.GroupBytesMax < 2*BatchBytesMax {
-		o.WAL.GroupBytesMax = 2 * BatchBytesMax
+	if o.WAL.GroupBytesMax != 0 && o.WAL.GroupBytesMax < 2*store.BatchBytesMax {
+		o.WAL.GroupBytesMax = 2 * store.BatchBytesMax
 	}
 	return o
 }

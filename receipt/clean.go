@@ -6,9 +6,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -93,9 +93,9 @@ func (l *lifecycle) cleanTick(ctx context.Context) (int, error) {
 
 // cleanFrom walks the due plain entries, then the due chunks of folded
 // ones (expfold.go), from from on, at most CleanScanMax entries.
-func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now time.Time, from []byte) (int, []byte, error) {
+func (l *lifecycle) cleanFrom(ctx context.Context, jobVer store.Version, now time.Time, from []byte) (int, []byte, error) {
 	due := now.UnixMilli() + 1
-	ranges := [][2][]byte{{[]byte(engine.NSExpiry), expiryKey(due, "")}, {rcptChunksStart(), rcptChunkKey(due, "")}}
+	ranges := [][2][]byte{{[]byte(store.NSExpiry), expiryKey(due, "")}, {rcptChunksStart(), rcptChunkKey(due, "")}}
 	if from != nil && isRcptChunkKey(from) {
 		ranges = ranges[1:]
 	}
@@ -115,7 +115,7 @@ func (l *lifecycle) cleanFrom(ctx context.Context, jobVer engine.Version, now ti
 
 // cleanRange is cleanFrom over one range of the expiry index, scanned
 // counting against CleanScanMax.
-func (l *lifecycle) cleanRange(ctx context.Context, jobVer engine.Version, now time.Time, start, end []byte, scannedp *int) (int, []byte, error) {
+func (l *lifecycle) cleanRange(ctx context.Context, jobVer store.Version, now time.Time, start, end []byte, scannedp *int) (int, []byte, error) {
 	cleaned := 0
 	page := l.cleanPageMax()
 	for *scannedp < CleanScanMax {
@@ -191,14 +191,14 @@ type victim struct {
 	entry    []byte
 	receipt  bool
 	session  bool
-	rcptVer  engine.Version // the receipt's, or the session record's
-	entryVer engine.Version
+	rcptVer  store.Version // the receipt's, or the session record's
+	entryVer store.Version
 	deadline int64      // of the entry, unix ms
 	tomb     *Tombstone // what the receipt leaves behind (nil: nothing)
 	steps    int        // a session's steps, which may outlive it (session_steps.go)
 }
 
-func (l *lifecycle) cleanable(ctx context.Context, it engine.Item) (victim, bool) {
+func (l *lifecycle) cleanable(ctx context.Context, it store.Item) (victim, bool) {
 	deadline, id, ok := parseExpiryKey(it.Key)
 	if !ok {
 		return victim{}, false
@@ -217,10 +217,10 @@ func (l *lifecycle) cleanableAt(ctx context.Context, v victim, deadline int64) (
 	id := v.id
 	rec, ver, err := l.load(ctx, id)
 	switch {
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return v, true // stray entry
 	case err != nil:
-		if errors.Is(err, engine.ErrCorruption) {
+		if errors.Is(err, store.ErrCorruption) {
 			l.opts.Logger.Error("receipt: a receipt does not read; the cleaner leaves it and its entry (see idemctl check)",
 				"txn_id", id, "err", err)
 		}
@@ -250,7 +250,7 @@ func (l *lifecycle) cleanableAt(ctx context.Context, v victim, deadline int64) (
 // retention entry, and one found is not its own.
 func (l *lifecycle) cleanableSession(ctx context.Context, v victim, deadline int64) (victim, bool) {
 	it, err := l.store.Get(ctx, sessionKey(v.id))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return v, true // stray entry
 	}
 	if err != nil {
@@ -272,8 +272,8 @@ func (l *lifecycle) cleanableSession(ctx context.Context, v victim, deadline int
 // deleteVictims deletes with one Apply per try; a victim whose condition
 // fails (the receipt changed, or its transaction still holds intents) is
 // dropped and the rest retried.
-func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs []victim) (int, error) {
-	fence := func(b *engine.Batch) { b.AtVersion(lease.JobKey(cleanerJob), jobVer) }
+func (l *lifecycle) deleteVictims(ctx context.Context, jobVer store.Version, vs []victim) (int, error) {
+	fence := func(b *store.Batch) { b.AtVersion(lease.JobKey(cleanerJob), jobVer) }
 	for _, v := range vs {
 		// Steps too many for the write that ended the session, and that a
 		// crash kept maintenance from deleting: before the record, so that
@@ -285,9 +285,9 @@ func (l *lifecycle) deleteVictims(ctx context.Context, jobVer engine.Version, vs
 		}
 	}
 	for len(vs) > 0 {
-		b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
+		b := new(store.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
 		if fault.Planted(fault.BugCleanUnfenced) { // planted only under -tags idem_selftest
-			b = new(engine.Batch)
+			b = new(store.Batch)
 		}
 		receipts := 0
 		var chunk tombChunk

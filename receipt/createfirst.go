@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -66,7 +66,7 @@ func (s *Service) createFirst(x *execution) (planner, bool) {
 // failed write found at its key, when the store read it with the failure.
 // A value that does not decode is left for the next round's own read.
 func (a *attempt) noteFound(err error) {
-	var ce *engine.ConditionError
+	var ce *store.ConditionError
 	if !a.creating() || !errors.As(err, &ce) || ce.Value == nil || ce.Found == 0 ||
 		!bytes.Equal(ce.Cond.Key, receiptKey(a.id)) {
 		return

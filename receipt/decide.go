@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -88,13 +88,13 @@ func (l *lifecycle) publish(ctx context.Context, a *attempt, env Envelope) (Answ
 
 // fencedTerminal is terminalOps conditioned on the claim and on the
 // receipt being the version the attempt read or wrote.
-func (l *lifecycle) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, error) {
-	b := new(engine.Batch)
+func (l *lifecycle) fencedTerminal(a *attempt, env Envelope) (*store.Batch, error) {
+	b := new(store.Batch)
 	if err := a.held.Fence(b); err != nil {
 		return nil, err
 	}
 	if fault.Planted(fault.BugTerminalUnfenced) { // planted only under -tags idem_selftest
-		b = new(engine.Batch)
+		b = new(store.Batch)
 	}
 	b.AtVersion(receiptKey(a.id), a.ver)
 	return l.terminalOps(b, a, env)
@@ -103,7 +103,7 @@ func (l *lifecycle) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, err
 // terminalOps adds to b the writes that make a.rec terminal with env,
 // without conditions. With visibility debt the receipt keeps its lease
 // and recovery entry (maintenance resolves the intents); otherwise both go.
-func (l *lifecycle) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*engine.Batch, error) {
+func (l *lifecycle) terminalOps(b *store.Batch, a *attempt, env Envelope) (*store.Batch, error) {
 	t := l.terminal(a, env, l.clock.Now())
 	if l.owesVisibility(a) {
 		t.Debt |= VisibilityDebt

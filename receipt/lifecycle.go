@@ -4,8 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -24,7 +24,7 @@ import (
 // writes the receipt; duplicates wait on the flight. Across processes,
 // ownership is the lease claim and every receipt write is fenced by it.
 type lifecycle struct {
-	store engine.Store
+	store store.Store
 	coord *twopc.Coordinator
 	clock lease.Clock
 	owner lease.Owner
@@ -66,15 +66,15 @@ type lifecycle struct {
 	maintainLog *causeLog // what maintenance passed over, sampled
 }
 
-func newLifecycle(store engine.Store, coord *twopc.Coordinator, owner lease.Owner, opts Options) lifecycle {
+func newLifecycle(st store.Store, coord *twopc.Coordinator, owner lease.Owner, opts Options) lifecycle {
 	return lifecycle{
-		store:        store,
+		store:        st,
 		coord:        coord,
 		clock:        opts.Clock,
 		owner:        owner,
 		opts:         opts,
 		active:       lease.NewActiveSet(),
-		hb:           &lease.Heartbeat{Store: store, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
+		hb:           &lease.Heartbeat{Store: st, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
 		exec:         make(chan struct{}, opts.ExecutorMax),
 		quotas:       newQuotas(),
 		maintainLog:  newCauseLog(MaintainLogEvery, MaintainLogCausesMax),

@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -33,7 +33,7 @@ func (s *Service) planRequest(req Request) planner {
 
 // planRequestWith is planRequest with the table's metadata item read
 // already (Service.loadWithMeta), during this request.
-func (s *Service) planRequestWith(req Request, meta engine.Item) planner {
+func (s *Service) planRequestWith(req Request, meta store.Item) planner {
 	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
 		plan, err := s.tables.PreflightWithMeta(req.Principal, req.Table, req.Batch, meta)
 		return s.planned(a.id, plan, err)

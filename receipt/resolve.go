@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -47,7 +47,7 @@ const msgResolvedByOperator = "an operator resolved the receipt: the transaction
 // with *code.Error; a missing one is engine.ErrNotFound.
 func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, error) {
 	if len(txnID) != 2*txnIDBytes || tombKey(txnID) == nil {
-		return Resolution{}, engine.ErrNotFound
+		return Resolution{}, store.ErrNotFound
 	}
 	if s.refusesWrites() != nil {
 		return Resolution{}, errUnavailable()

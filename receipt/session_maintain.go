@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // maintainSession ends, as maintenance, the open session of one open
@@ -12,8 +12,8 @@ import (
 // as for a client's step), and removes an entry whose session ended or is
 // gone. A session whose stripe another goroutine holds here is passed
 // over: that goroutine is working on it.
-func (l *lifecycle) maintainSession(ctx context.Context, it engine.Item, ms *MaintainStats) {
-	id := string(engine.NSSession.Suffix(it.Key))[len("open/"):]
+func (l *lifecycle) maintainSession(ctx context.Context, it store.Item, ms *MaintainStats) {
+	id := string(store.NSSession.Suffix(it.Key))[len("open/"):]
 	mu := l.sessionLocks[stripeOf(id)]
 	if !mu.TryLock() {
 		ms.LocalBusy++
@@ -21,8 +21,8 @@ func (l *lifecycle) maintainSession(ctx context.Context, it engine.Item, ms *Mai
 	}
 	defer mu.Unlock()
 	rec, err := l.loadAnySession(ctx, id)
-	if errors.Is(err, engine.ErrNotFound) || err == nil && rec.State != SessionOpen {
-		_, err := l.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
+	if errors.Is(err, store.ErrNotFound) || err == nil && rec.State != SessionOpen {
+		_, err := l.store.Apply(ctx, new(store.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
 		if v := classifyWrite(err, nil); v == writeDone {
 			ms.Strays++
 		} else {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Summary counts the receipts in the store by state, for a start-up report.
@@ -48,7 +48,7 @@ type recordState struct {
 // Summary scans the receipts and counts them by state. It only reads.
 func (s *Service) Summary(ctx context.Context) (Summary, error) {
 	var sum Summary
-	start, end := []byte(engine.NSReceipt), engine.PrefixEnd([]byte(engine.NSReceipt))
+	start, end := []byte(store.NSReceipt), store.PrefixEnd([]byte(store.NSReceipt))
 	for seen := 0; ; {
 		if seen >= SummaryReceiptsMax {
 			sum.Partial = true
@@ -82,8 +82,8 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 // receipt whose value does not read (damaged on disk) is answered in
 // damaged — Unreadable, as one that does not decode: one bad record must
 // not keep a server from starting.
-func (s *Service) summaryPage(ctx context.Context, start, end []byte, limit int) (items []engine.Item, damaged [][]byte, cold int, last []byte, err error) {
-	if hs, ok := s.store.(engine.HotScanner); ok {
+func (s *Service) summaryPage(ctx context.Context, start, end []byte, limit int) (items []store.Item, damaged [][]byte, cold int, last []byte, err error) {
+	if hs, ok := s.store.(store.HotScanner); ok {
 		items, cold, last, err = hs.ScanHot(ctx, start, end, limit)
 		return items, nil, cold, last, err
 	}
@@ -94,8 +94,8 @@ func (s *Service) summaryPage(ctx context.Context, start, end []byte, limit int)
 // countOpenSessions counts the open entries of sessions, within
 // SummaryReceiptsMax.
 func (s *Service) countOpenSessions(ctx context.Context, sum *Summary) error {
-	open := engine.NSSession.Prefix("open")
-	start, end := open, engine.PrefixEnd(open)
+	open := store.NSSession.Prefix("open")
+	start, end := open, store.PrefixEnd(open)
 	for sum.SessionsOpen < SummaryReceiptsMax {
 		limit := min(summaryPageMax, s.store.Limits().ScanItemsMax)
 		items, err := s.store.Scan(ctx, start, end, limit)

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -58,7 +58,7 @@ func (s *Service) ReplayVerbatim(ctx context.Context, principal, tbl, key string
 type Seen struct {
 	id   string
 	rec  *Record
-	ver  engine.Version
+	ver  store.Version
 	tomb *Tombstone
 }
 
@@ -70,7 +70,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 		return Answer{}, false, Seen{}
 	}
 	id := Bind(principal, tbl, key)
-	if _, multi := s.store.(engine.MultiGetter); multi && !s.recent.has(id) {
+	if _, multi := s.store.(store.MultiGetter); multi && !s.recent.has(id) {
 		// Execute creates a new key there (etcd) before any lookup
 		// (createfirst.go): a lookup of its own first would add a round
 		// trip to every new request, to save a decode that costs far
@@ -79,7 +79,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 		return Answer{}, false, Seen{}
 	}
 	rec, ver, tomb, err := s.loadOrTomb(ctx, id)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return Answer{}, false, Seen{} // Execute reads again, and reports what it finds
 	}
 	seen := Seen{id: id, rec: rec, ver: ver, tomb: tomb}
@@ -98,7 +98,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 }
 
 // seen takes what req.Seen holds of id, once: a later round reads afresh.
-func (req *Request) seen(id string) (rec *Record, ver engine.Version, tomb *Tombstone, ok bool) {
+func (req *Request) seen(id string) (rec *Record, ver store.Version, tomb *Tombstone, ok bool) {
 	sn := req.Seen
 	req.Seen = Seen{}
 	if sn.id == "" || sn.id != id {

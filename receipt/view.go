@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -48,7 +48,7 @@ func (s *Service) LookupSessionCommit(ctx context.Context, principal, id string)
 		return View{}, err
 	}
 	if rec.TxnID == "" {
-		return View{}, engine.ErrNotFound
+		return View{}, store.ErrNotFound
 	}
 	return s.lookupID(ctx, rec.TxnID)
 }

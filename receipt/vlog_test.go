@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // TestValueLog_ReplayFromTheValueLogIsExactAndDamageIsNeverServed: once a
@@ -41,7 +41,7 @@ func TestValueLog_ReplayFromTheValueLogIsExactAndDamageIsNeverServed(t *testing.
 	}
 
 	e.flipValueLogByte(t, 2) // inside the envelope's record
-	if _, err := svc.Execute(context.Background(), r); !errors.Is(err, engine.ErrCorruption) {
+	if _, err := svc.Execute(context.Background(), r); !errors.Is(err, store.ErrCorruption) {
 		t.Fatalf("retry over a damaged envelope: %v, want engine.ErrCorruption", err)
 	}
 	if got := counter(t, svc, "t", "ctr"); got != 1 {

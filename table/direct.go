@@ -3,7 +3,7 @@ package table
 import (
 	"context"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // StageDirect stages the shard's documents as Prepare does and counts what
@@ -37,7 +37,7 @@ func (s *Shard) StageDirect(ctx context.Context, txnID string) (conds, ops int, 
 // explains a failed one as it does Prepare's. It is the fast path's write
 // (commitTo) for one shard; nothing is staged for ResolveStaged or
 // Resolve, as no intent is ever written.
-func (s *Shard) AppendDirect(b *engine.Batch) {
+func (s *Shard) AppendDirect(b *store.Batch) {
 	b.AtVersion(s.metaKey(), s.meta.Version)
 	for _, st := range s.staged {
 		st.commitTo(b)
@@ -48,7 +48,7 @@ func (s *Shard) AppendDirect(b *engine.Batch) {
 // the conditions that make it safe: no open intent on the document, and the
 // document still at the version read when the result depends on it. The
 // fast path and AppendDirect share it.
-func (st staged) commitTo(b *engine.Batch) {
+func (st staged) commitTo(b *store.Batch) {
 	// commitSize counts what this adds: keep the two in step.
 	b.Absent(st.intentKey)
 	if st.condOnBase {

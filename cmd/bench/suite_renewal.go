@@ -9,6 +9,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 func init() {
@@ -59,7 +60,7 @@ func renewalCase(env *Env) error {
 	env.Progress("%s/renewal publishing %d claims", env.Suite(), renewalSetSize)
 	for lo := 0; lo < renewalSetSize; lo += renewalClaimBatch {
 		until := clock.Now().Add(renewalTTL)
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		var helds []*lease.Held
 		for i := lo; i < min(lo+renewalClaimBatch, renewalSetSize); i++ {
 			id := receipt.Bind(benchPrincipal, benchTable, "renewal-"+strconv.Itoa(i))

@@ -15,9 +15,9 @@ import (
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/receipt"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // stampedVersion is set by `make build` (-ldflags -X main.stampedVersion=…,

@@ -16,8 +16,9 @@ import (
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -34,7 +35,7 @@ var etcdHealthKey = []byte("meta/v1/health")
 // itself, so it cannot be handed to the receipt layer by mistake and hide
 // what the store offers beyond the contract (engine.Chainer, Health).
 type servedStore struct {
-	store engine.Store
+	store store.Store
 	db    *engine.DB // the local engine; nil on etcd
 	// restore is the store's restore epoch (nil: never restored), and
 	// restoreLog what the start-up log says of it beyond the fence.
@@ -61,7 +62,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 	s := &servedStore{store: db, db: db, health: db.Health,
 		collectors: []prometheus.Collector{enginemetrics.New(db.Stats)},
 		close: func() error {
-			if err := db.Close(); !errors.Is(err, engine.ErrClosed) {
+			if err := db.Close(); !errors.Is(err, store.ErrClosed) {
 				return err
 			}
 			return nil
@@ -148,7 +149,7 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 		cli.Close()
 		return nil, err
 	}
-	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: c.etcdPrefix, Space: space})
+	st, err := etcdstore.New(cli, etcdstore.Options{Prefix: c.etcdPrefix, Space: space})
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -156,30 +157,30 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 	probe := func(ctx context.Context, d time.Duration) error {
 		pctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		if _, err := store.Get(pctx, etcdHealthKey); err != nil && !errors.Is(err, engine.ErrNotFound) {
+		if _, err := st.Get(pctx, etcdHealthKey); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		return nil
 	}
 	if err := probe(ctx, c.etcdDialTimeout); err != nil {
-		store.Close()
+		st.Close()
 		cli.Close()
 		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", c.etcdEndpoints, c.etcdDialTimeout, err)
 	}
-	s := &servedStore{store: store}
+	s := &servedStore{store: st}
 	if err := etcdRestore(ctx, s, c.etcdDialTimeout, c.etcdPrefix); err != nil {
-		store.Close()
+		st.Close()
 		cli.Close()
 		return nil, err
 	}
 	stopSpace := watchSpace(space, c.etcdSpaceEvery, log)
 	log.Info("idemd: store etcd", "endpoints", c.etcdEndpoints, "prefix", c.etcdPrefix, "advertise", c.advertise,
-		"limits", fmt.Sprintf("%+v", store.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
+		"limits", fmt.Sprintf("%+v", st.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
 	s.collectors = spaceCollectors(space)
 	s.health = probeHealth(probe)
 	s.close = func() error {
 		stopSpace()
-		store.Close()
+		st.Close()
 		return cli.Close()
 	}
 	return s, nil
@@ -190,7 +191,7 @@ func openEtcd(ctx context.Context, c config, log *slog.Logger) (*servedStore, er
 func probeHealth(probe func(context.Context, time.Duration) error) func() error {
 	return func() error {
 		if err := probe(context.Background(), etcdHealthTimeout); err != nil {
-			return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", engine.ErrUnavailable, err)
+			return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", store.ErrUnavailable, err)
 		}
 		return nil
 	}

@@ -16,16 +16,16 @@ import (
 
 	"github.com/google/btree"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Store is an in-memory engine.Store. Its zero value is not usable; call
 // New.
 type Store struct {
-	limits  engine.Limits
+	limits  store.Limits
 	mu      sync.RWMutex
-	items   *btree.BTreeG[engine.Item]
-	version engine.Version // of the last applied batch
+	items   *btree.BTreeG[store.Item]
+	version store.Version // of the last applied batch
 	closed  bool
 }
 
@@ -35,9 +35,9 @@ const treeDegree = 16
 
 // DefaultLimits are engine.DB's, so that code tested on memstore sizes
 // its batches as it will on the local store.
-var DefaultLimits = engine.Limits{
-	ApplyOpsMax: engine.BatchOpsMax, ApplyCondsMax: engine.BatchOpsMax,
-	ApplyBytesMax: engine.BatchBytesMax, ScanItemsMax: engine.ScanLimitMax,
+var DefaultLimits = store.Limits{
+	ApplyOpsMax: store.BatchOpsMax, ApplyCondsMax: store.BatchOpsMax,
+	ApplyBytesMax: store.BatchBytesMax, ScanItemsMax: store.ScanLimitMax,
 }
 
 // New returns an empty store with DefaultLimits.
@@ -46,25 +46,25 @@ func New() *Store { return NewWithLimits(DefaultLimits) }
 // NewWithLimits returns an empty store that refuses what goes beyond l
 // (each bound at most engine's own): tests use it to hold the layers above
 // to a replicated store's much smaller limits.
-func NewWithLimits(l engine.Limits) *Store {
-	l.ApplyOpsMax = min(l.ApplyOpsMax, engine.BatchOpsMax)
-	l.ApplyCondsMax = min(l.ApplyCondsMax, engine.BatchOpsMax)
-	l.ApplyBytesMax = min(l.ApplyBytesMax, engine.BatchBytesMax)
-	l.ScanItemsMax = min(l.ScanItemsMax, engine.ScanLimitMax)
-	return &Store{limits: l, items: btree.NewG(treeDegree, func(a, b engine.Item) bool { return bytes.Compare(a.Key, b.Key) < 0 })}
+func NewWithLimits(l store.Limits) *Store {
+	l.ApplyOpsMax = min(l.ApplyOpsMax, store.BatchOpsMax)
+	l.ApplyCondsMax = min(l.ApplyCondsMax, store.BatchOpsMax)
+	l.ApplyBytesMax = min(l.ApplyBytesMax, store.BatchBytesMax)
+	l.ScanItemsMax = min(l.ScanItemsMax, store.ScanLimitMax)
+	return &Store{limits: l, items: btree.NewG(treeDegree, func(a, b store.Item) bool { return bytes.Compare(a.Key, b.Key) < 0 })}
 }
 
 // Limits implements engine.Store.
-func (s *Store) Limits() engine.Limits { return s.limits }
+func (s *Store) Limits() store.Limits { return s.limits }
 
 // withinLimits refuses a valid batch that is still too big for this store.
-func (s *Store) withinLimits(b *engine.Batch) error {
+func (s *Store) withinLimits(b *store.Batch) error {
 	size := 0
 	for _, op := range b.Ops {
 		size += len(op.Key) + len(op.Value)
 	}
 	if len(b.Ops) > s.limits.ApplyOpsMax || len(b.Conds) > s.limits.ApplyCondsMax || size > s.limits.ApplyBytesMax {
-		return fmt.Errorf("%w: %d ops, %d conditions, %d bytes (this store: at most %d, %d, %d)", engine.ErrInvalidBatch,
+		return fmt.Errorf("%w: %d ops, %d conditions, %d bytes (this store: at most %d, %d, %d)", store.ErrInvalidBatch,
 			len(b.Ops), len(b.Conds), size, s.limits.ApplyOpsMax, s.limits.ApplyCondsMax, s.limits.ApplyBytesMax)
 	}
 	return nil
@@ -75,46 +75,46 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return engine.ErrClosed
+		return store.ErrClosed
 	}
 	s.closed = true
 	return nil
 }
 
 // Get implements engine.Store.
-func (s *Store) Get(_ context.Context, key []byte) (engine.Item, error) {
+func (s *Store) Get(_ context.Context, key []byte) (store.Item, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return engine.Item{}, engine.ErrClosed
+		return store.Item{}, store.ErrClosed
 	}
-	it, ok := s.items.Get(engine.Item{Key: key})
+	it, ok := s.items.Get(store.Item{Key: key})
 	if !ok {
-		return engine.Item{}, engine.ErrNotFound
+		return store.Item{}, store.ErrNotFound
 	}
 	return it, nil
 }
 
 // Scan implements engine.Store. It is a point-in-time view: it holds the
 // read lock throughout, so no batch lands in the middle of it.
-func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
 	if limit <= 0 || limit > s.limits.ScanItemsMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", engine.ErrInvalidScan, limit, s.limits.ScanItemsMax)
+		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", store.ErrInvalidScan, limit, s.limits.ScanItemsMax)
 	}
-	var out []engine.Item
-	collect := func(it engine.Item) bool {
+	var out []store.Item
+	collect := func(it store.Item) bool {
 		out = append(out, it)
 		return len(out) < limit
 	}
 	if end == nil {
-		s.items.AscendGreaterOrEqual(engine.Item{Key: start}, collect)
+		s.items.AscendGreaterOrEqual(store.Item{Key: start}, collect)
 	} else {
-		s.items.AscendRange(engine.Item{Key: start}, engine.Item{Key: end}, collect)
+		s.items.AscendRange(store.Item{Key: start}, store.Item{Key: end}, collect)
 	}
 	return out, nil
 }
@@ -123,7 +123,7 @@ func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]engine.
 // order against the current state, the first that fails is reported, and
 // otherwise every op lands at one new version. It never answers
 // ErrAmbiguous or ErrFailStopped: nothing here can fail half-way.
-func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s *Store) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	if err := b.Validate(); err != nil {
 		return 0, err
 	}
@@ -136,28 +136,28 @@ func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, engine.ErrClosed
+		return 0, store.ErrClosed
 	}
 	for _, c := range b.Conds {
-		var found engine.Version
-		if it, ok := s.items.Get(engine.Item{Key: c.Key}); ok {
+		var found store.Version
+		if it, ok := s.items.Get(store.Item{Key: c.Key}); ok {
 			found = it.Version
 		}
 		if !c.HoldsAt(found) {
-			return 0, &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: found}
+			return 0, &store.ConditionError{Cond: store.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: found}
 		}
 	}
 	s.version++
 	for _, op := range b.Ops {
 		key := slices.Clone(op.Key)
 		if op.Delete {
-			s.items.Delete(engine.Item{Key: key})
+			s.items.Delete(store.Item{Key: key})
 			continue
 		}
 		// A nil value is stored as empty, as engine.DB stores it.
-		s.items.ReplaceOrInsert(engine.Item{Key: key, Value: append([]byte{}, op.Value...), Version: s.version})
+		s.items.ReplaceOrInsert(store.Item{Key: key, Value: append([]byte{}, op.Value...), Version: s.version})
 	}
 	return s.version, nil
 }
 
-var _ engine.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // A stored value is an envelope: one format byte, the nonce of the Apply
@@ -42,7 +43,7 @@ func seal(value []byte, nonce uint64) []byte {
 // format from a later version — is corruption, never a value.
 func unseal(key, stored []byte) (value []byte, nonce uint64, err error) {
 	if len(stored) < envelopeBytes || stored[0] != envelopeFormat {
-		return nil, 0, &engine.ValueError{Key: bytes.Clone(key), Err: &engine.CorruptionError{
+		return nil, 0, &store.ValueError{Key: bytes.Clone(key), Err: &engine.CorruptionError{
 			File:   fmt.Sprintf("etcd key %q", key),
 			Reason: fmt.Sprintf("value of %d bytes is not an Idem envelope (format %d, %d-byte header)", len(stored), envelopeFormat, envelopeBytes),
 		}}
