@@ -2,9 +2,6 @@ package engine
 
 import (
 	"errors"
-	"fmt"
-
-	"github.com/idemdb/idem/store"
 )
 
 // ErrLocked is returned by Open when another process holds the data dir.
@@ -23,25 +20,3 @@ var (
 	// (codec.go); recovery reports it as a *CorruptionError.
 	errBadBody = errors.New("malformed batch body")
 )
-
-// CorruptionError says which file is damaged and how.
-type CorruptionError struct {
-	File   string
-	Reason string
-	Err    error
-}
-
-func (e *CorruptionError) Error() string {
-	switch {
-	case e.Err != nil && e.Reason == "":
-		return fmt.Sprintf("engine: corruption in %s: %v", e.File, e.Err)
-	case e.Err != nil:
-		return fmt.Sprintf("engine: corruption in %s: %s: %v", e.File, e.Reason, e.Err)
-	}
-	return fmt.Sprintf("engine: corruption in %s: %s", e.File, e.Reason)
-}
-
-// Is makes errors.Is(err, store.ErrCorruption) true.
-func (e *CorruptionError) Is(target error) bool { return target == store.ErrCorruption }
-
-func (e *CorruptionError) Unwrap() error { return e.Err }

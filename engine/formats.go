@@ -6,16 +6,6 @@ import (
 	"github.com/idemdb/idem/wal"
 )
 
-// Format is one on-disk or stored format: the version this build writes
-// and every version it reads. docs/upgrading.md lists them, idemd
-// -version prints them, and a fixture of every version read stays under
-// testdata (TestFormats_EveryVersionReadHasAFixture).
-type Format struct {
-	Name   string
-	Writes string
-	Reads  []string
-}
-
 // ValueLogFormat names the value log's record layout (vlog.go). Its
 // records carry no magic: a segment is read only through pointers that
 // checkpoints of format IDEMCKP4 or IDEMDLT2 hold, so their magic is the

@@ -12,7 +12,8 @@
 //	batch.go         Batch, Condition, Op: what one Apply asks
 //	limits.go        Limits, the ceilings every store stays within, Fit
 //	check.go         Check and CheckScan: the refusals every store makes alike
-//	errors.go        the sentinels, grouped by when they happen; ConditionError, ValueError
+//	errors.go        the sentinels, grouped by when they happen; ConditionError, ValueError, CorruptionError
+//	format.go        Format: a stored format, as each store and layer lists its own
 //	capabilities.go  Capabilities: Chainer, MultiGetter, HotScanner, LatestReader
 //	namespace.go     the registry of key namespaces, PrefixEnd
 //

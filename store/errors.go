@@ -135,3 +135,26 @@ func DamagedKey(err error) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// CorruptionError says which file (or stored key) is damaged and how: the
+// local engine's files, the etcd store's values. It matches ErrCorruption.
+type CorruptionError struct {
+	File   string
+	Reason string
+	Err    error
+}
+
+func (e *CorruptionError) Error() string {
+	switch {
+	case e.Err != nil && e.Reason == "":
+		return fmt.Sprintf("store: corruption in %s: %v", e.File, e.Err)
+	case e.Err != nil:
+		return fmt.Sprintf("store: corruption in %s: %s: %v", e.File, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("store: corruption in %s: %s", e.File, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorruption) true.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+
+func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -14,18 +13,17 @@ import (
 	"github.com/idemdb/idem/store"
 )
 
-// Apply implements engine.Store with one Txn (see the package comment).
+// Apply implements store.Store with one Txn (see the package comment).
 func (s *Store) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
-	if err := b.Validate(); err != nil {
+	// The Txn holds one op per key: the limits count those.
+	txn := deduped(b)
+	if err := store.Check(txn, s.limits); err != nil {
 		return 0, err
 	}
 	if s.closed.Load() {
 		return 0, store.ErrClosed
 	}
-	ops := lastOpPerKey(b.Ops)
-	if err := s.withinLimits(b, ops); err != nil {
-		return 0, err
-	}
+	ops := txn.Ops
 	nonce := s.nonce.Add(1)
 	req := s.txn(b.Conds, ops, nonce)
 	if size := proto.Size(req); size > s.reqMax {
@@ -70,19 +68,13 @@ func lastOpPerKey(ops []store.Op) []store.Op {
 	return kept
 }
 
-// withinLimits refuses a valid batch that is still beyond this store's
-// limits, counting ops after deduplication: that is what the Txn holds.
-func (s *Store) withinLimits(b *store.Batch, ops []store.Op) error {
-	size := 0
-	for _, op := range ops {
-		size += len(op.Key) + len(op.Value)
+// deduped is b with only the last op on each key (lastOpPerKey): what its
+// Txn holds.
+func deduped(b *store.Batch) *store.Batch {
+	if b == nil {
+		return nil
 	}
-	l := s.limits
-	if len(ops) > l.ApplyOpsMax || len(b.Conds) > l.ApplyCondsMax || size > l.ApplyBytesMax {
-		return fmt.Errorf("%w: %d ops, %d conditions, %d bytes (this store: at most %d, %d, %d)", store.ErrInvalidBatch,
-			len(ops), len(b.Conds), size, l.ApplyOpsMax, l.ApplyCondsMax, l.ApplyBytesMax)
-	}
-	return nil
+	return &store.Batch{Conds: b.Conds, Ops: lastOpPerKey(b.Ops)}
 }
 
 // txn builds the Txn: the conditions as Compares, the ops in Then, and in
@@ -161,7 +153,7 @@ func (s *Store) failedCondition(conds []store.Condition, resp *pb.TxnResponse) e
 			v = store.Version(kv.ModRevision)
 		}
 		if !c.HoldsAt(v) {
-			ce := &store.ConditionError{Cond: store.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: v}
+			ce := store.Failed(c, v)
 			if kv != nil && len(kv.Value) > 0 {
 				// Not an envelope: no value, and the caller's own read
 				// reports the corruption.

@@ -16,10 +16,10 @@ import (
 // ErrRejected marks a write etcd refused before proposing it to Raft, for
 // a reason that outlives the call — its space quota is exhausted (the
 // NOSPACE alarm), or the client may not write. Nothing was written. It
-// comes wrapped in engine.ErrFailStopped: the store refuses writes until
+// comes wrapped in store.ErrFailStopped: the store refuses writes until
 // an operator clears the cause, and the layers above answer as they do
 // for a local store that fail-stopped — except that NOSPACE is marked
-// engine.ErrNoSpace too: answered store_full, and no restart is needed
+// store.ErrNoSpace too: answered store_full, and no restart is needed
 // once space is freed.
 var ErrRejected = errors.New("etcdstore: etcd rejected the write")
 
@@ -55,7 +55,7 @@ func tooLargeToSend(err error) bool {
 // readError is what a failed Range means: nothing was changed, and nothing
 // is known. The caller's own context ending is reported as such; any
 // other failure — the call's own bound, a lost connection, no leader — is
-// engine.ErrUnavailable.
+// store.ErrUnavailable.
 func readError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("etcdstore: read: %w (%v)", ctxErr, err)

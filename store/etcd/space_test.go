@@ -109,7 +109,7 @@ func TestSpace_QuotaOption(t *testing.T) {
 }
 
 // TestApplyError_NoSpaceIsNotAFailStopForGood: etcd's NOSPACE refusal is
-// a fail-stop (nothing written, writes refused) marked engine.ErrNoSpace,
+// a fail-stop (nothing written, writes refused) marked store.ErrNoSpace,
 // so that the layers above answer store_full and need no restart; an
 // authentication refusal is not.
 func TestApplyError_NoSpaceIsNotAFailStopForGood(t *testing.T) {

@@ -63,7 +63,7 @@ type Options struct {
 	Space *Space
 }
 
-// Store is an engine.Store on an etcd cluster. It does not own the client:
+// Store is an store.Store on an etcd cluster. It does not own the client:
 // Close stops the store, the caller closes the client.
 type Store struct {
 	kv      pb.KVClient
@@ -157,7 +157,7 @@ func rangeEnd(prefix []byte) []byte {
 	return []byte{0}
 }
 
-// Limits implements engine.Store.
+// Limits implements store.Store.
 func (s *Store) Limits() store.Limits { return s.limits }
 
 // SpaceFull reports whether the cluster's backend is above its
@@ -165,7 +165,7 @@ func (s *Store) Limits() store.Limits { return s.limits }
 // and let what was started finish.
 func (s *Store) SpaceFull() bool { return s.space != nil && s.space.Full() }
 
-// Close makes every later call fail with engine.ErrClosed. Calls in
+// Close makes every later call fail with store.ErrClosed. Calls in
 // flight finish on the client, which stays the caller's to close.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
@@ -180,7 +180,7 @@ func (s *Store) key(k []byte) []byte {
 	return append(append(out, s.prefix...), k...)
 }
 
-// Get implements engine.Store with one linearizable Range.
+// Get implements store.Store with one linearizable Range.
 func (s *Store) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if s.closed.Load() {
 		return store.Item{}, store.ErrClosed
@@ -198,14 +198,14 @@ func (s *Store) Get(ctx context.Context, key []byte) (store.Item, error) {
 	return s.item(resp.Kvs[0])
 }
 
-// Scan implements engine.Store with one linearizable ranged Get: one
+// Scan implements store.Store with one linearizable ranged Get: one
 // revision, so one point-in-time view.
 func (s *Store) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	if s.closed.Load() {
 		return nil, store.ErrClosed
 	}
-	if limit <= 0 || limit > s.limits.ScanItemsMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", store.ErrInvalidScan, limit, s.limits.ScanItemsMax)
+	if err := store.CheckScan(limit, s.limits); err != nil {
+		return nil, err
 	}
 	req := &pb.RangeRequest{Key: s.key(start), RangeEnd: s.end, Limit: int64(limit)}
 	if end != nil {
@@ -241,9 +241,12 @@ func (s *Store) item(kv *mvccpb.KeyValue) (store.Item, error) {
 	return store.Item{Key: kv.Key[len(s.prefix):], Value: value, Version: store.Version(kv.ModRevision)}, nil
 }
 
+// Capabilities implements store.Store: several keys in one round trip.
+func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{MultiGet: s} }
+
 var _ store.Store = (*Store)(nil)
 
-// GetMany implements engine.MultiGetter with one read-only Txn of Ranges:
+// GetMany implements store.MultiGetter with one read-only Txn of Ranges:
 // one round trip, one revision, linearizable.
 func (s *Store) GetMany(ctx context.Context, keys ...[]byte) ([]store.Item, error) {
 	if s.closed.Load() {

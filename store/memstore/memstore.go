@@ -1,16 +1,15 @@
-// Package memstore is the reference engine.Store: every rule of the
+// Package memstore is the reference store.Store: every rule of the
 // contract, in memory, with nothing else — no log, no durability, no
 // pending writes, one mutex. Like raft's MemoryStorage it exists so that
 // the contract has an implementation simple enough to be obviously right:
-// the conformance suite (engine/storetest) holds the real stores to it,
-// and the layers above engine run their tests on it as well as on
+// the conformance suite (store/storetest) holds the real stores to it,
+// and the layers above the store run their tests on it as well as on
 // engine.DB.
 package memstore
 
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -19,7 +18,7 @@ import (
 	"github.com/idemdb/idem/store"
 )
 
-// Store is an in-memory engine.Store. Its zero value is not usable; call
+// Store is an in-memory store.Store. Its zero value is not usable; call
 // New.
 type Store struct {
 	limits  store.Limits
@@ -33,44 +32,27 @@ type Store struct {
 // about a cache line of pointers wide.
 const treeDegree = 16
 
-// DefaultLimits are engine.DB's, so that code tested on memstore sizes
-// its batches as it will on the local store.
-var DefaultLimits = store.Limits{
-	ApplyOpsMax: store.BatchOpsMax, ApplyCondsMax: store.BatchOpsMax,
-	ApplyBytesMax: store.BatchBytesMax, ScanItemsMax: store.ScanLimitMax,
-}
+// DefaultLimits are engine.DB's (store.MaxLimits), so that code tested
+// on memstore sizes its batches as it will on the local store.
+var DefaultLimits = store.MaxLimits
 
 // New returns an empty store with DefaultLimits.
 func New() *Store { return NewWithLimits(DefaultLimits) }
 
 // NewWithLimits returns an empty store that refuses what goes beyond l
-// (each bound at most engine's own): tests use it to hold the layers above
-// to a replicated store's much smaller limits.
+// (each bound at most store.MaxLimits'): tests use it to hold the layers
+// above to a replicated store's much smaller limits.
 func NewWithLimits(l store.Limits) *Store {
-	l.ApplyOpsMax = min(l.ApplyOpsMax, store.BatchOpsMax)
-	l.ApplyCondsMax = min(l.ApplyCondsMax, store.BatchOpsMax)
-	l.ApplyBytesMax = min(l.ApplyBytesMax, store.BatchBytesMax)
-	l.ScanItemsMax = min(l.ScanItemsMax, store.ScanLimitMax)
-	return &Store{limits: l, items: btree.NewG(treeDegree, func(a, b store.Item) bool { return bytes.Compare(a.Key, b.Key) < 0 })}
+	return &Store{limits: l.Within(), items: btree.NewG(treeDegree, func(a, b store.Item) bool { return bytes.Compare(a.Key, b.Key) < 0 })}
 }
 
-// Limits implements engine.Store.
+// Limits implements store.Store.
 func (s *Store) Limits() store.Limits { return s.limits }
 
-// withinLimits refuses a valid batch that is still too big for this store.
-func (s *Store) withinLimits(b *store.Batch) error {
-	size := 0
-	for _, op := range b.Ops {
-		size += len(op.Key) + len(op.Value)
-	}
-	if len(b.Ops) > s.limits.ApplyOpsMax || len(b.Conds) > s.limits.ApplyCondsMax || size > s.limits.ApplyBytesMax {
-		return fmt.Errorf("%w: %d ops, %d conditions, %d bytes (this store: at most %d, %d, %d)", store.ErrInvalidBatch,
-			len(b.Ops), len(b.Conds), size, s.limits.ApplyOpsMax, s.limits.ApplyCondsMax, s.limits.ApplyBytesMax)
-	}
-	return nil
-}
+// Capabilities implements store.Store: the contract and nothing more.
+func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{} }
 
-// Close makes every later call fail with engine.ErrClosed.
+// Close makes every later call fail with store.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,7 +63,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Get implements engine.Store.
+// Get implements store.Store.
 func (s *Store) Get(_ context.Context, key []byte) (store.Item, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -95,7 +77,7 @@ func (s *Store) Get(_ context.Context, key []byte) (store.Item, error) {
 	return it, nil
 }
 
-// Scan implements engine.Store. It is a point-in-time view: it holds the
+// Scan implements store.Store. It is a point-in-time view: it holds the
 // read lock throughout, so no batch lands in the middle of it.
 func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	s.mu.RLock()
@@ -103,8 +85,8 @@ func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]store.I
 	if s.closed {
 		return nil, store.ErrClosed
 	}
-	if limit <= 0 || limit > s.limits.ScanItemsMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", store.ErrInvalidScan, limit, s.limits.ScanItemsMax)
+	if err := store.CheckScan(limit, s.limits); err != nil {
+		return nil, err
 	}
 	var out []store.Item
 	collect := func(it store.Item) bool {
@@ -119,15 +101,12 @@ func (s *Store) Scan(_ context.Context, start, end []byte, limit int) ([]store.I
 	return out, nil
 }
 
-// Apply implements engine.Store: the batch's conditions are checked in
+// Apply implements store.Store: the batch's conditions are checked in
 // order against the current state, the first that fails is reported, and
 // otherwise every op lands at one new version. It never answers
 // ErrAmbiguous or ErrFailStopped: nothing here can fail half-way.
 func (s *Store) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
-	if err := b.Validate(); err != nil {
-		return 0, err
-	}
-	if err := s.withinLimits(b); err != nil {
+	if err := store.Check(b, s.limits); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -144,7 +123,7 @@ func (s *Store) Apply(ctx context.Context, b *store.Batch) (store.Version, error
 			found = it.Version
 		}
 		if !c.HoldsAt(found) {
-			return 0, &store.ConditionError{Cond: store.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: found}
+			return 0, store.Failed(c, found)
 		}
 	}
 	s.version++

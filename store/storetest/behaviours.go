@@ -9,7 +9,7 @@ import (
 	"github.com/idemdb/idem/store"
 )
 
-// behaviour is one rule of the engine.Store contract and its check.
+// behaviour is one rule of the store.Store contract and its check.
 type behaviour struct {
 	name  string
 	check func(t *testing.T, s store.Store)

@@ -69,7 +69,7 @@ func checkHistory(t *testing.T, s store.Store, seed uint64, ops int) {
 			t.Fatalf("batch %d: %v", i, err)
 		case v < last || v == last && changes(b, model):
 			// A batch that changes nothing (deletes of absent keys) may
-			// answer the last version (engine.Version), never an older one.
+			// answer the last version (store.Version), never an older one.
 			t.Fatalf("batch %d: version %d after %d", i, v, last)
 		default:
 			last = v

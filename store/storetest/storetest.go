@@ -1,11 +1,11 @@
-// Package storetest is the conformance suite of engine.Store: one table of
+// Package storetest is the conformance suite of store.Store: one table of
 // behaviours the contract promises, and a randomized history checked
 // against a model. Every Store — engine.DB, the reference memstore, and
 // the stores to come — runs it, so a layer written against the contract
 // can trust any of them alike.
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) engine.Store { return open(t) })
+//		storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
 //	}
 package storetest
 
