@@ -84,7 +84,7 @@ func (c *checker) tip() store.Version {
 func (c *checker) refused(err error) {
 	file, offset := c.dir, int64(OffsetUnknown)
 	var we *wal.CorruptionError
-	var ce *CorruptionError
+	var ce *store.CorruptionError
 	switch {
 	case errors.As(err, &we):
 		file, offset = we.Path, we.Offset

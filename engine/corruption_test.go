@@ -93,7 +93,7 @@ func generationsT(t *testing.T, dir string) []generation {
 // the WAL's account of it, if it came from the log.
 func wantCorruption(t *testing.T, err error) *wal.CorruptionError {
 	t.Helper()
-	var ce *CorruptionError
+	var ce *store.CorruptionError
 	if !errors.Is(err, store.ErrCorruption) || !errors.As(err, &ce) {
 		t.Fatalf("open: %v, want an engine corruption error", err)
 	}

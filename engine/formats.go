@@ -3,6 +3,7 @@ package engine
 import (
 	"strconv"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -15,9 +16,9 @@ const ValueLogFormat = "vlog1"
 // Formats are the embedded engine's on-disk formats, in the order of a
 // data directory's life: log, checkpoints, value log, and the files of a
 // backup and of its restore.
-func Formats() []Format {
+func Formats() []store.Format {
 	frame := "frame" + strconv.Itoa(wal.FrameVersion)
-	return []Format{
+	return []store.Format{
 		{Name: "wal frame", Writes: frame, Reads: []string{frame}},
 		{Name: "wal close marker", Writes: wal.MarkerFormat, Reads: []string{wal.MarkerFormat}},
 		{Name: "checkpoint part", Writes: partMagic, Reads: []string{partMagic, partMagicV3, legacyMagic}},

@@ -81,7 +81,7 @@ func TestReplay_NonContiguousEntriesAreCorruption(t *testing.T) {
 				break
 			}
 		}
-		var ce *CorruptionError
+		var ce *store.CorruptionError
 		if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorruption) || !strings.Contains(err.Error(), "not contiguous") {
 			t.Fatalf("%s: %v, want a *CorruptionError saying the entries are not contiguous", tc.name, err)
 		}

@@ -114,7 +114,7 @@ const replaySlabBytes = 64 << 10
 // entry is the wal.Log.Replay callback.
 func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	if index != r.next {
-		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf(
+		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf(
 			"replayed entries are not contiguous: entry %d where entry %d was due", index, r.next)}
 	}
 	r.next++
@@ -131,7 +131,7 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	}
 	r.ops = r.ops[:0]
 	if err := decodeBody(body, func(op store.Op) { r.ops = append(r.ops, op) }); err != nil {
-		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
+		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
 	}
 	// Bodies are only valid during the callback; the tree keeps copies.
 	r.db.applyToTree(store.Version(index), r.own(r.ops))
@@ -163,7 +163,7 @@ func (r *replayer) own(ops []store.Op) []store.Op {
 // end (next is the index the log assigns next).
 func (r *replayer) reachedEnd(next uint64) error {
 	if r.next != next {
-		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf(
+		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf(
 			"replayed entries are not contiguous: replay ended before entry %d, but the log ends at entry %d", r.next, next-1)}
 	}
 	return nil
@@ -464,7 +464,7 @@ func (db *DB) noUsableCheckpoint(gens []generation, deltas map[store.Version][]d
 	if len(what) == 0 {
 		what = append(what, "no checkpoint file is present")
 	}
-	return &CorruptionError{File: db.dir, Reason: fmt.Sprintf(
+	return &store.CorruptionError{File: db.dir, Reason: fmt.Sprintf(
 		"no usable checkpoint (%s): the log starts at entry %d, so the entries before it exist only in a checkpoint. "+
 			"Nothing was changed. Restore the data directory from a backup, or put back the files of a checkpoint "+
 			"ckpt-<index>-*.ckpt, with every ckpt-*.delta on it, whose newest link is ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
@@ -594,7 +594,7 @@ func (db *DB) reportDamageFiles() {
 
 func walErr(err error) error {
 	if errors.Is(err, wal.ErrCorruption) && !errors.Is(err, store.ErrCorruption) {
-		return &CorruptionError{File: walDirName, Err: err}
+		return &store.CorruptionError{File: walDirName, Err: err}
 	}
 	return err
 }
