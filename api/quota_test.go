@@ -197,6 +197,11 @@ type gateStore struct {
 	entered chan struct{}
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *gateStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 // hold makes the next Apply that writes key wait until release.
 func (s *gateStore) hold(key []byte) (release func()) {
 	s.mu.Lock()

@@ -20,6 +20,11 @@ type fullStore struct {
 	full, noSpace atomic.Bool
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *fullStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (s *fullStore) SpaceFull() bool { return s.full.Load() }
 
 func (s *fullStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {

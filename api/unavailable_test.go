@@ -18,6 +18,11 @@ type unreachableStore struct {
 	cut atomic.Bool
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *unreachableStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (s *unreachableStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if s.cut.Load() {
 		return store.Item{}, store.ErrUnavailable

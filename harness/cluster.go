@@ -95,7 +95,7 @@ func newCluster(s *sim, external store.Store, nodes int, opts receipt.Options, c
 	}
 	c.opts.MaintainInterval = -1 // the harness runs the loop: maintainer
 	if external != nil {
-		if _, ok := external.(store.Chainer); chained && !ok {
+		if chained && external.Capabilities().Chain == nil {
 			return nil, fmt.Errorf("Config.Chained: the external store %T does not chain writes", external)
 		}
 		c.store, c.audit = external, newAuditor(external)

@@ -74,6 +74,10 @@ func (b *bridge) Scan(_ context.Context, start, end []byte, limit int) (items []
 	return items, err
 }
 
+// Capabilities implements store.Store: none, every call one crossing of
+// the bubble's edge.
+func (b *bridge) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (b *bridge) Apply(_ context.Context, batch *store.Batch) (v store.Version, err error) {
 	b.do(func(ctx context.Context) { v, err = b.inner.Apply(ctx, batch) })
 	return v, err

@@ -218,8 +218,12 @@ func (s *nodeStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	return s.inner.Get(ctx, key)
 }
 
-// Limits implements engine.Store: the inner store's.
+// Limits implements store.Store: the inner store's.
 func (s *nodeStore) Limits() store.Limits { return s.inner.Limits() }
+
+// Capabilities implements store.Store: none, so that every write meets the
+// gate and the faults one batch at a time (chainStore adds chains).
+func (s *nodeStore) Capabilities() store.Capabilities { return store.Capabilities{} }
 
 func (s *nodeStore) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	if err := s.enter(ctx, s.label(ctx, fmt.Sprint("scan", limit), start, end)); err != nil {
@@ -251,6 +255,9 @@ func (s *nodeStore) Apply(ctx context.Context, b *store.Batch) (store.Version, e
 // they leave nothing written.
 type chainStore struct{ *nodeStore }
 
+// Capabilities implements store.Store: chains, through the gate.
+func (s chainStore) Capabilities() store.Capabilities { return store.Capabilities{Chain: s} }
+
 func (s chainStore) ApplyChain(ctx context.Context, links ...*store.Batch) ([]store.Version, error) {
 	s.mu.Lock()
 	refuse := s.faults.refuseChains
@@ -262,7 +269,7 @@ func (s chainStore) ApplyChain(ctx context.Context, links ...*store.Batch) ([]st
 	}
 	var vs []store.Version
 	err := s.write(ctx, links, func() (err error) {
-		vs, err = s.inner.(store.Chainer).ApplyChain(ctx, links...)
+		vs, err = s.inner.Capabilities().Chain.ApplyChain(ctx, links...)
 		return err
 	})
 	return vs, err

@@ -37,6 +37,11 @@ type countingStore struct {
 	failForever atomic.Bool
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *countingStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 var errTransient = errors.New("test: transient store failure")
 
 func (s *countingStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {

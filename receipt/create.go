@@ -150,11 +150,11 @@ func (l *lifecycle) createStarted(ctx context.Context, a *attempt, txn twopc.Txn
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
 		return l.notDone(a, err)
 	}
-	_, chains := l.store.(store.Chainer)
+	chains := l.store.Capabilities().Chain != nil
 	once := chains && !l.opts.SeparateDecide && l.coord.Direct(txn)
 	if once {
 		// One write commits it all: once it is sequenced, the next batch
-		// on its documents may stage on it (engine.LatestReader) and
+		// on its documents may stage on it (store.LatestReader) and
 		// share its fsync (docs/receipts.md, "Hot documents").
 		octx := ctx
 		if a.unlatch != nil {

@@ -102,7 +102,7 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 	var err error
 	if r, v, t, ok := x.req.seen(x.id); ok {
 		l.rec, l.ver, l.tomb = r, v, t
-	} else if _, multi := s.store.(store.MultiGetter); multi && round == 0 {
+	} else if s.store.Capabilities().MultiGet != nil && round == 0 {
 		if plan, ok := s.createFirst(x); ok {
 			return lookup{plan: plan, blind: true}, nil
 		}

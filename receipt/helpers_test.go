@@ -335,6 +335,11 @@ type hookStore struct {
 	getHook   atomic.Pointer[func([]byte) error]
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *hookStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 // onApply installs h: when it returns handled=true its result replaces the
 // call (it may delegate itself).
 func (s *hookStore) onApply(h func(ctx context.Context, b *store.Batch) (store.Version, error, bool)) {

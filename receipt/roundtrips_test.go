@@ -22,6 +22,9 @@ type remoteStore struct {
 	gate           func() // if set, called by every Apply before it applies
 }
 
+// Capabilities implements store.Store: GetMany, as etcd's; no chains.
+func (r *remoteStore) Capabilities() store.Capabilities { return store.Capabilities{MultiGet: r} }
+
 func newRemoteStore() *remoteStore { return &remoteStore{Store: memstore.New()} }
 
 // Apply is one round trip; a failed absence comes back with the value

@@ -18,6 +18,11 @@ type damagedStore struct {
 	damaged map[string]bool
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *damagedStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (s *damagedStore) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	items, err := s.Store.Scan(ctx, start, end, limit)
 	for _, it := range items {

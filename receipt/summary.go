@@ -83,7 +83,7 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 // damaged — Unreadable, as one that does not decode: one bad record must
 // not keep a server from starting.
 func (s *Service) summaryPage(ctx context.Context, start, end []byte, limit int) (items []store.Item, damaged [][]byte, cold int, last []byte, err error) {
-	if hs, ok := s.store.(store.HotScanner); ok {
+	if hs := s.store.Capabilities().HotScan; hs != nil {
 		items, cold, last, err = hs.ScanHot(ctx, start, end, limit)
 		return items, nil, cold, last, err
 	}

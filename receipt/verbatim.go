@@ -70,7 +70,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 		return Answer{}, false, Seen{}
 	}
 	id := Bind(principal, tbl, key)
-	if _, multi := s.store.(store.MultiGetter); multi && !s.recent.has(id) {
+	if s.store.Capabilities().MultiGet != nil && !s.recent.has(id) {
 		// Execute creates a new key there (etcd) before any lookup
 		// (createfirst.go): a lookup of its own first would add a round
 		// trip to every new request, to save a decode that costs far

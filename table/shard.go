@@ -157,7 +157,7 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 		return st, nil
 	}
 	get := s.tables.store.Get
-	if lr, ok := s.tables.store.(store.LatestReader); ok && s.latest {
+	if lr := s.tables.store.Capabilities().Latest; lr != nil && s.latest {
 		get = lr.GetLatest
 	}
 	var cur []byte

@@ -170,6 +170,11 @@ type scanHookStore struct {
 	hook func()
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *scanHookStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (s *scanHookStore) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	s.hook()
 	return s.Store.Scan(ctx, start, end, limit)

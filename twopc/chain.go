@@ -55,8 +55,8 @@ type Chained struct {
 // and Decide, which tell those cases apart. An ambiguous write returns an
 // error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
 func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *store.Batch, decideWith func(result []byte) (*store.Batch, error)) (Chained, bool, error) {
-	chainer, ok := c.store.(store.Chainer)
-	if !ok {
+	chainer := c.store.Capabilities().Chain
+	if chainer == nil {
 		return Chained{}, false, nil
 	}
 	for _, p := range txn.Participants {

@@ -98,7 +98,7 @@ func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
 		{"open intent", n.coord, bodyConflicting, nil},
 		{"no vote", n.coord, bodyWrongType, nil},
 		{"condition of beginWith", n.coord, bodyFree, new(store.Batch).Present([]byte("no/such/key"))},
-		{"store without ApplyChain", n.newCoordinator(struct{ store.Store }{n.db}), bodyFree, nil},
+		{"store without ApplyChain", n.newCoordinator(plainStore{n.db}), bodyFree, nil},
 	} {
 		wroteNothing(t, n, c.name, func() (bool, error) {
 			_, ok, err := c.coord.BeginCommit(ctx, txnFor("T", n.plan(t, c.body)), c.with, nil)
@@ -198,6 +198,11 @@ type contendedChains struct {
 	fails, calls int
 }
 
+// Capabilities implements store.Store: the engine's, with this ApplyChain.
+func (c *contendedChains) Capabilities() store.Capabilities {
+	return store.Capabilities{Chain: c, HotScan: c.DB, Latest: c.DB}
+}
+
 func (c *contendedChains) ApplyChain(ctx context.Context, links ...*store.Batch) ([]store.Version, error) {
 	c.calls++
 	if c.calls <= c.fails {
@@ -233,3 +238,9 @@ func TestBeginCommit_AContendedChainIsTriedAgainBounded(t *testing.T) {
 		}
 	}
 }
+
+// plainStore is a store with no capability beyond the contract: no chains.
+type plainStore struct{ store.Store }
+
+// Capabilities implements store.Store: none.
+func (plainStore) Capabilities() store.Capabilities { return store.Capabilities{} }

@@ -86,6 +86,11 @@ type refusingStore struct {
 	applies int
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *refusingStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (s *refusingStore) Apply(_ context.Context, b *store.Batch) (store.Version, error) {
 	s.applies++
 	return 0, &store.ConditionError{Cond: b.Conds[0], Found: 1}

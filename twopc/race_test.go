@@ -24,6 +24,11 @@ type blindStore struct {
 	getErr error
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s blindStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (s blindStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if isDecisionKey(key) {
 		return store.Item{}, s.getErr

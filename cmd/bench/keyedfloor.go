@@ -53,6 +53,11 @@ func (r *recorded) add(b *store.Batch) {
 // recorded is the one measured.
 type recordingStore struct{ *engine.DB }
 
+// Capabilities implements store.Store: the engine's, with chains recorded.
+func (s recordingStore) Capabilities() store.Capabilities {
+	return store.Capabilities{Chain: s, HotScan: s.DB, Latest: s.DB}
+}
+
 func (s recordingStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	v, err := s.DB.Apply(ctx, b)
 	if r, ok := ctx.Value(recordKey{}).(*recorded); ok && err == nil {
