@@ -31,7 +31,7 @@ var optionDefaults = map[string]string{
 	"CheckpointPartBytes": "engine.defaultCheckpointPartBytes",
 	"CheckpointDeltasMax": "engine.defaultCheckpointDeltasMax",
 	"ValueLogGCLiveRatio": "engine.defaultVlogGCLiveRatio",
-	"ScanItemsMax":        "engine/etcdstore.DefaultScanItemsMax",
+	"ScanItemsMax":        "store/etcd.DefaultScanItemsMax",
 }
 
 // plannedCodes are codes §15 designs and the registry does not have yet.
