@@ -24,12 +24,12 @@ const unavailableLogEvery = time.Minute
 type refusalCause int
 
 const (
-	// refusalStopped: engine.ErrFailStopped or engine.ErrClosed.
+	// refusalStopped: store.ErrFailStopped or store.ErrClosed.
 	refusalStopped refusalCause = iota
-	// refusalUnreachable: engine.ErrUnavailable, or any other cause
+	// refusalUnreachable: store.ErrUnavailable, or any other cause
 	// short of a stop: the node retries by itself.
 	refusalUnreachable
-	// refusalFull: engine.ErrNoSpace — the store is near its space quota
+	// refusalFull: store.ErrNoSpace — the store is near its space quota
 	// (store_full before the quota) or at it (etcd's NOSPACE alarm): new
 	// work is refused until space is freed, with no restart.
 	refusalFull

@@ -11,7 +11,7 @@ import (
 	"github.com/idemdb/idem/store"
 )
 
-// unreachableStore is a store whose reads fail with engine.ErrUnavailable
+// unreachableStore is a store whose reads fail with store.ErrUnavailable
 // while cut is set: a remote store (etcd) that did not answer in time.
 type unreachableStore struct {
 	store.Store
@@ -42,7 +42,7 @@ func storeRefusals(t *testing.T, n *node, cause string) string {
 }
 
 // TestUnavailable_ATransientLossIsNotCalledAStop: a store that did not
-// answer in time (engine.ErrUnavailable, as etcd's store says of a reset
+// answer in time (store.ErrUnavailable, as etcd's store says of a reset
 // connection or a deadline) is answered 503 unavailable, counted under
 // cause unreachable, and logged at WARN as a loss the node rides out —
 // never as "the store refuses writes until idemd restarts", which would

@@ -12,7 +12,7 @@ import (
 )
 
 // TestConformance: engine.DB keeps every rule of the Store contract that
-// the reference store keeps (engine/storetest).
+// the reference store keeps (store/storetest).
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		db, err := engine.Open("/data", engine.Options{FS: memfs.NewDisk().FS(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

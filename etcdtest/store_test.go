@@ -38,7 +38,7 @@ func newStoreWith(t *testing.T, cli *clientv3.Client, o etcdstore.Options) *etcd
 }
 
 // TestConformance_EtcdStore holds the etcd store to the contract every
-// store keeps (engine/storetest), on 3 members, each subtest under a
+// store keeps (store/storetest), on 3 members, each subtest under a
 // fresh prefix of one shared cluster, with auto-compaction running.
 func TestConformance_EtcdStore(t *testing.T) {
 	c := sharedCluster(t)
@@ -96,7 +96,7 @@ func TestForeignValue_IsCorruptionNotAValue(t *testing.T) {
 
 // TestConditionValue_AFailedAbsenceBringsBackTheValue: a create that
 // finds its key learns what is there from the failed Txn's Else branch
-// (engine.ConditionError.Value), in the same round trip, at the version
+// (store.ConditionError.Value), in the same round trip, at the version
 // found; a failed version check carries no value, and neither does a
 // foreign value (its own read reports the corruption).
 func TestConditionValue_AFailedAbsenceBringsBackTheValue(t *testing.T) {

@@ -23,7 +23,7 @@ const (
 	// and restarts the process (a new incarnation). With Config.Store: one
 	// node on that store, whose crash restarts the node only.
 	Standalone Variant = iota
-	// Shared: two or three nodes in one process over one engine.Store, each
+	// Shared: two or three nodes in one process over one store.Store, each
 	// with its own owner ID — the cluster-shared store of docs/design.md §14.
 	// With Config.Store, that store: the nodes are simulated processes of a
 	// cluster on it (etcd's, say).

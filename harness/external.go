@@ -83,5 +83,5 @@ func (b *bridge) Apply(_ context.Context, batch *store.Batch) (v store.Version, 
 	return v, err
 }
 
-// Limits implements engine.Store: the external store's.
+// Limits implements store.Store: the external store's.
 func (b *bridge) Limits() store.Limits { return b.inner.Limits() }

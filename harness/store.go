@@ -249,7 +249,7 @@ func (s *nodeStore) Apply(ctx context.Context, b *store.Batch) (store.Version, e
 	return v, err
 }
 
-// chainStore is a nodeStore whose store can chain writes (engine.Chainer),
+// chainStore is a nodeStore whose store can chain writes (store.Chainer),
 // so that the receipt layer takes its default chained path; a chain meets
 // the same faults as an Apply, and like a failed condition of the engine's
 // they leave nothing written.

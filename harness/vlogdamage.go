@@ -30,7 +30,7 @@ import (
 //
 // in vlog/<10 digits>.vlog, and the tree keeps a pointer to it. A disk that
 // silently flips a byte of one must make that one receipt unreadable — an
-// error wrapping engine.ErrCorruption that names the segment and offset —
+// error wrapping store.ErrCorruption that names the segment and offset —
 // and nothing more: never another envelope, never an absent receipt (a
 // retry must not run the batch again), no other key changed, and the
 // cleaner, which cannot load it, leaves it. Restored from a backup, the

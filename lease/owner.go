@@ -87,7 +87,7 @@ func RegisterAt(ctx context.Context, st store.Store, node, advertise string) (Ow
 	return Owner{}, fmt.Errorf("lease: register %s: too much contention", node)
 }
 
-// ReadNode returns node's record; engine.ErrNotFound if it never
+// ReadNode returns node's record; store.ErrNotFound if it never
 // registered.
 func ReadNode(ctx context.Context, st store.Store, node string) (Node, error) {
 	it, err := st.Get(ctx, nodeKey(node))

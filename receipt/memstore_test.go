@@ -9,7 +9,7 @@ import (
 
 // TestReferenceStore_TheLifecycleNeedsOnlyTheContract: the receipt layer
 // (and tables, 2PC and leases under it) runs on the reference store, which
-// keeps the engine.Store contract and nothing more: a commit, its replay
+// keeps the store.Store contract and nothing more: a commit, its replay
 // and a mismatch, then a successor incarnation that replays the same
 // answer and adopts nothing twice.
 func TestReferenceStore_TheLifecycleNeedsOnlyTheContract(t *testing.T) {

@@ -49,7 +49,7 @@ func (l *lifecycle) releaseDecisions(ctx context.Context) (int, error) {
 	return l.releaseBatch(ctx, l.releasables(ctx, ids, batchMax))
 }
 
-// releasables reads the receipts of ids, engine.GetManyMax at a time (one
+// releasables reads the receipts of ids, store.GetManyMax at a time (one
 // round trip each on etcd, where one read per receipt would cost every
 // keyed request a background round trip), and returns, up to max, those
 // whose decision may go: the receipt is gone, or terminal and debt-free.

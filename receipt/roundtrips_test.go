@@ -14,7 +14,7 @@ import (
 )
 
 // remoteStore is a store as the keyed path sees etcd: it reads several
-// keys in one call (engine.MultiGetter) and chains nothing, and it counts
+// keys in one call (store.MultiGetter) and chains nothing, and it counts
 // its calls — each one a round trip on etcd.
 type remoteStore struct {
 	store.Store
@@ -28,7 +28,7 @@ func (r *remoteStore) Capabilities() store.Capabilities { return store.Capabilit
 func newRemoteStore() *remoteStore { return &remoteStore{Store: memstore.New()} }
 
 // Apply is one round trip; a failed absence comes back with the value
-// found, as etcdstore's Else branch reads it (engine.ConditionError.Value).
+// found, as etcdstore's Else branch reads it (store.ConditionError.Value).
 func (r *remoteStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	r.applies.Add(1)
 	if r.gate != nil {
@@ -194,7 +194,7 @@ func TestRoundTrips_ARetryMeetingAnotherHereReplays(t *testing.T) {
 }
 
 // TestRoundTrips_ReleasingDecisionsReadsReceiptsManyAtOnce: maintenance
-// checks the receipts of the decisions it releases engine.GetManyMax to a
+// checks the receipts of the decisions it releases store.GetManyMax to a
 // read, not one read each, which on etcd would cost every keyed request a
 // background round trip.
 func TestRoundTrips_ReleasingDecisionsReadsReceiptsManyAtOnce(t *testing.T) {

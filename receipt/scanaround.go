@@ -8,7 +8,7 @@ import (
 )
 
 // scanAround is Scan of at most n keys in [start, end), except that a key
-// whose value does not read (engine.DamagedKey: damaged on disk) does not
+// whose value does not read (store.DamagedKey: damaged on disk) does not
 // fail it: the key is answered in damaged, and the scan goes on past it.
 // A walk of an index (the cleaner's, a listing) thus skips what an
 // operator must repair (idemctl check names it) instead of stopping there

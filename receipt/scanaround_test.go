@@ -12,7 +12,7 @@ import (
 )
 
 // damagedStore answers a Scan that reaches a damaged key as the engine
-// does when a value does not read: an engine.ValueError naming the key.
+// does when a value does not read: an store.ValueError naming the key.
 type damagedStore struct {
 	store.Store
 	damaged map[string]bool

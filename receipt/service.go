@@ -162,7 +162,7 @@ func (s *Service) SessionTTLMax() time.Duration { return s.opts.SessionTTLMax }
 
 // load reads and decodes a receipt.
 // loadWithMeta is load, reading principal's table metadata item in the
-// same round trip (engine.GetAll): a new key's plan needs it.
+// same round trip (store.GetAll): a new key's plan needs it.
 func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, store.Version, *Tombstone, store.Item, error) {
 	items, err := store.GetAll(ctx, s.store, receiptKey(id), table.MetaKey(principal, tbl), tombKey(id))
 	if err != nil {
@@ -183,7 +183,7 @@ func (s *Service) loadWithMeta(ctx context.Context, id, principal, tbl string) (
 }
 
 // loadOrTomb loads receipt id or, when there is none, its tombstone;
-// engine.ErrNotFound when there is neither.
+// store.ErrNotFound when there is neither.
 func (l *lifecycle) loadOrTomb(ctx context.Context, id string) (*Record, store.Version, *Tombstone, error) {
 	rec, ver, err := l.load(ctx, id)
 	if !errors.Is(err, store.ErrNotFound) {

@@ -136,7 +136,7 @@ func (l *lifecycle) promise(now time.Time, retainUntil int64) int64 {
 	return max(retainUntil, now.Add(l.opts.TombstoneRetention).UnixMilli())
 }
 
-// loadTomb reads the tombstone of id; engine.ErrNotFound when there is none.
+// loadTomb reads the tombstone of id; store.ErrNotFound when there is none.
 func (l *lifecycle) loadTomb(ctx context.Context, id string) (*Tombstone, error) {
 	k := tombKey(id)
 	if k == nil {

@@ -38,7 +38,7 @@ func BodyDigest(body []byte) []byte {
 // other bytes — leaves the request to Execute, as does a request Execute
 // would refuse before any lookup (an invalid key or table name, or a
 // FirstSent in the future), and on a store that reads several keys in one
-// round trip (engine.MultiGetter) every request for a key not answered
+// round trip (store.MultiGetter) every request for a key not answered
 // here lately (recentKeys). The one difference:
 // a batch that today's limits would refuse replays the answer it was given
 // when they allowed it.

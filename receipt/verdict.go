@@ -28,7 +28,7 @@ const (
 	// writeFenced: the claim the write was conditioned on is no longer ours
 	// (lease.ErrFenced): another owner holds the receipt.
 	writeFenced
-	// writeAmbiguous: the outcome is unknown (engine.ErrAmbiguous,
+	// writeAmbiguous: the outcome is unknown (store.ErrAmbiguous,
 	// twopc.ErrOutcomeUnknown, lease.ErrUncertain). The receipt keeps the
 	// state it may or may not have reached; the answer is pending and a
 	// retry with the same key converges.

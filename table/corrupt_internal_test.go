@@ -13,8 +13,8 @@ import (
 
 // TestRecords_ThatDoNotDecodeAreCorruptionNamingTheirKey: bytes that no
 // version of Idem wrote at a table's metadata key or at a document's
-// intent key are the store's damage — errors.Is(err, engine.ErrCorruption),
-// with the key named (engine.DamagedKey) — never a plain decoding error
+// intent key are the store's damage — errors.Is(err, store.ErrCorruption),
+// with the key named (store.DamagedKey) — never a plain decoding error
 // that a caller might take for its own failure.
 func TestRecords_ThatDoNotDecodeAreCorruptionNamingTheirKey(t *testing.T) {
 	ctx := context.Background()

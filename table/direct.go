@@ -9,7 +9,7 @@ import (
 // StageDirect stages the shard's documents as Prepare does and counts what
 // AppendDirect adds (twopc.DirectCommitter).
 //
-// It reads the documents' newest sequenced versions (engine.LatestReader),
+// It reads the documents' newest sequenced versions (store.LatestReader),
 // durable or not: a direct commit is one write, conditioned on those
 // versions and sequenced after them, so it is never durable without them
 // — and its answer waits for it. This is what lets a keyed batch stage on

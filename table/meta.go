@@ -108,7 +108,7 @@ func (t *Tables) Meta(ctx context.Context, tenant, name string) (Meta, error) {
 }
 
 // MetaKey is where tenant's table name lives, for a caller that reads it
-// together with other keys (engine.GetAll) and hands the item to
+// together with other keys (store.GetAll) and hands the item to
 // PreflightWithMeta.
 func MetaKey(tenant, name string) []byte { return metaKey(tenant, name) }
 

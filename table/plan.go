@@ -58,7 +58,7 @@ func (t *Tables) Preflight(ctx context.Context, tenant, table string, b *Batch) 
 
 // PreflightWithMeta is Preflight with the table's metadata item already
 // read — at MetaKey, in the same round trip as something else
-// (engine.GetAll) and during this request, so as fresh as Preflight's own
+// (store.GetAll) and during this request, so as fresh as Preflight's own
 // read; Begin is conditioned on its version all the same.
 func (t *Tables) PreflightWithMeta(tenant, table string, b *Batch, meta store.Item) (*Plan, error) {
 	if err := b.Validate(); err != nil {

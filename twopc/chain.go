@@ -33,7 +33,7 @@ type Chained struct {
 }
 
 // BeginCommit is Begin followed by Decide(Committed) in one durable wait,
-// for a store whose writes share one log (engine.Chainer) and participants
+// for a store whose writes share one log (store.Chainer) and participants
 // that are StagedResolvers: the Begin write (record, every prepare,
 // beginWith) and the Decide write (create-if-absent decision, every
 // resolution, decideWith) are sequenced back to back as two links of one
@@ -53,7 +53,7 @@ type Chained struct {
 // (the transaction already begun or decided, a conflicting intent, a
 // condition of beginWith or decideWith). The caller then goes through Begin
 // and Decide, which tell those cases apart. An ambiguous write returns an
-// error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
+// error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
 func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *store.Batch, decideWith func(result []byte) (*store.Batch, error)) (Chained, bool, error) {
 	chainer := c.store.Capabilities().Chain
 	if chainer == nil {

@@ -84,7 +84,7 @@ type BeginResult struct {
 // record and the decision, so it never resets a begun or decided transaction:
 // for a decided one it returns the decision, for a begun, undecided one
 // ErrInProgress. A failed condition of `with` is returned as the engine's
-// *ConditionError; ambiguity as engine.ErrAmbiguous.
+// *ConditionError; ambiguity as store.ErrAmbiguous.
 func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *store.Batch) (BeginResult, error) {
 	for attempt := 0; ; attempt++ {
 		last := attempt+1 >= BeginRetriesMax
@@ -259,7 +259,7 @@ func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*store.Batch, []
 //
 // It returns ErrDecisionConflict if a decision already exists (read it with
 // Learn), the engine's *ConditionError for a failed condition of `with`, and
-// an error wrapping engine.ErrAmbiguous when the write's outcome is unknown.
+// an error wrapping store.ErrAmbiguous when the write's outcome is unknown.
 func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Participant, o Outcome, with *store.Batch) error {
 	_, err := c.DecideAt(ctx, txnID, parts, o, with)
 	return err

@@ -26,7 +26,7 @@ import (
 // not direct or voted no, or a condition failed (the transaction exists,
 // a document another transaction holds or changed, a condition of with's).
 // Begin and Decide tell those cases apart. An ambiguous write returns an
-// error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
+// error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
 func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (store.Version, bool, error) {
 	if !c.Direct(txn) {
 		return 0, false, nil

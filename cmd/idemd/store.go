@@ -31,9 +31,9 @@ const etcdHealthTimeout = time.Second
 var etcdHealthKey = []byte("meta/v1/health")
 
 // servedStore is the store idemd serves on, and what the API shows of it.
-// The store is a named field, not embedded: servedStore is no engine.Store
+// The store is a named field, not embedded: servedStore is no store.Store
 // itself, so it cannot be handed to the receipt layer by mistake and hide
-// what the store offers beyond the contract (engine.Chainer, Health).
+// what the store offers beyond the contract (store.Chainer, Health).
 type servedStore struct {
 	store store.Store
 	db    *engine.DB // the local engine; nil on etcd
@@ -111,7 +111,7 @@ func localRestore(s *servedStore) {
 }
 
 // etcdRestore reads the deployment's restore epoch, recorded by `idemctl
-// etcd-restored` (engine/etcdstore/restore.go). Read once, at start: a
+// etcd-restored` (store/etcd/restore.go). Read once, at start: a
 // node running when it is recorded does not see it (docs/operations.md:
 // nodes are stopped for a restore and started after the record).
 func etcdRestore(ctx context.Context, s *servedStore, d time.Duration, prefix string) error {

@@ -51,7 +51,7 @@ var fenceMoves = []fenceMove{
 // every fencing record and every way it moves, a batch conditioned on the
 // version read before the move — a put of a new key, and a delete of an
 // existing one, as a zombie's terminal write and a zombie cleaner's
-// delete — fails with a *engine.ConditionError naming the record, and
+// delete — fails with a *store.ConditionError naming the record, and
 // neither of its ops lands. It returns each violation; none when the store
 // keeps the property.
 func FencingViolations(ctx context.Context, s store.Store) []string {

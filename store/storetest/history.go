@@ -106,7 +106,7 @@ func changes(b *store.Batch, model map[string]modelItem) bool {
 
 // firstFailing returns the first condition of b the model refuses, and the
 // version it found. The model decides conditions by its own switch, not
-// engine.Condition.HoldsAt, so that it cannot share a mistake with the
+// store.Condition.HoldsAt, so that it cannot share a mistake with the
 // stores it checks.
 func firstFailing(b *store.Batch, model map[string]modelItem) (*store.Condition, store.Version) {
 	for i, c := range b.Conds {
