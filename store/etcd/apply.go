@@ -127,7 +127,7 @@ func compare(c store.Condition, key []byte) *pb.Compare {
 	case store.MustBePresent:
 		return &pb.Compare{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_GREATER,
 			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}
-	default: // store.MustBeAtVersion; Validate refused every other kind
+	default: // store.MustBeAtVersion; store.Check refused every other kind
 		return &pb.Compare{Key: key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL,
 			TargetUnion: &pb.Compare_ModRevision{ModRevision: int64(c.Version)}}
 	}

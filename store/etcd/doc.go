@@ -1,5 +1,8 @@
-// Package etcdstore (directory store/etcd) is a store.Store on etcd: receipts, leases and
-// tables replicated by a Raft cluster instead of one node's log.
+// Package etcdstore (directory store/etcd) is a store.Store on etcd:
+// receipts, leases and tables replicated by a Raft cluster instead of one
+// node's log. Its name is etcdstore, not etcd, because its importers
+// (idemd, idemctl, etcdtest, the bench) also use etcd's own packages, where
+// a bare etcd would read as etcd itself; it is imported by that name.
 //
 // # The mapping
 //
