@@ -592,8 +592,11 @@ func (db *DB) reportDamageFiles() {
 	}
 }
 
+// walErr names the log's directory in a corruption the log found, unless
+// a *store.CorruptionError names a file already.
 func walErr(err error) error {
-	if errors.Is(err, wal.ErrCorruption) && !errors.Is(err, store.ErrCorruption) {
+	var named *store.CorruptionError
+	if errors.Is(err, wal.ErrCorruption) && !errors.As(err, &named) {
 		return &store.CorruptionError{File: walDirName, Err: err}
 	}
 	return err

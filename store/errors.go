@@ -66,6 +66,20 @@ var (
 	ErrCorruption = errors.New("store: corruption")
 )
 
+// Kind returns a sentinel of another package that means what kind means:
+// errors.Is(err, kind) holds for it, and it keeps its own identity and
+// message, so that a caller that tells it apart still can (wal.ErrClosed,
+// lease.ErrUncertain). One meaning, one contract sentinel to test for.
+func Kind(msg string, kind error) error { return &kindError{msg: msg, kind: kind} }
+
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
 // ConditionError names the condition that failed and what was found.
 type ConditionError struct {
 	Cond  Condition
