@@ -1,7 +1,11 @@
 package store
 
 import (
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,4 +69,70 @@ func idemDeps(t *testing.T, root, pkg string) []string {
 	}
 	slices.Sort(deps)
 	return deps
+}
+
+// capabilityTypes are the interfaces a store declares in Capabilities.
+var capabilityTypes = []string{"Chainer", "MultiGetter", "HotScanner", "LatestReader"}
+
+// TestCapabilities_AreNeverFoundByTypeAssertion: no Go file of the
+// repository asks a value whether it is a Chainer (MultiGetter, …): a
+// wrapper that embeds the Store interface would answer for its inner
+// store, around itself. Capabilities() is the one way to ask.
+func TestCapabilities_AreNeverFoundByTypeAssertion(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		files++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if ta, ok := n.(*ast.TypeAssertExpr); ok && ta.Type != nil {
+				if name := typeName(ta.Type, f.Name.Name); slices.Contains(capabilityTypes, name) {
+					rel, _ := filepath.Rel(root, path)
+					t.Errorf("%s: a type assertion to %s: ask Capabilities()", rel, name)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("only %d Go files walked: the check is vacuous", files)
+	}
+}
+
+// typeName is the name of a store type e refers to (store.X, or X inside
+// package store), else "".
+func typeName(e ast.Expr, pkg string) string {
+	switch x := e.(type) {
+	case *ast.SelectorExpr:
+		if id, ok := x.X.(*ast.Ident); ok && id.Name == "store" {
+			return x.Sel.Name
+		}
+	case *ast.Ident:
+		if pkg == "store" {
+			return x.Name
+		}
+	}
+	return ""
 }
