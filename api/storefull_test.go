@@ -20,10 +20,10 @@ type fullStore struct {
 	full, noSpace atomic.Bool
 }
 
-// Capabilities implements store.Store: none, as the embedded interface
-// alone would not hide them (its Capabilities would be the inner store's,
-// around this wrapper).
-func (s *fullStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+// Capabilities implements store.Store: its space report, nothing of the
+// inner store's (the embedded interface alone would forward the inner
+// store's Capabilities, around this wrapper).
+func (s *fullStore) Capabilities() store.Capabilities { return store.Capabilities{Space: s} }
 
 func (s *fullStore) SpaceFull() bool { return s.full.Load() }
 

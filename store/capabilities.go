@@ -21,6 +21,9 @@ type Capabilities struct {
 	// Latest: the store sequences writes before they are durable and can
 	// read the newest sequenced one (the local engine).
 	Latest LatestReader
+	// Space: the store says when it is near its space quota (etcd with a
+	// space watcher), before it refuses writes (ErrNoSpace).
+	Space SpaceReporter
 }
 
 // ChainLinksMax bounds the batches of one ApplyChain.
@@ -107,6 +110,13 @@ type LatestReader interface {
 	// sequenced and not yet durable: the newest version of key, or
 	// ErrNotFound if its newest write deleted it (or none exists).
 	GetLatest(ctx context.Context, key []byte) (Item, error)
+}
+
+// SpaceReporter is offered by stores that watch their space quota. While
+// SpaceFull, the layers above refuse new work (store_full) so that work
+// already started finishes in the room left (docs/cluster.md).
+type SpaceReporter interface {
+	SpaceFull() bool
 }
 
 // OnSequenced returns ctx carrying fn, which a store with Latest calls

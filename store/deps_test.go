@@ -72,7 +72,7 @@ func idemDeps(t *testing.T, root, pkg string) []string {
 }
 
 // capabilityTypes are the interfaces a store declares in Capabilities.
-var capabilityTypes = []string{"Chainer", "MultiGetter", "HotScanner", "LatestReader"}
+var capabilityTypes = []string{"Chainer", "MultiGetter", "HotScanner", "LatestReader", "SpaceReporter"}
 
 // TestCapabilities_AreNeverFoundByTypeAssertion: no Go file of the
 // repository asks a value whether it is a Chainer (MultiGetter, …): a

@@ -14,7 +14,7 @@
 //	check.go         Check and CheckScan: the refusals every store makes alike
 //	errors.go        the sentinels, grouped by when they happen; ConditionError, ValueError, CorruptionError
 //	format.go        Format: a stored format, as each store and layer lists its own
-//	capabilities.go  Capabilities: Chainer, MultiGetter, HotScanner, LatestReader
+//	capabilities.go  Capabilities: Chainer, MultiGetter, HotScanner, LatestReader, SpaceReporter
 //	namespace.go     the registry of key namespaces, PrefixEnd
 //
 // Beside it: store/memstore (the reference implementation), store/storetest

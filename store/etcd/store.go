@@ -241,8 +241,9 @@ func (s *Store) item(kv *mvccpb.KeyValue) (store.Item, error) {
 	return store.Item{Key: kv.Key[len(s.prefix):], Value: value, Version: store.Version(kv.ModRevision)}, nil
 }
 
-// Capabilities implements store.Store: several keys in one round trip.
-func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{MultiGet: s} }
+// Capabilities implements store.Store: several keys in one round trip,
+// and the space watcher's report.
+func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{MultiGet: s, Space: s} }
 
 var _ store.Store = (*Store)(nil)
 
