@@ -14,7 +14,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 MODULES  := . cmd/bench harness contract etcdtest sdk/go sdk/go/sdktest
 PKGS     := $(subst ././,./,$(foreach m,$(MODULES),./$(m)/...))
 # The layers whose whole test suites run a second time on the reference
-# store (engine/memstore, IDEM_TEST_STORE=memstore): tests that need what
+# store (store/memstore, IDEM_TEST_STORE=memstore): tests that need what
 # only engine.DB has (a crash that keeps what was fsynced, chaining) skip.
 REFERENCE_PKGS := ./table ./twopc ./api
 # contract checks what the other tests record: it runs after them.
@@ -146,7 +146,7 @@ fault:
 # file did not finish in 18 minutes, and issue 42's mutants are in read.go.
 # -count=1: a cached coverage run would set gremlins' per-mutant timeout
 # (10x its time) below a build, and every mutant would time out.
-MUTATE_PKGS     ?= receipt lease twopc wal engine/etcdstore api:forward.go table:read.go
+MUTATE_PKGS     ?= receipt lease twopc wal store/etcd api:forward.go table:read.go
 MUTATE_WORKERS  ?= 2
 MUTATE_BUDGET   ?= 30m
 MUTATE_EFFICACY ?=

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // Operators see and unstick receipts through two routes (docs/receipts.md,
@@ -157,7 +157,7 @@ func (s *Server) resolveReceipt(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("txn_id")
 	res, err := s.resolveAny(r.Context(), id, principalOf(r.Context()))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, fmt.Sprintf("no receipt %q", id))
 		return
 	}

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/api"
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // gateTimeout bounds every wait of these tests on an answer.
@@ -158,9 +158,9 @@ func TestReadBody_ASlowBodyIsAnswered408(t *testing.T) {
 func TestHealthz_NamesNoPathOfTheServer(t *testing.T) {
 	const secret = "/srv/secret-data-dir/wal/00000000000000000042"
 	for _, cause := range []error{
-		fmt.Errorf("%w: open %s: input/output error", engine.ErrFailStopped, secret),
+		fmt.Errorf("%w: open %s: input/output error", store.ErrFailStopped, secret),
 		fmt.Errorf("etcd %s unreachable", secret),
-		fmt.Errorf("etcd does not answer (%w: dial %s): this node serves nothing until it does", engine.ErrUnavailable, secret),
+		fmt.Errorf("etcd does not answer (%w: dial %s): this node serves nothing until it does", store.ErrUnavailable, secret),
 	} {
 		ts := gatedServer(t, api.ConnLimits{Max: 8, IdleMax: 8}, api.Options{Health: func() error { return cause }})
 		r := rawGet(t, dial(t, ts), "/healthz")

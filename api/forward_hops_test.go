@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/api"
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // How far a request travels between nodes: one hop at most, and only to
@@ -28,9 +28,9 @@ import (
 const ringHopsMax = 4
 
 // openNode opens a receipt service on store as node, advertising adv.
-func openNode(t *testing.T, store engine.Store, node, adv string) *receipt.Service {
+func openNode(t *testing.T, st store.Store, node, adv string) *receipt.Service {
 	t.Helper()
-	svc, err := receipt.Open(context.Background(), store, receipt.Options{Node: node, Advertise: adv,
+	svc, err := receipt.Open(context.Background(), st, receipt.Options{Node: node, Advertise: adv,
 		MaintainInterval: -1, CleanInterval: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -92,18 +92,18 @@ func (ra *ringAddress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forwarded hop.
 func forwardLoopViolations(t *testing.T) []string {
 	t.Helper()
-	store := memstore.New()
+	st := memstore.New()
 	ring := []string{"n-a", "n-b", "n-c"}
 	base := map[string]string{}
 	for _, n := range ring {
 		ln := listen(t)
 		base[n] = "http://" + ln.Addr().String()
-		serve(t, ln, api.New(openNode(t, store, n, base[n]), forwarding(n)))
+		serve(t, ln, api.New(openNode(t, st, n, base[n]), forwarding(n)))
 	}
 	ra := newRingAddress(map[string]string{"n-a": base["n-b"], "n-b": base["n-c"], "n-c": base["n-a"]})
 	lnRing, lnX := listen(t), listen(t)
 	serve(t, lnRing, ra)
-	serve(t, lnX, api.New(openNode(t, store, "n-x", "http://"+lnRing.Addr().String()), forwarding("n-x")))
+	serve(t, lnX, api.New(openNode(t, st, "n-x", "http://"+lnRing.Addr().String()), forwarding("n-x")))
 	cx := apitest.NewClient(t, "http://"+lnX.Addr().String())
 	cx.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
 	path := beginSession(t, cx)
@@ -137,9 +137,9 @@ func TestForward_NodesThatDisagreeOnTheOwnerForwardOneHop(t *testing.T) {
 // no address, the new one its own.
 func ownerRestartViolations(t *testing.T) []string {
 	t.Helper()
-	store := memstore.New()
+	st := memstore.New()
 	ln1 := listen(t)
-	old := openNode(t, store, "n-a", "http://"+ln1.Addr().String())
+	old := openNode(t, st, "n-a", "http://"+ln1.Addr().String())
 	srv1 := serve(t, ln1, api.New(old, forwarding("n-a")))
 	c1 := apitest.NewClient(t, srv1.URL)
 	c1.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
@@ -148,14 +148,14 @@ func ownerRestartViolations(t *testing.T) []string {
 	old.Close()
 
 	ln2, lnB := listen(t), listen(t)
-	restarted := openNode(t, store, "n-a", "http://"+ln2.Addr().String())
+	restarted := openNode(t, st, "n-a", "http://"+ln2.Addr().String())
 	var asked atomic.Int64
 	srv2 := api.New(restarted, forwarding("n-a"))
 	serve(t, ln2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)
 		srv2.ServeHTTP(w, r)
 	}))
-	b := openNode(t, store, "n-b", "http://"+lnB.Addr().String())
+	b := openNode(t, st, "n-b", "http://"+lnB.Addr().String())
 	serve(t, lnB, api.New(b, forwarding("n-b")))
 
 	var out []string

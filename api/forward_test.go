@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/api"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // Forwarding between two API servers on one store: n-a holds a session,
@@ -41,12 +41,12 @@ type forwardPair struct {
 // n-b, forwarding with secretB.
 func newForwardPair(t *testing.T, advertise func(own string) string, secretB []byte) *forwardPair {
 	t.Helper()
-	store := memstore.New()
+	st := memstore.New()
 	p := &forwardPair{}
 	lnA, lnB := listen(t), listen(t)
 	own := "http://" + lnA.Addr().String()
 	open := func(node, adv string) *receipt.Service {
-		svc, err := receipt.Open(context.Background(), store, receipt.Options{Node: node, Advertise: adv,
+		svc, err := receipt.Open(context.Background(), st, receipt.Options{Node: node, Advertise: adv,
 			MaintainInterval: -1, CleanInterval: -1, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Authentication between nodes. A node forwards a request signed with the
@@ -61,8 +61,8 @@ const (
 
 // Formats are the wire formats between nodes this build signs and
 // verifies (idemd -version prints them).
-func Formats() []engine.Format {
-	return []engine.Format{
+func Formats() []store.Format {
+	return []store.Format{
 		{Name: "forward signature", Writes: forwardFormat, Reads: []string{forwardFormat}},
 		{Name: "answer signature", Writes: answerFormat, Reads: []string{answerFormat}},
 	}

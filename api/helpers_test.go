@@ -17,11 +17,12 @@ import (
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // config shapes a test node; zero values take test defaults.
@@ -36,7 +37,7 @@ type config struct {
 	// defaults).
 	sessionsMax, principalSessions, principalInflight int
 	// wrap, if set, wraps the store the service runs on (to hold writes).
-	wrap func(engine.Store) engine.Store
+	wrap func(store.Store) store.Store
 	// presumeAbort: recovery aborts begun, undecided transactions.
 	presumeAbort bool
 	// separateDecide: a new receipt's decision is a second write, so a
@@ -89,33 +90,33 @@ func (n *node) open() {
 	}
 	var (
 		db    *engine.DB
-		store engine.Store
+		st    store.Store
 		aopts = api.Options{Tokens: n.cfg.tokens, Admins: n.cfg.admins, BodyBytesMax: n.cfg.bodyMax, Logger: log}
 	)
 	if testsupport.OnReferenceStore() {
 		if n.mem == nil {
 			n.mem = memstore.New()
 		}
-		store = n.mem
+		st = n.mem
 	} else {
 		var err error
 		if db, err = engine.Open(n.dir, engine.Options{Logger: log}); err != nil {
 			n.t.Fatal(err)
 		}
-		store = db
+		st = db
 		aopts.StoreCollectors, aopts.Health = []prometheus.Collector{enginemetrics.New(db.Stats)}, db.Health
 		if dir := n.cfg.backupDir; dir != "" {
 			aopts.Backup = func(name string) (engine.BackupManifest, error) { return db.Backup(filepath.Join(dir, name)) }
 		}
 	}
 	if n.cfg.wrap != nil {
-		store = n.cfg.wrap(store)
+		st = n.cfg.wrap(st)
 	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax, WaitMax: n.cfg.waitMax,
 		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide,
 		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention, Restore: n.cfg.restore,
 		SessionsOpenMax: n.cfg.sessionsMax, SessionsPerPrincipalMax: n.cfg.principalSessions, InflightPerPrincipalMax: n.cfg.principalInflight}
-	svc, err := receipt.Open(context.Background(), store, opts)
+	svc, err := receipt.Open(context.Background(), st, opts)
 	if err != nil {
 		if db != nil {
 			db.Close()

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // beginHTTP begins a session of ttl seconds as c; it returns the answer
@@ -145,7 +145,7 @@ func TestQuota_InflightPerPrincipalOverHTTP(t *testing.T) {
 	t.Parallel()
 	gs := &gateStore{}
 	n := newNode(t, config{tokens: tokens, executorMax: 8, principalInflight: 2,
-		wrap: func(s engine.Store) engine.Store { gs.Store = s; return gs }})
+		wrap: func(s store.Store) store.Store { gs.Store = s; return gs }})
 	clients := map[string]*apitest.Client{"alice": n.c.WithToken("tok-alice"), "bob": n.c.WithToken("tok-bob")}
 	for _, c := range clients {
 		c.Do("PUT", "/v1/tables/t", nil).JSON(t, 201, nil)
@@ -153,7 +153,7 @@ func TestQuota_InflightPerPrincipalOverHTTP(t *testing.T) {
 	for round, pair := range [][2]string{{"alice", "bob"}, {"bob", "alice"}} {
 		flooder, other := clients[pair[0]], clients[pair[1]]
 		busy := fmt.Sprintf("busy-%d", round)
-		release := gs.hold(engine.NSTxn.Key("dec", receipt.Bind(pair[0], "t", busy)))
+		release := gs.hold(store.NSTxn.Key("dec", receipt.Bind(pair[0], "t", busy)))
 		first := goRequest(flooder, busy)
 		gs.waitHeld(t)
 		second := goRequest(flooder, busy, "Prefer", "wait=30")
@@ -190,12 +190,17 @@ func TestQuota_InflightPerPrincipalOverHTTP(t *testing.T) {
 
 // gateStore holds the Apply that writes one key until released.
 type gateStore struct {
-	engine.Store
+	store.Store
 	mu      sync.Mutex
 	key     []byte
 	gate    chan struct{}
 	entered chan struct{}
 }
+
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *gateStore) Capabilities() store.Capabilities { return store.Capabilities{} }
 
 // hold makes the next Apply that writes key wait until release.
 func (s *gateStore) hold(key []byte) (release func()) {
@@ -219,7 +224,7 @@ func (s *gateStore) waitHeld(t *testing.T) {
 	}
 }
 
-func (s *gateStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s *gateStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	s.mu.Lock()
 	var gate chan struct{}
 	for _, op := range b.Ops {

@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // Options configure a Server. Zero fields take defaults.
@@ -307,24 +307,24 @@ func (s *Server) classify(r *http.Request, err error) *code.Error {
 	case errors.As(err, &ce):
 		s.noteRefusal(ce.Code)
 		return ce
-	case errors.Is(err, engine.ErrNoSpace): // before ErrFailStopped, which it comes wrapped in
+	case errors.Is(err, store.ErrNoSpace):
 		s.noteUnavailable(err)
 		return &code.Error{Code: code.StoreFull, RetryAfter: noSpaceRetryAfter,
 			Message: "the store is out of space (etcd's NOSPACE alarm): nothing was written; writes resume once space is freed, with no restart; retry later with the same key"}
-	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, store.ErrFailStopped), errors.Is(err, store.ErrClosed):
 		s.noteUnavailable(err)
 		return code.Errorf(code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts")
-	case errors.Is(err, engine.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		s.noteUnavailable(err)
 		return code.Errorf(code.Unavailable, "the store cannot be reached (this node is cut off from it); retry, through another node if you can")
 	}
 	msg := "internal error"
 	switch {
-	case errors.Is(err, engine.ErrAmbiguous):
+	case errors.Is(err, store.ErrAmbiguous):
 		msg = "the write's outcome is unknown"
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = "the request timed out"
-	case errors.Is(err, engine.ErrCorruption):
+	case errors.Is(err, store.ErrCorruption):
 		// Never an envelope, never a new execution: the operator's
 		// idemctl check names the damaged file.
 		msg = "stored data this request needs is damaged (idemctl check names it)"

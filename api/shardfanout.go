@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -94,13 +94,13 @@ func (s *Server) listAllReceipts(ctx context.Context, f receipt.ListFilter) (rec
 
 // resolveAny resolves the receipt of txn id on the shard that holds it:
 // a transaction ID does not name its table, so each shard is asked in
-// turn; engine.ErrNotFound when none has it.
+// turn; store.ErrNotFound when none has it.
 func (s *Server) resolveAny(ctx context.Context, id, by string) (receipt.Resolution, error) {
 	for _, svc := range s.shards {
 		res, err := svc.Resolve(ctx, id, by)
-		if !errors.Is(err, engine.ErrNotFound) {
+		if !errors.Is(err, store.ErrNotFound) {
 			return res, err
 		}
 	}
-	return receipt.Resolution{}, engine.ErrNotFound
+	return receipt.Resolution{}, store.ErrNotFound
 }

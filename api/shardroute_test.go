@@ -11,9 +11,9 @@ import (
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // TestShardOf_Pinned pins the routing hash: SHA-256 over the

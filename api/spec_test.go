@@ -16,6 +16,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/internal/apitest"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // The spec's own checks (a valid OpenAPI 3.1 document, its operations
@@ -105,9 +106,9 @@ func TestWriteError_UnknownErrorsAreInternal(t *testing.T) {
 		detail string
 	}{
 		{errors.New("boom"), code.Internal, "internal error"},
-		{fmt.Errorf("apply: %w", engine.ErrAmbiguous), code.Internal, "the write's outcome is unknown"},
-		{engine.ErrFailStopped, code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts"},
-		{engine.ErrClosed, code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts"},
+		{fmt.Errorf("apply: %w", store.ErrAmbiguous), code.Internal, "the write's outcome is unknown"},
+		{store.ErrFailStopped, code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts"},
+		{store.ErrClosed, code.Unavailable, "the store refuses writes (it fail-stopped after an I/O error, or is shutting down) until idemd restarts"},
 		{context.DeadlineExceeded, code.Internal, "the request timed out"},
 		{fmt.Errorf("wrapped: %w", code.Errorf(code.TableNotFound, "table %q does not exist", "t")), code.TableNotFound, `table "t" does not exist`},
 	} {

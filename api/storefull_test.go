@@ -9,24 +9,29 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // fullStore says it is near its space quota while full is set (as
 // etcdstore with a Space watcher does), and refuses puts as etcd's
 // NOSPACE alarm does while noSpace is set.
 type fullStore struct {
-	engine.Store
+	store.Store
 	full, noSpace atomic.Bool
 }
 
+// Capabilities implements store.Store: its space report, nothing of the
+// inner store's (the embedded interface alone would forward the inner
+// store's Capabilities, around this wrapper).
+func (s *fullStore) Capabilities() store.Capabilities { return store.Capabilities{Space: s} }
+
 func (s *fullStore) SpaceFull() bool { return s.full.Load() }
 
-func (s *fullStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s *fullStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	if s.noSpace.Load() {
 		for _, op := range b.Ops {
 			if !op.Delete {
-				return 0, fmt.Errorf("%w: %w: etcdserver: mvcc: database space exceeded", engine.ErrFailStopped, engine.ErrNoSpace)
+				return 0, fmt.Errorf("%w: %w: etcdserver: mvcc: database space exceeded", store.ErrFailStopped, store.ErrNoSpace)
 			}
 		}
 	}
@@ -44,7 +49,7 @@ func TestStoreFull_NewWorkWaitsWhatWasStartedFinishes(t *testing.T) {
 	var logs syncBuffer
 	fs := &fullStore{}
 	n := newNode(t, config{logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		wrap: func(s engine.Store) engine.Store { fs.Store = s; return fs }})
+		wrap: func(s store.Store) store.Store { fs.Store = s; return fs }})
 	n.createTable("t")
 	done := n.batch("t", "done", `{"inserts":[{"id":"a","doc":{"v":1}}]}`)
 	done.JSON(t, 201, nil)
@@ -93,7 +98,7 @@ func TestStoreFull_TheNoSpaceAlarmIsStoreFullNotAStop(t *testing.T) {
 	var logs syncBuffer
 	fs := &fullStore{}
 	n := newNode(t, config{logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		wrap: func(s engine.Store) engine.Store { fs.Store = s; return fs }})
+		wrap: func(s store.Store) store.Store { fs.Store = s; return fs }})
 	n.createTable("t")
 	n.batch("t", "done", `{"inserts":[{"id":"a","doc":{"v":1}}]}`).JSON(t, 201, nil)
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -175,7 +175,7 @@ func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
 
 // writeReceipt answers a receipt lookup.
 func (s *Server) writeReceipt(w http.ResponseWriter, r *http.Request, v receipt.View, err error) {
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, "no receipt for this key")
 		return
 	}

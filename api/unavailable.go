@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // unavailableLogEvery bounds how often refusals by a store that accepts no
@@ -24,12 +24,12 @@ const unavailableLogEvery = time.Minute
 type refusalCause int
 
 const (
-	// refusalStopped: engine.ErrFailStopped or engine.ErrClosed.
+	// refusalStopped: store.ErrFailStopped or store.ErrClosed.
 	refusalStopped refusalCause = iota
-	// refusalUnreachable: engine.ErrUnavailable, or any other cause
+	// refusalUnreachable: store.ErrUnavailable, or any other cause
 	// short of a stop: the node retries by itself.
 	refusalUnreachable
-	// refusalFull: engine.ErrNoSpace — the store is near its space quota
+	// refusalFull: store.ErrNoSpace — the store is near its space quota
 	// (store_full before the quota) or at it (etcd's NOSPACE alarm): new
 	// work is refused until space is freed, with no restart.
 	refusalFull
@@ -42,9 +42,9 @@ var refusalCauseLabels = [refusalCauses]string{"stopped", "unreachable", "full"}
 // causeOf classifies a refusal's cause.
 func causeOf(err error) refusalCause {
 	switch {
-	case errors.Is(err, engine.ErrNoSpace): // before ErrFailStopped, which it comes wrapped in
+	case errors.Is(err, store.ErrNoSpace):
 		return refusalFull
-	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, store.ErrFailStopped), errors.Is(err, store.ErrClosed):
 		return refusalStopped
 	}
 	return refusalUnreachable
@@ -119,7 +119,7 @@ func (s *Server) noteRefusal(c code.Code) {
 	case code.Unavailable:
 		s.noteUnavailable(s.health())
 	case code.StoreFull:
-		s.noteUnavailable(engine.ErrNoSpace)
+		s.noteUnavailable(store.ErrNoSpace)
 	}
 }
 
@@ -129,11 +129,11 @@ func (s *Server) noteRefusal(c code.Code) {
 // which are the operator's, in the log (noteUnhealthy).
 func healthDetail(err error) string {
 	switch {
-	case errors.Is(err, engine.ErrFailStopped):
+	case errors.Is(err, store.ErrFailStopped):
 		return "the store fail-stopped after an I/O error and refuses writes until idemd restarts; the server's log has the cause"
-	case errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, store.ErrClosed):
 		return "the store is closed"
-	case errors.Is(err, engine.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		return "the remote store (etcd) does not answer within its bound: this node serves nothing until it does"
 	default:
 		return "the store cannot serve now; the server's log has the cause"

@@ -8,19 +8,24 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
-// unreachableStore is a store whose reads fail with engine.ErrUnavailable
+// unreachableStore is a store whose reads fail with store.ErrUnavailable
 // while cut is set: a remote store (etcd) that did not answer in time.
 type unreachableStore struct {
-	engine.Store
+	store.Store
 	cut atomic.Bool
 }
 
-func (s *unreachableStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *unreachableStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (s *unreachableStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if s.cut.Load() {
-		return engine.Item{}, engine.ErrUnavailable
+		return store.Item{}, store.ErrUnavailable
 	}
 	return s.Store.Get(ctx, key)
 }
@@ -37,7 +42,7 @@ func storeRefusals(t *testing.T, n *node, cause string) string {
 }
 
 // TestUnavailable_ATransientLossIsNotCalledAStop: a store that did not
-// answer in time (engine.ErrUnavailable, as etcd's store says of a reset
+// answer in time (store.ErrUnavailable, as etcd's store says of a reset
 // connection or a deadline) is answered 503 unavailable, counted under
 // cause unreachable, and logged at WARN as a loss the node rides out —
 // never as "the store refuses writes until idemd restarts", which would
@@ -48,7 +53,7 @@ func TestUnavailable_ATransientLossIsNotCalledAStop(t *testing.T) {
 	var logs syncBuffer
 	us := &unreachableStore{}
 	n := newNode(t, config{logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		wrap: func(s engine.Store) engine.Store { us.Store = s; return us }})
+		wrap: func(s store.Store) store.Store { us.Store = s; return us }})
 	n.createTable("t")
 
 	us.cut.Store(true)

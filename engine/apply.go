@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
 // Apply implements Store. See DB for how sequencing and durability fit.
-func (db *DB) Apply(ctx context.Context, b *Batch) (Version, error) {
-	return db.apply(ctx, []*Batch{b})
+func (db *DB) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
+	return db.apply(ctx, []*store.Batch{b})
 }
 
 // apply sequences batches as the links of one chain (a lone Apply is a
@@ -19,9 +20,9 @@ func (db *DB) Apply(ctx context.Context, b *Batch) (Version, error) {
 // link's version. The whole chain counts as one batch against
 // BatchBytesMax, which keeps it within what torn-tail repair accepts as one
 // group.
-func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
+func (db *DB) apply(ctx context.Context, batches []*store.Batch) (store.Version, error) {
 	if db.closed.Load() {
-		return 0, ErrClosed
+		return 0, store.ErrClosed
 	}
 	// Encode outside the lock: nothing of it depends on the sequence.
 	var one [1]chainLink // a lone Apply's, without an allocation
@@ -31,14 +32,14 @@ func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 	}
 	total := 0
 	for i, b := range batches {
-		if err := validateBatch(b); err != nil {
+		if err := store.Check(b, db.Limits()); err != nil {
 			return 0, err
 		}
 		links[i] = chainLink{ops: b.Ops, body: encodeBody(make([]byte, 0, encodedBodySize(b.Ops)), b.Ops)}
 		total += len(links[i].body)
 	}
-	if total > BatchBytesMax {
-		return 0, fmt.Errorf("%w: %d encoded bytes > %d", ErrInvalidBatch, total, BatchBytesMax)
+	if total > store.BatchBytesMax {
+		return 0, fmt.Errorf("%w: %d encoded bytes > %d", store.ErrInvalidBatch, total, store.BatchBytesMax)
 	}
 	liveOps(links)
 	if err := db.log.ReserveN(ctx, len(links)); err != nil {
@@ -49,12 +50,12 @@ func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 	if db.failed != nil {
 		db.mu.Unlock()
 		db.log.UnreserveN(len(links))
-		return 0, fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
+		return 0, fmt.Errorf("%w: %w", store.ErrFailStopped, db.failed)
 	}
 	// Under mu nobody else enqueues, so the links get the next indexes.
-	next := Version(db.log.NextIndex())
+	next := store.Version(db.log.NextIndex())
 	for i := range links {
-		links[i].version = next + Version(i)
+		links[i].version = next + store.Version(i)
 		if pending, settle, err := db.checkConds(batches[i].Conds, links[:i]); err != nil {
 			db.mu.Unlock()
 			db.log.UnreserveN(len(links))
@@ -73,7 +74,7 @@ func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 		db.mu.Unlock()
 		return 0, db.submitErr(err)
 	}
-	if Version(first) != next {
+	if store.Version(first) != next {
 		panic(fmt.Sprintf("engine: chain sequenced at %d, checked as %d", first, next))
 	}
 	for _, l := range links {
@@ -82,7 +83,7 @@ func (db *DB) apply(ctx context.Context, batches []*Batch) (Version, error) {
 		}
 	}
 	db.mu.Unlock()
-	sequenced(ctx)
+	store.Sequenced(ctx)
 
 	if err := db.awaitDurable(ctx, commit); err != nil {
 		return 0, err
@@ -98,12 +99,12 @@ func (db *DB) awaitDurable(ctx context.Context, commit wal.Commit) error {
 		return nil
 	case errors.Is(err, wal.ErrAmbiguous):
 		db.failStop(err)
-		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		return fmt.Errorf("%w: %w", store.ErrAmbiguous, err)
 	case errors.Is(err, wal.ErrFailStopped):
 		db.failStop(err)
-		return fmt.Errorf("%w: %w", ErrFailStopped, err)
+		return fmt.Errorf("%w: %w", store.ErrFailStopped, err)
 	default: // ctx ended after submission
-		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		return fmt.Errorf("%w: %w", store.ErrAmbiguous, err)
 	}
 }
 
@@ -112,10 +113,10 @@ func (db *DB) awaitDurable(ctx context.Context, commit wal.Commit) error {
 func (db *DB) submitErr(err error) error {
 	switch {
 	case errors.Is(err, wal.ErrClosed):
-		return ErrClosed
+		return store.ErrClosed
 	case errors.Is(err, wal.ErrFailStopped):
 		db.failStop(err)
-		return fmt.Errorf("%w: %w", ErrFailStopped, err)
+		return fmt.Errorf("%w: %w", store.ErrFailStopped, err)
 	}
 	return err
 }
@@ -138,14 +139,14 @@ func (db *DB) failStop(err error) {
 // (not yet in pending). Caller holds mu. When the failing condition was
 // decided by another batch's pending write, that write's commit is returned
 // too, with settle set (see settleCondition).
-func (db *DB) checkConds(conds []Condition, earlier []chainLink) (pending wal.Commit, settle bool, err error) {
+func (db *DB) checkConds(conds []store.Condition, earlier []chainLink) (pending wal.Commit, settle bool, err error) {
 	if len(conds) == 0 {
 		return wal.Commit{}, false, nil
 	}
 	db.treeMu.RLock()
 	defer db.treeMu.RUnlock()
 	for _, c := range conds {
-		var found Version
+		var found store.Version
 		w, inChain := lastWrite(earlier, c.Key)
 		p, isPending := db.pending[string(c.Key)]
 		switch {
@@ -160,11 +161,11 @@ func (db *DB) checkConds(conds []Condition, earlier []chainLink) (pending wal.Co
 			}
 		default:
 			if it, ok := db.tree.Get(index.Probe(c.Key)); ok {
-				found = Version(it.Version)
+				found = store.Version(it.Version)
 			}
 		}
 		if !c.HoldsAt(found) {
-			return p.commit, isPending, &ConditionError{Cond: c, Found: found}
+			return p.commit, isPending, store.Failed(c, found)
 		}
 	}
 	return wal.Commit{}, false, nil
@@ -181,36 +182,7 @@ func (db *DB) settleCondition(ctx context.Context, condErr error, pending wal.Co
 			return ctx.Err() // nothing of ours was written
 		}
 		db.failStop(err)
-		return fmt.Errorf("%w: %w", ErrFailStopped, err)
+		return fmt.Errorf("%w: %w", store.ErrFailStopped, err)
 	}
 	return condErr
-}
-
-// Validate reports whether b is a batch every Store accepts: at least one
-// op, at most BatchOpsMax ops and conditions, keys of 1..KeyBytesMax bytes,
-// known condition kinds. The error wraps ErrInvalidBatch. Stores call it
-// before they look at their data, so an invalid batch writes nothing.
-func (b *Batch) Validate() error { return validateBatch(b) }
-
-func validateBatch(b *Batch) error {
-	if b == nil || len(b.Ops) == 0 {
-		return fmt.Errorf("%w: no ops", ErrInvalidBatch)
-	}
-	if len(b.Ops) > BatchOpsMax || len(b.Conds) > BatchOpsMax {
-		return fmt.Errorf("%w: %d ops, %d conditions (max %d each)", ErrInvalidBatch, len(b.Ops), len(b.Conds), BatchOpsMax)
-	}
-	for _, op := range b.Ops {
-		if len(op.Key) == 0 || len(op.Key) > KeyBytesMax {
-			return fmt.Errorf("%w: key of %d bytes (1..%d)", ErrInvalidBatch, len(op.Key), KeyBytesMax)
-		}
-	}
-	for _, c := range b.Conds {
-		if len(c.Key) == 0 || len(c.Key) > KeyBytesMax {
-			return fmt.Errorf("%w: condition key of %d bytes (1..%d)", ErrInvalidBatch, len(c.Key), KeyBytesMax)
-		}
-		if c.Kind < MustBeAbsent || c.Kind > MustBeAtVersion {
-			return fmt.Errorf("%w: condition kind %d", ErrInvalidBatch, c.Kind)
-		}
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -37,7 +38,7 @@ var ErrBackupDest = errors.New("engine: backup destination is not empty")
 type BackupManifest struct {
 	Format int `json:"format"`
 	// Version is the last version in the copy: every batch up to it.
-	Version Version `json:"version"`
+	Version store.Version `json:"version"`
 	// VersionTime is a time no later than Version became durable: every
 	// batch acknowledged before it is in the copy. A batch acknowledged
 	// after it may be missing, so a restore fences keys first sent before
@@ -55,10 +56,10 @@ type BackupManifest struct {
 // checkpoints wait until the copy is done.
 func (db *DB) Backup(dest string) (BackupManifest, error) {
 	if db.closed.Load() {
-		return BackupManifest{}, ErrClosed
+		return BackupManifest{}, store.ErrClosed
 	}
 	if db.stopped.Load() {
-		return BackupManifest{}, fmt.Errorf("%w: a fail-stopped store's log may end in a torn group", ErrFailStopped)
+		return BackupManifest{}, fmt.Errorf("%w: a fail-stopped store's log may end in a torn group", store.ErrFailStopped)
 	}
 	if err := prepareBackupDest(db.fs, dest); err != nil {
 		return BackupManifest{}, err
@@ -69,7 +70,7 @@ func (db *DB) Backup(dest string) (BackupManifest, error) {
 	// before it was written before the cut.
 	m := BackupManifest{Format: BackupFormat, VersionTime: time.Now().UTC()}
 	snap := db.log.Snapshot()
-	m.Version = Version(snap.LastIndex)
+	m.Version = store.Version(snap.LastIndex)
 	c := &backupCopier{fs: db.fs, m: &m}
 	if err := c.copyCheckpoints(db.dir, dest); err != nil {
 		return BackupManifest{}, err
@@ -221,10 +222,10 @@ func ReadBackupManifest(fsys vfs.FS, dir string) (BackupManifest, error) {
 		return m, err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("%w: backup manifest %s: %v", ErrCorruption, filepath.Join(dir, BackupManifestName), err)
+		return m, fmt.Errorf("%w: backup manifest %s: %v", store.ErrCorruption, filepath.Join(dir, BackupManifestName), err)
 	}
 	if m.Format != BackupFormat {
-		return m, fmt.Errorf("%w: backup manifest format %d; this build reads %d", ErrCorruption, m.Format, BackupFormat)
+		return m, fmt.Errorf("%w: backup manifest format %d; this build reads %d", store.ErrCorruption, m.Format, BackupFormat)
 	}
 	return m, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -25,16 +26,16 @@ func backupTestOpts() Options {
 // ackedWrite is one acknowledged put.
 type ackedWrite struct {
 	key, value string
-	version    Version
+	version    store.Version
 }
 
 // stateAt is the store as of v: each key's last acknowledged put at or
 // before it.
-func stateAt(writes []ackedWrite, v Version) map[string]Item {
-	out := map[string]Item{}
+func stateAt(writes []ackedWrite, v store.Version) map[string]store.Item {
+	out := map[string]store.Item{}
 	for _, w := range writes {
 		if w.version <= v && w.version >= out[w.key].Version {
-			out[w.key] = Item{Key: []byte(w.key), Value: []byte(w.value), Version: w.version}
+			out[w.key] = store.Item{Key: []byte(w.key), Value: []byte(w.value), Version: w.version}
 		}
 	}
 	return out
@@ -73,12 +74,12 @@ func TestBackup_UnderLoadHoldsExactlyTheWritesUpToItsVersion(t *testing.T) {
 	var mu sync.Mutex
 	var writes []ackedWrite
 	put := func(i int) {
-		k := string(NSTable.Key(fmt.Sprintf("k%03d", i%150)))
+		k := string(store.NSTable.Key(fmt.Sprintf("k%03d", i%150)))
 		if i%3 == 0 {
-			k = string(NSReceipt.Key(fmt.Sprintf("%03d", i%90))) // cold: into the value log
+			k = string(store.NSReceipt.Key(fmt.Sprintf("%03d", i%90))) // cold: into the value log
 		}
 		val := fmt.Sprintf("v%d-%s", i, strings.Repeat("x", i%60))
-		v, err := db.Apply(context.Background(), new(Batch).Put([]byte(k), []byte(val)))
+		v, err := db.Apply(context.Background(), new(store.Batch).Put([]byte(k), []byte(val)))
 		if err != nil {
 			t.Error(err)
 			return

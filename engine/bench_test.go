@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/idemdb/idem/store"
 )
 
 // BenchmarkApply is one durable single-key create per call, many in flight,
@@ -27,7 +29,7 @@ func BenchmarkApply(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			key := []byte("k" + strconv.FormatUint(seq.Add(1), 10))
-			if _, err := db.Apply(ctx, new(Batch).Absent(key).Put(key, value)); err != nil {
+			if _, err := db.Apply(ctx, new(store.Batch).Absent(key).Put(key, value)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -46,7 +48,7 @@ func BenchmarkGet(b *testing.B) {
 	const keys = 100_000
 	value := make([]byte, 200)
 	for lo := 0; lo < keys; lo += 1000 {
-		batch := new(Batch)
+		batch := new(store.Batch)
 		for k := lo; k < lo+1000; k++ {
 			batch.Put([]byte("k"+strconv.Itoa(k)), value)
 		}
@@ -81,7 +83,7 @@ func BenchmarkOpen_Replay(b *testing.B) {
 	for w := range 16 {
 		wg.Go(func() {
 			for i := w; i < 20_000; i += 16 {
-				var batch Batch
+				var batch store.Batch
 				for _, ns := range []string{"rcpt/v1/", "exp/v1/", "tbl/v1/b/doc/"} {
 					batch.Put(fmt.Appendf(nil, "%s%08d", ns, i), value)
 				}

@@ -3,33 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+
+	"github.com/idemdb/idem/store"
 )
-
-// ChainLinksMax bounds the batches of one ApplyChain.
-const ChainLinksMax = 8
-
-// Chainer is implemented by stores whose batches share one log, which lets a
-// caller make several dependent batches durable with one wait. A store that
-// does not implement it (a cluster-shared Store) is used batch by batch.
-type Chainer interface {
-	// ApplyChain sequences links back to back, each atomic with its own
-	// version (returned in order), each link's conditions checked against
-	// the writes of the links before it, and waits once for all of them.
-	//
-	// Sequencing is all or none: a failed condition in any link returns
-	// *ConditionError and nothing is written. Durability follows log
-	// order: a link is never durable without every link before it, though
-	// a crash may keep only a prefix of the chain. Other errors are those of
-	// Apply, and ErrAmbiguous covers every link.
-	ApplyChain(ctx context.Context, links ...*Batch) ([]Version, error)
-}
 
 // chainLink is one link of a chain being sequenced (see apply).
 type chainLink struct {
-	ops     []Op // the caller's: valid until the call returns
-	live    []Op // engine-owned copies of the ops that reach the tree (liveOps)
+	ops     []store.Op // the caller's: valid until the call returns
+	live    []store.Op // engine-owned copies of the ops that reach the tree (liveOps)
 	body    []byte
-	version Version
+	version store.Version
 }
 
 // lastWrite is the newest write to key among earlier links, as the pending
@@ -46,18 +29,18 @@ func lastWrite(links []chainLink, key []byte) (pendingWrite, bool) {
 	return pendingWrite{}, false
 }
 
-// ApplyChain implements Chainer.
-func (db *DB) ApplyChain(ctx context.Context, batches ...*Batch) ([]Version, error) {
-	if len(batches) == 0 || len(batches) > ChainLinksMax {
-		return nil, fmt.Errorf("%w: chain of %d links (1..%d)", ErrInvalidBatch, len(batches), ChainLinksMax)
+// ApplyChain implements store.Chainer.
+func (db *DB) ApplyChain(ctx context.Context, batches ...*store.Batch) ([]store.Version, error) {
+	if len(batches) == 0 || len(batches) > store.ChainLinksMax {
+		return nil, fmt.Errorf("%w: chain of %d links (1..%d)", store.ErrInvalidBatch, len(batches), store.ChainLinksMax)
 	}
 	first, err := db.apply(ctx, batches)
 	if err != nil {
 		return nil, err
 	}
-	versions := make([]Version, len(batches))
+	versions := make([]store.Version, len(batches))
 	for i := range versions {
-		versions[i] = first + Version(i)
+		versions[i] = first + store.Version(i)
 	}
 	return versions, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -17,14 +18,14 @@ import (
 func TestApplyChain_LaterLinksSeeEarlierWrites(t *testing.T) {
 	ctx := context.Background()
 	db := openT(t, t.TempDir(), quiet(Options{}))
-	if _, err := db.Apply(ctx, new(Batch).Put([]byte("old"), []byte("0"))); err != nil {
+	if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("old"), []byte("0"))); err != nil {
 		t.Fatal(err)
 	}
-	first := Version(db.log.NextIndex())
+	first := store.Version(db.log.NextIndex())
 	vs, err := db.ApplyChain(ctx,
-		new(Batch).Absent([]byte("a")).Put([]byte("a"), []byte("1")).Delete([]byte("old")),
-		new(Batch).AtVersion([]byte("a"), first).Absent([]byte("old")).Put([]byte("b"), []byte("2")),
-		new(Batch).Present([]byte("b")).Put([]byte("a"), []byte("3")),
+		new(store.Batch).Absent([]byte("a")).Put([]byte("a"), []byte("1")).Delete([]byte("old")),
+		new(store.Batch).AtVersion([]byte("a"), first).Absent([]byte("old")).Put([]byte("b"), []byte("2")),
+		new(store.Batch).Present([]byte("b")).Put([]byte("a"), []byte("3")),
 	)
 	if err != nil {
 		t.Fatalf("ApplyChain: %v", err)
@@ -32,7 +33,7 @@ func TestApplyChain_LaterLinksSeeEarlierWrites(t *testing.T) {
 	if len(vs) != 3 || vs[0] != first || vs[1] != first+1 || vs[2] != first+2 {
 		t.Fatalf("versions %v, want %d, %d, %d", vs, first, first+1, first+2)
 	}
-	sameState(t, "after the chain", scanAll(t, db), map[string]Item{
+	sameState(t, "after the chain", scanAll(t, db), map[string]store.Item{
 		"a": {Value: []byte("3"), Version: vs[2]},
 		"b": {Value: []byte("2"), Version: vs[1]},
 	})
@@ -44,16 +45,16 @@ func TestApplyChain_LaterLinksSeeEarlierWrites(t *testing.T) {
 func TestApplyChain_AFailedLinkWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	db := openT(t, t.TempDir(), quiet(Options{}))
-	if _, err := db.Apply(ctx, new(Batch).Put([]byte("x"), []byte("0"))); err != nil {
+	if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("x"), []byte("0"))); err != nil {
 		t.Fatal(err)
 	}
 	before := scanAll(t, db)
 	next := db.log.NextIndex()
 	_, err := db.ApplyChain(ctx,
-		new(Batch).Put([]byte("a"), []byte("1")).Delete([]byte("x")),
-		new(Batch).Present([]byte("x")).Put([]byte("b"), []byte("2")), // x deleted by link 0
+		new(store.Batch).Put([]byte("a"), []byte("1")).Delete([]byte("x")),
+		new(store.Batch).Present([]byte("x")).Put([]byte("b"), []byte("2")), // x deleted by link 0
 	)
-	if key, ok := FailedKey(err); !ok || string(key) != "x" {
+	if key, ok := store.FailedKey(err); !ok || string(key) != "x" {
 		t.Fatalf("ApplyChain: %v, want a failed condition on x", err)
 	}
 	sameState(t, "after a rejected chain", scanAll(t, db), before)
@@ -69,9 +70,9 @@ func TestApplyChain_OneFsyncForTheWholeChain(t *testing.T) {
 	db := openT(t, t.TempDir(), quiet(Options{}))
 	before := db.Stats().WAL
 	if _, err := db.ApplyChain(ctx,
-		new(Batch).Put([]byte("a"), []byte("1")),
-		new(Batch).Put([]byte("b"), []byte("2")),
-		new(Batch).Put([]byte("c"), []byte("3")),
+		new(store.Batch).Put([]byte("a"), []byte("1")),
+		new(store.Batch).Put([]byte("b"), []byte("2")),
+		new(store.Batch).Put([]byte("c"), []byte("3")),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -86,18 +87,18 @@ func TestApplyChain_OneFsyncForTheWholeChain(t *testing.T) {
 func TestApplyChain_RejectsOversizedChains(t *testing.T) {
 	ctx := context.Background()
 	db := openT(t, t.TempDir(), quiet(Options{}))
-	links := make([]*Batch, ChainLinksMax+1)
+	links := make([]*store.Batch, store.ChainLinksMax+1)
 	for i := range links {
-		links[i] = new(Batch).Put([]byte{'k', byte(i)}, nil)
+		links[i] = new(store.Batch).Put([]byte{'k', byte(i)}, nil)
 	}
-	big := make([]byte, BatchBytesMax/2+1)
-	for name, chain := range map[string][]*Batch{
+	big := make([]byte, store.BatchBytesMax/2+1)
+	for name, chain := range map[string][]*store.Batch{
 		"no links":       nil,
 		"too many links": links,
-		"too many bytes": {new(Batch).Put([]byte("a"), big), new(Batch).Put([]byte("b"), big)},
-		"an empty link":  {new(Batch).Put([]byte("a"), nil), new(Batch)},
+		"too many bytes": {new(store.Batch).Put([]byte("a"), big), new(store.Batch).Put([]byte("b"), big)},
+		"an empty link":  {new(store.Batch).Put([]byte("a"), nil), new(store.Batch)},
 	} {
-		if _, err := db.ApplyChain(ctx, chain...); !errors.Is(err, ErrInvalidBatch) {
+		if _, err := db.ApplyChain(ctx, chain...); !errors.Is(err, store.ErrInvalidBatch) {
 			t.Errorf("%s: %v, want ErrInvalidBatch", name, err)
 		}
 	}
@@ -119,16 +120,16 @@ func TestApplyChain_EveryTornTailKeepsAPrefix(t *testing.T) {
 	crashAt := func(keep int) (first, second bool, unsynced int) {
 		disk := newMemDisk()
 		db := disk.open(t, opts)
-		if _, err := db.Apply(ctx, new(Batch).Put([]byte("base"), []byte("0"))); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("base"), []byte("0"))); err != nil {
 			t.Fatal(err)
 		}
 		disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
 		_, err := db.ApplyChain(ctx,
-			new(Batch).Put([]byte("link0"), []byte("prepared")),
-			new(Batch).Present([]byte("link0")).Put([]byte("link1"), []byte("decided")),
+			new(store.Batch).Put([]byte("link0"), []byte("prepared")),
+			new(store.Batch).Present([]byte("link0")).Put([]byte("link1"), []byte("decided")),
 		)
 		disarm()
-		if !errors.Is(err, ErrAmbiguous) {
+		if !errors.Is(err, store.ErrAmbiguous) {
 			t.Fatalf("ApplyChain whose fsync failed: %v, want ErrAmbiguous", err)
 		}
 		for _, n := range disk.Crash(db, memfs.KeepUnsynced(keep)) {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -112,31 +113,31 @@ type SegmentCheck struct {
 
 // CheckpointFile is one checkpoint file and whether it decodes whole.
 type CheckpointFile struct {
-	Name    string  `json:"name"`
-	Kind    string  `json:"kind"`  // "part", "delta" or "legacy"
-	Index   Version `json:"index"` // a part's generation (v0), a delta's own version
-	Seq     int     `json:"seq,omitempty"`
-	Base    Version `json:"base,omitempty"` // a delta's base generation
-	Prev    Version `json:"prev,omitempty"` // the link a delta follows
-	Last    bool    `json:"last,omitempty"` // a part that ends its generation
-	Records uint64  `json:"records"`
-	Bytes   int64   `json:"bytes"`
-	OK      bool    `json:"ok"`
+	Name    string        `json:"name"`
+	Kind    string        `json:"kind"`  // "part", "delta" or "legacy"
+	Index   store.Version `json:"index"` // a part's generation (v0), a delta's own version
+	Seq     int           `json:"seq,omitempty"`
+	Base    store.Version `json:"base,omitempty"` // a delta's base generation
+	Prev    store.Version `json:"prev,omitempty"` // the link a delta follows
+	Last    bool          `json:"last,omitempty"` // a part that ends its generation
+	Records uint64        `json:"records"`
+	Bytes   int64         `json:"bytes"`
+	OK      bool          `json:"ok"`
 }
 
 // ChainCheck is a checkpoint chain: a base generation and its deltas.
 type ChainCheck struct {
-	Base   Version  `json:"base"`
-	Deltas int      `json:"deltas"`
-	Tip    Version  `json:"tip"` // replay starts after it
-	Files  []string `json:"files"`
+	Base   store.Version `json:"base"`
+	Deltas int           `json:"deltas"`
+	Tip    store.Version `json:"tip"` // replay starts after it
+	Files  []string      `json:"files"`
 }
 
 // NamespaceCount is what one namespace holds.
 type NamespaceCount struct {
-	Namespace Namespace `json:"namespace"`
-	Keys      int64     `json:"keys"`
-	Bytes     int64     `json:"bytes"` // keys and values
+	Namespace store.Namespace `json:"namespace"`
+	Keys      int64           `json:"keys"`
+	Bytes     int64           `json:"bytes"` // keys and values
 }
 
 // Damaged reports whether any problem is damage.
@@ -233,8 +234,8 @@ type checker struct {
 	// bad names the checkpoint files that do not decode whole; versions
 	// lists every checkpoint file by the link it belongs to.
 	bad      map[string]bool
-	versions map[Version][]string
-	damaged  map[Version]bool // links with files moved aside as .damaged
+	versions map[store.Version][]string
+	damaged  map[store.Version]bool // links with files moved aside as .damaged
 }
 
 // problem adds a finding; path is made relative to the data dir.

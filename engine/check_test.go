@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -41,18 +42,18 @@ func newCheckFixture(t *testing.T) *checkFixture {
 	db := openT(t, f.dir, f.opts)
 	round := func(r, n int) {
 		for i := range n {
-			b := new(Batch)
+			b := new(store.Batch)
 			id := fmt.Sprintf("%03d", i)
-			for _, k := range [][]byte{NSReceipt.Key(id), NSTable.Key("t", "0", id), NSLease.Key("node", id)} {
+			for _, k := range [][]byte{store.NSReceipt.Key(id), store.NSTable.Key("t", "0", id), store.NSLease.Key("node", id)} {
 				v := fmt.Sprintf("round-%d-%s-%s", r, id, strings.Repeat("v", 20))
 				b.Put(k, []byte(v))
 				f.state[string(k)] = v
 			}
 			if r > 0 && i%5 == 0 {
-				k := NSLease.Key("node", id)
-				b = new(Batch).Delete(k).Put(NSMeta.Key("round", fmt.Sprint(r), id), []byte("m"))
+				k := store.NSLease.Key("node", id)
+				b = new(store.Batch).Delete(k).Put(store.NSMeta.Key("round", fmt.Sprint(r), id), []byte("m"))
 				delete(f.state, string(k))
-				f.state[string(NSMeta.Key("round", fmt.Sprint(r), id))] = "m"
+				f.state[string(store.NSMeta.Key("round", fmt.Sprint(r), id))] = "m"
 			}
 			apply(t, db, b)
 		}
@@ -78,10 +79,10 @@ func newCheckFixture(t *testing.T) *checkFixture {
 func (f *checkFixture) wal(name string) string { return filepath.Join(f.dir, walDirName, name) }
 
 // counts is what the model holds by namespace.
-func (f *checkFixture) counts() map[Namespace][2]int64 {
-	out := map[Namespace][2]int64{}
+func (f *checkFixture) counts() map[store.Namespace][2]int64 {
+	out := map[store.Namespace][2]int64{}
 	for k, v := range f.state {
-		for _, ns := range Namespaces {
+		for _, ns := range store.Namespaces {
 			if ns.Has([]byte(k)) {
 				c := out[ns]
 				out[ns] = [2]int64{c[0] + 1, c[1] + int64(len(k)+len(v))}
@@ -355,7 +356,7 @@ func TestCheck_AfterAFallbackTheFilesMovedAsideAreNotesNotDamage(t *testing.T) {
 func TestCheck_KeysOutsideEveryNamespaceAreDamage(t *testing.T) {
 	dir := t.TempDir()
 	db := openT(t, dir, quiet(Options{}))
-	apply(t, db, new(Batch).Put(NSMeta.Key("x"), []byte("1")).Put([]byte("stray/1"), []byte("2")))
+	apply(t, db, new(store.Batch).Put(store.NSMeta.Key("x"), []byte("1")).Put([]byte("stray/1"), []byte("2")))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -419,16 +420,16 @@ func TestCheck_ReadsALegacySingleFileCheckpointAndFindsItsDamage(t *testing.T) {
 	dir := t.TempDir()
 	db := openT(t, dir, quiet(Options{CheckpointLogBytes: -1}))
 	for i := range 30 {
-		apply(t, db, new(Batch).Put(NSMeta.Key(fmt.Sprint(i)), []byte("v")))
+		apply(t, db, new(store.Batch).Put(store.NSMeta.Key(fmt.Sprint(i)), []byte("v")))
 	}
 	snap := db.Snapshot()
-	apply(t, db, new(Batch).Put(NSMeta.Key("after"), []byte("v")))
+	apply(t, db, new(store.Batch).Put(store.NSMeta.Key("after"), []byte("v")))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// What an earlier version wrote for snap (legacy_test.go).
 	img := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64([]byte(legacyMagic), uint64(snap.Version())), uint64(snap.Len()))
-	snap.Ascend(nil, func(it Item) bool {
+	snap.Ascend(nil, func(it store.Item) bool {
 		img = binary.AppendUvarint(binary.AppendUvarint(img, uint64(len(it.Key))), uint64(len(it.Value)))
 		img = binary.AppendUvarint(append(append(img, it.Key...), it.Value...), uint64(it.Version))
 		return true
@@ -457,9 +458,9 @@ func TestCheck_EveryStepOfAChainsLifeIsClean(t *testing.T) {
 	for step := range 5 {
 		db := openT(t, dir, opts)
 		for i := range 20 {
-			k := NSTable.Key("t", fmt.Sprint(step), fmt.Sprint(i%(10+step)))
+			k := store.NSTable.Key("t", fmt.Sprint(step), fmt.Sprint(i%(10+step)))
 			keys[string(k)] = true
-			apply(t, db, new(Batch).Put(k, []byte(strings.Repeat("v", 30))))
+			apply(t, db, new(store.Batch).Put(k, []byte(strings.Repeat("v", 30))))
 		}
 		if step > 0 {
 			checkpointT(t, db)
@@ -474,7 +475,7 @@ func TestCheck_EveryStepOfAChainsLifeIsClean(t *testing.T) {
 	}
 }
 
-func (c *ChainCheck) tipOrZero() Version {
+func (c *ChainCheck) tipOrZero() store.Version {
 	if c == nil {
 		return 0
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/idemdb/idem/store"
 )
 
 // checkChain finds the chain an open would load — by loadCheckpoint's own
@@ -31,7 +33,7 @@ func (c *checker) checkChain() {
 		logFirst = c.rep.WAL.FirstIndex
 	}
 	chosen, gapTip, chained := c.chooseChain(gens, deltas, logFirst)
-	tip := Version(0)
+	tip := store.Version(0)
 	if chosen != nil {
 		tip = chosen.tip()
 		c.rep.Chain = &ChainCheck{Base: chosen.base.v0, Deltas: len(chosen.deltas), Tip: tip, Files: chosen.files()}
@@ -64,7 +66,7 @@ func (c *checker) checkChain() {
 // unless the log no longer reaches back to it (gapTip then says where the
 // newest such chain ended, else -1). chained names every delta on the
 // chain of a complete generation.
-func (c *checker) chooseChain(gens []generation, deltas map[Version][]deltaMeta, logFirst uint64) (chosen *ckptChain, gapTip int64, chained map[string]bool) {
+func (c *checker) chooseChain(gens []generation, deltas map[store.Version][]deltaMeta, logFirst uint64) (chosen *ckptChain, gapTip int64, chained map[string]bool) {
 	gapTip, chained = -1, map[string]bool{}
 	decided := false
 	for _, g := range gens {
@@ -113,7 +115,7 @@ func (c *checker) anyBad(parts []partMeta) bool {
 
 // checkDeltaLinks reports the deltas no chain reaches: damage if newer
 // than the tip (an open cannot use them), else leftovers of older chains.
-func (c *checker) checkDeltaLinks(deltas map[Version][]deltaMeta, chained map[string]bool, tip Version) {
+func (c *checker) checkDeltaLinks(deltas map[store.Version][]deltaMeta, chained map[string]bool, tip store.Version) {
 	for _, d := range sortedDeltas(deltas) {
 		switch {
 		case chained[d.name]:
@@ -130,10 +132,10 @@ func (c *checker) checkDeltaLinks(deltas map[Version][]deltaMeta, chained map[st
 
 // checkGenerations reports the incomplete generations: damage if the log
 // says it was completed, else an interrupted checkpoint.
-func (c *checker) checkGenerations(gens []generation, tip Version, chosen *ckptChain) {
-	recorded := map[Version]bool{}
+func (c *checker) checkGenerations(gens []generation, tip store.Version, chosen *ckptChain) {
+	recorded := map[store.Version]bool{}
 	for _, v := range c.recorded {
-		recorded[Version(v)] = true
+		recorded[store.Version(v)] = true
 	}
 	for _, g := range gens {
 		switch {
@@ -157,8 +159,8 @@ func (c *checker) checkGenerations(gens []generation, tip Version, chosen *ckptC
 // checkFallback reports the links newer than the tip an open would load:
 // recorded in the log, or on disk, they make it fall back. usable says
 // the open would still succeed (else its refusal is reported already).
-func (c *checker) checkFallback(gens []generation, deltas map[Version][]deltaMeta, tip Version, usable bool) {
-	lost := map[Version]bool{}
+func (c *checker) checkFallback(gens []generation, deltas map[store.Version][]deltaMeta, tip store.Version, usable bool) {
+	lost := map[store.Version]bool{}
 	for _, g := range gens {
 		if g.complete() && g.v0 > tip {
 			lost[g.v0] = true
@@ -178,19 +180,19 @@ func (c *checker) checkFallback(gens []generation, deltas map[Version][]deltaMet
 	}
 	seen := map[uint64]bool{}
 	for _, v := range c.recorded {
-		if Version(v) <= tip || seen[v] {
+		if store.Version(v) <= tip || seen[v] {
 			continue
 		}
 		seen[v] = true
 		switch {
-		case len(c.versions[Version(v)]) > 0:
-			lost[Version(v)] = true // its files are reported on their own
-		case c.damaged[Version(v)]:
-			c.problem(ProblemNote, c.path(genName(Version(v))), OffsetUnknown,
+		case len(c.versions[store.Version(v)]) > 0:
+			lost[store.Version(v)] = true // its files are reported on their own
+		case c.damaged[store.Version(v)]:
+			c.problem(ProblemNote, c.path(genName(store.Version(v))), OffsetUnknown,
 				"the log records this checkpoint, and an earlier open moved its files aside as damaged: it fell back to an older one, losing nothing")
 		default:
-			lost[Version(v)] = true
-			c.problem(ProblemDamage, c.path(linkFile(Version(v), deltas)), OffsetUnknown,
+			lost[store.Version(v)] = true
+			c.problem(ProblemDamage, c.path(linkFile(store.Version(v), deltas)), OffsetUnknown,
 				"the log records writing this checkpoint, but none of its files is here")
 		}
 	}
@@ -210,12 +212,12 @@ func (c *checker) checkFallback(gens []generation, deltas map[Version][]deltaMet
 func (c *checker) path(name string) string { return filepath.Join(c.dir, name) }
 
 // genFiles names a generation's files by the prefix they share.
-func genFiles(v0 Version) string { return genName(v0) + "-*" + ckptSuffix }
+func genFiles(v0 store.Version) string { return genName(v0) + "-*" + ckptSuffix }
 
 // linkFile names the files of the missing link at v as well as the deltas
 // that name it tell: a delta's if one follows it on another base, the
 // base's if one names it as its base, else their common prefix.
-func linkFile(v Version, deltas map[Version][]deltaMeta) string {
+func linkFile(v store.Version, deltas map[store.Version][]deltaMeta) string {
 	for _, d := range sortedDeltas(deltas) {
 		switch {
 		case d.base == v:
@@ -228,7 +230,7 @@ func linkFile(v Version, deltas map[Version][]deltaMeta) string {
 }
 
 // linkName names the link at v of a chain on base.
-func (c *checker) linkName(v, base Version) string {
+func (c *checker) linkName(v, base store.Version) string {
 	if v == base {
 		return genFiles(base) + " (the base)"
 	}
@@ -236,7 +238,7 @@ func (c *checker) linkName(v, base Version) string {
 }
 
 // linkState says what is wrong with the link at v.
-func (c *checker) linkState(v Version) string {
+func (c *checker) linkState(v store.Version) string {
 	names := c.versions[v]
 	if len(names) == 0 {
 		return "is missing"
@@ -261,7 +263,7 @@ func partList(g generation) string {
 }
 
 // sortedDeltas lists the deltas by version, for a stable report.
-func sortedDeltas(deltas map[Version][]deltaMeta) []deltaMeta {
+func sortedDeltas(deltas map[store.Version][]deltaMeta) []deltaMeta {
 	var out []deltaMeta
 	for _, ds := range deltas {
 		out = append(out, ds...)

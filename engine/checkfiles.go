@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -14,7 +15,7 @@ import (
 // with, and notes the files that earlier recoveries kept and those that
 // are not the engine's.
 func (c *checker) checkFiles() {
-	c.bad, c.versions, c.damaged = map[string]bool{}, map[Version][]string{}, map[Version]bool{}
+	c.bad, c.versions, c.damaged = map[string]bool{}, map[store.Version][]string{}, map[store.Version]bool{}
 	ents, err := c.fs.ReadDir(c.dir)
 	if err != nil {
 		c.problem(ProblemDamage, c.dir, OffsetUnknown, "the data dir cannot be listed: %v", err)
@@ -69,13 +70,13 @@ func (c *checker) checkCkptFile(name string) {
 
 // parseLegacyName returns the index of a single-file checkpoint of an
 // earlier version, ckpt-<index>.ckpt, as listGenerations reads it.
-func parseLegacyName(name string) (Version, bool) {
+func parseLegacyName(name string) (store.Version, bool) {
 	rest, ok := strings.CutSuffix(strings.TrimPrefix(name, ckptPrefix), ckptSuffix)
 	if !ok {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(rest, 10, 64)
-	return Version(v), err == nil
+	return store.Version(v), err == nil
 }
 
 func (c *checker) size(name string) int64 {
@@ -96,7 +97,7 @@ func (c *checker) checkPart(f *CheckpointFile) error {
 	if err != nil {
 		return err
 	}
-	return decodePart(data, m, func([]byte, []byte, Version, bool) {})
+	return decodePart(data, m, func([]byte, []byte, store.Version, bool) {})
 }
 
 func (c *checker) checkDelta(f *CheckpointFile) error {
@@ -119,5 +120,5 @@ func (c *checker) checkLegacy(f *CheckpointFile) error {
 		return err
 	}
 	f.Bytes = int64(len(data))
-	return decodePart(data, partMeta{name: f.Name, v0: f.Index, legacy: true}, func([]byte, []byte, Version, bool) { f.Records++ })
+	return decodePart(data, partMeta{name: f.Name, v0: f.Index, legacy: true}, func([]byte, []byte, store.Version, bool) { f.Records++ })
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -25,9 +26,9 @@ const (
 
 // RecoveryCheck is what the open under Check did.
 type RecoveryCheck struct {
-	FromCheckpoint  Version `json:"from_checkpoint"` // 0: the whole log
-	ReplayedEntries int64   `json:"replayed_entries"`
-	ReplayedBytes   int64   `json:"replayed_bytes"`
+	FromCheckpoint  store.Version `json:"from_checkpoint"` // 0: the whole log
+	ReplayedEntries int64         `json:"replayed_entries"`
+	ReplayedBytes   int64         `json:"replayed_bytes"`
 }
 
 // load builds the state an open would build, by running Open itself on a
@@ -72,7 +73,7 @@ func (c *checker) load() {
 	}
 }
 
-func (c *checker) tip() Version {
+func (c *checker) tip() store.Version {
 	if c.rep.Chain == nil {
 		return 0
 	}
@@ -83,7 +84,7 @@ func (c *checker) tip() Version {
 func (c *checker) refused(err error) {
 	file, offset := c.dir, int64(OffsetUnknown)
 	var we *wal.CorruptionError
-	var ce *CorruptionError
+	var ce *store.CorruptionError
 	switch {
 	case errors.As(err, &we):
 		file, offset = we.Path, we.Offset
@@ -95,8 +96,8 @@ func (c *checker) refused(err error) {
 
 // count sums the open's tree by namespace; a key in none is damage.
 func (c *checker) count(db *DB) {
-	counts := make([]NamespaceCount, len(Namespaces))
-	for i, ns := range Namespaces {
+	counts := make([]NamespaceCount, len(store.Namespaces))
+	for i, ns := range store.Namespaces {
 		counts[i].Namespace = ns
 	}
 	db.treeMu.RLock()
@@ -106,7 +107,7 @@ func (c *checker) count(db *DB) {
 		n := int64(len(key) + len(it.Value()))
 		c.rep.Keys++
 		c.rep.Bytes += n
-		for i, ns := range Namespaces {
+		for i, ns := range store.Namespaces {
 			if ns.Has(key) {
 				counts[i].Keys++
 				counts[i].Bytes += n

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -24,7 +25,7 @@ func (c *checker) checkLog() {
 		switch e.Kind {
 		case wal.KindBatch:
 			sum.Batches++
-			if err := decodeBody(e.Body, func(Op) {}); err != nil {
+			if err := decodeBody(e.Body, func(store.Op) {}); err != nil {
 				c.problem(ProblemDamage, filepath.Join(walDir, e.Segment), OffsetUnknown,
 					"entry %d: its checksum holds but its batch does not decode (%v), so it was written so; replay refuses it", e.Index, err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -33,7 +34,7 @@ import (
 
 // pendingGen is a generation being written: where it resumes.
 type pendingGen struct {
-	v0    Version
+	v0    store.Version
 	exact bool       // every part so far from the snapshot at v0
 	parts []partMeta // written so far, in key order
 }
@@ -54,7 +55,7 @@ func (g *pendingGen) next() (seq int, start []byte) {
 // (vlog_gc.go). It may run concurrently with Apply.
 func (db *DB) Checkpoint() (err error) {
 	if db.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
@@ -193,7 +194,7 @@ func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 	if err := db.log.TruncateFront(keepFrom); err != nil {
 		return fmt.Errorf("engine: truncate log after checkpoint %s: %w", genName(v), err)
 	}
-	if err := db.removeCheckpointFilesBut(db.keptFiles(), Version(keepFrom-1)); err != nil {
+	if err := db.removeCheckpointFilesBut(db.keptFiles(), store.Version(keepFrom-1)); err != nil {
 		return err
 	}
 	return db.removeRetired()
@@ -222,7 +223,7 @@ func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMe
 				if err != nil {
 					return err
 				}
-				dw.put(it.Key(), val, Version(it.Version), indirect)
+				dw.put(it.Key(), val, store.Version(it.Version), indirect)
 			} else if k.existed || !c.exact {
 				dw.tombstone(k.key)
 			}
@@ -386,7 +387,7 @@ func (db *DB) logCheckpointBody(body []byte) error {
 	if db.failed != nil {
 		db.mu.Unlock()
 		db.log.Unreserve()
-		return fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
+		return fmt.Errorf("%w: %w", store.ErrFailStopped, db.failed)
 	}
 	_, commit, err := db.log.Enqueue(wal.KindCheckpoint, body, nil)
 	db.mu.Unlock()
@@ -422,7 +423,7 @@ func (w *writebackFile) Write(p []byte) (int, error) {
 // removeCheckpointFilesBut removes every checkpoint file not in keep —
 // older chains, abandoned incomplete generations, stale parts — and the
 // damaged ones moved aside that the link at prev supersedes.
-func (db *DB) removeCheckpointFilesBut(keep map[string]bool, prev Version) error {
+func (db *DB) removeCheckpointFilesBut(keep map[string]bool, prev store.Version) error {
 	ents, err := db.fs.ReadDir(db.dir)
 	if err != nil {
 		return err
@@ -448,7 +449,7 @@ func (db *DB) removeCheckpointFilesBut(keep map[string]bool, prev Version) error
 }
 
 // ckptOwner is the generation a checkpoint file belongs to.
-func ckptOwner(name string) Version {
+func ckptOwner(name string) store.Version {
 	rest := strings.TrimPrefix(name, ckptPrefix)
 	if len(rest) < 20 {
 		return 0
@@ -457,7 +458,7 @@ func ckptOwner(name string) Version {
 	if err != nil {
 		return 0
 	}
-	return Version(v)
+	return store.Version(v)
 }
 
 // Retry bounds of automatic checkpoints: a failed checkpoint (a full
@@ -480,7 +481,7 @@ func (db *DB) checkpointer() {
 		case <-db.ckptRequests:
 		}
 		err := db.Checkpoint()
-		if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, errCheckpointStopped) {
+		if err == nil || errors.Is(err, store.ErrClosed) || errors.Is(err, errCheckpointStopped) {
 			backoff = 0
 			continue
 		}

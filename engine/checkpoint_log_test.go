@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/idemdb/idem/store"
 )
 
 // TestCheckpoint_LogsCompletion: a completed checkpoint is reported at info
@@ -16,7 +18,7 @@ func TestCheckpoint_LogsCompletion(t *testing.T) {
 	var logs bytes.Buffer
 	db := openT(t, t.TempDir(), Options{CheckpointLogBytes: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	defer db.Close()
-	v, err := db.Apply(context.Background(), new(Batch).Put([]byte("a"), []byte("1")))
+	v, err := db.Apply(context.Background(), new(store.Batch).Put([]byte("a"), []byte("1")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -46,7 +47,7 @@ type ckptChain struct {
 }
 
 // tip is the chain's newest link: where replay starts after it.
-func (c *ckptChain) tip() Version {
+func (c *ckptChain) tip() store.Version {
 	if len(c.deltas) > 0 {
 		return c.deltas[len(c.deltas)-1].v
 	}
@@ -81,12 +82,12 @@ func (c *ckptChain) with(d deltaMeta) *ckptChain {
 // listDeltas returns the deltas in dir whose header and trailer read, by
 // the version of the link they follow, and removes the temporary files of
 // interrupted ones.
-func listDeltas(fsys vfs.FS, dir string) (map[Version][]deltaMeta, error) {
+func listDeltas(fsys vfs.FS, dir string) (map[store.Version][]deltaMeta, error) {
 	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	out := map[Version][]deltaMeta{}
+	out := map[store.Version][]deltaMeta{}
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasPrefix(name, ckptPrefix) {
@@ -120,7 +121,7 @@ func listDeltas(fsys vfs.FS, dir string) (map[Version][]deltaMeta, error) {
 // so no two chains disagree about one. Of two deltas on one link (only a
 // crash between writing one and recording it could leave them), the newer
 // is taken.
-func chainOf(g generation, deltas map[Version][]deltaMeta) *ckptChain {
+func chainOf(g generation, deltas map[store.Version][]deltaMeta) *ckptChain {
 	c := &ckptChain{base: g}
 	for {
 		ds := deltas[c.tip()]

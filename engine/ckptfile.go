@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/idemdb/idem/fault"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -16,6 +15,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemdb/idem/fault"
+
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -71,21 +73,21 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // genName names a generation in messages: the prefix its files share.
-func genName(v0 Version) string { return fmt.Sprintf("%s%020d", ckptPrefix, v0) }
+func genName(v0 store.Version) string { return fmt.Sprintf("%s%020d", ckptPrefix, v0) }
 
-func partName(v0 Version, seq int) string {
+func partName(v0 store.Version, seq int) string {
 	return fmt.Sprintf("%s-%06d%s", genName(v0), seq, ckptSuffix)
 }
 
-func legacyName(index Version) string { return genName(index) + ckptSuffix }
+func legacyName(index store.Version) string { return genName(index) + ckptSuffix }
 
 // partMeta is what a part's header and trailer say, read without its
 // records.
 type partMeta struct {
 	name       string
-	v0         Version
+	v0         store.Version
 	seq        int
-	version    Version
+	version    store.Version
 	start, end []byte
 	last       bool
 	count      uint64
@@ -96,7 +98,7 @@ type partMeta struct {
 
 // generation is one checkpoint: its parts in order.
 type generation struct {
-	v0    Version
+	v0    store.Version
 	parts []partMeta
 }
 
@@ -143,7 +145,7 @@ func listGenerations(fsys vfs.FS, dir string) ([]generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	byV0 := map[Version]*generation{}
+	byV0 := map[store.Version]*generation{}
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasPrefix(name, ckptPrefix) {
@@ -166,7 +168,7 @@ func listGenerations(fsys vfs.FS, dir string) ([]generation, error) {
 			if err != nil {
 				continue
 			}
-			m = partMeta{name: name, v0: Version(v), version: Version(v), last: true, legacy: true}
+			m = partMeta{name: name, v0: store.Version(v), version: store.Version(v), last: true, legacy: true}
 			if fi, err := e.Info(); err == nil {
 				m.size = fi.Size()
 			}
@@ -188,7 +190,7 @@ func listGenerations(fsys vfs.FS, dir string) ([]generation, error) {
 }
 
 // parsePartName returns the v0 and seq a part's name gives.
-func parsePartName(name string) (Version, int, bool) {
+func parsePartName(name string) (store.Version, int, bool) {
 	rest := strings.TrimSuffix(strings.TrimPrefix(name, ckptPrefix), ckptSuffix)
 	v, s, ok := strings.Cut(rest, "-")
 	if !ok {
@@ -196,7 +198,7 @@ func parsePartName(name string) (Version, int, bool) {
 	}
 	v0, err1 := strconv.ParseUint(v, 10, 64)
 	seq, err2 := strconv.Atoi(s)
-	return Version(v0), seq, err1 == nil && err2 == nil && seq >= 0
+	return store.Version(v0), seq, err1 == nil && err2 == nil && seq >= 0
 }
 
 // readPartMeta reads a part's header and trailer, not its records.
@@ -218,11 +220,11 @@ func readPartMeta(fsys vfs.FS, dir, name string) (partMeta, error) {
 	if size < partHeaderMin+1+partTrailerLen {
 		return partMeta{}, errors.New("short part")
 	}
-	tail := make([]byte, min(size-partHeaderMin, partTrailerLen+KeyBytesMax))
+	tail := make([]byte, min(size-partHeaderMin, partTrailerLen+store.KeyBytesMax))
 	if _, err := f.ReadAt(tail, size-int64(len(tail))); err != nil {
 		return partMeta{}, err
 	}
-	hdr := make([]byte, min(size, partHeaderMin+binary.MaxVarintLen64+KeyBytesMax))
+	hdr := make([]byte, min(size, partHeaderMin+binary.MaxVarintLen64+store.KeyBytesMax))
 	if _, err := f.ReadAt(hdr, 0); err != nil && !errors.Is(err, io.EOF) {
 		return partMeta{}, err
 	}
@@ -272,12 +274,12 @@ func parsePartHeader(b []byte) (partMeta, int, error) {
 	}
 	m := partMeta{
 		flagged: string(b[:8]) == partMagic,
-		v0:      Version(binary.LittleEndian.Uint64(b[8:])),
+		v0:      store.Version(binary.LittleEndian.Uint64(b[8:])),
 		seq:     int(binary.LittleEndian.Uint32(b[16:])),
-		version: Version(binary.LittleEndian.Uint64(b[20:])),
+		version: store.Version(binary.LittleEndian.Uint64(b[20:])),
 	}
 	n, k := binary.Uvarint(b[partHeaderMin:])
-	if k <= 0 || n > KeyBytesMax || uint64(len(b)-partHeaderMin-k) < n {
+	if k <= 0 || n > store.KeyBytesMax || uint64(len(b)-partHeaderMin-k) < n {
 		return partMeta{}, 0, errors.New("bad start key")
 	}
 	at := partHeaderMin + k
@@ -291,7 +293,7 @@ func parsePartHeader(b []byte) (partMeta, int, error) {
 // decodePart validates a whole part image against its meta and calls fn
 // for each record in order. Keys and values alias data, the value right
 // after its key.
-func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Version, indirect bool)) error {
+func decodePart(data []byte, m partMeta, fn func(key, value []byte, version store.Version, indirect bool)) error {
 	if m.legacy {
 		at, err := decodeLegacy(data, fn)
 		if err == nil && at != m.v0 {
@@ -313,7 +315,7 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Vers
 		return err
 	}
 	prev := m.start
-	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.flagged, func(k, v []byte, ver Version, indirect bool) error {
+	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.flagged, func(k, v []byte, ver store.Version, indirect bool) error {
 		if bytes.Compare(k, prev) < 0 || (len(m.end) > 0 && bytes.Compare(k, m.end) >= 0) {
 			return fmt.Errorf("key %q outside the part's range", k)
 		}
@@ -333,7 +335,7 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version Vers
 // decodeRecords decodes count records no newer than at, in strictly
 // increasing key order, and returns how many bytes they took. flagged
 // says the value lengths carry the indirect bit.
-func decodeRecords(rest []byte, count uint64, at Version, flagged bool, fn func(key, value []byte, version Version, indirect bool) error) (int, error) {
+func decodeRecords(rest []byte, count uint64, at store.Version, flagged bool, fn func(key, value []byte, version store.Version, indirect bool) error) (int, error) {
 	total := len(rest)
 	var prev []byte
 	for i := uint64(0); i < count; i++ {
@@ -360,7 +362,7 @@ func decodeRecords(rest []byte, count uint64, at Version, flagged bool, fn func(
 		key, val := r[:klen:klen+vlen], r[klen:klen+vlen:klen+vlen]
 		r = r[klen+vlen:]
 		ver, n := binary.Uvarint(r)
-		if n <= 0 || ver == 0 || Version(ver) > at {
+		if n <= 0 || ver == 0 || store.Version(ver) > at {
 			return 0, fmt.Errorf("record %d: bad version", i)
 		}
 		if prev != nil && bytes.Compare(prev, key) >= 0 {
@@ -368,7 +370,7 @@ func decodeRecords(rest []byte, count uint64, at Version, flagged bool, fn func(
 		}
 		prev = key
 		rest = r[n:]
-		if err := fn(key, val, Version(ver), indirect); err != nil {
+		if err := fn(key, val, store.Version(ver), indirect); err != nil {
 			return 0, err
 		}
 	}
@@ -376,7 +378,7 @@ func decodeRecords(rest []byte, count uint64, at Version, flagged bool, fn func(
 }
 
 // decodeLegacy validates an IDEMCKP2 checkpoint and calls fn for each record.
-func decodeLegacy(data []byte, fn func(key, value []byte, version Version, indirect bool)) (Version, error) {
+func decodeLegacy(data []byte, fn func(key, value []byte, version store.Version, indirect bool)) (store.Version, error) {
 	if len(data) < legacyHeaderLen+legacyFooterLen {
 		return 0, errors.New("short file")
 	}
@@ -390,9 +392,9 @@ func decodeLegacy(data []byte, fn func(key, value []byte, version Version, indir
 	if binary.LittleEndian.Uint32(ftr[:4]) != crc32.Checksum(body, castagnoli) {
 		return 0, errors.New("checksum mismatch")
 	}
-	at := Version(binary.LittleEndian.Uint64(body[8:]))
+	at := store.Version(binary.LittleEndian.Uint64(body[8:]))
 	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at, false,
-		func(k, v []byte, ver Version, _ bool) error { fn(k, v, ver, false); return nil })
+		func(k, v []byte, ver store.Version, _ bool) error { fn(k, v, ver, false); return nil })
 	if err != nil {
 		return 0, err
 	}
@@ -417,7 +419,7 @@ type hashWriter interface {
 	Sum32() uint32
 }
 
-func newPartWriter(w io.Writer, v0 Version, seq int, version Version, start []byte) *partWriter {
+func newPartWriter(w io.Writer, v0 store.Version, seq int, version store.Version, start []byte) *partWriter {
 	p := &partWriter{w: w, crc: crc32.New(castagnoli)}
 	p.bw = bufio.NewWriterSize(io.MultiWriter(w, p.crc), 1<<20)
 	var hdr [partHeaderMin]byte

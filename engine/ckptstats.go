@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -56,7 +57,7 @@ func newCkptStats() *ckptStats { return &ckptStats{duration: wal.NewHistogram(ck
 // by Checkpoint, under ckptMu.
 func (db *DB) observeCheckpoint(start time.Time, prev uint64, errp *error) {
 	switch err := *errp; {
-	case errors.Is(err, errCheckpointStopped), errors.Is(err, ErrClosed):
+	case errors.Is(err, errCheckpointStopped), errors.Is(err, store.ErrClosed):
 		// Interrupted by Close, as the checkpointer sees it: not a failure,
 		// and the next open resumes it.
 	case err != nil:

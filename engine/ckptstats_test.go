@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 )
 
 // TestCheckpointStats_CountCompletedFailedAndBytes: a checkpoint with
@@ -22,7 +23,7 @@ func TestCheckpointStats_CountCompletedFailedAndBytes(t *testing.T) {
 	put := func(i int) {
 		t.Helper()
 		k := []byte(fmt.Sprintf("k%03d", i))
-		if _, err := db.Apply(ctx, new(Batch).Put(k, []byte("v"))); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put(k, []byte("v"))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,11 +82,11 @@ func TestStats_FailStopped(t *testing.T) {
 		t.Fatal("a new store is fail-stopped")
 	}
 	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("eio")`)
-	if _, err := db.Apply(ctx, new(Batch).Put([]byte("k"), []byte("v"))); !errors.Is(err, ErrAmbiguous) {
+	if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("k"), []byte("v"))); !errors.Is(err, store.ErrAmbiguous) {
 		t.Fatalf("Apply during a failed fsync: %v", err)
 	}
 	disarm()
-	if !db.Stats().FailStopped || !errors.Is(db.Health(), ErrFailStopped) {
+	if !db.Stats().FailStopped || !errors.Is(db.Health(), store.ErrFailStopped) {
 		t.Fatalf("after a failed fsync: Stats().FailStopped %v, Health %v", db.Stats().FailStopped, db.Health())
 	}
 }

@@ -1,6 +1,10 @@
 package engine
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/idemdb/idem/store"
+)
 
 // A batch's log body holds only its writes; conditions were decided before
 // the batch was sequenced and are not replayed:
@@ -13,7 +17,7 @@ const (
 	opDelete = 2
 )
 
-func encodedBodySize(ops []Op) int {
+func encodedBodySize(ops []store.Op) int {
 	n := binary.MaxVarintLen64
 	for _, op := range ops {
 		n += 1 + binary.MaxVarintLen64 + len(op.Key)
@@ -24,7 +28,7 @@ func encodedBodySize(ops []Op) int {
 	return n
 }
 
-func encodeBody(dst []byte, ops []Op) []byte {
+func encodeBody(dst []byte, ops []store.Op) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(ops)))
 	for _, op := range ops {
 		if op.Delete {
@@ -43,7 +47,7 @@ func encodeBody(dst []byte, ops []Op) []byte {
 }
 
 // decodeBody calls fn for each op of a body; keys and values alias body.
-func decodeBody(body []byte, fn func(op Op)) error {
+func decodeBody(body []byte, fn func(op store.Op)) error {
 	n, k := binary.Uvarint(body)
 	if k <= 0 || n > uint64(len(body)) {
 		return errBadBody
@@ -62,14 +66,14 @@ func decodeBody(body []byte, fn func(op Op)) error {
 		body = rest
 		switch kind {
 		case opDelete:
-			fn(Op{Key: key, Delete: true})
+			fn(store.Op{Key: key, Delete: true})
 		case opPut:
 			val, rest, ok := cutBytes(body)
 			if !ok {
 				return errBadBody
 			}
 			body = rest
-			fn(Op{Key: key, Value: val})
+			fn(store.Op{Key: key, Value: val})
 		default:
 			return errBadBody
 		}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -40,7 +41,7 @@ func TestConcurrency_CASHasOneWinnerPerVersion(t *testing.T) {
 	ckey := func(i int) string { return "ctr/" + strconv.Itoa(i) }
 
 	type win struct {
-		observed, version Version
+		observed, version store.Version
 		batch             string
 	}
 	var mu sync.Mutex
@@ -60,16 +61,16 @@ func TestConcurrency_CASHasOneWinnerPerVersion(t *testing.T) {
 					return
 				default:
 				}
-				var items []Item
+				var items []store.Item
 				switch n % 3 {
 				case 0:
 					var err error
-					if items, err = db.Scan(ctx, []byte("ctr/"), PrefixEnd([]byte("ctr/")), 100); err != nil {
+					if items, err = db.Scan(ctx, []byte("ctr/"), store.PrefixEnd([]byte("ctr/")), 100); err != nil {
 						t.Errorf("scan: %v", err)
 						return
 					}
 				case 1:
-					db.Snapshot().Ascend([]byte("ctr/"), func(it Item) bool { items = append(items, it); return true })
+					db.Snapshot().Ascend([]byte("ctr/"), func(it store.Item) bool { items = append(items, it); return true })
 				case 2:
 					for i := 0; i < keys; i++ {
 						if it, err := db.Get(ctx, []byte(ckey(i))); err == nil {
@@ -106,8 +107,8 @@ func TestConcurrency_CASHasOneWinnerPerVersion(t *testing.T) {
 					ks = append(ks, ckey(i))
 				}
 				id := fmt.Sprintf("w%d.%d", w, attempt)
-				b := new(Batch)
-				obs := make([]Version, len(ks))
+				b := new(store.Batch)
+				obs := make([]store.Version, len(ks))
 				for i, k := range ks {
 					var cur casValue
 					if it, err := db.Get(ctx, []byte(k)); err == nil {
@@ -115,7 +116,7 @@ func TestConcurrency_CASHasOneWinnerPerVersion(t *testing.T) {
 							t.Error(err)
 							return
 						}
-					} else if !errors.Is(err, ErrNotFound) {
+					} else if !errors.Is(err, store.ErrNotFound) {
 						t.Errorf("get: %v", err)
 						return
 					}
@@ -125,7 +126,7 @@ func TestConcurrency_CASHasOneWinnerPerVersion(t *testing.T) {
 				}
 				v, err := db.Apply(ctx, b)
 				switch {
-				case errors.Is(err, ErrConditionFailed):
+				case errors.Is(err, store.ErrConditionFailed):
 					runtime.Gosched()
 					continue
 				case err != nil:
@@ -152,7 +153,7 @@ func TestConcurrency_CASHasOneWinnerPerVersion(t *testing.T) {
 		ws := wins[k]
 		total += len(ws)
 		sort.Slice(ws, func(a, b int) bool { return ws[a].version < ws[b].version })
-		var prev Version
+		var prev store.Version
 		for j, w := range ws {
 			if w.observed != prev {
 				t.Errorf("%s: win %d (batch %s at %d) observed version %d, but the previous winner wrote %d", k, j, w.batch, w.version, w.observed, prev)
@@ -190,10 +191,10 @@ type casValue struct {
 	count   int
 	batch   string
 	keys    []string
-	version Version
+	version store.Version
 }
 
-func parseCAS(it Item) (casValue, error) {
+func parseCAS(it store.Item) (casValue, error) {
 	f := strings.Split(string(it.Value), "|")
 	if len(f) != 3 {
 		return casValue{}, fmt.Errorf("%s: malformed value %q", it.Key, it.Value)
@@ -205,8 +206,8 @@ func parseCAS(it Item) (casValue, error) {
 	return casValue{count: n, batch: f[1], keys: strings.Split(f[2], ","), version: it.Version}, nil
 }
 
-func mapItems(m map[string]Item) []Item {
-	var out []Item
+func mapItems(m map[string]store.Item) []store.Item {
+	var out []store.Item
 	for _, it := range m {
 		out = append(out, it)
 	}
@@ -217,7 +218,7 @@ func mapItems(m map[string]Item) []Item {
 // backwards since the reader's last view, and, when the view is consistent
 // (one read, not several Gets), each batch's keys are all visible at its
 // version or later, and a key at a batch's exact version shows that batch.
-func checkCASView(items []Item, last map[string]casValue, consistent bool) error {
+func checkCASView(items []store.Item, last map[string]casValue, consistent bool) error {
 	view := map[string]casValue{}
 	for _, it := range items {
 		cv, err := parseCAS(it)

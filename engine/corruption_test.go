@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -33,12 +34,12 @@ import (
 
 // fillStore writes n acknowledged single-key batches k000.. and returns
 // the resulting state.
-func fillStore(t *testing.T, db *DB, n int) map[string]Item {
+func fillStore(t *testing.T, db *DB, n int) map[string]store.Item {
 	t.Helper()
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
 		k := []byte(fmt.Sprintf("k%03d", i%200))
-		if _, err := db.Apply(ctx, new(Batch).Put(k, []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%40))))); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put(k, []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%40))))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,8 +93,8 @@ func generationsT(t *testing.T, dir string) []generation {
 // the WAL's account of it, if it came from the log.
 func wantCorruption(t *testing.T, err error) *wal.CorruptionError {
 	t.Helper()
-	var ce *CorruptionError
-	if !errors.Is(err, ErrCorruption) || !errors.As(err, &ce) {
+	var ce *store.CorruptionError
+	if !errors.Is(err, store.ErrCorruption) || !errors.As(err, &ce) {
 		t.Fatalf("open: %v, want an engine corruption error", err)
 	}
 	var we *wal.CorruptionError
@@ -131,7 +132,7 @@ func ckptTestOpts() Options {
 // was truncated before the older one: the newest checkpoint covers
 // entries the log no longer has, the older one and the log after it
 // cover everything.
-func twoCheckpointStore(t *testing.T) (dir string, opts Options, state map[string]Item, gens []generation) {
+func twoCheckpointStore(t *testing.T) (dir string, opts Options, state map[string]store.Item, gens []generation) {
 	t.Helper()
 	dir = t.TempDir()
 	opts = ckptTestOpts()
@@ -221,7 +222,7 @@ func TestOpen_DamagedOrMissingNewestCheckpointFallsBackLosingNothing(t *testing.
 			}
 			// The next checkpoint supersedes the damaged one, and a reopen
 			// uses it.
-			if _, err := db.Apply(context.Background(), new(Batch).Put([]byte("after"), []byte("x"))); err != nil {
+			if _, err := db.Apply(context.Background(), new(store.Batch).Put([]byte("after"), []byte("x"))); err != nil {
 				t.Fatal(err)
 			}
 			state = scanAll(t, db)
@@ -257,7 +258,7 @@ func TestOpen_BothCheckpointsDamagedIsRefusedNamingThem(t *testing.T) {
 
 // checkpointAndReopen checks that a new checkpoint supersedes whatever
 // recovery fell back from: closed and reopened, db holds state.
-func checkpointAndReopen(t *testing.T, db *DB, dir string, opts Options, state map[string]Item) {
+func checkpointAndReopen(t *testing.T, db *DB, dir string, opts Options, state map[string]store.Item) {
 	t.Helper()
 	if err := db.Checkpoint(); err != nil {
 		t.Fatal(err)
@@ -291,7 +292,7 @@ func TestCheckpoint_KeepsThePreviousCheckpointAndTheLogFromIt(t *testing.T) {
 	opts := ckptTestOpts()
 	db := openT(t, dir, opts)
 	defer db.Close()
-	var idx []Version
+	var idx []store.Version
 	for range 5 {
 		fillStore(t, db, 120)
 		if err := db.Checkpoint(); err != nil {
@@ -400,7 +401,7 @@ func TestOpen_LeftoverCheckpointTmpIsRemoved(t *testing.T) {
 		t.Fatalf("checkpoint: %v, want the failed rename", err)
 	}
 	efs.Clear()
-	if _, err := db.Apply(ctx, new(Batch).Put([]byte("last"), []byte("x"))); err != nil {
+	if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("last"), []byte("x"))); err != nil {
 		t.Fatal(err)
 	}
 	state := scanAll(t, db)
@@ -447,7 +448,7 @@ func TestOpen_TornTailIsRepaired(t *testing.T) {
 	state := fillStore(t, db, 50)
 	disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("crash")`)
 	big := []byte(strings.Repeat("z", 2000))
-	if _, err := db.Apply(ctx, new(Batch).Put([]byte("torn/a"), big).Put([]byte("torn/b"), big)); !errors.Is(err, ErrAmbiguous) {
+	if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("torn/a"), big).Put([]byte("torn/b"), big)); !errors.Is(err, store.ErrAmbiguous) {
 		t.Fatalf("Apply: %v, want ErrAmbiguous", err)
 	}
 	disarm()
@@ -475,7 +476,7 @@ func TestOpen_TornTailIsRepaired(t *testing.T) {
 	if len(torn) != 1 {
 		t.Fatalf("want the cut bytes kept once, have %v", torn)
 	}
-	if _, err := db.Apply(ctx, new(Batch).Absent([]byte("torn/a")).Put([]byte("torn/a"), []byte("ok"))); err != nil {
+	if _, err := db.Apply(ctx, new(store.Batch).Absent([]byte("torn/a")).Put([]byte("torn/a"), []byte("ok"))); err != nil {
 		t.Fatalf("Apply after repair: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -42,8 +43,8 @@ type DB struct {
 
 	treeMu  sync.RWMutex
 	tree    *index.Ordered[index.KV]
-	applied Version // last batch applied to tree
-	durable Version // last log entry installed, of any kind (set by recover, then by onDurable under treeMu)
+	applied store.Version // last batch applied to tree
+	durable store.Version // last log entry installed, of any kind (set by recover, then by onDurable under treeMu)
 
 	ckptMu        sync.Mutex // one checkpoint at a time
 	loggedBytes   atomic.Int64
@@ -78,7 +79,7 @@ type DB struct {
 }
 
 type pendingWrite struct {
-	version Version
+	version store.Version
 	deleted bool
 	value   []byte     // the engine-owned value written (GetLatest)
 	commit  wal.Commit // durability of the batch that made this write
@@ -86,7 +87,7 @@ type pendingWrite struct {
 
 // applyRec travels with a batch through the WAL to onDurable.
 type applyRec struct {
-	ops []Op // engine-owned copies
+	ops []store.Op // engine-owned copies
 }
 
 const (
@@ -170,8 +171,8 @@ func Open(dir string, opts Options) (*DB, error) {
 // ownOps copies ops' keys and values — a put's into one allocation of its
 // own (key ‖ value, the layout of index.KV) — so that the tree never aliases
 // a caller's buffer or a large log buffer.
-func ownOps(ops []Op) []Op {
-	out := make([]Op, len(ops))
+func ownOps(ops []store.Op) []store.Op {
+	out := make([]store.Op, len(ops))
 	// A put's key ‖ value becomes a tree item and lives as long as it, so
 	// each put gets an allocation of its own. A delete's key is only needed
 	// until the batch is published, so all of them share one.
@@ -185,19 +186,19 @@ func ownOps(ops []Op) []Op {
 	for i, op := range ops {
 		if op.Delete {
 			keys = append(keys, op.Key...)
-			out[i] = Op{Key: keys[len(keys)-len(op.Key) : len(keys) : len(keys)], Delete: true}
+			out[i] = store.Op{Key: keys[len(keys)-len(op.Key) : len(keys) : len(keys)], Delete: true}
 			continue
 		}
 		buf := make([]byte, len(op.Key)+len(op.Value))
 		n := copy(buf, op.Key)
 		copy(buf[n:], op.Value)
-		out[i] = Op{Key: buf[:n:n], Value: buf[n:len(buf):len(buf)]}
+		out[i] = store.Op{Key: buf[:n:n], Value: buf[n:len(buf):len(buf)]}
 	}
 	return out
 }
 
 // packed is an owned op's key ‖ value as one slice (see ownOps).
-func packed(op Op) []byte {
+func packed(op store.Op) []byte {
 	if len(op.Value) == 0 {
 		return op.Key
 	}
@@ -213,7 +214,7 @@ func packed(op Op) []byte {
 // a version at or below the last one applied means the sequencing is
 // broken (a bug, never bad input: replay checks the log it reads first).
 // Writing it would put an older value over a newer one; we panic instead.
-func (db *DB) applyToTree(v Version, ops []Op) {
+func (db *DB) applyToTree(v store.Version, ops []store.Op) {
 	if v <= db.applied {
 		panic(fmt.Sprintf("engine: invariant broken: versions strictly increase, but batch %d is applied after batch %d", v, db.applied))
 	}
@@ -254,7 +255,7 @@ func (db *DB) onDurable(entries []wal.Entry) {
 			continue
 		}
 		for _, op := range rec.ops {
-			if p, ok := db.pending[unsafeString(op.Key)]; ok && p.version == Version(e.Index) {
+			if p, ok := db.pending[unsafeString(op.Key)]; ok && p.version == store.Version(e.Index) {
 				delete(db.pending, unsafeString(op.Key))
 			}
 		}
@@ -269,12 +270,12 @@ func (db *DB) installDurable(entries []wal.Entry) {
 	db.treeMu.Lock()
 	defer db.treeMu.Unlock()
 	for _, e := range entries {
-		if Version(e.Index) <= db.durable {
+		if store.Version(e.Index) <= db.durable {
 			panic(fmt.Sprintf("engine: invariant broken: durable log entries strictly increase, but entry %d follows entry %d", e.Index, db.durable))
 		}
-		db.durable = Version(e.Index)
+		db.durable = store.Version(e.Index)
 		if rec, ok := e.Tag.(*applyRec); ok {
-			db.applyToTree(Version(e.Index), rec.ops)
+			db.applyToTree(store.Version(e.Index), rec.ops)
 		}
 	}
 	db.liveNow.Store(db.liveBytes)
@@ -313,7 +314,7 @@ func (db *DB) checkpointInterval() int64 {
 // not checkpoint: the next Open replays the log tail.
 func (db *DB) Close() error {
 	if db.closed.Swap(true) {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	// A checkpoint waiting for a descriptor gives up (it is resumed or
 	// redone at the next open): Close never hangs on a flood.
@@ -338,10 +339,10 @@ func (db *DB) Dir() string { return db.dir }
 type Stats struct {
 	WAL     wal.Stats
 	Keys    int
-	Applied Version
+	Applied store.Version
 	// Checkpoint is the index of the newest checkpoint (written, or loaded
 	// at open); 0 if none.
-	Checkpoint Version
+	Checkpoint store.Version
 	// Recovery describes the last open.
 	Recovery RecoveryStats
 	// Checkpoints count the checkpoints written since open.
@@ -360,9 +361,9 @@ type Stats struct {
 
 // RecoveryStats says what the open that started this DB replayed.
 type RecoveryStats struct {
-	FromCheckpoint  Version // the checkpoint loaded (0: none)
-	ReplayedEntries int64   // log entries replayed after it
-	ReplayedBytes   int64   // their body bytes
+	FromCheckpoint  store.Version // the checkpoint loaded (0: none)
+	ReplayedEntries int64         // log entries replayed after it
+	ReplayedBytes   int64         // their body bytes
 }
 
 // Stats returns current counters.
@@ -371,8 +372,8 @@ func (db *DB) Stats() Stats {
 	n, applied := db.tree.Len(), db.applied
 	db.treeMu.RUnlock()
 	return Stats{WAL: db.log.Stats(), Keys: n, Applied: applied,
-		Checkpoint: Version(db.lastCkptIndex.Load()), Recovery: db.recovery,
-		Checkpoints: db.checkpointStats(), FailStopped: errors.Is(db.Health(), ErrFailStopped), ValueLog: db.valueLogStats(),
+		Checkpoint: store.Version(db.lastCkptIndex.Load()), Recovery: db.recovery,
+		Checkpoints: db.checkpointStats(), FailStopped: errors.Is(db.Health(), store.ErrFailStopped), ValueLog: db.valueLogStats(),
 		DescriptorWaits: db.fds.Waits()}
 }
 
@@ -381,7 +382,7 @@ func (db *DB) Stats() Stats {
 // store must be closed and reopened).
 func (db *DB) Health() error {
 	if db.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	if !db.stopped.Load() {
 		return nil
@@ -389,7 +390,7 @@ func (db *DB) Health() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.failed != nil {
-		return fmt.Errorf("%w: %w", ErrFailStopped, db.failed)
+		return fmt.Errorf("%w: %w", store.ErrFailStopped, db.failed)
 	}
 	return nil
 }

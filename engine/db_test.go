@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -23,18 +24,18 @@ func TestApply_ConditionsAndReopen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openT(t, dir, Options{})
-	v1, err := db.Apply(ctx, new(Batch).Absent([]byte("a")).Put([]byte("a"), []byte("1")))
+	v1, err := db.Apply(ctx, new(store.Batch).Absent([]byte("a")).Put([]byte("a"), []byte("1")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cerr := db.Apply(ctx, new(Batch).Absent([]byte("a")).Put([]byte("a"), []byte("2")))
-	if !errors.Is(cerr, ErrConditionFailed) {
+	_, cerr := db.Apply(ctx, new(store.Batch).Absent([]byte("a")).Put([]byte("a"), []byte("2")))
+	if !errors.Is(cerr, store.ErrConditionFailed) {
 		t.Fatalf("second create: %v, want ErrConditionFailed", cerr)
 	}
-	if k, ok := FailedKey(cerr); !ok || string(k) != "a" {
+	if k, ok := store.FailedKey(cerr); !ok || string(k) != "a" {
 		t.Fatalf("FailedKey(%v) = %q, %v; want \"a\", true", cerr, k, ok)
 	}
-	v2, err := db.Apply(ctx, new(Batch).AtVersion([]byte("a"), v1).Put([]byte("a"), []byte("3")).Put([]byte("b"), []byte("x")))
+	v2, err := db.Apply(ctx, new(store.Batch).AtVersion([]byte("a"), v1).Put([]byte("a"), []byte("3")).Put([]byte("b"), []byte("x")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,20 +62,20 @@ func TestCheckpoint_TruncatesAndReopens(t *testing.T) {
 	dir := t.TempDir()
 	db := openT(t, dir, Options{CheckpointLogBytes: -1})
 	for i := 0; i < 100; i++ {
-		if _, err := db.Apply(ctx, new(Batch).Put([]byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprint(i)))); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put([]byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprint(i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := db.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Apply(ctx, new(Batch).Delete([]byte("k000"))); err != nil {
+	if _, err := db.Apply(ctx, new(store.Batch).Delete([]byte("k000"))); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	db = openT(t, dir, Options{})
 	defer db.Close()
-	if _, err := db.Get(ctx, []byte("k000")); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Get(ctx, []byte("k000")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("k000: %v", err)
 	}
 	if it, err := db.Get(ctx, []byte("k099")); err != nil || string(it.Value) != "99" {
@@ -93,7 +94,7 @@ func TestCheckpoint_ManyMegabytesRoundTrip(t *testing.T) {
 	db := openT(t, dir, opts)
 	val := bytes.Repeat([]byte("v"), 16<<10)
 	for i := range 4 * ckptWritebackBytes / len(val) {
-		if _, err := db.Apply(ctx, new(Batch).Put([]byte(fmt.Sprintf("k%05d", i)), val)); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put([]byte(fmt.Sprintf("k%05d", i)), val)); err != nil {
 			t.Fatal(err)
 		}
 	}

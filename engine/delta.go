@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -52,25 +53,25 @@ const (
 	deltaValueOffset = 1
 )
 
-func deltaName(v Version) string { return genName(v) + deltaSuffix }
+func deltaName(v store.Version) string { return genName(v) + deltaSuffix }
 
 // deltaMeta is what a delta's header and trailer say.
 type deltaMeta struct {
 	name          string
-	v, base, prev Version
+	v, base, prev store.Version
 	count         uint64
 	size          int64
 	flagged       bool // IDEMDLT2: value lengths carry the indirect bit
 }
 
 // parseDeltaName returns the version a delta's name gives.
-func parseDeltaName(name string) (Version, bool) {
+func parseDeltaName(name string) (store.Version, bool) {
 	rest, ok := strings.CutSuffix(strings.TrimPrefix(name, ckptPrefix), deltaSuffix)
 	if !ok || len(rest) != 20 {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(rest, 10, 64)
-	return Version(v), err == nil && v > 0
+	return store.Version(v), err == nil && v > 0
 }
 
 // readDeltaMeta reads a delta's header and trailer, not its records.
@@ -118,9 +119,9 @@ func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
 		return deltaMeta{}, errors.New("no trailer (incomplete write)")
 	}
 	m := deltaMeta{
-		v:       Version(binary.LittleEndian.Uint64(hdr[8:])),
-		base:    Version(binary.LittleEndian.Uint64(hdr[16:])),
-		prev:    Version(binary.LittleEndian.Uint64(hdr[24:])),
+		v:       store.Version(binary.LittleEndian.Uint64(hdr[8:])),
+		base:    store.Version(binary.LittleEndian.Uint64(hdr[16:])),
+		prev:    store.Version(binary.LittleEndian.Uint64(hdr[24:])),
 		count:   binary.LittleEndian.Uint64(tr[0:]),
 		size:    size,
 		flagged: string(hdr[:8]) == deltaMagic,
@@ -135,7 +136,7 @@ func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
 // is not nil, calls it for each record in order (value nil and tombstone
 // true for a deletion; indirect for a value-log pointer). Keys and values
 // alias data.
-func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Version, tombstone, indirect bool)) error {
+func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version store.Version, tombstone, indirect bool)) error {
 	if int64(len(data)) != m.size {
 		return fmt.Errorf("%d bytes, %d when listed", len(data), m.size)
 	}
@@ -174,7 +175,7 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Ve
 				}
 			}
 		}
-		if klen == 0 || klen > KeyBytesMax || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
+		if klen == 0 || klen > store.KeyBytesMax || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
 			return fmt.Errorf("record %d: bad key or value", i)
 		}
 		key := r[: klen : klen+vlen]
@@ -192,12 +193,12 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version Ve
 		val := r[klen : klen+vlen : klen+vlen]
 		r = r[klen+vlen:]
 		ver, n := binary.Uvarint(r)
-		if n <= 0 || ver == 0 || Version(ver) > m.v {
+		if n <= 0 || ver == 0 || store.Version(ver) > m.v {
 			return fmt.Errorf("record %d: version %d outside (0, %d]", i, ver, m.v)
 		}
 		rest = r[n:]
 		if fn != nil {
-			fn(key, val, Version(ver), false, indirect)
+			fn(key, val, store.Version(ver), false, indirect)
 		}
 	}
 	if len(rest) != 0 {
@@ -215,7 +216,7 @@ type deltaWriter struct {
 	buf   [3 * binary.MaxVarintLen64]byte
 }
 
-func newDeltaWriter(w io.Writer, v, base, prev Version) *deltaWriter {
+func newDeltaWriter(w io.Writer, v, base, prev store.Version) *deltaWriter {
 	d := &deltaWriter{w: w, crc: crc32.New(castagnoli)}
 	d.bw = bufio.NewWriterSize(io.MultiWriter(w, d.crc), 1<<20)
 	var hdr [deltaHeaderLen]byte
@@ -228,7 +229,7 @@ func newDeltaWriter(w io.Writer, v, base, prev Version) *deltaWriter {
 }
 
 // put writes one record: value is the value, or with indirect its pointer.
-func (d *deltaWriter) put(key, value []byte, version Version, indirect bool) {
+func (d *deltaWriter) put(key, value []byte, version store.Version, indirect bool) {
 	n := binary.PutUvarint(d.buf[:], uint64(len(key)))
 	n += binary.PutUvarint(d.buf[n:], flaggedLen(len(value), indirect)+deltaValueOffset)
 	d.bw.Write(d.buf[:n])

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/wal"
@@ -42,7 +43,7 @@ func deltasT(t *testing.T, dir string) []deltaMeta {
 	return out
 }
 
-func apply(t *testing.T, db *DB, b *Batch) {
+func apply(t *testing.T, db *DB, b *store.Batch) {
 	t.Helper()
 	if _, err := db.Apply(context.Background(), b); err != nil {
 		t.Fatal(err)
@@ -70,7 +71,7 @@ func TestCheckpoint_ADeltaHoldsOnlyWhatChangedAndRecoversExactly(t *testing.T) {
 	db := openT(t, dir, opts)
 	big := strings.Repeat("v", 100)
 	for i := range 2000 {
-		apply(t, db, new(Batch).Put(fmt.Appendf(nil, "base%04d", i), []byte(big)))
+		apply(t, db, new(store.Batch).Put(fmt.Appendf(nil, "base%04d", i), []byte(big)))
 	}
 	checkpointT(t, db)
 	base := generationsT(t, dir)[0]
@@ -78,11 +79,11 @@ func TestCheckpoint_ADeltaHoldsOnlyWhatChangedAndRecoversExactly(t *testing.T) {
 	// 3 updates, 2 new keys, 2 deletions, and a key put and deleted
 	// again since the base: it was never in a checkpoint and needs no
 	// record.
-	apply(t, db, new(Batch).Put([]byte("base0001"), []byte("u1")).Put([]byte("base0500"), []byte("u2")).Put([]byte("base1999"), []byte("u3")))
-	apply(t, db, new(Batch).Put([]byte("new-a"), []byte("a")).Put([]byte("new-b"), []byte("b")))
-	apply(t, db, new(Batch).Delete([]byte("base0002")).Delete([]byte("base1000")))
-	apply(t, db, new(Batch).Put([]byte("transient"), []byte("t")))
-	apply(t, db, new(Batch).Delete([]byte("transient")))
+	apply(t, db, new(store.Batch).Put([]byte("base0001"), []byte("u1")).Put([]byte("base0500"), []byte("u2")).Put([]byte("base1999"), []byte("u3")))
+	apply(t, db, new(store.Batch).Put([]byte("new-a"), []byte("a")).Put([]byte("new-b"), []byte("b")))
+	apply(t, db, new(store.Batch).Delete([]byte("base0002")).Delete([]byte("base1000")))
+	apply(t, db, new(store.Batch).Put([]byte("transient"), []byte("t")))
+	apply(t, db, new(store.Batch).Delete([]byte("transient")))
 	checkpointT(t, db)
 	ds := deltasT(t, dir)
 	if len(ds) != 1 || db.Stats().Checkpoints.Deltas != 1 {
@@ -101,7 +102,7 @@ func TestCheckpoint_ADeltaHoldsOnlyWhatChangedAndRecoversExactly(t *testing.T) {
 
 	// A second delta on the first, then the chain from disk alone: the log
 	// after the tip is empty.
-	apply(t, db, new(Batch).Put([]byte("base0001"), []byte("u1-again")).Delete([]byte("new-a")))
+	apply(t, db, new(store.Batch).Put([]byte("base0001"), []byte("u1-again")).Delete([]byte("new-a")))
 	checkpointT(t, db)
 	state := scanAll(t, db)
 	db = reopenT(t, db, dir, opts)
@@ -135,7 +136,7 @@ func TestCheckpoint_AChainIsMergedIntoANewBaseOnceMostlyGarbageOrLong(t *testing
 			db := openT(t, dir, opts)
 			rewrite := func(round int) {
 				for i := range 100 {
-					apply(t, db, new(Batch).Put(fmt.Appendf(nil, "k%03d", i), fmt.Appendf(nil, "round-%d-%s", round, strings.Repeat("x", 50))))
+					apply(t, db, new(store.Batch).Put(fmt.Appendf(nil, "k%03d", i), fmt.Appendf(nil, "round-%d-%s", round, strings.Repeat("x", 50))))
 				}
 			}
 			merging := func() bool { db.ckptMu.Lock(); defer db.ckptMu.Unlock(); return db.merging != nil }
@@ -196,7 +197,7 @@ func TestCheckpoint_AChainIsMergedIntoANewBaseOnceMostlyGarbageOrLong(t *testing
 // deltaChainStore leaves a closed store, opened with opts, whose chain is
 // a base and two deltas, and the log from the base on (deltas truncate
 // nothing).
-func deltaChainStore(t *testing.T, opts Options) (dir string, state map[string]Item, ds []deltaMeta) {
+func deltaChainStore(t *testing.T, opts Options) (dir string, state map[string]store.Item, ds []deltaMeta) {
 	t.Helper()
 	dir = t.TempDir()
 	db := openT(t, dir, opts)
@@ -265,7 +266,7 @@ func TestOpen_DamagedOrMissingNewestDeltaFallsBackLosingNothing(t *testing.T) {
 			if !strings.Contains(logs.String(), genName(newest.v)) {
 				t.Errorf("the warning does not name %s:\n%s", newest.name, logs.String())
 			}
-			apply(t, db, new(Batch).Put([]byte("after"), []byte("x")))
+			apply(t, db, new(store.Batch).Put([]byte("after"), []byte("x")))
 			checkpointAndReopen(t, db, dir, opts, scanAll(t, db))
 		})
 	}
@@ -300,13 +301,13 @@ func TestCheckpoint_AFailedDeltaKeepsItsKeysForTheNext(t *testing.T) {
 	db := openT(t, memDataDir, opts)
 	fillStore(t, db, 200)
 	checkpointT(t, db)
-	apply(t, db, new(Batch).Put([]byte("first-interval"), []byte("1")).Delete([]byte("k007")))
+	apply(t, db, new(store.Batch).Put([]byte("first-interval"), []byte("1")).Delete([]byte("k007")))
 	efs.Add(errorfs.Rule{Op: errorfs.OpWrite, PathContains: deltaSuffix + ckptTmpSuffix, Err: errorfs.ENOSPC, Sticky: true})
 	if err := db.Checkpoint(); !errors.Is(err, errorfs.ENOSPC) {
 		t.Fatalf("delta on a full disk: %v, want ENOSPC", err)
 	}
 	efs.Clear()
-	apply(t, db, new(Batch).Put([]byte("second-interval"), []byte("2")))
+	apply(t, db, new(store.Batch).Put([]byte("second-interval"), []byte("2")))
 	checkpointT(t, db)
 	state := scanAll(t, db)
 	if _, ok := state["k007"]; ok {
@@ -347,7 +348,7 @@ func TestCheckpoint_AnOverflowingDirtySetMakesTheNextOneFull(t *testing.T) {
 	db.treeMu.Lock()
 	db.dirty.max = dirtyBytesMax
 	db.treeMu.Unlock()
-	apply(t, db, new(Batch).Put([]byte("k001"), []byte("after")))
+	apply(t, db, new(store.Batch).Put([]byte("k001"), []byte("after")))
 	checkpointT(t, db)
 	if len(deltasT(t, dir)) != 1 {
 		t.Fatal("no delta on the new base")

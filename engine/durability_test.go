@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -108,7 +109,7 @@ func TestCrash_StepsNotYetDurableAreUndoneByTheCrash(t *testing.T) {
 				return nil
 			}},
 		{fault.WALDirSyncBefore, func(db *DB) error {
-			_, err := db.Apply(ctx, new(Batch).Put([]byte("big"), []byte(strings.Repeat("b", 1500))))
+			_, err := db.Apply(ctx, new(store.Batch).Put([]byte("big"), []byte(strings.Repeat("b", 1500))))
 			return err
 		}, func(before, after, _ []string) error {
 			if !slices.Equal(before, after) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -27,7 +28,7 @@ func TestFailStop_IOErrorIsAmbiguousThenRefusesWritesUntilReopen(t *testing.T) {
 			db := openT(t, dir, opts)
 			for i := 0; i < 20; i++ {
 				k := []byte(fmt.Sprintf("k%02d", i))
-				if _, err := db.Apply(ctx, new(Batch).Absent(k).Put(k, []byte("v"))); err != nil {
+				if _, err := db.Apply(ctx, new(store.Batch).Absent(k).Put(k, []byte("v"))); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -35,9 +36,9 @@ func TestFailStop_IOErrorIsAmbiguousThenRefusesWritesUntilReopen(t *testing.T) {
 
 			before := fault.Hits(name)
 			disarm := testsupport.Arm(t, name, `return("eio")`)
-			amb := new(Batch).Put([]byte("amb/a"), []byte("x")).Put([]byte("amb/b"), []byte("x")).Delete([]byte("k00"))
+			amb := new(store.Batch).Put([]byte("amb/a"), []byte("x")).Put([]byte("amb/b"), []byte("x")).Delete([]byte("k00"))
 			_, err := db.Apply(ctx, amb)
-			if !errors.Is(err, ErrAmbiguous) || !errors.Is(err, fault.ErrInjected) {
+			if !errors.Is(err, store.ErrAmbiguous) || !errors.Is(err, fault.ErrInjected) {
 				t.Fatalf("Apply whose group failed at %s: %v, want ErrAmbiguous", name, err)
 			}
 			if fault.Hits(name) == before {
@@ -45,11 +46,11 @@ func TestFailStop_IOErrorIsAmbiguousThenRefusesWritesUntilReopen(t *testing.T) {
 			}
 			disarm()
 
-			for _, b := range []*Batch{
-				new(Batch).Put([]byte("later"), []byte("x")),
-				new(Batch).Absent([]byte("k01")).Put([]byte("k01"), []byte("y")), // would fail its condition
+			for _, b := range []*store.Batch{
+				new(store.Batch).Put([]byte("later"), []byte("x")),
+				new(store.Batch).Absent([]byte("k01")).Put([]byte("k01"), []byte("y")), // would fail its condition
 			} {
-				if _, err := db.Apply(ctx, b); !errors.Is(err, ErrFailStopped) {
+				if _, err := db.Apply(ctx, b); !errors.Is(err, store.ErrFailStopped) {
 					t.Fatalf("Apply after fail-stop: %v, want ErrFailStopped", err)
 				}
 			}
@@ -77,7 +78,7 @@ func TestFailStop_IOErrorIsAmbiguousThenRefusesWritesUntilReopen(t *testing.T) {
 				t.Fatalf("ambiguous batch partly applied: amb/a %v, amb/b %v, k00 deleted %v", a, b, !k0)
 			}
 			sameState(t, "after reopen", got, durable)
-			if _, err := db.Apply(ctx, new(Batch).Absent([]byte("later")).Put([]byte("later"), []byte("x"))); err != nil {
+			if _, err := db.Apply(ctx, new(store.Batch).Absent([]byte("later")).Put([]byte("later"), []byte("x"))); err != nil {
 				t.Fatalf("Apply after reopen: %v", err)
 			}
 			if err := db.Close(); err != nil {
@@ -103,7 +104,7 @@ func TestCheckpoint_IOErrorKeepsLogAndStoreWritable(t *testing.T) {
 			db := openT(t, dir, opts)
 			put := func(i int) {
 				t.Helper()
-				if _, err := db.Apply(ctx, new(Batch).Put([]byte(fmt.Sprintf("k%03d", i%50)), []byte(fmt.Sprintf("value %04d of the test", i)))); err != nil {
+				if _, err := db.Apply(ctx, new(store.Batch).Put([]byte(fmt.Sprintf("k%03d", i%50)), []byte(fmt.Sprintf("value %04d of the test", i)))); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -32,7 +33,7 @@ func TestDescriptors_ACheckpointWaitsOutAShortage(t *testing.T) {
 			fillStore(t, db, 200)
 			if kind.name == "delta" {
 				checkpointT(t, db)
-				apply(t, db, new(Batch).Put([]byte("after-base"), []byte("1")))
+				apply(t, db, new(store.Batch).Put([]byte("after-base"), []byte("1")))
 			}
 			efs.Add(errorfs.Rule{Op: errorfs.OpCreate, PathContains: kind.tmp, Times: 3, Err: errorfs.EMFILE})
 			if err := db.Checkpoint(); err != nil {
@@ -95,14 +96,14 @@ func TestDescriptors_AWALRollWaitsOutAShortageButNotEIO(t *testing.T) {
 			efs.Add(errorfs.Rule{Op: errorfs.OpCreate, PathContains: "/wal/0000", Times: 3, Err: tc.err})
 			var err error
 			for i := 0; i < 60 && err == nil; i++ { // about 4 segments' worth
-				_, err = db.Apply(context.Background(), new(Batch).Put([]byte(fmt.Sprintf("k%03d", i)), []byte("value of the test")))
+				_, err = db.Apply(context.Background(), new(store.Batch).Put([]byte(fmt.Sprintf("k%03d", i)), []byte("value of the test")))
 			}
 			st := db.Stats()
 			if !tc.failStops {
 				if err != nil || st.FailStopped || st.WAL.DescriptorWaits != 1 {
 					t.Fatalf("apply: %v, fail-stopped %v, WAL waits %d; want nil, false, 1", err, st.FailStopped, st.WAL.DescriptorWaits)
 				}
-			} else if !errors.Is(err, ErrAmbiguous) || !errors.Is(db.Health(), ErrFailStopped) {
+			} else if !errors.Is(err, store.ErrAmbiguous) || !errors.Is(db.Health(), store.ErrFailStopped) {
 				t.Fatalf("apply whose segment open failed with EIO: %v, health %v; want ErrAmbiguous, then fail-stopped", err, db.Health())
 			}
 			want := scanAll(t, db)

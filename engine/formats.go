@@ -3,18 +3,9 @@ package engine
 import (
 	"strconv"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
-
-// Format is one on-disk or stored format: the version this build writes
-// and every version it reads. docs/upgrading.md lists them, idemd
-// -version prints them, and a fixture of every version read stays under
-// testdata (TestFormats_EveryVersionReadHasAFixture).
-type Format struct {
-	Name   string
-	Writes string
-	Reads  []string
-}
 
 // ValueLogFormat names the value log's record layout (vlog.go). Its
 // records carry no magic: a segment is read only through pointers that
@@ -25,9 +16,9 @@ const ValueLogFormat = "vlog1"
 // Formats are the embedded engine's on-disk formats, in the order of a
 // data directory's life: log, checkpoints, value log, and the files of a
 // backup and of its restore.
-func Formats() []Format {
+func Formats() []store.Format {
 	frame := "frame" + strconv.Itoa(wal.FrameVersion)
-	return []Format{
+	return []store.Format{
 		{Name: "wal frame", Writes: frame, Reads: []string{frame}},
 		{Name: "wal close marker", Writes: wal.MarkerFormat, Reads: []string{wal.MarkerFormat}},
 		{Name: "checkpoint part", Writes: partMagic, Reads: []string{partMagic, partMagicV3, legacyMagic}},

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -51,7 +52,7 @@ func TestFormats_WriteV4Fixture(t *testing.T) {
 	for i := 20; i < 30; i++ {
 		putT(t, db, fmt.Sprintf("k%03d", i), fmt.Sprintf("cold delta value %d", i))
 	}
-	if _, err := db.Apply(context.Background(), new(Batch).Delete([]byte("k007"))); err != nil {
+	if _, err := db.Apply(context.Background(), new(store.Batch).Delete([]byte("k007"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Checkpoint(); err != nil { // a delta: IDEMDLT2

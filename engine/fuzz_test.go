@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 )
 
 // The seed corpora below run as ordinary tests under `go test`; `go test
@@ -13,11 +14,11 @@ import (
 
 type ckptRec struct {
 	key, val []byte
-	ver      Version
+	ver      store.Version
 }
 
 // snapshotOf builds a snapshot at version at from records.
-func snapshotOf(at Version, recs []ckptRec) *Snapshot {
+func snapshotOf(at store.Version, recs []ckptRec) *Snapshot {
 	tree := index.NewKeySpace()
 	for _, r := range recs {
 		tree.Put(index.PackedKV(append(append([]byte(nil), r.key...), r.val...), len(r.key), uint64(r.ver)))
@@ -36,20 +37,20 @@ func encodeCkpt(t testing.TB, snap *Snapshot) []byte {
 	return buf.Bytes()
 }
 
-func decodeRecs(data []byte) (Version, []ckptRec, error) {
+func decodeRecs(data []byte) (store.Version, []ckptRec, error) {
 	m, err := partMetaOf(data, data, int64(len(data)))
 	if err != nil {
 		return 0, nil, err
 	}
 	var recs []ckptRec
-	err = decodePart(data, m, func(k, v []byte, ver Version, _ bool) {
+	err = decodePart(data, m, func(k, v []byte, ver store.Version, _ bool) {
 		recs = append(recs, ckptRec{bytes.Clone(k), bytes.Clone(v), ver})
 	})
 	return m.version, recs, err
 }
 
 // recsFrom turns fuzz bytes into checkpoint records with versions in 1..at.
-func recsFrom(raw []byte, at Version) []ckptRec {
+func recsFrom(raw []byte, at store.Version) []ckptRec {
 	var recs []ckptRec
 	for len(raw) > 0 {
 		kl := 1 + int(raw[0]%8)
@@ -66,9 +67,9 @@ func recsFrom(raw []byte, at Version) []ckptRec {
 		}
 		val := raw[:vl]
 		raw = raw[vl:]
-		ver := Version(1)
+		ver := store.Version(1)
 		if len(raw) > 0 {
-			ver = 1 + Version(raw[0])%at
+			ver = 1 + store.Version(raw[0])%at
 			raw = raw[1:]
 		}
 		recs = append(recs, ckptRec{key, val, ver})
@@ -109,11 +110,11 @@ func FuzzDecodePart(f *testing.F) {
 		}
 
 		// Any snapshot round-trips.
-		v := Version(max(at, 1))
+		v := store.Version(max(at, 1))
 		snap := snapshotOf(v, recsFrom(recBytes, v))
 		var want []ckptRec
 		snap.tree.AscendAll(func(kv index.KV) bool {
-			want = append(want, ckptRec{kv.Key(), kv.Value(), Version(kv.Version)})
+			want = append(want, ckptRec{kv.Key(), kv.Value(), store.Version(kv.Version)})
 			return true
 		})
 		img := encodeCkpt(t, snap)
@@ -143,14 +144,14 @@ func sameRecs(a, b []ckptRec) bool {
 // FuzzDecodeBody proves that decoding a batch body never panics and that
 // encodeBody output decodes to the same ops.
 func FuzzDecodeBody(f *testing.F) {
-	f.Add(encodeBody(nil, []Op{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Delete: true}}), []byte("\x01k\x02v"))
+	f.Add(encodeBody(nil, []store.Op{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Delete: true}}), []byte("\x01k\x02v"))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}, []byte{})
 	f.Add([]byte{1, opPut, 1, 'k', 5}, []byte{0})
 	f.Add([]byte{1, 9, 1, 'k'}, []byte("\x00"))
 	f.Fuzz(func(t *testing.T, raw, opBytes []byte) {
-		_ = decodeBody(raw, func(Op) {})
+		_ = decodeBody(raw, func(store.Op) {})
 
-		var ops []Op
+		var ops []store.Op
 		for len(opBytes) > 0 {
 			kl := 1 + int(opBytes[0]%6)
 			del := opBytes[0]&0x80 != 0
@@ -158,7 +159,7 @@ func FuzzDecodeBody(f *testing.F) {
 			if kl > len(opBytes) {
 				break
 			}
-			op := Op{Key: opBytes[:kl], Delete: del}
+			op := store.Op{Key: opBytes[:kl], Delete: del}
 			opBytes = opBytes[kl:]
 			if !del {
 				vl := 0
@@ -178,8 +179,8 @@ func FuzzDecodeBody(f *testing.F) {
 		if len(body) > encodedBodySize(ops) {
 			t.Fatalf("body of %d bytes exceeds its size bound %d", len(body), encodedBodySize(ops))
 		}
-		var got []Op
-		if err := decodeBody(body, func(op Op) { got = append(got, op) }); err != nil {
+		var got []store.Op
+		if err := decodeBody(body, func(op store.Op) { got = append(got, op) }); err != nil {
 			t.Fatalf("own body does not decode: %v", err)
 		}
 		if len(got) != len(ops) {

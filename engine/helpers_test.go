@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -52,14 +53,14 @@ func seedFor(t *testing.T) uint64 {
 
 // scanAll returns every item of the store by key, and checks that Get
 // agrees with Scan on each of them.
-func scanAll(t *testing.T, db *DB) map[string]Item {
+func scanAll(t *testing.T, db *DB) map[string]store.Item {
 	t.Helper()
 	ctx := context.Background()
-	items, err := db.Scan(ctx, nil, nil, ScanLimitMax)
+	items, err := db.Scan(ctx, nil, nil, store.ScanLimitMax)
 	if err != nil {
 		t.Fatalf("scan: %v", err)
 	}
-	out := make(map[string]Item, len(items))
+	out := make(map[string]store.Item, len(items))
 	var prev string
 	for i, it := range items {
 		k := string(it.Key)
@@ -76,7 +77,7 @@ func scanAll(t *testing.T, db *DB) map[string]Item {
 	return out
 }
 
-func sameState(t *testing.T, what string, got, want map[string]Item) {
+func sameState(t *testing.T, what string, got, want map[string]store.Item) {
 	t.Helper()
 	for k, w := range want {
 		g, ok := got[k]

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -44,11 +45,11 @@ func classify(err error) (outcome, bool) {
 	switch {
 	case err == nil:
 		return outAcked, true
-	case errors.Is(err, ErrConditionFailed):
+	case errors.Is(err, store.ErrConditionFailed):
 		return outRejected, true
-	case errors.Is(err, ErrAmbiguous):
+	case errors.Is(err, store.ErrAmbiguous):
 		return outAmbiguous, true
-	case errors.Is(err, ErrFailStopped), errors.Is(err, ErrClosed):
+	case errors.Is(err, store.ErrFailStopped), errors.Is(err, store.ErrClosed):
 		return outNotWritten, true
 	}
 	return outUnknown, false
@@ -63,7 +64,7 @@ type hbatch struct {
 	id      int
 	ops     []hop // distinct keys
 	out     outcome
-	version Version
+	version store.Version
 }
 
 func (b *hbatch) op(key string) (hop, bool) {
@@ -107,7 +108,7 @@ func (h *history) add(b *hbatch) {
 	}
 }
 
-func (h *history) settle(b *hbatch, out outcome, v Version) {
+func (h *history) settle(b *hbatch, out outcome, v store.Version) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	b.out, b.version = out, v
@@ -163,7 +164,7 @@ func parseHistory(r io.Reader) (*history, error) {
 			if err := errors.Join(err1, err2, err3); err != nil || b == nil {
 				return nil, fmt.Errorf("line %q: %v (batch known: %v)", sc.Text(), err, b != nil)
 			}
-			b.out, b.version = outcome(out), Version(v)
+			b.out, b.version = outcome(out), store.Version(v)
 			if b.out == outAcked {
 				h.acked.Add(1)
 			}
@@ -200,9 +201,9 @@ func wkey(i int) string { return fmt.Sprintf("k%02d", i) }
 // genBatch builds one batch: 1-4 distinct keys (puts, some deletes), with
 // 0-2 conditions read from the store just before (so they pass or fail
 // depending on what races in), some deliberately stale.
-func (w *workload) genBatch(ctx context.Context, rng *rand.Rand) (*Batch, *hbatch) {
+func (w *workload) genBatch(ctx context.Context, rng *rand.Rand) (*store.Batch, *hbatch) {
 	hb := &hbatch{id: int(w.h.nextID.Add(1))}
-	b := new(Batch)
+	b := new(store.Batch)
 	for _, ki := range rng.Perm(w.keys)[:1+rng.IntN(4)] {
 		k := wkey(ki)
 		if rng.IntN(8) == 0 {
@@ -223,7 +224,7 @@ func (w *workload) genBatch(ctx context.Context, rng *rand.Rand) (*Batch, *hbatc
 		if rng.IntN(4) == 0 {
 			k = []byte(wkey(rng.IntN(w.keys)))
 		}
-		var cur Version
+		var cur store.Version
 		if it, err := w.db.Get(ctx, k); err == nil {
 			cur = it.Version
 		}
@@ -258,7 +259,7 @@ func (w *workload) run(t *testing.T, seed uint64, stop func() bool) {
 				} else {
 					b, hb := w.genBatch(ctx, rng)
 					w.h.add(hb)
-					var v Version
+					var v store.Version
 					v, err = w.db.Apply(ctx, b)
 					out, ok := classify(err)
 					if !ok {
@@ -271,12 +272,12 @@ func (w *workload) run(t *testing.T, seed uint64, stop func() bool) {
 					w.h.settle(hb, out, v)
 				}
 				if w.ckptEvery > 0 && n%w.ckptEvery == 0 {
-					if err := w.db.Checkpoint(); err != nil && !errors.Is(err, fault.ErrInjected) && !errors.Is(err, ErrClosed) &&
+					if err := w.db.Checkpoint(); err != nil && !errors.Is(err, fault.ErrInjected) && !errors.Is(err, store.ErrClosed) &&
 						!errors.Is(err, memfs.ErrCrashed) {
 						t.Errorf("checkpoint: %v", err)
 					}
 				}
-				if (stop != nil && stop()) || errors.Is(err, ErrClosed) {
+				if (stop != nil && stop()) || errors.Is(err, store.ErrClosed) {
 					return
 				}
 			}
@@ -291,7 +292,7 @@ func (w *workload) run(t *testing.T, seed uint64, stop func() bool) {
 // deleted (present: fails, so the whole chain is rejected).
 func (w *workload) applyChain(ctx context.Context, t *testing.T, rng *rand.Rand) error {
 	n := 2 + rng.IntN(2)
-	bs := make([]*Batch, n)
+	bs := make([]*store.Batch, n)
 	hbs := make([]*hbatch, n)
 	for i := range bs {
 		bs[i], hbs[i] = w.genBatch(ctx, rng)
@@ -308,7 +309,7 @@ func (w *workload) applyChain(ctx context.Context, t *testing.T, rng *rand.Rand)
 		return err
 	}
 	for i, hb := range hbs {
-		var v Version
+		var v store.Version
 		if out == outAcked {
 			if len(vs) != n || (i > 0 && vs[i] != vs[i-1]+1) || vs[i] == 0 {
 				t.Errorf("chain %d..%d acknowledged at versions %v", hbs[0].id, hbs[n-1].id, vs)
@@ -323,7 +324,7 @@ func (w *workload) applyChain(ctx context.Context, t *testing.T, rng *rand.Rand)
 
 type recBatch struct {
 	b *hbatch
-	v Version
+	v store.Version
 }
 
 // verifyRecovered checks a recovered store against a history:
@@ -341,13 +342,13 @@ type recBatch struct {
 // With ordered set, every visible ambiguous batch must follow every
 // acknowledged one in the log (true in-process: only the failing group's
 // batches are ambiguous). It returns the store's contents.
-func verifyRecovered(t *testing.T, db *DB, h *history, ordered bool) map[string]Item {
+func verifyRecovered(t *testing.T, db *DB, h *history, ordered bool) map[string]store.Item {
 	t.Helper()
 	got := scanAll(t, db)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 
-	visible := map[int]Version{}
+	visible := map[int]store.Version{}
 	for k, it := range got {
 		id, ok := batchID(it.Value)
 		b := h.batches[id]
@@ -372,8 +373,8 @@ func verifyRecovered(t *testing.T, db *DB, h *history, ordered bool) map[string]
 
 	var present []recBatch
 	maybeDeleted := map[string][]int{} // key -> invisible ambiguous batches deleting it
-	var maxAcked Version
-	minAmbiguous := ^Version(0)
+	var maxAcked store.Version
+	minAmbiguous := ^store.Version(0)
 	for _, b := range h.batches {
 		v, vis := visible[b.id]
 		switch {
@@ -397,7 +398,7 @@ func verifyRecovered(t *testing.T, db *DB, h *history, ordered bool) map[string]
 	sort.Slice(present, func(i, j int) bool { return present[i].v < present[j].v })
 	type want struct {
 		val string
-		v   Version
+		v   store.Version
 		id  int
 	}
 	expect := map[string]want{}
@@ -434,10 +435,10 @@ func verifyRecovered(t *testing.T, db *DB, h *history, ordered bool) map[string]
 // afterRecovery proves a recovered store is usable and its recovery
 // repeatable: a new batch applies, a checkpoint succeeds, and a clean
 // reopen shows the same state plus that batch.
-func afterRecovery(t *testing.T, dir string, opts Options, db *DB, state map[string]Item) {
+func afterRecovery(t *testing.T, dir string, opts Options, db *DB, state map[string]store.Item) {
 	t.Helper()
 	ctx := context.Background()
-	v, err := db.Apply(ctx, new(Batch).Put([]byte("after"), []byte("recovery")))
+	v, err := db.Apply(ctx, new(store.Batch).Put([]byte("after"), []byte("recovery")))
 	if err != nil {
 		t.Fatalf("apply after recovery: %v", err)
 	}
@@ -447,11 +448,11 @@ func afterRecovery(t *testing.T, dir string, opts Options, db *DB, state map[str
 	if err := db.Close(); err != nil {
 		t.Fatalf("close after recovery: %v", err)
 	}
-	want := make(map[string]Item, len(state)+1)
+	want := make(map[string]store.Item, len(state)+1)
 	for k, it := range state {
 		want[k] = it
 	}
-	want["after"] = Item{Key: []byte("after"), Value: []byte("recovery"), Version: v}
+	want["after"] = store.Item{Key: []byte("after"), Value: []byte("recovery"), Version: v}
 	db2, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("second reopen: %v", err)

@@ -2,41 +2,27 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 )
 
-// HotScanner is implemented by stores that keep some values in a value
-// log (the local engine, Options.ColdValue). ScanHot is Scan without
-// reading those values: a walk that needs only what is in RAM — a count by
-// state, where the host's ColdValue already says what a cold value is —
-// then costs no pread per key, and no damage on disk can fail it. An
-// optimisation, like MultiGetter: Scan works on every store.
-type HotScanner interface {
-	// ScanHot walks at most limit keys of [start, end) as Scan does, but
-	// reads no value from the value log: hot holds the other keys' items,
-	// in order, and cold counts the keys passed over. last is the last key
-	// walked when limit were, nil when the range ended first.
-	ScanHot(ctx context.Context, start, end []byte, limit int) (hot []Item, cold int, last []byte, err error)
-}
-
-// ScanHot implements HotScanner.
-func (db *DB) ScanHot(_ context.Context, start, end []byte, limit int) ([]Item, int, []byte, error) {
+// ScanHot implements store.HotScanner.
+func (db *DB) ScanHot(_ context.Context, start, end []byte, limit int) ([]store.Item, int, []byte, error) {
 	if db.closed.Load() {
-		return nil, 0, nil, ErrClosed
+		return nil, 0, nil, store.ErrClosed
 	}
-	if limit <= 0 || limit > ScanLimitMax {
-		return nil, 0, nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidScan, limit, ScanLimitMax)
+	if err := store.CheckScan(limit, db.Limits()); err != nil {
+		return nil, 0, nil, err
 	}
-	var hot []Item
+	var hot []store.Item
 	cold, walked := 0, 0
 	var last index.KV
 	collect := func(it index.KV) bool {
 		if it.Indirect() {
 			cold++
 		} else {
-			hot = append(hot, Item{Key: it.Key(), Value: it.Value(), Version: Version(it.Version)})
+			hot = append(hot, store.Item{Key: it.Key(), Value: it.Value(), Version: store.Version(it.Version)})
 		}
 		walked++
 		last = it

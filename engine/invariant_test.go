@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -18,14 +19,14 @@ func bareDB() *DB {
 	return &DB{tree: index.NewKeySpace(), pending: map[string]pendingWrite{}, dirty: newDirtySet(), opts: Options{CheckpointLogBytes: -1}}
 }
 
-func putOps(key string) []Op { return ownOps([]Op{{Key: []byte(key), Value: []byte("v")}}) }
+func putOps(key string) []store.Op { return ownOps([]store.Op{{Key: []byte(key), Value: []byte("v")}}) }
 
 // TestApplyToTree_PanicsUnlessVersionsStrictlyIncrease: a batch at or below
 // the last applied version is refused before it touches the tree.
 func TestApplyToTree_PanicsUnlessVersionsStrictlyIncrease(t *testing.T) {
 	db := bareDB()
 	db.applyToTree(5, putOps("a"))
-	for _, v := range []Version{5, 4} {
+	for _, v := range []store.Version{5, 4} {
 		testsupport.MustPanic(t, "invariant broken: versions strictly increase", func() { db.applyToTree(v, putOps("b")) })
 	}
 	if _, ok := db.tree.Get(index.Probe([]byte("b"))); ok {
@@ -63,7 +64,7 @@ func TestOnDurable_PanicsUnlessEntriesStrictlyIncrease(t *testing.T) {
 // repeat or an early end of the replayed log is a *CorruptionError, and the
 // entry is not applied.
 func TestReplay_NonContiguousEntriesAreCorruption(t *testing.T) {
-	body := encodeBody(nil, []Op{{Key: []byte("k"), Value: []byte("v")}})
+	body := encodeBody(nil, []store.Op{{Key: []byte("k"), Value: []byte("v")}})
 	for _, tc := range []struct {
 		name string
 		seq  []uint64
@@ -80,8 +81,8 @@ func TestReplay_NonContiguousEntriesAreCorruption(t *testing.T) {
 				break
 			}
 		}
-		var ce *CorruptionError
-		if !errors.As(err, &ce) || !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "not contiguous") {
+		var ce *store.CorruptionError
+		if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorruption) || !strings.Contains(err.Error(), "not contiguous") {
 			t.Fatalf("%s: %v, want a *CorruptionError saying the entries are not contiguous", tc.name, err)
 		}
 		if r.db.applied > 11 {
@@ -98,7 +99,7 @@ func TestReplay_NonContiguousEntriesAreCorruption(t *testing.T) {
 	if err := r.reachedEnd(4); err != nil {
 		t.Fatalf("a complete replay: %v", err)
 	}
-	if err := r.reachedEnd(6); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "not contiguous") {
+	if err := r.reachedEnd(6); !errors.Is(err, store.ErrCorruption) || !strings.Contains(err.Error(), "not contiguous") {
 		t.Fatalf("a replay that stopped two entries early: %v, want corruption", err)
 	}
 }

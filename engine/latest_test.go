@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -53,17 +54,17 @@ func (f gatedFile) Sync() error {
 
 // incrementAfter is one increment of counter staged on its newest
 // version, durable or not (GetLatest), conditioned on it, with marker i.
-func incrementAfter(ctx context.Context, db *DB, i int) (*Batch, error) {
-	n, ver := 0, Version(0)
+func incrementAfter(ctx context.Context, db *DB, i int) (*store.Batch, error) {
+	n, ver := 0, store.Version(0)
 	it, err := db.GetLatest(ctx, []byte("counter"))
 	switch {
 	case err == nil:
 		n, _ = strconv.Atoi(string(it.Value))
 		ver = it.Version
-	case !errors.Is(err, ErrNotFound):
+	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
-	b := new(Batch).AtVersion([]byte("counter"), ver).Put([]byte("counter"), []byte(strconv.Itoa(n+1)))
+	b := new(store.Batch).AtVersion([]byte("counter"), ver).Put([]byte("counter"), []byte(strconv.Itoa(n+1)))
 	return b.Put([]byte(fmt.Sprintf("marker-%02d", i)), []byte("x")), nil
 }
 
@@ -83,14 +84,14 @@ func TestGetLatest_ChainOfIncrementsSharesAGroupAndACrashKeepsAPrefix(t *testing
 		opts := quiet(Options{FS: g, WAL: wal.Options{NoPreallocation: true}})
 		db := openT(t, memDataDir, opts)
 		ctx := context.Background()
-		if _, err := db.Apply(ctx, new(Batch).Put([]byte("base"), []byte("0"))); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("base"), []byte("0"))); err != nil {
 			t.Fatal(err)
 		}
 		// Hold the writer in the fsync of a first group, so that every
 		// increment queues behind it and forms the next group.
 		g.armed.Store(true)
 		blocker := make(chan error, 1)
-		go func() { _, err := db.Apply(ctx, new(Batch).Put([]byte("blocker"), []byte("x"))); blocker <- err }()
+		go func() { _, err := db.Apply(ctx, new(store.Batch).Put([]byte("blocker"), []byte("x"))); blocker <- err }()
 		<-g.entered
 		errs := make([]error, incs)
 		var wg sync.WaitGroup
@@ -103,7 +104,7 @@ func TestGetLatest_ChainOfIncrementsSharesAGroupAndACrashKeepsAPrefix(t *testing
 				t.Fatal(err)
 			}
 			wg.Go(func() {
-				_, errs[i] = db.Apply(OnSequenced(ctx, func() { next <- struct{}{} }), b)
+				_, errs[i] = db.Apply(store.OnSequenced(ctx, func() { next <- struct{}{} }), b)
 			})
 		}
 		awaitSequenced(t, next) // the last
@@ -115,7 +116,7 @@ func TestGetLatest_ChainOfIncrementsSharesAGroupAndACrashKeepsAPrefix(t *testing
 		wg.Wait()
 		disarm()
 		for i, err := range errs {
-			if !errors.Is(err, ErrAmbiguous) {
+			if !errors.Is(err, store.ErrAmbiguous) {
 				t.Fatalf("increment %d, whose group's fsync failed: %v (a failed condition means it did not stage on its predecessor)", i, err)
 			}
 		}
@@ -186,7 +187,7 @@ func TestGetLatest_ReadsPendingGetDoesNot(t *testing.T) {
 	g := &gatedFS{FS: disk.FS(), entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	db := openT(t, memDataDir, quiet(Options{FS: g, WAL: wal.Options{NoPreallocation: true}}))
 	ctx := context.Background()
-	v1, err := db.Apply(ctx, new(Batch).Put([]byte("k"), []byte("old")).Put([]byte("gone"), []byte("x")))
+	v1, err := db.Apply(ctx, new(store.Batch).Put([]byte("k"), []byte("old")).Put([]byte("gone"), []byte("x")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +195,8 @@ func TestGetLatest_ReadsPendingGetDoesNot(t *testing.T) {
 	done := make(chan error, 1)
 	seq := make(chan struct{}, 1)
 	go func() {
-		_, err := db.Apply(OnSequenced(ctx, func() { seq <- struct{}{} }),
-			new(Batch).Put([]byte("k"), []byte("new")).Delete([]byte("gone")))
+		_, err := db.Apply(store.OnSequenced(ctx, func() { seq <- struct{}{} }),
+			new(store.Batch).Put([]byte("k"), []byte("new")).Delete([]byte("gone")))
 		done <- err
 	}()
 	<-seq
@@ -203,7 +204,7 @@ func TestGetLatest_ReadsPendingGetDoesNot(t *testing.T) {
 	if it, err := db.GetLatest(ctx, []byte("k")); err != nil || string(it.Value) != "new" || it.Version <= v1 {
 		t.Fatalf("GetLatest of a pending write: %q@%d %v, want new after %d", it.Value, it.Version, err, v1)
 	}
-	if _, err := db.GetLatest(ctx, []byte("gone")); !errors.Is(err, ErrNotFound) {
+	if _, err := db.GetLatest(ctx, []byte("gone")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetLatest of a pending delete: %v, want ErrNotFound", err)
 	}
 	if it, err := db.Get(ctx, []byte("k")); err != nil || string(it.Value) != "old" || it.Version != v1 {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/idemdb/idem/store"
 )
 
 // TestOpen_ReadsALegacySingleFileCheckpoint: a data dir written by an
@@ -32,7 +34,7 @@ func TestOpen_ReadsALegacySingleFileCheckpoint(t *testing.T) {
 	binary.LittleEndian.PutUint64(hdr[8:], uint64(snap.Version()))
 	binary.LittleEndian.PutUint64(hdr[16:], uint64(snap.Len()))
 	img.Write(hdr[:])
-	snap.Ascend(nil, func(it Item) bool {
+	snap.Ascend(nil, func(it store.Item) bool {
 		img.Write(binary.AppendUvarint(nil, uint64(len(it.Key))))
 		img.Write(binary.AppendUvarint(nil, uint64(len(it.Value))))
 		img.Write(it.Key)
@@ -51,11 +53,11 @@ func TestOpen_ReadsALegacySingleFileCheckpoint(t *testing.T) {
 		t.Fatalf("recovered from %d, want the legacy checkpoint at %d", got, snap.Version())
 	}
 	sameState(t, "from the legacy checkpoint", scanAll(t, db), state)
-	if _, err := db.Apply(context.Background(), new(Batch).Put([]byte("new"), []byte("x"))); err != nil {
+	if _, err := db.Apply(context.Background(), new(store.Batch).Put([]byte("new"), []byte("x"))); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := db.Apply(context.Background(), new(Batch).Put([]byte(fmt.Sprint("n", snap.Len())), []byte("y"))); err != nil {
+		if _, err := db.Apply(context.Background(), new(store.Batch).Put([]byte(fmt.Sprint("n", snap.Len())), []byte("y"))); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Checkpoint(); err != nil {

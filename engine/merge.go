@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -37,8 +38,8 @@ import (
 
 // pendingMerge is a merge being written: its inputs and its parts so far.
 type pendingMerge struct {
-	input *ckptChain // base and deltas up to v0
-	v0    Version    // input.tip(): the new base's version
+	input *ckptChain    // base and deltas up to v0
+	v0    store.Version // input.tip(): the new base's version
 	parts []partMeta
 	run   *loadRun // the input deltas merged, newest winning (loaded at the first step)
 	began time.Time
@@ -107,7 +108,7 @@ func (db *DB) merger() {
 			default:
 			}
 			done, err := db.mergeStep()
-			if errors.Is(err, ErrClosed) {
+			if errors.Is(err, store.ErrClosed) {
 				return
 			}
 			if err != nil {
@@ -135,7 +136,7 @@ func (db *DB) mergeAll() error {
 // once its last part is durable. done: no merge is left.
 func (db *DB) mergeStep() (done bool, err error) {
 	if db.closed.Load() {
-		return true, ErrClosed
+		return true, store.ErrClosed
 	}
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
@@ -267,7 +268,7 @@ func (cur *mergeCursor) loadPart() error {
 	if err != nil {
 		return err
 	}
-	err = decodePart(data, p, func(k, v []byte, ver Version, indirect bool) {
+	err = decodePart(data, p, func(k, v []byte, ver store.Version, indirect bool) {
 		cur.items = append(cur.items, loadedKV(k, v, ver, indirect))
 	})
 	if err != nil {
@@ -399,7 +400,7 @@ func (db *DB) linkMerge(m *pendingMerge) error {
 }
 
 // hasLink reports whether v is one of the chain's links.
-func (c *ckptChain) hasLink(v Version) bool {
+func (c *ckptChain) hasLink(v store.Version) bool {
 	if c.base.v0 == v {
 		return true
 	}

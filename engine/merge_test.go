@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -75,7 +76,7 @@ func TestOpen_AGrowingStoreReplaysAtMostTwoIntervalsAtEveryOpen(t *testing.T) {
 		}
 		for i := range perLife {
 			k, v := fmt.Sprintf("k%03d-%02d", life, i), strings.Repeat(string(rune('a'+life%26)), 500+i%2)
-			if _, err := db.Apply(ctx, new(Batch).Put([]byte(k), []byte(v))); err != nil {
+			if _, err := db.Apply(ctx, new(store.Batch).Put([]byte(k), []byte(v))); err != nil {
 				t.Fatal(err)
 			}
 			want[k] = v
@@ -113,7 +114,7 @@ var fileDamages = []struct {
 // kind at once: a merged base and the base before it (the fallback), the
 // deltas on both, value-log segments, and log segments, the newest beyond
 // the chain's tip. It returns the acknowledged state.
-func lossStore(t *testing.T, opts Options) (string, map[string]Item) {
+func lossStore(t *testing.T, opts Options) (string, map[string]store.Item) {
 	t.Helper()
 	dir := t.TempDir()
 	db := openT(t, dir, opts)
@@ -125,7 +126,7 @@ func lossStore(t *testing.T, opts Options) (string, map[string]Item) {
 			if fresh {
 				k = fmt.Sprintf("n%02d-%03d", round, i)
 			}
-			if _, err := db.Apply(ctx, new(Batch).Put([]byte(k), fmt.Appendf(nil, "%s@%d%s", k, round, strings.Repeat("v", 24+i%3)))); err != nil {
+			if _, err := db.Apply(ctx, new(store.Batch).Put([]byte(k), fmt.Appendf(nil, "%s@%d%s", k, round, strings.Repeat("v", 24+i%3)))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -150,7 +151,7 @@ func lossStore(t *testing.T, opts Options) (string, map[string]Item) {
 		checkpointT(t, db)
 	}
 	put(20, false) // the log's tail after the tip
-	if _, err := db.Apply(ctx, new(Batch).Delete([]byte("k007"))); err != nil {
+	if _, err := db.Apply(ctx, new(store.Batch).Delete([]byte("k007"))); err != nil {
 		t.Fatal(err)
 	}
 	if db.Stats().Checkpoints.Merges == 0 || db.fallback == nil || len(db.chain.deltas) == 0 {
@@ -206,7 +207,7 @@ func TestOpen_EveryFileLostOrCutLeavesEveryWrite(t *testing.T) {
 				}
 				db, err := Open(dir, opts)
 				if err != nil {
-					if fileKind(f) != "wal" || !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), walDirName) {
+					if fileKind(f) != "wal" || !errors.Is(err, store.ErrCorruption) || !strings.Contains(err.Error(), walDirName) {
 						t.Fatalf("open after %s %s: %v", f, damage.name, err)
 					}
 					t.Logf("refused, as the design says for a log segment: %v", err)
@@ -223,7 +224,7 @@ func TestOpen_EveryFileLostOrCutLeavesEveryWrite(t *testing.T) {
 // checkAfterLoss checks the store against the acknowledged state after
 // the loss of file f, allowing what the design cannot keep (see
 // TestOpen_EveryFileLostOrCutLeavesEveryWrite).
-func checkAfterLoss(t *testing.T, db *DB, f string, state map[string]Item) {
+func checkAfterLoss(t *testing.T, db *DB, f string, state map[string]store.Item) {
 	t.Helper()
 	ctx := context.Background()
 	lost := 0
@@ -231,9 +232,9 @@ func checkAfterLoss(t *testing.T, db *DB, f string, state map[string]Item) {
 		got, err := db.Get(ctx, []byte(k))
 		switch {
 		case err == nil && string(got.Value) == string(w.Value) && got.Version == w.Version:
-		case fileKind(f) == "vlog" && errors.Is(err, ErrCorruption):
+		case fileKind(f) == "vlog" && errors.Is(err, store.ErrCorruption):
 			lost++
-		case fileKind(f) == "wal" && w.Version > db.Stats().Recovery.FromCheckpoint && (err == nil || errors.Is(err, ErrNotFound)) &&
+		case fileKind(f) == "wal" && w.Version > db.Stats().Recovery.FromCheckpoint && (err == nil || errors.Is(err, store.ErrNotFound)) &&
 			(err != nil || got.Version < w.Version):
 			lost++ // only the lost segment held it
 		default:
@@ -246,7 +247,7 @@ func checkAfterLoss(t *testing.T, db *DB, f string, state map[string]Item) {
 	if fileKind(f) == "vlog" {
 		return // a scan reads the values
 	}
-	items, err := db.Scan(ctx, nil, nil, ScanLimitMax)
+	items, err := db.Scan(ctx, nil, nil, store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,22 +3,9 @@ package engine
 import (
 	"log/slog"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
-)
-
-// Limits on what one call may ask of the store.
-const (
-	// KeyBytesMax bounds a key.
-	KeyBytesMax = 4 << 10
-	// BatchBytesMax bounds the encoded writes of one batch. It stays below
-	// the WAL's group bound so that one batch always fits one group write,
-	// which is what torn-tail repair assumes.
-	BatchBytesMax = 2 << 20
-	// BatchOpsMax bounds the ops (and, separately, the conditions) of a batch.
-	BatchOpsMax = 16 << 10
-	// ScanLimitMax bounds the items one Scan returns.
-	ScanLimitMax = 16 << 10
 )
 
 // Options configure a DB. Zero fields take defaults.
@@ -93,8 +80,10 @@ func (o Options) withDefaults() Options {
 	if o.WAL.Logger == nil {
 		o.WAL.Logger = o.Logger
 	}
-	if o.WAL.GroupBytesMax != 0 && o.WAL.GroupBytesMax < 2*BatchBytesMax {
-		o.WAL.GroupBytesMax = 2 * BatchBytesMax
+	// One batch (store.BatchBytesMax, the most any store accepts) always
+	// fits one group write, which is what torn-tail repair assumes.
+	if o.WAL.GroupBytesMax != 0 && o.WAL.GroupBytesMax < 2*store.BatchBytesMax {
+		o.WAL.GroupBytesMax = 2 * store.BatchBytesMax
 	}
 	return o
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -38,7 +39,7 @@ var propKeys = []string{"k0", "k1", "k1\x00", "k2", "k3", "k4", "k5", "k6", "k7"
 
 type modelItem struct {
 	val []byte
-	ver Version
+	ver store.Version
 }
 
 type propRun struct {
@@ -49,7 +50,7 @@ type propRun struct {
 	opts  Options
 	db    *DB
 	model map[string]modelItem
-	lastV Version
+	lastV store.Version
 	trace []string
 	stats map[string]int
 }
@@ -137,7 +138,7 @@ func (p *propRun) value() []byte {
 // wins), 0-3 conditions of every kind, current or stale.
 func (p *propRun) apply(ctx context.Context) {
 	p.t.Helper()
-	b := new(Batch)
+	b := new(store.Batch)
 	for range p.rng.IntN(4) {
 		k := []byte(p.key())
 		cur := p.model[string(k)].ver
@@ -149,9 +150,9 @@ func (p *propRun) apply(ctx context.Context) {
 		case 2, 3:
 			b.AtVersion(k, cur)
 		case 4:
-			b.AtVersion(k, Version(p.rng.IntN(int(p.lastV)+2))) // mostly stale
+			b.AtVersion(k, store.Version(p.rng.IntN(int(p.lastV)+2))) // mostly stale
 		case 5:
-			b.Conds = append(b.Conds, Condition{Key: k, Kind: MustBeAtVersion}) // at version 0: never holds
+			b.Conds = append(b.Conds, store.Condition{Key: k, Kind: store.MustBeAtVersion}) // at version 0: never holds
 		default:
 			b.AtVersion(k, cur+1)
 		}
@@ -165,17 +166,17 @@ func (p *propRun) apply(ctx context.Context) {
 	}
 
 	// What the model says.
-	var failed *Condition
-	var found Version
+	var failed *store.Condition
+	var found store.Version
 	for i, c := range b.Conds {
 		m, ok := p.model[string(c.Key)]
 		var hold bool
 		switch c.Kind {
-		case MustBeAbsent:
+		case store.MustBeAbsent:
 			hold = !ok
-		case MustBePresent:
+		case store.MustBePresent:
 			hold = ok
-		case MustBeAtVersion:
+		case store.MustBeAtVersion:
 			hold = ok && m.ver == c.Version
 		}
 		if !hold {
@@ -187,14 +188,14 @@ func (p *propRun) apply(ctx context.Context) {
 
 	v, err := p.db.Apply(ctx, b)
 	if failed != nil {
-		var ce *ConditionError
-		if !errors.Is(err, ErrConditionFailed) || !errors.As(err, &ce) {
+		var ce *store.ConditionError
+		if !errors.Is(err, store.ErrConditionFailed) || !errors.As(err, &ce) {
 			p.fail("Apply = %d, %v; the model says condition %s on %q fails", v, err, failed.Kind, failed.Key)
 		}
 		if !bytes.Equal(ce.Cond.Key, failed.Key) || ce.Cond.Kind != failed.Kind || ce.Cond.Version != failed.Version || ce.Found != found {
 			p.fail("condition error %+v (found %d), want the first failing condition %+v (found %d)", ce.Cond, ce.Found, *failed, found)
 		}
-		if k, ok := FailedKey(err); !ok || !bytes.Equal(k, failed.Key) {
+		if k, ok := store.FailedKey(err); !ok || !bytes.Equal(k, failed.Key) {
 			p.fail("FailedKey = %q, %v", k, ok)
 		}
 		p.stats["rejected"]++
@@ -230,7 +231,7 @@ func (p *propRun) get(ctx context.Context) {
 	it, err := p.db.Get(ctx, []byte(k))
 	m, ok := p.model[k]
 	switch {
-	case !ok && !errors.Is(err, ErrNotFound):
+	case !ok && !errors.Is(err, store.ErrNotFound):
 		p.fail("Get(%q) = %q@%d, %v; the model has no such key", k, it.Value, it.Version, err)
 	case ok && (err != nil || !bytes.Equal(it.Value, m.val) || it.Version != m.ver || string(it.Key) != k):
 		p.fail("Get(%q) = %q %q@%d, %v; want %q@%d", k, it.Key, it.Value, it.Version, err, m.val, m.ver)
@@ -258,7 +259,7 @@ func (p *propRun) scan(ctx context.Context) {
 	if p.rng.IntN(3) > 0 {
 		end = []byte(p.key())
 		if p.rng.IntN(2) == 0 {
-			end = PrefixEnd(end)
+			end = store.PrefixEnd(end)
 		}
 	}
 	limit := 1 + p.rng.IntN(len(propKeys)+2)
@@ -297,7 +298,7 @@ func (p *propRun) snapshot(ctx context.Context) {
 			p.fail("snapshot %s: %d keys, want %d", when, snap.Len(), len(before))
 		}
 		n := 0
-		snap.Ascend(nil, func(it Item) bool {
+		snap.Ascend(nil, func(it store.Item) bool {
 			m, ok := before[string(it.Key)]
 			if !ok || !bytes.Equal(it.Value, m.val) || it.Version != m.ver {
 				p.fail("snapshot %s: %q=%q@%d, model %q@%d (%v)", when, it.Key, it.Value, it.Version, m.val, m.ver, ok)
@@ -320,20 +321,20 @@ func (p *propRun) snapshot(ctx context.Context) {
 // invalid sends batches that break a limit: nothing may change.
 func (p *propRun) invalid(ctx context.Context) {
 	p.t.Helper()
-	bad := []*Batch{
+	bad := []*store.Batch{
 		nil,
-		new(Batch),
-		new(Batch).Put(nil, []byte("x")),
-		new(Batch).Put(bytes.Repeat([]byte("k"), KeyBytesMax+1), nil),
-		new(Batch).Absent(nil).Put([]byte("k1"), nil),
-		{Conds: []Condition{{Key: []byte("k1"), Kind: 9}}, Ops: []Op{{Key: []byte("k1")}}},
+		new(store.Batch),
+		new(store.Batch).Put(nil, []byte("x")),
+		new(store.Batch).Put(bytes.Repeat([]byte("k"), store.KeyBytesMax+1), nil),
+		new(store.Batch).Absent(nil).Put([]byte("k1"), nil),
+		{Conds: []store.Condition{{Key: []byte("k1"), Kind: 9}}, Ops: []store.Op{{Key: []byte("k1")}}},
 	}
 	b := bad[p.rng.IntN(len(bad))]
 	p.note("invalid batch %d", slices.Index(bad, b))
-	if _, err := p.db.Apply(ctx, b); !errors.Is(err, ErrInvalidBatch) {
+	if _, err := p.db.Apply(ctx, b); !errors.Is(err, store.ErrInvalidBatch) {
 		p.fail("invalid batch: %v, want ErrInvalidBatch", err)
 	}
-	if _, err := p.db.Scan(ctx, nil, nil, 0); !errors.Is(err, ErrInvalidScan) {
+	if _, err := p.db.Scan(ctx, nil, nil, 0); !errors.Is(err, store.ErrInvalidScan) {
 		p.fail("scan limit 0: %v, want ErrInvalidScan", err)
 	}
 }
@@ -341,7 +342,7 @@ func (p *propRun) invalid(ctx context.Context) {
 // check: the whole store equals the model.
 func (p *propRun) check() {
 	p.t.Helper()
-	items, err := p.db.Scan(context.Background(), nil, nil, ScanLimitMax)
+	items, err := p.db.Scan(context.Background(), nil, nil, store.ScanLimitMax)
 	if err != nil {
 		p.fail("scan: %v", err)
 	}
@@ -357,11 +358,11 @@ func (p *propRun) check() {
 	}
 }
 
-func describe(b *Batch) string {
+func describe(b *store.Batch) string {
 	var sb strings.Builder
 	for _, c := range b.Conds {
 		fmt.Fprintf(&sb, "if %q %s", c.Key, c.Kind)
-		if c.Kind == MustBeAtVersion {
+		if c.Kind == store.MustBeAtVersion {
 			fmt.Fprintf(&sb, " %d", c.Version)
 		}
 		sb.WriteString("; ")

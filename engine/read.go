@@ -2,37 +2,41 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 )
 
 // Get implements Store.
-func (db *DB) Get(_ context.Context, key []byte) (Item, error) {
+func (db *DB) Get(_ context.Context, key []byte) (store.Item, error) {
 	if db.closed.Load() {
-		return Item{}, ErrClosed
+		return store.Item{}, store.ErrClosed
 	}
 	db.treeMu.RLock()
 	it, ok := db.tree.Get(index.Probe(key))
 	db.treeMu.RUnlock()
 	if !ok {
-		return Item{}, ErrNotFound
+		return store.Item{}, store.ErrNotFound
 	}
 	return db.item(it)
 }
 
-// Limits implements Store: the local store's bounds (options.go).
-func (db *DB) Limits() Limits {
-	return Limits{ApplyOpsMax: BatchOpsMax, ApplyCondsMax: BatchOpsMax, ApplyBytesMax: BatchBytesMax, ScanItemsMax: ScanLimitMax}
+// Limits implements store.Store: the local store's bounds are the most
+// any store accepts.
+func (db *DB) Limits() store.Limits { return store.MaxLimits }
+
+// Capabilities implements store.Store: one log under every batch.
+func (db *DB) Capabilities() store.Capabilities {
+	return store.Capabilities{Chain: db, HotScan: db, Latest: db}
 }
 
 // Scan implements Store.
-func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, error) {
+func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	if db.closed.Load() {
-		return nil, ErrClosed
+		return nil, store.ErrClosed
 	}
-	if limit <= 0 || limit > ScanLimitMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", ErrInvalidScan, limit, ScanLimitMax)
+	if err := store.CheckScan(limit, db.Limits()); err != nil {
+		return nil, err
 	}
 	found := make([]index.KV, 0, min(limit, 64))
 	collect := func(it index.KV) bool {
@@ -48,7 +52,7 @@ func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, err
 	db.treeMu.RUnlock()
 	// Values in the value log are read outside the tree lock: a pread
 	// must not hold up the writers' publication.
-	out := make([]Item, 0, len(found))
+	out := make([]store.Item, 0, len(found))
 	for _, it := range found {
 		item, err := db.item(it)
 		if err != nil {
@@ -63,7 +67,7 @@ func (db *DB) Scan(_ context.Context, start, end []byte, limit int) ([]Item, err
 // costs O(1) to take and stays valid while the store moves on.
 type Snapshot struct {
 	tree    *index.Ordered[index.KV]
-	version Version
+	version store.Version
 	db      *DB // reads values in the value log
 }
 
@@ -75,7 +79,7 @@ func (db *DB) Snapshot() *Snapshot {
 }
 
 // Version is the last batch included in the snapshot.
-func (s *Snapshot) Version() Version { return s.version }
+func (s *Snapshot) Version() store.Version { return s.version }
 
 // Len is the number of keys.
 func (s *Snapshot) Len() int { return s.tree.Len() }
@@ -84,10 +88,10 @@ func (s *Snapshot) Len() int { return s.tree.Len() }
 // returns false or a value cannot be read (the error returned). A value in
 // the value log is read as of now: the collector may have moved it, never
 // changed it.
-func (s *Snapshot) Ascend(start []byte, fn func(Item) bool) error {
+func (s *Snapshot) Ascend(start []byte, fn func(store.Item) bool) error {
 	var err error
 	s.tree.Ascend(index.Probe(start), func(it index.KV) bool {
-		var item Item
+		var item store.Item
 		if item, err = s.db.item(it); err != nil {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -49,7 +50,7 @@ func (db *DB) recover() error {
 	// replay from ckpt+1 re-applies their writes in log order, so the tree
 	// counts as applied up to ckpt while it runs.
 	fromParts := db.applied
-	db.applied = Version(ckpt)
+	db.applied = store.Version(ckpt)
 	r := replayer{db: db, next: ckpt + 1}
 	err = log.Replay(ckpt+1, r.entry)
 	if err == nil {
@@ -65,10 +66,10 @@ func (db *DB) recover() error {
 		// A checkpoint the log says was completed is gone or lost a part
 		// (a damaged one was reported as it was skipped).
 		db.opts.Logger.Warn("engine: the newest checkpoint is missing or damaged; recovered everything from an older one and the log after it",
-			"missing", genName(Version(newest)), "used", checkpointLabel(ckpt))
+			"missing", genName(store.Version(newest)), "used", checkpointLabel(ckpt))
 	}
-	db.applied = max(db.applied, fromParts, Version(log.NextIndex()-1))
-	db.durable = Version(log.NextIndex() - 1)
+	db.applied = max(db.applied, fromParts, store.Version(log.NextIndex()-1))
+	db.durable = store.Version(log.NextIndex() - 1)
 	db.log = log
 	db.lastCkptIndex.Store(ckpt)
 	db.liveNow.Store(db.liveBytes)
@@ -80,7 +81,7 @@ func (db *DB) recover() error {
 	// The log kept before the tip counts towards the next merge: the log
 	// on disk stays bounded by the merge's rule across restarts too.
 	db.baseLogBytes.Store(replayed - walDiskBytes(db.fs, filepath.Join(db.dir, walDirName)))
-	db.recovery = RecoveryStats{FromCheckpoint: Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed}
+	db.recovery = RecoveryStats{FromCheckpoint: store.Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed}
 	db.reportDamageFiles()
 	return nil
 }
@@ -92,14 +93,14 @@ func (db *DB) recover() error {
 // value over a newer one, so either is reported as corruption.
 type replayer struct {
 	db      *DB
-	next    uint64    // the index the next entry must have
-	entries int64     // entries replayed
-	bytes   int64     // their body bytes
-	newest  uint64    // the newest checkpoint the log says was written
-	merged  []Version // the merged bases the log says were linked
+	next    uint64          // the index the next entry must have
+	entries int64           // entries replayed
+	bytes   int64           // their body bytes
+	newest  uint64          // the newest checkpoint the log says was written
+	merged  []store.Version // the merged bases the log says were linked
 
-	ops  []Op   // scratch: the entry's ops as decoded, then as owned
-	slab []byte // the arena puts are copied into (own)
+	ops  []store.Op // scratch: the entry's ops as decoded, then as owned
+	slab []byte     // the arena puts are copied into (own)
 }
 
 // replaySlabBytes is the size of the arena chunks replayed puts are
@@ -113,7 +114,7 @@ const replaySlabBytes = 64 << 10
 // entry is the wal.Log.Replay callback.
 func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	if index != r.next {
-		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf(
+		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf(
 			"replayed entries are not contiguous: entry %d where entry %d was due", index, r.next)}
 	}
 	r.next++
@@ -122,25 +123,25 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	if n, k := binary.Uvarint(body); kind == wal.KindCheckpoint && k > 0 {
 		r.newest = max(r.newest, n)
 		if v, ok := mergeRecord(body); ok {
-			r.merged = append(r.merged, Version(v))
+			r.merged = append(r.merged, store.Version(v))
 		}
 	}
 	if kind != wal.KindBatch {
 		return nil
 	}
 	r.ops = r.ops[:0]
-	if err := decodeBody(body, func(op Op) { r.ops = append(r.ops, op) }); err != nil {
-		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
+	if err := decodeBody(body, func(op store.Op) { r.ops = append(r.ops, op) }); err != nil {
+		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
 	}
 	// Bodies are only valid during the callback; the tree keeps copies.
-	r.db.applyToTree(Version(index), r.own(r.ops))
+	r.db.applyToTree(store.Version(index), r.own(r.ops))
 	return nil
 }
 
 // own makes ops' puts engine-owned in place, each key ‖ value copied into
 // the arena (the layout of index.KV, as ownOps makes it). A delete's key
 // is used only while the entry is applied, and stays in the body.
-func (r *replayer) own(ops []Op) []Op {
+func (r *replayer) own(ops []store.Op) []store.Op {
 	for i, op := range ops {
 		if op.Delete {
 			continue
@@ -153,7 +154,7 @@ func (r *replayer) own(ops []Op) []Op {
 		r.slab = append(append(r.slab, op.Key...), op.Value...)
 		buf := r.slab[at:len(r.slab):len(r.slab)]
 		k := len(op.Key)
-		ops[i] = Op{Key: buf[:k:k], Value: buf[k:]}
+		ops[i] = store.Op{Key: buf[:k:k], Value: buf[k:]}
 	}
 	return ops
 }
@@ -162,7 +163,7 @@ func (r *replayer) own(ops []Op) []Op {
 // end (next is the index the log assigns next).
 func (r *replayer) reachedEnd(next uint64) error {
 	if r.next != next {
-		return &CorruptionError{File: walDirName, Reason: fmt.Sprintf(
+		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf(
 			"replayed entries are not contiguous: replay ended before entry %d, but the log ends at entry %d", r.next, next-1)}
 	}
 	return nil
@@ -174,7 +175,7 @@ func checkpointLabel(v uint64) string {
 	if v == 0 {
 		return "(none: the whole log)"
 	}
-	return genName(Version(v))
+	return genName(store.Version(v))
 }
 
 // filesOf names a generation's files for an operator.
@@ -219,7 +220,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 			"damaged", tried, "used", checkpointLabel(tip))
 		db.moveAside(damaged)
 	}
-	lost := db.settleChain(gens, deltas, chosen, Version(tip))
+	lost := db.settleChain(gens, deltas, chosen, store.Version(tip))
 	return tip, len(tried) > 0 || lost, nil
 }
 
@@ -227,7 +228,7 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 // complete, with as many of its deltas as load, into the tree. It skips
 // a damaged generation (tried and damaged say which, for the warning and
 // to move aside); nil when none loads.
-func (db *DB) loadNewestChain(gens []generation, deltas map[Version][]deltaMeta, logFirst uint64) (chosen *ckptChain, tried, damaged []string, err error) {
+func (db *DB) loadNewestChain(gens []generation, deltas map[store.Version][]deltaMeta, logFirst uint64) (chosen *ckptChain, tried, damaged []string, err error) {
 	for _, g := range gens {
 		if !g.complete() {
 			continue // being written, or lost a part: replay covers it
@@ -275,7 +276,7 @@ func (db *DB) loadNewestChain(gens []generation, deltas map[Version][]deltaMeta,
 // settleChain finishes an open's choice of chain: it notes the fallback
 // chain whose files are kept, says whether a newer merged base is gone
 // (and warns), and resumes an interrupted base or merge.
-func (db *DB) settleChain(gens []generation, deltas map[Version][]deltaMeta, chosen *ckptChain, tip Version) (lostBase bool) {
+func (db *DB) settleChain(gens []generation, deltas map[store.Version][]deltaMeta, chosen *ckptChain, tip store.Version) (lostBase bool) {
 	if chosen != nil {
 		db.fallback = fallbackOf(gens, deltas, chosen)
 		if lost := lostBases(gens, chosen); len(lost) > 0 {
@@ -298,12 +299,12 @@ func (db *DB) settleChain(gens []generation, deltas map[Version][]deltaMeta, cho
 // newer than its own base and not complete on disk: merged bases lost or
 // damaged, which chosen, the chain they replaced, stands in for.
 func lostBases(gens []generation, chosen *ckptChain) []string {
-	complete := map[Version]bool{}
+	complete := map[store.Version]bool{}
 	for _, g := range gens {
 		complete[g.v0] = g.complete()
 	}
 	var out []string
-	seen := map[Version]bool{}
+	seen := map[store.Version]bool{}
 	for _, d := range chosen.deltas {
 		if d.base > chosen.base.v0 && !complete[d.base] && !seen[d.base] {
 			seen[d.base] = true
@@ -316,7 +317,7 @@ func lostBases(gens []generation, chosen *ckptChain) []string {
 // fallbackOf is the chain an open keeps the files of beside chosen: the
 // newest complete generation older than chosen's base, with its deltas
 // (what a lost file of chosen falls back to).
-func fallbackOf(gens []generation, deltas map[Version][]deltaMeta, chosen *ckptChain) *ckptChain {
+func fallbackOf(gens []generation, deltas map[store.Version][]deltaMeta, chosen *ckptChain) *ckptChain {
 	for _, g := range gens {
 		if g.complete() && g.v0 < chosen.base.v0 {
 			return chainOf(g, deltas)
@@ -403,7 +404,7 @@ func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
 		return loadRun{}, err
 	}
 	run := loadRun{kv: make([]index.KV, 0, min(d.count, loadPreallocMax))}
-	err = decodeDelta(data, d, func(k, v []byte, ver Version, tombstone, indirect bool) {
+	err = decodeDelta(data, d, func(k, v []byte, ver store.Version, tombstone, indirect bool) {
 		if tombstone {
 			run.add(index.Probe(k), true)
 			return
@@ -438,12 +439,12 @@ func (db *DB) resume(g generation) {
 	db.opts.Logger.Info("engine: resuming an interrupted checkpoint", "checkpoint", genName(g.v0), "parts_done", n)
 }
 
-func (db *DB) noUsableCheckpoint(gens []generation, deltas map[Version][]deltaMeta, tried []string, logFirst uint64, recorded []uint64) error {
+func (db *DB) noUsableCheckpoint(gens []generation, deltas map[store.Version][]deltaMeta, tried []string, logFirst uint64, recorded []uint64) error {
 	var what []string
 	if len(tried) > 0 {
 		what = append(what, "damaged: "+strings.Join(tried, "; "))
 	}
-	complete := map[Version]bool{}
+	complete := map[store.Version]bool{}
 	var incomplete []string
 	for _, g := range gens {
 		complete[g.v0] = g.complete()
@@ -461,8 +462,8 @@ func (db *DB) noUsableCheckpoint(gens []generation, deltas map[Version][]deltaMe
 	}
 	var missing []string
 	for _, v := range recorded {
-		if !complete[Version(v)] {
-			missing = append(missing, genName(Version(v)))
+		if !complete[store.Version(v)] {
+			missing = append(missing, genName(store.Version(v)))
 		}
 	}
 	if len(missing) > 0 {
@@ -471,7 +472,7 @@ func (db *DB) noUsableCheckpoint(gens []generation, deltas map[Version][]deltaMe
 	if len(what) == 0 {
 		what = append(what, "no checkpoint file is present")
 	}
-	return &CorruptionError{File: db.dir, Reason: fmt.Sprintf(
+	return &store.CorruptionError{File: db.dir, Reason: fmt.Sprintf(
 		"no usable checkpoint (%s): the log starts at entry %d, so the entries before it exist only in a checkpoint. "+
 			"Nothing was changed. Restore the data directory from a backup, or put back the files of a checkpoint "+
 			"ckpt-<index>-*.ckpt, with every ckpt-*.delta on it, whose newest link is ≥ %d", strings.Join(what, "; "), logFirst, logFirst-1)}
@@ -545,7 +546,7 @@ func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
 	if err != nil {
 		return err
 	}
-	err = decodePart(data, p, func(k, v []byte, ver Version, indirect bool) { fn(loadedKV(k, v, ver, indirect)) })
+	err = decodePart(data, p, func(k, v []byte, ver store.Version, indirect bool) { fn(loadedKV(k, v, ver, indirect)) })
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
 	}
@@ -558,7 +559,7 @@ const loadPreallocMax = 1 << 26
 
 // loadedKV is a checkpoint record as a tree item. k and v are adjacent in
 // the file's image: one item aliases both.
-func loadedKV(k, v []byte, ver Version, indirect bool) index.KV {
+func loadedKV(k, v []byte, ver store.Version, indirect bool) index.KV {
 	buf := k[: len(k)+len(v) : len(k)+len(v)]
 	if indirect {
 		return index.IndirectKV(buf, len(k), uint64(ver))
@@ -599,9 +600,12 @@ func (db *DB) reportDamageFiles() {
 	}
 }
 
+// walErr names the log's directory in a corruption the log found, unless
+// a *store.CorruptionError names a file already.
 func walErr(err error) error {
-	if errors.Is(err, wal.ErrCorruption) && !errors.Is(err, ErrCorruption) {
-		return &CorruptionError{File: walDirName, Err: err}
+	var named *store.CorruptionError
+	if errors.Is(err, wal.ErrCorruption) && !errors.As(err, &named) {
+		return &store.CorruptionError{File: walDirName, Err: err}
 	}
 	return err
 }
@@ -625,7 +629,7 @@ func walDiskBytes(fsys vfs.FS, dir string) int64 {
 // that the open did not load: gone or damaged, their chain's fallback
 // stood in for them, losing nothing (the deltas written on one name it,
 // lostBases; this covers a merged base no delta was written on yet).
-func (db *DB) warnLostMerges(merged []Version, used uint64) {
+func (db *DB) warnLostMerges(merged []store.Version, used uint64) {
 	var lost []string
 	for _, v := range merged {
 		if db.chain == nil || v > db.chain.base.v0 {

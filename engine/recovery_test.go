@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -55,7 +56,7 @@ func TestOpen_RecoveryStaysBoundedAcrossACrashLoop(t *testing.T) {
 		}
 		for i := range perLife {
 			k := fmt.Appendf(nil, "k%03d", (life*perLife+i)%50)
-			if _, err := db.Apply(ctx, new(Batch).Put(k, value)); err != nil {
+			if _, err := db.Apply(ctx, new(store.Batch).Put(k, value)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -93,7 +94,7 @@ func TestCheckpoint_ACrashMidCheckpointKeepsItsParts(t *testing.T) {
 	}
 	for i := range 50 {
 		k := []byte(fmt.Sprintf("k%03d", i))
-		if _, err := db.Apply(ctx, new(Batch).Put(k, []byte(fmt.Sprintf("changed-after-the-first-parts-%d", i)))); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put(k, []byte(fmt.Sprintf("changed-after-the-first-parts-%d", i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,7 +145,7 @@ func TestOpen_RecoveryStaysBoundedWhenACheckpointOutlastsALife(t *testing.T) {
 	opts := Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 8 << 10}}
 	value := []byte(strings.Repeat("v", 200))
 	const lives, perLife = 60, 30
-	maxReplayed, completed := int64(0), map[Version]bool{}
+	maxReplayed, completed := int64(0), map[store.Version]bool{}
 	for life := range lives {
 		efs := errorfs.Wrap(disk.FS())
 		o := disk.opts(opts)
@@ -156,7 +157,7 @@ func TestOpen_RecoveryStaysBoundedWhenACheckpointOutlastsALife(t *testing.T) {
 		maxReplayed = max(maxReplayed, db.Stats().Recovery.ReplayedBytes)
 		for i := range perLife {
 			k := fmt.Appendf(nil, "k%03d", (life*perLife+i)%300) // a ~70 KiB store: many parts
-			if _, err := db.Apply(ctx, new(Batch).Put(k, value)); err != nil {
+			if _, err := db.Apply(ctx, new(store.Batch).Put(k, value)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -32,8 +33,8 @@ type RestoreEpoch struct {
 	RestoredAt time.Time `json:"restored_at"`
 	// BackupVersion and BackupTime are the backup manifest's: batches
 	// acknowledged after BackupTime may be lost.
-	BackupVersion Version   `json:"backup_version"`
-	BackupTime    time.Time `json:"backup_time"`
+	BackupVersion store.Version `json:"backup_version"`
+	BackupTime    time.Time     `json:"backup_time"`
 }
 
 // Restored returns the store's restore epoch; ok=false if it was never
@@ -55,7 +56,7 @@ func armRestore(fsys vfs.FS, dir string, now time.Time) (*RestoreEpoch, error) {
 		var e RestoreEpoch
 		if err := json.Unmarshal(b, &e); err != nil || e.Format != RestoreFormat {
 			return nil, fmt.Errorf("%w: restore epoch %s does not decode (format %d; this build reads %d): %v",
-				ErrCorruption, path, e.Format, RestoreFormat, err)
+				store.ErrCorruption, path, e.Format, RestoreFormat, err)
 		}
 		return &e, nil
 	}

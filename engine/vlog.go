@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
 
@@ -63,7 +64,7 @@ func (p vlogPtr) encode(dst []byte) []byte {
 
 func decodeVlogPtr(b []byte) (vlogPtr, error) {
 	if len(b) != vlogPtrLen {
-		return vlogPtr{}, fmt.Errorf("%w: value-log pointer of %d bytes", ErrCorruption, len(b))
+		return vlogPtr{}, fmt.Errorf("%w: value-log pointer of %d bytes", store.ErrCorruption, len(b))
 	}
 	return vlogPtr{seg: binary.LittleEndian.Uint32(b), off: binary.LittleEndian.Uint32(b[4:]), n: binary.LittleEndian.Uint32(b[8:])}, nil
 }
@@ -114,7 +115,7 @@ func parseVlogRecord(rec []byte) (key, value []byte, err error) {
 		return nil, nil, errors.New("bad value length")
 	}
 	body := rec[4+n1+n2:]
-	if klen == 0 || klen > KeyBytesMax || klen+vlen != uint64(len(body)) {
+	if klen == 0 || klen > store.KeyBytesMax || klen+vlen != uint64(len(body)) {
 		return nil, nil, errors.New("lengths do not match the record")
 	}
 	return body[:klen:klen], body[klen:], nil
@@ -209,7 +210,7 @@ func (vl *valueLog) read(key []byte, ptr vlogPtr) ([]byte, error) {
 }
 
 func valueDamaged(key []byte, ptr vlogPtr, err error) error {
-	return &ValueError{Key: bytes.Clone(key), Err: fmt.Errorf("%w: value of %q at %s: %v", ErrCorruption, key, ptr, err)}
+	return &store.ValueError{Key: bytes.Clone(key), Err: fmt.Errorf("%w: value of %q at %s: %v", store.ErrCorruption, key, ptr, err)}
 }
 
 // append adds key's value to the active segment (a new one first if it
@@ -375,7 +376,7 @@ func (vl *valueLog) records(id uint32, fn func(ptr vlogPtr, key, value []byte) b
 			return off, nil
 		}
 		vlen, n2 := binary.Uvarint(h[4+n1:])
-		if n2 <= 0 || klen == 0 || klen > KeyBytesMax || vlen > BatchBytesMax {
+		if n2 <= 0 || klen == 0 || klen > store.KeyBytesMax || vlen > store.BatchBytesMax {
 			return off, nil
 		}
 		n := int64(4+n1+n2) + int64(klen+vlen)

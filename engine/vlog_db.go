@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 )
 
 // The DB's side of the value log (vlog.go): which values leave RAM, the
@@ -122,12 +123,12 @@ func (db *DB) valueOf(it index.KV) ([]byte, error) {
 }
 
 // item turns a tree item into an Item, its value read if it is elsewhere.
-func (db *DB) item(it index.KV) (Item, error) {
+func (db *DB) item(it index.KV) (store.Item, error) {
 	v, err := db.valueOf(it)
 	if err != nil {
-		return Item{}, err
+		return store.Item{}, err
 	}
-	return Item{Key: it.Key(), Value: v, Version: Version(it.Version)}, nil
+	return store.Item{Key: it.Key(), Value: v, Version: store.Version(it.Version)}, nil
 }
 
 // vlogCounters are ValueLogStats' counters.

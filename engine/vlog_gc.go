@@ -5,6 +5,7 @@ import (
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 )
 
 // The value-log collector.
@@ -39,8 +40,8 @@ const vlogGCSegmentsMax = 2
 // retiredSeg is a segment waiting for the links that stop leading to it.
 type retiredSeg struct {
 	id    uint32
-	at    uint64  // ckptLinks when it was retired
-	after Version // the chain's tip when it was retired
+	at    uint64        // ckptLinks when it was retired
+	after store.Version // the chain's tip when it was retired
 }
 
 // vlogRemoveAfterLinks is how many links must follow a retirement.
@@ -58,7 +59,7 @@ type vlogMove struct {
 func (db *DB) retireUnreferenced() {
 	for _, id := range db.vlog.ids() {
 		if db.vlogLive[id] <= 0 {
-			db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: Version(db.lastCkptIndex.Load())})
+			db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: store.Version(db.lastCkptIndex.Load())})
 		}
 	}
 }
@@ -94,7 +95,7 @@ func (db *DB) removeRetired() error {
 // (a lost delta falls back to it and the log, which does not record
 // moves) and the fallback chain (a lost base falls back to it). Caller
 // holds ckptMu.
-func (db *DB) chainsPast(v Version) bool {
+func (db *DB) chainsPast(v store.Version) bool {
 	if db.chain == nil || db.chain.base.v0 <= v {
 		return false
 	}
@@ -197,7 +198,7 @@ func (db *DB) collectSegment(id uint32) error {
 		db.vlogHeld[id] = true
 		return nil
 	}
-	db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: Version(db.lastCkptIndex.Load())})
+	db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: store.Version(db.lastCkptIndex.Load())})
 	return nil
 }
 

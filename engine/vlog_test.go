@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
 )
 
 // vlogOpts sends every value of "cold/" keys to the value log, in small
@@ -21,14 +22,14 @@ func vlogOpts() Options {
 
 func putT(t *testing.T, db *DB, key, value string) {
 	t.Helper()
-	if _, err := db.Apply(context.Background(), new(Batch).Put([]byte(key), []byte(value))); err != nil {
+	if _, err := db.Apply(context.Background(), new(store.Batch).Put([]byte(key), []byte(value))); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func deleteT(t *testing.T, db *DB, key string) {
 	t.Helper()
-	if _, err := db.Apply(context.Background(), new(Batch).Delete([]byte(key))); err != nil {
+	if _, err := db.Apply(context.Background(), new(store.Batch).Delete([]byte(key))); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -46,7 +47,7 @@ func fillCold(t *testing.T, db *DB, n int) {
 }
 
 // reopenSame closes db, reopens dir and checks it holds want.
-func reopenSame(t *testing.T, db *DB, dir string, opts Options, want map[string]Item, what string) *DB {
+func reopenSame(t *testing.T, db *DB, dir string, opts Options, want map[string]store.Item, what string) *DB {
 	t.Helper()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -149,11 +150,11 @@ func TestValueLog_AFlippedByteIsCorruptionNeverAValue(t *testing.T) {
 		}
 		db := openT(t, dir, opts)
 		it, err := db.Get(context.Background(), []byte("cold/a"))
-		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), vlogSegName(1)) {
+		if !errors.Is(err, store.ErrCorruption) || !strings.Contains(err.Error(), vlogSegName(1)) {
 			t.Fatalf("byte %d flipped: Get = %q, %v; want ErrCorruption naming the segment", at, it.Value, err)
 		}
 		_, err = db.Scan(context.Background(), []byte("cold/"), nil, 10)
-		if k, ok := DamagedKey(err); !errors.Is(err, ErrCorruption) || !ok || string(k) != "cold/a" {
+		if k, ok := store.DamagedKey(err); !errors.Is(err, store.ErrCorruption) || !ok || string(k) != "cold/a" {
 			t.Fatalf("byte %d flipped: Scan error %v (damaged key %q), want ErrCorruption naming cold/a", at, err, k)
 		}
 		db.Close()
@@ -164,7 +165,7 @@ func TestValueLog_AFlippedByteIsCorruptionNeverAValue(t *testing.T) {
 	}
 	db = openT(t, dir, opts)
 	defer db.Close()
-	if _, err := db.Get(context.Background(), []byte("cold/a")); !errors.Is(err, ErrCorruption) {
+	if _, err := db.Get(context.Background(), []byte("cold/a")); !errors.Is(err, store.ErrCorruption) {
 		t.Fatalf("truncated segment: %v, want ErrCorruption", err)
 	}
 }
@@ -468,7 +469,7 @@ func TestValueLog_TheCollectorMovesPastADamagedRecordAndKeepsItsSegment(t *testi
 	if ptrOf(damaged).seg != seg {
 		t.Fatalf("the damaged record moved")
 	}
-	if it, err := db.Get(context.Background(), []byte(damaged)); !errors.Is(err, ErrCorruption) {
+	if it, err := db.Get(context.Background(), []byte(damaged)); !errors.Is(err, store.ErrCorruption) {
 		t.Fatalf("the damaged record reads %q, %v; want ErrCorruption", it.Value, err)
 	}
 	if db.vlog.size(seg) == 0 || !db.vlogHeld[seg] {

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // An ambiguous Txn is settled only by its own write: the read-back after
@@ -81,18 +81,18 @@ func ambiguityViolations(t *testing.T, c *etcdtest.Cluster) []string {
 	for i, ac := range ambiguityCases {
 		probe := []byte(fmt.Sprintf("probe/%d", i))
 		if ac.before {
-			if _, err := faulty.Apply(ctx, new(engine.Batch).Put(probe, []byte("earlier"))); err != nil {
+			if _, err := faulty.Apply(ctx, new(store.Batch).Put(probe, []byte("earlier"))); err != nil {
 				t.Fatal(err)
 			}
 		}
-		var othersVersion engine.Version
+		var othersVersion store.Version
 		f.armed.Store(&txnFaultCase{send: ac.send, meanwhile: func() (err error) {
 			if ac.another {
-				othersVersion, err = other.Apply(ctx, new(engine.Batch).Put(probe, []byte("the other writer's")))
+				othersVersion, err = other.Apply(ctx, new(store.Batch).Put(probe, []byte("the other writer's")))
 			}
 			return err
 		}})
-		v, err := faulty.Apply(ctx, new(engine.Batch).Put(probe, []byte("mine")).Put([]byte(fmt.Sprintf("other/%d", i)), nil))
+		v, err := faulty.Apply(ctx, new(store.Batch).Put(probe, []byte("mine")).Put([]byte(fmt.Sprintf("other/%d", i)), nil))
 		if f.armed.Load() != nil {
 			t.Fatalf("%s: the Txn never went through the interceptor", ac.name)
 		}
@@ -102,7 +102,7 @@ func ambiguityViolations(t *testing.T, c *etcdtest.Cluster) []string {
 			t.Fatalf("%s: reading the probe: %v", ac.name, gerr)
 		case ac.committed && (err != nil || v != it.Version):
 			out = append(out, fmt.Sprintf("%s: Apply answered %d, %v; want its write's version %d", ac.name, v, err, it.Version))
-		case !ac.committed && !errors.Is(err, engine.ErrAmbiguous):
+		case !ac.committed && !errors.Is(err, store.ErrAmbiguous):
 			out = append(out, fmt.Sprintf("%s: Apply answered %d, %v with %q at the probe key (the other writer's at %d); want ErrAmbiguous",
 				ac.name, v, err, it.Value, othersVersion))
 		}

@@ -19,12 +19,12 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 	"github.com/idemdb/idem/table"
 )
 
@@ -208,14 +208,14 @@ func runChaos(t *testing.T, seed uint64) {
 func (ch *chaos) start(i int) {
 	n := ch.nodes[i]
 	cli := ch.c.Client(ch.t, i)
-	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: ch.prefix, ResolveTimeout: time.Second})
+	st, err := etcdstore.New(cli, etcdstore.Options{Prefix: ch.prefix, ResolveTimeout: time.Second})
 	if err != nil {
 		ch.t.Fatal(err)
 	}
 	open := func() (*receipt.Service, error) {
 		octx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		return receipt.Open(octx, store, receipt.Options{Node: fmt.Sprintf("node-%d", i), Clock: lease.Real{}, Logger: quiet,
+		return receipt.Open(octx, st, receipt.Options{Node: fmt.Sprintf("node-%d", i), Clock: lease.Real{}, Logger: quiet,
 			LeaseTTL: chaosTTL, FirstPassMax: 100 * time.Millisecond})
 	}
 	svc, err := open()
@@ -229,7 +229,7 @@ func (ch *chaos) start(i int) {
 		ch.t.Fatalf("open node %d: %v", i, err)
 	}
 	n.mu.Lock()
-	n.svc, n.store, n.up = svc, store, true
+	n.svc, n.store, n.up = svc, st, true
 	n.mu.Unlock()
 }
 
@@ -238,10 +238,10 @@ func (ch *chaos) start(i int) {
 func (ch *chaos) crash(i int) {
 	n := ch.nodes[i]
 	n.mu.Lock()
-	svc, store := n.svc, n.store
+	svc, st := n.svc, n.store
 	n.up = false
 	n.mu.Unlock()
-	store.Close()
+	st.Close()
 	svc.Close()
 	ch.adopted.Add(int64(svc.Stats().Adopted))
 }
@@ -263,7 +263,7 @@ func (ch *chaos) crashMidRequest(i int) {
 		defer close(done)
 		ch.batchOn(svc, chaosClients+1, key)
 	}()
-	rkey := engine.NSReceipt.Key(receipt.Bind("alice", "t", fmt.Sprint(key)))
+	rkey := store.NSReceipt.Key(receipt.Bind("alice", "t", fmt.Sprint(key)))
 	seen := testsupport.Eventually(3*time.Second, func() bool {
 		_, err := ch.probe.Get(ctx, rkey)
 		return err == nil

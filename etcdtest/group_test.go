@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes: with one
@@ -29,7 +29,7 @@ func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 	const workers, rounds, counters = 16, 12, 3
 	const groupWideOps = 124 // with its own put, 125 of etcd's 128: a group of 4 such must not form
 	for i := range counters {
-		if _, err := s.Apply(ctx, new(engine.Batch).Put(fmt.Appendf(nil, "ctr/%d", i), []byte("0"))); err != nil {
+		if _, err := s.Apply(ctx, new(store.Batch).Put(fmt.Appendf(nil, "ctr/%d", i), []byte("0"))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 		wg.Go(func() {
 			for r := range rounds {
 				own := fmt.Appendf(nil, "own/%02d/%02d", w, r)
-				b := new(engine.Batch).Absent(own).Put(own, own)
+				b := new(store.Batch).Absent(own).Put(own, own)
 				for i := range groupWideOps {
 					b.Put(fmt.Appendf(nil, "%s/%03d", own, i), nil)
 				}
@@ -54,8 +54,8 @@ func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 					return
 				}
 				race := fmt.Appendf(nil, "race/%02d", r)
-				_, err = s.Apply(ctx, new(engine.Batch).Absent(race).Put(race, own))
-				var ce *engine.ConditionError
+				_, err = s.Apply(ctx, new(store.Batch).Absent(race).Put(race, own))
+				var ce *store.ConditionError
 				switch {
 				case err == nil:
 					winners[r].Add(1)
@@ -72,11 +72,11 @@ func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 				}
 				var n int
 				fmt.Sscan(string(it.Value), &n)
-				_, err = s.Apply(ctx, new(engine.Batch).AtVersion(ctr, it.Version).Put(ctr, fmt.Append(nil, n+1)))
+				_, err = s.Apply(ctx, new(store.Batch).AtVersion(ctr, it.Version).Put(ctr, fmt.Append(nil, n+1)))
 				switch {
 				case err == nil:
 					sets.Add(1)
-				case errors.Is(err, engine.ErrConditionFailed):
+				case errors.Is(err, store.ErrConditionFailed):
 				default:
 					t.Errorf("CAS %s: %v", ctr, err)
 					return

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/harness"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // etcdHarnessSeeds are the seeds TestHarness_EtcdStore runs whole: three

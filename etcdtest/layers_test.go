@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -33,11 +33,11 @@ var (
 
 // node opens a receipt service on store as node, on clock, with the
 // background loops off: the tests drive maintenance by hand.
-func node(t *testing.T, store engine.Store, name string, clock lease.Clock, o receipt.Options) *receipt.Service {
+func node(t *testing.T, st store.Store, name string, clock lease.Clock, o receipt.Options) *receipt.Service {
 	t.Helper()
 	o.Node, o.Clock, o.Logger = name, clock, quiet
 	o.MaintainInterval, o.CleanInterval = -1, -1
-	svc, err := receipt.Open(ctx, store, o)
+	svc, err := receipt.Open(ctx, st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +102,9 @@ func createTable(t *testing.T, svc *receipt.Service) {
 }
 
 func TestLayers_TheLifecycleRunsOnEtcd(t *testing.T) {
-	store := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
+	st := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
 	clock := lease.NewSim(t0)
-	a := node(t, store, "node-0", clock, receipt.Options{})
+	a := node(t, st, "node-0", clock, receipt.Options{})
 	createTable(t, a)
 	first := execute(t, a, keyed(t, "t", "k"))
 	wantCommitted(t, first, "k", false)
@@ -116,7 +116,7 @@ func TestLayers_TheLifecycleRunsOnEtcd(t *testing.T) {
 	}
 	a.Close()
 
-	b := node(t, store, "node-0", clock, receipt.Options{})
+	b := node(t, st, "node-0", clock, receipt.Options{})
 	if b.Owner().Incarnation <= 1 {
 		t.Fatalf("successor incarnation %d, want > 1", b.Owner().Incarnation)
 	}
@@ -226,9 +226,9 @@ func TestLayers_ConcurrentNodesOneKeyApplyOnce(t *testing.T) {
 // sends them, and etcd, not a model of it, would refuse one too big.
 func TestLayers_TheCleanerAndReleaseFitEtcdLimits(t *testing.T) {
 	const receipts = 300
-	store := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
+	sto := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
 	clock := lease.NewSim(t0)
-	svc := node(t, store, "node-0", clock, receipt.Options{Retention: time.Minute})
+	svc := node(t, sto, "node-0", clock, receipt.Options{Retention: time.Minute})
 	createTable(t, svc)
 	for i := range receipts {
 		key := fmt.Sprintf("k%03d", i)
@@ -271,7 +271,7 @@ func TestLayers_TheCleanerAndReleaseFitEtcdLimits(t *testing.T) {
 	if err := svc.Tables().Drop(ctx, "alice", "t"); err != nil {
 		t.Fatalf("drop a table of %d documents: %v", receipts+1, err)
 	}
-	left, err := store.Scan(ctx, nil, nil, store.Limits().ScanItemsMax)
+	left, err := sto.Scan(ctx, nil, nil, sto.Limits().ScanItemsMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestLayers_TheCleanerAndReleaseFitEtcdLimits(t *testing.T) {
 			t.Fatalf("left behind: %q", it.Key)
 		}
 	}
-	if st := store.Stats(); st.Txns == 0 {
+	if st := sto.Stats(); st.Txns == 0 {
 		t.Fatal("no Txn reached etcd")
 	}
 }
@@ -294,10 +294,10 @@ func TestLayers_TheCleanerAndReleaseFitEtcdLimits(t *testing.T) {
 // brings the receipt back (Else reads the value), unless it says it is a
 // retry (Repeatability-First-Sent): then one read.
 func TestLayers_AKeyedRequestIsTwoRoundTripsOnEtcd(t *testing.T) {
-	store := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
+	st := newStore(t, sharedCluster(t), etcdtest.Prefix(t))
 	clock := lease.NewSim(t0)
-	svc := node(t, store, "node-0", clock, receipt.Options{})
-	other := node(t, store, "node-1", clock, receipt.Options{})
+	svc := node(t, st, "node-0", clock, receipt.Options{})
+	other := node(t, st, "node-1", clock, receipt.Options{})
 	createTable(t, svc)
 	b, err := table.DecodeBatch([]byte(`{"inserts":[{"id":"a","doc":{}}]}`))
 	if err != nil {
@@ -322,11 +322,11 @@ func TestLayers_AKeyedRequestIsTwoRoundTripsOnEtcd(t *testing.T) {
 		{"a retry on another node", other, req("k2"), true, 1, 0},
 		{"a retry that says so", other, said, true, 0, 1},
 	} {
-		before := store.Stats()
+		before := st.Stats()
 		if a := execute(t, step.on, step.req); a.Replayed != step.replayed || a.Outcome != receipt.OutcomeCommitted {
 			t.Fatalf("%s: %+v", step.what, a.Envelope)
 		}
-		after := store.Stats()
+		after := st.Stats()
 		if txns, reads := after.Txns-before.Txns, after.Ranges-before.Ranges; txns != step.txns || reads != step.reads {
 			t.Fatalf("%s: %d Txns and %d reads, want %d and %d", step.what, txns, reads, step.txns, step.reads)
 		}

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
-	"github.com/idemdb/idem/engine/storetest"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
+	"github.com/idemdb/idem/store/storetest"
 )
 
 // plantedOnEtcd maps each planted bug that code on etcd reaches to the
@@ -43,7 +43,7 @@ var plantedOnEtcd = []struct {
 	run   harnessRun
 }{
 	{fault.BugEtcdLeaseCondsDropped, func(t *testing.T, c *etcdtest.Cluster) []string {
-		var s engine.Store = newStoreWith(t, c.Client(t), etcdstore.Options{Prefix: etcdtest.Prefix(t)})
+		var s store.Store = newStoreWith(t, c.Client(t), etcdstore.Options{Prefix: etcdtest.Prefix(t)})
 		return storetest.FencingViolations(ctx, s)
 	}, harnessRun{}},
 	{fault.BugEtcdSettleAnyValue, ambiguityViolations, harnessRun{}},

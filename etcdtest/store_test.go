@@ -13,10 +13,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
-	"github.com/idemdb/idem/engine/storetest"
 	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
+	"github.com/idemdb/idem/store/storetest"
 )
 
 var ctx = context.Background()
@@ -38,12 +38,12 @@ func newStoreWith(t *testing.T, cli *clientv3.Client, o etcdstore.Options) *etcd
 }
 
 // TestConformance_EtcdStore holds the etcd store to the contract every
-// store keeps (engine/storetest), on 3 members, each subtest under a
+// store keeps (store/storetest), on 3 members, each subtest under a
 // fresh prefix of one shared cluster, with auto-compaction running.
 func TestConformance_EtcdStore(t *testing.T) {
 	c := sharedCluster(t)
 	cli := c.Client(t)
-	storetest.Run(t, func(t *testing.T) engine.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStoreWith(t, cli, etcdstore.Options{Prefix: etcdtest.Prefix(t)})
 	})
 }
@@ -55,10 +55,10 @@ func TestPrefix_DeploymentsSharingAClusterDoNotSeeEachOther(t *testing.T) {
 	c := sharedCluster(t)
 	base := etcdtest.Prefix(t)
 	a, b := newStore(t, c, base+"a/"), newStore(t, c, base+"b/")
-	if _, err := a.Apply(ctx, new(engine.Batch).Put([]byte("k"), []byte("of a"))); err != nil {
+	if _, err := a.Apply(ctx, new(store.Batch).Put([]byte("k"), []byte("of a"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Apply(ctx, new(engine.Batch).Absent([]byte("k")).Put([]byte("k"), []byte("of b")).Put([]byte("\xff"), nil)); err != nil {
+	if _, err := b.Apply(ctx, new(store.Batch).Absent([]byte("k")).Put([]byte("k"), []byte("of b")).Put([]byte("\xff"), nil)); err != nil {
 		t.Fatalf("b's create-if-absent of a key a holds: %v", err)
 	}
 	for _, s := range []struct {
@@ -86,17 +86,17 @@ func TestForeignValue_IsCorruptionNotAValue(t *testing.T) {
 	if _, err := cli.Put(ctx, prefix+"k", "written by someone else"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, []byte("k")); !errors.Is(err, engine.ErrCorruption) {
+	if _, err := s.Get(ctx, []byte("k")); !errors.Is(err, store.ErrCorruption) {
 		t.Fatalf("get: %v, want ErrCorruption", err)
 	}
-	if _, err := s.Scan(ctx, nil, nil, 10); !errors.Is(err, engine.ErrCorruption) {
+	if _, err := s.Scan(ctx, nil, nil, 10); !errors.Is(err, store.ErrCorruption) {
 		t.Fatalf("scan: %v, want ErrCorruption", err)
 	}
 }
 
 // TestConditionValue_AFailedAbsenceBringsBackTheValue: a create that
 // finds its key learns what is there from the failed Txn's Else branch
-// (engine.ConditionError.Value), in the same round trip, at the version
+// (store.ConditionError.Value), in the same round trip, at the version
 // found; a failed version check carries no value, and neither does a
 // foreign value (its own read reports the corruption).
 func TestConditionValue_AFailedAbsenceBringsBackTheValue(t *testing.T) {
@@ -104,27 +104,27 @@ func TestConditionValue_AFailedAbsenceBringsBackTheValue(t *testing.T) {
 	prefix := etcdtest.Prefix(t)
 	cli := c.Client(t)
 	s := newStoreWith(t, cli, etcdstore.Options{Prefix: prefix})
-	v, err := s.Apply(ctx, new(engine.Batch).Put([]byte("k"), []byte("there")))
+	v, err := s.Apply(ctx, new(store.Batch).Put([]byte("k"), []byte("there")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := s.Stats()
-	_, err = s.Apply(ctx, new(engine.Batch).Absent([]byte("other")).Absent([]byte("k")).Put([]byte("k"), []byte("mine")))
-	var ce *engine.ConditionError
+	_, err = s.Apply(ctx, new(store.Batch).Absent([]byte("other")).Absent([]byte("k")).Put([]byte("k"), []byte("mine")))
+	var ce *store.ConditionError
 	if !errors.As(err, &ce) || string(ce.Cond.Key) != "k" || ce.Found != v || string(ce.Value) != "there" {
 		t.Fatalf("create of an existing key: %v (%+v), want its value %q at %d", err, ce, "there", v)
 	}
 	if st := s.Stats(); st.Txns-before.Txns != 1 || st.Ranges != before.Ranges {
 		t.Fatalf("%d Txns and %d reads, want the one Txn", st.Txns-before.Txns, st.Ranges-before.Ranges)
 	}
-	_, err = s.Apply(ctx, new(engine.Batch).AtVersion([]byte("k"), v+1000).Put([]byte("k"), nil))
+	_, err = s.Apply(ctx, new(store.Batch).AtVersion([]byte("k"), v+1000).Put([]byte("k"), nil))
 	if !errors.As(err, &ce) || ce.Found != v || ce.Value != nil {
 		t.Fatalf("a failed version check: %v (%+v), want no value", err, ce)
 	}
 	if _, err := cli.Put(ctx, prefix+"foreign", "written by someone else"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Apply(ctx, new(engine.Batch).Absent([]byte("foreign")).Put([]byte("foreign"), nil))
+	_, err = s.Apply(ctx, new(store.Batch).Absent([]byte("foreign")).Put([]byte("foreign"), nil))
 	if !errors.As(err, &ce) || ce.Found == 0 || ce.Value != nil {
 		t.Fatalf("a failed absence over a foreign value: %v (%+v), want no value", err, ce)
 	}
@@ -141,29 +141,29 @@ func TestRejections_EtcdsOwnRefusalsWriteNothing(t *testing.T) {
 	cli := c.Client(t)
 	wrong := newStoreWith(t, cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: 1000, MaxRequestBytes: 8 << 20})
 	right := newStoreWith(t, cli, etcdstore.Options{Prefix: prefix})
-	manyOps := new(engine.Batch)
+	manyOps := new(store.Batch)
 	for i := range 200 {
 		manyOps.Put([]byte(fmt.Sprintf("ops/%03d", i)), nil)
 	}
-	big := new(engine.Batch)
+	big := new(store.Batch)
 	for i := range 4 {
 		big.Put([]byte(fmt.Sprintf("big/%d", i)), bytes.Repeat([]byte{'x'}, 500<<10))
 	}
-	for name, b := range map[string]*engine.Batch{"200 ops": manyOps, "2 MB": big} {
-		if _, err := wrong.Apply(ctx, b); !errors.Is(err, engine.ErrInvalidBatch) || errors.Is(err, engine.ErrAmbiguous) {
+	for name, b := range map[string]*store.Batch{"200 ops": manyOps, "2 MB": big} {
+		if _, err := wrong.Apply(ctx, b); !errors.Is(err, store.ErrInvalidBatch) || errors.Is(err, store.ErrAmbiguous) {
 			t.Fatalf("%s sent to etcd: %v, want ErrInvalidBatch (etcd's refusal)", name, err)
 		}
-		if _, err := right.Apply(ctx, b); !errors.Is(err, engine.ErrInvalidBatch) {
+		if _, err := right.Apply(ctx, b); !errors.Is(err, store.ErrInvalidBatch) {
 			t.Fatalf("%s within the right limits: %v, want ErrInvalidBatch", name, err)
 		}
 	}
 	// Big keys: within the op and byte limits, beyond the request.
-	wide := new(engine.Batch)
+	wide := new(store.Batch)
 	for i := range 128 {
-		key := []byte(fmt.Sprintf("wide/%03d/%s", i, strings.Repeat("k", engine.KeyBytesMax-16)))
+		key := []byte(fmt.Sprintf("wide/%03d/%s", i, strings.Repeat("k", store.KeyBytesMax-16)))
 		wide.Absent(key).Put(key, bytes.Repeat([]byte{'v'}, 1500))
 	}
-	if _, err := right.Apply(ctx, wide); !errors.Is(err, engine.ErrInvalidBatch) {
+	if _, err := right.Apply(ctx, wide); !errors.Is(err, store.ErrInvalidBatch) {
 		t.Fatalf("a %d-op batch of 4 KiB keys: %v, want ErrInvalidBatch before sending", len(wide.Ops), err)
 	}
 	if items, err := right.Scan(ctx, nil, nil, 10); err != nil || len(items) != 0 {
@@ -178,22 +178,22 @@ func TestRejections_EtcdsOwnRefusalsWriteNothing(t *testing.T) {
 func TestCompaction_ComparesHoldAfterCompactAndDefrag(t *testing.T) {
 	c := sharedCluster(t)
 	s := newStore(t, c, etcdtest.Prefix(t))
-	v, err := s.Apply(ctx, new(engine.Batch).Put([]byte("k"), []byte("1")))
+	v, err := s.Apply(ctx, new(store.Batch).Put([]byte("k"), []byte("1")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 { // revisions to compact away
-		if _, err := s.Apply(ctx, new(engine.Batch).Put([]byte("other"), []byte{byte(i)})); err != nil {
+		if _, err := s.Apply(ctx, new(store.Batch).Put([]byte("other"), []byte{byte(i)})); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := c.CompactAndDefrag(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(ctx, new(engine.Batch).AtVersion([]byte("k"), v+1).Put([]byte("k"), []byte("x"))); !errors.Is(err, engine.ErrConditionFailed) {
+	if _, err := s.Apply(ctx, new(store.Batch).AtVersion([]byte("k"), v+1).Put([]byte("k"), []byte("x"))); !errors.Is(err, store.ErrConditionFailed) {
 		t.Fatalf("a stale version after compaction: %v, want a failed condition", err)
 	}
-	v2, err := s.Apply(ctx, new(engine.Batch).AtVersion([]byte("k"), v).Put([]byte("k"), []byte("2")))
+	v2, err := s.Apply(ctx, new(store.Batch).AtVersion([]byte("k"), v).Put([]byte("k"), []byte("2")))
 	if err != nil {
 		t.Fatalf("the live version after compaction: %v", err)
 	}
@@ -209,7 +209,7 @@ func TestCompaction_CASUnderCompactionAndDefragLosesNothing(t *testing.T) {
 	c := sharedCluster(t)
 	s := newStore(t, c, etcdtest.Prefix(t))
 	const writers, setsEach = 4, 40
-	if _, err := s.Apply(ctx, new(engine.Batch).Put([]byte("n"), []byte("0"))); err != nil {
+	if _, err := s.Apply(ctx, new(store.Batch).Put([]byte("n"), []byte("0"))); err != nil {
 		t.Fatal(err)
 	}
 	var sets, compactions atomic.Int64
@@ -225,11 +225,11 @@ func TestCompaction_CASUnderCompactionAndDefragLosesNothing(t *testing.T) {
 				}
 				var n int
 				fmt.Sscan(string(it.Value), &n)
-				_, err = s.Apply(ctx, new(engine.Batch).AtVersion([]byte("n"), it.Version).Put([]byte("n"), []byte(fmt.Sprint(n+1))))
+				_, err = s.Apply(ctx, new(store.Batch).AtVersion([]byte("n"), it.Version).Put([]byte("n"), []byte(fmt.Sprint(n+1))))
 				switch {
 				case err == nil:
 					sets.Add(1)
-				case errors.Is(err, engine.ErrConditionFailed):
+				case errors.Is(err, store.ErrConditionFailed):
 				default:
 					t.Error(err)
 					return
@@ -274,7 +274,7 @@ func TestAmbiguity_LeaderHardStopUnderLoad(t *testing.T) {
 	const workers, perWorker = 32, 12
 	type outcome struct {
 		key string
-		v   engine.Version
+		v   store.Version
 		err error
 	}
 	results := make(chan outcome, workers*perWorker)
@@ -289,7 +289,7 @@ func TestAmbiguity_LeaderHardStopUnderLoad(t *testing.T) {
 				}
 				key := fmt.Sprintf("w%02d/%02d", w, i)
 				actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				v, err := s.Apply(actx, new(engine.Batch).Absent([]byte(key)).Put([]byte(key), []byte(key)))
+				v, err := s.Apply(actx, new(store.Batch).Absent([]byte(key)).Put([]byte(key), []byte(key)))
 				cancel()
 				results <- outcome{key, v, err}
 			}
@@ -309,7 +309,7 @@ func TestAmbiguity_LeaderHardStopUnderLoad(t *testing.T) {
 	for r := range results {
 		it, gerr := s.Get(ctx, []byte(r.key))
 		present := gerr == nil
-		if gerr != nil && !errors.Is(gerr, engine.ErrNotFound) {
+		if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
 			t.Fatalf("read back %s: %v", r.key, gerr)
 		}
 		switch {
@@ -318,7 +318,7 @@ func TestAmbiguity_LeaderHardStopUnderLoad(t *testing.T) {
 			if !present || it.Version != r.v || string(it.Value) != r.key {
 				t.Fatalf("%s: Apply said version %d, etcd holds %+v (present %v)", r.key, r.v, it, present)
 			}
-		case errors.Is(r.err, engine.ErrAmbiguous):
+		case errors.Is(r.err, store.ErrAmbiguous):
 			ambiguous++
 			if present {
 				applied++

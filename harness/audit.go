@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // auditor judges every write that lands against the fencing rules of
@@ -46,7 +46,7 @@ import (
 // stale cleaner's job lease) are counted by kind: the zombie choreographies
 // must make stale owners attempt each kind, and these counts show they did.
 type auditor struct {
-	store engine.Store // the engine itself: reads bypass the gate
+	store store.Store // the engine itself: reads bypass the gate
 
 	mu         sync.Mutex
 	jobs       map[string]lease.Owner // job lease -> who last acquired it
@@ -55,8 +55,8 @@ type auditor struct {
 	fenced     map[string]int // stale writes refused, by kind
 }
 
-func newAuditor(store engine.Store) *auditor {
-	return &auditor{store: store, jobs: map[string]lease.Owner{}, rewrites: map[string]int{}, fenced: map[string]int{}}
+func newAuditor(st store.Store) *auditor {
+	return &auditor{store: st, jobs: map[string]lease.Owner{}, rewrites: map[string]int{}, fenced: map[string]int{}}
 }
 
 // rewritten returns how many writes of each receipt's record landed so far.
@@ -82,13 +82,13 @@ type receiptState struct {
 }
 
 var (
-	sessionRecPrefix  = engine.NSSession.Key("rec", "")
-	sessionOpenPrefix = engine.NSSession.Key("open", "")
+	sessionRecPrefix  = store.NSSession.Key("rec", "")
+	sessionOpenPrefix = store.NSSession.Key("open", "")
 )
 
 // write runs apply (the write of batches by owner w) between two reads of
 // what it touches, and judges it if it landed.
-func (a *auditor) write(ctx context.Context, w lease.Owner, batches []*engine.Batch, apply func() error) error {
+func (a *auditor) write(ctx context.Context, w lease.Owner, batches []*store.Batch, apply func() error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ids := touched(batches)
@@ -97,7 +97,7 @@ func (a *auditor) write(ctx context.Context, w lease.Owner, batches []*engine.Ba
 	if w.Node == "" {
 		return err // an incarnation still registering writes no receipt
 	}
-	switch key, refused := engine.FailedKey(err); {
+	switch key, refused := store.FailedKey(err); {
 	case err == nil:
 		a.judge(w, batches, ids, pre, a.read(ids))
 		if preparesOrDecides(batches) {
@@ -108,7 +108,7 @@ func (a *auditor) write(ctx context.Context, w lease.Owner, batches []*engine.Ba
 				if job, ok := bytes.CutPrefix(op.Key, lease.JobKey("")); ok && !op.Delete {
 					a.jobs[string(job)] = w
 				}
-				if id, ok := bytes.CutPrefix(op.Key, []byte(engine.NSReceipt)); ok && !op.Delete {
+				if id, ok := bytes.CutPrefix(op.Key, []byte(store.NSReceipt)); ok && !op.Delete {
 					a.rewrites[string(id)]++
 				}
 			}
@@ -120,16 +120,16 @@ func (a *auditor) write(ctx context.Context, w lease.Owner, batches []*engine.Ba
 }
 
 // touched lists the receipts whose record, claim or expiry batches write.
-func touched(batches []*engine.Batch) []string {
+func touched(batches []*store.Batch) []string {
 	seen := map[string]bool{}
 	for _, b := range batches {
 		for _, op := range b.Ops {
-			for _, prefix := range [][]byte{[]byte(engine.NSReceipt), lease.ClaimKey(""), lease.ExpiryKey(""), sessionRecPrefix, sessionOpenPrefix} {
+			for _, prefix := range [][]byte{[]byte(store.NSReceipt), lease.ClaimKey(""), lease.ExpiryKey(""), sessionRecPrefix, sessionOpenPrefix} {
 				if id, ok := bytes.CutPrefix(op.Key, prefix); ok {
 					seen[string(id)] = true
 				}
 			}
-			if raw, ok := bytes.CutPrefix(op.Key, []byte(engine.NSTomb)); ok {
+			if raw, ok := bytes.CutPrefix(op.Key, []byte(store.NSTomb)); ok {
 				seen[hex.EncodeToString(raw)] = true
 			}
 		}
@@ -147,7 +147,7 @@ func (a *auditor) read(ids []string) map[string]receiptState {
 	out := make(map[string]receiptState, len(ids))
 	for _, id := range ids {
 		var st receiptState
-		if it, err := a.store.Get(ctx, engine.NSReceipt.Key(id)); err == nil {
+		if it, err := a.store.Get(ctx, store.NSReceipt.Key(id)); err == nil {
 			st.rcpt = it.Value
 			st.rec, _ = receipt.DecodeRecord(it.Value)
 		}
@@ -162,11 +162,11 @@ func (a *auditor) read(ids []string) map[string]receiptState {
 			}
 		}
 		if lease.KindOf(id) == lease.KindSession {
-			if it, err := a.store.Get(ctx, engine.NSSession.Key("rec", id)); err == nil {
+			if it, err := a.store.Get(ctx, store.NSSession.Key("rec", id)); err == nil {
 				st.sess = it.Value
 				st.sessRec, _ = receipt.DecodeSession(it.Value)
 			}
-			_, err := a.store.Get(ctx, engine.NSSession.Key("open", id))
+			_, err := a.store.Get(ctx, store.NSSession.Key("open", id))
 			st.sessOpen = err == nil
 		}
 		out[id] = st
@@ -175,16 +175,16 @@ func (a *auditor) read(ids []string) map[string]receiptState {
 }
 
 // kindOf names what batches do to receipt id.
-func kindOf(batches []*engine.Batch, id string, pre receiptState) string {
+func kindOf(batches []*store.Batch, id string, pre receiptState) string {
 	var putRcpt, delRcpt, putClaim, casClaim, putTTL, drop, delTomb bool
 	var rec *receipt.Record
 	for _, b := range batches {
 		for _, c := range b.Conds {
-			casClaim = casClaim || (c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, lease.ClaimKey(id)))
+			casClaim = casClaim || (c.Kind == store.MustBeAtVersion && bytes.Equal(c.Key, lease.ClaimKey(id)))
 		}
 		for _, op := range b.Ops {
 			switch k := op.Key; {
-			case bytes.Equal(k, engine.NSReceipt.Key(id)):
+			case bytes.Equal(k, store.NSReceipt.Key(id)):
 				if op.Delete {
 					delRcpt = true
 				} else {
@@ -225,7 +225,7 @@ func kindOf(batches []*engine.Batch, id string, pre receiptState) string {
 }
 
 // judge flags what a landed write must not have done.
-func (a *auditor) judge(w lease.Owner, batches []*engine.Batch, ids []string, pre, post map[string]receiptState) {
+func (a *auditor) judge(w lease.Owner, batches []*store.Batch, ids []string, pre, post map[string]receiptState) {
 	now := time.Now()
 	for _, id := range ids {
 		p, q := pre[id], post[id]
@@ -285,7 +285,7 @@ func (a *auditor) judge(w lease.Owner, batches []*engine.Batch, ids []string, pr
 }
 
 // refused counts a stale write that a fence stopped.
-func (a *auditor) refused(w lease.Owner, batches []*engine.Batch, ids []string, pre map[string]receiptState, key []byte) {
+func (a *auditor) refused(w lease.Owner, batches []*store.Batch, ids []string, pre map[string]receiptState, key []byte) {
 	if bytes.Equal(key, lease.JobKey("cleaner")) {
 		if holder, ok := a.jobs["cleaner"]; ok && holder != w {
 			a.fenced[cleanupKind(batches)]++
@@ -297,14 +297,14 @@ func (a *auditor) refused(w lease.Owner, batches []*engine.Batch, ids []string, 
 		if lease.KindOf(id) == lease.KindSession {
 			// A step, an ending or a renewal refused on the session's
 			// record or claim: it moved on without this writer.
-			if bytes.Equal(key, lease.ClaimKey(id)) || bytes.Equal(key, lease.ExpiryKey(id)) || bytes.Equal(key, engine.NSSession.Key("rec", id)) {
+			if bytes.Equal(key, lease.ClaimKey(id)) || bytes.Equal(key, lease.ExpiryKey(id)) || bytes.Equal(key, store.NSSession.Key("rec", id)) {
 				a.fenced["session"]++
 			}
 			continue
 		}
 		kind := kindOf(batches, id, p)
 		switch {
-		case kind == "adoption" && (bytes.Equal(key, lease.ClaimKey(id)) || bytes.Equal(key, lease.ExpiryKey(id)) || bytes.Equal(key, engine.NSReceipt.Key(id))):
+		case kind == "adoption" && (bytes.Equal(key, lease.ClaimKey(id)) || bytes.Equal(key, lease.ExpiryKey(id)) || bytes.Equal(key, store.NSReceipt.Key(id))):
 			a.fenced[kind]++
 		case bytes.Equal(key, lease.ClaimKey(id)) && (p.lease.ClaimVersion == 0 || !p.lease.Claim.Of(w)):
 			a.fenced[kind]++
@@ -314,14 +314,14 @@ func (a *auditor) refused(w lease.Owner, batches []*engine.Batch, ids []string, 
 
 // cleanupKind tells a cleaner's batch that deletes tombstones only from
 // one that deletes receipts (or sessions).
-func cleanupKind(batches []*engine.Batch) string {
+func cleanupKind(batches []*store.Batch) string {
 	kind := "cleanup"
 	for _, b := range batches {
 		for _, op := range b.Ops {
 			switch {
-			case op.Delete && engine.NSTomb.Has(op.Key):
+			case op.Delete && store.NSTomb.Has(op.Key):
 				kind = "tomb-cleanup"
-			case engine.NSReceipt.Has(op.Key), engine.NSSession.Has(op.Key):
+			case store.NSReceipt.Has(op.Key), store.NSSession.Has(op.Key):
 				return "cleanup"
 			}
 		}
@@ -436,7 +436,7 @@ func (a *auditor) judgeSessionEnd(bad sessionFault, w lease.Owner, id string, p,
 		if !holder {
 			bad(kind, "committed by a non-holder: %s#%d holds the session", p.lease.Claim.Node, p.lease.Claim.Incarnation)
 		}
-		it, err := a.store.Get(context.Background(), engine.NSReceipt.Key(r.TxnID))
+		it, err := a.store.Get(context.Background(), store.NSReceipt.Key(r.TxnID))
 		if err != nil {
 			bad(kind, "committed, but its commit's receipt %s is not there", r.TxnID)
 		} else if rec, err := receipt.DecodeRecord(it.Value); err != nil || rec.Session != id {

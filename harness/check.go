@@ -12,17 +12,17 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
-func receiptKey(k int) []byte { return engine.NSReceipt.Key(txnOf(k)) }
+func receiptKey(k int) []byte { return store.NSReceipt.Key(txnOf(k)) }
 
 // scanAll reads every key under prefix but the one vlog-damage damaged
 // (sc.damaged), if it is there.
-func (sc *scenario) scanAll(prefix []byte) []engine.Item {
-	items, err := sc.scanRange(prefix, engine.PrefixEnd(prefix), sc.damaged)
+func (sc *scenario) scanAll(prefix []byte) []store.Item {
+	items, err := sc.scanRange(prefix, store.PrefixEnd(prefix), sc.damaged)
 	if err != nil {
 		sc.violate("scan " + string(prefix) + ": " + err.Error())
 	}
@@ -32,7 +32,7 @@ func (sc *scenario) scanAll(prefix []byte) []engine.Item {
 // scanRange reads every key in [start, end), page by page, but skip (nil:
 // none) — a key whose value reads as damage, which would fail every scan
 // that meets it.
-func (sc *scenario) scanRange(start, end, skip []byte) ([]engine.Item, error) {
+func (sc *scenario) scanRange(start, end, skip []byte) ([]store.Item, error) {
 	if skip != nil && bytes.Compare(start, skip) <= 0 && bytes.Compare(skip, end) < 0 {
 		before, err := sc.scanRange(start, skip, nil)
 		if err != nil {
@@ -41,7 +41,7 @@ func (sc *scenario) scanRange(start, end, skip []byte) ([]engine.Item, error) {
 		after, err := sc.scanRange(append(slices.Clone(skip), 0), end, nil)
 		return append(before, after...), err
 	}
-	var out []engine.Item
+	var out []store.Item
 	limit := sc.cl.store.Limits().ScanItemsMax // the store's page, not the engine's
 	for bytes.Compare(start, end) < 0 {
 		items, err := sc.cl.store.Scan(context.Background(), start, end, limit)
@@ -61,7 +61,7 @@ func (sc *scenario) scanRange(start, end, skip []byte) ([]engine.Item, error) {
 // coordinator record or its decision).
 func (sc *scenario) checkStarted() {
 	ctx := context.Background()
-	for _, it := range sc.scanAll([]byte(engine.NSReceipt)) {
+	for _, it := range sc.scanAll([]byte(store.NSReceipt)) {
 		rec, err := receipt.DecodeRecord(it.Value)
 		if err != nil {
 			sc.violate("undecodable receipt " + string(it.Key))
@@ -70,10 +70,10 @@ func (sc *scenario) checkStarted() {
 		if rec.State != receipt.Started {
 			continue
 		}
-		id := string(engine.NSReceipt.Suffix(it.Key))
-		_, errRec := sc.cl.store.Get(ctx, engine.NSTxn.Key("rec", id))
-		_, errDec := sc.cl.store.Get(ctx, engine.NSTxn.Key("dec", id))
-		if errors.Is(errRec, engine.ErrNotFound) && errors.Is(errDec, engine.ErrNotFound) {
+		id := string(store.NSReceipt.Suffix(it.Key))
+		_, errRec := sc.cl.store.Get(ctx, store.NSTxn.Key("rec", id))
+		_, errDec := sc.cl.store.Get(ctx, store.NSTxn.Key("dec", id))
+		if errors.Is(errRec, store.ErrNotFound) && errors.Is(errDec, store.ErrNotFound) {
 			// Re-read: it may have become terminal meanwhile.
 			if cur, err := sc.cl.store.Get(ctx, it.Key); err == nil {
 				if r, err := receipt.DecodeRecord(cur.Value); err == nil && r.State == receipt.Started {
@@ -117,23 +117,23 @@ func (sc *scenario) observe() {
 // unstable lists what keeps the system from being stable.
 func (sc *scenario) unstable() []string {
 	var out []string
-	for _, it := range sc.scanAll([]byte(engine.NSReceipt)) {
+	for _, it := range sc.scanAll([]byte(store.NSReceipt)) {
 		rec, err := receipt.DecodeRecord(it.Value)
 		if err == nil && (rec.State != receipt.Terminal || rec.Debt != 0) {
-			out = append(out, fmt.Sprintf("receipt %s %s debt=%d", engine.NSReceipt.Suffix(it.Key), rec.State, rec.Debt))
+			out = append(out, fmt.Sprintf("receipt %s %s debt=%d", store.NSReceipt.Suffix(it.Key), rec.State, rec.Debt))
 		}
 	}
-	for _, it := range sc.scanAll(engine.NSTxn.Prefix("rec")) {
+	for _, it := range sc.scanAll(store.NSTxn.Prefix("rec")) {
 		out = append(out, "open transaction "+string(it.Key))
 	}
-	for _, it := range sc.scanAll([]byte(engine.NSIntent)) {
+	for _, it := range sc.scanAll([]byte(store.NSIntent)) {
 		out = append(out, "intent "+string(it.Key))
 	}
 	// Every session ended: committed, aborted, expired or presumed aborted.
-	for _, it := range sc.scanAll(engine.NSSession.Prefix("open")) {
+	for _, it := range sc.scanAll(store.NSSession.Prefix("open")) {
 		out = append(out, "open session entry "+string(it.Key))
 	}
-	for _, it := range sc.scanAll(engine.NSSession.Prefix("rec")) {
+	for _, it := range sc.scanAll(store.NSSession.Prefix("rec")) {
 		if rec, err := receipt.DecodeSession(it.Value); err != nil || rec.State == receipt.SessionOpen {
 			out = append(out, "open session "+string(it.Key))
 		}

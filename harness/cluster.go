@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -22,7 +23,7 @@ const (
 	// and restarts the process (a new incarnation). With Config.Store: one
 	// node on that store, whose crash restarts the node only.
 	Standalone Variant = iota
-	// Shared: two or three nodes in one process over one engine.Store, each
+	// Shared: two or three nodes in one process over one store.Store, each
 	// with its own owner ID — the cluster-shared store of docs/design.md §14.
 	// With Config.Store, that store: the nodes are simulated processes of a
 	// cluster on it (etcd's, say).
@@ -69,14 +70,14 @@ type cluster struct {
 
 	// store is what the nodes share and the harness reads: db, or the
 	// external store's bridge.
-	store engine.Store
+	store store.Store
 	db    *engine.DB // nil with an external store
 	opens int        // engine opens so far
 	nodes []*node
 }
 
 // newCluster makes the cluster over external (nil: an engine of its own).
-func newCluster(s *sim, external engine.Store, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
+func newCluster(s *sim, external store.Store, nodes int, opts receipt.Options, chained bool, seed uint64, logw io.Writer) (*cluster, error) {
 	c := &cluster{
 		sim:           s,
 		chained:       chained,
@@ -94,7 +95,7 @@ func newCluster(s *sim, external engine.Store, nodes int, opts receipt.Options, 
 	}
 	c.opts.MaintainInterval = -1 // the harness runs the loop: maintainer
 	if external != nil {
-		if _, ok := external.(engine.Chainer); chained && !ok {
+		if chained && external.Capabilities().Chain == nil {
 			return nil, fmt.Errorf("Config.Chained: the external store %T does not chain writes", external)
 		}
 		c.store, c.audit = external, newAuditor(external)
@@ -135,11 +136,11 @@ func (c *cluster) startNode(ctx context.Context, i int) error {
 	opts := c.opts
 	opts.Node, opts.Clock, opts.Logger = n.id, nodeClock{c.sim, n.id}, c.log
 	n.store = newNodeStore(c.store, c.sim, c.audit, n.id, c.rng.Uint64())
-	var store engine.Store = n.store
+	var st store.Store = n.store
 	if c.chained {
-		store = chainStore{n.store}
+		st = chainStore{n.store}
 	}
-	svc, err := receipt.Open(ctx, store, opts)
+	svc, err := receipt.Open(ctx, st, opts)
 	if err != nil {
 		n.store.kill()
 		return fmt.Errorf("start %s: %w", n.id, err)

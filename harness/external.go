@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // externalCallTimeout bounds each call of an external store, in real time:
@@ -25,7 +25,7 @@ const externalCallTimeout = 30 * time.Second
 // scheduler draws (sim.go). The caller's context is not passed on; a call
 // ends within externalCallTimeout.
 type bridge struct {
-	inner engine.Store
+	inner store.Store
 	calls chan func() // run by a goroutine outside the bubble
 	// replies hands out channels made outside the bubble, one per call.
 	replies chan chan struct{}
@@ -33,7 +33,7 @@ type bridge struct {
 }
 
 // newBridge starts the bridge's goroutines: call it outside the bubble.
-func newBridge(inner engine.Store) *bridge {
+func newBridge(inner store.Store) *bridge {
 	b := &bridge{inner: inner, calls: make(chan func()), replies: make(chan chan struct{}), done: make(chan struct{})}
 	go func() {
 		for {
@@ -64,20 +64,24 @@ func (b *bridge) do(fn func(ctx context.Context)) {
 	<-reply
 }
 
-func (b *bridge) Get(_ context.Context, key []byte) (it engine.Item, err error) {
+func (b *bridge) Get(_ context.Context, key []byte) (it store.Item, err error) {
 	b.do(func(ctx context.Context) { it, err = b.inner.Get(ctx, key) })
 	return it, err
 }
 
-func (b *bridge) Scan(_ context.Context, start, end []byte, limit int) (items []engine.Item, err error) {
+func (b *bridge) Scan(_ context.Context, start, end []byte, limit int) (items []store.Item, err error) {
 	b.do(func(ctx context.Context) { items, err = b.inner.Scan(ctx, start, end, limit) })
 	return items, err
 }
 
-func (b *bridge) Apply(_ context.Context, batch *engine.Batch) (v engine.Version, err error) {
+// Capabilities implements store.Store: none, every call one crossing of
+// the bubble's edge.
+func (b *bridge) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (b *bridge) Apply(_ context.Context, batch *store.Batch) (v store.Version, err error) {
 	b.do(func(ctx context.Context) { v, err = b.inner.Apply(ctx, batch) })
 	return v, err
 }
 
-// Limits implements engine.Store: the external store's.
-func (b *bridge) Limits() engine.Limits { return b.inner.Limits() }
+// Limits implements store.Store: the external store's.
+func (b *bridge) Limits() store.Limits { return b.inner.Limits() }

@@ -9,7 +9,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -41,13 +41,13 @@ type intentRecord struct {
 const intentsScanMax = 4096
 
 var (
-	intentPrefix = []byte(engine.NSIntent)
+	intentPrefix = []byte(store.NSIntent)
 	probedTables = []string{tableName, sessTable}
 )
 
 // preparesOrDecides reports whether batches put an intent or write a
 // decision: a transaction was prepared or decided.
-func preparesOrDecides(batches []*engine.Batch) bool {
+func preparesOrDecides(batches []*store.Batch) bool {
 	for _, b := range batches {
 		for _, op := range b.Ops {
 			if (!op.Delete && bytes.HasPrefix(op.Key, intentPrefix)) || bytes.HasPrefix(op.Key, decisionPrefix) {
@@ -69,7 +69,7 @@ func (a *auditor) probeReads(ctx context.Context) {
 			names[m.ID] = name
 		}
 	}
-	items, err := a.store.Scan(ctx, intentPrefix, engine.PrefixEnd(intentPrefix), intentsScanMax)
+	items, err := a.store.Scan(ctx, intentPrefix, store.PrefixEnd(intentPrefix), intentsScanMax)
 	if err != nil {
 		return // a damaged store is the other checks' business
 	}
@@ -91,18 +91,18 @@ func (a *auditor) probeReads(ctx context.Context) {
 // readsStored reads the document of intent key ik through tables and
 // compares it with the stored document: "" when they agree.
 func (a *auditor) readsStored(ctx context.Context, tables *table.Tables, names map[string]string, ik []byte) string {
-	suffix := engine.NSIntent.Suffix(ik) // <table ID>/<shard>/<doc>, as the document's key
+	suffix := store.NSIntent.Suffix(ik) // <table ID>/<shard>/<doc>, as the document's key
 	parts := bytes.SplitN(suffix, []byte("/"), 3)
 	name, ok := names[string(parts[0])]
 	if len(parts) != 3 || !ok {
 		return ""
 	}
 	got, gerr := tables.Get(ctx, principal, name, string(parts[2]))
-	stored, serr := a.store.Get(ctx, engine.NSTable.Key(string(suffix)))
+	stored, serr := a.store.Get(ctx, store.NSTable.Key(string(suffix)))
 	var ce *code.Error
 	missing := errors.As(gerr, &ce) && ce.Code == code.DocumentNotFound
 	switch {
-	case errors.Is(serr, engine.ErrNotFound):
+	case errors.Is(serr, store.ErrNotFound):
 		if !missing {
 			return fmt.Sprintf("returned %s %v; the document does not exist", got, gerr)
 		}

@@ -15,9 +15,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // Config describes one scenario. Everything random in it derives from Seed.
@@ -65,7 +65,7 @@ type Config struct {
 	// the one node), and the faults that damage the engine's files
 	// (ckpt-damage, vlog-damage, crashes at WAL and engine failpoints)
 	// are scheduled as restarts. Chained needs a store that chains.
-	Store engine.Store
+	Store store.Store
 	// OutDir receives visualizations on failure. (The engine lives on an
 	// in-memory disk that crashes honestly: see cluster.)
 	OutDir string
@@ -205,7 +205,7 @@ func Run(t *testing.T, cfg Config) Result {
 		}
 		defer fault.Disable(b)
 	}
-	var external engine.Store
+	var external store.Store
 	if cfg.Store != nil {
 		br := newBridge(cfg.Store) // here: outside the bubble
 		defer br.close()
@@ -238,7 +238,7 @@ func Run(t *testing.T, cfg Config) Result {
 }
 
 // simulate runs the scenario inside the bubble, over external if set.
-func (sc *scenario) simulate(external engine.Store) {
+func (sc *scenario) simulate(external store.Store) {
 	cfg := sc.cfg
 	ctx, cancel := context.WithCancel(context.Background())
 	sc.ctx = ctx
@@ -574,7 +574,7 @@ func (sc *scenario) restart() {
 		if err == nil {
 			return
 		}
-		if attempt >= 2 || !(errors.Is(err, fault.ErrInjected) || errors.Is(err, engine.ErrFailStopped) || errors.Is(err, engine.ErrAmbiguous)) {
+		if attempt >= 2 || !(errors.Is(err, fault.ErrInjected) || errors.Is(err, store.ErrFailStopped) || errors.Is(err, store.ErrAmbiguous)) {
 			sc.violate("restart: " + err.Error())
 			return
 		}
@@ -630,9 +630,9 @@ func (sc *scenario) clean(target int) {
 // receipts reads every receipt from the store.
 func (sc *scenario) receipts() map[string]*receipt.Record {
 	out := map[string]*receipt.Record{}
-	for _, it := range sc.scanAll([]byte(engine.NSReceipt)) {
+	for _, it := range sc.scanAll([]byte(store.NSReceipt)) {
 		if rec, err := receipt.DecodeRecord(it.Value); err == nil {
-			out[string(engine.NSReceipt.Suffix(it.Key))] = rec
+			out[string(store.NSReceipt.Suffix(it.Key))] = rec
 		}
 	}
 	return out

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -23,7 +23,7 @@ func (sc *scenario) observeSessions() {
 	for _, s := range sc.sessions {
 		if s.requested {
 			if _, done := sc.obs.sessions[s.idx]; !done {
-				if it, err := sc.cl.store.Get(ctx, engine.NSReceipt.Key(s.txn)); err == nil {
+				if it, err := sc.cl.store.Get(ctx, store.NSReceipt.Key(s.txn)); err == nil {
 					s.receiptSeen = true
 					if rec, err := receipt.DecodeRecord(it.Value); err == nil && rec.State == receipt.Terminal {
 						e := receipt.EnvelopeOf(rec, s.txn)
@@ -44,7 +44,7 @@ func (sc *scenario) observeSessionRecord(ctx context.Context, s *sessionRun) {
 	if s.ended != 0 {
 		return
 	}
-	it, err := sc.cl.store.Get(ctx, engine.NSSession.Key("rec", s.id))
+	it, err := sc.cl.store.Get(ctx, store.NSSession.Key("rec", s.id))
 	if err != nil {
 		return
 	}
@@ -62,9 +62,9 @@ func (sc *scenario) cleanSessions() {
 		if s.cleaned {
 			continue
 		}
-		_, errRec := sc.cl.store.Get(ctx, engine.NSSession.Key("rec", s.id))
-		_, errRcpt := sc.cl.store.Get(ctx, engine.NSReceipt.Key(s.txn))
-		if errors.Is(errRec, engine.ErrNotFound) || (s.receiptSeen && errors.Is(errRcpt, engine.ErrNotFound)) {
+		_, errRec := sc.cl.store.Get(ctx, store.NSSession.Key("rec", s.id))
+		_, errRcpt := sc.cl.store.Get(ctx, store.NSReceipt.Key(s.txn))
+		if errors.Is(errRec, store.ErrNotFound) || (s.receiptSeen && errors.Is(errRcpt, store.ErrNotFound)) {
 			s.cleaned, s.done = true, true
 			sc.count("cleaned-sessions")
 		}

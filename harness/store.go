@@ -21,9 +21,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // Errors a nodeStore injects.
@@ -49,7 +49,7 @@ type storeFaults struct {
 // matches (nothing written) until it is disarmed.
 type trigger struct {
 	name  string
-	match func(batches []*engine.Batch) bool
+	match func(batches []*store.Batch) bool
 	fail  bool
 	fired atomic.Bool
 }
@@ -61,7 +61,7 @@ type trigger struct {
 // a trigger matches, and made to fail in the ways of storeFaults. Every
 // write is audited (audit.go).
 type nodeStore struct {
-	inner engine.Store
+	inner store.Store
 	sim   *sim
 	audit *auditor
 	node  string
@@ -77,7 +77,7 @@ type nodeStore struct {
 	rng     *rand.Rand
 }
 
-func newNodeStore(inner engine.Store, s *sim, a *auditor, node string, seed uint64) *nodeStore {
+func newNodeStore(inner store.Store, s *sim, a *auditor, node string, seed uint64) *nodeStore {
 	return &nodeStore{inner: inner, sim: s, audit: a, node: node, dead: make(chan struct{}),
 		rng: rand.New(rand.NewPCG(seed, 0x1de))}
 }
@@ -132,7 +132,7 @@ func (s *nodeStore) arm(t *trigger) {
 }
 
 // takeTrigger returns the armed trigger if batches match it, disarming it.
-func (s *nodeStore) takeTrigger(batches []*engine.Batch) *trigger {
+func (s *nodeStore) takeTrigger(batches []*store.Batch) *trigger {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.trigger
@@ -197,7 +197,7 @@ func (s *nodeStore) label(ctx context.Context, op string, keys ...[]byte) string
 	return fmt.Sprintf("%s/%s/%s/%x", s.node, actorOf(ctx), op, h.Sum64())
 }
 
-func batchKeys(batches []*engine.Batch) [][]byte {
+func batchKeys(batches []*store.Batch) [][]byte {
 	var keys [][]byte
 	for _, b := range batches {
 		for _, c := range b.Conds {
@@ -211,58 +211,65 @@ func batchKeys(batches []*engine.Batch) [][]byte {
 	return keys
 }
 
-func (s *nodeStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
+func (s *nodeStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if err := s.enter(ctx, s.label(ctx, "get", key)); err != nil {
-		return engine.Item{}, err
+		return store.Item{}, err
 	}
 	return s.inner.Get(ctx, key)
 }
 
-// Limits implements engine.Store: the inner store's.
-func (s *nodeStore) Limits() engine.Limits { return s.inner.Limits() }
+// Limits implements store.Store: the inner store's.
+func (s *nodeStore) Limits() store.Limits { return s.inner.Limits() }
 
-func (s *nodeStore) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+// Capabilities implements store.Store: none, so that every write meets the
+// gate and the faults one batch at a time (chainStore adds chains).
+func (s *nodeStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (s *nodeStore) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	if err := s.enter(ctx, s.label(ctx, fmt.Sprint("scan", limit), start, end)); err != nil {
 		return nil, err
 	}
 	return s.inner.Scan(ctx, start, end, limit)
 }
 
-func (s *nodeStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s *nodeStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	s.mu.Lock()
 	refuse := s.faults.refuseChains
 	s.mu.Unlock()
 	if refuse && createsCommitted(b) {
 		// As a refused chain: the receipt layer goes through Begin and
 		// Decide, a write at a time.
-		return 0, &engine.ConditionError{Cond: b.Conds[0]}
+		return 0, &store.ConditionError{Cond: b.Conds[0]}
 	}
-	var v engine.Version
-	err := s.write(ctx, []*engine.Batch{b}, func() (err error) {
+	var v store.Version
+	err := s.write(ctx, []*store.Batch{b}, func() (err error) {
 		v, err = s.inner.Apply(ctx, b)
 		return err
 	})
 	return v, err
 }
 
-// chainStore is a nodeStore whose store can chain writes (engine.Chainer),
+// chainStore is a nodeStore whose store can chain writes (store.Chainer),
 // so that the receipt layer takes its default chained path; a chain meets
 // the same faults as an Apply, and like a failed condition of the engine's
 // they leave nothing written.
 type chainStore struct{ *nodeStore }
 
-func (s chainStore) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]engine.Version, error) {
+// Capabilities implements store.Store: chains, through the gate.
+func (s chainStore) Capabilities() store.Capabilities { return store.Capabilities{Chain: s} }
+
+func (s chainStore) ApplyChain(ctx context.Context, links ...*store.Batch) ([]store.Version, error) {
 	s.mu.Lock()
 	refuse := s.faults.refuseChains
 	s.mu.Unlock()
 	if refuse && len(links) > 0 && len(links[0].Conds) > 0 {
 		// As if a condition failed: nothing is written, and the caller
 		// goes through its one-write-at-a-time path.
-		return nil, &engine.ConditionError{Cond: links[0].Conds[0]}
+		return nil, &store.ConditionError{Cond: links[0].Conds[0]}
 	}
-	var vs []engine.Version
+	var vs []store.Version
 	err := s.write(ctx, links, func() (err error) {
-		vs, err = s.inner.(engine.Chainer).ApplyChain(ctx, links...)
+		vs, err = s.inner.Capabilities().Chain.ApplyChain(ctx, links...)
 		return err
 	})
 	return vs, err
@@ -273,7 +280,7 @@ func (s chainStore) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]e
 // decision conflict (nothing written), or an ambiguous receipt creation
 // (written first or not, as the faults say). A write an armed trigger
 // matches pauses the node first.
-func (s *nodeStore) write(ctx context.Context, batches []*engine.Batch, apply func() error) error {
+func (s *nodeStore) write(ctx context.Context, batches []*store.Batch, apply func() error) error {
 	label := s.label(ctx, "write", batchKeys(batches)...)
 	if err := s.enter(ctx, label); err != nil {
 		return err
@@ -295,32 +302,32 @@ func (s *nodeStore) write(ctx context.Context, batches []*engine.Batch, apply fu
 		return ErrTransient
 	}
 	for _, b := range batches {
-		if key, ok := condOn(b, engine.MustBeAbsent, decisionPrefix); ok && s.roll(f.bareConflict) {
+		if key, ok := condOn(b, store.MustBeAbsent, decisionPrefix); ok && s.roll(f.bareConflict) {
 			// "Someone else decided" — with no decision anyone can read.
-			return &engine.ConditionError{Cond: engine.Condition{Key: key, Kind: engine.MustBeAbsent}}
+			return &store.ConditionError{Cond: store.Condition{Key: key, Kind: store.MustBeAbsent}}
 		}
 	}
 	write := func() error { return s.audit.write(ctx, owner, batches, apply) }
-	if _, ok := condOn(batches[0], engine.MustBeAbsent, []byte(engine.NSReceipt)); ok && s.roll(f.ambiguousNew) {
+	if _, ok := condOn(batches[0], store.MustBeAbsent, []byte(store.NSReceipt)); ok && s.roll(f.ambiguousNew) {
 		if f.ambiguousWrote {
 			if err := write(); err != nil {
 				return err
 			}
 		}
-		return engine.ErrAmbiguous
+		return store.ErrAmbiguous
 	}
 	return write()
 }
 
-var decisionPrefix = engine.NSTxn.Prefix("dec")
+var decisionPrefix = store.NSTxn.Prefix("dec")
 
 // createsCommitted reports whether b is the one write that commits a
 // transaction and creates its receipt terminal (twopc.CommitOnce with the
 // receipt layer's terminal receipt): conditioned on the receipt's and the
 // transaction's absence, it puts a terminal receipt.
-func createsCommitted(b *engine.Batch) bool {
-	rk, newReceipt := condOn(b, engine.MustBeAbsent, []byte(engine.NSReceipt))
-	if _, newTxn := condOn(b, engine.MustBeAbsent, engine.NSTxn.Prefix("rec")); !newReceipt || !newTxn {
+func createsCommitted(b *store.Batch) bool {
+	rk, newReceipt := condOn(b, store.MustBeAbsent, []byte(store.NSReceipt))
+	if _, newTxn := condOn(b, store.MustBeAbsent, store.NSTxn.Prefix("rec")); !newReceipt || !newTxn {
 		return false
 	}
 	for _, op := range b.Ops {
@@ -332,7 +339,7 @@ func createsCommitted(b *engine.Batch) bool {
 	return false
 }
 
-func condOn(b *engine.Batch, kind engine.CondKind, prefix []byte) ([]byte, bool) {
+func condOn(b *store.Batch, kind store.CondKind, prefix []byte) ([]byte, bool) {
 	for _, c := range b.Conds {
 		if c.Kind == kind && bytes.HasPrefix(c.Key, prefix) {
 			return c.Key, true

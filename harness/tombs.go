@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // Tombstones (receipt/tombstone.go): the cleaner leaves one where it
@@ -55,8 +55,8 @@ func decodeTombVal(v []byte) (tombVal, bool) {
 // tombstones reads every tombstone, by transaction ID.
 func (sc *scenario) tombstones() map[string]tombVal {
 	out := map[string]tombVal{}
-	for _, it := range sc.scanAll([]byte(engine.NSTomb)) {
-		id := hex.EncodeToString(engine.NSTomb.Suffix(it.Key))
+	for _, it := range sc.scanAll([]byte(store.NSTomb)) {
+		id := hex.EncodeToString(store.NSTomb.Suffix(it.Key))
 		v, ok := decodeTombVal(it.Value)
 		if !ok {
 			sc.violate("undecodable tombstone of " + id)
@@ -68,7 +68,7 @@ func (sc *scenario) tombstones() map[string]tombVal {
 
 func (sc *scenario) hasTomb(k int) bool {
 	_, err := sc.cl.store.Get(context.Background(), tombKeyOf(txnOf(k)))
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		sc.violate(fmt.Sprintf("read the tombstone of key %d: %v", k, err))
 	}
 	return err == nil
@@ -108,7 +108,7 @@ func (sc *scenario) newGenerations() {
 			continue
 		}
 		_, err := sc.cl.store.Get(context.Background(), receiptKey(k))
-		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			// Not gone: unreadable (a receipt vlog-damage damaged).
 			if !bytes.Equal(receiptKey(k), sc.damaged) {
 				sc.violate(fmt.Sprintf("read the receipt of key %d: %v", k, err))
@@ -185,7 +185,7 @@ func (sc *scenario) checkTombs() {
 	tombs := sc.tombstones()
 	ids := slices.Sorted(maps.Keys(tombs))
 	for _, id := range ids {
-		if _, err := sc.cl.store.Get(context.Background(), engine.NSReceipt.Key(id)); err == nil {
+		if _, err := sc.cl.store.Get(context.Background(), store.NSReceipt.Key(id)); err == nil {
 			sc.violate("receipt " + id + " exists beside its tombstone")
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/memfs"
 )
@@ -29,7 +30,7 @@ import (
 //
 // in vlog/<10 digits>.vlog, and the tree keeps a pointer to it. A disk that
 // silently flips a byte of one must make that one receipt unreadable — an
-// error wrapping engine.ErrCorruption that names the segment and offset —
+// error wrapping store.ErrCorruption that names the segment and offset —
 // and nothing more: never another envelope, never an absent receipt (a
 // retry must not run the batch again), no other key changed, and the
 // cleaner, which cannot load it, leaves it. Restored from a backup, the
@@ -146,7 +147,7 @@ type vlogDamage struct {
 	k      int
 	kg     keyGen
 	key    []byte
-	item   engine.Item // as the store had it
+	item   store.Item // as the store had it
 	rec    *receipt.Record
 	at     vlogRecord
 	byteAt int64 // the flipped byte, in the segment
@@ -222,8 +223,8 @@ func (sc *scenario) damageValueLog(e *event) {
 // once its retention ends — the pick-th candidate (or the first after it
 // that has a record), and returns the damage; nil if none is in the value
 // log (or the damage was not reported as it must be: a violation).
-func (sc *scenario) damageReceipt(pick int, items []engine.Item) *vlogDamage {
-	byKey := map[string]engine.Item{}
+func (sc *scenario) damageReceipt(pick int, items []store.Item) *vlogDamage {
+	byKey := map[string]store.Item{}
 	for _, it := range items {
 		byKey[string(it.Key)] = it
 	}
@@ -260,7 +261,7 @@ func (sc *scenario) damageReceipt(pick int, items []engine.Item) *vlogDamage {
 			}
 			got, err := sc.cl.store.Get(ctx, d.key)
 			switch {
-			case errors.Is(err, engine.ErrCorruption) && strings.Contains(err.Error(), r.seg) &&
+			case errors.Is(err, store.ErrCorruption) && strings.Contains(err.Error(), r.seg) &&
 				strings.Contains(err.Error(), strconv.FormatInt(r.off, 10)):
 				return d
 			case err == nil && bytes.Equal(got.Value, d.item.Value):
@@ -286,10 +287,10 @@ func (sc *scenario) damageReceipt(pick int, items []engine.Item) *vlogDamage {
 }
 
 // whileDamaged checks the store while d lasts (damageValueLog).
-func (sc *scenario) whileDamaged(e *event, d *vlogDamage, want []engine.Item) {
+func (sc *scenario) whileDamaged(e *event, d *vlogDamage, want []store.Item) {
 	where := fmt.Sprintf("%s's value-log record (%s at %d) damaged", d.key, d.at.seg, d.at.off)
-	others := slices.DeleteFunc(slices.Clone(want), func(it engine.Item) bool { return bytes.Equal(it.Key, d.key) })
-	if _, err := sc.everything(); !errors.Is(err, engine.ErrCorruption) {
+	others := slices.DeleteFunc(slices.Clone(want), func(it store.Item) bool { return bytes.Equal(it.Key, d.key) })
+	if _, err := sc.everything(); !errors.Is(err, store.ErrCorruption) {
 		sc.violate(fmt.Sprintf("vlog-damage: with %s, a scan of the whole store returned %v; want ErrCorruption", where, err))
 	}
 	if got, err := sc.scanRange([]byte{}, []byte{0xff}, d.key); err != nil {
@@ -308,7 +309,7 @@ func (sc *scenario) whileDamaged(e *event, d *vlogDamage, want []engine.Item) {
 	case err == nil:
 		sc.violate(fmt.Sprintf("vlog-damage: with %s, a retry of key %d gen %d was answered %d %s, not terminal; want an error wrapping ErrCorruption (a 500), never an answer",
 			where, d.k, d.kg.gen, ans.Status, ans.Code))
-	case !errors.Is(err, engine.ErrCorruption):
+	case !errors.Is(err, store.ErrCorruption):
 		sc.violate(fmt.Sprintf("vlog-damage: with %s, a retry of key %d gen %d failed with %v; want ErrCorruption", where, d.k, d.kg.gen, err))
 	}
 	if got, err := sc.scanRange([]byte{}, []byte{0xff}, d.key); err != nil {
@@ -327,9 +328,9 @@ func (sc *scenario) whileDamaged(e *event, d *vlogDamage, want []engine.Item) {
 	}
 	sc.clean(e.Node)
 	switch _, err := sc.cl.store.Get(context.Background(), d.key); {
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		sc.violate(fmt.Sprintf("vlog-damage: the cleaner deleted receipt %s, which it could not read (%s)", d.key, where))
-	case !errors.Is(err, engine.ErrCorruption):
+	case !errors.Is(err, store.ErrCorruption):
 		sc.violate(fmt.Sprintf("vlog-damage: after the cleaner ran, %s reads %v; want ErrCorruption (%s)", d.key, err, where))
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/memfs"
 )
@@ -51,13 +51,13 @@ func (sc *scenario) induce(n *node) (int, *actor) {
 // terminal (the decision with the terminal receipt, or the terminal
 // receipt alone): a terminal record conditioned on the receipt's version.
 // (Not on the claim's: a write without its fence must match too.)
-func terminalWriteOf(id string) func([]*engine.Batch) bool {
-	key := engine.NSReceipt.Key(id)
-	return func(batches []*engine.Batch) bool {
+func terminalWriteOf(id string) func([]*store.Batch) bool {
+	key := store.NSReceipt.Key(id)
+	return func(batches []*store.Batch) bool {
 		for _, b := range batches {
 			cas := false
 			for _, c := range b.Conds {
-				cas = cas || (c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, key))
+				cas = cas || (c.Kind == store.MustBeAtVersion && bytes.Equal(c.Key, key))
 			}
 			for _, op := range b.Ops {
 				if cas && !op.Delete && bytes.Equal(op.Key, key) {
@@ -72,11 +72,11 @@ func terminalWriteOf(id string) func([]*engine.Batch) bool {
 }
 
 // adoptionOf matches the CAS that adopts receipt id.
-func adoptionOf(id string) func([]*engine.Batch) bool {
-	return func(batches []*engine.Batch) bool {
+func adoptionOf(id string) func([]*store.Batch) bool {
+	return func(batches []*store.Batch) bool {
 		for _, b := range batches {
 			for _, c := range b.Conds {
-				if c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, lease.ClaimKey(id)) {
+				if c.Kind == store.MustBeAtVersion && bytes.Equal(c.Key, lease.ClaimKey(id)) {
 					for _, op := range b.Ops {
 						if !op.Delete && bytes.Equal(op.Key, lease.ClaimKey(id)) {
 							return true
@@ -91,10 +91,10 @@ func adoptionOf(id string) func([]*engine.Batch) bool {
 
 // cleanupWrite matches a cleaner's batch: one that deletes receipts, or
 // tombstones whose protection ended.
-func cleanupWrite(batches []*engine.Batch) bool {
+func cleanupWrite(batches []*store.Batch) bool {
 	for _, b := range batches {
 		for _, op := range b.Ops {
-			if op.Delete && (engine.NSReceipt.Has(op.Key) || engine.NSTomb.Has(op.Key)) {
+			if op.Delete && (store.NSReceipt.Has(op.Key) || store.NSTomb.Has(op.Key)) {
 				return true
 			}
 		}
@@ -104,7 +104,7 @@ func cleanupWrite(batches []*engine.Batch) bool {
 
 // armAll arms a trigger of its own on every live node but skip; it returns
 // them by node.
-func (sc *scenario) armAll(name string, skip int, match func([]*engine.Batch) bool) map[int]*trigger {
+func (sc *scenario) armAll(name string, skip int, match func([]*store.Batch) bool) map[int]*trigger {
 	out := map[int]*trigger{}
 	for _, i := range sc.cl.live() {
 		if i != skip {
@@ -273,9 +273,9 @@ func (sc *scenario) zombieClean(e *event) {
 // debtPaidOf matches the write that clears receipt id's visibility debt
 // (payDebt): one that rewrites it, terminal and debt-free, while the store
 // holds it terminal with debt.
-func (sc *scenario) debtPaidOf(id string) func([]*engine.Batch) bool {
-	key := engine.NSReceipt.Key(id)
-	return func(batches []*engine.Batch) bool {
+func (sc *scenario) debtPaidOf(id string) func([]*store.Batch) bool {
+	key := store.NSReceipt.Key(id)
+	return func(batches []*store.Batch) bool {
 		it, err := sc.cl.store.Get(context.Background(), key)
 		if err != nil {
 			return false
@@ -494,15 +494,15 @@ func damageNewestCheckpoint(fs vfs.FS) string {
 }
 
 // everything reads the whole store.
-func (sc *scenario) everything() ([]engine.Item, error) {
+func (sc *scenario) everything() ([]store.Item, error) {
 	return sc.scanRange([]byte{}, []byte{0xff}, nil)
 }
 
 // diffItems describes the first differences between two reads of the
 // whole store ("" if none).
-func diffItems(want, got []engine.Item) string {
+func diffItems(want, got []store.Item) string {
 	var diffs []string
-	w := map[string]engine.Item{}
+	w := map[string]store.Item{}
 	for _, it := range want {
 		w[string(it.Key)] = it
 	}

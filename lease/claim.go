@@ -9,8 +9,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // A receipt's lease is two keys:
@@ -23,8 +23,8 @@ import (
 // only the expiry, never invalidate an owner's token. An adopter conditions
 // on both keys' versions: a renewal that lands first proves the old owner
 // alive and makes the adoption fail.
-func ClaimKey(id string) []byte  { return engine.NSLease.Key("claim", id) }
-func ExpiryKey(id string) []byte { return engine.NSLease.Key("ttl", id) }
+func ClaimKey(id string) []byte  { return store.NSLease.Key("claim", id) }
+func ExpiryKey(id string) []byte { return store.NSLease.Key("ttl", id) }
 
 // Claim is who holds a receipt.
 type Claim struct {
@@ -48,25 +48,25 @@ func encodeExpiry(t time.Time) []byte {
 // State is what the store says about a receipt's lease.
 type State struct {
 	Claim         Claim
-	ClaimVersion  engine.Version // 0: no claim
+	ClaimVersion  store.Version // 0: no claim
 	Expires       time.Time
-	ExpiryVersion engine.Version
+	ExpiryVersion store.Version
 }
 
 // Read loads a receipt's lease.
-func Read(ctx context.Context, store engine.Store, id string) (State, error) {
+func Read(ctx context.Context, sto store.Store, id string) (State, error) {
 	var st State
-	it, err := store.Get(ctx, ClaimKey(id))
+	it, err := sto.Get(ctx, ClaimKey(id))
 	switch {
 	case err == nil:
 		if err := cbor.Unmarshal(it.Value, &st.Claim); err != nil {
-			return State{}, engine.RecordError(it.Key, "lease: claim", err)
+			return State{}, store.RecordError(it.Key, "lease: claim", err)
 		}
 		st.ClaimVersion = it.Version
-	case !errors.Is(err, engine.ErrNotFound):
+	case !errors.Is(err, store.ErrNotFound):
 		return State{}, err
 	}
-	it, err = store.Get(ctx, ExpiryKey(id))
+	it, err = sto.Get(ctx, ExpiryKey(id))
 	switch {
 	case err == nil:
 		if len(it.Value) != 8 {
@@ -74,7 +74,7 @@ func Read(ctx context.Context, store engine.Store, id string) (State, error) {
 		}
 		st.Expires = time.Unix(0, int64(binary.BigEndian.Uint64(it.Value)))
 		st.ExpiryVersion = it.Version
-	case !errors.Is(err, engine.ErrNotFound):
+	case !errors.Is(err, store.ErrNotFound):
 		return State{}, err
 	}
 	return st, nil
@@ -100,7 +100,7 @@ func MayAdopt(st State, me Owner, now time.Time) bool {
 // must not exist. It returns the Held to track; it is Publishing until the
 // caller reports the write's version with Confirmed (or its ambiguity with
 // Unconfirm).
-func ClaimNew(b *engine.Batch, id string, o Owner, until time.Time) *Held {
+func ClaimNew(b *store.Batch, id string, o Owner, until time.Time) *Held {
 	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: 1}
 	ck := ClaimKey(id) // a batch never changes a key it is given: one for both
 	b.Absent(ck).Put(ck, encodeClaim(c)).Put(ExpiryKey(id), encodeExpiry(until))
@@ -109,7 +109,7 @@ func ClaimNew(b *engine.Batch, id string, o Owner, until time.Time) *Held {
 
 // ClaimAdopt adds to b the CAS that moves a receipt from the lease in st to
 // o, one epoch later. Like ClaimNew, the Held is Publishing until settled.
-func ClaimAdopt(b *engine.Batch, id string, st State, o Owner, until time.Time) *Held {
+func ClaimAdopt(b *store.Batch, id string, st State, o Owner, until time.Time) *Held {
 	c := Claim{Node: o.Node, Incarnation: o.Incarnation, Epoch: st.Claim.Epoch + 1}
 	if fault.Planted(fault.BugAdoptKeepsEpoch) { // planted only under -tags idem_selftest
 		c.Epoch = st.Claim.Epoch // planted bug: the adoption keeps the epoch
@@ -121,13 +121,13 @@ func ClaimAdopt(b *engine.Batch, id string, st State, o Owner, until time.Time) 
 
 // Drop adds to b the removal of a receipt's lease (the receipt became
 // immutable).
-func Drop(b *engine.Batch, id string) {
+func Drop(b *store.Batch, id string) {
 	b.Delete(ClaimKey(id)).Delete(ExpiryKey(id))
 }
 
 // IsFence reports whether err is a failed condition on id's claim key, i.e.
 // the write was fenced.
 func IsFence(err error, id string) bool {
-	key, ok := engine.FailedKey(err)
+	key, ok := store.FailedKey(err)
 	return ok && string(key) == string(ClaimKey(id))
 }

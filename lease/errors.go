@@ -1,13 +1,19 @@
 package lease
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/idemdb/idem/store"
+)
 
 var (
 	// ErrFenced means another owner holds the receipt now: the write carried a
 	// condition on a claim version that is no longer current.
 	ErrFenced = errors.New("lease: fenced: the receipt has another owner")
-	// ErrUncertain means a lease could not be confirmed before it ran out.
-	ErrUncertain = errors.New("lease: ownership uncertain")
+	// ErrUncertain means a lease could not be confirmed before it ran out:
+	// whether a write under it would still be ours is unknown. It is
+	// store.ErrAmbiguous too (store.Kind); its own name tells the cause.
+	ErrUncertain = store.Kind("lease: ownership uncertain", store.ErrAmbiguous)
 )
 
 // Internal sentinels (held.go).

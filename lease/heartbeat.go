@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // Heartbeat bounds.
@@ -25,7 +25,7 @@ const (
 // is still in the future, less Margin; only a fenced claim (Lost) or an
 // exhausted deadline (Uncertain) changes a lease's status.
 type Heartbeat struct {
-	Store  engine.Store
+	Store  store.Store
 	Clock  Clock
 	TTL    time.Duration
 	Margin time.Duration // safety margin before the confirmed expiry
@@ -54,7 +54,7 @@ func (hb *Heartbeat) Renew(ctx context.Context, helds []*Held) RenewReport {
 	for len(live) > 0 && rep.Attempts < RenewRetriesMax {
 		rep.Attempts++
 		until := hb.Clock.Now().Add(hb.TTL)
-		var b *engine.Batch
+		var b *store.Batch
 		if b, live = fencedRenewal(live, until, &rep); len(live) == 0 {
 			break
 		}
@@ -112,8 +112,8 @@ func (hb *Heartbeat) renewable(ctx context.Context, helds []*Held, rep *RenewRep
 // fencedRenewal is the one batch that extends every hold of live to until,
 // each fenced on its claim's version, and the holds it covers (a hold
 // already fenced drops out).
-func fencedRenewal(live []*Held, until time.Time, rep *RenewReport) (*engine.Batch, []*Held) {
-	b := new(engine.Batch)
+func fencedRenewal(live []*Held, until time.Time, rep *RenewReport) (*store.Batch, []*Held) {
+	b := new(store.Batch)
 	kept := live[:0]
 	for _, h := range live {
 		if err := h.Fence(b); err != nil {
@@ -144,14 +144,14 @@ const (
 // hold; a store that takes no more writes ends the round (rep.Err);
 // anything else is transient.
 func settleFailedRenewal(err error, live []*Held, rep *RenewReport) ([]*Held, renewalRetry) {
-	if key, ok := engine.FailedKey(err); ok {
+	if key, ok := store.FailedKey(err); ok {
 		if i := indexOfClaim(live, key); i >= 0 {
 			live[i].MarkLost()
 			rep.Fenced++
 			return append(live[:i], live[i+1:]...), retryAtOnce
 		}
 	}
-	if errors.Is(err, engine.ErrInvalidBatch) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrFailStopped) {
+	if errors.Is(err, store.ErrInvalidBatch) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrFailStopped) {
 		rep.Err = err
 		return live, retryGiveUp
 	}

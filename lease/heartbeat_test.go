@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 func TestHeartbeat_RenewsManyLeasesWithOneApply(t *testing.T) {
@@ -114,7 +114,7 @@ func TestHeartbeat_FencedLeaseIsLostAndTheRestStillRenew(t *testing.T) {
 	if err != nil || !lease.MayAdopt(st, lease.Owner{Node: "node-1", Incarnation: 1}, clock.Now()) {
 		t.Fatalf("node-1 may not adopt: %+v %v", st, err)
 	}
-	ad := new(engine.Batch)
+	ad := new(store.Batch)
 	lease.ClaimAdopt(ad, "b", st, lease.Owner{Node: "node-1", Incarnation: 1}, clock.Now().Add(time.Second))
 	if _, err := db.Apply(ctx, ad); err != nil {
 		t.Fatal(err)
@@ -149,14 +149,14 @@ func TestHeartbeat_UnconfirmedClaimIsResyncedBeforeRenewal(t *testing.T) {
 	hb := &lease.Heartbeat{Store: db, Clock: clock, TTL: time.Second, Margin: 100 * time.Millisecond}
 
 	// The ambiguous publication did land: Resync adopts its version.
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	landed := lease.ClaimNew(b, "landed", o, t0.Add(time.Second))
 	if _, err := db.Apply(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	landed.Unconfirm()
 	// The ambiguous publication did not land: the lease is lost.
-	missing := lease.ClaimNew(new(engine.Batch), "missing", o, t0.Add(time.Second))
+	missing := lease.ClaimNew(new(store.Batch), "missing", o, t0.Add(time.Second))
 	missing.Unconfirm()
 
 	rep := hb.Renew(ctx, []*lease.Held{landed, missing})
@@ -195,12 +195,12 @@ func TestHeartbeat_EnsureWritesOnlyWhenLessThanNeedRemains(t *testing.T) {
 // so Renew reports it at once instead of backing off and retrying until
 // the leases run out; the leases are left unconfirmed, not lost.
 func TestRenew_AnInvalidBatchIsNotRetried(t *testing.T) {
-	store := memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000})
+	st := memstore.NewWithLimits(store.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000})
 	ttl := 30 * time.Second
-	helds := claimNew(t, store, lease.Owner{Node: "node-0", Incarnation: 1}, t0.Add(ttl), ids(200)...)
-	hb := &lease.Heartbeat{Store: store, Clock: lease.NewSim(t0), TTL: ttl, Margin: time.Second}
+	helds := claimNew(t, st, lease.Owner{Node: "node-0", Incarnation: 1}, t0.Add(ttl), ids(200)...)
+	hb := &lease.Heartbeat{Store: st, Clock: lease.NewSim(t0), TTL: ttl, Margin: time.Second}
 	rep := hb.Renew(context.Background(), helds)
-	if !errors.Is(rep.Err, engine.ErrInvalidBatch) || rep.Attempts != 1 || rep.Transient != 0 || rep.Renewed != 0 {
+	if !errors.Is(rep.Err, store.ErrInvalidBatch) || rep.Attempts != 1 || rep.Transient != 0 || rep.Renewed != 0 {
 		t.Fatalf("report %+v, want one attempt ending in ErrInvalidBatch", rep)
 	}
 	for _, h := range helds {

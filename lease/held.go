@@ -8,7 +8,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Held is this process's hold on one receipt: its claim, the claim key's
@@ -28,13 +28,13 @@ type Held struct {
 
 	mu      sync.Mutex
 	claim   Claim
-	version engine.Version
+	version store.Version
 	until   time.Time
 	status  Status
 }
 
 // Snapshot returns the claim, fencing version, confirmed expiry and status.
-func (h *Held) Snapshot() (Claim, engine.Version, time.Time, Status) {
+func (h *Held) Snapshot() (Claim, store.Version, time.Time, Status) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.claim, h.version, h.until, h.status
@@ -56,7 +56,7 @@ func (h *Held) Until() time.Time {
 
 // Fence adds to b the condition that this claim is still current. It fails
 // with ErrFenced for a lost lease and asks for Resync when unconfirmed.
-func (h *Held) Fence(b *engine.Batch) error {
+func (h *Held) Fence(b *store.Batch) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -71,7 +71,7 @@ func (h *Held) Fence(b *engine.Batch) error {
 
 // Confirmed records a durable write of the claim (creation, adoption) at
 // version v with expiry until.
-func (h *Held) Confirmed(v engine.Version, until time.Time) {
+func (h *Held) Confirmed(v store.Version, until time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.version, h.until, h.status = v, until, h.status.after(published)
@@ -112,12 +112,12 @@ func (h *Held) uncertain() {
 // holds exactly this claim, its version becomes the fencing token; if it
 // holds another or none, the lease is lost. A claim still being published
 // is left alone (errPublishing): its writer settles it.
-func (h *Held) Resync(ctx context.Context, store engine.Store) error {
+func (h *Held) Resync(ctx context.Context, st store.Store) error {
 	if h.Status() == Publishing {
 		return errPublishing
 	}
-	it, err := store.Get(ctx, ClaimKey(h.ID))
-	if errors.Is(err, engine.ErrNotFound) {
+	it, err := st.Get(ctx, ClaimKey(h.ID))
+	if errors.Is(err, store.ErrNotFound) {
 		h.MarkLost()
 		return ErrFenced
 	}
@@ -126,7 +126,7 @@ func (h *Held) Resync(ctx context.Context, store engine.Store) error {
 	}
 	var c Claim
 	if err := cbor.Unmarshal(it.Value, &c); err != nil {
-		return engine.RecordError(it.Key, "lease: claim", err)
+		return store.RecordError(it.Key, "lease: claim", err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -157,6 +157,6 @@ func Resume(id string, st State) *Held {
 }
 
 // PutExpiry adds to b an extension of id's lease to until.
-func PutExpiry(b *engine.Batch, id string, until time.Time) {
+func PutExpiry(b *store.Batch, id string, until time.Time) {
 	b.Put(ExpiryKey(id), encodeExpiry(until))
 }

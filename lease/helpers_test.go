@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -30,15 +31,20 @@ func openDB(t *testing.T) *engine.DB {
 // each Apply fail transiently without writing and counts down; failForever
 // fails every Apply.
 type countingStore struct {
-	engine.Store
+	store.Store
 	applies     atomic.Int64
 	failApply   atomic.Int64
 	failForever atomic.Bool
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *countingStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 var errTransient = errors.New("test: transient store failure")
 
-func (s *countingStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s *countingStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	s.applies.Add(1)
 	if s.failForever.Load() {
 		return 0, errTransient
@@ -57,19 +63,19 @@ func (s *countingStore) Apply(ctx context.Context, b *engine.Batch) (engine.Vers
 
 // claimNew publishes new leases for ids owned by o until `until`, in as few
 // Applies as the engine's batch bounds allow, and confirms them.
-func claimNew(t *testing.T, store engine.Store, o lease.Owner, until time.Time, ids ...string) []*lease.Held {
+func claimNew(t *testing.T, st store.Store, o lease.Owner, until time.Time, ids ...string) []*lease.Held {
 	t.Helper()
 	// A claim is at most 3 ops and 3 conditions: size from the store.
-	perBatch := min(4096, store.Limits().Fit(3, 3, 0, 0))
+	perBatch := min(4096, st.Limits().Fit(3, 3, 0, 0))
 	var out []*lease.Held
 	for len(ids) > 0 {
 		n := min(len(ids), perBatch)
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		hs := make([]*lease.Held, 0, n)
 		for _, id := range ids[:n] {
 			hs = append(hs, lease.ClaimNew(b, id, o, until))
 		}
-		v, err := store.Apply(context.Background(), b)
+		v, err := st.Apply(context.Background(), b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,9 +89,9 @@ func claimNew(t *testing.T, store engine.Store, o lease.Owner, until time.Time, 
 }
 
 // storedExpiry reads a lease's expiry key.
-func storedExpiry(t *testing.T, store engine.Store, id string) (time.Time, engine.Version) {
+func storedExpiry(t *testing.T, st store.Store, id string) (time.Time, store.Version) {
 	t.Helper()
-	it, err := store.Get(context.Background(), lease.ExpiryKey(id))
+	it, err := st.Get(context.Background(), lease.ExpiryKey(id))
 	if err != nil {
 		t.Fatalf("expiry of %s: %v", id, err)
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 func TestAcquireJob_OneOwnerAtATimeAndStalePassesAreFenced(t *testing.T) {
@@ -41,12 +41,12 @@ func TestAcquireJob_OneOwnerAtATimeAndStalePassesAreFenced(t *testing.T) {
 		t.Fatal("an older incarnation took the job from a newer one")
 	}
 	// ... and a write fenced on its old version fails.
-	stale := new(engine.Batch).AtVersion(lease.JobKey("cleaner"), v1b).Put([]byte("meta/v1/probe"), []byte("x"))
+	stale := new(store.Batch).AtVersion(lease.JobKey("cleaner"), v1b).Put([]byte("meta/v1/probe"), []byte("x"))
 	_, err = db.Apply(ctx, stale)
-	if key, ok := engine.FailedKey(err); !ok || string(key) != string(lease.JobKey("cleaner")) {
+	if key, ok := store.FailedKey(err); !ok || string(key) != string(lease.JobKey("cleaner")) {
 		t.Fatalf("stale job write: %v, want a failed condition on the job key", err)
 	}
-	fresh := new(engine.Batch).AtVersion(lease.JobKey("cleaner"), v2).Put([]byte("meta/v1/probe"), []byte("x"))
+	fresh := new(store.Batch).AtVersion(lease.JobKey("cleaner"), v2).Put([]byte("meta/v1/probe"), []byte("x"))
 	if _, err := db.Apply(ctx, fresh); err != nil {
 		t.Fatalf("current job write: %v", err)
 	}
@@ -58,7 +58,7 @@ func TestAcquireJob_OneOwnerAtATimeAndStalePassesAreFenced(t *testing.T) {
 	if _, ok, err := lease.AcquireJob(ctx, db, "other", a1, t0, ttl); !ok || err != nil {
 		t.Fatalf("another job: %v %v", ok, err)
 	}
-	if _, err := db.Get(ctx, lease.JobKey("nope")); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.Get(ctx, lease.JobKey("nope")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatal("job key of an unused job exists")
 	}
 }

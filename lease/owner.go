@@ -7,7 +7,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Owner is a process's identity: a stable node ID and an incarnation that
@@ -27,7 +27,7 @@ const NodeIDBytesMax = 64
 // RegisterRetriesMax bounds the CAS attempts of Register.
 const RegisterRetriesMax = 16
 
-func nodeKey(node string) []byte { return engine.NSLease.Key("node", node) }
+func nodeKey(node string) []byte { return store.NSLease.Key("node", node) }
 
 type nodeRecord struct {
 	Incarnation uint64 `cbor:"1,keyasint"`
@@ -45,15 +45,15 @@ type Node struct {
 }
 
 // Register bumps node's incarnation durably and returns the new identity.
-func Register(ctx context.Context, store engine.Store, node string) (Owner, error) {
-	return RegisterAt(ctx, store, node, "")
+func Register(ctx context.Context, st store.Store, node string) (Owner, error) {
+	return RegisterAt(ctx, st, node, "")
 }
 
 // RegisterAt is Register for a node that peers reach at advertise: the
 // address is written with the new incarnation, in the same fenced record,
 // so that it always names the incarnation that wrote it. A second process
 // with the same node ID registers a later incarnation and fences the first.
-func RegisterAt(ctx context.Context, store engine.Store, node, advertise string) (Owner, error) {
+func RegisterAt(ctx context.Context, st store.Store, node, advertise string) (Owner, error) {
 	if node == "" || len(node) > NodeIDBytesMax {
 		return Owner{}, fmt.Errorf("lease: node id must be 1..%d bytes", NodeIDBytesMax)
 	}
@@ -62,21 +62,21 @@ func RegisterAt(ctx context.Context, store engine.Store, node, advertise string)
 	}
 	for i := 0; i < RegisterRetriesMax; i++ {
 		var cur nodeRecord
-		var ver engine.Version
-		it, err := store.Get(ctx, nodeKey(node))
+		var ver store.Version
+		it, err := st.Get(ctx, nodeKey(node))
 		switch {
 		case err == nil:
 			if err := cbor.Unmarshal(it.Value, &cur); err != nil {
-				return Owner{}, engine.RecordError(it.Key, "lease: node record", err)
+				return Owner{}, store.RecordError(it.Key, "lease: node record", err)
 			}
 			ver = it.Version
-		case !errors.Is(err, engine.ErrNotFound):
+		case !errors.Is(err, store.ErrNotFound):
 			return Owner{}, err
 		}
 		next := nodeRecord{Incarnation: cur.Incarnation + 1, Advertise: advertise}
 		val, _ := cbor.Marshal(next)
-		_, err = store.Apply(ctx, new(engine.Batch).AtVersion(nodeKey(node), ver).Put(nodeKey(node), val))
-		if errors.Is(err, engine.ErrConditionFailed) {
+		_, err = st.Apply(ctx, new(store.Batch).AtVersion(nodeKey(node), ver).Put(nodeKey(node), val))
+		if errors.Is(err, store.ErrConditionFailed) {
 			continue
 		}
 		if err != nil {
@@ -87,25 +87,25 @@ func RegisterAt(ctx context.Context, store engine.Store, node, advertise string)
 	return Owner{}, fmt.Errorf("lease: register %s: too much contention", node)
 }
 
-// ReadNode returns node's record; engine.ErrNotFound if it never
+// ReadNode returns node's record; store.ErrNotFound if it never
 // registered.
-func ReadNode(ctx context.Context, store engine.Store, node string) (Node, error) {
-	it, err := store.Get(ctx, nodeKey(node))
+func ReadNode(ctx context.Context, st store.Store, node string) (Node, error) {
+	it, err := st.Get(ctx, nodeKey(node))
 	if err != nil {
 		return Node{}, err
 	}
 	var rec nodeRecord
 	if err := cbor.Unmarshal(it.Value, &rec); err != nil {
-		return Node{}, engine.RecordError(it.Key, "lease: node record", err)
+		return Node{}, store.RecordError(it.Key, "lease: node record", err)
 	}
 	return Node{Owner: Owner{Node: node, Incarnation: rec.Incarnation}, Advertise: rec.Advertise}, nil
 }
 
 // Nodes lists the IDs of the nodes that ever registered in store, up to
 // limit (at most the store's ScanItemsMax), in ID order.
-func Nodes(ctx context.Context, store engine.Store, limit int) ([]string, error) {
-	prefix := engine.NSLease.Prefix("node")
-	items, err := store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(limit, store.Limits().ScanItemsMax))
+func Nodes(ctx context.Context, st store.Store, limit int) ([]string, error) {
+	prefix := store.NSLease.Prefix("node")
+	items, err := st.Scan(ctx, prefix, store.PrefixEnd(prefix), min(limit, st.Limits().ScanItemsMax))
 	if err != nil {
 		return nil, err
 	}

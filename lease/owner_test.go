@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -133,13 +134,13 @@ func TestClaim_AdoptionIsOneCASAndFencesTheOldOwner(t *testing.T) {
 		t.Fatalf("Read = %+v %v", st, err)
 	}
 	// Creating an existing claim fails on the claim key.
-	dup := new(engine.Batch)
+	dup := new(store.Batch)
 	lease.ClaimNew(dup, "r1", b, t0)
 	if _, err := db.Apply(ctx, dup); !lease.IsFence(err, "r1") {
 		t.Fatalf("second ClaimNew: %v, want a failed condition on the claim key", err)
 	}
 	// Adopt: epoch+1, the old owner's fenced write fails.
-	ad := new(engine.Batch)
+	ad := new(store.Batch)
 	hb := lease.ClaimAdopt(ad, "r1", st, b, t0.Add(2*time.Second))
 	if hb.Status() == lease.Live {
 		t.Fatal("a Held is live before its claim is durable")
@@ -153,7 +154,7 @@ func TestClaim_AdoptionIsOneCASAndFencesTheOldOwner(t *testing.T) {
 	if st2.Claim != (lease.Claim{Node: "node-1", Incarnation: 1, Epoch: 2}) {
 		t.Fatalf("after adoption claim = %+v", st2.Claim)
 	}
-	w := new(engine.Batch)
+	w := new(store.Batch)
 	if err := ha.Fence(w); err != nil {
 		t.Fatal(err)
 	}
@@ -161,17 +162,17 @@ func TestClaim_AdoptionIsOneCASAndFencesTheOldOwner(t *testing.T) {
 	if _, err := db.Apply(ctx, w); !lease.IsFence(err, "r1") {
 		t.Fatalf("stale owner's write: %v, want fenced", err)
 	}
-	if _, err := db.Get(ctx, []byte("meta/v1/probe")); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.Get(ctx, []byte("meta/v1/probe")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatal("the fenced write was applied")
 	}
 	// A second adoption from the same stale state loses the CAS.
-	ad2 := new(engine.Batch)
+	ad2 := new(store.Batch)
 	lease.ClaimAdopt(ad2, "r1", st, lease.Owner{Node: "node-2", Incarnation: 1}, t0)
-	if _, err := db.Apply(ctx, ad2); !errors.Is(err, engine.ErrConditionFailed) {
+	if _, err := db.Apply(ctx, ad2); !errors.Is(err, store.ErrConditionFailed) {
 		t.Fatalf("adoption from a stale state: %v", err)
 	}
 	// Drop makes the receipt immutable: nobody can adopt it any more.
-	d := new(engine.Batch)
+	d := new(store.Batch)
 	if err := hb.Fence(d); err != nil {
 		t.Fatal(err)
 	}
@@ -192,24 +193,24 @@ func TestClaim_AdoptionIsOneCASAndFencesTheOldOwner(t *testing.T) {
 // registered reads as not found.
 func TestRegisterAt_TheRecordNamesTheIncarnationThatWroteItsAddress(t *testing.T) {
 	ctx := context.Background()
-	store := memstore.New()
-	if _, err := lease.ReadNode(ctx, store, "node-a"); !errors.Is(err, engine.ErrNotFound) {
+	st := memstore.New()
+	if _, err := lease.ReadNode(ctx, st, "node-a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a node that never registered: %v, want ErrNotFound", err)
 	}
 	for i, addr := range []string{"http://127.0.0.1:1001", "http://127.0.0.1:1002", ""} {
-		o, err := lease.RegisterAt(ctx, store, "node-a", addr)
+		o, err := lease.RegisterAt(ctx, st, "node-a", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := lease.ReadNode(ctx, store, "node-a")
+		n, err := lease.ReadNode(ctx, st, "node-a")
 		if err != nil || n.Owner != o || n.Advertise != addr || o.Incarnation != uint64(i+1) {
 			t.Fatalf("registration %d at %q: record %+v %v, owner %v", i, addr, n, err, o)
 		}
 	}
-	if _, err := lease.RegisterAt(ctx, store, "node-a", "http://"+strings.Repeat("x", lease.AdvertiseBytesMax)); err == nil {
+	if _, err := lease.RegisterAt(ctx, st, "node-a", "http://"+strings.Repeat("x", lease.AdvertiseBytesMax)); err == nil {
 		t.Fatal("an address beyond AdvertiseBytesMax was registered")
 	}
-	if n, _ := lease.ReadNode(ctx, store, "node-a"); n.Incarnation != 3 {
+	if n, _ := lease.ReadNode(ctx, st, "node-a"); n.Incarnation != 3 {
 		t.Fatalf("a refused registration changed the record: %+v", n)
 	}
 }

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 func TestClampInterval_AtMostAThirdOfTheTTL(t *testing.T) {
@@ -108,7 +108,7 @@ func TestSupervisor_BoundedBatchesCoverTenThousandLeasesFairly(t *testing.T) {
 			t.Fatalf("%s is %v", h.ID, h.Status())
 		}
 	}
-	items, err := db.Scan(ctx, engine.NSLease.Prefix("ttl"), engine.PrefixEnd(engine.NSLease.Prefix("ttl")), engine.ScanLimitMax)
+	items, err := db.Scan(ctx, store.NSLease.Prefix("ttl"), store.PrefixEnd(store.NSLease.Prefix("ttl")), store.ScanLimitMax)
 	if err != nil || len(items) != n {
 		t.Fatalf("scan of expiries: %d %v", len(items), err)
 	}
@@ -159,7 +159,7 @@ func TestSupervisor_LostLeasesLeaveTheSet(t *testing.T) {
 		lease.SupervisorOptions{Interval: time.Second, OnLost: func(h *lease.Held) { lost = append(lost, h.ID) }})
 	// The next incarnation of node-0 adopts "a" at once.
 	st, _ := lease.Read(ctx, db, "a")
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	lease.ClaimAdopt(b, "a", st, lease.Owner{Node: "node-0", Incarnation: 2}, t0.Add(3*time.Second))
 	if _, err := db.Apply(ctx, b); err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestSupervisor_RunsOnlyWhenTheClockAdvancesAndStops(t *testing.T) {
 func TestActiveSet_RemoveKeepsANewerHoldAndBatchesWrapFairly(t *testing.T) {
 	set := lease.NewActiveSet()
 	mk := func(id string) *lease.Held {
-		return lease.ClaimNew(new(engine.Batch), id, lease.Owner{Node: "n", Incarnation: 1}, t0)
+		return lease.ClaimNew(new(store.Batch), id, lease.Owner{Node: "n", Incarnation: 1}, t0)
 	}
 	old := mk("x")
 	set.Add(old)
@@ -257,7 +257,7 @@ func TestSupervisor_PublishingClaimIsNeitherRenewedNorDropped(t *testing.T) {
 	clock := lease.NewSim(t0)
 	o := lease.Owner{Node: "node-0", Incarnation: 1}
 	set := lease.NewActiveSet()
-	pub := new(engine.Batch)
+	pub := new(store.Batch)
 	h := lease.ClaimNew(pub, "r1", o, t0.Add(3*time.Second))
 	set.Add(h) // before the publishing write, as the receipt layer does
 	sup := lease.NewSupervisor(set, &lease.Heartbeat{Store: cs, Clock: clock, TTL: 3 * time.Second, Margin: 100 * time.Millisecond},
@@ -289,11 +289,11 @@ func TestSupervisor_PublishingClaimIsNeitherRenewedNorDropped(t *testing.T) {
 func TestSupervisor_RenewalBatchesFitTheStore(t *testing.T) {
 	const n = 300
 	ctx := context.Background()
-	store := memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000})
-	cs := &countingStore{Store: store}
+	st := memstore.NewWithLimits(store.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000})
+	cs := &countingStore{Store: st}
 	clock := lease.NewSim(t0)
 	ttl := 30 * time.Second
-	helds := claimNew(t, store, lease.Owner{Node: "node-0", Incarnation: 1}, t0.Add(ttl), ids(n)...)
+	helds := claimNew(t, st, lease.Owner{Node: "node-0", Incarnation: 1}, t0.Add(ttl), ids(n)...)
 	set := lease.NewActiveSet()
 	for _, h := range helds {
 		set.Add(h)

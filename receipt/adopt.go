@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // Holding a mutable receipt comes before any step on it: this process must
@@ -60,7 +60,7 @@ func (fl *flow) hold(ctx context.Context, a *attempt, deadline time.Time) (holdA
 // unchanged record and its recovery entry.
 func (fl *flow) adopt(ctx context.Context, a *attempt, st lease.State) error {
 	a.claim, a.until = claimPublished, fl.core.clock.Now().Add(fl.core.opts.LeaseTTL)
-	b := new(engine.Batch).AtVersion(receiptKey(a.id), a.ver)
+	b := new(store.Batch).AtVersion(receiptKey(a.id), a.ver)
 	a.held = lease.ClaimAdopt(b, a.id, st, fl.core.owner, a.until)
 	b.Delete(recoveryKey(st.Claim.Node, a.id)).Put(recoveryKey(fl.core.owner.Node, a.id), nil)
 	a.held.Since = a.born()

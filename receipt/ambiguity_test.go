@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -48,7 +48,7 @@ func TestAmbiguity_BareDecisionConflictKeepsReceiptStarted(t *testing.T) {
 	if rec, _ := record(t, e.db, id); rec.State != receipt.Started || rec.Envelope != nil {
 		t.Fatalf("receipt %v with envelope %v, want started", rec.State, rec.Envelope)
 	}
-	if _, err := e.db.Get(ctx, dec); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := e.db.Get(ctx, dec); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a decision exists: %v", err)
 	}
 
@@ -72,9 +72,9 @@ func TestAmbiguity_BareDecisionConflictKeepsReceiptStarted(t *testing.T) {
 // transiently: a bare DecisionConflict whose winner cannot be read.
 func bareDecisionConflict(hs *hookStore, id string) {
 	dec := decisionKey(id)
-	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
+	hs.onApply(func(_ context.Context, b *store.Batch) (store.Version, error, bool) {
 		if putsKey(b, dec) {
-			return 0, &engine.ConditionError{Cond: engine.Condition{Key: dec, Kind: engine.MustBeAbsent}}, true
+			return 0, &store.ConditionError{Cond: store.Condition{Key: dec, Kind: store.MustBeAbsent}}, true
 		}
 		return 0, nil, false
 	})
@@ -173,8 +173,8 @@ func TestCreation_AmbiguousReceiptWriteIsTypedPendingAndConverges(t *testing.T) 
 			createTable(t, a, "t")
 			r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 			id := receipt.Bind("alice", "t", "k1")
-			hs.onApply(func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool) {
-				if !putsKey(b, engine.NSReceipt.Key(id)) {
+			hs.onApply(func(ctx context.Context, b *store.Batch) (store.Version, error, bool) {
+				if !putsKey(b, store.NSReceipt.Key(id)) {
 					return 0, nil, false
 				}
 				hs.clear() // only the first creating write
@@ -183,7 +183,7 @@ func TestCreation_AmbiguousReceiptWriteIsTypedPendingAndConverges(t *testing.T) 
 						return 0, err, true
 					}
 				}
-				return 0, fmt.Errorf("%w: fsync failed", engine.ErrAmbiguous), true
+				return 0, fmt.Errorf("%w: fsync failed", store.ErrAmbiguous), true
 			})
 			wantPending(t, mustExecute(t, a, r), id)
 			if receiptExists(t, e.db, id) != landed {
@@ -208,12 +208,12 @@ func TestCreation_AmbiguousReceiptWriteIsTypedPendingAndConverges(t *testing.T) 
 		a := e.openOn(hs, receipt.Options{})
 		r := req("alice", "missing", "k1", incBatch(t, "k1", "ctr"))
 		id := receipt.Bind("alice", "missing", "k1")
-		hs.onApply(func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool) {
-			if !putsKey(b, engine.NSReceipt.Key(id)) {
+		hs.onApply(func(ctx context.Context, b *store.Batch) (store.Version, error, bool) {
+			if !putsKey(b, store.NSReceipt.Key(id)) {
 				return 0, nil, false
 			}
 			hs.clear()
-			return 0, engine.ErrAmbiguous, true
+			return 0, store.ErrAmbiguous, true
 		})
 		wantPending(t, mustExecute(t, a, r), id)
 		ans := mustExecute(t, a, r)

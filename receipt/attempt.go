@@ -3,8 +3,8 @@ package receipt
 import (
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -19,9 +19,9 @@ import (
 // comes from a planner, so an interactive session's commit can go through
 // the same steps.
 type attempt struct {
-	id  string         // txn_id: the receipt's key
-	rec *Record        // the receipt as stored, or as the write in flight publishes it
-	ver engine.Version // rec's version in the store; 0 while it is not published
+	id  string        // txn_id: the receipt's key
+	rec *Record       // the receipt as stored, or as the write in flight publishes it
+	ver store.Version // rec's version in the store; 0 while it is not published
 	// held is this process's hold on the receipt's lease (nil: none, as for
 	// a receipt created terminal).
 	held *lease.Held
@@ -51,7 +51,7 @@ type attempt struct {
 	// found is the receipt a create met instead of its absence, as the
 	// failed write read it (noteFound): the next round starts from it.
 	found     *Seen
-	alongside func(b *engine.Batch) error
+	alongside func(b *store.Batch) error
 	published func()
 	// unlatch, if set, gives back the document latches a new receipt took
 	// (doclatch.go); it may be called more than once. A receipt committed
@@ -98,13 +98,13 @@ func (a *attempt) born() time.Time {
 }
 
 // wrote records a durable write of rec at version ver.
-func (a *attempt) wrote(rec *Record, ver engine.Version) { a.rec, a.ver = rec, ver }
+func (a *attempt) wrote(rec *Record, ver store.Version) { a.rec, a.ver = rec, ver }
 
 // settle brings the hold in line with the verdict of the write in flight,
 // which wrote at version ver if it is done: a published claim is confirmed,
 // left unconfirmed (ambiguous) or dropped from the active set (nothing
 // written); an owner's write that was fenced marks the hold lost.
-func (fl *flow) settle(a *attempt, v writeVerdict, ver engine.Version) {
+func (fl *flow) settle(a *attempt, v writeVerdict, ver store.Version) {
 	h := a.held
 	if h == nil {
 		return
@@ -185,7 +185,7 @@ func (fl *flow) owesVisibility(a *attempt) bool { return a.begun && fl.core.opts
 // applied settles the write in flight, which ended with err (at version
 // ver if it is durable), and unless it is done answers the request by its
 // verdict: ok reports a durable write.
-func (fl *flow) applied(a *attempt, ver engine.Version, err error) (ok bool, ans Answer, rerr error) {
+func (fl *flow) applied(a *attempt, ver store.Version, err error) (ok bool, ans Answer, rerr error) {
 	v := classifyWrite(err, a.fence())
 	fl.settle(a, v, ver)
 	if v == writeDone {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -127,8 +128,8 @@ func BenchmarkDocumentRead(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			p := engine.NSTable.Prefix()
-			if _, n, _, err := db.ScanHot(ctx, p, engine.PrefixEnd(p), engine.ScanLimitMax); err != nil || (n == batches*10) != cold {
+			p := store.NSTable.Prefix()
+			if _, n, _, err := db.ScanHot(ctx, p, store.PrefixEnd(p), store.ScanLimitMax); err != nil || (n == batches*10) != cold {
 				b.Fatalf("%d documents in the value log (%v), want all if cold, none if hot", n, err)
 			}
 			b.ReportAllocs()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // TestBind_IsTheDesignsHash: Bind is hex(SHA-256(len‖principal ‖ len‖table
@@ -52,7 +52,7 @@ func TestBind_IsTheDesignsHash(t *testing.T) {
 // %020d writes it.
 func TestExpiryKey_IsZeroPaddedDeadlineAndID(t *testing.T) {
 	for _, ms := range []int64{0, 1, 9, 10, 1_764_000_000_000, math.MaxInt64, -5} {
-		want := engine.NSExpiry.Key(fmt.Sprintf("%020d", ms), "abc")
+		want := store.NSExpiry.Key(fmt.Sprintf("%020d", ms), "abc")
 		if got := expiryKey(ms, "abc"); string(got) != string(want) || cap(got) != len(got) && ms >= 0 {
 			t.Errorf("expiryKey(%d) = %q (cap %d), want %q", ms, got, cap(got), want)
 		}

@@ -3,10 +3,10 @@ package receipt_test
 import (
 	"testing"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal/waltest"
 )
@@ -132,7 +132,7 @@ func tornNewReceipt(t *testing.T, opts receipt.Options, keep int) (state string,
 	if _, err := b.MaintainOnce(ctx); err != nil { // resolves deferred intents
 		t.Fatalf("%s: maintenance: %v", state, err)
 	}
-	intents, err := e.db.Scan(ctx, []byte(engine.NSIntent), engine.PrefixEnd([]byte(engine.NSIntent)), 1)
+	intents, err := e.db.Scan(ctx, []byte(store.NSIntent), store.PrefixEnd([]byte(store.NSIntent)), 1)
 	if err != nil || len(intents) != 0 {
 		t.Fatalf("%s: open intents %v, %v", state, intents, err)
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // cleanChunk cleans the receipts of chunk c that are due and settled, as
@@ -19,7 +19,7 @@ import (
 // the chunk last, in an Apply of its own, so that a crash leaves it to be
 // walked again, and its receipts already deleted then are strays. Every
 // Apply is fenced by the cleaner's job lease.
-func (rt *retention) cleanChunk(ctx context.Context, jobVer engine.Version, c rcptChunk, now time.Time) (int, error) {
+func (rt *retention) cleanChunk(ctx context.Context, jobVer store.Version, c rcptChunk, now time.Time) (int, error) {
 	nowMs := now.UnixMilli()
 	var stay []chunkedReceipt
 	var victims []victim
@@ -49,7 +49,7 @@ func (rt *retention) cleanChunk(ctx context.Context, jobVer engine.Version, c rc
 		// A victim whose condition failed is still there: it stays.
 		for _, v := range victims[:n] {
 			rec, _, err := rt.core.load(ctx, v.id)
-			if errors.Is(err, engine.ErrNotFound) {
+			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			if err == nil && rec.RetainUntil != v.deadline {
@@ -65,7 +65,7 @@ func (rt *retention) cleanChunk(ctx context.Context, jobVer engine.Version, c rc
 	slices.SortFunc(stay, func(a, b chunkedReceipt) int { // a listing's order
 		return cmp.Or(cmp.Compare(a.deadline, b.deadline), strings.Compare(a.id, b.id))
 	})
-	b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer).AtVersion(c.key, c.version)
+	b := new(store.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer).AtVersion(c.key, c.version)
 	if len(stay) == 0 {
 		b.Delete(c.key)
 	} else {

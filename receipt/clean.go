@@ -6,9 +6,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -93,9 +93,9 @@ func (rt *retention) cleanTick(ctx context.Context) (int, error) {
 
 // cleanFrom walks the due plain entries, then the due chunks of folded
 // ones (expfold.go), from from on, at most CleanScanMax entries.
-func (rt *retention) cleanFrom(ctx context.Context, jobVer engine.Version, now time.Time, from []byte) (int, []byte, error) {
+func (rt *retention) cleanFrom(ctx context.Context, jobVer store.Version, now time.Time, from []byte) (int, []byte, error) {
 	due := now.UnixMilli() + 1
-	ranges := [][2][]byte{{[]byte(engine.NSExpiry), expiryKey(due, "")}, {rcptChunksStart(), rcptChunkKey(due, "")}}
+	ranges := [][2][]byte{{[]byte(store.NSExpiry), expiryKey(due, "")}, {rcptChunksStart(), rcptChunkKey(due, "")}}
 	if from != nil && isRcptChunkKey(from) {
 		ranges = ranges[1:]
 	}
@@ -115,7 +115,7 @@ func (rt *retention) cleanFrom(ctx context.Context, jobVer engine.Version, now t
 
 // cleanRange is cleanFrom over one range of the expiry index, scanned
 // counting against CleanScanMax.
-func (rt *retention) cleanRange(ctx context.Context, jobVer engine.Version, now time.Time, start, end []byte, scannedp *int) (int, []byte, error) {
+func (rt *retention) cleanRange(ctx context.Context, jobVer store.Version, now time.Time, start, end []byte, scannedp *int) (int, []byte, error) {
 	cleaned := 0
 	page := rt.cleanPageMax()
 	for *scannedp < CleanScanMax {
@@ -191,14 +191,14 @@ type victim struct {
 	entry    []byte
 	receipt  bool
 	session  bool
-	rcptVer  engine.Version // the receipt's, or the session record's
-	entryVer engine.Version
+	rcptVer  store.Version // the receipt's, or the session record's
+	entryVer store.Version
 	deadline int64      // of the entry, unix ms
 	tomb     *Tombstone // what the receipt leaves behind (nil: nothing)
 	steps    int        // a session's steps, which may outlive it (session_steps.go)
 }
 
-func (rt *retention) cleanable(ctx context.Context, it engine.Item) (victim, bool) {
+func (rt *retention) cleanable(ctx context.Context, it store.Item) (victim, bool) {
 	deadline, id, ok := parseExpiryKey(it.Key)
 	if !ok {
 		return victim{}, false
@@ -216,7 +216,7 @@ func (rt *retention) cleanableAt(ctx context.Context, v victim, deadline int64) 
 	v.deadline = deadline
 	id := v.id
 	rec, ver, err := rt.core.load(ctx, id)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) && errors.Is(err, engine.ErrCorruption) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) && errors.Is(err, store.ErrCorruption) {
 		rt.core.opts.Logger.Error("receipt: a receipt does not read; the cleaner leaves it and its entry (see idemctl check)",
 			"txn_id", id, "err", err)
 	}
@@ -294,7 +294,7 @@ const (
 // deadline, the entry is not the record's own any more.
 func cleanOf(err error, pinned bool, retainUntil, deadline int64) cleanAction {
 	switch {
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return cleanEntry
 	case err != nil, pinned:
 		return cleanLeave
@@ -307,8 +307,8 @@ func cleanOf(err error, pinned bool, retainUntil, deadline int64) cleanAction {
 // deleteVictims deletes with one Apply per try; a victim whose condition
 // fails (the receipt changed, or its transaction still holds intents) is
 // dropped and the rest retried.
-func (rt *retention) deleteVictims(ctx context.Context, jobVer engine.Version, vs []victim) (int, error) {
-	fence := func(b *engine.Batch) { b.AtVersion(lease.JobKey(cleanerJob), jobVer) }
+func (rt *retention) deleteVictims(ctx context.Context, jobVer store.Version, vs []victim) (int, error) {
+	fence := func(b *store.Batch) { b.AtVersion(lease.JobKey(cleanerJob), jobVer) }
 	for _, v := range vs {
 		// Steps too many for the write that ended the session, and that a
 		// crash kept maintenance from deleting: before the record, so that
@@ -320,9 +320,9 @@ func (rt *retention) deleteVictims(ctx context.Context, jobVer engine.Version, v
 		}
 	}
 	for len(vs) > 0 {
-		b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
+		b := new(store.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
 		if fault.Planted(fault.BugCleanUnfenced) { // planted only under -tags idem_selftest
-			b = new(engine.Batch)
+			b = new(store.Batch)
 		}
 		receipts := 0
 		var chunk tombChunk

@@ -11,16 +11,17 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
-func storeDump(t *testing.T, s engine.Store) map[string]engine.Version {
+func storeDump(t *testing.T, s store.Store) map[string]store.Version {
 	t.Helper()
-	items, err := s.Scan(context.Background(), []byte{0}, nil, engine.ScanLimitMax)
+	items, err := s.Scan(context.Background(), []byte{0}, nil, store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]engine.Version{}
+	out := map[string]store.Version{}
 	for _, it := range items {
 		out[string(it.Key)] = it.Version
 	}
@@ -85,7 +86,7 @@ func TestCleaner_StaleIncarnationPassDeletesNothing(t *testing.T) {
 	}
 	for _, k := range []string{"k1", "k2"} {
 		tbl := map[string]string{"k1": "t", "k2": "nope"}[k]
-		if _, err := db.Get(ctx, receiptKey(Bind("p", tbl, k))); !errors.Is(err, engine.ErrNotFound) {
+		if _, err := db.Get(ctx, receiptKey(Bind("p", tbl, k))); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("%s not cleaned: %v", k, err)
 		}
 	}
@@ -121,7 +122,7 @@ func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
 	// passes' worth, in batches of one Apply each.
 	const n = 3*CleanScanMax + 100
 	for i := 0; i < n; i += CleanBatchMax {
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		for j := i; j < min(i+CleanBatchMax, n); j++ {
 			b.Put(expiryKey(clock.Now().UnixMilli(), Bind("p", "t", fmt.Sprint("k", j))), []byte{1})
 		}
@@ -131,7 +132,7 @@ func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
 	}
 	clock.Advance(2 * time.Hour)
 	left := func() int {
-		items, err := db.Scan(ctx, []byte(engine.NSExpiry), engine.PrefixEnd([]byte(engine.NSExpiry)), engine.ScanLimitMax)
+		items, err := db.Scan(ctx, []byte(store.NSExpiry), store.PrefixEnd([]byte(store.NSExpiry)), store.ScanLimitMax)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +153,7 @@ func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
 // disowns the entry; only a record due by this very entry goes with it.
 func TestCleanOf_OneDecisionForReceiptsAndSessions(t *testing.T) {
 	const due = int64(1_700_000_000_000)
-	broken := fmt.Errorf("test: %w", engine.ErrCorruption)
+	broken := fmt.Errorf("test: %w", store.ErrCorruption)
 	for _, tc := range []struct {
 		design string
 		err    error
@@ -160,7 +161,7 @@ func TestCleanOf_OneDecisionForReceiptsAndSessions(t *testing.T) {
 		until  int64
 		want   cleanAction
 	}{
-		{"§4 no record: the entry is a stray", engine.ErrNotFound, false, 0, cleanEntry},
+		{"§4 no record: the entry is a stray", store.ErrNotFound, false, 0, cleanEntry},
 		{"§2 a record that does not read stays, and so does its entry", broken, false, due, cleanLeave},
 		{"§4 debt (or an open session) pins the record and its entry", nil, true, due, cleanLeave},
 		{"§4 pinned even when the entry is not its own", nil, true, due + 1, cleanLeave},

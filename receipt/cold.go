@@ -3,7 +3,7 @@ package receipt
 import (
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // ColdValue is engine.Options.ColdValue for a store the receipt layer
@@ -31,13 +31,13 @@ import (
 // in the value log is terminal and owes nothing, which Summary counts on.
 func ColdValue(key, value []byte) bool {
 	switch {
-	case engine.NSTomb.Has(key):
+	case store.NSTomb.Has(key):
 		return true
-	case engine.NSExpiry.Has(key):
+	case store.NSExpiry.Has(key):
 		return expiryChunkKey(key)
-	case engine.NSTable.Has(key):
+	case store.NSTable.Has(key):
 		return len(value) >= docColdBytesMin
-	case engine.NSReceipt.Has(key):
+	case store.NSReceipt.Has(key):
 		var head recordState
 		return cbor.Unmarshal(value, &head) == nil && head.State == Terminal && head.Debt == 0
 	}
@@ -47,7 +47,7 @@ func ColdValue(key, value []byte) bool {
 // expiryChunkKey reports whether an expiry key names a chunk of receipts
 // (exp/v1/c/…) or of tombstones (exp/v1/<20-digit deadline>/t…).
 func expiryChunkKey(key []byte) bool {
-	at := len(engine.NSExpiry) + 21
+	at := len(store.NSExpiry) + 21
 	return isRcptChunkKey(key) || (len(key) > at && key[at] == tombChunkPrefix[0])
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // TestColdValue_ImmutableRecordsAndDocumentsLeaveRAM: terminal receipts, tombstones, the
@@ -31,17 +31,17 @@ func TestColdValue_ImmutableRecordsAndDocumentsLeaveRAM(t *testing.T) {
 		value []byte
 		want  bool
 	}{
-		{"terminal receipt", engine.NSReceipt.Key(id), rec(Terminal), true},
-		{"terminal receipt owing visibility debt", engine.NSReceipt.Key(id), owing, false},
-		{"pending receipt", engine.NSReceipt.Key(id), rec(Pending), false},
-		{"started receipt", engine.NSReceipt.Key(id), rec(Started), false},
+		{"terminal receipt", store.NSReceipt.Key(id), rec(Terminal), true},
+		{"terminal receipt owing visibility debt", store.NSReceipt.Key(id), owing, false},
+		{"pending receipt", store.NSReceipt.Key(id), rec(Pending), false},
+		{"started receipt", store.NSReceipt.Key(id), rec(Started), false},
 		{"tombstone", TombstoneKey(id), make([]byte, 21), true},
-		{"damaged receipt", engine.NSReceipt.Key(id), []byte{0xff, 0x00}, false},
-		{"a document", engine.NSTable.Key("t", "0", "d"), make([]byte, docColdBytesMin), true},
-		{"a small document", engine.NSTable.Key("t", "0", "d"), make([]byte, docColdBytesMin-1), false},
-		{"a document's intent", engine.NSIntent.Key("t", "0", "d"), make([]byte, 200), false},
-		{"a lease", engine.NSLease.Key("claim", id), rec(Terminal), false},
-		{"a session record", engine.NSSession.Key("rec", "s"+id), rec(Terminal), false},
+		{"damaged receipt", store.NSReceipt.Key(id), []byte{0xff, 0x00}, false},
+		{"a document", store.NSTable.Key("t", "0", "d"), make([]byte, docColdBytesMin), true},
+		{"a small document", store.NSTable.Key("t", "0", "d"), make([]byte, docColdBytesMin-1), false},
+		{"a document's intent", store.NSIntent.Key("t", "0", "d"), make([]byte, 200), false},
+		{"a lease", store.NSLease.Key("claim", id), rec(Terminal), false},
+		{"a session record", store.NSSession.Key("rec", "s"+id), rec(Terminal), false},
 		{"an expiry entry", expiryKey(1, id), nil, false},
 		{"a session's expiry entry", expiryKey(1, "s"+id), nil, false},
 		{"a chunk of expiry entries", rcptChunkKey(1, id), make([]byte, 24), true},

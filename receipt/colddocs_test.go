@@ -9,6 +9,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -31,9 +32,9 @@ func insertColdDocs(t *testing.T, svc *receipt.Service) {
 
 // documents returns every document item of the store: key, value and
 // version, values read (from the value log if there).
-func documents(t *testing.T, db *engine.DB) []engine.Item {
+func documents(t *testing.T, db *engine.DB) []store.Item {
 	t.Helper()
-	items, err := db.Scan(ctx, engine.NSTable.Prefix(), engine.PrefixEnd(engine.NSTable.Prefix()), engine.ScanLimitMax)
+	items, err := db.Scan(ctx, store.NSTable.Prefix(), store.PrefixEnd(store.NSTable.Prefix()), store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func documents(t *testing.T, db *engine.DB) []engine.Item {
 // coldDocuments counts the documents kept in the value log.
 func coldDocuments(t *testing.T, db *engine.DB) int {
 	t.Helper()
-	_, cold, _, err := db.ScanHot(ctx, engine.NSTable.Prefix(), engine.PrefixEnd(engine.NSTable.Prefix()), engine.ScanLimitMax)
+	_, cold, _, err := db.ScanHot(ctx, store.NSTable.Prefix(), store.PrefixEnd(store.NSTable.Prefix()), store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func coldDocuments(t *testing.T, db *engine.DB) int {
 }
 
 // shown describes items briefly: key@version and the value's length.
-func shown(items []engine.Item) []string {
+func shown(items []store.Item) []string {
 	out := make([]string, len(items))
 	for i, it := range items {
 		out[i] = fmt.Sprintf("%s@%d(%dB)", it.Key, it.Version, len(it.Value))
@@ -59,8 +60,8 @@ func shown(items []engine.Item) []string {
 	return out
 }
 
-func sameItems(a, b []engine.Item) bool {
-	return slices.EqualFunc(a, b, func(x, y engine.Item) bool {
+func sameItems(a, b []store.Item) bool {
+	return slices.EqualFunc(a, b, func(x, y store.Item) bool {
 		return string(x.Key) == string(y.Key) && string(x.Value) == string(y.Value) && x.Version == y.Version
 	})
 }
@@ -192,7 +193,7 @@ func TestColdDocuments_OutliveTheCollectorABackupAndACheck(t *testing.T) {
 	// two links later, once a base stands past them: a write between the
 	// checkpoints moves the base on.
 	for i := range 4 {
-		if _, err := db.Apply(ctx, new(engine.Batch).Put(engine.NSMeta.Key("test-tick"), []byte{byte(i)})); err != nil {
+		if _, err := db.Apply(ctx, new(store.Batch).Put(store.NSMeta.Key("test-tick"), []byte{byte(i)})); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Checkpoint(); err != nil {

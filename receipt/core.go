@@ -1,8 +1,8 @@
 package receipt
 
 import (
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -26,7 +26,7 @@ import (
 //	sessions   interactive sessions (session_hold.go)
 //	plans      what executes a receipt (plan.go)
 type core struct {
-	store  engine.Store
+	store  store.Store
 	coord  *twopc.Coordinator
 	tables *table.Tables
 	clock  lease.Clock
@@ -40,16 +40,16 @@ type core struct {
 	maintainLog *causeLog // what maintenance passed over, sampled
 }
 
-func newCore(store engine.Store, coord *twopc.Coordinator, tables *table.Tables, owner lease.Owner, opts Options) *core {
+func newCore(st store.Store, coord *twopc.Coordinator, tables *table.Tables, owner lease.Owner, opts Options) *core {
 	return &core{
-		store:       store,
+		store:       st,
 		coord:       coord,
 		tables:      tables,
 		clock:       opts.Clock,
 		owner:       owner,
 		opts:        opts,
 		active:      lease.NewActiveSet(),
-		hb:          &lease.Heartbeat{Store: store, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
+		hb:          &lease.Heartbeat{Store: st, Clock: opts.Clock, TTL: opts.LeaseTTL, Margin: opts.SafetyMargin},
 		maintainLog: newCauseLog(MaintainLogEvery, MaintainLogCausesMax),
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -108,14 +108,14 @@ const (
 // which the caller also puts): conditioned
 // on its absence, and on the absence of its tombstone — the proof, not
 // the lookup before it, that an expired key never executes again.
-func (fl *flow) absentReceipt(id string, rk []byte) *engine.Batch {
+func (fl *flow) absentReceipt(id string, rk []byte) *store.Batch {
 	// Sized for the claim and the receipt's writes that follow (newClaimed):
 	// grown once, not write by write.
-	return fl.addAbsentReceipt(new(engine.Batch).Grow(publishCondsMax, publishOpsMax), id, rk)
+	return fl.addAbsentReceipt(new(store.Batch).Grow(publishCondsMax, publishOpsMax), id, rk)
 }
 
 // addAbsentReceipt adds absentReceipt's conditions to b.
-func (fl *flow) addAbsentReceipt(b *engine.Batch, id string, rk []byte) *engine.Batch {
+func (fl *flow) addAbsentReceipt(b *store.Batch, id string, rk []byte) *store.Batch {
 	b.Absent(rk)
 	if k := tombKey(id); k != nil {
 		b.Absent(k)
@@ -150,15 +150,15 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (A
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
 		return fl.notDone(a, err)
 	}
-	_, chains := fl.core.store.(engine.Chainer)
+	chains := fl.core.store.Capabilities().Chain != nil
 	once := chains && !fl.core.opts.SeparateDecide && fl.core.coord.Direct(txn)
 	if once {
 		// One write commits it all: once it is sequenced, the next batch
-		// on its documents may stage on it (engine.LatestReader) and
+		// on its documents may stage on it (store.LatestReader) and
 		// share its fsync (docs/receipts.md, "Hot documents").
 		octx := ctx
 		if a.unlatch != nil {
-			octx = engine.OnSequenced(ctx, a.unlatch)
+			octx = store.OnSequenced(ctx, a.unlatch)
 		}
 		if ans, done, err := fl.createTerminal(octx, a, txn); done {
 			return ans, err
@@ -181,7 +181,7 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (A
 // newClaimed builds the write that publishes a.rec in state st (pending or
 // started at now) under a new claim of this owner, and adds the claim to
 // the active set — before the write that publishes it (docs/design.md §7).
-func (fl *flow) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, error) {
+func (fl *flow) newClaimed(a *attempt, st State, now time.Time) (*store.Batch, error) {
 	a.claim, a.until = claimPublished, now.Add(fl.core.opts.LeaseTTL)
 	rk := receiptKey(a.id)
 	b := fl.absentReceipt(a.id, rk)
@@ -215,14 +215,14 @@ func (fl *flow) newClaimed(a *attempt, st State, now time.Time) (*engine.Batch, 
 // createCommitted publishes the started receipt with Begin and the
 // committed terminal receipt with the decision as one chain (one wait).
 // done is false when nothing was written and the caller goes on with Begin.
-func (fl *flow) createCommitted(ctx context.Context, a *attempt, txn twopc.Txn, create *engine.Batch) (ans Answer, done bool, err error) {
+func (fl *flow) createCommitted(ctx context.Context, a *attempt, txn twopc.Txn, create *store.Batch) (ans Answer, done bool, err error) {
 	var env Envelope
 	a.parts, a.begun = txn.Participants, true // the chain's first link begins it
-	terminal := func(result []byte) (*engine.Batch, error) {
+	terminal := func(result []byte) (*store.Batch, error) {
 		env = envelopeOf(twopc.Committed{Result: result}, a.id)
 		// No fence: the claim is written by the chain's first link and
 		// nothing can come between the two.
-		return fl.terminalOps(new(engine.Batch), a, env)
+		return fl.terminalOps(new(store.Batch), a, env)
 	}
 	ch, ok, err := fl.core.coord.BeginCommit(ctx, txn, create, terminal)
 	if !ok {
@@ -251,7 +251,7 @@ func (fl *flow) createCommitted(ctx context.Context, a *attempt, txn twopc.Txn, 
 // but not yet readable; if the receipt still does not show, the retries of
 // Execute end in a typed pending answer, never in an error.
 func (fl *flow) lostCreateRace(ctx context.Context, id string) (Answer, error) {
-	if _, err := fl.core.store.Get(ctx, receiptKey(id)); errors.Is(err, engine.ErrNotFound) {
+	if _, err := fl.core.store.Get(ctx, receiptKey(id)); errors.Is(err, store.ErrNotFound) {
 		fl.core.opts.Logger.Debug("receipt: transaction exists before its receipt is visible; retrying the lookup", "txn_id", id)
 	}
 	return Answer{}, errRetry

@@ -3,7 +3,7 @@ package receipt
 import (
 	"context"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -20,7 +20,7 @@ import (
 // done is false when nothing was written and the caller goes on with Begin.
 func (fl *flow) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (ans Answer, done bool, err error) {
 	var env Envelope
-	publish := func(result []byte, b *engine.Batch) error {
+	publish := func(result []byte, b *store.Batch) error {
 		env = envelopeOf(twopc.Committed{Result: result}, a.id)
 		rk := receiptKey(a.id)
 		fl.addAbsentReceipt(b, a.id, rk)

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
 // Create first (issue 39 part 2; docs/etcd.md, "Round trips"). On a store
-// where every call is a network round trip (engine.MultiGetter: etcd), a
+// where every call is a network round trip (store.MultiGetter: etcd), a
 // keyed request for a new key needs nothing the lookup would tell it: the
 // write that publishes the receipt is conditioned on the receipt's and its
 // tombstone's absence anyway (absentReceipt), and Begin on the version of
@@ -21,7 +21,7 @@ import (
 // metadata and sends create+Begin at once, and the decision makes two
 // round trips in all. A key that exists fails that write's first condition
 // — nothing written — and the store's failed absence reads the receipt in
-// the same round trip (engine.ConditionError.Value; etcdstore's Else
+// the same round trip (store.ConditionError.Value; etcdstore's Else
 // branch): the next round starts from it (Request.Seen) and replays or
 // takes it over as it always did, so a retry costs one round trip too.
 //
@@ -66,7 +66,7 @@ func (s *Service) createFirst(x *execution) (planner, bool) {
 // failed write found at its key, when the store read it with the failure.
 // A value that does not decode is left for the next round's own read.
 func (a *attempt) noteFound(err error) {
-	var ce *engine.ConditionError
+	var ce *store.ConditionError
 	if !a.creating() || !errors.As(err, &ce) || ce.Value == nil || ce.Found == 0 ||
 		!bytes.Equal(ce.Cond.Key, receiptKey(a.id)) {
 		return

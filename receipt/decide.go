@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -88,13 +88,13 @@ func (fl *flow) publish(ctx context.Context, a *attempt, env Envelope) (Answer, 
 
 // fencedTerminal is terminalOps conditioned on the claim and on the
 // receipt being the version the attempt read or wrote.
-func (fl *flow) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, error) {
-	b := new(engine.Batch)
+func (fl *flow) fencedTerminal(a *attempt, env Envelope) (*store.Batch, error) {
+	b := new(store.Batch)
 	if err := a.held.Fence(b); err != nil {
 		return nil, err
 	}
 	if fault.Planted(fault.BugTerminalUnfenced) { // planted only under -tags idem_selftest
-		b = new(engine.Batch)
+		b = new(store.Batch)
 	}
 	b.AtVersion(receiptKey(a.id), a.ver)
 	return fl.terminalOps(b, a, env)
@@ -103,7 +103,7 @@ func (fl *flow) fencedTerminal(a *attempt, env Envelope) (*engine.Batch, error) 
 // terminalOps adds to b the writes that make a.rec terminal with env,
 // without conditions. With visibility debt the receipt keeps its lease
 // and recovery entry (maintenance resolves the intents); otherwise both go.
-func (fl *flow) terminalOps(b *engine.Batch, a *attempt, env Envelope) (*engine.Batch, error) {
+func (fl *flow) terminalOps(b *store.Batch, a *attempt, env Envelope) (*store.Batch, error) {
 	t := fl.terminal(a, env, fl.core.clock.Now())
 	if fl.owesVisibility(a) {
 		t.Debt |= VisibilityDebt

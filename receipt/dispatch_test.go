@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // The decision cores of the keyed flow, as data: every row names the rule
@@ -193,7 +193,7 @@ func TestSessionHold_OwnershipDecidesEverySessionStep(t *testing.T) {
 		}
 	}
 	mine := lease.Claim{Node: me.Node, Incarnation: me.Incarnation, Epoch: 2}
-	for _, cv := range []engine.Version{0, 9} {
+	for _, cv := range []store.Version{0, 9} {
 		for _, lost := range []bool{false, true} {
 			f := leaseFacts{stored: lease.State{Claim: mine, ClaimVersion: cv}, me: me, now: dt0,
 				tracked: true, trackedClaim: mine, trackedLost: lost}

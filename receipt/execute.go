@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -88,7 +88,7 @@ type execution struct {
 // table's metadata made.
 type lookup struct {
 	rec  *Record
-	ver  engine.Version
+	ver  store.Version
 	tomb *Tombstone
 	plan planner
 	// blind: nothing was read, and plan is made from the table's cached
@@ -102,7 +102,7 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 	var err error
 	if r, v, t, ok := x.req.seen(x.id); ok {
 		l.rec, l.ver, l.tomb = r, v, t
-	} else if _, multi := s.core.store.(engine.MultiGetter); multi && round == 0 {
+	} else if s.core.store.Capabilities().MultiGet != nil && round == 0 {
 		if plan, ok := s.createFirst(x); ok {
 			return lookup{plan: plan, blind: true}, nil
 		}
@@ -112,13 +112,13 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 		// needs all three. (On the local engine
 		// reads cost no round trip, and a replay would pay for the
 		// metadata for nothing.)
-		var meta engine.Item
+		var meta store.Item
 		l.rec, l.ver, l.tomb, meta, err = s.core.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
 		l.plan = s.plans.planRequestWith(x.req, meta)
 	} else {
 		l.rec, l.ver, l.tomb, err = s.core.loadOrTomb(ctx, x.id)
 	}
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return l, err
 	}
 	return l, nil

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // A retained receipt's expiry entry, exp/v1/<deadline>/<txn_id>, is a key
@@ -77,7 +77,7 @@ type chunkedReceipt struct {
 // rcptChunk is a receipt chunk as a walk of the expiry index finds it.
 type rcptChunk struct {
 	key     []byte
-	version engine.Version
+	version store.Version
 	entries []chunkedReceipt
 }
 
@@ -95,12 +95,12 @@ func encodeRcptChunk(es []chunkedReceipt) []byte {
 
 // rcptChunkKey is exp/v1/c/<deadline>/<first>.
 func rcptChunkKey(deadlineMs int64, first string) []byte {
-	return engine.NSExpiry.Key(rcptChunksPart, fmt.Sprintf("%020d", deadlineMs), first)
+	return store.NSExpiry.Key(rcptChunksPart, fmt.Sprintf("%020d", deadlineMs), first)
 }
 
 // rcptChunksPrefix begins the chunks' part of the expiry namespace; every
 // plain entry sorts before it.
-var rcptChunksPrefix = engine.NSExpiry.Key(rcptChunksPart, "")
+var rcptChunksPrefix = store.NSExpiry.Key(rcptChunksPart, "")
 
 func rcptChunksStart() []byte { return bytes.Clone(rcptChunksPrefix) }
 
@@ -110,7 +110,7 @@ func isRcptChunkKey(key []byte) bool { return bytes.HasPrefix(key, rcptChunksPre
 // rcptChunkOf reads expiry item it as a receipt chunk; ok is false for any
 // other entry. A value that is not whole entries still makes a chunk (its
 // whole entries are walked): nothing else would ever delete it.
-func rcptChunkOf(it engine.Item) (rcptChunk, bool) {
+func rcptChunkOf(it store.Item) (rcptChunk, bool) {
 	if !isRcptChunkKey(it.Key) {
 		return rcptChunk{}, false
 	}
@@ -127,7 +127,7 @@ func rcptChunkOf(it engine.Item) (rcptChunk, bool) {
 // foldEntry is a plain receipt entry on its way into a chunk.
 type foldEntry struct {
 	key     []byte
-	version engine.Version
+	version store.Version
 	chunkedReceipt
 }
 
@@ -142,7 +142,7 @@ func (rt *retention) foldPerApply() int {
 // deadline is at least foldAge old, and writes them as chunks, at most
 // CleanScanMax entries read. It answers the receipts folded. Every Apply
 // is fenced by the cleaner's job lease.
-func (rt *retention) foldFrom(ctx context.Context, jobVer engine.Version, now time.Time) (int, error) {
+func (rt *retention) foldFrom(ctx context.Context, jobVer store.Version, now time.Time) (int, error) {
 	nowMs := now.UnixMilli()
 	start := expiryKey(nowMs+1, "")
 	end := expiryKey(nowMs+rt.core.opts.Retention.Milliseconds()-rt.foldAge()+1, "")
@@ -190,7 +190,7 @@ func (rt *retention) foldFrom(ctx context.Context, jobVer engine.Version, now ti
 // foldChunk writes es, in key order, as one chunk and deletes their
 // entries, in one Apply; an entry that changed since it was read (its
 // receipt completed, or was cleaned) stays out and the rest are retried.
-func (rt *retention) foldChunk(ctx context.Context, jobVer engine.Version, es []foldEntry) (int, error) {
+func (rt *retention) foldChunk(ctx context.Context, jobVer store.Version, es []foldEntry) (int, error) {
 	for len(es) > 0 {
 		chunked := make([]chunkedReceipt, len(es))
 		for i, e := range es {
@@ -198,7 +198,7 @@ func (rt *retention) foldChunk(ctx context.Context, jobVer engine.Version, es []
 		}
 		// Sorted by key, so the last deadline is the latest.
 		key := rcptChunkKey(es[len(es)-1].deadline, es[0].id)
-		b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer).Absent(key)
+		b := new(store.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer).Absent(key)
 		for _, e := range es {
 			b.AtVersion(e.key, e.version).Delete(e.key)
 		}

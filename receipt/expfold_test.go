@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // Retention and the fold's bounds at that retention (expfold.go: a minute
@@ -25,14 +25,14 @@ const (
 
 // expiryShape counts the expiry index's plain receipt entries, its receipt
 // chunks and the receipts those list.
-func expiryShape(t *testing.T, store engine.Store) (plain, chunks, chunked int) {
+func expiryShape(t *testing.T, st store.Store) (plain, chunks, chunked int) {
 	t.Helper()
-	items, err := store.Scan(ctx, []byte(engine.NSExpiry), engine.PrefixEnd([]byte(engine.NSExpiry)), engine.ScanLimitMax)
+	items, err := st.Scan(ctx, []byte(store.NSExpiry), store.PrefixEnd([]byte(store.NSExpiry)), store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
-		rest := string(engine.NSExpiry.Suffix(it.Key))
+		rest := string(store.NSExpiry.Suffix(it.Key))
 		switch {
 		case strings.HasPrefix(rest, "c/"):
 			chunks++
@@ -259,11 +259,11 @@ func TestExpiryFold_ADamagedChunkOrReceiptStopsNothingElse(t *testing.T) {
 			}
 			left := 0
 			for _, r := range reqs {
-				_, err := e.db.Get(ctx, engine.NSReceipt.Key(receipt.Bind(alice, "t", r.Key)))
+				_, err := e.db.Get(ctx, store.NSReceipt.Key(receipt.Bind(alice, "t", r.Key)))
 				switch {
-				case err == nil || errors.Is(err, engine.ErrCorruption):
+				case err == nil || errors.Is(err, store.ErrCorruption):
 					left++
-				case !errors.Is(err, engine.ErrNotFound):
+				case !errors.Is(err, store.ErrNotFound):
 					t.Fatal(err)
 				}
 			}
@@ -309,14 +309,14 @@ func TestExpiryFold_AReceiptWhoseCleanupConditionFailsStaysInItsChunk(t *testing
 		t.Fatalf("%d chunks listing %d, want one listing %d", chunks, chunked, n)
 	}
 	// The middle receipt of the chunk's cleanup batch refuses, once.
-	refused := engine.NSReceipt.Key(receipt.Bind(alice, "t", reqs[2].Key))
+	refused := store.NSReceipt.Key(receipt.Bind(alice, "t", reqs[2].Key))
 	once := false
-	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
+	hs.onApply(func(_ context.Context, b *store.Batch) (store.Version, error, bool) {
 		if once || !deletesKey(b, refused) {
 			return 0, nil, false
 		}
 		once = true
-		return 0, &engine.ConditionError{Cond: engine.Condition{Key: refused, Kind: engine.MustBeAtVersion, Version: 1}, Found: 2}, true
+		return 0, &store.ConditionError{Cond: store.Condition{Key: refused, Kind: store.MustBeAtVersion, Version: 1}, Found: 2}, true
 	})
 	e.clock.Advance(foldRetain + chunkSpan)
 	cleanN(t, svc, n-1)
@@ -333,7 +333,7 @@ func TestExpiryFold_AReceiptWhoseCleanupConditionFailsStaysInItsChunk(t *testing
 }
 
 // deletesKey reports whether b deletes key.
-func deletesKey(b *engine.Batch, key []byte) bool {
+func deletesKey(b *store.Batch, key []byte) bool {
 	for _, op := range b.Ops {
 		if op.Delete && bytes.Equal(op.Key, key) {
 			return true

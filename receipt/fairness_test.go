@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // TestMaintenance_DeadNodesReceiptsAreSharedNotGrabbed: node-a dies
@@ -21,8 +21,8 @@ import (
 func TestMaintenance_DeadNodesReceiptsAreSharedNotGrabbed(t *testing.T) {
 	const n = 40
 	e := newEnv(t)
-	store := memstore.New()
-	a := e.openOn(store, receipt.Options{Node: "node-a", SeparateDecide: true})
+	st := memstore.New()
+	a := e.openOn(st, receipt.Options{Node: "node-a", SeparateDecide: true})
 	createTable(t, a, "t")
 	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
 	for i := range n {
@@ -33,8 +33,8 @@ func TestMaintenance_DeadNodesReceiptsAreSharedNotGrabbed(t *testing.T) {
 	}
 	disarm()
 	a.Close()
-	b := e.openOn(store, receipt.Options{Node: "node-b"})
-	c := e.openOn(store, receipt.Options{Node: "node-c"})
+	b := e.openOn(st, receipt.Options{Node: "node-b"})
+	c := e.openOn(st, receipt.Options{Node: "node-c"})
 
 	e.clock.Advance(ttl + time.Millisecond) // the leases lapsed; no stagger has passed
 	mb, err := b.MaintainOnce(ctx)
@@ -66,10 +66,10 @@ func TestMaintenance_DeadNodesReceiptsAreSharedNotGrabbed(t *testing.T) {
 func TestMaintenance_ADeadFirstRankDelaysAdoptionByOneStaggerOnly(t *testing.T) {
 	const n = 20
 	e := newEnv(t)
-	store := memstore.New()
-	a := e.openOn(store, receipt.Options{Node: "node-a", SeparateDecide: true})
+	st := memstore.New()
+	a := e.openOn(st, receipt.Options{Node: "node-a", SeparateDecide: true})
 	createTable(t, a, "t")
-	c := e.openOn(store, receipt.Options{Node: "node-c"}) // registers, then dies
+	c := e.openOn(st, receipt.Options{Node: "node-c"}) // registers, then dies
 	c.Close()
 	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
 	for i := range n {
@@ -80,7 +80,7 @@ func TestMaintenance_ADeadFirstRankDelaysAdoptionByOneStaggerOnly(t *testing.T) 
 	}
 	disarm()
 	a.Close()
-	b := e.openOn(store, receipt.Options{Node: "node-b"})
+	b := e.openOn(st, receipt.Options{Node: "node-b"})
 	e.clock.Advance(ttl + time.Millisecond)
 	first, err := b.MaintainOnce(ctx)
 	if err != nil {

@@ -3,7 +3,7 @@ package receipt
 import (
 	"strconv"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Formats are the stored records' schemas, the same in an embedded data
@@ -11,9 +11,9 @@ import (
 // (docs/upgrading.md). Records are CBOR maps with integer keys and decode
 // additively (an unknown field is ignored, a missing one is zero), so a
 // schema number changes only when a reader must tell two meanings apart.
-func Formats() []engine.Format {
+func Formats() []store.Format {
 	schema := func(n int) string { return "schema" + strconv.Itoa(n) }
-	return []engine.Format{
+	return []store.Format{
 		{Name: "receipt record", Writes: schema(SchemaCurrent), Reads: []string{schema(Schema1), schema(Schema2)}},
 		{Name: "session record", Writes: schema(SessionSchemaCurrent), Reads: []string{schema(SessionSchemaCurrent)}},
 	}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // Golden receipt records of every schema ever written (docs/design.md §4). The
@@ -186,7 +186,7 @@ func TestGolden_TerminalFixturesReplayExactly(t *testing.T) {
 		}
 		t.Run(g.file, func(t *testing.T) {
 			id := receipt.Bind("alice", goldenTable, g.key)
-			if _, err := e.db.Apply(ctx, new(engine.Batch).Put(engine.NSReceipt.Key(id), readGolden(t, g))); err != nil {
+			if _, err := e.db.Apply(ctx, new(store.Batch).Put(store.NSReceipt.Key(id), readGolden(t, g))); err != nil {
 				t.Fatal(err)
 			}
 			ans := mustExecute(t, svc, req("alice", goldenTable, g.key, mustBatch(t, goldenBatch)))
@@ -221,11 +221,11 @@ func TestGolden_PendingFixtureIsExecutedBySuccessorFromStoredRequest(t *testing.
 	}
 	id := receipt.Bind("alice", goldenTable, g.key)
 	claim, _ := cbor.Marshal(*g.want.Owner)
-	b := new(engine.Batch).
-		Put(engine.NSReceipt.Key(id), readGolden(t, g)).
+	b := new(store.Batch).
+		Put(store.NSReceipt.Key(id), readGolden(t, g)).
 		Put(lease.ClaimKey(id), claim).
 		Put(lease.ExpiryKey(id), binary.BigEndian.AppendUint64(nil, uint64(t0.Add(-ttl).UnixNano()))).
-		Put(engine.NSRecovery.Key(g.want.Owner.Node, id), nil)
+		Put(store.NSRecovery.Key(g.want.Owner.Node, id), nil)
 	if _, err := e.db.Apply(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestGolden_PendingFixtureIsExecutedBySuccessorFromStoredRequest(t *testing.
 	if !docExists(t, svc, goldenTable, "golden") {
 		t.Fatal("the stored request did not execute")
 	}
-	if items, _ := e.db.Scan(ctx, []byte(engine.NSRecovery), engine.PrefixEnd([]byte(engine.NSRecovery)), 10); len(items) != 0 {
+	if items, _ := e.db.Scan(ctx, []byte(store.NSRecovery), store.PrefixEnd([]byte(store.NSRecovery)), 10); len(items) != 0 {
 		t.Fatalf("%d recovery entries left", len(items))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal/waltest"
@@ -103,9 +104,9 @@ func (e *env) defaults(o receipt.Options) receipt.Options {
 func (e *env) open(o receipt.Options) *receipt.Service { return e.openOn(e.db, o) }
 
 // openOn starts a service on store (e.g. a fault-injecting wrapper).
-func (e *env) openOn(store engine.Store, o receipt.Options) *receipt.Service {
+func (e *env) openOn(st store.Store, o receipt.Options) *receipt.Service {
 	e.t.Helper()
-	svc, err := receipt.Open(ctx, store, e.defaults(o))
+	svc, err := receipt.Open(ctx, st, e.defaults(o))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -212,9 +213,9 @@ func wantSameEnvelope(t *testing.T, got, want receipt.Envelope) {
 }
 
 // record reads and decodes a receipt.
-func record(t *testing.T, store engine.Store, id string) (*receipt.Record, engine.Version) {
+func record(t *testing.T, st store.Store, id string) (*receipt.Record, store.Version) {
 	t.Helper()
-	it, err := store.Get(ctx, engine.NSReceipt.Key(id))
+	it, err := st.Get(ctx, store.NSReceipt.Key(id))
 	if err != nil {
 		t.Fatalf("receipt %s: %v", id, err)
 	}
@@ -225,25 +226,25 @@ func record(t *testing.T, store engine.Store, id string) (*receipt.Record, engin
 	return r, it.Version
 }
 
-func receiptExists(t *testing.T, store engine.Store, id string) bool {
+func receiptExists(t *testing.T, st store.Store, id string) bool {
 	t.Helper()
-	_, err := store.Get(ctx, engine.NSReceipt.Key(id))
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+	_, err := st.Get(ctx, store.NSReceipt.Key(id))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		t.Fatal(err)
 	}
 	return err == nil
 }
 
-func decisionKey(id string) []byte { return engine.NSTxn.Key("dec", id) }
+func decisionKey(id string) []byte { return store.NSTxn.Key("dec", id) }
 
 // dump returns every key and version in the store.
-func dump(t *testing.T, store engine.Store) map[string]engine.Version {
+func dump(t *testing.T, st store.Store) map[string]store.Version {
 	t.Helper()
-	items, err := store.Scan(ctx, []byte{0}, nil, engine.ScanLimitMax)
+	items, err := st.Scan(ctx, []byte{0}, nil, store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make(map[string]engine.Version, len(items))
+	out := make(map[string]store.Version, len(items))
 	for _, it := range items {
 		out[string(it.Key)] = it.Version
 	}
@@ -336,11 +337,11 @@ func goExecute(svc *receipt.Service, r receipt.Request) <-chan result {
 // is answered pending, nothing stored (start.go contended). hs.clear()
 // disarms it.
 func voteNo(hs *hookStore, tenant, tbl string) {
-	meta := engine.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), tbl)
-	hs.onApply(func(_ context.Context, b *engine.Batch) (engine.Version, error, bool) {
+	meta := store.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), tbl)
+	hs.onApply(func(_ context.Context, b *store.Batch) (store.Version, error, bool) {
 		for _, c := range b.Conds {
-			if c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, meta) {
-				return 0, &engine.ConditionError{Cond: c}, true
+			if c.Kind == store.MustBeAtVersion && bytes.Equal(c.Key, meta) {
+				return 0, &store.ConditionError{Cond: c}, true
 			}
 		}
 		return 0, nil, false
@@ -358,14 +359,19 @@ func wantVotedNo(t *testing.T, ans receipt.Answer, id string) {
 
 // hookStore wraps a Store; tests install hooks to fail or block calls.
 type hookStore struct {
-	engine.Store
-	applyHook atomic.Pointer[func(context.Context, *engine.Batch) (engine.Version, error, bool)]
+	store.Store
+	applyHook atomic.Pointer[func(context.Context, *store.Batch) (store.Version, error, bool)]
 	getHook   atomic.Pointer[func([]byte) error]
 }
 
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *hookStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 // onApply installs h: when it returns handled=true its result replaces the
 // call (it may delegate itself).
-func (s *hookStore) onApply(h func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool)) {
+func (s *hookStore) onApply(h func(ctx context.Context, b *store.Batch) (store.Version, error, bool)) {
 	s.applyHook.Store(&h)
 }
 
@@ -377,7 +383,7 @@ func (s *hookStore) clear() {
 	s.getHook.Store(nil)
 }
 
-func (s *hookStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s *hookStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	if h := s.applyHook.Load(); h != nil {
 		if v, err, handled := (*h)(ctx, b); handled {
 			return v, err
@@ -386,17 +392,17 @@ func (s *hookStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version,
 	return s.Store.Apply(ctx, b)
 }
 
-func (s *hookStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
+func (s *hookStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if h := s.getHook.Load(); h != nil {
 		if err := (*h)(key); err != nil {
-			return engine.Item{}, err
+			return store.Item{}, err
 		}
 	}
 	return s.Store.Get(ctx, key)
 }
 
 // putsKey reports whether b writes key.
-func putsKey(b *engine.Batch, key []byte) bool {
+func putsKey(b *store.Batch, key []byte) bool {
 	for _, op := range b.Ops {
 		if !op.Delete && bytes.Equal(op.Key, key) {
 			return true
@@ -418,7 +424,7 @@ type gate struct {
 func (s *hookStore) block(t *testing.T, key []byte) *gate {
 	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(g.open)
-	s.onApply(func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool) {
+	s.onApply(func(ctx context.Context, b *store.Batch) (store.Version, error, bool) {
 		if !putsKey(b, key) {
 			return 0, nil, false
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -103,7 +104,7 @@ func hotChainCut(t *testing.T, keep int) (kept, unsynced int) {
 	g.armed.Store(true)
 	blocker := make(chan error, 1)
 	go func() {
-		_, err := e.db.Apply(ctx, new(engine.Batch).Put([]byte("blocker"), []byte("x")))
+		_, err := e.db.Apply(ctx, new(store.Batch).Put([]byte("blocker"), []byte("x")))
 		blocker <- err
 	}()
 	<-g.entered
@@ -202,7 +203,7 @@ func counterKey(t *testing.T, db *engine.DB) []byte {
 }
 
 // latestVersion is the newest sequenced version of key, durable or not.
-func latestVersion(t *testing.T, db *engine.DB, key []byte) engine.Version {
+func latestVersion(t *testing.T, db *engine.DB, key []byte) store.Version {
 	t.Helper()
 	it, err := db.GetLatest(ctx, key)
 	if err != nil {

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // etcdLimits are etcd's defaults as they bear on one Txn: 128 ops (and,
 // separately, 128 compares) and 1.5 MiB per request.
-var etcdLimits = engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000}
+var etcdLimits = store.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 3 << 19, ScanItemsMax: 1000}
 
 // TestStoreLimits_EveryBatchFitsTheStore: on a store that takes at most
 // 128 ops and 128 conditions per Apply (and refuses more), the layers
@@ -23,8 +23,8 @@ var etcdLimits = engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesM
 func TestStoreLimits_EveryBatchFitsTheStore(t *testing.T) {
 	const receipts = 300 // more than two full batches of the old fixed sizes
 	e := newEnv(t)
-	store := memstore.NewWithLimits(etcdLimits)
-	svc := e.openOn(store, receipt.Options{Retention: time.Minute})
+	st := memstore.NewWithLimits(etcdLimits)
+	svc := e.openOn(st, receipt.Options{Retention: time.Minute})
 	createTable(t, svc, "t")
 	for i := range receipts {
 		key := fmt.Sprintf("k%03d", i)
@@ -62,7 +62,7 @@ func TestStoreLimits_EveryBatchFitsTheStore(t *testing.T) {
 	if err := svc.Tables().Drop(ctx, "alice", "t"); err != nil {
 		t.Fatalf("drop a table of %d documents: %v", receipts+1, err)
 	}
-	left, err := store.Scan(ctx, nil, nil, etcdLimits.ScanItemsMax)
+	left, err := st.Scan(ctx, nil, nil, etcdLimits.ScanItemsMax)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // Operators list receipts by state and age without a scan of every
@@ -77,12 +77,12 @@ var ErrBadCursor = errors.New("receipt: the cursor is not one this listing gave"
 // walked through the chunks of folded entries first (expfold.go: the
 // older receipts), then the plain entries.
 func (s *Service) List(ctx context.Context, f ListFilter) (ListPage, error) {
-	ns := engine.NSRecovery
-	ranges := [][2][]byte{{[]byte(ns), engine.PrefixEnd([]byte(ns))}}
+	ns := store.NSRecovery
+	ranges := [][2][]byte{{[]byte(ns), store.PrefixEnd([]byte(ns))}}
 	if f.Terminal {
-		ns = engine.NSExpiry
+		ns = store.NSExpiry
 		chunks := rcptChunksStart()
-		ranges = [][2][]byte{{chunks, engine.PrefixEnd(chunks)}, {[]byte(ns), chunks}}
+		ranges = [][2][]byte{{chunks, store.PrefixEnd(chunks)}, {[]byte(ns), chunks}}
 	}
 	var resumeIn []byte // a chunk the cursor points into
 	resumeAt := 0       // and the first of its entries not yet listed
@@ -123,7 +123,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) (ListPage, error) {
 type listWalk struct {
 	s        *Service
 	f        ListFilter
-	ns       engine.Namespace
+	ns       store.Namespace
 	now      time.Time
 	limit    int
 	resumeIn []byte
@@ -212,7 +212,7 @@ func parseChunkCursor(c []byte) (chunk []byte, i int, ok bool) {
 }
 
 // listed reads the receipt an index entry names and says whether f keeps it.
-func (c *core) listed(ctx context.Context, f ListFilter, ns engine.Namespace, key []byte, now time.Time) (Listed, bool) {
+func (c *core) listed(ctx context.Context, f ListFilter, ns store.Namespace, key []byte, now time.Time) (Listed, bool) {
 	id, ok := indexedID(ns, key)
 	if !ok {
 		return Listed{}, false
@@ -258,8 +258,8 @@ func (c *core) listedID(ctx context.Context, f ListFilter, id string, deadline i
 // indexedID is the receipt an index entry names: recov/v1/<owner>/<id>,
 // or exp/v1/<deadline>/<id> but for a session's entry and a tombstone
 // chunk.
-func indexedID(ns engine.Namespace, key []byte) (string, bool) {
-	if ns == engine.NSExpiry {
+func indexedID(ns store.Namespace, key []byte) (string, bool) {
+	if ns == store.NSExpiry {
 		_, id, ok := parseExpiryKey(key)
 		// A receipt's ID is 32 hex digits: a session's ("s…") and a
 		// tombstone chunk's ("t" and 32) are not.

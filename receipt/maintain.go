@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // MaintainStats counts what one maintenance pass did.
@@ -53,13 +53,13 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	}
 	// Receipts and sessions share the pass page by page, in turn, so that
 	// neither kind's backlog delays the other's recovery (docs/design.md §14).
-	receipts := pageWalk{start: []byte(engine.NSRecovery), end: engine.PrefixEnd([]byte(engine.NSRecovery))}
-	open := engine.NSSession.Prefix("open")
-	sessions := pageWalk{start: open, end: engine.PrefixEnd(open)}
+	receipts := pageWalk{start: []byte(store.NSRecovery), end: store.PrefixEnd([]byte(store.NSRecovery))}
+	open := store.NSSession.Prefix("open")
+	sessions := pageWalk{start: open, end: store.PrefixEnd(open)}
 	page := min(MaintainPageMax, s.core.store.Limits().ScanItemsMax)
 	budget := func() int { return min(page, MaintainReceiptsMax-ms.Scanned-ms.SessionsScanned) }
 	for budget() > 0 && !(receipts.done && sessions.done) {
-		if err := receipts.next(ctx, s.core.store, budget(), func(it engine.Item) {
+		if err := receipts.next(ctx, s.core.store, budget(), func(it store.Item) {
 			ms.Scanned++
 			s.recov.maintainEntry(ctx, it, &ms, nodes)
 		}); err != nil {
@@ -68,7 +68,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 		if budget() == 0 {
 			break
 		}
-		if err := sessions.next(ctx, s.core.store, budget(), func(it engine.Item) {
+		if err := sessions.next(ctx, s.core.store, budget(), func(it store.Item) {
 			ms.SessionsScanned++
 			s.sess.maintainSession(ctx, it, &ms)
 		}); err != nil {
@@ -91,11 +91,11 @@ type pageWalk struct {
 }
 
 // next reads the next page, if any is left, and hands each item to fn.
-func (w *pageWalk) next(ctx context.Context, store engine.Store, page int, fn func(engine.Item)) error {
+func (w *pageWalk) next(ctx context.Context, st store.Store, page int, fn func(store.Item)) error {
 	if w.done {
 		return nil
 	}
-	items, err := store.Scan(ctx, w.start, w.end, page)
+	items, err := st.Scan(ctx, w.start, w.end, page)
 	if err != nil {
 		return err
 	}
@@ -112,8 +112,8 @@ func (w *pageWalk) next(ctx context.Context, store engine.Store, page int, fn fu
 
 // maintainEntry advances the receipt of one recovery entry, or removes
 // the entry if its receipt is gone or settled.
-func (r *recovery) maintainEntry(ctx context.Context, it engine.Item, ms *MaintainStats, nodes []string) {
-	rest := string(engine.NSRecovery.Suffix(it.Key))
+func (r *recovery) maintainEntry(ctx context.Context, it store.Item, ms *MaintainStats, nodes []string) {
+	rest := string(store.NSRecovery.Suffix(it.Key))
 	slash := strings.LastIndexByte(rest, '/')
 	if slash < 0 {
 		return
@@ -131,7 +131,7 @@ func (r *recovery) maintainEntry(ctx context.Context, it engine.Item, ms *Mainta
 	}
 	defer r.exec.endFlight(id, f)
 	rec, ver, err := r.core.load(ctx, id)
-	if errors.Is(err, engine.ErrNotFound) || (err == nil && settled(rec)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && settled(rec)) {
 		// A leftover: the receipt is gone or immutable.
 		r.dropStray(ctx, it, id, "stray", ms)
 		return
@@ -148,8 +148,8 @@ func (r *recovery) maintainEntry(ctx context.Context, it engine.Item, ms *Mainta
 // session's open entry) whose receipt or session needs nothing more: gone,
 // settled or ended. A write that fails is passed over as cause: the next
 // pass meets the entry again.
-func (r *recovery) dropStray(ctx context.Context, it engine.Item, id, cause string, ms *MaintainStats) {
-	_, err := r.core.store.Apply(ctx, new(engine.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
+func (r *recovery) dropStray(ctx context.Context, it store.Item, id, cause string, ms *MaintainStats) {
+	_, err := r.core.store.Apply(ctx, new(store.Batch).AtVersion(it.Key, it.Version).Delete(it.Key))
 	if v := classifyWrite(err, nil); v == writeDone {
 		ms.Strays++
 	} else {

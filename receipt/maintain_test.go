@@ -11,11 +11,11 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // leaveStarted executes r on svc (SeparateDecide) with the decision write
@@ -99,7 +99,7 @@ func TestMaintenance_LogsWhatItPassesOverSampled(t *testing.T) {
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	leaveStarted(t, a, r)
-	key := engine.NSReceipt.Key(receipt.Bind("alice", "t", "k1"))
+	key := store.NSReceipt.Key(receipt.Bind("alice", "t", "k1"))
 	hs.onGet(func(k []byte) error {
 		if bytes.Equal(k, key) {
 			return errTransient
@@ -149,7 +149,7 @@ func TestMaintenance_LookingAtALiveOwnersReceiptHidesNotItsOwner(t *testing.T) {
 	hs := &hookStore{Store: e.db}
 	n1 := e.openOn(hs, receipt.Options{Node: "node-1"})
 	id := receipt.Bind("alice", "t", "k")
-	ms, fg := passWithForegroundAt(t, n1, hs, r, engine.NSReceipt.Key(id), lease.ClaimKey(id))
+	ms, fg := passWithForegroundAt(t, n1, hs, r, store.NSReceipt.Key(id), lease.ClaimKey(id))
 	if fg.Code != code.RequestInProgress || fg.Holder.Node != "node-0" {
 		t.Fatalf("foreground during the pass: %s held by %+v, want in progress held by node-0", fg.Code, fg.Holder)
 	}

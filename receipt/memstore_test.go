@@ -3,19 +3,19 @@ package receipt_test
 import (
 	"testing"
 
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // TestReferenceStore_TheLifecycleNeedsOnlyTheContract: the receipt layer
 // (and tables, 2PC and leases under it) runs on the reference store, which
-// keeps the engine.Store contract and nothing more: a commit, its replay
+// keeps the store.Store contract and nothing more: a commit, its replay
 // and a mismatch, then a successor incarnation that replays the same
 // answer and adopts nothing twice.
 func TestReferenceStore_TheLifecycleNeedsOnlyTheContract(t *testing.T) {
 	e := newEnv(t)
-	store := memstore.New()
-	a := e.openOn(store, receipt.Options{})
+	st := memstore.New()
+	a := e.openOn(st, receipt.Options{})
 	createTable(t, a, "t")
 	id := receipt.Bind("alice", "t", "k")
 	first := mustExecute(t, a, req("alice", "t", "k", incBatch(t, "k", "ctr")))
@@ -24,7 +24,7 @@ func TestReferenceStore_TheLifecycleNeedsOnlyTheContract(t *testing.T) {
 	wantMismatch(t, mustExecute(t, a, req("alice", "t", "k", incBatch(t, "other", "ctr"))), id, receipt.Terminal, receipt.OutcomeCommitted)
 	a.Close()
 
-	b := e.openOn(store, receipt.Options{})
+	b := e.openOn(st, receipt.Options{})
 	again := mustExecute(t, b, req("alice", "t", "k", incBatch(t, "k", "ctr")))
 	wantCommitted(t, again, id, true)
 	if string(again.Result) != string(first.Result) {

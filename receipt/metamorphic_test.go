@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -110,7 +111,7 @@ type metaRun struct {
 	t     *testing.T
 	e     *env
 	cfg   metaConfig
-	store engine.Store
+	store store.Store
 	svc   *receipt.Service
 }
 

@@ -80,7 +80,7 @@ type Options struct {
 	DeferResolution bool
 	// SeparateDecide makes a new receipt's decision and terminal envelope a
 	// second write, waited for after Begin's, as docs/design.md §5 draws the flow.
-	// By default, on a store that shares one log (engine.Chainer), the two
+	// By default, on a store that shares one log (store.Chainer), the two
 	// writes are chained into one fsync wait (twopc.BeginCommit) with the
 	// same records and crash states. Tests that hold a receipt in started
 	// between the two writes set it; the harness alternates.

@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -39,7 +39,7 @@ func (p *plans) planRequest(req Request) planner {
 
 // planRequestWith is planRequest with the table's metadata item read
 // already (core.loadWithMeta), during this request.
-func (p *plans) planRequestWith(req Request, meta engine.Item) planner {
+func (p *plans) planRequestWith(req Request, meta store.Item) planner {
 	return func(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
 		plan, err := p.core.tables.PreflightWithMeta(req.Principal, req.Table, req.Batch, meta)
 		return p.planned(a.id, plan, err)

@@ -3,8 +3,8 @@ package receipt
 import (
 	"context"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -57,7 +57,7 @@ func (r *recovery) payDebt(ctx context.Context, a *attempt) error {
 		return err
 	}
 	a.claim = claimKept
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	if err := a.held.Fence(b); err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // State is a receipt's lifecycle state.
@@ -133,7 +133,7 @@ func EncodeRecord(r *Record) ([]byte, error) { return encMode.Marshal(r) }
 func DecodeRecord(b []byte) (*Record, error) {
 	var r Record
 	if err := cbor.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%w: receipt: record does not decode: %v", engine.ErrCorruption, err)
+		return nil, fmt.Errorf("%w: receipt: record does not decode: %v", store.ErrCorruption, err)
 	}
 	if r.Schema < Schema1 {
 		return nil, fmt.Errorf("receipt: record without schema")
@@ -145,15 +145,15 @@ func DecodeRecord(b []byte) (*Record, error) {
 }
 
 // Keys.
-func receiptKey(id string) []byte        { return engine.NSReceipt.Key(id) }
-func recoveryKey(node, id string) []byte { return engine.NSRecovery.Key(node, id) }
+func receiptKey(id string) []byte        { return store.NSReceipt.Key(id) }
+func recoveryKey(node, id string) []byte { return store.NSRecovery.Key(node, id) }
 func expiryKey(deadlineMs int64, id string) []byte {
 	// exp/v1/<deadline, 20 digits zero-padded>/<id>, in one allocation.
 	if deadlineMs < 0 { // never a deadline; formatted as it always was
-		return engine.NSExpiry.Key(fmt.Sprintf("%020d", deadlineMs), id)
+		return store.NSExpiry.Key(fmt.Sprintf("%020d", deadlineMs), id)
 	}
-	k := make([]byte, 0, len(engine.NSExpiry)+expiryDigits+1+len(id))
-	k = append(k, engine.NSExpiry...)
+	k := make([]byte, 0, len(store.NSExpiry)+expiryDigits+1+len(id))
+	k = append(k, store.NSExpiry...)
 	var digits [expiryDigits]byte
 	d := strconv.AppendInt(digits[:0], deadlineMs, 10)
 	for range expiryDigits - len(d) {
@@ -167,7 +167,7 @@ const expiryDigits = 20
 
 // parseExpiryKey splits exp/v1/<deadline>/<id>.
 func parseExpiryKey(k []byte) (int64, string, bool) {
-	rest := string(engine.NSExpiry.Suffix(k))
+	rest := string(store.NSExpiry.Suffix(k))
 	if len(rest) < 22 || rest[20] != '/' {
 		return 0, "", false
 	}

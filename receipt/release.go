@@ -5,8 +5,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -49,7 +49,7 @@ func (rt *retention) releaseDecisions(ctx context.Context) (int, error) {
 	return rt.releaseBatch(ctx, rt.releasables(ctx, ids, batchMax))
 }
 
-// releasables reads the receipts of ids, engine.GetManyMax at a time (one
+// releasables reads the receipts of ids, store.GetManyMax at a time (one
 // round trip each on etcd, where one read per receipt would cost every
 // keyed request a background round trip), and returns, up to max, those
 // whose decision may go: the receipt is gone, or terminal and debt-free.
@@ -58,16 +58,16 @@ func (rt *retention) releaseDecisions(ctx context.Context) (int, error) {
 func (rt *retention) releasables(ctx context.Context, ids []string, max int) []releasable {
 	var cands []releasable
 	seen := map[string]bool{}
-	keys, chunk := make([][]byte, 0, engine.GetManyMax), make([]string, 0, engine.GetManyMax)
+	keys, chunk := make([][]byte, 0, store.GetManyMax), make([]string, 0, store.GetManyMax)
 	for i := 0; i < len(ids) && len(cands) < max; {
 		keys, chunk = keys[:0], chunk[:0]
-		for ; i < len(ids) && len(chunk) < engine.GetManyMax && len(cands)+len(chunk) < max; i++ {
+		for ; i < len(ids) && len(chunk) < store.GetManyMax && len(cands)+len(chunk) < max; i++ {
 			if !seen[ids[i]] {
 				seen[ids[i]] = true
 				keys, chunk = append(keys, receiptKey(ids[i])), append(chunk, ids[i])
 			}
 		}
-		items, err := engine.GetAll(ctx, rt.core.store, keys...)
+		items, err := store.GetAll(ctx, rt.core.store, keys...)
 		if err != nil {
 			// One value that does not read fails the whole read: the
 			// chunk one by one, so that it holds back only itself.
@@ -93,7 +93,7 @@ func (rt *retention) releasablesOneByOne(ctx context.Context, ids []string, cand
 	for _, id := range ids {
 		rec, ver, err := rt.core.load(ctx, id)
 		switch {
-		case errors.Is(err, engine.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			cands = append(cands, releasable{id: id})
 		case err == nil && settled(rec):
 			cands = append(cands, releasable{id: id, receipt: ver})
@@ -106,12 +106,12 @@ func (rt *retention) releasablesOneByOne(ctx context.Context, ids []string, cand
 // (0: the receipt is gone).
 type releasable struct {
 	id      string
-	receipt engine.Version
+	receipt store.Version
 }
 
 // scanDecisions continues a cursor over retained decisions.
 func (rt *retention) scanDecisions(ctx context.Context) ([]string, error) {
-	prefix := engine.NSTxn.Prefix("dec")
+	prefix := store.NSTxn.Prefix("dec")
 	// Passes may overlap (the maintenance loop and a direct caller); the
 	// cursor is shared state.
 	rt.releaseMu.Lock()
@@ -121,7 +121,7 @@ func (rt *retention) scanDecisions(ctx context.Context) ([]string, error) {
 		start = prefix
 	}
 	page := min(MaintainPageMax, rt.core.store.Limits().ScanItemsMax)
-	items, err := rt.core.store.Scan(ctx, start, engine.PrefixEnd(prefix), page)
+	items, err := rt.core.store.Scan(ctx, start, store.PrefixEnd(prefix), page)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (rt *retention) releaseBatchMax() int {
 // receipt changed or whose transaction still has unresolved participants.
 func (rt *retention) releaseBatch(ctx context.Context, cands []releasable) (int, error) {
 	for len(cands) > 0 {
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		for _, c := range cands {
 			b.AtVersion(receiptKey(c.id), c.receipt)
 			twopc.ReleaseInto(b, c.id)

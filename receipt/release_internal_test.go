@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -27,7 +27,7 @@ import (
 func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 	ctx := context.Background()
 	db, clock := internalStore(t)
-	vs := &votingNo{Store: db, meta: engine.NSMeta.Key("tenant", hex.EncodeToString([]byte("p")), "t")}
+	vs := &votingNo{Store: db, meta: store.NSMeta.Key("tenant", hex.EncodeToString([]byte("p")), "t")}
 	s, err := Open(ctx, vs, Options{Clock: clock, Retention: time.Hour, TombstoneRetention: -1, MaintainInterval: -1, CleanInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -95,15 +95,18 @@ func TestRelease_NeverTakesANewerTransactionsDecision(t *testing.T) {
 // metadata (a Begin's, a chain's) find the table changed: a participant's
 // no for a real conflict, which the receipt stores as an abort.
 type votingNo struct {
-	engine.Store
+	store.Store
 	meta  []byte
 	armed atomic.Bool
 }
 
-func (v *votingNo) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+// Capabilities declares none: a chain would apply around Apply.
+func (v *votingNo) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (v *votingNo) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	for _, c := range b.Conds {
-		if v.armed.Load() && c.Kind == engine.MustBeAtVersion && bytes.Equal(c.Key, v.meta) {
-			return 0, &engine.ConditionError{Cond: c}
+		if v.armed.Load() && c.Kind == store.MustBeAtVersion && bytes.Equal(c.Key, v.meta) {
+			return 0, &store.ConditionError{Cond: c}
 		}
 	}
 	return v.Store.Apply(ctx, b)

@@ -5,7 +5,7 @@ import (
 	"hash/fnv"
 	"time"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -48,7 +48,7 @@ const (
 // that `with` publishes: no try starts that would land with less than
 // SafetyMargin of it left (until), so a long wait never publishes a
 // receipt whose lease another node may already take.
-func (fl *flow) beginReplanned(ctx context.Context, txn twopc.Txn, with *engine.Batch, until time.Time) (twopc.BeginResult, error) {
+func (fl *flow) beginReplanned(ctx context.Context, txn twopc.Txn, with *store.Batch, until time.Time) (twopc.BeginResult, error) {
 	for replans := 0; ; replans++ {
 		res, err := fl.core.coord.Begin(ctx, txn, with)
 		if err != nil || res.Refused == nil || !res.Contended || !fl.core.opts.ReplanContended || replans == ContendedReplansMax {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -44,10 +44,10 @@ const msgResolvedByOperator = "an operator resolved the receipt: the transaction
 // Resolve settles started receipt txnID for operator by (a principal):
 // presumed abort unless a decision exists. A pending receipt (not
 // executed, it will run) and a receipt held live elsewhere are refused
-// with *code.Error; a missing one is engine.ErrNotFound.
+// with *code.Error; a missing one is store.ErrNotFound.
 func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, error) {
 	if len(txnID) != 2*txnIDBytes || tombKey(txnID) == nil {
-		return Resolution{}, engine.ErrNotFound
+		return Resolution{}, store.ErrNotFound
 	}
 	if s.core.refusesWrites() != nil {
 		return Resolution{}, errUnavailable()

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -106,10 +106,10 @@ func TestResolve_RefusesWhatIsNotItsToResolve(t *testing.T) {
 	before := dump(t, e.db)
 	_, err := other.Resolve(ctx, id, "ops")
 	wantCodeErr(t, err, code.RequestInProgress)
-	if _, err := other.Resolve(ctx, receipt.Bind(alice, "t", "nope"), "ops"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := other.Resolve(ctx, receipt.Bind(alice, "t", "nope"), "ops"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
-	if _, err := other.Resolve(ctx, "not-a-txn-id", "ops"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := other.Resolve(ctx, "not-a-txn-id", "ops"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("malformed: %v", err)
 	}
 	if after := dump(t, e.db); !maps.Equal(after, before) {

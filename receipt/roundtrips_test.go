@@ -8,32 +8,35 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // remoteStore is a store as the keyed path sees etcd: it reads several
-// keys in one call (engine.MultiGetter) and chains nothing, and it counts
+// keys in one call (store.MultiGetter) and chains nothing, and it counts
 // its calls — each one a round trip on etcd.
 type remoteStore struct {
-	engine.Store
+	store.Store
 	applies, reads atomic.Int64
 	gate           func() // if set, called by every Apply before it applies
 }
 
+// Capabilities implements store.Store: GetMany, as etcd's; no chains.
+func (r *remoteStore) Capabilities() store.Capabilities { return store.Capabilities{MultiGet: r} }
+
 func newRemoteStore() *remoteStore { return &remoteStore{Store: memstore.New()} }
 
 // Apply is one round trip; a failed absence comes back with the value
-// found, as etcdstore's Else branch reads it (engine.ConditionError.Value).
-func (r *remoteStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+// found, as etcdstore's Else branch reads it (store.ConditionError.Value).
+func (r *remoteStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	r.applies.Add(1)
 	if r.gate != nil {
 		r.gate()
 	}
 	v, err := r.Store.Apply(ctx, b)
-	var ce *engine.ConditionError
-	if errors.As(err, &ce) && ce.Cond.Kind == engine.MustBeAbsent {
+	var ce *store.ConditionError
+	if errors.As(err, &ce) && ce.Cond.Kind == store.MustBeAbsent {
 		if it, gerr := r.Store.Get(ctx, ce.Cond.Key); gerr == nil && it.Version == ce.Found {
 			ce.Value = it.Value
 		}
@@ -41,19 +44,19 @@ func (r *remoteStore) Apply(ctx context.Context, b *engine.Batch) (engine.Versio
 	return v, err
 }
 
-func (r *remoteStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
+func (r *remoteStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	r.reads.Add(1)
 	return r.Store.Get(ctx, key)
 }
 
-func (r *remoteStore) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+func (r *remoteStore) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	r.reads.Add(1)
 	return r.Store.Scan(ctx, start, end, limit)
 }
 
-func (r *remoteStore) GetMany(ctx context.Context, keys ...[]byte) ([]engine.Item, error) {
+func (r *remoteStore) GetMany(ctx context.Context, keys ...[]byte) ([]store.Item, error) {
 	r.reads.Add(1)
-	return engine.GetAll(ctx, r.Store, keys...)
+	return store.GetAll(ctx, r.Store, keys...)
 }
 
 // trips are a remoteStore's calls so far: writes and reads.
@@ -73,9 +76,9 @@ func insertBatch(t *testing.T, tag string) *receipt.Request {
 // found; both answer the same envelope and run nothing again.
 func TestRoundTrips_KeyedRequestIsTwoOnARemoteStore(t *testing.T) {
 	e := newEnv(t)
-	store := newRemoteStore()
-	a := e.openOn(store, receipt.Options{Node: "node-a"})
-	b := e.openOn(store, receipt.Options{Node: "node-b"})
+	st := newRemoteStore()
+	a := e.openOn(st, receipt.Options{Node: "node-a"})
+	b := e.openOn(st, receipt.Options{Node: "node-b"})
 	createTable(t, a, "t")
 	for _, svc := range []*receipt.Service{a, b} { // each reads the table's metadata: cached from now on
 		if first := mustExecute(t, svc, *insertBatch(t, "first-"+svc.Owner().Node)); first.Outcome != receipt.OutcomeCommitted {
@@ -84,9 +87,9 @@ func TestRoundTrips_KeyedRequestIsTwoOnARemoteStore(t *testing.T) {
 	}
 	const requests = 20
 	for i := 1; i <= requests; i++ {
-		w0, r0 := store.trips()
+		w0, r0 := st.trips()
 		ans := mustExecute(t, a, *insertBatch(t, fmt.Sprintf("k%d", i)))
-		w1, r1 := store.trips()
+		w1, r1 := st.trips()
 		if !ans.Terminal || ans.Outcome != receipt.OutcomeCommitted || ans.Replayed {
 			t.Fatalf("request %d: %+v", i, ans.Envelope)
 		}
@@ -98,9 +101,9 @@ func TestRoundTrips_KeyedRequestIsTwoOnARemoteStore(t *testing.T) {
 		svc           *receipt.Service
 		writes, reads int64
 	}{{a, 0, 1}, {b, 1, 0}} {
-		w0, r0 := store.trips()
+		w0, r0 := st.trips()
 		again := mustExecute(t, retry.svc, *insertBatch(t, "k1"))
-		w1, r1 := store.trips()
+		w1, r1 := st.trips()
 		if !again.Terminal || !again.Replayed || again.Outcome != receipt.OutcomeCommitted {
 			t.Fatalf("retry on %s: %+v", retry.svc.Owner().Node, again.Envelope)
 		}
@@ -121,30 +124,30 @@ func TestRoundTrips_KeyedRequestIsTwoOnARemoteStore(t *testing.T) {
 // that finds its receipt: a mismatch stays a mismatch, and nothing runs.
 func TestRoundTrips_ARetryThatSaysSoReadsFirst(t *testing.T) {
 	e := newEnv(t)
-	store := newRemoteStore()
-	a := e.openOn(store, receipt.Options{Node: "node-a"})
-	b := e.openOn(store, receipt.Options{Node: "node-b"})
+	st := newRemoteStore()
+	a := e.openOn(st, receipt.Options{Node: "node-a"})
+	b := e.openOn(st, receipt.Options{Node: "node-b"})
 	createTable(t, a, "t")
 	mustExecute(t, a, *insertBatch(t, "k1"))
 	mustExecute(t, b, *insertBatch(t, "k2")) // b caches the table's metadata
 
 	retry := *insertBatch(t, "k1")
 	retry.FirstSent = e.clock.Now().Add(-2 * receipt.RetryHintAfter)
-	w0, r0 := store.trips()
+	w0, r0 := st.trips()
 	if ans := mustExecute(t, b, retry); !ans.Replayed {
 		t.Fatalf("retry: %+v", ans.Envelope)
 	}
-	if w1, r1 := store.trips(); w1-w0 != 0 || r1-r0 != 1 {
+	if w1, r1 := st.trips(); w1-w0 != 0 || r1-r0 != 1 {
 		t.Fatalf("a retry that says so took %d writes and %d reads, want one read", w1-w0, r1-r0)
 	}
 
 	other := *insertBatch(t, "k2")
 	other.Batch = mustBatch(t, `{"inserts":[{"id":"doc-other","doc":{"n":2}}]}`)
-	w0, r0 = store.trips()
+	w0, r0 = st.trips()
 	if ans := mustExecute(t, a, other); ans.Code != "idempotency_key_mismatch" {
 		t.Fatalf("another batch under a used key: %+v, want idempotency_key_mismatch", ans.Envelope)
 	}
-	if w1, r1 := store.trips(); w1-w0 != 1 || r1-r0 != 0 {
+	if w1, r1 := st.trips(); w1-w0 != 1 || r1-r0 != 0 {
 		t.Fatalf("a mismatch took %d writes and %d reads, want the one failed create", w1-w0, r1-r0)
 	}
 	if docExists(t, a, "t", "doc-other") || a.Stats().Executed+b.Stats().Executed != 2 {
@@ -159,16 +162,16 @@ func TestRoundTrips_ARetryThatSaysSoReadsFirst(t *testing.T) {
 // nothing): both replay.
 func TestRoundTrips_ARetryMeetingAnotherHereReplays(t *testing.T) {
 	e := newEnv(t)
-	store := newRemoteStore()
-	a := e.openOn(store, receipt.Options{Node: "node-a"})
-	b := e.openOn(store, receipt.Options{Node: "node-b"})
+	st := newRemoteStore()
+	a := e.openOn(st, receipt.Options{Node: "node-a"})
+	b := e.openOn(st, receipt.Options{Node: "node-b"})
 	createTable(t, a, "t")
 	mustExecute(t, a, *insertBatch(t, "k1"))
 	mustExecute(t, b, *insertBatch(t, "warm")) // b caches the table's metadata
 
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	store.gate = func() { once.Do(func() { close(entered); <-release }) }
+	st.gate = func() { once.Do(func() { close(entered); <-release }) }
 	first := make(chan receipt.Answer, 1)
 	go func() {
 		ans, err := b.Execute(ctx, *insertBatch(t, "k1"))
@@ -191,30 +194,30 @@ func TestRoundTrips_ARetryMeetingAnotherHereReplays(t *testing.T) {
 }
 
 // TestRoundTrips_ReleasingDecisionsReadsReceiptsManyAtOnce: maintenance
-// checks the receipts of the decisions it releases engine.GetManyMax to a
+// checks the receipts of the decisions it releases store.GetManyMax to a
 // read, not one read each, which on etcd would cost every keyed request a
 // background round trip.
 func TestRoundTrips_ReleasingDecisionsReadsReceiptsManyAtOnce(t *testing.T) {
 	e := newEnv(t)
-	store := newRemoteStore()
-	svc := e.openOn(store, receipt.Options{Node: "node-a"})
+	sto := newRemoteStore()
+	svc := e.openOn(sto, receipt.Options{Node: "node-a"})
 	createTable(t, svc, "t")
 	const receipts = 64
 	for i := range receipts {
 		mustExecute(t, svc, *insertBatch(t, fmt.Sprintf("k%d", i)))
 	}
-	_, r0 := store.trips()
+	_, r0 := sto.trips()
 	st, err := svc.MaintainOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, r1 := store.trips()
+	_, r1 := sto.trips()
 	if st.Released != receipts {
 		t.Fatalf("released %d decisions, want %d", st.Released, receipts)
 	}
 	// The receipts' reads, and a handful of the pass's own scans.
 	const passScansMax = 8
-	if want := int64(receipts/engine.GetManyMax + passScansMax); r1-r0 > want {
+	if want := int64(receipts/store.GetManyMax + passScansMax); r1-r0 > want {
 		t.Fatalf("the pass read %d times for %d releases, want at most %d", r1-r0, receipts, want)
 	}
 }

@@ -7,22 +7,27 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // damagedStore answers a Scan that reaches a damaged key as the engine
-// does when a value does not read: an engine.ValueError naming the key.
+// does when a value does not read: an store.ValueError naming the key.
 type damagedStore struct {
-	engine.Store
+	store.Store
 	damaged map[string]bool
 }
 
-func (s *damagedStore) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *damagedStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (s *damagedStore) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	items, err := s.Store.Scan(ctx, start, end, limit)
 	for _, it := range items {
 		if s.damaged[string(it.Key)] {
-			return nil, &engine.ValueError{Key: it.Key, Err: fmt.Errorf("%w: %q", engine.ErrCorruption, it.Key)}
+			return nil, &store.ValueError{Key: it.Key, Err: fmt.Errorf("%w: %q", store.ErrCorruption, it.Key)}
 		}
 	}
 	return items, err
@@ -42,7 +47,7 @@ func TestScanAround_AWalkAnswersEveryKeyOnceAndStepsPastTheDamaged(t *testing.T)
 		var want, wantBad []string
 		for i := range keys {
 			k := fmt.Sprintf("k/%03d", i)
-			if _, err := inner.Apply(ctx, new(engine.Batch).Put([]byte(k), []byte("v"))); err != nil {
+			if _, err := inner.Apply(ctx, new(store.Batch).Put([]byte(k), []byte("v"))); err != nil {
 				t.Fatal(err)
 			}
 			if rng.IntN(4) == 0 {

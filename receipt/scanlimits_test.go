@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -18,8 +18,8 @@ import (
 func TestStoreLimits_EveryScanFitsTheStore(t *testing.T) {
 	const receipts, tables = 40, 20
 	e := newEnv(t)
-	store := memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 1 << 20, ScanItemsMax: 16})
-	svc := e.openOn(store, receipt.Options{})
+	st := memstore.NewWithLimits(store.Limits{ApplyOpsMax: 128, ApplyCondsMax: 128, ApplyBytesMax: 1 << 20, ScanItemsMax: 16})
+	svc := e.openOn(st, receipt.Options{})
 	createTable(t, svc, "t")
 	for i := range receipts {
 		key := fmt.Sprintf("k%03d", i)

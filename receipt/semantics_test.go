@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // wantMismatch asserts a 422 that claims no transaction of its own (this
@@ -234,7 +234,7 @@ func TestDebt_VisibilityDebtPinsReceiptUntilPaid(t *testing.T) {
 	if st, _ := lease.Read(ctx, e.db, id); st.ClaimVersion != 0 || a.Active().Len() != 0 {
 		t.Fatal("a debt-free terminal receipt still holds a lease")
 	}
-	if items, _ := e.db.Scan(ctx, []byte(engine.NSIntent), engine.PrefixEnd([]byte(engine.NSIntent)), 10); len(items) != 0 {
+	if items, _ := e.db.Scan(ctx, []byte(store.NSIntent), store.PrefixEnd([]byte(store.NSIntent)), 10); len(items) != 0 {
 		t.Fatalf("%d intents left", len(items))
 	}
 	if n, err := a.CleanOnce(ctx); n != 1 || err != nil {

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -38,20 +38,20 @@ type Service struct {
 
 // Open registers a new incarnation of opts.Node in store and starts the
 // renewal supervisor, the recovery maintenance and the retention cleaner.
-func Open(ctx context.Context, store engine.Store, opts Options) (*Service, error) {
+func Open(ctx context.Context, st store.Store, opts Options) (*Service, error) {
 	opts = opts.withDefaults()
-	owner, err := lease.RegisterAt(ctx, store, opts.Node, opts.Advertise)
+	owner, err := lease.RegisterAt(ctx, st, opts.Node, opts.Advertise)
 	if err != nil {
 		return nil, err
 	}
-	tables, coord := table.NewWithCoordinator(store, twopc.Options{DeferResolution: opts.DeferResolution, Now: opts.Clock.Now})
+	tables, coord := table.NewWithCoordinator(st, twopc.Options{DeferResolution: opts.DeferResolution, Now: opts.Clock.Now})
 	if n, err := tables.MigrateLegacy(ctx, opts.LegacyTableOwner); err != nil {
 		return nil, err
 	} else if n > 0 {
 		opts.Logger.Info("receipt: tables created before tables had owners now belong to one principal",
 			"tables", n, "owner", opts.LegacyTableOwner)
 	}
-	s := newService(newCore(store, coord, tables, owner, opts))
+	s := newService(newCore(st, coord, tables, owner, opts))
 	s.sup = lease.NewSupervisor(s.core.active, s.core.hb, lease.SupervisorOptions{
 		Interval: opts.RenewInterval,
 		OnLost:   func(*lease.Held) { s.core.stats.fenced.Add(1) },
@@ -177,38 +177,38 @@ func (s *Service) SessionTTLMax() time.Duration { return s.core.opts.SessionTTLM
 
 // load reads and decodes a receipt.
 // loadWithMeta is load, reading principal's table metadata item in the
-// same round trip (engine.GetAll): a new key's plan needs it.
-func (c *core) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, engine.Version, *Tombstone, engine.Item, error) {
-	items, err := engine.GetAll(ctx, c.store, receiptKey(id), table.MetaKey(principal, tbl), tombKey(id))
+// same round trip (store.GetAll): a new key's plan needs it.
+func (c *core) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Record, store.Version, *Tombstone, store.Item, error) {
+	items, err := store.GetAll(ctx, c.store, receiptKey(id), table.MetaKey(principal, tbl), tombKey(id))
 	if err != nil {
-		return nil, 0, nil, engine.Item{}, err
+		return nil, 0, nil, store.Item{}, err
 	}
 	if items[0].Version == 0 {
 		if items[2].Version == 0 {
-			return nil, 0, nil, items[1], engine.ErrNotFound
+			return nil, 0, nil, items[1], store.ErrNotFound
 		}
 		t, err := decodeTomb(id, items[2].Value)
 		return nil, 0, t, items[1], err
 	}
 	rec, err := DecodeRecord(items[0].Value)
 	if err != nil {
-		return nil, 0, nil, engine.Item{}, fmt.Errorf("%q: %w", items[0].Key, err)
+		return nil, 0, nil, store.Item{}, fmt.Errorf("%q: %w", items[0].Key, err)
 	}
 	return rec, items[0].Version, nil, items[1], nil
 }
 
 // loadOrTomb loads receipt id or, when there is none, its tombstone;
-// engine.ErrNotFound when there is neither.
-func (c *core) loadOrTomb(ctx context.Context, id string) (*Record, engine.Version, *Tombstone, error) {
+// store.ErrNotFound when there is neither.
+func (c *core) loadOrTomb(ctx context.Context, id string) (*Record, store.Version, *Tombstone, error) {
 	rec, ver, err := c.load(ctx, id)
-	if !errors.Is(err, engine.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) {
 		return rec, ver, nil, err
 	}
 	t, err := c.loadTomb(ctx, id)
 	return nil, 0, t, err
 }
 
-func (c *core) load(ctx context.Context, id string) (*Record, engine.Version, error) {
+func (c *core) load(ctx context.Context, id string) (*Record, store.Version, error) {
 	it, err := c.store.Get(ctx, receiptKey(id))
 	if err != nil {
 		return nil, 0, err

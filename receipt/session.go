@@ -9,8 +9,8 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -120,7 +120,7 @@ func EncodeSession(r *SessionRecord) ([]byte, error) { return encMode.Marshal(r)
 func DecodeSession(b []byte) (*SessionRecord, error) {
 	var r SessionRecord
 	if err := cbor.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%w: receipt: session record does not decode: %v", engine.ErrCorruption, err)
+		return nil, fmt.Errorf("%w: receipt: session record does not decode: %v", store.ErrCorruption, err)
 	}
 	if r.Schema < 1 {
 		return nil, fmt.Errorf("receipt: session record without schema")
@@ -134,12 +134,12 @@ func DecodeSession(b []byte) (*SessionRecord, error) {
 	return &r, nil
 }
 
-func sessionKey(id string) []byte     { return engine.NSSession.Key("rec", id) }
-func sessionOpenKey(id string) []byte { return engine.NSSession.Key("open", id) }
+func sessionKey(id string) []byte     { return store.NSSession.Key("rec", id) }
+func sessionOpenKey(id string) []byte { return store.NSSession.Key("open", id) }
 func sessionStepKey(id string, n int) []byte {
-	return engine.NSSession.Key("step", id, fmt.Sprintf("%08d", n))
+	return store.NSSession.Key("step", id, fmt.Sprintf("%08d", n))
 }
-func sessionStepPrefix(id string) []byte { return engine.NSSession.Prefix("step", id) }
+func sessionStepPrefix(id string) []byte { return store.NSSession.Prefix("step", id) }
 
 // sessionIDBytes is the entropy of a session ID: IDs are bearer names
 // within a principal, so they must not be guessable.

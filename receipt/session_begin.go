@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -75,7 +75,7 @@ func (ss *sessions) beginSessionSlot(ctx context.Context, principal string, ttl 
 func (ss *sessions) beginSession(ctx context.Context, principal, id string, ttl time.Duration) (Session, error) {
 	now := ss.core.clock.Now()
 	until := now.Add(ss.core.opts.LeaseTTL)
-	b := new(engine.Batch).Absent(sessionKey(id))
+	b := new(store.Batch).Absent(sessionKey(id))
 	held := lease.ClaimNew(b, id, ss.core.owner, until)
 	held.Since = now
 	claim := held.Claim()

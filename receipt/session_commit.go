@@ -10,9 +10,9 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -81,7 +81,7 @@ func (ss *sessions) commitSession(ctx context.Context, req CommitRequest) (Answe
 	deadline := ss.core.clock.Now().Add(min(max(req.Wait, 0), ss.core.opts.WaitMax))
 	for round := 0; round < ExecuteAttemptsMax; round++ {
 		rec, ver, tomb, err := ss.core.loadOrTomb(ctx, id)
-		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return Answer{}, err
 		}
 		var ans Answer
@@ -148,7 +148,7 @@ func (ss *sessions) commitNew(ctx context.Context, req CommitRequest, id, key st
 	a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: sessionCommitTable,
 		Key: key, Fingerprint: fp[:], Request: canon, Session: req.Session}}
 	inline := false
-	a.alongside = func(b *engine.Batch) error {
+	a.alongside = func(b *store.Batch) error {
 		inline = ss.dropStepsInto(b, sa.id, sa.rec.Steps)
 		return ss.endCommitted(b, sa, a)
 	}
@@ -165,7 +165,7 @@ func (ss *sessions) commitNew(ctx context.Context, req CommitRequest, id, key st
 // endCommitted adds to the write that publishes commit receipt a the end
 // of session sa: conditioned on the session being as this process holds
 // it, under its claim.
-func (ss *sessions) endCommitted(b *engine.Batch, sa *sessionAttempt, a *attempt) error {
+func (ss *sessions) endCommitted(b *store.Batch, sa *sessionAttempt, a *attempt) error {
 	b.AtVersion(sessionKey(sa.id), sa.ver).AtVersion(lease.ClaimKey(sa.id), sa.claimVer)
 	rec := *sa.rec
 	rec.State, rec.Key, rec.TxnID, rec.Owner, rec.Staging = SessionCommitted, a.rec.Key, a.id, nil, nil
@@ -178,7 +178,7 @@ func (ss *sessions) endCommitted(b *engine.Batch, sa *sessionAttempt, a *attempt
 // retry sends.
 func (ss *sessions) replayCommit(ctx context.Context, sess *SessionRecord) (Answer, error) {
 	rec, _, err := ss.core.load(ctx, sess.TxnID)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return answerCode(errSessionEnded("", sess)), nil
 	}
 	if err != nil {
@@ -226,7 +226,7 @@ func sessionFingerprint(session string) [32]byte {
 func decodeStaging(b []byte) (*table.Staging, error) {
 	var st table.Staging
 	if err := cbor.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("%w: receipt: session staging does not decode: %v", engine.ErrCorruption, err)
+		return nil, fmt.Errorf("%w: receipt: session staging does not decode: %v", store.ErrCorruption, err)
 	}
 	return &st, nil
 }

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // TestSessionCrash_EveryDurableStepConverges: the process dies — a power
@@ -78,7 +78,7 @@ func TestSessionCrash_EveryDurableStepConverges(t *testing.T) {
 			if st, _ := lease.Read(ctx, e.db, id); st.ClaimVersion != 0 || st.ExpiryVersion != 0 {
 				t.Fatalf("the ended session's lease survived: %+v", st)
 			}
-			for _, p := range [][]byte{engine.NSSession.Prefix("open"), []byte(engine.NSIntent), []byte(engine.NSRecovery)} {
+			for _, p := range [][]byte{store.NSSession.Prefix("open"), []byte(store.NSIntent), []byte(store.NSRecovery)} {
 				if n := len(scanPrefix(t, e.db, p)); n != 0 {
 					t.Fatalf("%d keys left under %s", n, p)
 				}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // Ending a session without a commit: the client's abort, its expiry, or
@@ -47,7 +47,7 @@ func (s *Service) AbortSession(ctx context.Context, principal, id string) (Sessi
 // process's ending when that one came first.
 func (ss *sessions) endSession(ctx context.Context, sa *sessionAttempt, reason string, taken *lease.State) (*SessionRecord, error) {
 	now := ss.core.clock.Now()
-	b := new(engine.Batch).AtVersion(sessionKey(sa.id), sa.ver)
+	b := new(store.Batch).AtVersion(sessionKey(sa.id), sa.ver)
 	if taken != nil {
 		b.AtVersion(lease.ClaimKey(sa.id), taken.ClaimVersion).AtVersion(lease.ExpiryKey(sa.id), taken.ExpiryVersion)
 	} else {
@@ -80,7 +80,7 @@ func (ss *sessions) endSession(ctx context.Context, sa *sessionAttempt, reason s
 // putEnded adds to b what every ending of a session writes: its ended
 // record, the removal of its open entry and its lease, and its retention
 // entry.
-func (ss *sessions) putEnded(b *engine.Batch, id string, rec *SessionRecord) error {
+func (ss *sessions) putEnded(b *store.Batch, id string, rec *SessionRecord) error {
 	val, err := EncodeSession(rec)
 	if err != nil {
 		return err

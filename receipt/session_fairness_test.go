@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // TestMaintenance_RecoversBothKindsFairly (docs/design.md §14: recovery after a
@@ -65,9 +65,9 @@ func TestMaintenance_RecoversBothKindsFairly(t *testing.T) {
 		// for the pass (a stray to remove), ahead of the sessions in key
 		// order were the pass to walk one kind after the other.
 		for i := 0; i < many; i += 500 {
-			b := new(engine.Batch)
+			b := new(store.Batch)
 			for j := i; j < i+500; j++ {
-				b.Put(engine.NSRecovery.Key("node-0", fmt.Sprintf("%032x", j)), nil)
+				b.Put(store.NSRecovery.Key("node-0", fmt.Sprintf("%032x", j)), nil)
 			}
 			if _, err := e.db.Apply(ctx, b); err != nil {
 				t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // sessionLockStripes bounds the locks that serialise session steps here.
@@ -53,10 +53,10 @@ func newSessions(c *core, x *executor, f *flow, r *recovery, p *plans) *sessions
 type sessionAttempt struct {
 	id   string
 	rec  *SessionRecord
-	ver  engine.Version
+	ver  store.Version
 	held *lease.Held
 	// claimVer is the claim's version the step's write is fenced by.
-	claimVer engine.Version
+	claimVer store.Version
 }
 
 // HeldElsewhereError says that an open session is held by another live
@@ -118,12 +118,12 @@ func stripeOf(id string) uint32 {
 // loadSession reads session id of principal: session_not_found when it
 // does not exist — or is another principal's, which must not learn that
 // it exists.
-func (ss *sessions) loadSession(ctx context.Context, principal, id string) (*SessionRecord, engine.Version, error) {
+func (ss *sessions) loadSession(ctx context.Context, principal, id string) (*SessionRecord, store.Version, error) {
 	if !ValidSessionID(id) {
 		return nil, 0, errSessionNotFound(id)
 	}
 	it, err := ss.core.store.Get(ctx, sessionKey(id))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, errSessionNotFound(id)
 	}
 	if err != nil {

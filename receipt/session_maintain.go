@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // maintainSession ends, as maintenance, the open session of one open
@@ -19,8 +19,8 @@ import (
 // (adopt, then start, reconcile or pay debt), while a session's left
 // nothing to finish before its commit is requested — it is ended
 // (presumed aborted) by the same decision a client's step takes.
-func (ss *sessions) maintainSession(ctx context.Context, it engine.Item, ms *MaintainStats) {
-	id := string(engine.NSSession.Suffix(it.Key))[len("open/"):]
+func (ss *sessions) maintainSession(ctx context.Context, it store.Item, ms *MaintainStats) {
+	id := string(store.NSSession.Suffix(it.Key))[len("open/"):]
 	mu := ss.locks[stripeOf(id)]
 	if !mu.TryLock() {
 		ms.LocalBusy++
@@ -28,7 +28,7 @@ func (ss *sessions) maintainSession(ctx context.Context, it engine.Item, ms *Mai
 	}
 	defer mu.Unlock()
 	rec, err := ss.loadAnySession(ctx, id)
-	if errors.Is(err, engine.ErrNotFound) || err == nil && rec.State != SessionOpen {
+	if errors.Is(err, store.ErrNotFound) || err == nil && rec.State != SessionOpen {
 		ss.recov.dropStray(ctx, it, id, "session-stray", ms)
 		return
 	}

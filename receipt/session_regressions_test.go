@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // The seed's long-term regressions (SEED.txt), for interactive sessions:
@@ -126,8 +126,8 @@ func TestCreation_AmbiguousCommitWriteIsTypedPendingAndConverges(t *testing.T) {
 	for _, landed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
 			e, hs, a, sid, id := counterSessionOnHooks(t)
-			hs.onApply(func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool) {
-				if !putsKey(b, engine.NSReceipt.Key(id)) {
+			hs.onApply(func(ctx context.Context, b *store.Batch) (store.Version, error, bool) {
+				if !putsKey(b, store.NSReceipt.Key(id)) {
 					return 0, nil, false
 				}
 				hs.clear()
@@ -136,7 +136,7 @@ func TestCreation_AmbiguousCommitWriteIsTypedPendingAndConverges(t *testing.T) {
 						return 0, err, true
 					}
 				}
-				return 0, fmt.Errorf("%w: fsync failed", engine.ErrAmbiguous), true
+				return 0, fmt.Errorf("%w: fsync failed", store.ErrAmbiguous), true
 			})
 			wantPending(t, commit(t, a, sid, ""), id)
 			ans := commit(t, a, sid, "")

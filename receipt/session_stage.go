@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -153,7 +153,7 @@ func (ss *sessions) writeSession(ctx context.Context, sa *sessionAttempt, rec *S
 	if err != nil {
 		return err
 	}
-	b := new(engine.Batch).AtVersion(sessionKey(sa.id), sa.ver).AtVersion(lease.ClaimKey(sa.id), sa.claimVer).
+	b := new(store.Batch).AtVersion(sessionKey(sa.id), sa.ver).AtVersion(lease.ClaimKey(sa.id), sa.claimVer).
 		Put(sessionKey(sa.id), val).Put(sessionStepKey(sa.id, rec.Steps), step)
 	if err := fault.Inject(fault.SessionStageBefore); err != nil {
 		return err
@@ -187,7 +187,7 @@ func (s *Service) SessionInfo(ctx context.Context, principal, id string) (Sessio
 			out.Outcome = v.Outcome
 		case err == nil:
 			out.Outcome = OutcomePending
-		case !errors.Is(err, engine.ErrNotFound):
+		case !errors.Is(err, store.ErrNotFound):
 			return Session{}, err
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -32,17 +32,17 @@ import (
 type stagingCache struct{ m sync.Map } // id -> cachedStaging
 
 type cachedStaging struct {
-	ver engine.Version
+	ver store.Version
 	st  *table.Staging
 }
 
-func (c *stagingCache) put(id string, ver engine.Version, st *table.Staging) {
+func (c *stagingCache) put(id string, ver store.Version, st *table.Staging) {
 	c.m.Store(id, cachedStaging{ver, st})
 }
 
 func (c *stagingCache) drop(id string) { c.m.Delete(id) }
 
-func (c *stagingCache) at(id string, ver engine.Version) (*table.Staging, bool) {
+func (c *stagingCache) at(id string, ver store.Version) (*table.Staging, bool) {
 	v, ok := c.m.Load(id)
 	if !ok || v.(cachedStaging).ver != ver {
 		return nil, false
@@ -59,7 +59,7 @@ func (ss *sessions) staging(ctx context.Context, sa *sessionAttempt) (*table.Sta
 	}
 	st := sa.rec.Staging.Header()
 	prefix := sessionStepPrefix(sa.id)
-	start, end := prefix, engine.PrefixEnd(prefix)
+	start, end := prefix, store.PrefixEnd(prefix)
 	page := min(SessionStepsMax, ss.core.store.Limits().ScanItemsMax)
 	seen := 0
 	for {
@@ -70,7 +70,7 @@ func (ss *sessions) staging(ctx context.Context, sa *sessionAttempt) (*table.Sta
 		for _, it := range items {
 			var docs []table.SessionDoc
 			if err := cbor.Unmarshal(it.Value, &docs); err != nil {
-				return nil, engine.RecordError(it.Key, "receipt: session step", err)
+				return nil, store.RecordError(it.Key, "receipt: session step", err)
 			}
 			st.Merge(docs)
 			seen++
@@ -97,7 +97,7 @@ func (ss *sessions) stepsInlineMax() int {
 
 // dropStepsInto adds to ending write b the deletion of session id's n
 // steps when they are few enough, and reports whether it did.
-func (ss *sessions) dropStepsInto(b *engine.Batch, id string, n int) bool {
+func (ss *sessions) dropStepsInto(b *store.Batch, id string, n int) bool {
 	if n > ss.stepsInlineMax() {
 		return false
 	}
@@ -151,10 +151,10 @@ func (ss *sessions) dropQueuedSteps(ctx context.Context) {
 // dropSteps deletes the n steps of ended session id, in batches the store
 // takes, fenced by fence (the cleaner's job lease) if given. Steps of an
 // ended session are read by nobody, so any process may delete them.
-func (ss *sessions) dropSteps(ctx context.Context, id string, n int, fence func(*engine.Batch)) error {
+func (ss *sessions) dropSteps(ctx context.Context, id string, n int, fence func(*store.Batch)) error {
 	per := ss.core.store.Limits().Fit(1, 0, 0, 1)
 	for first := 1; first <= n; first += per {
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		if fence != nil {
 			fence(b)
 		}

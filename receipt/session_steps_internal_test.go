@@ -9,8 +9,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 	"github.com/idemdb/idem/table"
 )
 
@@ -44,7 +44,7 @@ func TestSessionSteps_EachStepLogsWhatItChangedAndFoldsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := sessionStepPrefix(sess.ID)
-	steps, err := db.Scan(ctx, prefix, engine.PrefixEnd(prefix), 100)
+	steps, err := db.Scan(ctx, prefix, store.PrefixEnd(prefix), 100)
 	if err != nil || len(steps) != 10 {
 		t.Fatalf("%d steps stored (%v), want 10", len(steps), err)
 	}
@@ -72,7 +72,7 @@ func TestSessionSteps_EachStepLogsWhatItChangedAndFoldsBack(t *testing.T) {
 	if ans, err := s.CommitSession(ctx, CommitRequest{Principal: "p", Session: sess.ID}); err != nil || ans.Outcome != OutcomeCommitted {
 		t.Fatalf("commit: %+v %v", ans, err)
 	}
-	if left, _ := db.Scan(ctx, prefix, engine.PrefixEnd(prefix), 100); len(left) != 0 {
+	if left, _ := db.Scan(ctx, prefix, store.PrefixEnd(prefix), 100); len(left) != 0 {
 		t.Fatalf("%d steps left after the commit", len(left))
 	}
 }
@@ -87,9 +87,9 @@ func TestSessionSteps_TooManyForTheEndingWriteAreDeletedLater(t *testing.T) {
 		t.Run(map[bool]string{false: "maintenance", true: "cleaner after a restart"}[restart], func(t *testing.T) {
 			ctx := context.Background()
 			_, clock := internalStore(t)
-			store := memstore.NewWithLimits(engine.Limits{ApplyOpsMax: 64, ApplyCondsMax: 64, ApplyBytesMax: 1 << 20, ScanItemsMax: 1000})
+			st := memstore.NewWithLimits(store.Limits{ApplyOpsMax: 64, ApplyCondsMax: 64, ApplyBytesMax: 1 << 20, ScanItemsMax: 1000})
 			opts := Options{Node: "node-0", Clock: clock, Retention: time.Hour, MaintainInterval: -1, CleanInterval: -1, Logger: slog.New(slog.DiscardHandler)}
-			s, err := Open(ctx, store, opts)
+			s, err := Open(ctx, st, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestSessionSteps_TooManyForTheEndingWriteAreDeletedLater(t *testing.T) {
 			}
 			prefix := sessionStepPrefix(sess.ID)
 			steps := func() int {
-				items, err := store.Scan(ctx, prefix, engine.PrefixEnd(prefix), 100)
+				items, err := st.Scan(ctx, prefix, store.PrefixEnd(prefix), 100)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +126,7 @@ func TestSessionSteps_TooManyForTheEndingWriteAreDeletedLater(t *testing.T) {
 			}
 			if restart {
 				s.Close()
-				if s, err = Open(ctx, store, opts); err != nil {
+				if s, err = Open(ctx, st, opts); err != nil {
 					t.Fatal(err)
 				}
 				defer s.Close()

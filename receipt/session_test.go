@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -231,7 +231,7 @@ func TestSession_ExpiredByMaintenance(t *testing.T) {
 	if info, _ := svc.SessionInfo(ctx, alice, id); info.State != receipt.SessionAborted || info.Reason != receipt.ReasonExpired {
 		t.Fatalf("session after maintenance: %+v", info)
 	}
-	if n := len(scanPrefix(t, e.db, engine.NSSession.Prefix("open"))); n != 0 {
+	if n := len(scanPrefix(t, e.db, store.NSSession.Prefix("open"))); n != 0 {
 		t.Fatalf("%d open entries left", n)
 	}
 }
@@ -372,14 +372,14 @@ func TestSession_CleanedAfterRetention(t *testing.T) {
 	}
 	_, err := svc.SessionInfo(ctx, alice, id)
 	wantCode(t, err, code.SessionNotFound)
-	if n := len(scanPrefix(t, e.db, []byte(engine.NSSession))); n != 0 {
+	if n := len(scanPrefix(t, e.db, []byte(store.NSSession))); n != 0 {
 		t.Fatalf("%d session keys left", n)
 	}
 }
 
-func scanPrefix(t *testing.T, store engine.Store, p []byte) []engine.Item {
+func scanPrefix(t *testing.T, st store.Store, p []byte) []store.Item {
 	t.Helper()
-	items, err := store.Scan(ctx, p, engine.PrefixEnd(p), 1000)
+	items, err := st.Scan(ctx, p, store.PrefixEnd(p), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestSupervisor_RenewsSessionsIndependentlyOfBlockedMaintenance(t *testing.T
 	id := begin(t, a, alice, time.Minute)
 
 	unpause, maint := pauseMaintenance(t, a)
-	var versions []engine.Version
+	var versions []store.Version
 	for i := 0; i < 2*int(ttl/renewI)+1; i++ {
 		e.step(renewI, 1)
 		if st, _ := lease.Read(ctx, e.db, id); len(versions) == 0 || st.ExpiryVersion != versions[len(versions)-1] {
@@ -607,10 +607,10 @@ func TestSession_MaintenanceLeavesABeginThatIsStillSettling(t *testing.T) {
 	a := e.openOn(hs, receipt.Options{})
 	createTable(t, a, "t")
 	landed, release := make(chan struct{}), make(chan struct{})
-	hs.onApply(func(ctx context.Context, b *engine.Batch) (engine.Version, error, bool) {
+	hs.onApply(func(ctx context.Context, b *store.Batch) (store.Version, error, bool) {
 		opens := false
 		for _, op := range b.Ops {
-			opens = opens || !op.Delete && bytes.HasPrefix(op.Key, engine.NSSession.Prefix("open"))
+			opens = opens || !op.Delete && bytes.HasPrefix(op.Key, store.NSSession.Prefix("open"))
 		}
 		if !opens {
 			return 0, nil, false
@@ -652,7 +652,7 @@ func TestSession_StepsCountInTheSharedExecutor(t *testing.T) {
 	createTable(t, a, "t")
 	id := begin(t, a, alice, time.Minute)
 	other := begin(t, a, alice, time.Minute)
-	g := hs.block(t, engine.NSSession.Key("rec", id))
+	g := hs.block(t, store.NSSession.Key("rec", id))
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := a.StageSession(ctx, alice, id, one("t", mustBatch(t, `{"inserts":[{"id":"x","doc":{}}]}`)))

@@ -9,6 +9,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -67,7 +68,7 @@ func TestSmoke_KeyedCommitReplayMismatch(t *testing.T) {
 	}
 	// A receipt made terminal in the write that committed it keeps no 2PC
 	// record: maintenance has no decision to release.
-	if txns, err := db.Scan(ctx, []byte(engine.NSTxn), engine.PrefixEnd([]byte(engine.NSTxn)), 1); err != nil || len(txns) != 0 {
+	if txns, err := db.Scan(ctx, []byte(store.NSTxn), store.PrefixEnd([]byte(store.NSTxn)), 1); err != nil || len(txns) != 0 {
 		t.Fatalf("2PC records retained after a keyed commit: %v %v", txns, err)
 	}
 	ms, err := svc.MaintainOnce(ctx)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/idemdb/idem/code"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -32,7 +32,7 @@ func (fl *flow) start(ctx context.Context, a *attempt, plan planner) (Answer, er
 	}
 	now := fl.core.clock.Now()
 	a.claim, a.until = claimExtended, now.Add(fl.core.opts.LeaseTTL)
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	if err := a.held.Fence(b); err != nil {
 		return fl.stuck(a, classifyStep(err), err)
 	}
@@ -84,7 +84,7 @@ func firedAlready() <-chan time.Time {
 // prepared → decide; a participant's "no" → make the refusal durable; the
 // transaction decided before → publish that decision; otherwise by the
 // write's verdict.
-func (fl *flow) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *Record, with *engine.Batch) (Answer, error) {
+func (fl *flow) begin(ctx context.Context, a *attempt, txn twopc.Txn, started *Record, with *store.Batch) (Answer, error) {
 	res, err := fl.beginReplanned(ctx, txn, with, a.until)
 	switch {
 	case err == nil && res.Prepared:
@@ -149,7 +149,7 @@ func (fl *flow) contended(a *attempt) Answer {
 // nothing to resolve — and then the terminal envelope. Were the second
 // write to fail, recovery finds a started receipt with a retained decision
 // and publishes the exact envelope later.
-func (fl *flow) refuse(ctx context.Context, a *attempt, ab twopc.Aborted, started *Record, with *engine.Batch) (Answer, error) {
+func (fl *flow) refuse(ctx context.Context, a *attempt, ab twopc.Aborted, started *Record, with *store.Batch) (Answer, error) {
 	ver, err := fl.core.coord.DecideAt(ctx, a.id, nil, ab, with)
 	v := classifyWrite(err, a.fence())
 	fl.settle(a, v, ver)

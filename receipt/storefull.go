@@ -6,13 +6,12 @@ import (
 	"github.com/idemdb/idem/code"
 )
 
-// spaceReporter is the optional part of a Store that says it is near its
-// space quota (etcdstore with a Space watcher). While it is, new work —
-// a new key's receipt, an unkeyed batch, a new session — is refused
+// A store that reports its space (Capabilities().Space: etcdstore with a
+// Space watcher) may say it is near its quota. While it is, new work — a
+// new key's receipt, an unkeyed batch, a new session — is refused
 // store_full, so that what was started (decisions, session commits
-// already requested, cleanup) finishes in the room left before the
-// store refuses every write (docs/cluster.md).
-type spaceReporter interface{ SpaceFull() bool }
+// already requested, cleanup) finishes in the room left before the store
+// refuses every write (docs/cluster.md).
 
 // storeFullRetryAfter is the Retry-After of a store_full answer: about a
 // cleaner pass and a compaction, which free space by themselves.
@@ -23,8 +22,8 @@ const storeFullMessage = "the store is near its space quota: new keys and sessio
 
 // spaceFull reports whether new work is refused for want of space.
 func (c *core) spaceFull() bool {
-	sr, ok := c.store.(spaceReporter)
-	return ok && sr.SpaceFull()
+	sr := c.store.Capabilities().Space
+	return sr != nil && sr.SpaceFull()
 }
 
 // answerStoreFull refuses a new key: no receipt was created.

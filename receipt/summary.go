@@ -5,7 +5,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Summary counts the receipts in the store by state, for a start-up report.
@@ -48,7 +48,7 @@ type recordState struct {
 // Summary scans the receipts and counts them by state. It only reads.
 func (s *Service) Summary(ctx context.Context) (Summary, error) {
 	var sum Summary
-	start, end := []byte(engine.NSReceipt), engine.PrefixEnd([]byte(engine.NSReceipt))
+	start, end := []byte(store.NSReceipt), store.PrefixEnd([]byte(store.NSReceipt))
 	for seen := 0; ; {
 		if seen >= SummaryReceiptsMax {
 			sum.Partial = true
@@ -82,8 +82,8 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 // receipt whose value does not read (damaged on disk) is answered in
 // damaged — Unreadable, as one that does not decode: one bad record must
 // not keep a server from starting.
-func (c *core) summaryPage(ctx context.Context, start, end []byte, limit int) (items []engine.Item, damaged [][]byte, cold int, last []byte, err error) {
-	if hs, ok := c.store.(engine.HotScanner); ok {
+func (c *core) summaryPage(ctx context.Context, start, end []byte, limit int) (items []store.Item, damaged [][]byte, cold int, last []byte, err error) {
+	if hs := c.store.Capabilities().HotScan; hs != nil {
 		items, cold, last, err = hs.ScanHot(ctx, start, end, limit)
 		return items, nil, cold, last, err
 	}
@@ -94,8 +94,8 @@ func (c *core) summaryPage(ctx context.Context, start, end []byte, limit int) (i
 // countOpenSessions counts the open entries of sessions, within
 // SummaryReceiptsMax.
 func (c *core) countOpenSessions(ctx context.Context, sum *Summary) error {
-	open := engine.NSSession.Prefix("open")
-	start, end := open, engine.PrefixEnd(open)
+	open := store.NSSession.Prefix("open")
+	start, end := open, store.PrefixEnd(open)
 	for sum.SessionsOpen < SummaryReceiptsMax {
 		limit := min(summaryPageMax, c.store.Limits().ScanItemsMax)
 		items, err := c.store.Scan(ctx, start, end, limit)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // TestSummary_CountsEveryReceiptByState: Summary counts receipts in every
@@ -31,7 +32,7 @@ func TestSummary_CountsEveryReceiptByState(t *testing.T) {
 	}
 	const pending, started, debt = 3, 2, 1
 	terminal := summaryPageMax + 5 // more than one page
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	put := func(i int, rec *Record) {
 		val, err := EncodeRecord(rec)
 		if err != nil {

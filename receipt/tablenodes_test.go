@@ -3,9 +3,9 @@ package receipt_test
 import (
 	"testing"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // TestTables_AnotherNodesDropAndRecreate: two nodes share a store; one
@@ -19,17 +19,17 @@ import (
 func TestTables_AnotherNodesDropAndRecreate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		store  func() engine.Store
+		store  func() store.Store
 		replan bool // node a plans from a cached copy, and must plan again
 	}{
-		{"local", func() engine.Store { return memstore.New() }, false},
-		{"remote", func() engine.Store { return newRemoteStore() }, true},
+		{"local", func() store.Store { return memstore.New() }, false},
+		{"remote", func() store.Store { return newRemoteStore() }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			store := tc.store()
-			a := e.openOn(store, receipt.Options{Node: "node-a"})
-			b := e.openOn(store, receipt.Options{Node: "node-b"})
+			st := tc.store()
+			a := e.openOn(st, receipt.Options{Node: "node-a"})
+			b := e.openOn(st, receipt.Options{Node: "node-b"})
 			dropAndRecreate(t, a, b)
 			if got := a.Stats().Replanned; tc.replan != (got > 0) {
 				t.Fatalf("node a planned %d batches again, want some: %v", got, tc.replan)

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 )
 
 // Tombstones are cleaned through the expiry index, like receipts, but one
@@ -41,13 +41,13 @@ func (c *tombChunk) add(t *Tombstone) {
 		c.first = t.TxnID
 	}
 	c.until = max(c.until, t.ProtectUntil.UnixMilli())
-	c.ids = append(c.ids, engine.NSTomb.Suffix(k)...)
+	c.ids = append(c.ids, store.NSTomb.Suffix(k)...)
 }
 
 func (c *tombChunk) len() int { return len(c.ids) / txnIDBytes }
 
 // into adds the chunk's entry to b (nothing for an empty chunk).
-func (c *tombChunk) into(b *engine.Batch) {
+func (c *tombChunk) into(b *store.Batch) {
 	if c.len() > 0 {
 		b.Put(expiryKey(c.until, tombChunkPrefix+c.first), c.ids)
 	}
@@ -56,14 +56,14 @@ func (c *tombChunk) into(b *engine.Batch) {
 // chunkEntry is a chunk as the cleaner's walk finds it.
 type chunkEntry struct {
 	key     []byte
-	version engine.Version
+	version store.Version
 	ids     []string
 }
 
 // tombChunkOf reads expiry item it as a chunk; ok is false for any other
 // entry. A chunk whose value is not whole IDs is still a chunk (its whole
 // IDs are cleaned, the entry deleted): nothing else would ever delete it.
-func tombChunkOf(it engine.Item) (chunkEntry, bool) {
+func tombChunkOf(it store.Item) (chunkEntry, bool) {
 	_, id, ok := parseExpiryKey(it.Key)
 	if !ok || !strings.HasPrefix(id, tombChunkPrefix) {
 		return chunkEntry{}, false
@@ -89,19 +89,19 @@ func (rt *retention) tombsPerApply() int {
 // reused after an earlier tombstone ended, and a later chunk lists it):
 // it is left alone, and so is one that does not read (damaged), with the
 // chunk. Every Apply is fenced by the cleaner's job lease.
-func (rt *retention) cleanTombs(ctx context.Context, jobVer engine.Version, c chunkEntry, now time.Time) (int, error) {
+func (rt *retention) cleanTombs(ctx context.Context, jobVer store.Version, c chunkEntry, now time.Time) (int, error) {
 	type due struct {
 		key []byte
-		ver engine.Version
+		ver store.Version
 	}
 	var dues []due
 	unreadable := 0
 	for _, id := range c.ids {
 		it, err := rt.core.store.Get(ctx, tombKey(id))
-		if errors.Is(err, engine.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		if errors.Is(err, engine.ErrCorruption) {
+		if errors.Is(err, store.ErrCorruption) {
 			// Damaged on disk: it cannot say whether it still protects, so
 			// it stays — it refuses its key either way — and so does the
 			// chunk, for a pass after a repair. The rest of the chunk, and
@@ -125,7 +125,7 @@ func (rt *retention) cleanTombs(ctx context.Context, jobVer engine.Version, c ch
 			return deleted, nil
 		}
 		n := min(per, len(dues))
-		b := new(engine.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
+		b := new(store.Batch).AtVersion(lease.JobKey(cleanerJob), jobVer)
 		for _, d := range dues[:n] {
 			b.AtVersion(d.key, d.ver).Delete(d.key)
 		}

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // A tombstone is what the cleaner leaves of a terminal receipt whose
@@ -57,9 +57,9 @@ func tombKey(id string) []byte {
 	if len(id) != 2*txnIDBytes {
 		return nil
 	}
-	k := make([]byte, len(engine.NSTomb)+txnIDBytes)
-	copy(k, engine.NSTomb)
-	if _, err := hex.Decode(k[len(engine.NSTomb):], []byte(id)); err != nil {
+	k := make([]byte, len(store.NSTomb)+txnIDBytes)
+	copy(k, store.NSTomb)
+	if _, err := hex.Decode(k[len(store.NSTomb):], []byte(id)); err != nil {
 		return nil
 	}
 	return k
@@ -136,11 +136,11 @@ func (c *core) promise(now time.Time, retainUntil int64) int64 {
 	return max(retainUntil, now.Add(c.opts.TombstoneRetention).UnixMilli())
 }
 
-// loadTomb reads the tombstone of id; engine.ErrNotFound when there is none.
+// loadTomb reads the tombstone of id; store.ErrNotFound when there is none.
 func (c *core) loadTomb(ctx context.Context, id string) (*Tombstone, error) {
 	k := tombKey(id)
 	if k == nil {
-		return nil, engine.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	it, err := c.store.Get(ctx, k)
 	if err != nil {

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 const (
@@ -51,18 +51,18 @@ func cleanN(t *testing.T, svc *receipt.Service, want int) {
 	}
 }
 
-func tombCount(t *testing.T, store engine.Store) int {
+func tombCount(t *testing.T, st store.Store) int {
 	t.Helper()
-	items, err := store.Scan(ctx, []byte(engine.NSTomb), engine.PrefixEnd([]byte(engine.NSTomb)), engine.ScanLimitMax)
+	items, err := st.Scan(ctx, []byte(store.NSTomb), store.PrefixEnd([]byte(store.NSTomb)), store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return len(items)
 }
 
-func expiryEntries(t *testing.T, store engine.Store) int {
+func expiryEntries(t *testing.T, st store.Store) int {
 	t.Helper()
-	items, err := store.Scan(ctx, []byte(engine.NSExpiry), engine.PrefixEnd([]byte(engine.NSExpiry)), engine.ScanLimitMax)
+	items, err := st.Scan(ctx, []byte(store.NSExpiry), store.PrefixEnd([]byte(store.NSExpiry)), store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,9 +252,9 @@ func TestTombstone_AStaleReadOfTheTombstoneStillNeverExecutes(t *testing.T) {
 	id := receipt.Bind(alice, "t", "k1")
 	stale := 0
 	hs.onGet(func(key []byte) error {
-		if engine.NSTomb.Has(key) && stale == 0 {
+		if store.NSTomb.Has(key) && stale == 0 {
 			stale++
-			return engine.ErrNotFound
+			return store.ErrNotFound
 		}
 		return nil
 	})
@@ -295,13 +295,13 @@ func TestTombstone_ADamagedTombstoneIsAnErrorNotANewKey(t *testing.T) {
 	e := newEnv(t)
 	svc := tombstones(t, e)
 	r := expireOne(t, e, svc)
-	items, err := e.db.Scan(ctx, []byte(engine.NSTomb), engine.PrefixEnd([]byte(engine.NSTomb)), 2)
+	items, err := e.db.Scan(ctx, []byte(store.NSTomb), store.PrefixEnd([]byte(store.NSTomb)), 2)
 	if err != nil || len(items) != 1 {
 		t.Fatalf("%v %d", err, len(items))
 	}
 	bad := bytes.Clone(items[0].Value)
 	bad[0] = 0x7f
-	if _, err := e.db.Apply(ctx, new(engine.Batch).Put(items[0].Key, bad)); err != nil {
+	if _, err := e.db.Apply(ctx, new(store.Batch).Put(items[0].Key, bad)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Execute(ctx, r); err == nil {
@@ -332,7 +332,7 @@ func TestTombClean_ADamagedTombstoneStaysAndTheCleanerGoesOn(t *testing.T) {
 	damaged := receipt.TombstoneKey(receipt.Bind(alice, "t", "k1"))
 	hs.onGet(func(key []byte) error {
 		if bytes.Equal(key, damaged) {
-			return fmt.Errorf("%w: a flipped byte (test)", engine.ErrCorruption)
+			return fmt.Errorf("%w: a flipped byte (test)", store.ErrCorruption)
 		}
 		return nil
 	})

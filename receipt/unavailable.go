@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // healthReporter is the optional part of a Store that says whether it
@@ -20,7 +20,7 @@ func (c *core) refusesWrites() error {
 		return nil
 	}
 	err := h.Health()
-	if errors.Is(err, engine.ErrFailStopped) || errors.Is(err, engine.ErrClosed) {
+	if errors.Is(err, store.ErrFailStopped) || errors.Is(err, store.ErrClosed) {
 		return err
 	}
 	return nil

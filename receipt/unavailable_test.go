@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // stoppableStore reports itself fail-stopped once stopped is set, as
@@ -19,7 +19,7 @@ type stoppableStore struct {
 
 func (s *stoppableStore) Health() error {
 	if s.stopped.Load() {
-		return engine.ErrFailStopped
+		return store.ErrFailStopped
 	}
 	return nil
 }

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -38,7 +38,7 @@ func BodyDigest(body []byte) []byte {
 // other bytes — leaves the request to Execute, as does a request Execute
 // would refuse before any lookup (an invalid key or table name, or a
 // FirstSent in the future), and on a store that reads several keys in one
-// round trip (engine.MultiGetter) every request for a key not answered
+// round trip (store.MultiGetter) every request for a key not answered
 // here lately (recentKeys). The one difference:
 // a batch that today's limits would refuse replays the answer it was given
 // when they allowed it.
@@ -58,7 +58,7 @@ func (s *Service) ReplayVerbatim(ctx context.Context, principal, tbl, key string
 type Seen struct {
 	id   string
 	rec  *Record
-	ver  engine.Version
+	ver  store.Version
 	tomb *Tombstone
 }
 
@@ -70,7 +70,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 		return Answer{}, false, Seen{}
 	}
 	id := Bind(principal, tbl, key)
-	if _, multi := s.core.store.(engine.MultiGetter); multi && !s.recent.has(id) {
+	if s.core.store.Capabilities().MultiGet != nil && !s.recent.has(id) {
 		// Execute creates a new key there (etcd) before any lookup
 		// (createfirst.go): a lookup of its own first would add a round
 		// trip to every new request, to save a decode that costs far
@@ -79,7 +79,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 		return Answer{}, false, Seen{}
 	}
 	rec, ver, tomb, err := s.core.loadOrTomb(ctx, id)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return Answer{}, false, Seen{} // Execute reads again, and reports what it finds
 	}
 	seen := Seen{id: id, rec: rec, ver: ver, tomb: tomb}
@@ -98,7 +98,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 }
 
 // seen takes what req.Seen holds of id, once: a later round reads afresh.
-func (req *Request) seen(id string) (rec *Record, ver engine.Version, tomb *Tombstone, ok bool) {
+func (req *Request) seen(id string) (rec *Record, ver store.Version, tomb *Tombstone, ok bool) {
 	sn := req.Seen
 	req.Seen = Seen{}
 	if sn.id == "" || sn.id != id {

@@ -14,6 +14,7 @@ import (
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // bodyReq is a keyed request as the API makes it: the batch decoded from
@@ -144,7 +145,7 @@ type getCounter struct {
 	gets int
 }
 
-func (g *getCounter) Get(ctx context.Context, key []byte) (engine.Item, error) {
+func (g *getCounter) Get(ctx context.Context, key []byte) (store.Item, error) {
 	raw, _ := hex.DecodeString(g.id)
 	if strings.Contains(string(key), g.id) || bytes.HasSuffix(key, raw) {
 		g.mu.Lock()
@@ -169,29 +170,29 @@ func (g *getCounter) take() int {
 func TestReplayVerbatimOrSeen_ANewKeyIsReadOnce(t *testing.T) {
 	e := newEnv(t)
 	r := bodyReq(t, "k1", `{"inserts":[{"id":"doc-a","doc":{"tag":"a"}}],"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)
-	store := &getCounter{DB: e.db, id: receipt.Bind(alice, "t", "k1")}
-	svc := e.openOn(store, receipt.Options{})
+	st := &getCounter{DB: e.db, id: receipt.Bind(alice, "t", "k1")}
+	svc := e.openOn(st, receipt.Options{})
 	createTable(t, svc, "t")
-	store.take()
+	st.take()
 
 	_, ok, seen := svc.ReplayVerbatimOrSeen(ctx, alice, "t", "k1", time.Time{}, r.BodyDigest)
 	if ok {
 		t.Fatal("a new key replayed")
 	}
-	if n := store.take(); n != 2 {
+	if n := st.take(); n != 2 {
 		t.Fatalf("the verbatim lookup of a new key read %d of its records, want 2 (receipt, tombstone)", n)
 	}
 	r.Seen = seen
 	wantCommitted(t, mustExecute(t, svc, r), receipt.Bind(alice, "t", "k1"), false)
-	if n := store.take(); n != 0 {
+	if n := st.take(); n != 0 {
 		t.Fatalf("Execute read the key's records %d times after the verbatim lookup, want 0", n)
 	}
 
 	// Without what was seen, Execute reads them itself.
 	r2 := bodyReq(t, "k2", `{"inserts":[{"id":"doc-b","doc":{}}]}`)
-	store.id = receipt.Bind(alice, "t", "k2")
+	st.id = receipt.Bind(alice, "t", "k2")
 	mustExecute(t, svc, r2)
-	if n := store.take(); n != 2 {
+	if n := st.take(); n != 2 {
 		t.Fatalf("Execute alone read a new key's records %d times, want 2", n)
 	}
 }

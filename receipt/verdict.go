@@ -3,8 +3,8 @@ package receipt
 import (
 	"errors"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -28,7 +28,7 @@ const (
 	// writeFenced: the claim the write was conditioned on is no longer ours
 	// (lease.ErrFenced): another owner holds the receipt.
 	writeFenced
-	// writeAmbiguous: the outcome is unknown (engine.ErrAmbiguous,
+	// writeAmbiguous: the outcome is unknown (store.ErrAmbiguous,
 	// twopc.ErrOutcomeUnknown, lease.ErrUncertain). The receipt keeps the
 	// state it may or may not have reached; the answer is pending and a
 	// retry with the same key converges.
@@ -53,11 +53,11 @@ func classifyWrite(err error, fence []byte) writeVerdict {
 	if err == nil {
 		return writeDone
 	}
-	if key, ok := engine.FailedKey(err); ok && fence != nil && string(key) == string(fence) {
+	if key, ok := store.FailedKey(err); ok && fence != nil && string(key) == string(fence) {
 		return writeFenced
 	}
 	switch {
-	case errors.Is(err, engine.ErrConditionFailed), errors.Is(err, twopc.ErrDecisionConflict), errors.Is(err, twopc.ErrInProgress):
+	case errors.Is(err, store.ErrConditionFailed), errors.Is(err, twopc.ErrDecisionConflict), errors.Is(err, twopc.ErrInProgress):
 		return writeRetry
 	case errors.Is(err, twopc.ErrOutcomeUnknown):
 		return writeAmbiguous
@@ -78,9 +78,9 @@ func classifyStep(err error) writeVerdict {
 		return writeRetry
 	case errors.Is(err, lease.ErrFenced):
 		return writeFenced
-	case errors.Is(err, engine.ErrAmbiguous), errors.Is(err, lease.ErrUncertain):
+	case errors.Is(err, store.ErrAmbiguous), errors.Is(err, lease.ErrUncertain):
 		return writeAmbiguous
-	case errors.Is(err, engine.ErrFailStopped), errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, store.ErrFailStopped), errors.Is(err, store.ErrClosed):
 		return writeRefused
 	}
 	return writeFailed

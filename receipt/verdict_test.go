@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
 func failedOn(key []byte) error {
-	return &engine.ConditionError{Cond: engine.Condition{Key: key, Kind: engine.MustBeAtVersion, Version: 3}, Found: 4}
+	return &store.ConditionError{Cond: store.Condition{Key: key, Kind: store.MustBeAtVersion, Version: 3}, Found: 4}
 }
 
 func TestClassifyWrite_EveryErrorHasOneVerdict(t *testing.T) {
@@ -36,14 +36,14 @@ func TestClassifyWrite_EveryErrorHasOneVerdict(t *testing.T) {
 		{"§2 ErrConditionFailed: nothing was written, look again", failedOn(other), claim, writeRetry},
 		{"§6 DecisionConflict is not proof of abort: look again", twopc.ErrDecisionConflict, claim, writeRetry},
 		{"§6 begun twice never resets: the transaction exists, look again", twopc.ErrInProgress, nil, writeRetry},
-		{"§2 ErrAmbiguous is pending, never failure", fmt.Errorf("%w: fsync failed", engine.ErrAmbiguous), claim, writeAmbiguous},
+		{"§2 ErrAmbiguous is pending, never failure", fmt.Errorf("%w: fsync failed", store.ErrAmbiguous), claim, writeAmbiguous},
 		{"§6 an unreadable winner leaves the outcome unknown", fmt.Errorf("%w: %w", twopc.ErrOutcomeUnknown, readErr), claim, writeAmbiguous},
-		{"§2 an ambiguous chain is unknown", fmt.Errorf("%w: %w", twopc.ErrOutcomeUnknown, engine.ErrAmbiguous), nil, writeAmbiguous},
+		{"§2 an ambiguous chain is unknown", fmt.Errorf("%w: %w", twopc.ErrOutcomeUnknown, store.ErrAmbiguous), nil, writeAmbiguous},
 		{"§7 uncertain ownership is not loss: pending", lease.ErrUncertain, claim, writeAmbiguous},
 		{"§3 an ambiguous write that fail-stopped the log is still ambiguous",
-			fmt.Errorf("%w: %w", engine.ErrAmbiguous, engine.ErrFailStopped), claim, writeAmbiguous},
-		{"§3 a fail-stopped store refused the write", fmt.Errorf("%w: eio", engine.ErrFailStopped), claim, writeRefused},
-		{"§3 a closed store refused the write", engine.ErrClosed, claim, writeRefused},
+			fmt.Errorf("%w: %w", store.ErrAmbiguous, store.ErrFailStopped), claim, writeAmbiguous},
+		{"§3 a fail-stopped store refused the write", fmt.Errorf("%w: eio", store.ErrFailStopped), claim, writeRefused},
+		{"§3 a closed store refused the write", store.ErrClosed, claim, writeRefused},
 		{"§9 a failpoint stands for an I/O error: failed", &fault.Injected{Name: fault.ReceiptTerminalBefore, Value: "eio"}, claim, writeFailed},
 		{"§13 anything else: failed, returned as it is", readErr, claim, writeFailed},
 		{"§5.3 the receipt changed under the step: look again", errRetry, claim, writeRetry},
@@ -67,8 +67,8 @@ func TestClassifyStep_OnlyErrorsAboutTheReceiptCount(t *testing.T) {
 		{"§5.3 the receipt changed (errRetry): look again", errRetry, writeRetry},
 		{"§7 the lease was lost", lease.ErrFenced, writeFenced},
 		{"§7 the lease could not be confirmed: pending", lease.ErrUncertain, writeAmbiguous},
-		{"§2 an ambiguous write inside the step: pending", engine.ErrAmbiguous, writeAmbiguous},
-		{"§3 the store refuses writes", engine.ErrFailStopped, writeRefused},
+		{"§2 an ambiguous write inside the step: pending", store.ErrAmbiguous, writeAmbiguous},
+		{"§3 the store refuses writes", store.ErrFailStopped, writeRefused},
 		{"§13 a condition inside the step is its own failure", failedOn(receiptKey("r1")), writeFailed},
 		{"§13 an undecided transaction found by a resolution is its failure", twopc.ErrInProgress, writeFailed},
 		{"§13 a decision it cannot read is its failure", fmt.Errorf("%w: x", twopc.ErrOutcomeUnknown), writeFailed},
@@ -89,7 +89,7 @@ func TestSettle_VerdictBringsTheHoldInLine(t *testing.T) {
 		v          writeVerdict
 		wantStatus lease.Status
 		wantActive bool
-		wantVer    engine.Version
+		wantVer    store.Version
 		wantUntil  time.Time
 	}{
 		{"§7 a published claim is confirmed at the write's version", claimPublished, writeDone, lease.Live, true, 9, until},
@@ -106,7 +106,7 @@ func TestSettle_VerdictBringsTheHoldInLine(t *testing.T) {
 		s := &flow{core: &core{active: lease.NewActiveSet()}}
 		a := &attempt{id: "r1", claim: tc.claim, until: until}
 		if tc.claim == claimPublished {
-			a.held = lease.ClaimNew(new(engine.Batch), a.id, me, until)
+			a.held = lease.ClaimNew(new(store.Batch), a.id, me, until)
 		} else {
 			a.held = lease.Resume(a.id, lease.State{Claim: lease.Claim{Node: me.Node, Incarnation: me.Incarnation, Epoch: 1},
 				ClaimVersion: 1, Expires: dt0})
@@ -128,7 +128,7 @@ func TestStuck_VerdictDecidesTheAnswer(t *testing.T) {
 	failure := errors.New("test: failure")
 	for _, tc := range []struct {
 		design   string
-		ver      engine.Version // 0: being created
+		ver      store.Version // 0: being created
 		v        writeVerdict
 		wantCode code.Code
 		wantMsg  string

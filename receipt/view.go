@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 )
 
@@ -28,7 +28,7 @@ type View struct {
 
 // Lookup returns the receipt of (principal, table, key): its state and, if
 // terminal, its envelope; or, once the cleaner replaced it by a tombstone,
-// that it expired. Neither is engine.ErrNotFound.
+// that it expired. Neither is store.ErrNotFound.
 func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View, error) {
 	if !ValidKey(key) {
 		return View{}, code.Errorf(code.InvalidKey, "Idempotency-Key must be 1..%d visible ASCII characters", KeyBytesMax)
@@ -40,7 +40,7 @@ func (s *Service) Lookup(ctx context.Context, principal, tbl, key string) (View,
 }
 
 // LookupSessionCommit is Lookup of the receipt of session id's commit
-// (its binding's table is "", which Lookup refuses): engine.ErrNotFound
+// (its binding's table is "", which Lookup refuses): store.ErrNotFound
 // while the session has no commit.
 func (s *Service) LookupSessionCommit(ctx context.Context, principal, id string) (View, error) {
 	rec, _, err := s.sess.loadSession(ctx, principal, id)
@@ -48,7 +48,7 @@ func (s *Service) LookupSessionCommit(ctx context.Context, principal, id string)
 		return View{}, err
 	}
 	if rec.TxnID == "" {
-		return View{}, engine.ErrNotFound
+		return View{}, store.ErrNotFound
 	}
 	return s.lookupID(ctx, rec.TxnID)
 }

@@ -7,14 +7,14 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // TestValueLog_ReplayFromTheValueLogIsExactAndDamageIsNeverServed: once a
 // checkpoint moved a terminal receipt to the value log, a retry replays the
 // same envelope, across a crash; a damaged record is an error wrapping
-// engine.ErrCorruption — never served as an envelope, never taken for an
+// store.ErrCorruption — never served as an envelope, never taken for an
 // absent receipt (which would run the batch again).
 func TestValueLog_ReplayFromTheValueLogIsExactAndDamageIsNeverServed(t *testing.T) {
 	e := newEnv(t)
@@ -41,8 +41,8 @@ func TestValueLog_ReplayFromTheValueLogIsExactAndDamageIsNeverServed(t *testing.
 	}
 
 	e.flipValueLogByte(t, 2) // inside the envelope's record
-	if _, err := svc.Execute(context.Background(), r); !errors.Is(err, engine.ErrCorruption) {
-		t.Fatalf("retry over a damaged envelope: %v, want engine.ErrCorruption", err)
+	if _, err := svc.Execute(context.Background(), r); !errors.Is(err, store.ErrCorruption) {
+		t.Fatalf("retry over a damaged envelope: %v, want store.ErrCorruption", err)
 	}
 	if got := counter(t, svc, "t", "ctr"); got != 1 {
 		t.Fatalf("counter %d: the damaged receipt was taken for an absent one and ran again", got)

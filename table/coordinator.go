@@ -1,7 +1,7 @@
 package table
 
 import (
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -10,9 +10,9 @@ import (
 // coordinator rebuilds participants from the refs it recorded, and document
 // reads resolve open intents through its decisions. opts.Now is both
 // clocks (nil: time.Now).
-func NewWithCoordinator(store engine.Store, opts twopc.Options) (*Tables, *twopc.Coordinator) {
-	tables := New(store, opts.Now)
-	coord := twopc.New(store, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, opts)
+func NewWithCoordinator(st store.Store, opts twopc.Options) (*Tables, *twopc.Coordinator) {
+	tables := New(st, opts.Now)
+	coord := twopc.New(st, func(ref []byte) (twopc.Participant, error) { return tables.Participant(ref) }, opts)
 	tables.SetDecisionReader(coord.Committed)
 	return tables, coord
 }

@@ -3,13 +3,13 @@ package table
 import (
 	"context"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // StageDirect stages the shard's documents as Prepare does and counts what
 // AppendDirect adds (twopc.DirectCommitter).
 //
-// It reads the documents' newest sequenced versions (engine.LatestReader),
+// It reads the documents' newest sequenced versions (store.LatestReader),
 // durable or not: a direct commit is one write, conditioned on those
 // versions and sequenced after them, so it is never durable without them
 // — and its answer waits for it. This is what lets a keyed batch stage on
@@ -37,7 +37,7 @@ func (s *Shard) StageDirect(ctx context.Context, txnID string) (conds, ops int, 
 // explains a failed one as it does Prepare's. It is the fast path's write
 // (commitTo) for one shard; nothing is staged for ResolveStaged or
 // Resolve, as no intent is ever written.
-func (s *Shard) AppendDirect(b *engine.Batch) {
+func (s *Shard) AppendDirect(b *store.Batch) {
 	b.AtVersion(s.metaKey(), s.meta.Version)
 	for _, st := range s.staged {
 		st.commitTo(b)
@@ -48,7 +48,7 @@ func (s *Shard) AppendDirect(b *engine.Batch) {
 // the conditions that make it safe: no open intent on the document, and the
 // document still at the version read when the result depends on it. The
 // fast path and AppendDirect share it.
-func (st staged) commitTo(b *engine.Batch) {
+func (st staged) commitTo(b *store.Batch) {
 	// commitSize counts what this adds: keep the two in step.
 	b.Absent(st.intentKey)
 	if st.condOnBase {

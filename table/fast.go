@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // ApplyFast executes a plan as one atomic Apply, without a receipt or 2PC:
@@ -28,14 +28,14 @@ func (t *Tables) ApplyFast(ctx context.Context, p *Plan) (Result, error) {
 		if err == nil {
 			return res, nil
 		}
-		key, ok := engine.FailedKey(err)
+		key, ok := store.FailedKey(err)
 		if !ok {
 			return Result{}, err
 		}
 		switch {
-		case engine.NSIntent.Has(key):
+		case store.NSIntent.Has(key):
 			return Result{}, intentConflict(p, key)
-		case engine.NSMeta.Has(key):
+		case store.NSMeta.Has(key):
 			return Result{}, tableNotFound(p.Table.Name)
 		case attempt+1 >= FastRetriesMax:
 			return Result{}, code.Errorf(code.TransactionConflict, "documents of the batch kept changing (%d attempts)", FastRetriesMax)
@@ -43,10 +43,10 @@ func (t *Tables) ApplyFast(ctx context.Context, p *Plan) (Result, error) {
 	}
 }
 
-func (t *Tables) fastBatch(ctx context.Context, p *Plan) (*engine.Batch, Result, error) {
+func (t *Tables) fastBatch(ctx context.Context, p *Plan) (*store.Batch, Result, error) {
 	var res Result
 	n := p.Batch.docCount()
-	b := &engine.Batch{Conds: make([]engine.Condition, 0, 2*n+1), Ops: make([]engine.Op, 0, n)}
+	b := &store.Batch{Conds: make([]store.Condition, 0, 2*n+1), Ops: make([]store.Op, 0, n)}
 	b.AtVersion(metaKey(p.Table.Tenant, p.Table.Name), p.Table.Version)
 	for _, s := range p.Shards {
 		for _, w := range s.docs {
@@ -62,16 +62,16 @@ func (t *Tables) fastBatch(ctx context.Context, p *Plan) (*engine.Batch, Result,
 
 // openIntents checks the intent conditions of a batch with nothing to write
 // by reading them: any open intent is a transaction_conflict.
-func (t *Tables) openIntents(ctx context.Context, p *Plan, b *engine.Batch) error {
+func (t *Tables) openIntents(ctx context.Context, p *Plan, b *store.Batch) error {
 	for _, c := range b.Conds {
-		if !engine.NSIntent.Has(c.Key) {
+		if !store.NSIntent.Has(c.Key) {
 			continue
 		}
 		_, err := t.store.Get(ctx, c.Key)
 		switch {
 		case err == nil:
 			return intentConflict(p, c.Key)
-		case !errors.Is(err, engine.ErrNotFound):
+		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
 	}

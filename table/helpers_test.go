@@ -8,9 +8,10 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
-	"github.com/idemdb/idem/engine/storetest"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
+	"github.com/idemdb/idem/store/storetest"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -22,9 +23,9 @@ const tenant = "p1"
 // fixture is one engine with a table manager and a 2PC coordinator wired as
 // the server wires them (resolve-on-read through the coordinator).
 type fixture struct {
-	disk   *memfs.Disk  // a crash keeps exactly what was fsynced
-	db     engine.Store // engine.DB, or the reference store (testsupport.OnReferenceStore)
-	edb    *engine.DB   // nil on the reference store
+	disk   *memfs.Disk // a crash keeps exactly what was fsynced
+	db     store.Store // engine.DB, or the reference store (testsupport.OnReferenceStore)
+	edb    *engine.DB  // nil on the reference store
 	mem    *memstore.Store
 	tables *table.Tables
 	coord  *twopc.Coordinator
@@ -61,8 +62,8 @@ func (f *fixture) open(t *testing.T) {
 }
 
 // wire builds tables and coordinator on store (the DB or a wrapper of it).
-func (f *fixture) wire(store engine.Store) {
-	f.tables, f.coord = table.NewWithCoordinator(store, f.opts)
+func (f *fixture) wire(st store.Store) {
+	f.tables, f.coord = table.NewWithCoordinator(st, f.opts)
 }
 
 // crashReopen simulates a power loss and recovers the same data dir.
@@ -130,12 +131,12 @@ func (f *fixture) doc(t *testing.T, tbl, id string) string {
 }
 
 // dump renders the whole store (storetest.Dump).
-func dump(t *testing.T, s engine.Store) string { t.Helper(); return storetest.Dump(t, s) }
+func dump(t *testing.T, s store.Store) string { t.Helper(); return storetest.Dump(t, s) }
 
 // keysUnder lists the keys with the given prefix.
-func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {
+func keysUnder(t *testing.T, st store.Store, prefix []byte) []string {
 	t.Helper()
-	items, err := store.Scan(context.Background(), prefix, engine.PrefixEnd(prefix), engine.ScanLimitMax)
+	items, err := st.Scan(context.Background(), prefix, store.PrefixEnd(prefix), store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}

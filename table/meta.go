@@ -14,7 +14,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Meta describes a table. Documents are keyed by ID, not name, so a table
@@ -26,12 +26,12 @@ import (
 // another tenant's table of the same name is another table, and to every
 // other tenant a table does not exist.
 type Meta struct {
-	Name    string         `cbor:"1,keyasint" json:"name"`
-	ID      string         `cbor:"2,keyasint" json:"-"`
-	Shards  int            `cbor:"3,keyasint" json:"shards"`
-	Created int64          `cbor:"4,keyasint" json:"created_unix_ms"`
-	Tenant  string         `cbor:"5,keyasint,omitempty" json:"-"`
-	Version engine.Version `cbor:"-" json:"-"`
+	Name    string        `cbor:"1,keyasint" json:"name"`
+	ID      string        `cbor:"2,keyasint" json:"-"`
+	Shards  int           `cbor:"3,keyasint" json:"shards"`
+	Created int64         `cbor:"4,keyasint" json:"created_unix_ms"`
+	Tenant  string        `cbor:"5,keyasint,omitempty" json:"-"`
+	Version store.Version `cbor:"-" json:"-"`
 }
 
 // TablesListMax bounds how many tables one List page returns.
@@ -48,7 +48,7 @@ type DecisionReader func(ctx context.Context, txnID string) (committed, decided 
 
 // Tables manages tables and documents in a Store.
 type Tables struct {
-	store     engine.Store
+	store     store.Store
 	now       func() time.Time
 	decisions DecisionReader
 	metas     sync.Map // cacheKey(tenant, name) -> Meta as decoded at its Version; one entry per existing table
@@ -56,11 +56,11 @@ type Tables struct {
 
 // New returns a table manager. decisions may be nil until SetDecisionReader
 // is called; reads then treat every open intent as uncommitted.
-func New(store engine.Store, now func() time.Time) *Tables {
+func New(st store.Store, now func() time.Time) *Tables {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tables{store: store, now: now}
+	return &Tables{store: st, now: now}
 }
 
 // SetDecisionReader installs the 2PC decision lookup used by resolve-on-read.
@@ -70,15 +70,15 @@ func (t *Tables) SetDecisionReader(d DecisionReader) { t.decisions = d }
 // The tenant is hex-encoded so that no principal's name, whatever its
 // bytes, can reach into another's key range.
 func metaKey(tenant, name string) []byte {
-	return engine.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), name)
+	return store.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), name)
 }
 
 func tenantPrefix(tenant string) []byte {
-	return engine.NSMeta.Prefix("tenant", hex.EncodeToString([]byte(tenant)))
+	return store.NSMeta.Prefix("tenant", hex.EncodeToString([]byte(tenant)))
 }
 
-func droppedKey(id string) []byte     { return engine.NSMeta.Key("dropped", id) }
-func docPrefix(tableID string) []byte { return engine.NSTable.Prefix(tableID) }
+func droppedKey(id string) []byte     { return store.NSMeta.Key("dropped", id) }
+func docPrefix(tableID string) []byte { return store.NSTable.Prefix(tableID) }
 
 func cacheKey(tenant, name string) string { return tenant + "\x00" + name }
 
@@ -98,8 +98,8 @@ func (t *Tables) Meta(ctx context.Context, tenant, name string) (Meta, error) {
 		return Meta{}, InvalidTableName(name)
 	}
 	it, err := t.store.Get(ctx, metaKey(tenant, name))
-	if errors.Is(err, engine.ErrNotFound) {
-		it, err = engine.Item{}, nil
+	if errors.Is(err, store.ErrNotFound) {
+		it, err = store.Item{}, nil
 	}
 	if err != nil {
 		return Meta{}, err
@@ -108,13 +108,13 @@ func (t *Tables) Meta(ctx context.Context, tenant, name string) (Meta, error) {
 }
 
 // MetaKey is where tenant's table name lives, for a caller that reads it
-// together with other keys (engine.GetAll) and hands the item to
+// together with other keys (store.GetAll) and hands the item to
 // PreflightWithMeta.
 func MetaKey(tenant, name string) []byte { return metaKey(tenant, name) }
 
 // metaOf decodes the metadata item read at metaKey(tenant, name); an item
 // of version 0 is a table that does not exist.
-func (t *Tables) metaOf(tenant, name string, it engine.Item) (Meta, error) {
+func (t *Tables) metaOf(tenant, name string, it store.Item) (Meta, error) {
 	ck := cacheKey(tenant, name)
 	if it.Version == 0 {
 		t.metas.Delete(ck)
@@ -127,7 +127,7 @@ func (t *Tables) metaOf(tenant, name string, it engine.Item) (Meta, error) {
 	}
 	var m Meta
 	if err := cbor.Unmarshal(it.Value, &m); err != nil {
-		return Meta{}, engine.RecordError(it.Key, "table: metadata of "+strconv.Quote(name), err)
+		return Meta{}, store.RecordError(it.Key, "table: metadata of "+strconv.Quote(name), err)
 	}
 	if m.Tenant != tenant || m.Name != name {
 		return Meta{}, fmt.Errorf("table: meta at %q names table %q of another tenant", metaKey(tenant, name), m.Name)
@@ -159,8 +159,8 @@ func (t *Tables) Create(ctx context.Context, tenant, name string, shards int) (m
 		return Meta{}, false, err
 	}
 	key := metaKey(tenant, name)
-	v, err := t.store.Apply(ctx, new(engine.Batch).Absent(key).Put(key, val))
-	if errors.Is(err, engine.ErrConditionFailed) {
+	v, err := t.store.Apply(ctx, new(store.Batch).Absent(key).Put(key, val))
+	if errors.Is(err, store.ErrConditionFailed) {
 		existing, err := t.Meta(ctx, tenant, name)
 		return existing, false, err
 	}
@@ -178,11 +178,11 @@ func (t *Tables) Drop(ctx context.Context, tenant, name string) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.store.Apply(ctx, new(engine.Batch).
+	_, err = t.store.Apply(ctx, new(store.Batch).
 		AtVersion(metaKey(tenant, name), m.Version).
 		Delete(metaKey(tenant, name)).
 		Put(droppedKey(m.ID), []byte(name)))
-	if errors.Is(err, engine.ErrConditionFailed) {
+	if errors.Is(err, store.ErrConditionFailed) {
 		return tableNotFound(name) // dropped (or recreated) concurrently
 	}
 	if err != nil {
@@ -193,8 +193,8 @@ func (t *Tables) Drop(ctx context.Context, tenant, name string) error {
 
 // Purge finishes the document purges of dropped tables.
 func (t *Tables) Purge(ctx context.Context) error {
-	prefix := engine.NSMeta.Prefix("dropped")
-	items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(TablesListMax, t.store.Limits().ScanItemsMax))
+	prefix := store.NSMeta.Prefix("dropped")
+	items, err := t.store.Scan(ctx, prefix, store.PrefixEnd(prefix), min(TablesListMax, t.store.Limits().ScanItemsMax))
 	if err != nil {
 		return err
 	}
@@ -211,18 +211,18 @@ func (t *Tables) purge(ctx context.Context, id string) error {
 	// condition that the intent is unchanged), so once the intents are gone
 	// nothing can write documents of this table any more, and the document
 	// purge that follows leaves none behind.
-	for _, prefix := range [][]byte{engine.NSIntent.Prefix(id), docPrefix(id)} {
+	for _, prefix := range [][]byte{store.NSIntent.Prefix(id), docPrefix(id)} {
 		for {
 			// One delete per item: as many as the store takes per call.
 			lim := t.store.Limits()
-			items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(purgeBatchMax, lim.ScanItemsMax, lim.Fit(1, 0, 0, 0)))
+			items, err := t.store.Scan(ctx, prefix, store.PrefixEnd(prefix), min(purgeBatchMax, lim.ScanItemsMax, lim.Fit(1, 0, 0, 0)))
 			if err != nil {
 				return err
 			}
 			if len(items) == 0 {
 				break
 			}
-			b := new(engine.Batch)
+			b := new(store.Batch)
 			for _, it := range items {
 				b.Delete(it.Key)
 			}
@@ -231,7 +231,7 @@ func (t *Tables) purge(ctx context.Context, id string) error {
 			}
 		}
 	}
-	_, err := t.store.Apply(ctx, new(engine.Batch).Delete(droppedKey(id)))
+	_, err := t.store.Apply(ctx, new(store.Batch).Delete(droppedKey(id)))
 	return err
 }
 
@@ -251,7 +251,7 @@ func (t *Tables) List(ctx context.Context, tenant, after string, limit int) ([]M
 	if after != "" {
 		start = append(metaKey(tenant, after), 0)
 	}
-	items, err := t.store.Scan(ctx, start, engine.PrefixEnd(prefix), limit+1)
+	items, err := t.store.Scan(ctx, start, store.PrefixEnd(prefix), limit+1)
 	if err != nil {
 		return nil, "", err
 	}
@@ -261,7 +261,7 @@ func (t *Tables) List(ctx context.Context, tenant, after string, limit int) ([]M
 	for _, it := range items {
 		var m Meta
 		if err := cbor.Unmarshal(it.Value, &m); err != nil {
-			return nil, "", engine.RecordError(it.Key, "table: metadata", err)
+			return nil, "", store.RecordError(it.Key, "table: metadata", err)
 		}
 		m.Version = it.Version
 		out = append(out, m)
@@ -283,20 +283,20 @@ const migrateBatchMax = 64
 // and a later call finishes the job. It reports how many tables it moved.
 func (t *Tables) MigrateLegacy(ctx context.Context, owner string) (int, error) {
 	// Where tables lived before they had tenants: meta/v1/table/<name>.
-	prefix := engine.NSMeta.Prefix("table")
+	prefix := store.NSMeta.Prefix("table")
 	moved := 0
 	for {
 		// Two deletes-or-puts and two conditions per table moved.
 		lim := t.store.Limits()
-		items, err := t.store.Scan(ctx, prefix, engine.PrefixEnd(prefix), min(migrateBatchMax, lim.ScanItemsMax, lim.Fit(2, 2, 0, 0)))
+		items, err := t.store.Scan(ctx, prefix, store.PrefixEnd(prefix), min(migrateBatchMax, lim.ScanItemsMax, lim.Fit(2, 2, 0, 0)))
 		if err != nil || len(items) == 0 {
 			return moved, err
 		}
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		for _, it := range items {
 			var m Meta
 			if err := cbor.Unmarshal(it.Value, &m); err != nil {
-				return moved, engine.RecordError(it.Key, "table: legacy metadata", err)
+				return moved, store.RecordError(it.Key, "table: legacy metadata", err)
 			}
 			m.Tenant = owner
 			val, err := cbor.Marshal(m)
@@ -307,7 +307,7 @@ func (t *Tables) MigrateLegacy(ctx context.Context, owner string) (int, error) {
 			b.AtVersion(it.Key, it.Version).Delete(it.Key).Absent(key).Put(key, val)
 		}
 		if _, err := t.store.Apply(ctx, b); err != nil {
-			if k, ok := engine.FailedKey(err); ok && engine.NSMeta.Has(k) && !bytes.HasPrefix(k, prefix) {
+			if k, ok := store.FailedKey(err); ok && store.NSMeta.Has(k) && !bytes.HasPrefix(k, prefix) {
 				return moved, fmt.Errorf("table: cannot give a legacy table to %q: it already has a table of that name (%q)", owner, k)
 			}
 			return moved, err

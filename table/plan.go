@@ -4,7 +4,7 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Plan is a validated batch bound to one table, split by shard. Preflight
@@ -37,9 +37,9 @@ type docWork struct {
 	ops    []Op   // transform
 	upsert bool
 
-	base    engine.Version // put, read: the version the session saw (0: absent)
-	blind   bool           // put: held to no version
-	deleted bool           // put: the session deletes it
+	base    store.Version // put, read: the version the session saw (0: absent)
+	blind   bool          // put: held to no version
+	deleted bool          // put: the session deletes it
 }
 
 // Preflight validates batch against tenant's table: the table exists and every op is
@@ -58,9 +58,9 @@ func (t *Tables) Preflight(ctx context.Context, tenant, table string, b *Batch) 
 
 // PreflightWithMeta is Preflight with the table's metadata item already
 // read — at MetaKey, in the same round trip as something else
-// (engine.GetAll) and during this request, so as fresh as Preflight's own
+// (store.GetAll) and during this request, so as fresh as Preflight's own
 // read; Begin is conditioned on its version all the same.
-func (t *Tables) PreflightWithMeta(tenant, table string, b *Batch, meta engine.Item) (*Plan, error) {
+func (t *Tables) PreflightWithMeta(tenant, table string, b *Batch, meta store.Item) (*Plan, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
@@ -191,25 +191,25 @@ func ShardOf(id string, n int) int {
 }
 
 func docKey(tableID string, shard int, id string) []byte {
-	return engine.NSTable.Key(tableID, strconv.Itoa(shard), id)
+	return store.NSTable.Key(tableID, strconv.Itoa(shard), id)
 }
 
 func intentKey(tableID string, shard int, id string) []byte {
-	return engine.NSIntent.Key(tableID, strconv.Itoa(shard), id)
+	return store.NSIntent.Key(tableID, strconv.Itoa(shard), id)
 }
 
 // appendDocKeys appends docKey and intentKey to buf and returns them, each
 // capped, so that neither can grow into the other or into what follows.
 func appendDocKeys(buf []byte, tableID, shard, id string) (doc, intent, rest []byte) {
 	start := len(buf)
-	buf = append(append(append(append(append(append(buf, engine.NSTable...), tableID...), '/'), shard...), '/'), id...)
+	buf = append(append(append(append(append(append(buf, store.NSTable...), tableID...), '/'), shard...), '/'), id...)
 	n := len(buf)
-	buf = append(append(append(append(append(append(buf, engine.NSIntent...), tableID...), '/'), shard...), '/'), id...)
+	buf = append(append(append(append(append(append(buf, store.NSIntent...), tableID...), '/'), shard...), '/'), id...)
 	return buf[start:n:n], buf[n:len(buf):len(buf)], buf[len(buf):]
 }
 
 // docKeysLen is how many bytes appendDocKeys appends.
 func docKeysLen(tableID, shard, id string) int {
 	suffix := len(tableID) + len(shard) + len(id) + 2
-	return len(engine.NSTable) + len(engine.NSIntent) + 2*suffix
+	return len(store.NSTable) + len(store.NSIntent) + 2*suffix
 }

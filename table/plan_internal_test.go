@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // TestPlan_SplitsLikeAMapOfShards: plan's counting sort gives what the
@@ -77,11 +77,11 @@ func TestPlan_SplitsLikeAMapOfShards(t *testing.T) {
 // of a direct commit by commitSize, so it must count exactly what commitTo
 // adds, for every shape a staged document takes.
 func TestCommitSize_CountsWhatCommitToAdds(t *testing.T) {
-	for _, base := range []engine.Version{0, 7} {
+	for _, base := range []store.Version{0, 7} {
 		for mask := range 8 {
 			st := staged{docKey: []byte("d"), intentKey: []byte("i"), base: base,
 				condOnBase: mask&1 != 0, deleted: mask&2 != 0, read: mask&4 != 0, doc: []byte("{}")}
-			b := new(engine.Batch)
+			b := new(store.Batch)
 			st.commitTo(b)
 			if conds, ops := st.commitSize(); conds != len(b.Conds) || ops != len(b.Ops) {
 				t.Errorf("%+v: commitSize %d conds %d ops, commitTo added %d and %d", st, conds, ops, len(b.Conds), len(b.Ops))

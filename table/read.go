@@ -9,8 +9,8 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // Get reads a document of tenant's table. An intent on it is resolved on the fly: if its
@@ -30,7 +30,7 @@ func (t *Tables) Get(ctx context.Context, tenant, table, id string) (json.RawMes
 	if it, err := t.store.Get(ctx, intentKey(m.ID, shard, id)); err == nil {
 		var in intent
 		if err := cbor.Unmarshal(it.Value, &in); err != nil {
-			return nil, engine.RecordError(it.Key, "table: intent of "+strconv.Quote(id), err)
+			return nil, store.RecordError(it.Key, "table: intent of "+strconv.Quote(id), err)
 		}
 		if t.decisions != nil {
 			committed, _, err := t.decisions(ctx, in.Txn)
@@ -47,11 +47,11 @@ func (t *Tables) Get(ctx context.Context, tenant, table, id string) (json.RawMes
 				return in.Doc, nil
 			}
 		}
-	} else if !errors.Is(err, engine.ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	it, err := t.store.Get(ctx, docKey(m.ID, shard, id))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound
 	}
 	if err != nil {

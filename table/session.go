@@ -8,8 +8,8 @@ import (
 	"sort"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/internal/canonjson"
+	"github.com/idemdb/idem/store"
 )
 
 // Bounds of one interactive session's staging (docs/design.md §14). A session's
@@ -58,9 +58,9 @@ type SessionTable struct {
 
 // SessionDoc is one document as a session sees it.
 type SessionDoc struct {
-	Table string         `cbor:"1,keyasint"`
-	ID    string         `cbor:"2,keyasint"`
-	Base  engine.Version `cbor:"3,keyasint,omitempty"` // the committed document's version seen; 0: absent
+	Table string        `cbor:"1,keyasint"`
+	ID    string        `cbor:"2,keyasint"`
+	Base  store.Version `cbor:"3,keyasint,omitempty"` // the committed document's version seen; 0: absent
 	// Written: the session gives it Doc, or Deleted; else it only read it.
 	Written bool   `cbor:"4,keyasint,omitempty"`
 	Deleted bool   `cbor:"5,keyasint,omitempty"`
@@ -187,7 +187,7 @@ func (t *Tables) view(ctx context.Context, s *Staging, m Meta, id string) (*Sess
 		switch {
 		case err == nil:
 			d.Base, d.base = it.Version, it.Value
-		case !errors.Is(err, engine.ErrNotFound):
+		case !errors.Is(err, store.ErrNotFound):
 			return nil, false, err
 		}
 		s.Docs = append(s.Docs, SessionDoc{})
@@ -206,7 +206,7 @@ func (t *Tables) view(ctx context.Context, s *Staging, m Meta, id string) (*Sess
 		// newer version is a conflict the commit will report; the session
 		// goes on from what it saw.
 		it, err := t.store.Get(ctx, docKey(m.ID, ShardOf(id, m.Shards), id))
-		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, false, err
 		}
 		if err != nil || it.Version != d.Base {

@@ -11,8 +11,8 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/internal/canonjson"
+	"github.com/idemdb/idem/store"
 )
 
 // Shard is the work of one batch on one shard of a table. It is the 2PC
@@ -38,7 +38,7 @@ type Shard struct {
 	// coordinator reports it): Resolve then needs no reads.
 	staged     []staged
 	stagedTxn  string
-	preparedAt engine.Version
+	preparedAt store.Version
 	// tableKey is the table's metadata key, shared by the shards of one
 	// plan (nil: computed when first needed).
 	tableKey []byte
@@ -120,7 +120,7 @@ func (s *Shard) Ref() []byte {
 func (t *Tables) Participant(ref []byte) (*Shard, error) {
 	var r shardRef
 	if err := cbor.Unmarshal(ref, &r); err != nil {
-		return nil, fmt.Errorf("%w: table: participant ref does not decode: %v", engine.ErrCorruption, err)
+		return nil, fmt.Errorf("%w: table: participant ref does not decode: %v", store.ErrCorruption, err)
 	}
 	s := &Shard{tables: t, meta: Meta{ID: r.TableID, Name: r.Table, Tenant: r.Tenant}, shard: r.Shard}
 	for _, id := range r.Docs {
@@ -132,8 +132,8 @@ func (t *Tables) Participant(ref []byte) (*Shard, error) {
 // staged is one document's computed new state.
 type staged struct {
 	docKey, intentKey []byte
-	base              engine.Version // version of the document read; 0 if absent
-	condOnBase        bool           // the result depends on the document read
+	base              store.Version // version of the document read; 0 if absent
+	condOnBase        bool          // the result depends on the document read
 	deleted           bool
 	read              bool // held unchanged, not written (intent.Read)
 	doc               []byte
@@ -157,14 +157,14 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 		return st, nil
 	}
 	get := s.tables.store.Get
-	if lr, ok := s.tables.store.(engine.LatestReader); ok && s.latest {
+	if lr := s.tables.store.Capabilities().Latest; lr != nil && s.latest {
 		get = lr.GetLatest
 	}
 	var cur []byte
 	if w.kind != kindInsert { // an insert replaces whatever is there: no read
 		if it, err := get(ctx, st.docKey); err == nil {
 			st.base, cur = it.Version, it.Value
-		} else if !errors.Is(err, engine.ErrNotFound) {
+		} else if !errors.Is(err, store.ErrNotFound) {
 			return st, err
 		}
 	}
@@ -210,14 +210,14 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 // Prepare stages this shard's documents as intents of txnID and returns the
 // writes (with their conditions) that make the vote durable. A *code.Error is
 // a "no" vote; any other error is an error.
-func (s *Shard) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
+func (s *Shard) Prepare(ctx context.Context, txnID string) (*store.Batch, error) {
 	// Per document an intent put, its absence and at most the base's
 	// version; sized once, not grown document by document.
 	if err := s.stageAll(ctx); err != nil {
 		return nil, err
 	}
 	s.stagedTxn = txnID
-	b := new(engine.Batch).Grow(1+2*len(s.docs), len(s.docs)).AtVersion(s.metaKey(), s.meta.Version)
+	b := new(store.Batch).Grow(1+2*len(s.docs), len(s.docs)).AtVersion(s.metaKey(), s.meta.Version)
 	// The intents' values in one buffer, sized first so that no value
 	// moves once taken (each is capped).
 	size := 0
@@ -256,17 +256,17 @@ func (s *Shard) stageAll(ctx context.Context) error {
 // intents txnID holds on this shard, conditioned on those intents being
 // unchanged. Intents already resolved or never written are skipped, so
 // Resolve is idempotent; an empty batch means nothing is left to do.
-func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error) {
+func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*store.Batch, error) {
 	if s.preparedAt != 0 && s.stagedTxn == txnID {
 		// The intents are exactly what this Shard staged, at the version
 		// Begin wrote them; the conditions still guard against any change.
 		return s.stagedResolution(commit, s.preparedAt), nil
 	}
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	for _, w := range s.docs {
 		ik := intentKey(s.meta.ID, s.shard, w.id)
 		it, err := s.tables.store.Get(ctx, ik)
-		if errors.Is(err, engine.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -274,7 +274,7 @@ func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine
 		}
 		var in intent
 		if err := cbor.Unmarshal(it.Value, &in); err != nil {
-			return nil, engine.RecordError(ik, "table: intent", err)
+			return nil, store.RecordError(ik, "table: intent", err)
 		}
 		if in.Txn != txnID {
 			continue
@@ -297,7 +297,7 @@ func (s *Shard) Resolve(ctx context.Context, txnID string, commit bool) (*engine
 // (twopc.StagedResolver): nothing can come between the two, so it carries
 // no conditions on the intents. ok is false if the last Prepare was not
 // txnID's.
-func (s *Shard) ResolveStaged(txnID string, commit bool) (*engine.Batch, bool) {
+func (s *Shard) ResolveStaged(txnID string, commit bool) (*store.Batch, bool) {
 	if s.stagedTxn != txnID {
 		return nil, false
 	}
@@ -307,8 +307,8 @@ func (s *Shard) ResolveStaged(txnID string, commit bool) (*engine.Batch, bool) {
 // stagedResolution deletes the staged intents and, on commit, installs
 // their documents; at != 0 requires each intent to be unchanged since
 // version at.
-func (s *Shard) stagedResolution(commit bool, at engine.Version) *engine.Batch {
-	b := &engine.Batch{Ops: make([]engine.Op, 0, 2*len(s.staged))}
+func (s *Shard) stagedResolution(commit bool, at store.Version) *store.Batch {
+	b := &store.Batch{Ops: make([]store.Op, 0, 2*len(s.staged))}
 	for _, st := range s.staged {
 		if at != 0 {
 			b.AtVersion(st.intentKey, at)
@@ -327,7 +327,7 @@ func (s *Shard) stagedResolution(commit bool, at engine.Version) *engine.Batch {
 
 // Prepared records that Begin made this shard's staged intents durable at
 // version v (twopc calls it), so that Resolve can skip reading them back.
-func (s *Shard) Prepared(txnID string, v engine.Version) {
+func (s *Shard) Prepared(txnID string, v store.Version) {
 	if txnID == s.stagedTxn {
 		s.preparedAt = v
 	}
@@ -342,15 +342,15 @@ func (s *Shard) Refusal(key []byte) (*code.Error, bool, bool) {
 	switch {
 	case s.meta.Name != "" && bytes.Equal(key, s.metaKey()):
 		return tableNotFound(s.meta.Name), false, true
-	case bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, sh)):
+	case bytes.HasPrefix(key, store.NSIntent.Prefix(s.meta.ID, sh)):
 		return code.Errorf(code.TransactionConflict, "document %q is being written by another transaction",
-			key[len(engine.NSIntent.Prefix(s.meta.ID, sh)):]), false, true
-	case s.fixed && bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh)):
+			key[len(store.NSIntent.Prefix(s.meta.ID, sh)):]), false, true
+	case s.fixed && bytes.HasPrefix(key, store.NSTable.Prefix(s.meta.ID, sh)):
 		return code.Errorf(code.TransactionConflict, "document %q changed since the session read it",
-			key[len(engine.NSTable.Prefix(s.meta.ID, sh)):]), false, true
-	case bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh)):
+			key[len(store.NSTable.Prefix(s.meta.ID, sh)):]), false, true
+	case bytes.HasPrefix(key, store.NSTable.Prefix(s.meta.ID, sh)):
 		return code.Errorf(code.TransactionConflict, "document %q changed while the batch was prepared",
-			key[len(engine.NSTable.Prefix(s.meta.ID, sh)):]), true, true
+			key[len(store.NSTable.Prefix(s.meta.ID, sh)):]), true, true
 	}
 	return nil, false, false
 }
@@ -366,21 +366,21 @@ func (s *Shard) Contended(key []byte) bool {
 	switch {
 	case s.meta.Name != "" && bytes.Equal(key, s.metaKey()):
 		return false
-	case bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, sh)):
+	case bytes.HasPrefix(key, store.NSIntent.Prefix(s.meta.ID, sh)):
 		return true
 	}
-	return !s.fixed && bytes.HasPrefix(key, engine.NSTable.Prefix(s.meta.ID, sh))
+	return !s.fixed && bytes.HasPrefix(key, store.NSTable.Prefix(s.meta.ID, sh))
 }
 
 // HolderOf names the transaction whose intent is at key, if key is one of
 // this shard's intents and one is there (twopc.IntentHolder): a Begin that
 // met it resolves it when that transaction is decided (twopc/debt.go).
 func (s *Shard) HolderOf(ctx context.Context, key []byte) (string, bool, error) {
-	if !bytes.HasPrefix(key, engine.NSIntent.Prefix(s.meta.ID, strconv.Itoa(s.shard))) {
+	if !bytes.HasPrefix(key, store.NSIntent.Prefix(s.meta.ID, strconv.Itoa(s.shard))) {
 		return "", false, nil
 	}
 	it, err := s.tables.store.Get(ctx, key)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return "", false, nil
 	}
 	if err != nil {
@@ -388,7 +388,7 @@ func (s *Shard) HolderOf(ctx context.Context, key []byte) (string, bool, error) 
 	}
 	var in intent
 	if err := cbor.Unmarshal(it.Value, &in); err != nil {
-		return "", false, engine.RecordError(key, "table: intent", err)
+		return "", false, store.RecordError(key, "table: intent", err)
 	}
 	return in.Txn, true, nil
 }

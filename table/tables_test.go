@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -93,10 +93,10 @@ func TestTables_DropHidesTableAndRecreateStartsEmpty(t *testing.T) {
 
 // assertPurged checks that nothing of table id remains: no documents, no
 // intents, no dropped marker.
-func assertPurged(t *testing.T, store engine.Store, id string) {
+func assertPurged(t *testing.T, st store.Store, id string) {
 	t.Helper()
-	for _, p := range [][]byte{engine.NSTable.Prefix(id), engine.NSIntent.Prefix(id), engine.NSMeta.Prefix("dropped")} {
-		if k := keysUnder(t, store, p); len(k) != 0 {
+	for _, p := range [][]byte{store.NSTable.Prefix(id), store.NSIntent.Prefix(id), store.NSMeta.Prefix("dropped")} {
+		if k := keysUnder(t, st, p); len(k) != 0 {
 			t.Fatalf("left after purge of %s: %q", id, k)
 		}
 	}
@@ -126,24 +126,24 @@ func TestTables_PurgeFinishesAnInterruptedDrop(t *testing.T) {
 	if res, err := f.coord.Begin(ctx, txnOf("tx", plan), nil); err != nil || !res.Prepared {
 		t.Fatalf("begin: %+v %v", res, err)
 	}
-	if k := keysUnder(t, f.db, engine.NSIntent.Prefix(m.ID)); len(k) != 2 {
+	if k := keysUnder(t, f.db, store.NSIntent.Prefix(m.ID)); len(k) != 2 {
 		t.Fatalf("intents = %q", k)
 	}
 	// The drop's first write, as Drop makes it, then a crash.
-	meta, err := f.db.Get(ctx, engine.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), "t"))
+	meta, err := f.db.Get(ctx, store.NSMeta.Key("tenant", hex.EncodeToString([]byte(tenant)), "t"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Apply(ctx, new(engine.Batch).
+	if _, err := f.db.Apply(ctx, new(store.Batch).
 		AtVersion(meta.Key, meta.Version).
 		Delete(meta.Key).
-		Put(engine.NSMeta.Key("dropped", m.ID), []byte("t"))); err != nil {
+		Put(store.NSMeta.Key("dropped", m.ID), []byte("t"))); err != nil {
 		t.Fatal(err)
 	}
 	f.crashReopen(t)
 	_, err = f.tables.Meta(ctx, tenant, "t")
 	wantCode(t, err, code.TableNotFound)
-	if k := keysUnder(t, f.db, engine.NSTable.Prefix(m.ID)); len(k) != 600 {
+	if k := keysUnder(t, f.db, store.NSTable.Prefix(m.ID)); len(k) != 600 {
 		t.Fatalf("%d documents before purge, want 600", len(k))
 	}
 	if err := f.tables.Purge(ctx); err != nil {
@@ -159,18 +159,23 @@ func TestTables_PurgeFinishesAnInterruptedDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertPurged(t, f.db, m.ID)
-	if k := keysUnder(t, f.db, engine.NSTxn.Prefix("rec")); len(k) != 0 {
+	if k := keysUnder(t, f.db, store.NSTxn.Prefix("rec")); len(k) != 0 {
 		t.Fatalf("records left: %q", k)
 	}
 }
 
 // scanHookStore runs hook before every Scan.
 type scanHookStore struct {
-	engine.Store
+	store.Store
 	hook func()
 }
 
-func (s *scanHookStore) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *scanHookStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (s *scanHookStore) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	s.hook()
 	return s.Store.Scan(ctx, start, end, limit)
 }
@@ -214,7 +219,7 @@ func TestTables_DropLeavesNothingWhenResolutionRacesThePurge(t *testing.T) {
 		if _, err := f.coord.Resolve(ctx, "tx"); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range [][]byte{engine.NSTable.Prefix(m.ID), engine.NSIntent.Prefix(m.ID)} {
+		for _, p := range [][]byte{store.NSTable.Prefix(m.ID), store.NSIntent.Prefix(m.ID)} {
 			if left := keysUnder(t, f.db, p); len(left) != 0 {
 				t.Fatalf("resolution before purge scan %d left %q", k, left)
 			}

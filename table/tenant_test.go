@@ -8,7 +8,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -125,8 +125,8 @@ func TestMigrateLegacy_GivesOldTablesToTheOwner(t *testing.T) {
 	// tenant, documents under its id.
 	m := table.Meta{Name: "legacy", ID: "00112233aabbccdd", Shards: 1, Created: 1}
 	val, _ := cbor.Marshal(m)
-	doc := engine.NSTable.Key(m.ID, "0", "d")
-	if _, err := f.db.Apply(ctx, new(engine.Batch).Put(engine.NSMeta.Key("table", "legacy"), val).Put(doc, []byte(`{"v":1}`))); err != nil {
+	doc := store.NSTable.Key(m.ID, "0", "d")
+	if _, err := f.db.Apply(ctx, new(store.Batch).Put(store.NSMeta.Key("table", "legacy"), val).Put(doc, []byte(`{"v":1}`))); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -139,7 +139,7 @@ func TestMigrateLegacy_GivesOldTablesToTheOwner(t *testing.T) {
 	}
 	_, err := f.tables.Meta(ctx, "someone-else", "legacy")
 	wantCode(t, err, code.TableNotFound)
-	if _, err := f.db.Get(ctx, engine.NSMeta.Key("table", "legacy")); err == nil {
+	if _, err := f.db.Get(ctx, store.NSMeta.Key("table", "legacy")); err == nil {
 		t.Fatal("the legacy key survived the move")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -199,7 +199,7 @@ func TestTransform_TwoPCSemanticsAndTypeErrorsRefuseWithoutWriting(t *testing.T)
 				if st, err := f.coord.Lookup(ctx, txn.ID); err != nil || st.Begun || st.Decision != nil {
 					t.Fatalf("refused txn is durable: %+v %v", st, err)
 				}
-				if k := keysUnder(t, f.db, engine.NSIntent.Prefix(plan.Table.ID)); len(k) != 0 {
+				if k := keysUnder(t, f.db, store.NSIntent.Prefix(plan.Table.ID)); len(k) != 0 {
 					t.Fatalf("intents after refusal: %q", k)
 				}
 				return

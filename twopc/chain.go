@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // StagedResolver is implemented by participants that can resolve what
@@ -19,7 +19,7 @@ type StagedResolver interface {
 	// intents the last Prepare staged for txnID, with no conditions on
 	// them (nothing comes between the two links of a chain). ok is false
 	// if the last Prepare was not txnID's.
-	ResolveStaged(txnID string, commit bool) (b *engine.Batch, ok bool)
+	ResolveStaged(txnID string, commit bool) (b *store.Batch, ok bool)
 }
 
 // Chained says where BeginCommit's two links were written.
@@ -27,13 +27,13 @@ type Chained struct {
 	// Begun is the first link's version: record and prepares (or, for
 	// DirectCommitters, no 2PC write at all) with beginWith. It is
 	// Decided when the chain was one link (direct, with beginWith empty).
-	Begun   engine.Version
-	Decided engine.Version // the decision link: decision, resolution, decideWith
-	Result  []byte         // the committed result, as recorded at Begin
+	Begun   store.Version
+	Decided store.Version // the decision link: decision, resolution, decideWith
+	Result  []byte        // the committed result, as recorded at Begin
 }
 
 // BeginCommit is Begin followed by Decide(Committed) in one durable wait,
-// for a store whose writes share one log (engine.Chainer) and participants
+// for a store whose writes share one log (store.Chainer) and participants
 // that are StagedResolvers: the Begin write (record, every prepare,
 // beginWith) and the Decide write (create-if-absent decision, every
 // resolution, decideWith) are sequenced back to back as two links of one
@@ -53,10 +53,10 @@ type Chained struct {
 // (the transaction already begun or decided, a conflicting intent, a
 // condition of beginWith or decideWith). The caller then goes through Begin
 // and Decide, which tell those cases apart. An ambiguous write returns an
-// error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
-func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *engine.Batch, decideWith func(result []byte) (*engine.Batch, error)) (Chained, bool, error) {
-	chainer, ok := c.store.(engine.Chainer)
-	if !ok {
+// error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
+func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *store.Batch, decideWith func(result []byte) (*store.Batch, error)) (Chained, bool, error) {
+	chainer := c.store.Capabilities().Chain
+	if chainer == nil {
 		return Chained{}, false, nil
 	}
 	for _, p := range txn.Participants {
@@ -88,8 +88,8 @@ const ChainContendedRetriesMax = 2
 // beginCommitOnce is one try of BeginCommit; contended says it failed only
 // on a document's condition (an intent held, or a version changed), which
 // a fresh prepare may pass.
-func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chainer, txn Txn, beginWith *engine.Batch,
-	decideWith func(result []byte) (*engine.Batch, error)) (ch Chained, ok, contended bool, err error) {
+func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer store.Chainer, txn Txn, beginWith *store.Batch,
+	decideWith func(result []byte) (*store.Batch, error)) (ch Chained, ok, contended bool, err error) {
 	begin, decide, result, direct, err := c.directChain(ctx, txn, beginWith)
 	if !direct {
 		begin, decide, result, err = c.stagedChain(ctx, txn, beginWith)
@@ -113,12 +113,12 @@ func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chaine
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return Chained{}, false, false, err
 	}
-	links := []*engine.Batch{begin, decide}
+	links := []*store.Batch{begin, decide}
 	if len(begin.Ops) == 0 {
 		// A direct chain with nothing of the caller's to publish first:
 		// its first link would only hold conditions, which the decision
 		// link can check itself.
-		links = []*engine.Batch{decide.Merge(&engine.Batch{Conds: begin.Conds})}
+		links = []*store.Batch{decide.Merge(&store.Batch{Conds: begin.Conds})}
 	}
 	vs, err := chainer.ApplyChain(ctx, links...)
 	if err != nil {
@@ -140,10 +140,10 @@ func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer engine.Chaine
 // is unknown.
 func notWritten(err error) (contended bool, _ error) {
 	switch {
-	case errors.Is(err, engine.ErrConditionFailed):
-		key, _ := engine.FailedKey(err)
-		return engine.NSIntent.Has(key) || engine.NSTable.Has(key), nil
-	case errors.Is(err, engine.ErrAmbiguous):
+	case errors.Is(err, store.ErrConditionFailed):
+		key, _ := store.FailedKey(err)
+		return store.NSIntent.Has(key) || store.NSTable.Has(key), nil
+	case errors.Is(err, store.ErrAmbiguous):
 		return false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
 	return false, err
@@ -152,7 +152,7 @@ func notWritten(err error) (contended bool, _ error) {
 // stagedChain returns BeginCommit's two links for participants that stage
 // intents: Begin's write (record, every prepare, beginWith) and the
 // decision with every participant's staged resolution.
-func (c *Coordinator) stagedChain(ctx context.Context, txn Txn, beginWith *engine.Batch) (begin, decide *engine.Batch, result []byte, err error) {
+func (c *Coordinator) stagedChain(ctx context.Context, txn Txn, beginWith *store.Batch) (begin, decide *store.Batch, result []byte, err error) {
 	for _, p := range txn.Participants {
 		if _, ok := p.(StagedResolver); !ok {
 			return nil, nil, nil, fmt.Errorf("twopc: participant %s can neither commit directly nor resolve what it staged", p.ID())
@@ -161,7 +161,7 @@ func (c *Coordinator) stagedChain(ctx context.Context, txn Txn, beginWith *engin
 	if begin, result, err = c.beginBatch(ctx, txn); err != nil {
 		return nil, nil, nil, err
 	}
-	decide, err = c.decisionBatch(txn.ID, Committed{Result: result}, func(p Participant, commit bool) (*engine.Batch, error) {
+	decide, err = c.decisionBatch(txn.ID, Committed{Result: result}, func(p Participant, commit bool) (*store.Batch, error) {
 		b, staged := p.(StagedResolver).ResolveStaged(txn.ID, commit)
 		if !staged {
 			return nil, fmt.Errorf("twopc: participant %s lost what it staged for %s", p.ID(), txn.ID)

@@ -10,6 +10,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal/waltest"
@@ -17,7 +18,7 @@ import (
 
 // withKey is what the tests' beginWith publishes, as the receipt layer
 // publishes its receipt in a chain's first link.
-var withKey = engine.NSMeta.Key("test", "with")
+var withKey = store.NSMeta.Key("test", "with")
 
 // TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide: the chained commit
 // costs one fsync, applies the batch once, and leaves the store as Begin +
@@ -35,9 +36,9 @@ func TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide(t *testing.T) {
 				work.seed(t, n)
 				txn := txnForChain(mode, "tx", n.plan(t, work.body()))
 				result, _ := json.Marshal(wantResult)
-				var beginWith *engine.Batch
+				var beginWith *store.Batch
 				if with {
-					beginWith = new(engine.Batch).Put(withKey, []byte("first"))
+					beginWith = new(store.Batch).Put(withKey, []byte("first"))
 				}
 				links := 2
 				if mode == "direct" && !with {
@@ -52,7 +53,7 @@ func TestBeginCommit_OneWaitSameRecordsAsBeginAndDecide(t *testing.T) {
 				if f, e := after.Fsyncs-before.Fsyncs, after.Entries-before.Entries; f != 1 || e != uint64(links) {
 					t.Fatalf("chained commit took %d fsyncs for %d log entries, want 1 for %d", f, e, links)
 				}
-				if string(ch.Result) != string(result) || ch.Decided != ch.Begun+engine.Version(links-1) {
+				if string(ch.Result) != string(result) || ch.Decided != ch.Begun+store.Version(links-1) {
 					t.Fatalf("chained at %+v, want result %s and %d consecutive versions", ch, result, links)
 				}
 				if got := work.state(t, n); got != "new" {
@@ -92,12 +93,12 @@ func TestBeginCommit_NothingWrittenWhenItCannotChain(t *testing.T) {
 		name  string
 		coord *twopc.Coordinator
 		body  string
-		with  *engine.Batch
+		with  *store.Batch
 	}{
 		{"open intent", n.coord, bodyConflicting, nil},
 		{"no vote", n.coord, bodyWrongType, nil},
-		{"condition of beginWith", n.coord, bodyFree, new(engine.Batch).Present([]byte("no/such/key"))},
-		{"store without ApplyChain", n.newCoordinator(struct{ engine.Store }{n.db}), bodyFree, nil},
+		{"condition of beginWith", n.coord, bodyFree, new(store.Batch).Present([]byte("no/such/key"))},
+		{"store without ApplyChain", n.newCoordinator(plainStore{n.db}), bodyFree, nil},
 	} {
 		wroteNothing(t, n, c.name, func() (bool, error) {
 			_, ok, err := c.coord.BeginCommit(ctx, txnFor("T", n.plan(t, c.body)), c.with, nil)
@@ -132,9 +133,9 @@ func TestBeginCommit_TornChainRecoversAtomically(t *testing.T) {
 					work.seed(t, n)
 					txn := txnForChain(mode, "tx", n.plan(t, work.body()))
 					disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
-					_, _, err := n.coord.BeginCommit(ctx, txn, new(engine.Batch).Put(withKey, []byte("first")), nil)
+					_, _, err := n.coord.BeginCommit(ctx, txn, new(store.Batch).Put(withKey, []byte("first")), nil)
 					disarm()
-					if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
+					if !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, store.ErrAmbiguous) {
 						t.Fatalf("BeginCommit whose fsync failed: %v, want ErrOutcomeUnknown", err)
 					}
 					unsynced = waltest.Total(n.disk.Crash(n.edb, memfs.KeepUnsynced(keep)))
@@ -197,10 +198,15 @@ type contendedChains struct {
 	fails, calls int
 }
 
-func (c *contendedChains) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]engine.Version, error) {
+// Capabilities implements store.Store: the engine's, with this ApplyChain.
+func (c *contendedChains) Capabilities() store.Capabilities {
+	return store.Capabilities{Chain: c, HotScan: c.DB, Latest: c.DB}
+}
+
+func (c *contendedChains) ApplyChain(ctx context.Context, links ...*store.Batch) ([]store.Version, error) {
 	c.calls++
 	if c.calls <= c.fails {
-		return nil, &engine.ConditionError{Cond: engine.Condition{Key: engine.NSIntent.Key("tid", "0", "x"), Kind: engine.MustBeAbsent}, Found: 7}
+		return nil, &store.ConditionError{Cond: store.Condition{Key: store.NSIntent.Key("tid", "0", "x"), Kind: store.MustBeAbsent}, Found: 7}
 	}
 	return c.DB.ApplyChain(ctx, links...)
 }
@@ -232,3 +238,9 @@ func TestBeginCommit_AContendedChainIsTriedAgainBounded(t *testing.T) {
 		}
 	}
 }
+
+// plainStore is a store with no capability beyond the contract: no chains.
+type plainStore struct{ store.Store }
+
+// Capabilities implements store.Store: none.
+func (plainStore) Capabilities() store.Capabilities { return store.Capabilities{} }

@@ -10,8 +10,8 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // BeginRetriesMax bounds how often Begin re-prepares after a document
@@ -30,7 +30,7 @@ type Options struct {
 
 // Coordinator runs transactions against one Store.
 type Coordinator struct {
-	store   engine.Store
+	store   store.Store
 	resolve Resolver
 	opts    Options
 	// debtPaid counts the decided transactions a Begin resolved because
@@ -44,11 +44,11 @@ func (c *Coordinator) DebtPaid() uint64 { return c.debtPaid.Load() }
 
 // New returns a coordinator. resolve rebuilds participants for Resolve and
 // Recover.
-func New(store engine.Store, resolve Resolver, opts Options) *Coordinator {
+func New(st store.Store, resolve Resolver, opts Options) *Coordinator {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Coordinator{store: store, resolve: resolve, opts: opts}
+	return &Coordinator{store: st, resolve: resolve, opts: opts}
 }
 
 // Txn is a transaction to begin.
@@ -66,7 +66,7 @@ type BeginResult struct {
 	// Prepared: the record and every prepare are durable, written at
 	// Version (every key of the Begin write, `with`'s included, has it).
 	Prepared bool
-	Version  engine.Version
+	Version  store.Version
 	// Refused: a participant voted no. Nothing was written; the caller
 	// decides Aborted with this reason (Decide) to make it durable.
 	Refused *Aborted
@@ -84,8 +84,8 @@ type BeginResult struct {
 // record and the decision, so it never resets a begun or decided transaction:
 // for a decided one it returns the decision, for a begun, undecided one
 // ErrInProgress. A failed condition of `with` is returned as the engine's
-// *ConditionError; ambiguity as engine.ErrAmbiguous.
-func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *engine.Batch) (BeginResult, error) {
+// *ConditionError; ambiguity as store.ErrAmbiguous.
+func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *store.Batch) (BeginResult, error) {
 	for attempt := 0; ; attempt++ {
 		last := attempt+1 >= BeginRetriesMax
 		b, _, err := c.beginBatch(ctx, txn)
@@ -163,7 +163,7 @@ func (c *Coordinator) existing(ctx context.Context, id string) (res BeginResult,
 // document held or changed — prepared afresh (again) when that may now
 // succeed and this was not the last attempt, else refused.
 func (c *Coordinator) notBegun(ctx context.Context, txn Txn, err error, last bool) (res BeginResult, again bool, _ error) {
-	key, ok := engine.FailedKey(err)
+	key, ok := store.FailedKey(err)
 	if !ok {
 		return BeginResult{}, false, err
 	}
@@ -196,13 +196,13 @@ func (c *Coordinator) notBegun(ctx context.Context, txn Txn, err error, last boo
 // than a 2PC record that exists because of it. A create sent before any
 // lookup (receipt.Execute on a remote store) that finds its receipt then
 // learns so from this one write, instead of reading the decision back.
-func withFirst(with, b *engine.Batch) *engine.Batch {
+func withFirst(with, b *store.Batch) *store.Batch {
 	if with == nil || len(with.Conds) == 0 {
 		return b.Merge(with)
 	}
-	conds := make([]engine.Condition, 0, len(with.Conds)+len(b.Conds))
+	conds := make([]store.Condition, 0, len(with.Conds)+len(b.Conds))
 	b.Conds = append(append(conds, with.Conds...), b.Conds...)
-	return b.Merge(&engine.Batch{Ops: with.Ops})
+	return b.Merge(&store.Batch{Ops: with.Ops})
 }
 
 // refusalOf asks the participants whose key failed: the refusal, whether
@@ -220,10 +220,10 @@ func refusalOf(txn Txn, key []byte) (refusal *code.Error, retry, contended, mine
 
 // beginBatch prepares every participant and returns the Begin write with
 // the commit result it records.
-func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, []byte, error) {
+func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*store.Batch, []byte, error) {
 	rec := record{Schema: schemaV1, Created: c.opts.Now().UnixMilli(),
 		Participants: make([]partRecord, 0, len(txn.Participants))}
-	prepared := make([]*engine.Batch, len(txn.Participants))
+	prepared := make([]*store.Batch, len(txn.Participants))
 	conds, ops := 2+withSlack, 1+withSlack
 	for i, p := range txn.Participants {
 		pb, err := p.Prepare(ctx, txn.ID)
@@ -234,7 +234,7 @@ func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, [
 		conds, ops = conds+len(pb.Conds), ops+len(pb.Ops)
 		rec.Participants = append(rec.Participants, partRecord{ID: p.ID(), Ref: p.Ref()})
 	}
-	b := new(engine.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
 	for _, pb := range prepared {
 		b.Merge(pb)
 	}
@@ -259,22 +259,22 @@ func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*engine.Batch, [
 //
 // It returns ErrDecisionConflict if a decision already exists (read it with
 // Learn), the engine's *ConditionError for a failed condition of `with`, and
-// an error wrapping engine.ErrAmbiguous when the write's outcome is unknown.
-func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) error {
+// an error wrapping store.ErrAmbiguous when the write's outcome is unknown.
+func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Participant, o Outcome, with *store.Batch) error {
 	_, err := c.DecideAt(ctx, txnID, parts, o, with)
 	return err
 }
 
 // DecideAt is Decide that also returns the version of the decision write
 // (which every key of `with` gets).
-func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) (engine.Version, error) {
+func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Participant, o Outcome, with *store.Batch) (store.Version, error) {
 	if parts == nil && !c.opts.DeferResolution {
 		var err error
 		if parts, err = c.participantsOf(ctx, txnID); err != nil {
 			return 0, err
 		}
 	}
-	b, err := c.decisionBatch(txnID, o, func(p Participant, commit bool) (*engine.Batch, error) {
+	b, err := c.decisionBatch(txnID, o, func(p Participant, commit bool) (*store.Batch, error) {
 		return p.Resolve(ctx, txnID, commit)
 	}, parts)
 	if err != nil {
@@ -286,7 +286,7 @@ func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Partic
 	}
 	v, err := c.apply(ctx, b)
 	if err != nil {
-		if key, ok := engine.FailedKey(err); ok && string(key) == string(decisionKey(txnID)) {
+		if key, ok := store.FailedKey(err); ok && string(key) == string(decisionKey(txnID)) {
 			return 0, ErrDecisionConflict
 		}
 		return 0, err
@@ -297,16 +297,16 @@ func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Partic
 // decisionBatch is the create-if-absent decision o and — unless
 // DeferResolution is set — each participant's resolution (from resolve)
 // with the coordinator record's deletion.
-func (c *Coordinator) decisionBatch(txnID string, o Outcome, resolve func(Participant, bool) (*engine.Batch, error), parts []Participant) (*engine.Batch, error) {
+func (c *Coordinator) decisionBatch(txnID string, o Outcome, resolve func(Participant, bool) (*store.Batch, error), parts []Participant) (*store.Batch, error) {
 	val, err := encodeDecision(o, c.opts.Now().UnixMilli())
 	if err != nil {
 		return nil, err
 	}
 	if c.opts.DeferResolution {
-		return new(engine.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val), nil
+		return new(store.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val), nil
 	}
 	_, commit := o.(Committed)
-	resolved := make([]*engine.Batch, len(parts))
+	resolved := make([]*store.Batch, len(parts))
 	conds, ops := 1+withSlack, 2+withSlack
 	for i, p := range parts {
 		rb, err := resolve(p, commit)
@@ -316,7 +316,7 @@ func (c *Coordinator) decisionBatch(txnID string, o Outcome, resolve func(Partic
 		resolved[i] = rb
 		conds, ops = conds+len(rb.Conds), ops+len(rb.Ops)
 	}
-	b := new(engine.Batch).Grow(conds, ops).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
+	b := new(store.Batch).Grow(conds, ops).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val)
 	for _, rb := range resolved {
 		b.Merge(rb)
 	}
@@ -332,7 +332,7 @@ const withSlack = 8
 // winner. It returns the outcome in force and whether it was ours. When the
 // winner cannot be read — or our own write was ambiguous — the error wraps
 // ErrOutcomeUnknown: never treat that as an abort.
-func (c *Coordinator) DecideOrLearn(ctx context.Context, txnID string, parts []Participant, o Outcome, with *engine.Batch) (Outcome, bool, error) {
+func (c *Coordinator) DecideOrLearn(ctx context.Context, txnID string, parts []Participant, o Outcome, with *store.Batch) (Outcome, bool, error) {
 	err := c.Decide(ctx, txnID, parts, o, with)
 	switch {
 	case err == nil:
@@ -347,7 +347,7 @@ func (c *Coordinator) DecideOrLearn(ctx context.Context, txnID string, parts []P
 			return nil, false, lerr
 		}
 		return won, false, nil
-	case errors.Is(err, engine.ErrAmbiguous):
+	case errors.Is(err, store.ErrAmbiguous):
 		return nil, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
 	return nil, false, err
@@ -361,7 +361,7 @@ func (c *Coordinator) Learn(ctx context.Context, txnID string) (Outcome, error) 
 }
 
 // learnAt is Learn that also returns the version of the decision record.
-func (c *Coordinator) learnAt(ctx context.Context, txnID string) (Outcome, engine.Version, error) {
+func (c *Coordinator) learnAt(ctx context.Context, txnID string) (Outcome, store.Version, error) {
 	it, err := c.store.Get(ctx, decisionKey(txnID))
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: reading decision of %s: %w", ErrOutcomeUnknown, txnID, err)
@@ -402,7 +402,7 @@ func (c *Coordinator) Lookup(ctx context.Context, txnID string) (Status, error) 
 				st.Unresolved = append(st.Unresolved, p.ID)
 			}
 		}
-	case !errors.Is(err, engine.ErrNotFound):
+	case !errors.Is(err, store.ErrNotFound):
 		return Status{}, err
 	}
 	dt, err := c.store.Get(ctx, decisionKey(txnID))
@@ -413,7 +413,7 @@ func (c *Coordinator) Lookup(ctx context.Context, txnID string) (Status, error) 
 			return Status{}, fmt.Errorf("twopc: decode decision %s: %w", txnID, err)
 		}
 		st.Decision = d.outcome()
-	case !errors.Is(err, engine.ErrNotFound):
+	case !errors.Is(err, store.ErrNotFound):
 		return Status{}, err
 	}
 	return st, nil
@@ -423,7 +423,7 @@ func (c *Coordinator) Lookup(ctx context.Context, txnID string) (Status, error) 
 // lets document reads resolve intents on the fly.
 func (c *Coordinator) Committed(ctx context.Context, txnID string) (committed, decided bool, err error) {
 	it, err := c.store.Get(ctx, decisionKey(txnID))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return false, false, nil
 	}
 	if err != nil {
@@ -439,7 +439,7 @@ func (c *Coordinator) Committed(ctx context.Context, txnID string) (committed, d
 // participantsOf rebuilds the unresolved participants from the record.
 func (c *Coordinator) participantsOf(ctx context.Context, txnID string) ([]Participant, error) {
 	it, err := c.store.Get(ctx, recordKey(txnID))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // never begun, or already resolved
 	}
 	if err != nil {

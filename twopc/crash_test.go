@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -296,7 +296,7 @@ func crashFlow(t *testing.T, n *node, txn twopc.Txn, committed twopc.Committed, 
 		if err != nil {
 			return "chain", false, err
 		}
-		if !ok || string(ch.Result) != string(committed.Result) || ch.Decided != ch.Begun+engine.Version(links-1) {
+		if !ok || string(ch.Result) != string(committed.Result) || ch.Decided != ch.Begun+store.Version(links-1) {
 			t.Fatalf("BeginCommit: %+v, ok=%v; want a chained commit of %s", ch, ok, committed.Result)
 		}
 	default:

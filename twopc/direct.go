@@ -5,7 +5,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // DirectCommitter is a participant whose prepare a chained commit can carry
@@ -26,7 +26,7 @@ type DirectCommitter interface {
 	// Refusal explains a failed condition as it does Prepare's. Staging and
 	// writing are apart so that every participant writes into the one batch
 	// that carries them all, sized once.
-	AppendDirect(b *engine.Batch)
+	AppendDirect(b *store.Batch)
 }
 
 // directChain returns BeginCommit's two links for participants that are
@@ -41,7 +41,7 @@ type DirectCommitter interface {
 // commit, the record's deletion and decideWith's writes. With an empty
 // beginWith the first link has nothing to protect (BeginCommit then
 // writes the decision link alone): its record is left out.
-func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engine.Batch) (begin, decide *engine.Batch, result []byte, ok bool, err error) {
+func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *store.Batch) (begin, decide *store.Batch, result []byte, ok bool, err error) {
 	if !c.Direct(txn) {
 		return nil, nil, nil, false, nil
 	}
@@ -53,7 +53,7 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 	if err != nil {
 		return nil, nil, nil, true, err
 	}
-	begin = new(engine.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	begin = new(store.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
 	if beginWith != nil && len(beginWith.Ops) > 0 {
 		rec, err := cbor.Marshal(record{Schema: schemaV1, Created: c.opts.Now().UnixMilli(), Unprepared: true})
 		if err != nil {
@@ -62,7 +62,7 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *engin
 		begin.Grow(len(beginWith.Conds), 1+len(beginWith.Ops)).Put(recordKey(txn.ID), rec)
 	}
 	begin.Merge(beginWith) // its conditions, even with no op to write
-	decide = new(engine.Batch).Grow(conds, ops).Absent(decisionKey(txn.ID)).Put(decisionKey(txn.ID), val)
+	decide = new(store.Batch).Grow(conds, ops).Absent(decisionKey(txn.ID)).Put(decisionKey(txn.ID), val)
 	appendDirect(txn, decide)
 	if len(begin.Ops) > 0 {
 		decide.Delete(recordKey(txn.ID))
@@ -106,7 +106,7 @@ func (c *Coordinator) stageDirect(ctx context.Context, txn Txn, conds, ops int) 
 }
 
 // appendDirect adds every participant's staged direct commit to b.
-func appendDirect(txn Txn, b *engine.Batch) {
+func appendDirect(txn Txn, b *store.Batch) {
 	for _, p := range txn.Participants {
 		p.(DirectCommitter).AppendDirect(b)
 	}

@@ -8,7 +8,11 @@ var (
 	ErrDecisionConflict = errors.New("twopc: decision conflict: another writer decided first")
 	// ErrOutcomeUnknown means the outcome could not be established (the
 	// decision could not be read, or its write was ambiguous). The
-	// transaction must stay pending until recovery learns it.
+	// transaction must stay pending until recovery learns it. From an
+	// ambiguous write it wraps store.ErrAmbiguous as well; from a decision
+	// that could not be read it does not, and must not: the read's own
+	// error (fail-stopped, closed, damaged) is what a caller classifies
+	// (receipt's classifyStep), not an unknown outcome of a write.
 	ErrOutcomeUnknown = errors.New("twopc: outcome unknown")
 	// ErrInProgress means the transaction was begun and is not decided yet.
 	ErrInProgress = errors.New("twopc: transaction begun and undecided")

@@ -10,9 +10,10 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
-	"github.com/idemdb/idem/engine/storetest"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
+	"github.com/idemdb/idem/store/storetest"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -24,9 +25,9 @@ const tenant = "p1"
 // node is one engine on a data dir with tables and a coordinator wired as
 // the server wires them; it can crash and reopen.
 type node struct {
-	disk   *memfs.Disk  // a crash keeps exactly what was fsynced
-	db     engine.Store // engine.DB, or the reference store (testsupport.OnReferenceStore)
-	edb    *engine.DB   // nil on the reference store
+	disk   *memfs.Disk // a crash keeps exactly what was fsynced
+	db     store.Store // engine.DB, or the reference store (testsupport.OnReferenceStore)
+	edb    *engine.DB  // nil on the reference store
 	mem    *memstore.Store
 	tables *table.Tables
 	coord  *twopc.Coordinator
@@ -68,8 +69,8 @@ func (n *node) close() {
 }
 
 // newCoordinator is another coordinator process on the same store.
-func (n *node) newCoordinator(store engine.Store) *twopc.Coordinator {
-	_, c := table.NewWithCoordinator(store, n.opts)
+func (n *node) newCoordinator(st store.Store) *twopc.Coordinator {
+	_, c := table.NewWithCoordinator(st, n.opts)
 	return c
 }
 
@@ -124,9 +125,9 @@ func txnFor(id string, p *table.Plan) twopc.Txn {
 	return twopc.Txn{ID: id, Participants: parts, Result: func() ([]byte, error) { return json.Marshal(p.Result()) }}
 }
 
-func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {
+func keysUnder(t *testing.T, st store.Store, prefix []byte) []string {
 	t.Helper()
-	items, err := store.Scan(context.Background(), prefix, engine.PrefixEnd(prefix), engine.ScanLimitMax)
+	items, err := st.Scan(context.Background(), prefix, store.PrefixEnd(prefix), store.ScanLimitMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func keysUnder(t *testing.T, store engine.Store, prefix []byte) []string {
 }
 
 // dump renders the whole store (storetest.Dump).
-func dump(t *testing.T, s engine.Store) string { t.Helper(); return storetest.Dump(t, s) }
+func dump(t *testing.T, s store.Store) string { t.Helper(); return storetest.Dump(t, s) }
 
 // The batches a one-write or chained commit must refuse without writing,
 // on the store nodeWithHolder sets up: one that needs document x, which
@@ -176,12 +177,12 @@ func wroteNothing(t *testing.T, n *node, what string, write func() (ok bool, err
 	}
 }
 
-func assertNoIntentsOrRecords(t *testing.T, store engine.Store) {
+func assertNoIntentsOrRecords(t *testing.T, st store.Store) {
 	t.Helper()
-	if k := keysUnder(t, store, []byte(engine.NSIntent)); len(k) != 0 {
+	if k := keysUnder(t, st, []byte(store.NSIntent)); len(k) != 0 {
 		t.Fatalf("orphaned intents: %q", k)
 	}
-	if k := keysUnder(t, store, engine.NSTxn.Prefix("rec")); len(k) != 0 {
+	if k := keysUnder(t, st, store.NSTxn.Prefix("rec")); len(k) != 0 {
 		t.Fatalf("coordinator records left: %q", k)
 	}
 }
@@ -304,16 +305,16 @@ type stagedOnly struct{ s *table.Shard }
 func (p stagedOnly) ID() string                                   { return p.s.ID() }
 func (p stagedOnly) Ref() []byte                                  { return p.s.Ref() }
 func (p stagedOnly) Refusal(key []byte) (*code.Error, bool, bool) { return p.s.Refusal(key) }
-func (p stagedOnly) Prepare(ctx context.Context, txnID string) (*engine.Batch, error) {
+func (p stagedOnly) Prepare(ctx context.Context, txnID string) (*store.Batch, error) {
 	return p.s.Prepare(ctx, txnID)
 }
-func (p stagedOnly) Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error) {
+func (p stagedOnly) Resolve(ctx context.Context, txnID string, commit bool) (*store.Batch, error) {
 	return p.s.Resolve(ctx, txnID, commit)
 }
-func (p stagedOnly) ResolveStaged(txnID string, commit bool) (*engine.Batch, bool) {
+func (p stagedOnly) ResolveStaged(txnID string, commit bool) (*store.Batch, bool) {
 	return p.s.ResolveStaged(txnID, commit)
 }
-func (p stagedOnly) Prepared(txnID string, v engine.Version) { p.s.Prepared(txnID, v) }
+func (p stagedOnly) Prepared(txnID string, v store.Version) { p.s.Prepared(txnID, v) }
 
 // stagedTxnFor is txnFor with every participant stagedOnly.
 func stagedTxnFor(id string, p *table.Plan) twopc.Txn {

@@ -11,6 +11,7 @@ import (
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -23,30 +24,30 @@ import (
 // Resolve deletes it (and, on commit, writes the document).
 type intentPart struct {
 	id    string
-	store engine.Store
+	store store.Store
 }
 
 func (p intentPart) ID() string  { return p.id }
 func (p intentPart) Ref() []byte { return []byte(p.id) }
 func (p intentPart) intent() []byte {
-	return engine.NSIntent.Key("t", p.id)
+	return store.NSIntent.Key("t", p.id)
 }
 
-func (p intentPart) Prepare(context.Context, string) (*engine.Batch, error) {
-	return new(engine.Batch).Absent(p.intent()).Put(p.intent(), []byte("staged")), nil
+func (p intentPart) Prepare(context.Context, string) (*store.Batch, error) {
+	return new(store.Batch).Absent(p.intent()).Put(p.intent(), []byte("staged")), nil
 }
 
-func (p intentPart) Resolve(ctx context.Context, _ string, commit bool) (*engine.Batch, error) {
+func (p intentPart) Resolve(ctx context.Context, _ string, commit bool) (*store.Batch, error) {
 	it, err := p.store.Get(ctx, p.intent())
-	if errors.Is(err, engine.ErrNotFound) {
-		return new(engine.Batch), nil
+	if errors.Is(err, store.ErrNotFound) {
+		return new(store.Batch), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	b := new(engine.Batch).AtVersion(p.intent(), it.Version).Delete(p.intent())
+	b := new(store.Batch).AtVersion(p.intent(), it.Version).Delete(p.intent())
 	if commit {
-		b.Put(engine.NSTable.Key("t", p.id), []byte("doc"))
+		b.Put(store.NSTable.Key("t", p.id), []byte("doc"))
 	}
 	return b, nil
 }
@@ -74,20 +75,25 @@ func decidedTxn(t *testing.T) *engine.DB {
 	return db
 }
 
-func resolverOver(store engine.Store) Resolver {
-	return func(ref []byte) (Participant, error) { return intentPart{string(ref), store}, nil }
+func resolverOver(st store.Store) Resolver {
+	return func(ref []byte) (Participant, error) { return intentPart{string(ref), st}, nil }
 }
 
 // refusingStore fails every Apply on the batch's first condition, as if
 // another writer always got there first; reads go through.
 type refusingStore struct {
-	engine.Store
+	store.Store
 	applies int
 }
 
-func (s *refusingStore) Apply(_ context.Context, b *engine.Batch) (engine.Version, error) {
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s *refusingStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (s *refusingStore) Apply(_ context.Context, b *store.Batch) (store.Version, error) {
 	s.applies++
-	return 0, &engine.ConditionError{Cond: b.Conds[0], Found: 1}
+	return 0, &store.ConditionError{Cond: b.Conds[0], Found: 1}
 }
 
 // TestResolve_GivesUpAfterResolveConflictsMax: on a store where every write
@@ -103,7 +109,7 @@ func TestResolve_GivesUpAfterResolveConflictsMax(t *testing.T) {
 	if !errors.Is(err, ErrResolveContended) || n != 0 {
 		t.Fatalf("resolve on a refusing store: %d, %v; want 0, ErrResolveContended", n, err)
 	}
-	if errors.Is(err, engine.ErrConditionFailed) {
+	if errors.Is(err, store.ErrConditionFailed) {
 		t.Fatalf("%v: the bound's error is its own class, not a condition failure", err)
 	}
 	if refusing.applies != ResolveConflictsMax {
@@ -131,21 +137,21 @@ type rewritingStore struct {
 	done  bool
 }
 
-func (s *rewritingStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s *rewritingStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	if !s.done && conditionsOn(b, decisionKey(s.txnID)) {
 		s.done = true
 		val, err := encodeDecision(Aborted{Code: code.TransactionAborted, Message: "rewritten"}, 1)
 		if err != nil {
 			return 0, err
 		}
-		if _, err := s.DB.Apply(ctx, new(engine.Batch).Put(decisionKey(s.txnID), val)); err != nil {
+		if _, err := s.DB.Apply(ctx, new(store.Batch).Put(decisionKey(s.txnID), val)); err != nil {
 			return 0, err
 		}
 	}
 	return s.DB.Apply(ctx, b)
 }
 
-func conditionsOn(b *engine.Batch, key []byte) bool {
+func conditionsOn(b *store.Batch, key []byte) bool {
 	for _, c := range b.Conds {
 		if string(c.Key) == string(key) {
 			return true
@@ -161,8 +167,8 @@ func conditionsOn(b *engine.Batch, key []byte) bool {
 func TestResolve_DecisionChangedUnderStandingRecordIsAnError(t *testing.T) {
 	db := decidedTxn(t)
 	ctx := context.Background()
-	store := &rewritingStore{DB: db, txnID: "t1"}
-	n, err := New(store, resolverOver(store), Options{DeferResolution: true}).Resolve(ctx, "t1")
+	st := &rewritingStore{DB: db, txnID: "t1"}
+	n, err := New(st, resolverOver(st), Options{DeferResolution: true}).Resolve(ctx, "t1")
 	if !errors.Is(err, ErrDecisionChanged) || n != 0 {
 		t.Fatalf("resolve: %d, %v; want 0, ErrDecisionChanged", n, err)
 	}
@@ -173,7 +179,7 @@ func TestResolve_DecisionChangedUnderStandingRecordIsAnError(t *testing.T) {
 		if _, err := db.Get(ctx, intentPart{id, db}.intent()); err != nil {
 			t.Fatalf("intent %s was resolved after the decision changed: %v", id, err)
 		}
-		if _, err := db.Get(ctx, engine.NSTable.Key("t", id)); !errors.Is(err, engine.ErrNotFound) {
+		if _, err := db.Get(ctx, store.NSTable.Key("t", id)); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("document %s was committed after the decision changed: %v", id, err)
 		}
 	}
@@ -211,15 +217,15 @@ func TestDecisionWrites_PanicOnAnyWriteThatWouldChangeADecision(t *testing.T) {
 	c := New(db, resolverOver(db), Options{DeferResolution: true})
 	const invariant = "invariant broken: a decided record never changes"
 
-	overwrite := new(engine.Batch).Put(decisionKey("t1"), []byte("x"))
+	overwrite := new(store.Batch).Put(decisionKey("t1"), []byte("x"))
 	testsupport.MustPanic(t, invariant, func() { _ = c.Decide(ctx, "t9", nil, Committed{}, overwrite) })
 	testsupport.MustPanic(t, invariant, func() { _ = c.Release(ctx, "t9", overwrite) })
-	early := new(engine.Batch).Delete(decisionKey("t1")) // its record still stands
+	early := new(store.Batch).Delete(decisionKey("t1")) // its record still stands
 	testsupport.MustPanic(t, invariant, func() { _ = c.Decide(ctx, "t9", nil, Committed{}, early) })
 	testsupport.MustPanic(t, invariant, func() {
 		_, _ = c.Begin(ctx, Txn{ID: "t9", Participants: []Participant{intentPart{"c", db}}}, early)
 	})
-	if _, err := db.Get(ctx, decisionKey("t9")); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.Get(ctx, decisionKey("t9")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused batch was written: %v", err)
 	}
 	if o, err := c.Learn(ctx, "t1"); err != nil || o.(Committed).Result != nil {
@@ -228,9 +234,9 @@ func TestDecisionWrites_PanicOnAnyWriteThatWouldChangeADecision(t *testing.T) {
 
 	// What the package writes itself passes: create-if-absent, and the
 	// release that requires the record gone.
-	checkDecisionWrites(new(engine.Batch).Absent(decisionKey("t2")).Put(decisionKey("t2"), []byte("x")))
-	checkDecisionWrites(ReleaseInto(new(engine.Batch), "t2"))
-	if err := c.Decide(ctx, "t9", nil, Committed{}, ReleaseInto(new(engine.Batch), "t8")); err != nil {
+	checkDecisionWrites(new(store.Batch).Absent(decisionKey("t2")).Put(decisionKey("t2"), []byte("x")))
+	checkDecisionWrites(ReleaseInto(new(store.Batch), "t2"))
+	if err := c.Decide(ctx, "t9", nil, Committed{}, ReleaseInto(new(store.Batch), "t8")); err != nil {
 		t.Fatalf("a with that releases another transaction: %v", err)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // CommitOnce commits txn in one atomic write, when every participant is a
@@ -26,8 +26,8 @@ import (
 // not direct or voted no, or a condition failed (the transaction exists,
 // a document another transaction holds or changed, a condition of with's).
 // Begin and Decide tell those cases apart. An ambiguous write returns an
-// error wrapping ErrOutcomeUnknown and engine.ErrAmbiguous.
-func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte, b *engine.Batch) error) (engine.Version, bool, error) {
+// error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
+func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (store.Version, bool, error) {
 	if !c.Direct(txn) {
 		return 0, false, nil
 	}
@@ -40,7 +40,7 @@ func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result 
 }
 
 // commitOnce is one try of CommitOnce; contended is as for beginCommitOnce.
-func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte, b *engine.Batch) error) (v engine.Version, ok, contended bool, err error) {
+func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (v store.Version, ok, contended bool, err error) {
 	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
 	var refusal *code.Error
 	if errors.As(err, &refusal) {
@@ -49,7 +49,7 @@ func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result 
 	if err != nil {
 		return 0, false, false, err
 	}
-	b := new(engine.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
 	appendDirect(txn, b)
 	if with != nil {
 		if err := with(result, b); err != nil {

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -18,8 +18,8 @@ import (
 // outcomeOnce is what the tests' `with` records for CommitOnce, as the
 // receipt layer records its terminal receipt: the outcome, under the
 // condition that none is recorded yet.
-func outcomeOnce(got *[]byte) func(result []byte, b *engine.Batch) error {
-	return func(result []byte, b *engine.Batch) error {
+func outcomeOnce(got *[]byte) func(result []byte, b *store.Batch) error {
+	return func(result []byte, b *store.Batch) error {
 		*got = result
 		b.Absent(withKey).Put(withKey, result)
 		return nil
@@ -99,18 +99,18 @@ func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 		name  string
 		coord *twopc.Coordinator
 		txn   twopc.Txn
-		with  *engine.Batch
+		with  *store.Batch
 	}{
 		{"staged participants", n.coord, stagedTxnFor("T", n.plan(t, bodyFree)), nil},
 		{"deferred resolution", deferring, txnFor("T", n.plan(t, bodyFree)), nil},
 		{"open intent", n.coord, txnFor("T", n.plan(t, bodyConflicting)), nil},
 		{"no vote", n.coord, txnFor("T", n.plan(t, bodyWrongType)), nil},
-		{"condition of with", n.coord, txnFor("T", n.plan(t, bodyFree)), new(engine.Batch).Present([]byte("no/such/key"))},
+		{"condition of with", n.coord, txnFor("T", n.plan(t, bodyFree)), new(store.Batch).Present([]byte("no/such/key"))},
 		{"begun", n.coord, txnFor("H", n.plan(t, bodyFree)), nil},
 		{"decided", n.coord, txnFor("D", n.plan(t, bodyFree)), nil},
 	} {
 		wroteNothing(t, n, c.name, func() (bool, error) {
-			_, ok, err := c.coord.CommitOnce(ctx, c.txn, func(_ []byte, b *engine.Batch) error {
+			_, ok, err := c.coord.CommitOnce(ctx, c.txn, func(_ []byte, b *store.Batch) error {
 				b.Merge(c.with).Put(withKey, []byte("outcome"))
 				return nil
 			})
@@ -140,7 +140,7 @@ func TestCommitOnce_TornWriteIsAllOrNothing(t *testing.T) {
 				disarm := testsupport.Arm(t, fault.WALSyncBefore, `return("power loss")`)
 				_, ok, err := n.coord.CommitOnce(ctx, txnFor("tx", n.plan(t, work.body())), outcomeOnce(&result))
 				disarm()
-				if ok || !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, engine.ErrAmbiguous) {
+				if ok || !errors.Is(err, twopc.ErrOutcomeUnknown) || !errors.Is(err, store.ErrAmbiguous) {
 					t.Fatalf("CommitOnce whose fsync failed: ok=%v, %v; want ErrOutcomeUnknown", ok, err)
 				}
 				unsynced = waltest.Total(n.disk.Crash(n.edb, memfs.KeepUnsynced(keep)))
@@ -153,7 +153,7 @@ func TestCommitOnce_TornWriteIsAllOrNothing(t *testing.T) {
 				switch {
 				case withErr == nil && docs == "new":
 					state = "committed"
-				case errors.Is(withErr, engine.ErrNotFound) && docs == "old":
+				case errors.Is(withErr, store.ErrNotFound) && docs == "old":
 					state = "nothing"
 				default:
 					t.Fatalf("recovered documents %s with outcome %v: a part of one write", docs, withErr)

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Participant is one shard holding a transaction's intents. Participants do
@@ -21,10 +21,10 @@ type Participant interface {
 	// Prepare checks for conflicts and returns the writes that stage txnID's
 	// intents, with the conditions under which they are valid. A *code.Error
 	// is a "no" vote; any other error is an error.
-	Prepare(ctx context.Context, txnID string) (*engine.Batch, error)
+	Prepare(ctx context.Context, txnID string) (*store.Batch, error)
 	// Resolve returns the writes that apply (commit=true) or discard txnID's
 	// intents. It is idempotent: an empty batch means nothing is left.
-	Resolve(ctx context.Context, txnID string, commit bool) (*engine.Batch, error)
+	Resolve(ctx context.Context, txnID string, commit bool) (*store.Batch, error)
 	// Refusal explains a failed condition on one of this participant's keys
 	// as its vote: the code to abort with, and whether a fresh Prepare may
 	// succeed (a document changed under us, rather than an open intent).
@@ -39,7 +39,7 @@ type Resolver func(ref []byte) (Participant, error)
 // Preparer is implemented by participants that want to know the version at
 // which Begin made their intents durable (to resolve without reading them).
 type Preparer interface {
-	Prepared(txnID string, v engine.Version)
+	Prepared(txnID string, v store.Version)
 }
 
 // Contender is implemented by participants that can tell contention from a

@@ -8,25 +8,30 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
 
 var errUnreadable = errors.New("test: decision unreadable")
 
-func isDecisionKey(k []byte) bool { return bytes.HasPrefix(k, engine.NSTxn.Prefix("dec")) }
+func isDecisionKey(k []byte) bool { return bytes.HasPrefix(k, store.NSTxn.Prefix("dec")) }
 
 // blindStore is a store on which decisions cannot be read: every Get of a
 // decision key fails with getErr.
 type blindStore struct {
-	engine.Store
+	store.Store
 	getErr error
 }
 
-func (s blindStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
+// Capabilities implements store.Store: none, as the embedded interface
+// alone would not hide them (its Capabilities would be the inner store's,
+// around this wrapper).
+func (s blindStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+func (s blindStore) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if isDecisionKey(key) {
-		return engine.Item{}, s.getErr
+		return store.Item{}, s.getErr
 	}
 	return s.Store.Get(ctx, key)
 }
@@ -37,10 +42,10 @@ func (s blindStore) Get(ctx context.Context, key []byte) (engine.Item, error) {
 // cannot be read.
 type phantomStore struct{ blindStore }
 
-func (s phantomStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (s phantomStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	for _, c := range b.Conds {
-		if c.Kind == engine.MustBeAbsent && isDecisionKey(c.Key) {
-			return 0, &engine.ConditionError{Cond: c, Found: 1}
+		if c.Kind == store.MustBeAbsent && isDecisionKey(c.Key) {
+			return 0, &store.ConditionError{Cond: c, Found: 1}
 		}
 	}
 	return s.Store.Apply(ctx, b)
@@ -212,7 +217,7 @@ func TestDecide_LoserThatCannotReadWinnerGetsOutcomeUnknown(t *testing.T) {
 func TestDecide_BareDecisionConflictWithoutReadableWinnerIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	for _, deferRes := range []bool{false, true} {
-		for _, getErr := range []error{errUnreadable, engine.ErrNotFound} {
+		for _, getErr := range []error{errUnreadable, store.ErrNotFound} {
 			t.Run(fmt.Sprintf("defer=%v/%v", deferRes, getErr), func(t *testing.T) {
 				n := newNode(t, twopc.Options{DeferResolution: deferRes})
 				work.seed(t, n)
@@ -235,7 +240,7 @@ func TestDecide_BareDecisionConflictWithoutReadableWinnerIsUnknown(t *testing.T)
 						}
 					}
 				}
-				if getErr == engine.ErrNotFound {
+				if getErr == store.ErrNotFound {
 					stats, err := phantom.Recover(ctx, twopc.RecoverOptions{Undecided: twopc.PresumeAbort})
 					if err != nil || stats != (twopc.RecoverStats{Scanned: 1, Deferred: 1}) {
 						t.Fatalf("recover = %+v, %v; want the transaction deferred", stats, err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
 )
@@ -27,7 +27,7 @@ func TestRead_ResolveOnReadShowsExactlyTheDecidedState(t *testing.T) {
 			if res, err := n.coord.Begin(ctx, txn, nil); err != nil || !res.Prepared {
 				t.Fatalf("begin: %+v %v", res, err)
 			}
-			intents := len(keysUnder(t, n.db, []byte(engine.NSIntent)))
+			intents := len(keysUnder(t, n.db, []byte(store.NSIntent)))
 			if intents != 13 {
 				t.Fatalf("%d intents, want 13", intents)
 			}
@@ -44,7 +44,7 @@ func TestRead_ResolveOnReadShowsExactlyTheDecidedState(t *testing.T) {
 			}
 			check := func(stage string, wantIntents int) {
 				t.Helper()
-				if got := len(keysUnder(t, n.db, []byte(engine.NSIntent))); got != wantIntents {
+				if got := len(keysUnder(t, n.db, []byte(store.NSIntent))); got != wantIntents {
 					t.Fatalf("%s: %d intents, want %d", stage, got, wantIntents)
 				}
 				if got := work.state(t, n); got != want {

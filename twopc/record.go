@@ -8,7 +8,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Keys: the coordinator record lives while any participant may hold intents
@@ -17,12 +17,12 @@ import (
 //
 //	txn/v1/rec/<txn_id>   record
 //	txn/v1/dec/<txn_id>   decision
-func recordKey(id string) []byte   { return engine.NSTxn.Key("rec", id) }
-func decisionKey(id string) []byte { return engine.NSTxn.Key("dec", id) }
+func recordKey(id string) []byte   { return store.NSTxn.Key("rec", id) }
+func decisionKey(id string) []byte { return store.NSTxn.Key("dec", id) }
 
 var (
-	recordPrefix   = engine.NSTxn.Prefix("rec")
-	decisionPrefix = engine.NSTxn.Prefix("dec")
+	recordPrefix   = store.NSTxn.Prefix("rec")
+	decisionPrefix = store.NSTxn.Prefix("dec")
 )
 
 const schemaV1 = 1
@@ -77,7 +77,7 @@ func encodeDecision(o Outcome, at int64) ([]byte, error) {
 func decodeDecision(b []byte) (decision, error) {
 	var d decision
 	if err := cbor.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("%w: twopc: decision does not decode: %v", engine.ErrCorruption, err)
+		return d, fmt.Errorf("%w: twopc: decision does not decode: %v", store.ErrCorruption, err)
 	}
 	return d, nil
 }
@@ -85,7 +85,7 @@ func decodeDecision(b []byte) (decision, error) {
 func decodeRecord(b []byte) (record, error) {
 	var r record
 	if err := cbor.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("%w: twopc: coordinator record does not decode: %v", engine.ErrCorruption, err)
+		return r, fmt.Errorf("%w: twopc: coordinator record does not decode: %v", store.ErrCorruption, err)
 	}
 	return r, nil
 }
@@ -97,7 +97,7 @@ func decodeRecord(b []byte) (record, error) {
 // and Resolve checks it again on read-back (checkDecisionStood).
 
 // apply checks b's decision writes, then applies it.
-func (c *Coordinator) apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+func (c *Coordinator) apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	checkDecisionWrites(b)
 	return c.store.Apply(ctx, b)
 }
@@ -107,7 +107,7 @@ func (c *Coordinator) apply(ctx context.Context, b *engine.Batch) (engine.Versio
 // its coordinator record absent. Either is a bug — here or in a caller's
 // `with` — that would let a decided transaction change its outcome, and
 // nothing of b is written. It costs a prefix compare per op.
-func checkDecisionWrites(b *engine.Batch) {
+func checkDecisionWrites(b *store.Batch) {
 	for _, op := range b.Ops {
 		if !bytes.HasPrefix(op.Key, decisionPrefix) {
 			continue
@@ -125,9 +125,9 @@ func checkDecisionWrites(b *engine.Batch) {
 }
 
 // requiresAbsent reports whether b is conditioned on key being absent.
-func requiresAbsent(b *engine.Batch, key []byte) bool {
+func requiresAbsent(b *store.Batch, key []byte) bool {
 	for _, c := range b.Conds {
-		if c.Kind == engine.MustBeAbsent && bytes.Equal(c.Key, key) {
+		if c.Kind == store.MustBeAbsent && bytes.Equal(c.Key, key) {
 			return true
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // UndecidedPolicy says what recovery decides for a begun, undecided
@@ -61,7 +61,7 @@ type RecoverStats struct {
 func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (RecoverStats, error) {
 	var st RecoverStats
 	start := recordPrefix
-	end := engine.PrefixEnd(recordPrefix)
+	end := store.PrefixEnd(recordPrefix)
 	for st.Scanned < RecoverTxnsMax {
 		page := min(RecoverPageMax, c.store.Limits().ScanItemsMax)
 		items, err := c.store.Scan(ctx, start, end, page)
@@ -80,7 +80,7 @@ func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (Recover
 				continue
 			}
 			if err := c.recoverOne(ctx, id, rec, opts.Undecided, &st); err != nil {
-				if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, engine.ErrAmbiguous) || errors.Is(err, ErrResolveContended) {
+				if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, store.ErrAmbiguous) || errors.Is(err, ErrResolveContended) {
 					st.Deferred++
 					continue
 				}

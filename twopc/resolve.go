@@ -8,8 +8,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // ResolveConflictsMax bounds the writes of one Resolve call that may fail
@@ -38,7 +38,7 @@ const ResolveConflictsMax = 64
 // error wrapping ErrDecisionChanged; nothing more is written.
 func (c *Coordinator) Resolve(ctx context.Context, txnID string) (int, error) {
 	if _, err := c.Learn(ctx, txnID); err != nil {
-		if errors.Is(err, engine.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return 0, ErrInProgress
 		}
 		return 0, err
@@ -75,9 +75,9 @@ func (c *Coordinator) Resolve(ctx context.Context, txnID string) (int, error) {
 // resolution is one write of Resolve, read at the record's and the
 // decision's versions it is conditioned on.
 type resolution struct {
-	batch                 *engine.Batch
+	batch                 *store.Batch
 	resolvesOne           bool // it resolves a participant (else it only deletes the record)
-	recVersion, decidedAt engine.Version
+	recVersion, decidedAt store.Version
 }
 
 // nextResolution reads txnID's record and decision and returns the write
@@ -86,7 +86,7 @@ type resolution struct {
 // is gone: everything is resolved.
 func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolution, error) {
 	it, err := c.store.Get(ctx, recordKey(txnID))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -97,7 +97,7 @@ func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolu
 		return nil, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
 	}
 	o, decided, err := c.learnAt(ctx, txnID)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		// Released and begun again since the first read: undecided.
 		return nil, ErrInProgress
 	}
@@ -105,7 +105,7 @@ func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolu
 		return nil, err
 	}
 	_, commit := o.(Committed)
-	step := &resolution{batch: new(engine.Batch).AtVersion(recordKey(txnID), it.Version).AtVersion(decisionKey(txnID), decided),
+	step := &resolution{batch: new(store.Batch).AtVersion(recordKey(txnID), it.Version).AtVersion(decisionKey(txnID), decided),
 		recVersion: it.Version, decidedAt: decided}
 	next := slices.IndexFunc(rec.Participants, func(pr partRecord) bool { return !pr.Resolved })
 	if next < 0 {
@@ -139,10 +139,10 @@ func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolu
 // lost to a concurrent resolver (re-read and go on); an error when the
 // write failed otherwise, or the decision it stood on did not stand.
 func (c *Coordinator) resolveRaced(ctx context.Context, txnID string, step *resolution, err error) error {
-	if !errors.Is(err, engine.ErrConditionFailed) {
+	if !errors.Is(err, store.ErrConditionFailed) {
 		return err
 	}
-	if key, _ := engine.FailedKey(err); string(key) == string(decisionKey(txnID)) {
+	if key, _ := store.FailedKey(err); string(key) == string(decisionKey(txnID)) {
 		return c.checkDecisionStood(ctx, txnID, step.recVersion, step.decidedAt)
 	}
 	return nil
@@ -156,10 +156,10 @@ func (c *Coordinator) resolveRaced(ctx context.Context, txnID string, step *reso
 // which is an error wrapping ErrDecisionChanged. Otherwise the record
 // moved too — resolved, or released and begun again — and the caller
 // re-reads as after any conflict.
-func (c *Coordinator) checkDecisionStood(ctx context.Context, txnID string, rec, decided engine.Version) error {
+func (c *Coordinator) checkDecisionStood(ctx context.Context, txnID string, rec, decided store.Version) error {
 	it, err := c.store.Get(ctx, recordKey(txnID))
 	switch {
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return nil
 	case err != nil:
 		return err
@@ -174,20 +174,20 @@ func (c *Coordinator) checkDecisionStood(ctx context.Context, txnID string, rec,
 // the decision, on condition that no coordinator record (no unresolved
 // participant) remains. Owners use it to fold the release into their own
 // cleanup write.
-func ReleaseInto(b *engine.Batch, txnID string) *engine.Batch {
+func ReleaseInto(b *store.Batch, txnID string) *store.Batch {
 	return b.Absent(recordKey(txnID)).Delete(decisionKey(txnID))
 }
 
 // Release ends the retention of txnID's decision: once released, the same
 // txn_id may begin again as a new transaction. It fails with ErrUnresolved
 // while participants still hold intents.
-func (c *Coordinator) Release(ctx context.Context, txnID string, with *engine.Batch) error {
-	b := ReleaseInto(new(engine.Batch), txnID).Merge(with)
+func (c *Coordinator) Release(ctx context.Context, txnID string, with *store.Batch) error {
+	b := ReleaseInto(new(store.Batch), txnID).Merge(with)
 	if err := fault.Inject(fault.TwoPCReleaseBefore); err != nil {
 		return err
 	}
 	if _, err := c.apply(ctx, b); err != nil {
-		if key, ok := engine.FailedKey(err); ok && string(key) == string(recordKey(txnID)) {
+		if key, ok := store.FailedKey(err); ok && string(key) == string(recordKey(txnID)) {
 			return ErrUnresolved
 		}
 		return err

@@ -3,20 +3,32 @@ package wal
 import (
 	"errors"
 	"fmt"
+
+	"github.com/idemdb/idem/store"
 )
 
+// The log's errors. Those that mean what one of the contract's means are
+// that one too (store.Kind): errors.Is(err, store.ErrClosed) holds for
+// ErrClosed, store.ErrFailStopped for ErrFailStopped, store.ErrCorruption
+// for ErrCorruption, CorruptionError and FrameError.
 var (
 	// ErrCorruption marks every corruption error; test with errors.Is.
-	ErrCorruption = errors.New("wal: corruption")
+	ErrCorruption = store.Kind("wal: corruption", store.ErrCorruption)
 	// ErrClosed is returned by operations on a closed log.
-	ErrClosed = errors.New("wal: closed")
+	ErrClosed = store.Kind("wal: closed", store.ErrClosed)
 	// ErrFailStopped is returned by every write after a write or fsync error.
 	// The log must be closed and reopened (which runs repair) before it
 	// accepts writes again; we never retry an fsync.
-	ErrFailStopped = errors.New("wal: fail-stopped after an I/O error")
+	ErrFailStopped = store.Kind("wal: fail-stopped after an I/O error", store.ErrFailStopped)
 	// ErrAmbiguous is returned to appenders whose entry was handed to the
 	// file system but whose durability is unknown because the write or the
 	// fsync failed: after recovery the entry may or may not be present.
+	//
+	// It is not store.ErrAmbiguous, though it means the same to the
+	// appender: the engine keeps the error that fail-stopped it and wraps
+	// it into every later refusal (store.ErrFailStopped, nothing written),
+	// which must not read as an unknown outcome. The engine answers
+	// store.ErrAmbiguous for it (engine/apply.go).
 	ErrAmbiguous = errors.New("wal: outcome unknown")
 )
 
@@ -28,8 +40,11 @@ type FrameError struct {
 
 func (e *FrameError) Error() string { return fmt.Sprintf("wal: frame %d: %s", e.Index, e.Reason) }
 
-// Is makes every FrameError a corruption error.
-func (e *FrameError) Is(target error) bool { return target == ErrCorruption }
+// Is makes every FrameError a corruption error, the log's and the
+// contract's.
+func (e *FrameError) Is(target error) bool {
+	return target == ErrCorruption || target == store.ErrCorruption
+}
 
 // CorruptionError names the segment file, byte offset and entry index
 // where the log is damaged beyond what torn-write repair may cut, and says
@@ -54,5 +69,8 @@ func (e *CorruptionError) Error() string {
 		file, e.Index, e.Offset, e.Reason, e.Index, e.Offset, e.Offset, file, markerName)
 }
 
-// Is makes every CorruptionError match ErrCorruption.
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+// Is makes every CorruptionError match ErrCorruption and the contract's
+// store.ErrCorruption.
+func (e *CorruptionError) Is(target error) bool {
+	return target == ErrCorruption || target == store.ErrCorruption
+}

@@ -5,8 +5,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/receipt"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // etcdSpaceResult is what one counted run of keyed requests cost: etcd

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // receipts:keyed-floor (issue 18): the engine's cost of a keyed request's
@@ -36,14 +37,14 @@ type recordKey struct{}
 // recorded is one request's writes, in order, copied.
 type recorded struct {
 	mu  sync.Mutex
-	ops []engine.Op
+	ops []store.Op
 }
 
-func (r *recorded) add(b *engine.Batch) {
+func (r *recorded) add(b *store.Batch) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, op := range b.Ops {
-		r.ops = append(r.ops, engine.Op{Key: append([]byte(nil), op.Key...), Value: append([]byte(nil), op.Value...), Delete: op.Delete})
+		r.ops = append(r.ops, store.Op{Key: append([]byte(nil), op.Key...), Value: append([]byte(nil), op.Value...), Delete: op.Delete})
 	}
 }
 
@@ -52,7 +53,12 @@ func (r *recorded) add(b *engine.Batch) {
 // recorded is the one measured.
 type recordingStore struct{ *engine.DB }
 
-func (s recordingStore) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
+// Capabilities implements store.Store: the engine's, with chains recorded.
+func (s recordingStore) Capabilities() store.Capabilities {
+	return store.Capabilities{Chain: s, HotScan: s.DB, Latest: s.DB}
+}
+
+func (s recordingStore) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
 	v, err := s.DB.Apply(ctx, b)
 	if r, ok := ctx.Value(recordKey{}).(*recorded); ok && err == nil {
 		r.add(b)
@@ -60,7 +66,7 @@ func (s recordingStore) Apply(ctx context.Context, b *engine.Batch) (engine.Vers
 	return v, err
 }
 
-func (s recordingStore) ApplyChain(ctx context.Context, links ...*engine.Batch) ([]engine.Version, error) {
+func (s recordingStore) ApplyChain(ctx context.Context, links ...*store.Batch) ([]store.Version, error) {
 	vs, err := s.DB.ApplyChain(ctx, links...)
 	if r, ok := ctx.Value(recordKey{}).(*recorded); ok && err == nil {
 		for _, b := range links {
@@ -73,7 +79,7 @@ func (s recordingStore) ApplyChain(ctx context.Context, links ...*engine.Batch) 
 // recordKeyed runs n keyed requests on a recording store and returns each
 // one's writes as one batch, and the store's writes before the first
 // request (its table), which the floor's store starts from.
-func recordKeyed(env *Env, n int) (reqs []*engine.Batch, setup []*engine.Batch, err error) {
+func recordKeyed(env *Env, n int) (reqs []*store.Batch, setup []*store.Batch, err error) {
 	dir, cleanup, err := env.DataDir(caseKeyedFloor + "-record")
 	if err != nil {
 		return nil, nil, err
@@ -95,7 +101,7 @@ func recordKeyed(env *Env, n int) (reqs []*engine.Batch, setup []*engine.Batch, 
 		return nil, nil, err
 	}
 	wl := newWorkload(env.Opts.BatchDocs)
-	out := make([]*engine.Batch, n)
+	out := make([]*store.Batch, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, keyedFloorRecordWorkers)
@@ -117,7 +123,7 @@ func recordKeyed(env *Env, n int) (reqs []*engine.Batch, setup []*engine.Batch, 
 					errs <- err
 					return
 				}
-				out[i] = &engine.Batch{Ops: r.ops}
+				out[i] = &store.Batch{Ops: r.ops}
 			}
 		})
 	}
@@ -126,7 +132,7 @@ func recordKeyed(env *Env, n int) (reqs []*engine.Batch, setup []*engine.Batch, 
 	if err := <-errs; err != nil {
 		return nil, nil, fmt.Errorf("%s: recording: %w", caseKeyedFloor, err)
 	}
-	return out, []*engine.Batch{{Ops: start.ops}}, nil
+	return out, []*store.Batch{{Ops: start.ops}}, nil
 }
 
 // keyedFloorCase applies the recorded requests' writes, one Apply each, on

@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idemdb/idem/code"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/receipt"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 	"github.com/idemdb/idem/table"
 )
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // The replay rate (issue 38): a restart replays at most about two
@@ -114,7 +115,7 @@ func buildReplayLog(env *Env, dir string, want int64) error {
 	ctx := context.Background()
 	for w := 0; w < replayWriters; w++ {
 		wg.Go(func() {
-			var b engine.Batch
+			var b store.Batch
 			key := make([]byte, 0, 64)
 			for logged.Load() < want {
 				i := next.Add(1)

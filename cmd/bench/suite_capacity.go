@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 func init() {
@@ -214,15 +215,15 @@ func capacityResult(name string, n int, fill capacityFill, re capacityReopen, vs
 
 // putReceiptRange writes receipts [lo, hi) as putReceipts does.
 func putReceiptRange(env *Env, db *engine.DB, t *receiptTemplate, lo, hi int, name string) error {
-	fill := func(b *engine.Batch, from, to int) error {
+	fill := func(b *store.Batch, from, to int) error {
 		for i := from; i < to; i++ {
 			id, rec := t.record(i)
 			val, err := receipt.EncodeRecord(rec)
 			if err != nil {
 				return err
 			}
-			b.Put(engine.NSReceipt.Key(id), val).
-				Put(engine.NSExpiry.Key(fmt.Sprintf("%020d", rec.RetainUntil), id), nil)
+			b.Put(store.NSReceipt.Key(id), val).
+				Put(store.NSExpiry.Key(fmt.Sprintf("%020d", rec.RetainUntil), id), nil)
 		}
 		return nil
 	}

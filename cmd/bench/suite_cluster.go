@@ -15,9 +15,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idemdb/idem/api"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/receipt"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 func init() {

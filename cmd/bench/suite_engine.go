@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 func init() {
@@ -97,8 +98,8 @@ func engineApply(env *Env, concurrency int) (Result, error) {
 	// Per-worker key buffers and batches: Apply copies what it keeps, so
 	// reusing them keeps the benchmark's own allocations off the profile.
 	keys := make([][]byte, concurrency)
-	batches := make([]engine.Batch, concurrency)
-	prefix := engine.NSTable.Key("bench", "") // "tbl/v1/bench/"
+	batches := make([]store.Batch, concurrency)
+	prefix := store.NSTable.Key("bench", "") // "tbl/v1/bench/"
 	m, err := env.Loop(Loop{Case: "apply", Concurrency: concurrency, Fsyncs: func() uint64 { return db.Stats().WAL.Fsyncs }},
 		func(ctx context.Context, w int, i uint64) error {
 			k := append(keys[w][:0], prefix...)
@@ -214,7 +215,7 @@ func putKeys(env *Env, db *engine.DB, from, to int) error {
 	value := env.Value()
 	newFiller := func() batchFiller {
 		keyBuf := make([]byte, 0, recoveryBatchKeys*recoveryKeyLen)
-		return func(b *engine.Batch, lo, hi int) error {
+		return func(b *store.Batch, lo, hi int) error {
 			keyBuf = keyBuf[:0]
 			for i := lo; i < hi; i++ {
 				start := len(keyBuf)
@@ -230,7 +231,7 @@ func putKeys(env *Env, db *engine.DB, from, to int) error {
 }
 
 // batchFiller adds the writes of items [lo, hi) to an empty batch.
-type batchFiller func(b *engine.Batch, lo, hi int) error
+type batchFiller func(b *store.Batch, lo, hi int) error
 
 // applyInBatches writes items [from, to) in Applies of recoveryBatchKeys
 // from recoveryBuilders goroutines, so encoding overlaps the group commit.
@@ -243,7 +244,7 @@ func applyInBatches(env *Env, db *engine.DB, from, to int, newFiller func() batc
 	for range recoveryBuilders {
 		fill := newFiller()
 		g.Go(func() error {
-			var b engine.Batch
+			var b store.Batch
 			for {
 				lo := int(next.Add(recoveryBatchKeys)) - recoveryBatchKeys
 				if lo >= to {
@@ -269,11 +270,11 @@ func applyInBatches(env *Env, db *engine.DB, from, to int, newFiller func() batc
 
 // Recovery keys look like receipt keys: the namespace and 32 hex digits of
 // a well-mixed number, so they arrive in random key order as txn_ids do.
-const recoveryKeyLen = len(engine.NSReceipt) + 32
+const recoveryKeyLen = len(store.NSReceipt) + 32
 
 func appendRecoveryKey(dst []byte, i uint64) []byte {
 	const hexDigits = "0123456789abcdef"
-	dst = append(dst, engine.NSReceipt...)
+	dst = append(dst, store.NSReceipt...)
 	for _, x := range [2]uint64{splitmix64(2 * i), splitmix64(2*i + 1)} {
 		for s := 60; s >= 0; s -= 4 {
 			dst = append(dst, hexDigits[(x>>uint(s))&0xF])

@@ -10,10 +10,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 func init() {
@@ -144,7 +144,7 @@ func etcdApply(env *Env, cli *clientv3.Client, c int, prefix string) (Result, er
 	value := env.Value()
 	m, err := env.Loop(Loop{Case: "apply", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
 		key := []byte(fmt.Sprintf("%d/%d", w, i))
-		_, err := s.Apply(ctx, new(engine.Batch).Absent(key).Put(key, value))
+		_, err := s.Apply(ctx, new(store.Batch).Absent(key).Put(key, value))
 		return err
 	})
 	if err != nil {

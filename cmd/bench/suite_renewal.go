@@ -9,6 +9,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 func init() {
@@ -95,7 +96,7 @@ func publishClaims(env *Env, db *engine.DB, owner lease.Owner, clock *lease.Sim,
 	defer env.ProgressDone()
 	for lo := 0; lo < renewalSetSize; lo += renewalClaimBatch {
 		until := clock.Now().Add(renewalTTL)
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		var helds []*lease.Held
 		for i := lo; i < min(lo+renewalClaimBatch, renewalSetSize); i++ {
 			id := receipt.Bind(benchPrincipal, benchTable, "renewal-"+strconv.Itoa(i))

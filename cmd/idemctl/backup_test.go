@@ -10,6 +10,7 @@ import (
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
 )
 
 // TestBackup_OfflineCopiesAStoppedDirThatCheckPasses: backup DATA DEST
@@ -35,7 +36,7 @@ func TestBackup_OfflineCopiesAStoppedDirThatCheckPasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer back.Close()
-	items, err := back.Scan(context.Background(), nil, nil, engine.ScanLimitMax)
+	items, err := back.Scan(context.Background(), nil, nil, store.ScanLimitMax)
 	if err != nil || len(items) != keys {
 		t.Fatalf("the backup holds %d keys (%v), want %d", len(items), err, keys)
 	}

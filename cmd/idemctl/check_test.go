@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -39,8 +40,8 @@ func dataDir(t *testing.T) (dir string, keys int) {
 	ctx := context.Background()
 	put := func(from, to int) {
 		for i := from; i < to; i++ {
-			k := engine.NSTable.Key("t", "0", fmt.Sprintf("doc-%03d", i))
-			if _, err := db.Apply(ctx, new(engine.Batch).Put(k, []byte(strings.Repeat("v", 40)))); err != nil {
+			k := store.NSTable.Key("t", "0", fmt.Sprintf("doc-%03d", i))
+			if _, err := db.Apply(ctx, new(store.Batch).Put(k, []byte(strings.Repeat("v", 40)))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -101,7 +102,7 @@ func TestRun_CheckOfACleanDirExitsZero(t *testing.T) {
 	if code != exitOK || errOut != "" || !strings.Contains(out, "result") || !strings.HasSuffix(strings.TrimSpace(out), "clean") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{string(engine.NSTable), "0 damage", "closed cleanly", ".delta"} {
+	for _, want := range []string{string(store.NSTable), "0 damage", "closed cleanly", ".delta"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report does not mention %q:\n%s", want, out)
 		}
@@ -118,8 +119,8 @@ func TestRun_CheckOfACleanDirExitsZero(t *testing.T) {
 		t.Fatalf("check -json: value log %+v, want values read back and none damaged", rep.ValueLog)
 	}
 	for _, n := range rep.Namespaces {
-		if (n.Namespace == engine.NSTable) != (n.Keys == int64(keys)) {
-			t.Fatalf("namespace %s has %d keys; want all %d in %s", n.Namespace, n.Keys, keys, engine.NSTable)
+		if (n.Namespace == store.NSTable) != (n.Keys == int64(keys)) {
+			t.Fatalf("namespace %s has %d keys; want all %d in %s", n.Namespace, n.Keys, keys, store.NSTable)
 		}
 	}
 }
@@ -263,8 +264,8 @@ func TestRun_CheckOfAYoungDirSaysNoCheckpointYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		k := engine.NSTable.Key("t", "0", fmt.Sprintf("doc-%03d", i))
-		if _, err := db.Apply(context.Background(), new(engine.Batch).Put(k, []byte("v"))); err != nil {
+		k := store.NSTable.Key("t", "0", fmt.Sprintf("doc-%03d", i))
+		if _, err := db.Apply(context.Background(), new(store.Batch).Put(k, []byte("v"))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/idemdb/idem/engine/etcdstore"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // etcdRecordTimeout bounds the connection, the write and its read-back:
@@ -120,15 +120,15 @@ func recordEtcdRestore(f etcdRestoredFlags, e etcdstore.RestoreEpoch, stdout, st
 		return exitUsage
 	}
 	defer cli.Close()
-	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: f.prefix})
+	st, err := etcdstore.New(cli, etcdstore.Options{Prefix: f.prefix})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemctl etcd-restored: %v\n", err)
 		return exitUsage
 	}
-	defer store.Close()
+	defer st.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), etcdRecordTimeout)
 	defer cancel()
-	got, wrote, err := etcdstore.RecordRestore(ctx, store, e, f.force)
+	got, wrote, err := etcdstore.RecordRestore(ctx, st, e, f.force)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemctl etcd-restored: record %s%s: %v\n", f.prefix, etcdstore.RestoreKey, err)
 		return exitUsage

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/api"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 	"github.com/idemdb/idem/wal"
 )
 

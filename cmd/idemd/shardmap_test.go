@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/memstore"
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/store/memstore"
 )
 
 // writeMap writes a shard map file and returns its path.
@@ -162,7 +162,7 @@ func TestShardRecords_RefuseAnotherMap(t *testing.T) {
 		t.Fatal("the old map after the new one was taken: started")
 	}
 	// Holding data: no new map, however high its version.
-	if _, err := b.Apply(ctx, new(engine.Batch).Put(engine.NSReceipt.Key("x"), []byte("r"))); err != nil {
+	if _, err := b.Apply(ctx, new(store.Batch).Put(store.NSReceipt.Key("x"), []byte("r"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkShardRecords(ctx, recordConfig(mapOf(3, "a", "b", "c")), on(a, b, c), log); err == nil || !strings.Contains(err.Error(), `shard 1 ("b") holds data`) {
@@ -171,7 +171,7 @@ func TestShardRecords_RefuseAnotherMap(t *testing.T) {
 	// A store served unsharded, holding data, cannot become a shard of
 	// several.
 	d, e := memstore.New(), memstore.New()
-	if _, err := d.Apply(ctx, new(engine.Batch).Put(engine.NSTable.Key("t", "0", "doc"), []byte("{}"))); err != nil {
+	if _, err := d.Apply(ctx, new(store.Batch).Put(store.NSTable.Key("t", "0", "doc"), []byte("{}"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkShardRecords(ctx, recordConfig(mapOf(1, "d", "e")), on(d, e), log); err == nil || !strings.Contains(err.Error(), "records no shard map") {

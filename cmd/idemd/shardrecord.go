@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Each shard records the map it belongs to under shardRecordKey (within
@@ -19,16 +19,16 @@ import (
 // a new map, and only one of a higher version (docs/cluster.md "Shards").
 
 // shardRecordKey is the shard map's record in every shard.
-var shardRecordKey = engine.NSMeta.Key("shards")
+var shardRecordKey = store.NSMeta.Key("shards")
 
 // shardRecordFormat is the record's format: a record of another format
 // (a later build's) stops a start rather than being read as this one.
 const shardRecordFormat = 1
 
 // shardRecordFormats is the record's line in idemd -version.
-func shardRecordFormats() []engine.Format {
+func shardRecordFormats() []store.Format {
 	f := fmt.Sprint(shardRecordFormat)
-	return []engine.Format{{Name: "etcd shard map record", Writes: f, Reads: []string{f}}}
+	return []store.Format{{Name: "etcd shard map record", Writes: f, Reads: []string{f}}}
 }
 
 // shardRecord is what a shard records of the map: the map's version, K
@@ -46,7 +46,7 @@ type shardRecord struct {
 // at (a new map replaces it only at that version).
 type foundRecord struct {
 	shardRecord
-	version engine.Version
+	version store.Version
 }
 
 func (r shardRecord) String() string {
@@ -56,8 +56,8 @@ func (r shardRecord) String() string {
 // dataNamespaces are where a deployment's data lives: receipts, documents,
 // sessions, tombstones and table metadata. Node records and leases are not
 // data: a deployment that has only ever been started holds none.
-var dataNamespaces = [][]byte{engine.NSReceipt.Prefix(), engine.NSTable.Prefix(), engine.NSSession.Prefix(),
-	engine.NSTomb.Prefix(), engine.NSMeta.Prefix("tenant")}
+var dataNamespaces = [][]byte{store.NSReceipt.Prefix(), store.NSTable.Prefix(), store.NSSession.Prefix(),
+	store.NSTomb.Prefix(), store.NSMeta.Prefix("tenant")}
 
 // checkShardRecords checks, and where absent writes, each shard's record
 // of the map, within -etcd-dial-timeout. Without -etcd-shards it only
@@ -143,9 +143,9 @@ func refuseChangedMap(ctx context.Context, stores []*servedStore, found []*found
 	return nil
 }
 
-func readShardRecord(ctx context.Context, s engine.Store) (*foundRecord, error) {
+func readShardRecord(ctx context.Context, s store.Store) (*foundRecord, error) {
 	it, err := s.Get(ctx, shardRecordKey)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -153,7 +153,7 @@ func readShardRecord(ctx context.Context, s engine.Store) (*foundRecord, error) 
 	}
 	rec := foundRecord{version: it.Version}
 	if err := json.Unmarshal(it.Value, &rec.shardRecord); err != nil {
-		return nil, engine.RecordError(it.Key, "idemd: shard map record", err)
+		return nil, store.RecordError(it.Key, "idemd: shard map record", err)
 	}
 	if rec.Format != shardRecordFormat {
 		return nil, fmt.Errorf("the shard map's record is of format %d; this build reads %d: start a build that reads it", rec.Format, shardRecordFormat)
@@ -165,19 +165,19 @@ func readShardRecord(ctx context.Context, s engine.Store) (*foundRecord, error) 
 // create if absent). A concurrent start with another map loses the race
 // or wins it; either way the record read back decides, so two maps are
 // never both accepted.
-func writeShardRecord(ctx context.Context, s engine.Store, was *foundRecord, want shardRecord) error {
+func writeShardRecord(ctx context.Context, s store.Store, was *foundRecord, want shardRecord) error {
 	v, err := json.Marshal(want)
 	if err != nil {
 		return err
 	}
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	if was == nil {
 		b.Absent(shardRecordKey)
 	} else {
 		b.AtVersion(shardRecordKey, was.version)
 	}
 	_, err = s.Apply(ctx, b.Put(shardRecordKey, v))
-	if err != nil && !errors.Is(err, engine.ErrConditionFailed) && !errors.Is(err, engine.ErrAmbiguous) {
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) && !errors.Is(err, store.ErrAmbiguous) {
 		return fmt.Errorf("record the shard map in shard %q: %w", want.Name, err)
 	}
 	got, rerr := readShardRecord(ctx, s)
@@ -194,9 +194,9 @@ func writeShardRecord(ctx context.Context, s engine.Store, was *foundRecord, wan
 
 // holdsData reports whether s holds any receipt, document, session,
 // tombstone or table.
-func holdsData(ctx context.Context, s engine.Store) (bool, error) {
+func holdsData(ctx context.Context, s store.Store) (bool, error) {
 	for _, p := range dataNamespaces {
-		items, err := s.Scan(ctx, p, engine.PrefixEnd(p), 1)
+		items, err := s.Scan(ctx, p, store.PrefixEnd(p), 1)
 		if err != nil {
 			return false, err
 		}

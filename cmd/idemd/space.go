@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/idemdb/idem/engine/etcdstore"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // watchSpace checks the cluster's space once — so that a node started on

@@ -15,9 +15,10 @@ import (
 
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 )
 
 // stampedVersion is set by `make build` (-ldflags -X main.stampedVersion=…,
@@ -67,7 +68,7 @@ func versionLine() string {
 // allFormats are every format this build writes and reads: the data
 // directory's, the records', the etcd values' and the signed texts between
 // nodes.
-func allFormats() []engine.Format {
+func allFormats() []store.Format {
 	return slices.Concat(engine.Formats(), receipt.Formats(), etcdstore.Formats(), shardRecordFormats(), api.Formats())
 }
 

@@ -16,8 +16,9 @@ import (
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
-	"github.com/idemdb/idem/engine/etcdstore"
 	"github.com/idemdb/idem/receipt"
+	"github.com/idemdb/idem/store"
+	etcdstore "github.com/idemdb/idem/store/etcd"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -30,11 +31,11 @@ const etcdHealthTimeout = time.Second
 var etcdHealthKey = []byte("meta/v1/health")
 
 // servedStore is the store idemd serves on, and what the API shows of it.
-// The store is a named field, not embedded: servedStore is no engine.Store
+// The store is a named field, not embedded: servedStore is no store.Store
 // itself, so it cannot be handed to the receipt layer by mistake and hide
-// what the store offers beyond the contract (engine.Chainer, Health).
+// what the store offers beyond the contract (store.Chainer, Health).
 type servedStore struct {
-	store engine.Store
+	store store.Store
 	name  string     // the shard's name in the -etcd-shards map; "" without one
 	db    *engine.DB // the local engine; nil on etcd
 	// restore is the store's restore epoch (nil: never restored), and
@@ -91,7 +92,7 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, e
 	s := &servedStore{store: db, db: db, health: db.Health,
 		collectors: []prometheus.Collector{enginemetrics.New(db.Stats)},
 		close: func() error {
-			if err := db.Close(); !errors.Is(err, engine.ErrClosed) {
+			if err := db.Close(); !errors.Is(err, store.ErrClosed) {
 				return err
 			}
 			return nil
@@ -140,7 +141,7 @@ func localRestore(s *servedStore) {
 }
 
 // etcdRestore reads the deployment's restore epoch, recorded by `idemctl
-// etcd-restored` (engine/etcdstore/restore.go). Read once, at start: a
+// etcd-restored` (store/etcd/restore.go). Read once, at start: a
 // node running when it is recorded does not see it (docs/operations.md:
 // nodes are stopped for a restore and started after the record).
 func etcdRestore(ctx context.Context, s *servedStore, d time.Duration, prefix string) error {
@@ -178,7 +179,7 @@ func openEtcd(ctx context.Context, c config, t etcdTarget, log *slog.Logger) (*s
 		cli.Close()
 		return nil, err
 	}
-	store, err := etcdstore.New(cli, etcdstore.Options{Prefix: t.Prefix, Space: space})
+	st, err := etcdstore.New(cli, etcdstore.Options{Prefix: t.Prefix, Space: space})
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -186,30 +187,30 @@ func openEtcd(ctx context.Context, c config, t etcdTarget, log *slog.Logger) (*s
 	probe := func(ctx context.Context, d time.Duration) error {
 		pctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		if _, err := store.Get(pctx, etcdHealthKey); err != nil && !errors.Is(err, engine.ErrNotFound) {
+		if _, err := st.Get(pctx, etcdHealthKey); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		return nil
 	}
 	if err := probe(ctx, c.etcdDialTimeout); err != nil {
-		store.Close()
+		st.Close()
 		cli.Close()
 		return nil, fmt.Errorf("etcd %v did not answer within -etcd-dial-timeout %v: %w", t.Endpoints, c.etcdDialTimeout, err)
 	}
-	s := &servedStore{store: store, name: t.Name}
+	s := &servedStore{store: st, name: t.Name}
 	if err := etcdRestore(ctx, s, c.etcdDialTimeout, t.Prefix); err != nil {
-		store.Close()
+		st.Close()
 		cli.Close()
 		return nil, err
 	}
 	stopSpace := watchSpace(space, c.etcdSpaceEvery, log)
 	log.Info("idemd: store etcd", "shard", t.Name, "endpoints", t.Endpoints, "prefix", t.Prefix, "advertise", c.advertise,
-		"limits", fmt.Sprintf("%+v", store.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
+		"limits", fmt.Sprintf("%+v", st.Limits()), "space", fmt.Sprintf("%+v", space.Stats()))
 	s.collectors = spaceCollectors(space, shardLabels(c, t))
 	s.health = probeHealth(probe)
 	s.close = func() error {
 		stopSpace()
-		store.Close()
+		st.Close()
 		return cli.Close()
 	}
 	return s, nil
@@ -220,7 +221,7 @@ func openEtcd(ctx context.Context, c config, t etcdTarget, log *slog.Logger) (*s
 func probeHealth(probe func(context.Context, time.Duration) error) func() error {
 	return func() error {
 		if err := probe(context.Background(), etcdHealthTimeout); err != nil {
-			return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", engine.ErrUnavailable, err)
+			return fmt.Errorf("etcd does not answer (%w: %v): this node serves nothing until it does", store.ErrUnavailable, err)
 		}
 		return nil
 	}

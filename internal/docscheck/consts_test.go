@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	// "`CleanScanMax` (4 096", "`SegmentBytes` 8 MiB", "`engine.BatchOpsMax` 16 384",
+	// "`CleanScanMax` (4 096", "`SegmentBytes` 8 MiB", "`store.BatchOpsMax` 16 384",
 	// "`cleanPassesMax` 64".
 	quotedConst = regexp.MustCompile("`((?:[a-z]+\\.)?[A-Za-z]\\w*)`\\s+\\(?(\\d[\\d \u2009\u202f]*(?:\\.\\d+)?)(?: ?(KiB|MiB|GiB|B|ns|µs|ms|s|min|h|days)\\b)?")
 	// "`table_not_found` 404".
@@ -36,7 +36,7 @@ var optionDefaults = map[string]string{
 	"CheckpointPartBytes": "engine.defaultCheckpointPartBytes",
 	"CheckpointDeltasMax": "engine.defaultCheckpointDeltasMax",
 	"ValueLogGCLiveRatio": "engine.defaultVlogGCLiveRatio",
-	"ScanItemsMax":        "engine/etcdstore.DefaultScanItemsMax",
+	"ScanItemsMax":        "store/etcd.DefaultScanItemsMax",
 }
 
 // plannedCodes are codes §15 designs and the registry does not have yet.

@@ -6,7 +6,7 @@ import (
 )
 
 // OnReferenceStore reports whether the tests of this run go on the
-// reference store (engine/memstore) instead of engine.DB:
+// reference store (store/memstore) instead of engine.DB:
 // IDEM_TEST_STORE=memstore, which make test sets for a second run of the
 // layers above the engine. Tests that need what only engine.DB has — a
 // crash that keeps exactly what was fsynced, chaining — skip there

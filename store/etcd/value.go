@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // A stored value is an envelope: one format byte, the nonce of the Apply
@@ -21,10 +21,10 @@ const (
 // Formats are the etcd value envelope's format and the restore epoch's
 // (restore.go) as this build writes and reads them (docs/upgrading.md;
 // idemd -version prints them).
-func Formats() []engine.Format {
+func Formats() []store.Format {
 	v := fmt.Sprint("envelope", envelopeFormat)
 	r := fmt.Sprint("restored", RestoreFormat)
-	return []engine.Format{{Name: "etcd value", Writes: v, Reads: []string{v}},
+	return []store.Format{{Name: "etcd value", Writes: v, Reads: []string{v}},
 		{Name: "etcd restore epoch", Writes: r, Reads: []string{r}}}
 }
 
@@ -42,7 +42,7 @@ func seal(value []byte, nonce uint64) []byte {
 // format from a later version — is corruption, never a value.
 func unseal(key, stored []byte) (value []byte, nonce uint64, err error) {
 	if len(stored) < envelopeBytes || stored[0] != envelopeFormat {
-		return nil, 0, &engine.ValueError{Key: bytes.Clone(key), Err: &engine.CorruptionError{
+		return nil, 0, &store.ValueError{Key: bytes.Clone(key), Err: &store.CorruptionError{
 			File:   fmt.Sprintf("etcd key %q", key),
 			Reason: fmt.Sprintf("value of %d bytes is not an Idem envelope (format %d, %d-byte header)", len(stored), envelopeFormat, envelopeBytes),
 		}}

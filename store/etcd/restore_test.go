@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // TestRestoreEpoch_EveryFormatWrittenDecodes: the fixture of each format
@@ -41,7 +42,7 @@ func TestRestoreEpoch_DecodeRefusesWhatIsNoEpoch(t *testing.T) {
 		`{"format":1,"restored_at":"2026-12-05T05:00:00Z"}`,
 		`{}`, ``, `not json`,
 	} {
-		if e, err := DecodeRestore([]byte(v)); !errors.Is(err, engine.ErrCorruption) {
+		if e, err := DecodeRestore([]byte(v)); !errors.Is(err, store.ErrCorruption) {
 			t.Errorf("%q: %+v %v, want ErrCorruption", v, e, err)
 		}
 	}

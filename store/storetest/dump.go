@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Dump renders every item of s, in key order, one per line with its
 // version: two dumps are equal exactly when the stores hold the same
 // state. It pages by s.Limits().ScanItemsMax, so it works on any store.
-func Dump(t testing.TB, s engine.Store) string {
+func Dump(t testing.TB, s store.Store) string {
 	t.Helper()
 	var sb strings.Builder
 	var start []byte

@@ -4,33 +4,31 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
-// Apply implements engine.Store with one Txn (see the package comment).
-func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, error) {
-	if err := b.Validate(); err != nil {
+// Apply implements store.Store with one Txn (see the package comment).
+func (s *Store) Apply(ctx context.Context, b *store.Batch) (store.Version, error) {
+	// The Txn holds one op per key: the limits count those.
+	txn := deduped(b)
+	if err := store.Check(txn, s.limits); err != nil {
 		return 0, err
 	}
 	if s.closed.Load() {
-		return 0, engine.ErrClosed
+		return 0, store.ErrClosed
 	}
-	ops := lastOpPerKey(b.Ops)
-	if err := s.withinLimits(b, ops); err != nil {
-		return 0, err
-	}
+	ops := txn.Ops
 	nonce := s.nonce.Add(1)
 	req := s.txn(b.Conds, ops, nonce)
 	if size := proto.Size(req); size > s.reqMax {
 		return 0, fmt.Errorf("%w: a Txn of %d bytes (this cluster takes %d, less %d of etcd's own)",
-			engine.ErrInvalidBatch, size, s.reqMax+requestOverheadBytes, requestOverheadBytes)
+			store.ErrInvalidBatch, size, s.reqMax+requestOverheadBytes, requestOverheadBytes)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err // before submission: nothing written
@@ -45,12 +43,12 @@ func (s *Store) Apply(ctx context.Context, b *engine.Batch) (engine.Version, err
 	if !resp.Succeeded {
 		return 0, s.failedCondition(b.Conds, resp)
 	}
-	return engine.Version(resp.Header.Revision), nil
+	return store.Version(resp.Header.Revision), nil
 }
 
 // lastOpPerKey keeps, in batch order, only the last op on each key: a Txn
 // may not touch a key twice, and a later op wins anyway.
-func lastOpPerKey(ops []engine.Op) []engine.Op {
+func lastOpPerKey(ops []store.Op) []store.Op {
 	if len(ops) == 1 {
 		return ops
 	}
@@ -61,7 +59,7 @@ func lastOpPerKey(ops []engine.Op) []engine.Op {
 	if len(last) == len(ops) {
 		return ops
 	}
-	kept := make([]engine.Op, 0, len(last))
+	kept := make([]store.Op, 0, len(last))
 	for i, op := range ops {
 		if last[string(op.Key)] == i {
 			kept = append(kept, op)
@@ -70,25 +68,19 @@ func lastOpPerKey(ops []engine.Op) []engine.Op {
 	return kept
 }
 
-// withinLimits refuses a valid batch that is still beyond this store's
-// limits, counting ops after deduplication: that is what the Txn holds.
-func (s *Store) withinLimits(b *engine.Batch, ops []engine.Op) error {
-	size := 0
-	for _, op := range ops {
-		size += len(op.Key) + len(op.Value)
+// deduped is b with only the last op on each key (lastOpPerKey): what its
+// Txn holds.
+func deduped(b *store.Batch) *store.Batch {
+	if b == nil {
+		return nil
 	}
-	l := s.limits
-	if len(ops) > l.ApplyOpsMax || len(b.Conds) > l.ApplyCondsMax || size > l.ApplyBytesMax {
-		return fmt.Errorf("%w: %d ops, %d conditions, %d bytes (this store: at most %d, %d, %d)", engine.ErrInvalidBatch,
-			len(ops), len(b.Conds), size, l.ApplyOpsMax, l.ApplyCondsMax, l.ApplyBytesMax)
-	}
-	return nil
+	return &store.Batch{Conds: b.Conds, Ops: lastOpPerKey(b.Ops)}
 }
 
 // txn builds the Txn: the conditions as Compares, the ops in Then, and in
 // Else a read of each distinct condition key, so that a failed Txn says
 // what it found.
-func (s *Store) txn(conds []engine.Condition, ops []engine.Op, nonce uint64) *pb.TxnRequest {
+func (s *Store) txn(conds []store.Condition, ops []store.Op, nonce uint64) *pb.TxnRequest {
 	req := &pb.TxnRequest{
 		Compare: make([]*pb.Compare, 0, len(conds)),
 		Success: make([]*pb.RequestOp, 0, len(ops)),
@@ -97,7 +89,7 @@ func (s *Store) txn(conds []engine.Condition, ops []engine.Op, nonce uint64) *pb
 	for _, c := range conds {
 		key := s.key(c.Key)
 		if fault.Planted(fault.BugEtcdLeaseCondsDropped) && // planted only under -tags idem_selftest
-			c.Kind == engine.MustBeAtVersion && bytes.HasPrefix(c.Key, []byte(engine.NSLease)) {
+			c.Kind == store.MustBeAtVersion && bytes.HasPrefix(c.Key, []byte(store.NSLease)) {
 			continue // planted bug: a fence on a lease record is not compared
 		}
 		req.Compare = append(req.Compare, compare(c, key))
@@ -108,7 +100,7 @@ func (s *Store) txn(conds []engine.Condition, ops []engine.Op, nonce uint64) *pb
 		// A failed absence reads the value too (ConditionError.Value): a
 		// create that finds its key wants what is there.
 		req.Failure = append(req.Failure, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{
-			RequestRange: &pb.RangeRequest{Key: key, KeysOnly: c.Kind != engine.MustBeAbsent},
+			RequestRange: &pb.RangeRequest{Key: key, KeysOnly: c.Kind != store.MustBeAbsent},
 		}})
 	}
 	for _, op := range ops {
@@ -127,15 +119,15 @@ func (s *Store) txn(conds []engine.Condition, ops []engine.Op, nonce uint64) *pb
 }
 
 // compare is the Compare of one condition on etcd key key.
-func compare(c engine.Condition, key []byte) *pb.Compare {
+func compare(c store.Condition, key []byte) *pb.Compare {
 	switch c.Kind {
-	case engine.MustBeAbsent:
+	case store.MustBeAbsent:
 		return &pb.Compare{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
 			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}
-	case engine.MustBePresent:
+	case store.MustBePresent:
 		return &pb.Compare{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_GREATER,
 			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}
-	default: // engine.MustBeAtVersion; Validate refused every other kind
+	default: // store.MustBeAtVersion; store.Check refused every other kind
 		return &pb.Compare{Key: key, Target: pb.Compare_MOD, Result: pb.Compare_EQUAL,
 			TargetUnion: &pb.Compare_ModRevision{ModRevision: int64(c.Version)}}
 	}
@@ -143,7 +135,7 @@ func compare(c engine.Condition, key []byte) *pb.Compare {
 
 // failedCondition reports the first condition, in batch order, that the
 // Else branch's reads — taken at the revision the Compares saw — break.
-func (s *Store) failedCondition(conds []engine.Condition, resp *pb.TxnResponse) error {
+func (s *Store) failedCondition(conds []store.Condition, resp *pb.TxnResponse) error {
 	found := make(map[string]*mvccpb.KeyValue, len(resp.Responses))
 	for _, r := range resp.Responses {
 		rr := r.GetResponseRange()
@@ -156,12 +148,12 @@ func (s *Store) failedCondition(conds []engine.Condition, resp *pb.TxnResponse) 
 	}
 	for _, c := range conds {
 		kv := found[string(c.Key)]
-		var v engine.Version
+		var v store.Version
 		if kv != nil {
-			v = engine.Version(kv.ModRevision)
+			v = store.Version(kv.ModRevision)
 		}
 		if !c.HoldsAt(v) {
-			ce := &engine.ConditionError{Cond: engine.Condition{Key: slices.Clone(c.Key), Kind: c.Kind, Version: c.Version}, Found: v}
+			ce := store.Failed(c, v)
 			if kv != nil && len(kv.Value) > 0 {
 				// Not an envelope: no value, and the caller's own read
 				// reports the corruption.

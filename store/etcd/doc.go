@@ -1,5 +1,8 @@
-// Package etcdstore is an engine.Store on etcd: receipts, leases and
-// tables replicated by a Raft cluster instead of one node's log.
+// Package etcdstore (directory store/etcd) is a store.Store on etcd:
+// receipts, leases and tables replicated by a Raft cluster instead of one
+// node's log. Its name is etcdstore, not etcd, because its importers
+// (idemd, idemctl, etcdtest, the bench) also use etcd's own packages, where
+// a bare etcd would read as etcd itself; it is imported by that name.
 //
 // # The mapping
 //
@@ -11,7 +14,7 @@
 // one version, strictly increasing" is etcd's own. Get and Scan are
 // linearizable Range requests; a Scan is one ranged Get with a limit, read
 // at one revision, so it is a point-in-time view; GetMany
-// (engine.MultiGetter) reads several keys in one read-only Txn.
+// (store.MultiGetter) reads several keys in one read-only Txn.
 //
 // Every key sits under Options.Prefix, so several deployments share one
 // etcd cluster without seeing each other's keys.
@@ -37,7 +40,7 @@
 // after proposing, a deadline that ends while the entry replicates. Only
 // the rejections etcd makes before proposing — too many ops, request too
 // large, duplicate key, no space, authentication — mean "not applied";
-// every other error is engine.ErrAmbiguous. Apply never resends a Txn: a
+// every other error is store.ErrAmbiguous. Apply never resends a Txn: a
 // resend of one whose first try committed would see its own writes and
 // report a false condition failure. Instead every value carries a write
 // nonce (value.go), and after an ambiguous error Apply reads the batch's

@@ -7,8 +7,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/store"
 )
 
 // resolveReadsMax bounds the read-backs of one ambiguous Apply: a read
@@ -22,7 +22,7 @@ const resolveReadsMax = 3
 // revision is that key's ModRevision. Otherwise the answer stays
 // ErrAmbiguous — the Txn may still commit, or may have committed and been
 // overwritten since — and nothing is resent (see the package comment).
-func (s *Store) settle(ctx context.Context, ops []engine.Op, nonce uint64, err error) (engine.Version, error) {
+func (s *Store) settle(ctx context.Context, ops []store.Op, nonce uint64, err error) (store.Version, error) {
 	answer := applyError(err)
 	if !isAmbiguous(answer) {
 		return 0, answer
@@ -52,7 +52,7 @@ func (s *Store) settle(ctx context.Context, ops []engine.Op, nonce uint64, err e
 			}
 			if uerr == nil && found == nonce {
 				s.stats.resolved.Add(1)
-				return engine.Version(resp.Kvs[0].ModRevision), nil
+				return store.Version(resp.Kvs[0].ModRevision), nil
 			}
 		}
 		return 0, fmt.Errorf("%w (read back: key %q does not carry the batch's write)", answer, probe)
@@ -60,10 +60,10 @@ func (s *Store) settle(ctx context.Context, ops []engine.Op, nonce uint64, err e
 	return 0, fmt.Errorf("%w (read back failed within %v)", answer, s.resolve)
 }
 
-func isAmbiguous(err error) bool { return errors.Is(err, engine.ErrAmbiguous) }
+func isAmbiguous(err error) bool { return errors.Is(err, store.ErrAmbiguous) }
 
 // firstPut is the key of the batch's first put, or nil if it has none.
-func firstPut(ops []engine.Op) []byte {
+func firstPut(ops []store.Op) []byte {
 	for _, op := range ops {
 		if !op.Delete {
 			return op.Key

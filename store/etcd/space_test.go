@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // fakeStatus answers Status from a table of members; a member with no
@@ -109,15 +109,15 @@ func TestSpace_QuotaOption(t *testing.T) {
 }
 
 // TestApplyError_NoSpaceIsNotAFailStopForGood: etcd's NOSPACE refusal is
-// a fail-stop (nothing written, writes refused) marked engine.ErrNoSpace,
+// a fail-stop (nothing written, writes refused) marked store.ErrNoSpace,
 // so that the layers above answer store_full and need no restart; an
 // authentication refusal is not.
 func TestApplyError_NoSpaceIsNotAFailStopForGood(t *testing.T) {
 	err := applyError(rpctypes.ErrGRPCNoSpace)
-	if !errors.Is(err, engine.ErrFailStopped) || !errors.Is(err, engine.ErrNoSpace) || !errors.Is(err, ErrRejected) {
+	if !errors.Is(err, store.ErrFailStopped) || !errors.Is(err, store.ErrNoSpace) || !errors.Is(err, ErrRejected) {
 		t.Fatalf("NOSPACE: %v", err)
 	}
-	if err := applyError(rpctypes.ErrGRPCPermissionDenied); errors.Is(err, engine.ErrNoSpace) {
+	if err := applyError(rpctypes.ErrGRPCPermissionDenied); errors.Is(err, store.ErrNoSpace) {
 		t.Fatalf("permission denied marked no space: %v", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Fencing: the layers above fence a stale owner's write with a condition
@@ -23,11 +23,11 @@ import (
 // one outside them.
 func fenceRecords() [][]byte {
 	recs := [][]byte{
-		engine.NSLease.Key("claim", "fence-txn"),
-		engine.NSLease.Key("job", "fence-cleaner"),
-		engine.NSLease.Key("node", "fence-node"),
+		store.NSLease.Key("claim", "fence-txn"),
+		store.NSLease.Key("job", "fence-cleaner"),
+		store.NSLease.Key("node", "fence-node"),
 	}
-	for _, ns := range engine.Namespaces {
+	for _, ns := range store.Namespaces {
 		recs = append(recs, ns.Key("fence", "record"))
 	}
 	return append(recs, []byte("fence/outside"))
@@ -38,12 +38,12 @@ func fenceRecords() [][]byte {
 // it.
 type fenceMove struct {
 	name string
-	move func(b *engine.Batch, rec []byte) *engine.Batch
+	move func(b *store.Batch, rec []byte) *store.Batch
 }
 
 var fenceMoves = []fenceMove{
-	{"rewritten", func(b *engine.Batch, rec []byte) *engine.Batch { return b.Put(rec, []byte("successor")) }},
-	{"deleted", func(b *engine.Batch, rec []byte) *engine.Batch { return b.Delete(rec) }},
+	{"rewritten", func(b *store.Batch, rec []byte) *store.Batch { return b.Put(rec, []byte("successor")) }},
+	{"deleted", func(b *store.Batch, rec []byte) *store.Batch { return b.Delete(rec) }},
 	{"recreated", nil}, // deleted, then put again: a new version, not the one read
 }
 
@@ -51,10 +51,10 @@ var fenceMoves = []fenceMove{
 // every fencing record and every way it moves, a batch conditioned on the
 // version read before the move — a put of a new key, and a delete of an
 // existing one, as a zombie's terminal write and a zombie cleaner's
-// delete — fails with a *engine.ConditionError naming the record, and
+// delete — fails with a *store.ConditionError naming the record, and
 // neither of its ops lands. It returns each violation; none when the store
 // keeps the property.
-func FencingViolations(ctx context.Context, s engine.Store) []string {
+func FencingViolations(ctx context.Context, s store.Store) []string {
 	var out []string
 	for i, rec := range fenceRecords() {
 		for j, m := range fenceMoves {
@@ -68,27 +68,27 @@ func FencingViolations(ctx context.Context, s engine.Store) []string {
 
 // fencedOnce runs one case: rec is written (its version read), moved,
 // then a stale writer's batch is applied under the old version.
-func fencedOnce(ctx context.Context, s engine.Store, rec []byte, m fenceMove, tag string) string {
+func fencedOnce(ctx context.Context, s store.Store, rec []byte, m fenceMove, tag string) string {
 	rec = append(bytes.Clone(rec), "/"+tag...)
 	created, victim := []byte("fence-created/"+tag), []byte("fence-victim/"+tag)
-	read, err := s.Apply(ctx, new(engine.Batch).Put(rec, []byte("holder")).Put(victim, []byte("live")))
+	read, err := s.Apply(ctx, new(store.Batch).Put(rec, []byte("holder")).Put(victim, []byte("live")))
 	if err != nil {
 		return fmt.Sprintf("could not be set up: %v", err)
 	}
 	if m.move != nil {
-		_, err = s.Apply(ctx, m.move(new(engine.Batch), rec))
-	} else if _, err = s.Apply(ctx, new(engine.Batch).Delete(rec)); err == nil {
-		_, err = s.Apply(ctx, new(engine.Batch).Put(rec, []byte("holder")))
+		_, err = s.Apply(ctx, m.move(new(store.Batch), rec))
+	} else if _, err = s.Apply(ctx, new(store.Batch).Delete(rec)); err == nil {
+		_, err = s.Apply(ctx, new(store.Batch).Put(rec, []byte("holder")))
 	}
 	if err != nil {
 		return fmt.Sprintf("could not be moved: %v", err)
 	}
-	_, err = s.Apply(ctx, new(engine.Batch).AtVersion(rec, read).Put(created, []byte("zombie")).Delete(victim))
-	var ce *engine.ConditionError
+	_, err = s.Apply(ctx, new(store.Batch).AtVersion(rec, read).Put(created, []byte("zombie")).Delete(victim))
+	var ce *store.ConditionError
 	if !errors.As(err, &ce) || !bytes.Equal(ce.Cond.Key, rec) {
 		return fmt.Sprintf("after the record moved: %v, want a ConditionError on it", err)
 	}
-	if _, err := s.Get(ctx, created); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.Get(ctx, created); !errors.Is(err, store.ErrNotFound) {
 		return fmt.Sprintf("was refused but its put landed (%v)", err)
 	}
 	if it, err := s.Get(ctx, victim); err != nil || string(it.Value) != "live" {

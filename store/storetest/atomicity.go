@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // atomicityBatches bounds the writer of checkScanAtomicity; the scanner
@@ -20,10 +20,10 @@ const (
 // atomicityKeys keys the same new value; a concurrent scanner must always
 // find them all equal — a Scan is a point-in-time view, never half a
 // batch — and must see the values only grow.
-func checkScanAtomicity(t *testing.T, s engine.Store) {
+func checkScanAtomicity(t *testing.T, s store.Store) {
 	keyOf := func(i int) []byte { return []byte(fmt.Sprintf("atom-%d", i)) }
-	put := func(n int) *engine.Batch {
-		b := new(engine.Batch)
+	put := func(n int) *store.Batch {
+		b := new(store.Batch)
 		for i := range atomicityKeys {
 			b.Put(keyOf(i), []byte(fmt.Sprintf("%06d", n)))
 		}

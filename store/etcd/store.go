@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Defaults are etcd's own server defaults: a cluster started with other
@@ -63,13 +63,13 @@ type Options struct {
 	Space *Space
 }
 
-// Store is an engine.Store on an etcd cluster. It does not own the client:
+// Store is an store.Store on an etcd cluster. It does not own the client:
 // Close stops the store, the caller closes the client.
 type Store struct {
 	kv      pb.KVClient
 	prefix  []byte
 	end     []byte // the end of the prefix's range: every key sorts below it
-	limits  engine.Limits
+	limits  store.Limits
 	reqMax  int
 	resolve time.Duration
 	call    time.Duration
@@ -104,16 +104,16 @@ func New(cli *clientv3.Client, o Options) (*Store, error) {
 		space:        o.Space,
 		groupMax:     o.GroupInFlightMax,
 		groupSubsMax: o.MaxTxnOps,
-		limits: engine.Limits{
-			ApplyOpsMax: min(o.MaxTxnOps, engine.BatchOpsMax),
+		limits: store.Limits{
+			ApplyOpsMax: min(o.MaxTxnOps, store.BatchOpsMax),
 			// The Else branch holds one read per condition: the same bound.
-			ApplyCondsMax: min(o.MaxTxnOps, engine.BatchOpsMax),
+			ApplyCondsMax: min(o.MaxTxnOps, store.BatchOpsMax),
 			// Half the request for keys and values leaves the other half to
 			// the prefix, envelopes, compares and Else reads of a batch at
 			// the op and condition limits with keys of typical size. A
 			// batch that still does not fit is refused whole (fits).
-			ApplyBytesMax: min(o.MaxRequestBytes/2, engine.BatchBytesMax),
-			ScanItemsMax:  min(o.ScanItemsMax, engine.ScanLimitMax),
+			ApplyBytesMax: min(o.MaxRequestBytes/2, store.BatchBytesMax),
+			ScanItemsMax:  min(o.ScanItemsMax, store.ScanLimitMax),
 		},
 	}
 	// Nonces start at a random point so that two stores (two nodes, or
@@ -151,25 +151,25 @@ func (o Options) withDefaults() Options {
 // rangeEnd is the smallest key above every key that starts with prefix;
 // for a prefix with none (empty, or all 0xff), etcd's "\x00": every key.
 func rangeEnd(prefix []byte) []byte {
-	if end := engine.PrefixEnd(prefix); end != nil {
+	if end := store.PrefixEnd(prefix); end != nil {
 		return end
 	}
 	return []byte{0}
 }
 
-// Limits implements engine.Store.
-func (s *Store) Limits() engine.Limits { return s.limits }
+// Limits implements store.Store.
+func (s *Store) Limits() store.Limits { return s.limits }
 
 // SpaceFull reports whether the cluster's backend is above its
 // high-water mark (Options.Space): the layers above then refuse new work
 // and let what was started finish.
 func (s *Store) SpaceFull() bool { return s.space != nil && s.space.Full() }
 
-// Close makes every later call fail with engine.ErrClosed. Calls in
+// Close makes every later call fail with store.ErrClosed. Calls in
 // flight finish on the client, which stays the caller's to close.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
-		return engine.ErrClosed
+		return store.ErrClosed
 	}
 	return nil
 }
@@ -180,32 +180,32 @@ func (s *Store) key(k []byte) []byte {
 	return append(append(out, s.prefix...), k...)
 }
 
-// Get implements engine.Store with one linearizable Range.
-func (s *Store) Get(ctx context.Context, key []byte) (engine.Item, error) {
+// Get implements store.Store with one linearizable Range.
+func (s *Store) Get(ctx context.Context, key []byte) (store.Item, error) {
 	if s.closed.Load() {
-		return engine.Item{}, engine.ErrClosed
+		return store.Item{}, store.ErrClosed
 	}
 	s.stats.ranges.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, s.call)
 	defer cancel()
 	resp, err := s.kv.Range(cctx, &pb.RangeRequest{Key: s.key(key)})
 	if err != nil {
-		return engine.Item{}, readError(ctx, err)
+		return store.Item{}, readError(ctx, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return engine.Item{}, engine.ErrNotFound
+		return store.Item{}, store.ErrNotFound
 	}
 	return s.item(resp.Kvs[0])
 }
 
-// Scan implements engine.Store with one linearizable ranged Get: one
+// Scan implements store.Store with one linearizable ranged Get: one
 // revision, so one point-in-time view.
-func (s *Store) Scan(ctx context.Context, start, end []byte, limit int) ([]engine.Item, error) {
+func (s *Store) Scan(ctx context.Context, start, end []byte, limit int) ([]store.Item, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
-	if limit <= 0 || limit > s.limits.ScanItemsMax {
-		return nil, fmt.Errorf("%w: scan limit %d (1..%d)", engine.ErrInvalidScan, limit, s.limits.ScanItemsMax)
+	if err := store.CheckScan(limit, s.limits); err != nil {
+		return nil, err
 	}
 	req := &pb.RangeRequest{Key: s.key(start), RangeEnd: s.end, Limit: int64(limit)}
 	if end != nil {
@@ -221,7 +221,7 @@ func (s *Store) Scan(ctx context.Context, start, end []byte, limit int) ([]engin
 	if err != nil {
 		return nil, readError(ctx, err)
 	}
-	items := make([]engine.Item, 0, len(resp.Kvs))
+	items := make([]store.Item, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		it, err := s.item(kv)
 		if err != nil {
@@ -233,24 +233,28 @@ func (s *Store) Scan(ctx context.Context, start, end []byte, limit int) ([]engin
 }
 
 // item turns a stored key-value into the engine's view of it.
-func (s *Store) item(kv *mvccpb.KeyValue) (engine.Item, error) {
+func (s *Store) item(kv *mvccpb.KeyValue) (store.Item, error) {
 	value, _, err := unseal(kv.Key, kv.Value)
 	if err != nil {
-		return engine.Item{}, err
+		return store.Item{}, err
 	}
-	return engine.Item{Key: kv.Key[len(s.prefix):], Value: value, Version: engine.Version(kv.ModRevision)}, nil
+	return store.Item{Key: kv.Key[len(s.prefix):], Value: value, Version: store.Version(kv.ModRevision)}, nil
 }
 
-var _ engine.Store = (*Store)(nil)
+// Capabilities implements store.Store: several keys in one round trip,
+// and the space watcher's report.
+func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{MultiGet: s, Space: s} }
 
-// GetMany implements engine.MultiGetter with one read-only Txn of Ranges:
+var _ store.Store = (*Store)(nil)
+
+// GetMany implements store.MultiGetter with one read-only Txn of Ranges:
 // one round trip, one revision, linearizable.
-func (s *Store) GetMany(ctx context.Context, keys ...[]byte) ([]engine.Item, error) {
+func (s *Store) GetMany(ctx context.Context, keys ...[]byte) ([]store.Item, error) {
 	if s.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
-	if len(keys) > engine.GetManyMax {
-		return nil, fmt.Errorf("etcdstore: GetMany of %d keys (at most %d)", len(keys), engine.GetManyMax)
+	if len(keys) > store.GetManyMax {
+		return nil, fmt.Errorf("etcdstore: GetMany of %d keys (at most %d)", len(keys), store.GetManyMax)
 	}
 	req := &pb.TxnRequest{Success: make([]*pb.RequestOp, len(keys))}
 	for i, k := range keys {
@@ -263,11 +267,11 @@ func (s *Store) GetMany(ctx context.Context, keys ...[]byte) ([]engine.Item, err
 	if err != nil {
 		return nil, readError(ctx, err)
 	}
-	out := make([]engine.Item, len(keys))
+	out := make([]store.Item, len(keys))
 	for i, r := range resp.Responses {
 		rr := r.GetResponseRange()
 		if rr == nil || len(rr.Kvs) == 0 {
-			out[i] = engine.Item{Key: keys[i]}
+			out[i] = store.Item{Key: keys[i]}
 			continue
 		}
 		it, err := s.item(rr.Kvs[0])
@@ -279,4 +283,4 @@ func (s *Store) GetMany(ctx context.Context, keys ...[]byte) ([]engine.Item, err
 	return out, nil
 }
 
-var _ engine.MultiGetter = (*Store)(nil)
+var _ store.MultiGetter = (*Store)(nil)

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Restore epoch on etcd (docs/design.md §15). `etcdutl snapshot restore`
@@ -21,7 +21,7 @@ import (
 
 // RestoreKey is the record of the deployment's restore epoch, in the meta
 // namespace under the deployment's prefix.
-var RestoreKey = engine.NSMeta.Key("restored")
+var RestoreKey = store.NSMeta.Key("restored")
 
 // RestoreFormat is the version of the record's format (docs/upgrading.md).
 const RestoreFormat = 1
@@ -50,20 +50,20 @@ func EncodeRestore(e RestoreEpoch) ([]byte, error) {
 func DecodeRestore(b []byte) (RestoreEpoch, error) {
 	var e RestoreEpoch
 	if err := json.Unmarshal(b, &e); err != nil {
-		return RestoreEpoch{}, fmt.Errorf("%w: restore epoch %s does not decode: %v", engine.ErrCorruption, RestoreKey, err)
+		return RestoreEpoch{}, fmt.Errorf("%w: restore epoch %s does not decode: %v", store.ErrCorruption, RestoreKey, err)
 	}
 	if e.Format != RestoreFormat || e.RestoredAt.IsZero() || e.BackupTime.IsZero() {
 		return RestoreEpoch{}, fmt.Errorf("%w: restore epoch %s: format %d (this build reads %d), restored_at %v, backup_time %v",
-			engine.ErrCorruption, RestoreKey, e.Format, RestoreFormat, e.RestoredAt, e.BackupTime)
+			store.ErrCorruption, RestoreKey, e.Format, RestoreFormat, e.RestoredAt, e.BackupTime)
 	}
 	return e, nil
 }
 
 // ReadRestore returns the store's restore epoch; ok=false if none was
 // recorded.
-func ReadRestore(ctx context.Context, s engine.Store) (e RestoreEpoch, ok bool, err error) {
+func ReadRestore(ctx context.Context, s store.Store) (e RestoreEpoch, ok bool, err error) {
 	it, err := s.Get(ctx, RestoreKey)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return RestoreEpoch{}, false, nil
 	}
 	if err != nil {
@@ -76,7 +76,7 @@ func ReadRestore(ctx context.Context, s engine.Store) (e RestoreEpoch, ok bool, 
 // RecordRestore writes e if no epoch is recorded (with replace, over the
 // one that is) and returns the epoch in force: e if it wrote it, else the
 // one found, which it never moves. An ambiguous write is read back.
-func RecordRestore(ctx context.Context, s engine.Store, e RestoreEpoch, replace bool) (got RestoreEpoch, wrote bool, err error) {
+func RecordRestore(ctx context.Context, s store.Store, e RestoreEpoch, replace bool) (got RestoreEpoch, wrote bool, err error) {
 	v, err := EncodeRestore(e)
 	if err != nil {
 		return RestoreEpoch{}, false, err
@@ -84,7 +84,7 @@ func RecordRestore(ctx context.Context, s engine.Store, e RestoreEpoch, replace 
 	if e, err = DecodeRestore(v); err != nil { // what a reader will see
 		return RestoreEpoch{}, false, err
 	}
-	b := new(engine.Batch)
+	b := new(store.Batch)
 	if !replace {
 		b.Absent(RestoreKey)
 	}
@@ -92,7 +92,7 @@ func RecordRestore(ctx context.Context, s engine.Store, e RestoreEpoch, replace 
 	switch {
 	case err == nil:
 		return e, true, nil
-	case errors.Is(err, engine.ErrConditionFailed), errors.Is(err, engine.ErrAmbiguous):
+	case errors.Is(err, store.ErrConditionFailed), errors.Is(err, store.ErrAmbiguous):
 		found, ok, rerr := ReadRestore(ctx, s)
 		if rerr != nil || !ok {
 			return RestoreEpoch{}, false, errors.Join(err, rerr)

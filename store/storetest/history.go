@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // The randomized history: batches of random conditions and writes over a
@@ -27,16 +27,16 @@ const (
 
 type modelItem struct {
 	value   []byte
-	version engine.Version
+	version store.Version
 }
 
-func checkHistory(t *testing.T, s engine.Store, seed uint64, ops int) {
+func checkHistory(t *testing.T, s store.Store, seed uint64, ops int) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	model := map[string]modelItem{}
-	var last engine.Version
+	var last store.Version
 	key := func() []byte { return []byte(fmt.Sprintf("k%d", rng.IntN(historyKeys))) }
 	for i := 0; i < ops; i++ {
-		b := new(engine.Batch)
+		b := new(store.Batch)
 		for range rng.IntN(3) {
 			kk := key()
 			switch rng.IntN(4) {
@@ -47,7 +47,7 @@ func checkHistory(t *testing.T, s engine.Store, seed uint64, ops int) {
 			case 2: // usually the current version, so that it holds
 				b.AtVersion(kk, model[string(kk)].version)
 			default:
-				b.AtVersion(kk, engine.Version(rng.IntN(int(last)+2)))
+				b.AtVersion(kk, store.Version(rng.IntN(int(last)+2)))
 			}
 		}
 		for range 1 + rng.IntN(4) {
@@ -59,7 +59,7 @@ func checkHistory(t *testing.T, s engine.Store, seed uint64, ops int) {
 		}
 		failed, found := firstFailing(b, model)
 		v, err := s.Apply(ctx, b)
-		var ce *engine.ConditionError
+		var ce *store.ConditionError
 		switch {
 		case failed != nil:
 			if !errors.As(err, &ce) || !bytes.Equal(ce.Cond.Key, failed.Key) || ce.Cond.Kind != failed.Kind || ce.Found != found {
@@ -69,7 +69,7 @@ func checkHistory(t *testing.T, s engine.Store, seed uint64, ops int) {
 			t.Fatalf("batch %d: %v", i, err)
 		case v < last || v == last && changes(b, model):
 			// A batch that changes nothing (deletes of absent keys) may
-			// answer the last version (engine.Version), never an older one.
+			// answer the last version (store.Version), never an older one.
 			t.Fatalf("batch %d: version %d after %d", i, v, last)
 		default:
 			last = v
@@ -89,7 +89,7 @@ func checkHistory(t *testing.T, s engine.Store, seed uint64, ops int) {
 
 // changes reports whether b, applied to the model, changes anything: the
 // last op on some key is a put, or a delete of a present key.
-func changes(b *engine.Batch, model map[string]modelItem) bool {
+func changes(b *store.Batch, model map[string]modelItem) bool {
 	seen := map[string]bool{}
 	for i := len(b.Ops) - 1; i >= 0; i-- {
 		op := b.Ops[i]
@@ -106,18 +106,18 @@ func changes(b *engine.Batch, model map[string]modelItem) bool {
 
 // firstFailing returns the first condition of b the model refuses, and the
 // version it found. The model decides conditions by its own switch, not
-// engine.Condition.HoldsAt, so that it cannot share a mistake with the
+// store.Condition.HoldsAt, so that it cannot share a mistake with the
 // stores it checks.
-func firstFailing(b *engine.Batch, model map[string]modelItem) (*engine.Condition, engine.Version) {
+func firstFailing(b *store.Batch, model map[string]modelItem) (*store.Condition, store.Version) {
 	for i, c := range b.Conds {
 		found := model[string(c.Key)].version
 		ok := false
 		switch c.Kind {
-		case engine.MustBeAbsent:
+		case store.MustBeAbsent:
 			ok = found == 0
-		case engine.MustBePresent:
+		case store.MustBePresent:
 			ok = found != 0
-		case engine.MustBeAtVersion:
+		case store.MustBeAtVersion:
 			ok = found != 0 && found == c.Version
 		}
 		if !ok {
@@ -128,7 +128,7 @@ func firstFailing(b *engine.Batch, model map[string]modelItem) (*engine.Conditio
 }
 
 // compareAll checks a full Scan and every Get against the model.
-func compareAll(t *testing.T, s engine.Store, model map[string]modelItem, step int) {
+func compareAll(t *testing.T, s store.Store, model map[string]modelItem, step int) {
 	t.Helper()
 	items, err := s.Scan(ctx, nil, nil, s.Limits().ScanItemsMax)
 	if err != nil {
@@ -165,12 +165,12 @@ const (
 	casAttemptsMax = 10000
 )
 
-func checkConcurrentCAS(t *testing.T, s engine.Store) {
+func checkConcurrentCAS(t *testing.T, s store.Store) {
 	counter := []byte("counter")
-	mustApply(t, s, new(engine.Batch).Put(counter, []byte{0, 0}))
+	mustApply(t, s, new(store.Batch).Put(counter, []byte{0, 0}))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	seen := map[engine.Version]bool{}
+	seen := map[store.Version]bool{}
 	errs := make(chan error, casWorkers)
 	for range casWorkers {
 		wg.Add(1)
@@ -198,15 +198,15 @@ func checkConcurrentCAS(t *testing.T, s engine.Store) {
 	}
 }
 
-func increment(s engine.Store, counter []byte, mu *sync.Mutex, seen map[engine.Version]bool) error {
+func increment(s store.Store, counter []byte, mu *sync.Mutex, seen map[store.Version]bool) error {
 	for range casAttemptsMax {
 		it, err := s.Get(ctx, counter)
 		if err != nil {
 			return err
 		}
 		n := int(it.Value[0])<<8 | int(it.Value[1]) + 1
-		v, err := s.Apply(ctx, new(engine.Batch).AtVersion(counter, it.Version).Put(counter, []byte{byte(n >> 8), byte(n)}))
-		if errors.Is(err, engine.ErrConditionFailed) {
+		v, err := s.Apply(ctx, new(store.Batch).AtVersion(counter, it.Version).Put(counter, []byte{byte(n >> 8), byte(n)}))
+		if errors.Is(err, store.ErrConditionFailed) {
 			continue
 		}
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 func TestEnvelope_RoundTripsAndRefusesForeignValues(t *testing.T) {
@@ -21,17 +21,17 @@ func TestEnvelope_RoundTripsAndRefusesForeignValues(t *testing.T) {
 		}
 	}
 	for _, stored := range [][]byte{nil, {1, 2, 3}, append([]byte{2}, make([]byte, 20)...), []byte("plain text someone else wrote")} {
-		if _, _, err := unseal([]byte("k"), stored); !errors.Is(err, engine.ErrCorruption) {
+		if _, _, err := unseal([]byte("k"), stored); !errors.Is(err, store.ErrCorruption) {
 			t.Fatalf("%q: %v, want ErrCorruption", stored, err)
 		}
 	}
 }
 
 func TestLastOpPerKey_KeepsTheLastOpOfEachKeyInBatchOrder(t *testing.T) {
-	b := new(engine.Batch).Put([]byte("a"), []byte("1")).Put([]byte("b"), nil).Delete([]byte("a")).
+	b := new(store.Batch).Put([]byte("a"), []byte("1")).Put([]byte("b"), nil).Delete([]byte("a")).
 		Put([]byte("c"), nil).Put([]byte("b"), []byte("2"))
 	got := lastOpPerKey(b.Ops)
-	want := []engine.Op{{Key: []byte("a"), Delete: true}, {Key: []byte("c")}, {Key: []byte("b"), Value: []byte("2")}}
+	want := []store.Op{{Key: []byte("a"), Delete: true}, {Key: []byte("c")}, {Key: []byte("b"), Value: []byte("2")}}
 	if len(got) != len(want) {
 		t.Fatalf("%+v", got)
 	}
@@ -51,28 +51,28 @@ func TestApplyError_OnlyExplicitRejectionsAreNotApplied(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"too many ops", rpctypes.ErrGRPCTooManyOps, engine.ErrInvalidBatch},
-		{"request too large", rpctypes.ErrGRPCRequestTooLarge, engine.ErrInvalidBatch},
-		{"duplicate key", rpctypes.ErrGRPCDuplicateKey, engine.ErrInvalidBatch},
-		{"client send limit", status.Error(codes.ResourceExhausted, "trying to send message larger than max (3000000 vs. 2097152)"), engine.ErrInvalidBatch},
-		{"no space", rpctypes.ErrGRPCNoSpace, engine.ErrFailStopped},
-		{"permission denied", rpctypes.ErrGRPCPermissionDenied, engine.ErrFailStopped},
-		{"invalid token", rpctypes.ErrGRPCInvalidAuthToken, engine.ErrFailStopped},
-		{"deadline", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), engine.ErrAmbiguous},
-		{"context", context.DeadlineExceeded, engine.ErrAmbiguous},
-		{"server stopped", rpctypes.ErrGRPCStopped, engine.ErrAmbiguous},
-		{"leader changed", rpctypes.ErrGRPCLeaderChanged, engine.ErrAmbiguous},
-		{"timeout", rpctypes.ErrGRPCTimeout, engine.ErrAmbiguous},
-		{"no leader", rpctypes.ErrGRPCNoLeader, engine.ErrAmbiguous},
-		{"too many requests", rpctypes.ErrGRPCRequestTooManyRequests, engine.ErrAmbiguous},
-		{"unavailable", status.Error(codes.Unavailable, "connection reset"), engine.ErrAmbiguous},
-		{"unknown", errors.New("something else"), engine.ErrAmbiguous},
+		{"too many ops", rpctypes.ErrGRPCTooManyOps, store.ErrInvalidBatch},
+		{"request too large", rpctypes.ErrGRPCRequestTooLarge, store.ErrInvalidBatch},
+		{"duplicate key", rpctypes.ErrGRPCDuplicateKey, store.ErrInvalidBatch},
+		{"client send limit", status.Error(codes.ResourceExhausted, "trying to send message larger than max (3000000 vs. 2097152)"), store.ErrInvalidBatch},
+		{"no space", rpctypes.ErrGRPCNoSpace, store.ErrFailStopped},
+		{"permission denied", rpctypes.ErrGRPCPermissionDenied, store.ErrFailStopped},
+		{"invalid token", rpctypes.ErrGRPCInvalidAuthToken, store.ErrFailStopped},
+		{"deadline", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), store.ErrAmbiguous},
+		{"context", context.DeadlineExceeded, store.ErrAmbiguous},
+		{"server stopped", rpctypes.ErrGRPCStopped, store.ErrAmbiguous},
+		{"leader changed", rpctypes.ErrGRPCLeaderChanged, store.ErrAmbiguous},
+		{"timeout", rpctypes.ErrGRPCTimeout, store.ErrAmbiguous},
+		{"no leader", rpctypes.ErrGRPCNoLeader, store.ErrAmbiguous},
+		{"too many requests", rpctypes.ErrGRPCRequestTooManyRequests, store.ErrAmbiguous},
+		{"unavailable", status.Error(codes.Unavailable, "connection reset"), store.ErrAmbiguous},
+		{"unknown", errors.New("something else"), store.ErrAmbiguous},
 	} {
 		got := applyError(c.err)
 		if !errors.Is(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
-		for _, other := range []error{engine.ErrInvalidBatch, engine.ErrFailStopped, engine.ErrAmbiguous} {
+		for _, other := range []error{store.ErrInvalidBatch, store.ErrFailStopped, store.ErrAmbiguous} {
 			if other != c.want && errors.Is(got, other) {
 				t.Errorf("%s: %v is also %v", c.name, got, other)
 			}
@@ -96,11 +96,11 @@ func TestRangeEnd_BoundsExactlyThePrefix(t *testing.T) {
 func TestReadError_TheCallersContextOrUnavailable(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := readError(ended, status.Error(codes.Canceled, "context canceled")); !errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrUnavailable) {
+	if err := readError(ended, status.Error(codes.Canceled, "context canceled")); !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("caller's context ended: %v", err)
 	}
 	for _, cause := range []error{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), rpctypes.ErrGRPCNoLeader, status.Error(codes.Unavailable, "connection refused")} {
-		if err := readError(context.Background(), cause); !errors.Is(err, engine.ErrUnavailable) {
+		if err := readError(context.Background(), cause); !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("%v: %v, want ErrUnavailable", cause, err)
 		}
 	}

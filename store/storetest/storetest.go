@@ -1,11 +1,11 @@
-// Package storetest is the conformance suite of engine.Store: one table of
+// Package storetest is the conformance suite of store.Store: one table of
 // behaviours the contract promises, and a randomized history checked
 // against a model. Every Store — engine.DB, the reference memstore, and
 // the stores to come — runs it, so a layer written against the contract
 // can trust any of them alike.
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) engine.Store { return open(t) })
+//		storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
 //	}
 package storetest
 
@@ -15,12 +15,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 )
 
 // Open returns a new, empty store for one subtest; the suite never closes
 // it (register cleanup in Open).
-type Open func(t *testing.T) engine.Store
+type Open func(t *testing.T) store.Store
 
 // Run runs every behaviour of the contract, then the model-checked
 // history, each as a subtest on a fresh store.
@@ -42,7 +42,7 @@ var ctx = context.Background()
 func k(s string) []byte { return []byte(s) }
 
 // mustApply applies b and returns its version, failing the test on error.
-func mustApply(t *testing.T, s engine.Store, b *engine.Batch) engine.Version {
+func mustApply(t *testing.T, s store.Store, b *store.Batch) store.Version {
 	t.Helper()
 	v, err := s.Apply(ctx, b)
 	if err != nil {
@@ -55,7 +55,7 @@ func mustApply(t *testing.T, s engine.Store, b *engine.Batch) engine.Version {
 }
 
 // mustGet returns key's item, failing unless it exists.
-func mustGet(t *testing.T, s engine.Store, key string) engine.Item {
+func mustGet(t *testing.T, s store.Store, key string) store.Item {
 	t.Helper()
 	it, err := s.Get(ctx, k(key))
 	if err != nil {
@@ -65,15 +65,15 @@ func mustGet(t *testing.T, s engine.Store, key string) engine.Item {
 }
 
 // wantAbsent fails unless key is absent.
-func wantAbsent(t *testing.T, s engine.Store, key string) {
+func wantAbsent(t *testing.T, s store.Store, key string) {
 	t.Helper()
-	if it, err := s.Get(ctx, k(key)); !errors.Is(err, engine.ErrNotFound) {
+	if it, err := s.Get(ctx, k(key)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get %q: %+v, %v; want ErrNotFound", key, it, err)
 	}
 }
 
 // wantItem fails unless key holds value at version v.
-func wantItem(t *testing.T, s engine.Store, key, value string, v engine.Version) {
+func wantItem(t *testing.T, s store.Store, key, value string, v store.Version) {
 	t.Helper()
 	it := mustGet(t, s, key)
 	if !bytes.Equal(it.Key, k(key)) || !bytes.Equal(it.Value, k(value)) || it.Version != v {
