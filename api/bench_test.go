@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/internal/testsupport"
@@ -116,6 +117,12 @@ func (w *benchWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// SetReadDeadline and SetWriteDeadline are there as on net/http's writer,
+// which http.ResponseController reaches (readBody sets a body deadline).
+func (w *benchWriter) SetReadDeadline(time.Time) error  { return nil }
+func (w *benchWriter) SetWriteDeadline(time.Time) error { return nil }
+
 func (w *benchWriter) WriteHeader(status int) {
 	if w.status == 0 {
 		w.status = status
