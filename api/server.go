@@ -169,7 +169,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		// values.
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 		defer cancel()
-		s.mux.ServeHTTP(w, r.WithContext(ctx))
+		s.mux.ServeHTTP(w, r.WithContext(&requestCtx{Context: ctx}))
 		return
 	}
 	s.unmatched.ServeHTTP(w, r)
