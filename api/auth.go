@@ -109,7 +109,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 			principal = p
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, principal)))
+		next.ServeHTTP(w, withPrincipal(r, principal))
 	})
 }
 

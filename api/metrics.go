@@ -27,6 +27,9 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	durations *prometheus.HistogramVec
 	outcomes  *prometheus.CounterVec
+	// keyedSeries are outcomes' series by keyedOutcomes' index and
+	// replayed (0 false, 1 true), resolved once (outcomeSeries).
+	keyedSeries [][2]prometheus.Counter
 	// resolutions counts operators' resolutions by what they did.
 	resolutions *prometheus.CounterVec
 	// forwardRefusals counts what forwarding between nodes refused.
@@ -190,9 +193,9 @@ func newRequestMetrics() *metrics {
 	m.forwardRefusals.WithLabelValues(refusedAnswer)
 	// Every keyed series exists from the start, so that rates over them do
 	// not begin with a gap.
-	for _, o := range keyedOutcomes {
-		m.outcomes.WithLabelValues(o, "true")
-		m.outcomes.WithLabelValues(o, "false")
+	m.keyedSeries = make([][2]prometheus.Counter, len(keyedOutcomes))
+	for i, o := range keyedOutcomes {
+		m.keyedSeries[i] = [2]prometheus.Counter{m.outcomes.WithLabelValues(o, "false"), m.outcomes.WithLabelValues(o, "true")}
 	}
 	m.reg.MustRegister(m.requests, m.durations, m.outcomes, m.resolutions, m.forwardRefusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -463,5 +466,19 @@ func (m *metrics) keyed(a receipt.Answer) {
 	case outcome == "":
 		outcome = outcomeRejected
 	}
-	m.outcomes.WithLabelValues(outcome, strconv.FormatBool(a.Replayed)).Inc()
+	m.outcomeSeries(outcome, a.Replayed).Inc()
+}
+
+// outcomeSeries is the idem_keyed_answers_total series of (outcome,
+// replayed): one of those resolved at start for a known outcome, without
+// the label lookup WithLabelValues does on each call.
+func (m *metrics) outcomeSeries(outcome string, replayed bool) prometheus.Counter {
+	r := 0
+	if replayed {
+		r = 1
+	}
+	if i := slices.Index(keyedOutcomes, outcome); i >= 0 {
+		return m.keyedSeries[i][r]
+	}
+	return m.outcomes.WithLabelValues(outcome, strconv.FormatBool(replayed))
 }

@@ -2,7 +2,9 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -26,5 +28,19 @@ func TestReadAllSized_ReadsEverythingWhateverTheHint(t *testing.T) {
 	}
 	if _, err := readAllSized(iotest.ErrReader(io.ErrUnexpectedEOF), 10, 100); err != io.ErrUnexpectedEOF {
 		t.Fatalf("a failing reader: %v", err)
+	}
+}
+
+// A body that says it is within the bound but is not (a request built in
+// process, whose reader net/http does not limit to its Content-Length) is
+// still refused past the bound, as MaxBytesReader would refuse it.
+func TestReadAllSized_BoundsALyingContentLength(t *testing.T) {
+	const max = 1000
+	for _, size := range []int{max, max + 1, 5 * max} {
+		got, err := readAllSized(strings.NewReader(strings.Repeat("x", size)), 10, max)
+		var tooBig *http.MaxBytesError
+		if want := size > max; errors.As(err, &tooBig) != want || (!want && len(got) != size) {
+			t.Errorf("%d bytes announced as 10, bound %d: %d bytes, %v", size, max, len(got), err)
+		}
 	}
 }

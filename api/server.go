@@ -186,7 +186,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		// values.
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 		defer cancel()
-		s.mux.ServeHTTP(w, r.WithContext(ctx))
+		s.mux.ServeHTTP(w, r.WithContext(&requestCtx{Context: ctx}))
 		return
 	}
 	s.unmatched.ServeHTTP(w, r)
@@ -224,7 +224,7 @@ func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // not every writer (a test's) has a connection
-	body, err := readAllSized(http.MaxBytesReader(w, r.Body, s.opts.BodyBytesMax), r.ContentLength, s.opts.BodyBytesMax)
+	body, err := readAllSized(s.bodyReader(w, r), r.ContentLength, s.opts.BodyBytesMax)
 	_ = rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	switch {
@@ -252,10 +252,23 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return body, true
 }
 
+// bodyReader is r's body bounded by BodyBytesMax. A body whose
+// Content-Length is within the bound needs no MaxBytesReader: net/http
+// reads no byte past the length, and readAllSized refuses more than max
+// from a reader that would (a request built in-process). A larger or
+// unannounced (chunked) one goes through it: past the bound it answers
+// 413 and has the connection closed, its rest unread.
+func (s *Server) bodyReader(w http.ResponseWriter, r *http.Request) io.Reader {
+	if r.ContentLength > 0 && r.ContentLength <= s.opts.BodyBytesMax {
+		return r.Body
+	}
+	return http.MaxBytesReader(w, r.Body, s.opts.BodyBytesMax)
+}
+
 // readAllSized is io.ReadAll with the buffer sized once from the
 // request's Content-Length (when it is within max), instead of grown from
-// 512 bytes with a copy at each doubling. The length is only a hint: the
-// reader (MaxBytesReader) still bounds what is read.
+// 512 bytes with a copy at each doubling. The length is only a hint: more
+// is read if it comes, up to max (then *http.MaxBytesError).
 func readAllSized(r io.Reader, hint, max int64) ([]byte, error) {
 	if hint <= 0 || hint > max {
 		return io.ReadAll(r)
@@ -264,6 +277,9 @@ func readAllSized(r io.Reader, hint, max int64) ([]byte, error) {
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			return b, &http.MaxBytesError{Limit: max}
+		}
 		if err == io.EOF {
 			return b, nil
 		}

@@ -2,6 +2,8 @@ package table
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/idemdb/idem/internal/canonjson"
 )
@@ -13,8 +15,11 @@ import (
 func DecodeBatch(data []byte) (*Batch, error) {
 	d := batchDecoder{b: &Batch{canonicalInput: true}}
 	d.dec.Reset(data)
+	d.inserts = insertScratch.Get().(*[]Insert)
 	b, err := d.batch()
 	d.dec.Release()
+	*d.inserts = resetInserts(*d.inserts)
+	insertScratch.Put(d.inserts)
 	if err != nil {
 		return nil, invalid("malformed batch body: %v", err)
 	}
@@ -29,6 +34,27 @@ func DecodeBatch(data []byte) (*Batch, error) {
 type batchDecoder struct {
 	dec canonjson.Decoder // by value: DecodeBatch's one allocation fewer
 	b   *Batch
+	// inserts collects the inserts, copied into the batch at its end: one
+	// allocation of the right size instead of a slice grown by doubling.
+	inserts *[]Insert
+}
+
+// insertScratch keeps the decoders' inserts scratch between bodies.
+var insertScratch = sync.Pool{New: func() any { return new([]Insert) }}
+
+// insertScratchMax bounds the scratch a pooled slice keeps, so one huge
+// batch does not pin its slice for the life of the process.
+const insertScratchMax = 1024
+
+// resetInserts empties s for reuse: its elements zeroed (they hold the last
+// batch's strings and documents, which must not stay reachable from the
+// pool), or nil when it grew past insertScratchMax.
+func resetInserts(s []Insert) []Insert {
+	if cap(s) > insertScratchMax {
+		return nil
+	}
+	clear(s)
+	return s[:0]
 }
 
 func (d *batchDecoder) batch() (*Batch, error) {
@@ -37,6 +63,9 @@ func (d *batchDecoder) batch() (*Batch, error) {
 	}
 	if err := d.dec.End(); err != nil {
 		return nil, err
+	}
+	if ins := *d.inserts; len(ins) > 0 {
+		d.b.Inserts = slices.Clone(ins)
 	}
 	d.b.numErr = d.dec.LimitErr()
 	return d.b, nil
@@ -59,12 +88,13 @@ func (d *batchDecoder) batchMember(key string) error {
 
 // insert reads an element of "inserts".
 func (d *batchDecoder) insert() error {
-	d.b.Inserts = append(d.b.Inserts, Insert{})
+	*d.inserts = append(*d.inserts, Insert{})
 	return d.dec.Object(d.insertMember)
 }
 
 func (d *batchDecoder) insertMember(key string) (err error) {
-	in := &d.b.Inserts[len(d.b.Inserts)-1]
+	ins := *d.inserts
+	in := &ins[len(ins)-1]
 	switch key {
 	case "id":
 		in.ID, err = d.dec.ReadString()

@@ -51,3 +51,30 @@ func TestValidate_SharedBatchIsRaceFree(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeBatch_OwnsWhatItReturns: a decoded batch shares nothing with
+// the decodes after it (the inserts' scratch is reused between bodies) nor
+// with the body it came from (its strings are the decoder's own bytes):
+// changing the body or decoding other bodies leaves it as it was.
+func TestDecodeBatch_OwnsWhatItReturns(t *testing.T) {
+	body := []byte(`{"inserts":[{"id":"a1","doc":{"n":1}},{"id":"b2","doc":{"n":2}}],"deletes":["c3"]}`)
+	first, err := DecodeBatch(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range body {
+		body[i] = ' '
+	}
+	for range 4 {
+		if _, err := DecodeBatch([]byte(`{"inserts":[{"id":"zz","doc":{"m":9}},{"id":"yy","doc":{}},{"id":"xx","doc":[]}],"deletes":["ww"]}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(first.Inserts) != 2 || first.Inserts[0].ID != "a1" || string(first.Inserts[0].Doc) != `{"n":1}` ||
+		first.Inserts[1].ID != "b2" || string(first.Inserts[1].Doc) != `{"n":2}` || first.Deletes[0] != "c3" {
+		t.Fatalf("the first batch changed: %+v", first)
+	}
+	if empty, err := DecodeBatch([]byte(`{"inserts":[],"deletes":["d"]}`)); err != nil || empty.Inserts != nil {
+		t.Fatalf("no inserts: %+v, %v; want Inserts nil, as before", empty, err)
+	}
+}

@@ -1,5 +1,7 @@
 package canonjson
 
+import "unsafe"
+
 // Decoder reads one JSON object of a known shape in a single pass: the
 // caller names, member by member, what it expects (Object, Array,
 // ReadString, ReadBool), and the values it keeps opaque come out already
@@ -8,7 +10,7 @@ package canonjson
 // case-insensitively) and a repeated name is refused.
 type Decoder struct {
 	p   parser
-	buf []byte // every canonical value ReadValue returned, back to back
+	buf []byte // every canonical value ReadValue and string ReadString returned, back to back
 	// shell is the pooled parser whose scratch stacks p borrowed; Release
 	// gives them back through it (nil: none borrowed).
 	shell *parser
@@ -206,7 +208,10 @@ func (d *Decoder) null() bool {
 	return false
 }
 
-// ReadString reads a string.
+// ReadString reads a string. Its bytes go to the buffer ReadValue's values
+// share, so that the strings of a body (a batch's ten document IDs, say)
+// cost no allocation each; the buffer's bytes are never written again once
+// returned, which is what makes them a string's.
 func (d *Decoder) ReadString() (string, error) {
 	p := &d.p
 	p.skipSpace()
@@ -214,10 +219,12 @@ func (d *Decoder) ReadString() (string, error) {
 		return "", p.fail("expected a string")
 	}
 	s, err := p.str()
-	if err != nil {
+	if err != nil || len(s) == 0 {
 		return "", err
 	}
-	return string(s), nil
+	start := len(d.buf)
+	d.buf = append(d.buf, s...)
+	return unsafe.String(&d.buf[start], len(s)), nil
 }
 
 // ReadBool reads true or false.

@@ -1,0 +1,46 @@
+package api
+
+import (
+	"context"
+	"net/http"
+)
+
+// requestCtx is the context dispatch gives a routed request: its
+// RequestTimeout deadline, and the principal authenticate names. The
+// principal is set in place, not by context.WithValue and
+// Request.WithContext: on the keyed path those were two allocations (a
+// value context and a copy of the whole Request) per request for one
+// string. It is set once, before the handler runs, on the goroutine that
+// serves the request, and read after; nothing else sees it change.
+type requestCtx struct {
+	context.Context
+	// principal is a string, nil until authenticate sets it: held as an
+	// interface so that Value, called a few times per request, does not
+	// box it anew each time.
+	principal any
+}
+
+func (c *requestCtx) Value(key any) any {
+	if _, ok := key.(principalKey); ok && c.principal != nil {
+		return c.principal
+	}
+	return c.Context.Value(key)
+}
+
+// anonymousPrincipal is Anonymous boxed once: a server without tokens sets
+// it on every request without an allocation.
+var anonymousPrincipal any = Anonymous
+
+// withPrincipal is r as its handler sees it when principal is
+// authenticated: the same request when dispatch made its context, else a
+// copy with the principal as a context value.
+func withPrincipal(r *http.Request, principal string) *http.Request {
+	if c, ok := r.Context().(*requestCtx); ok && c.principal == nil {
+		c.principal = principal
+		if principal == Anonymous {
+			c.principal = anonymousPrincipal
+		}
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, principal))
+}
