@@ -152,6 +152,7 @@ func (ss *sessions) holdSession(ctx context.Context, principal, id string) (sa *
 		return nil, nil, err
 	}
 	if rec.State != SessionOpen {
+		ss.forgetEnded(id)
 		return nil, rec, errSessionEnded(id, rec)
 	}
 	sa = &sessionAttempt{id: id, rec: rec, ver: ver}
@@ -175,6 +176,19 @@ func (ss *sessions) holdSession(ctx context.Context, principal, id string) (sa *
 		return ss.endOrReload(ctx, sa, ReasonOwnerLost, &ls)
 	}
 	return nil, nil, &HeldElsewhereError{Session: id, Holder: lease.Owner{Node: ls.Claim.Node, Incarnation: ls.Claim.Incarnation}}
+}
+
+// forgetEnded drops the hold this process may still track on session id
+// once its record reads ended: an ending write whose answer was lost (a
+// commit whose context ended mid-write) leaves the hold in the active set,
+// and with it a place in its principal's session quota, until a renewal
+// finds the lease gone. The record is the truth: nothing of an ended
+// session needs renewing.
+func (ss *sessions) forgetEnded(id string) {
+	if h, ok := ss.core.active.Get(id); ok {
+		ss.core.active.Remove(id, h)
+	}
+	ss.stagings.drop(id)
 }
 
 // holdTracked makes sa.held the hold this process tracks on sa when the
