@@ -16,7 +16,7 @@ import (
 // what ran while the case was measured, every goroutine of the process
 // included (an embedded etcd's members too).
 
-// caseProfile starts the CPU profile of the window of label in dir ("":
+// caseProfile starts the CPU profile of loop l's measured window in dir ("":
 // none) and returns what stops it. A profile that cannot start is reported
 // and skipped: it must not fail the measurement.
 func (e *Env) caseProfile(dir string, l Loop) func() {
