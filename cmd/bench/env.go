@@ -34,6 +34,9 @@ type Options struct {
 	HTTPClient string
 	// Quick marks the no-flag tour: short cases and scaled-down stores.
 	Quick bool
+	// CaseProfiles is -cpuprofile-cases: a directory for one CPU profile
+	// per measured window (caseprofile.go); "" for none.
+	CaseProfiles string
 	// Crashloop holds the -crashloop-* flags of the opt-in crashloop suite.
 	Crashloop CrashloopOptions
 }

@@ -29,6 +29,7 @@ type benchFlags struct {
 	httpCli       *string
 	outPath       *string
 	cpuProf       *string
+	caseProf      *string
 	traceOut      *string
 	crashKills    *int
 	crashInterval *string
@@ -60,6 +61,7 @@ func defineFlags(fs *flag.FlagSet) *benchFlags {
 		httpCli:   fs.String("http-client", "lean", "load generator of the http suite and the pg-http peer: lean (one connection per worker, one write per request, the answer parsed in place, as wrk) or net (net/http's client)"),
 		outPath:   fs.String("out", "", "write a Markdown report (machine, tables, targets) here, with PNG charts beside it"),
 		cpuProf:   fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)"),
+		caseProf:  fs.String("cpuprofile-cases", "", "write a CPU profile of each case's measured window into this directory, as <suite>-<case>-c<N>.prof (not with -cpuprofile: one CPU profile at a time)"),
 		traceOut:  fs.String("trace", "", "write an execution trace of the whole run here (go tool trace; -pprof=sched shows who waited for a CPU)"),
 
 		crashKills:    fs.Int("crashloop-kills", 100, "crashloop: SIGKILLs of idemd under load (the suite stops after the last restart is healthy)"),
@@ -95,13 +97,21 @@ func (f *benchFlags) options(fs *flag.FlagSet) (Options, error) {
 	if *f.duration <= 0 || *f.valueB < 0 || *f.keys < 1 || *f.receipts < 1 || *f.capacity < capacityStages || *f.replayN < 1 || *f.batchDocs < 1 || *f.batchDocs > table.BatchDocsMax {
 		return Options{}, fmt.Errorf("need -duration > 0, -value-bytes >= 0, -keys, -receipts, -replay-keys >= 1, -capacity >= %d, -batch-docs in 1..%d", capacityStages, table.BatchDocsMax)
 	}
+	if *f.caseProf != "" && *f.cpuProf != "" {
+		return Options{}, errors.New("-cpuprofile-cases and -cpuprofile: Go keeps one CPU profile at a time, name one")
+	}
+	if *f.caseProf != "" {
+		if st, err := os.Stat(*f.caseProf); err != nil || !st.IsDir() {
+			return Options{}, fmt.Errorf("-cpuprofile-cases %s: not a directory", *f.caseProf)
+		}
+	}
 	crash, err := f.crashloop()
 	if err != nil {
 		return Options{}, err
 	}
 	opts := Options{Duration: *f.duration, Concurrency: conc, ConcurrencySet: set["concurrency"],
 		ValueBytes: *f.valueB, Keys: *f.keys, Receipts: *f.receipts, Capacity: *f.capacity, BatchDocs: *f.batchDocs, ReplayKeys: *f.replayN,
-		JSON: *f.jsonOut, PG: *f.pgDSN, PGTuned: *f.pgTuned, HTTPClient: *f.httpCli, Crashloop: crash}
+		JSON: *f.jsonOut, PG: *f.pgDSN, PGTuned: *f.pgTuned, HTTPClient: *f.httpCli, CaseProfiles: *f.caseProf, Crashloop: crash}
 	if set["suite"] {
 		return opts, nil
 	}

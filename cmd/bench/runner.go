@@ -104,7 +104,9 @@ func (e *Env) Loop(l Loop, op Op) (Measured, error) {
 	if r.wait(warmup) {
 		begin = loopEdge{fsyncs: r.fsyncs(), fsyncNanos: r.fsyncNanos(), cpu: processCPU(), t: time.Now()}
 		r.phase.Store(phaseMeasure)
+		stopProfile := e.caseProfile(e.Opts.CaseProfiles, l)
 		r.measure(begin.t)
+		stopProfile()
 	}
 	r.phase.Store(phaseStop)
 	end := loopEdge{t: time.Now(), fsyncs: r.fsyncs(), fsyncNanos: r.fsyncNanos(), cpu: processCPU()}

@@ -18,10 +18,11 @@ import (
 
 func init() {
 	register(Suite{
-		Name: "etcd",
-		Rank: 45,
-		Doc:  "etcdstore on an embedded 3-member etcd (fsync on): raw Txn and nested-24 Txn floors, Apply, keyed, replay, keyed-hot (two receipt services, each request also $incs one shared document; aborts_per_op, replans_per_op); round trips and bbolt bytes per receipt",
-		Run:  runEtcd,
+		Name:  "etcd",
+		Rank:  45,
+		Doc:   "etcdstore on an embedded 3-member etcd (fsync on): raw Txn and nested-24 Txn floors, Apply, keyed, replay, keyed-hot (two receipt services, each request also $incs one shared document; aborts_per_op, replans_per_op); round trips, Applies per Txn and bbolt bytes per receipt",
+		Cases: []string{"txn", "txn-nested24", "apply", "keyed", "replay", caseKeyedHot},
+		Run:   runEtcd,
 	})
 }
 
@@ -64,12 +65,18 @@ func runEtcd(env *Env) error {
 
 	for _, c := range env.Opts.Concurrency {
 		for _, name := range []string{"txn", "txn-nested24"} {
+			if !env.Want(name) {
+				continue
+			}
 			r, err := etcdFloor(env, cli, name, c, prefix(name))
 			if err != nil {
 				report()
 				return err
 			}
 			results = append(results, &r)
+		}
+		if !env.Want("apply") {
+			continue
 		}
 		r, err := etcdApply(env, cli, c, prefix("apply"))
 		if err != nil {
@@ -78,17 +85,21 @@ func runEtcd(env *Env) error {
 		}
 		results = append(results, &r)
 	}
-	keyed, err := etcdKeyed(env, cli, prefix)
-	results = append(results, keyed...)
-	if err != nil {
-		report()
-		return err
+	if env.Want("keyed") || env.Want("replay") {
+		keyed, err := etcdKeyed(env, cli, prefix)
+		results = append(results, keyed...)
+		if err != nil {
+			report()
+			return err
+		}
 	}
-	hot, err := etcdKeyedHot(env, cli, prefix(caseKeyedHot), hotConcurrencies(env, env.Opts.Concurrency))
-	results = append(results, hot...)
-	if err != nil {
-		report()
-		return err
+	if env.Want(caseKeyedHot) {
+		hot, err := etcdKeyedHot(env, cli, prefix(caseKeyedHot), hotConcurrencies(env, env.Opts.Concurrency))
+		results = append(results, hot...)
+		if err != nil {
+			report()
+			return err
+		}
 	}
 	etcdTargets(results)
 	report()
@@ -172,14 +183,20 @@ func etcdKeyed(env *Env, cli *clientv3.Client, prefix func(string) string) ([]*R
 	}
 	wl := newWorkload(env.Opts.BatchDocs)
 	var round atomic.Int64 // keys of each case apart from the others': round << 40
-	out, err := etcdKeyedCases(env, svc, wl, &round)
-	if err != nil {
-		return out, err
+	var out []*Result
+	if env.Want("keyed") {
+		out, err = etcdKeyedCases(env, s, svc, wl, &round)
+		if err != nil {
+			return out, err
+		}
 	}
 	counted := min(env.Opts.ReplayKeys, etcdCountedMax)
 	base := uint64(round.Add(1) << 40)
 	if err := etcdCounted(env, cli, s, svc, wl, &round, base, counted, out); err != nil {
 		return out, err
+	}
+	if !env.Want("replay") {
+		return out, nil
 	}
 	rs, err := etcdReplay(env, s, svc, wl, base, counted)
 	return append(out, rs...), err
@@ -187,10 +204,11 @@ func etcdKeyed(env *Env, cli *clientv3.Client, prefix func(string) string) ([]*R
 
 // etcdKeyedCases measures keyed requests, each a new key, at every
 // concurrency of the run.
-func etcdKeyedCases(env *Env, svc *receipt.Service, wl *workload, round *atomic.Int64) ([]*Result, error) {
+func etcdKeyedCases(env *Env, s *etcdstore.Store, svc *receipt.Service, wl *workload, round *atomic.Int64) ([]*Result, error) {
 	var out []*Result
 	for _, c := range env.Opts.Concurrency {
 		r0 := round.Add(1) << 40
+		st0 := s.Stats()
 		m, err := env.Loop(Loop{Case: "keyed", Concurrency: c}, func(ctx context.Context, w int, i uint64) error {
 			ans, err := svc.Execute(ctx, receipt.Request{Principal: benchPrincipal, Table: benchTable, Key: wl.key(w, uint64(r0)+i), Batch: wl.batch(w, uint64(r0)+i)})
 			if err != nil {
@@ -202,6 +220,7 @@ func etcdKeyedCases(env *Env, svc *receipt.Service, wl *workload, round *atomic.
 			return out, err
 		}
 		r := m.Result("keyed", c)
+		setGrouping(&r, st0, s.Stats())
 		out = append(out, &r)
 	}
 	return out, nil
@@ -229,6 +248,21 @@ func etcdCounted(env *Env, cli *clientv3.Client, s *etcdstore.Store, svc *receip
 		space.set(r)
 	}
 	return nil
+}
+
+// setGrouping reports how far group commit (etcdstore/group.go) went in
+// a case: Applies per etcd Txn (1 when none grouped; counted over the
+// store's whole traffic in the window, its background loops included), and
+// the share of Applies that rode in a group.
+func setGrouping(r *Result, before, after etcdstore.Stats) {
+	txns := after.Txns - before.Txns
+	groups, grouped := after.Groups-before.Groups, after.Grouped-before.Grouped
+	if txns == 0 || txns < groups {
+		return
+	}
+	applies := txns - groups + grouped // a lone Apply is one Txn; a group one Txn of several
+	r.Set("applies_per_txn", round2(float64(applies)/float64(txns)))
+	r.Set("grouped_share", round2(float64(grouped)/float64(applies)))
 }
 
 // etcdReplay replays the counted requests' keys, now terminal, at every
