@@ -27,7 +27,7 @@ import (
 
 // isAdmin says whether the request's principal is an operator: one of
 // Options.Admins or, on a server without tokens, the single principal.
-func (s *Server) isAdmin(r *http.Request) bool {
+func (s *authenticator) isAdmin(r *http.Request) bool {
 	p := principalOf(r.Context())
 	if s.anonymous() {
 		return true
@@ -94,7 +94,7 @@ func (s *Server) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
 		f.After = c
 	}
 	if p, ok := q["principal"]; ok {
-		if !s.isAdmin(r) {
+		if !s.auth.isAdmin(r) {
 			return f, code.Errorf(code.Forbidden, "only an operator may list another principal's receipts")
 		}
 		f.Principal = p[0] // "" lists every principal's
@@ -109,13 +109,13 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		writeCodeError(w, cerr)
 		return
 	}
-	page, err := s.listAllReceipts(r.Context(), f)
+	page, err := s.shardMap.listAllReceipts(r.Context(), f)
 	if errors.Is(err, receipt.ErrBadCursor) {
 		writeProblem(w, code.InvalidRequest, "cursor: not one this listing gave")
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	out := ReceiptList{Receipts: make([]ListedReceipt, 0, len(page.Receipts))}
@@ -151,18 +151,18 @@ type resolutionJSON struct {
 
 // resolveReceipt serves POST /v1/admin/receipts/{txn_id}/resolve.
 func (s *Server) resolveReceipt(w http.ResponseWriter, r *http.Request) {
-	if !s.isAdmin(r) {
+	if !s.auth.isAdmin(r) {
 		writeProblem(w, code.Forbidden, "only an operator may resolve a receipt")
 		return
 	}
 	id := r.PathValue("txn_id")
-	res, err := s.resolveAny(r.Context(), id, principalOf(r.Context()))
+	res, err := s.shardMap.resolveAny(r.Context(), id, principalOf(r.Context()))
 	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, fmt.Sprintf("no receipt %q", id))
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	s.metrics.resolution(res)

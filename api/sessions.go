@@ -76,7 +76,7 @@ type beginJSON struct {
 
 // beginSession serves POST /v1/sessions.
 func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -104,9 +104,9 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 		}
 		first = *req.Table
 	}
-	sess, err := s.shardFor(r, first).BeginSession(r.Context(), principalOf(r.Context()), ttl)
+	sess, err := s.shardMap.shardFor(r, first).BeginSession(r.Context(), principalOf(r.Context()), ttl)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
@@ -115,13 +115,13 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 
 // getSession serves GET /v1/sessions/{id}: any node answers from the store.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	svc, _, ok := s.sessionShard(w, r)
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
 	sess, err := svc.SessionInfo(r.Context(), principalOf(r.Context()), r.PathValue("id"))
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, sessionOut(sess))
@@ -132,7 +132,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // several: {"tables": {"t": {…}, "u": {…}}}, staged in the order of their
 // names, all or none.
 func (s *Server) stageSession(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -141,12 +141,12 @@ func (s *Server) stageSession(w http.ResponseWriter, r *http.Request) {
 		writeCodeError(w, cerr)
 		return
 	}
-	svc, k, ok := s.sessionShard(w, r)
+	svc, k, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
 	for _, tb := range batches {
-		if cerr := s.crossShard(r, k, tb.Table); cerr != nil {
+		if cerr := s.shardMap.crossShard(r, k, tb.Table); cerr != nil {
 			writeCodeError(w, cerr)
 			return
 		}
@@ -229,11 +229,11 @@ func decodeTableBatch(raw []byte) (*table.Batch, *code.Error) {
 // readSessionDoc serves GET /v1/sessions/{id}/tables/{table}/docs/{doc}.
 func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
 	id, tbl := r.PathValue("doc"), r.PathValue("table")
-	svc, k, ok := s.sessionShard(w, r)
+	svc, k, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
-	if cerr := s.crossShard(r, k, tbl); cerr != nil {
+	if cerr := s.shardMap.crossShard(r, k, tbl); cerr != nil {
 		writeCodeError(w, cerr)
 		return
 	}
@@ -250,7 +250,7 @@ func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
 
 // abortSession serves DELETE /v1/sessions/{id}.
 func (s *Server) abortSession(w http.ResponseWriter, r *http.Request) {
-	svc, _, ok := s.sessionShard(w, r)
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
@@ -278,7 +278,7 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 		// keyed all the same, and says so.
 		w.Header().Set(headerIdempotencyKey, id)
 	}
-	body, ok := s.readBody(w, r)
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -286,20 +286,20 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, code.InvalidRequest, "a commit has no body (or {})")
 		return
 	}
-	svc, _, ok := s.sessionShard(w, r)
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	req := receipt.CommitRequest{Principal: principalOf(r.Context()), Session: r.PathValue("id"), Key: key, Wait: wait}
-	forwarding := s.mayForward(r)
+	forwarding := s.peers.mayForward(r)
 	if forwarding {
 		req.Wait = 0
 	}
 	ans, err := svc.CommitSession(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal && ans.Code == code.RequestInProgress && ans.Holder.Node != "" {
-		if s.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, "", commitKey(req))) {
+		if s.peers.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, "", commitKey(req))) {
 			return
 		}
 		if wait > 0 {
@@ -310,7 +310,7 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		txnID := receipt.Bind(req.Principal, "", commitKey(req))
 		w.Header().Set(headerTxnID, txnID)
-		writeTxnProblem(w, s.classify(r, err), txnID)
+		writeTxnProblem(w, s.failures.classify(r, err), txnID)
 		return
 	}
 	if asked {
@@ -337,13 +337,13 @@ func commitKey(req receipt.CommitRequest) string {
 func (s *Server) writeSessionError(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, err error) {
 	var elsewhere *receipt.HeldElsewhereError
 	if errors.As(err, &elsewhere) {
-		if s.mayForward(r) && s.forward(w, r, svc, body, elsewhere.Holder, 0, "") {
+		if s.peers.mayForward(r) && s.peers.forward(w, r, svc, body, elsewhere.Holder, 0, "") {
 			return
 		}
 		writeProblem(w, code.Unavailable, fmt.Sprintf("session %s is held by node %s, which did not answer here; retry", elsewhere.Session, elsewhere.Holder.Node))
 		return
 	}
-	s.writeError(w, r, err)
+	s.failures.writeError(w, r, err)
 }
 
 // strictJSON decodes body into v, refusing unknown members and trailing

@@ -31,7 +31,7 @@ type createTableJSON struct {
 // The optional body is {"shards": n}; like every body, unknown members are
 // refused, so that a misspelt setting is never silently ignored.
 func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -43,9 +43,9 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tbl := r.PathValue("table")
-	m, created, err := s.shardFor(r, tbl).Tables().Create(r.Context(), principalOf(r.Context()), tbl, req.Shards)
+	m, created, err := s.shardMap.shardFor(r, tbl).Tables().Create(r.Context(), principalOf(r.Context()), tbl, req.Shards)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	status := http.StatusOK
@@ -64,8 +64,8 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
 	tbl := r.PathValue("table")
-	if err := s.shardFor(r, tbl).Tables().Drop(r.Context(), principalOf(r.Context()), tbl); err != nil {
-		s.writeError(w, r, err)
+	if err := s.shardMap.shardFor(r, tbl).Tables().Drop(r.Context(), principalOf(r.Context()), tbl); err != nil {
+		s.failures.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -89,9 +89,9 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, code.InvalidRequest, fmt.Sprintf("after must be a table name (1..%d of A-Z a-z 0-9 _ -)", table.TableNameBytesMax))
 		return
 	}
-	ms, next, err := s.listAllTables(r, after, limit)
+	ms, next, err := s.shardMap.listAllTables(r, after, limit)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	out := struct {
@@ -107,9 +107,9 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	tbl := r.PathValue("table")
-	doc, err := s.shardFor(r, tbl).Tables().Get(r.Context(), principalOf(r.Context()), tbl, id)
+	doc, err := s.shardMap.shardFor(r, tbl).Tables().Get(r.Context(), principalOf(r.Context()), tbl, id)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -157,7 +157,7 @@ func utcOrNil(t time.Time) *time.Time {
 // receipt for that key.
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 	tbl := r.PathValue("table")
-	v, err := s.shardFor(r, tbl).Lookup(r.Context(), principalOf(r.Context()), tbl, r.PathValue("key"))
+	v, err := s.shardMap.shardFor(r, tbl).Lookup(r.Context(), principalOf(r.Context()), tbl, r.PathValue("key"))
 	s.writeReceipt(w, r, v, err)
 }
 
@@ -165,7 +165,7 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 // the session's commit, as getReceipt shows a keyed batch's (its binding's
 // table is "", which no receipts route can name).
 func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
-	svc, _, ok := s.sessionShard(w, r)
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
@@ -180,7 +180,7 @@ func (s *Server) writeReceipt(w http.ResponseWriter, r *http.Request, v receipt.
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	out := receiptJSON{TransactionID: v.TxnID, State: v.State.String(), Created: utcOrNil(v.Created), Debt: v.Debt != 0,
