@@ -25,6 +25,17 @@ import (
 // presumed abort through the decision's create-if-absent
 // (receipt.Service.Resolve).
 
+// adminRoutes serve the operators' routes: the receipt listing, resolve
+// and backup (backup.go).
+type adminRoutes struct {
+	opts     *Options
+	auth     *authenticator
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+	metrics  *metrics
+}
+
 // isAdmin says whether the request's principal is an operator: one of
 // Options.Admins or, on a server without tokens, the single principal.
 func (s *authenticator) isAdmin(r *http.Request) bool {
@@ -58,7 +69,7 @@ type ListedReceipt struct {
 }
 
 // listFilter reads the listing's query; a bad parameter is its problem.
-func (s *Server) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
+func (s *adminRoutes) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
 	q := r.URL.Query()
 	f := receipt.ListFilter{Principal: principalOf(r.Context())}
 	switch st := q.Get("state"); st {
@@ -103,7 +114,7 @@ func (s *Server) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
 }
 
 // listReceipts serves GET /v1/receipts.
-func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) listReceipts(w http.ResponseWriter, r *http.Request) {
 	f, cerr := s.listFilter(r)
 	if cerr != nil {
 		writeCodeError(w, cerr)
@@ -150,7 +161,7 @@ type resolutionJSON struct {
 }
 
 // resolveReceipt serves POST /v1/admin/receipts/{txn_id}/resolve.
-func (s *Server) resolveReceipt(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) resolveReceipt(w http.ResponseWriter, r *http.Request) {
 	if !s.auth.isAdmin(r) {
 		writeProblem(w, code.Forbidden, "only an operator may resolve a receipt")
 		return

@@ -43,7 +43,7 @@ type BackupResult struct {
 }
 
 // backup serves POST /v1/admin/backup.
-func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) backup(w http.ResponseWriter, r *http.Request) {
 	if !s.auth.isAdmin(r) {
 		writeProblem(w, code.Forbidden, "only an operator may take a backup")
 		return

@@ -12,11 +12,22 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
+// batchRoute serves the batch route, keyed or not, forwarding a keyed
+// request to the node that holds its receipt.
+type batchRoute struct {
+	svc      *receipt.Service // shard 0's: -wait-max
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+	peers    *peers
+	metrics  *metrics
+}
+
 // batch serves POST /v1/tables/{table}/batch. Without Idempotency-Key it is
 // the fast path (one atomic batch, no receipt); with it, the keyed flow.
 // Malformed input is answered 400 before any receipt exists, so a corrected
 // retry with the same key works.
-func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
+func (s *batchRoute) batch(w http.ResponseWriter, r *http.Request) {
 	values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]
 	key := ""
 	hs := new(headerSlots)
@@ -43,7 +54,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 }
 
 // fastBatch runs a batch without a key: no receipt, no replay.
-func (s *Server) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) {
+func (s *batchRoute) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 	b, err := table.DecodeBatch(body)
 	if err != nil {
 		s.failures.writeError(w, r, err)
@@ -61,7 +72,7 @@ func (s *Server) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) 
 // keyedBatch runs a keyed batch: a verbatim replay before any decode,
 // else the receipt service, forwarded to the receipt's live owner when
 // another node holds it.
-func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSlots, key string, body []byte) {
+func (s *batchRoute) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSlots, key string, body []byte) {
 	firstSent, err := parseFirstSent(r.Header.Values(headerFirstSent))
 	if err != nil {
 		writeProblem(w, code.InvalidRequest, err.Error())
@@ -113,7 +124,7 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 // executeOrForward executes req here, on svc (its shard's), or, when
 // another live node holds its receipt, forwards it there (forwarded: that
 // node's answer is written).
-func (s *Server) executeOrForward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, req receipt.Request, body []byte) (receipt.Answer, bool, error) {
+func (s *batchRoute) executeOrForward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, req receipt.Request, body []byte) (receipt.Answer, bool, error) {
 	wait := req.Wait
 	forwarding := s.peers.mayForward(r)
 	if forwarding {

@@ -1,7 +1,3 @@
-// Package api is Idem's HTTP interface (docs/design.md §8): tables, documents, the
-// batch route with optional Idempotency-Key, receipts, health and metrics.
-// Errors are RFC 9457 problem details; keyed answers are the receipt's
-// stored envelope, rendered the same way every time.
 package api
 
 import (
@@ -75,13 +71,17 @@ type Server struct {
 	// (shardroute.go, shardfanout.go).
 	shardMap *shardMap
 	opts     *Options
-	auth     *authenticator
-	bodies   *bodies
-	failures *failures
-	peers    *peers
-	router   *router
-	handler  http.Handler
+	auth     *authenticator // auth.go
+	failures *failures      // failures.go, unavailable.go
+	router   *router        // router.go
+	handler  http.Handler   // router.dispatch
 	metrics  *metrics
+	// The routes' handlers, by group; what they share (body.go,
+	// forward.go's peers) they hold themselves.
+	batches  *batchRoute    // batch.go
+	sessions *sessionRoutes // sessions.go
+	tables   *tableRoutes   // tables.go
+	admin    *adminRoutes   // admin.go, backup.go
 }
 
 // New builds the server and its routes, on one receipt service.
@@ -110,22 +110,22 @@ func NewSharded(shards []*receipt.Service, opts Options) *Server {
 	}
 	s := newServer(slices.Clone(shards), &opts)
 	auth := func(h http.HandlerFunc) http.Handler { return s.auth.authenticate(h) }
-	s.router.route("PUT /v1/tables/{table}", auth(s.putTable))
-	s.router.route("DELETE /v1/tables/{table}", auth(s.deleteTable))
-	s.router.route("GET /v1/tables", auth(s.listTables))
-	s.router.route("POST /v1/tables/{table}/batch", auth(s.batch))
-	s.router.route("GET /v1/tables/{table}/docs/{id}", auth(s.getDoc))
-	s.router.route("GET /v1/receipts/{table}/{key...}", auth(s.getReceipt))
-	s.router.route("GET /v1/receipts", auth(s.listReceipts))
-	s.router.route("POST /v1/admin/receipts/{txn_id}/resolve", auth(s.resolveReceipt))
-	s.router.route("POST /v1/admin/backup", auth(s.backup))
-	s.router.route("POST /v1/sessions", auth(s.beginSession))
-	s.router.route("GET /v1/sessions/{id}", auth(s.getSession))
-	s.router.route("GET /v1/sessions/{id}/receipt", auth(s.getSessionReceipt))
-	s.router.route("DELETE /v1/sessions/{id}", auth(s.abortSession))
-	s.router.route("POST /v1/sessions/{id}/batch", auth(s.stageSession))
-	s.router.route("GET /v1/sessions/{id}/tables/{table}/docs/{doc}", auth(s.readSessionDoc))
-	s.router.route("POST /v1/sessions/{id}/commit", auth(s.commitSession))
+	s.router.route("PUT /v1/tables/{table}", auth(s.tables.putTable))
+	s.router.route("DELETE /v1/tables/{table}", auth(s.tables.deleteTable))
+	s.router.route("GET /v1/tables", auth(s.tables.listTables))
+	s.router.route("POST /v1/tables/{table}/batch", auth(s.batches.batch))
+	s.router.route("GET /v1/tables/{table}/docs/{id}", auth(s.tables.getDoc))
+	s.router.route("GET /v1/receipts/{table}/{key...}", auth(s.tables.getReceipt))
+	s.router.route("GET /v1/receipts", auth(s.admin.listReceipts))
+	s.router.route("POST /v1/admin/receipts/{txn_id}/resolve", auth(s.admin.resolveReceipt))
+	s.router.route("POST /v1/admin/backup", auth(s.admin.backup))
+	s.router.route("POST /v1/sessions", auth(s.sessions.beginSession))
+	s.router.route("GET /v1/sessions/{id}", auth(s.sessions.getSession))
+	s.router.route("GET /v1/sessions/{id}/receipt", auth(s.tables.getSessionReceipt))
+	s.router.route("DELETE /v1/sessions/{id}", auth(s.sessions.abortSession))
+	s.router.route("POST /v1/sessions/{id}/batch", auth(s.sessions.stageSession))
+	s.router.route("GET /v1/sessions/{id}/tables/{table}/docs/{doc}", auth(s.sessions.readSessionDoc))
+	s.router.route("POST /v1/sessions/{id}/commit", auth(s.sessions.commitSession))
 	s.router.route("GET /healthz", http.HandlerFunc(s.healthz))
 	s.router.route("GET /metrics", s.metrics.handler())
 	s.router.unmatched = s.metrics.instrument(unmatchedRoute, http.HandlerFunc(s.router.noRoute))
@@ -149,11 +149,16 @@ func newServer(shards []*receipt.Service, opts *Options) *Server {
 	m := newMetrics(shards, opts.StoreCollectors, opts.Health)
 	m.reg.MustRegister(failures.refusalCollectors()...)
 	peers := &peers{forwarder: fwd, opts: opts, metrics: m, shards: shards}
+	sm, bs := &shardMap{svc: shards[0], shards: shards}, &bodies{opts: opts}
 	return &Server{
-		svc: shards[0], shardMap: &shardMap{svc: shards[0], shards: shards}, opts: opts,
-		auth: auth, bodies: &bodies{opts: opts}, failures: failures, peers: peers,
-		router:  &router{mux: http.NewServeMux(), metrics: m, peers: peers, opts: opts},
-		metrics: m,
+		svc: shards[0], shardMap: sm, opts: opts,
+		auth: auth, failures: failures,
+		router:   &router{mux: http.NewServeMux(), metrics: m, peers: peers, opts: opts},
+		metrics:  m,
+		batches:  &batchRoute{svc: shards[0], shardMap: sm, bodies: bs, failures: failures, peers: peers, metrics: m},
+		sessions: &sessionRoutes{svc: shards[0], shardMap: sm, bodies: bs, failures: failures, peers: peers, metrics: m},
+		tables:   &tableRoutes{shardMap: sm, bodies: bs, failures: failures},
+		admin:    &adminRoutes{opts: opts, auth: auth, shardMap: sm, bodies: bs, failures: failures, metrics: m},
 	}
 }
 

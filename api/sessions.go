@@ -21,6 +21,17 @@ import (
 // session another live node holds is forwarded there, as a keyed request
 // on a receipt held elsewhere is.
 
+// sessionRoutes serve the /v1/sessions routes but the session's
+// receipt (tables.go).
+type sessionRoutes struct {
+	svc      *receipt.Service // shard 0's: -wait-max, -session-ttl-max
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+	peers    *peers
+	metrics  *metrics
+}
+
 // sessionJSON is a session as the API reports it.
 type sessionJSON struct {
 	ID            string       `json:"session_id"`
@@ -75,7 +86,7 @@ type beginJSON struct {
 }
 
 // beginSession serves POST /v1/sessions.
-func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) beginSession(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
@@ -114,7 +125,7 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // getSession serves GET /v1/sessions/{id}: any node answers from the store.
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) getSession(w http.ResponseWriter, r *http.Request) {
 	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
@@ -131,7 +142,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // table's batch with its table named — {"table": "t", "inserts": …} — or
 // several: {"tables": {"t": {…}, "u": {…}}}, staged in the order of their
 // names, all or none.
-func (s *Server) stageSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) stageSession(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
@@ -227,7 +238,7 @@ func decodeTableBatch(raw []byte) (*table.Batch, *code.Error) {
 }
 
 // readSessionDoc serves GET /v1/sessions/{id}/tables/{table}/docs/{doc}.
-func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) readSessionDoc(w http.ResponseWriter, r *http.Request) {
 	id, tbl := r.PathValue("doc"), r.PathValue("table")
 	svc, k, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
@@ -249,7 +260,7 @@ func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
 }
 
 // abortSession serves DELETE /v1/sessions/{id}.
-func (s *Server) abortSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) abortSession(w http.ResponseWriter, r *http.Request) {
 	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
@@ -264,7 +275,7 @@ func (s *Server) abortSession(w http.ResponseWriter, r *http.Request) {
 
 // commitSession serves POST /v1/sessions/{id}/commit: a keyed answer,
 // under the request's Idempotency-Key or, without one, the session ID.
-func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) commitSession(w http.ResponseWriter, r *http.Request) {
 	key := ""
 	if values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]; keyed {
 		var err error
@@ -334,7 +345,7 @@ func commitKey(req receipt.CommitRequest) string {
 // writeSessionError answers a failed session step on svc, the session's
 // shard: one held by another live node is forwarded there when this server
 // forwards (body is the request's), else answered 503 naming the node.
-func (s *Server) writeSessionError(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, err error) {
+func (s *sessionRoutes) writeSessionError(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, err error) {
 	var elsewhere *receipt.HeldElsewhereError
 	if errors.As(err, &elsewhere) {
 		if s.peers.mayForward(r) && s.peers.forward(w, r, svc, body, elsewhere.Holder, 0, "") {

@@ -14,6 +14,13 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
+// tableRoutes serve the routes of tables, documents and receipts.
+type tableRoutes struct {
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+}
+
 type tableJSON struct {
 	Name   string `json:"name"`
 	Shards int    `json:"shards"`
@@ -30,7 +37,7 @@ type createTableJSON struct {
 // already existed with the settings asked for, 409 when it has others.
 // The optional body is {"shards": n}; like every body, unknown members are
 // refused, so that a misspelt setting is never silently ignored.
-func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) putTable(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
@@ -62,7 +69,7 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, tableJSON{Name: m.Name, Shards: m.Shards})
 }
 
-func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) deleteTable(w http.ResponseWriter, r *http.Request) {
 	tbl := r.PathValue("table")
 	if err := s.shardMap.shardFor(r, tbl).Tables().Drop(r.Context(), principalOf(r.Context()), tbl); err != nil {
 		s.failures.writeError(w, r, err)
@@ -73,7 +80,7 @@ func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
 
 // listTables serves GET /v1/tables?limit=N&after=NAME: a page of the
 // caller's tables.
-func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) listTables(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit := 0
 	if v := q.Get("limit"); v != "" {
@@ -104,7 +111,7 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) getDoc(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	tbl := r.PathValue("table")
 	doc, err := s.shardMap.shardFor(r, tbl).Tables().Get(r.Context(), principalOf(r.Context()), tbl, id)
@@ -155,7 +162,7 @@ func utcOrNil(t time.Time) *time.Time {
 
 // getReceipt serves GET /v1/receipts/{table}/{key}: the caller's own
 // receipt for that key.
-func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) getReceipt(w http.ResponseWriter, r *http.Request) {
 	tbl := r.PathValue("table")
 	v, err := s.shardMap.shardFor(r, tbl).Lookup(r.Context(), principalOf(r.Context()), tbl, r.PathValue("key"))
 	s.writeReceipt(w, r, v, err)
@@ -164,7 +171,7 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 // getSessionReceipt serves GET /v1/sessions/{id}/receipt: the receipt of
 // the session's commit, as getReceipt shows a keyed batch's (its binding's
 // table is "", which no receipts route can name).
-func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
 	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
@@ -174,7 +181,7 @@ func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeReceipt answers a receipt lookup.
-func (s *Server) writeReceipt(w http.ResponseWriter, r *http.Request, v receipt.View, err error) {
+func (s *tableRoutes) writeReceipt(w http.ResponseWriter, r *http.Request, v receipt.View, err error) {
 	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, "no receipt for this key")
 		return
