@@ -25,9 +25,20 @@ import (
 // presumed abort through the decision's create-if-absent
 // (receipt.Service.Resolve).
 
+// adminRoutes serve the operators' routes: the receipt listing, resolve
+// and backup (backup.go).
+type adminRoutes struct {
+	opts     *Options
+	auth     *authenticator
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+	metrics  *metrics
+}
+
 // isAdmin says whether the request's principal is an operator: one of
 // Options.Admins or, on a server without tokens, the single principal.
-func (s *Server) isAdmin(r *http.Request) bool {
+func (s *authenticator) isAdmin(r *http.Request) bool {
 	p := principalOf(r.Context())
 	if s.anonymous() {
 		return true
@@ -58,7 +69,7 @@ type ListedReceipt struct {
 }
 
 // listFilter reads the listing's query; a bad parameter is its problem.
-func (s *Server) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
+func (s *adminRoutes) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
 	q := r.URL.Query()
 	f := receipt.ListFilter{Principal: principalOf(r.Context())}
 	switch st := q.Get("state"); st {
@@ -94,7 +105,7 @@ func (s *Server) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
 		f.After = c
 	}
 	if p, ok := q["principal"]; ok {
-		if !s.isAdmin(r) {
+		if !s.auth.isAdmin(r) {
 			return f, code.Errorf(code.Forbidden, "only an operator may list another principal's receipts")
 		}
 		f.Principal = p[0] // "" lists every principal's
@@ -103,19 +114,19 @@ func (s *Server) listFilter(r *http.Request) (receipt.ListFilter, *code.Error) {
 }
 
 // listReceipts serves GET /v1/receipts.
-func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) listReceipts(w http.ResponseWriter, r *http.Request) {
 	f, cerr := s.listFilter(r)
 	if cerr != nil {
 		writeCodeError(w, cerr)
 		return
 	}
-	page, err := s.listAllReceipts(r.Context(), f)
+	page, err := s.shardMap.listAllReceipts(r.Context(), f)
 	if errors.Is(err, receipt.ErrBadCursor) {
 		writeProblem(w, code.InvalidRequest, "cursor: not one this listing gave")
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	out := ReceiptList{Receipts: make([]ListedReceipt, 0, len(page.Receipts))}
@@ -150,19 +161,19 @@ type resolutionJSON struct {
 }
 
 // resolveReceipt serves POST /v1/admin/receipts/{txn_id}/resolve.
-func (s *Server) resolveReceipt(w http.ResponseWriter, r *http.Request) {
-	if !s.isAdmin(r) {
+func (s *adminRoutes) resolveReceipt(w http.ResponseWriter, r *http.Request) {
+	if !s.auth.isAdmin(r) {
 		writeProblem(w, code.Forbidden, "only an operator may resolve a receipt")
 		return
 	}
 	id := r.PathValue("txn_id")
-	res, err := s.resolveAny(r.Context(), id, principalOf(r.Context()))
+	res, err := s.shardMap.resolveAny(r.Context(), id, principalOf(r.Context()))
 	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, fmt.Sprintf("no receipt %q", id))
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	s.metrics.resolution(res)

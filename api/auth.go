@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/idemdb/idem/code"
 )
@@ -59,13 +60,22 @@ func ParseTokens(r io.Reader) (map[string]string, error) {
 // or the new one, never a mix.
 type tokenSet map[string]string
 
+// authenticator maps a request's bearer token to its principal, and
+// says which principals are operators (admin.go).
+type authenticator struct {
+	opts   *Options
+	tokens atomic.Pointer[tokenSet] // nil: every request is Anonymous
+}
+
 // SetTokens replaces the bearer tokens (token → principal) at once, for a
 // reload of the tokens file: requests already authenticated keep their
 // principal, later ones are checked against the new set. It refuses, and
 // keeps the set in force, an empty set or a token shorter than
 // TokenBytesMin, and a server built without tokens: turning
 // authentication on is a restart, not a reload.
-func (s *Server) SetTokens(tokens map[string]string) error {
+func (s *Server) SetTokens(tokens map[string]string) error { return s.auth.setTokens(tokens) }
+
+func (s *authenticator) setTokens(tokens map[string]string) error {
 	if s.tokens.Load() == nil {
 		return errors.New("the server was started without tokens (every request is \"" + Anonymous + "\"); restart it with tokens to require them")
 	}
@@ -85,7 +95,7 @@ func (s *Server) SetTokens(tokens map[string]string) error {
 
 // anonymous reports whether the server has no tokens: every request is
 // the single principal Anonymous.
-func (s *Server) anonymous() bool { return s.tokens.Load() == nil }
+func (s *authenticator) anonymous() bool { return s.tokens.Load() == nil }
 
 type principalKey struct{}
 
@@ -96,7 +106,7 @@ func principalOf(ctx context.Context) string {
 
 // authenticate maps `Authorization: Bearer <token>` to a principal. With
 // no tokens configured every request is Anonymous.
-func (s *Server) authenticate(next http.Handler) http.Handler {
+func (s *authenticator) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		principal := Anonymous
 		if set := s.tokens.Load(); set != nil {

@@ -43,8 +43,8 @@ type BackupResult struct {
 }
 
 // backup serves POST /v1/admin/backup.
-func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
-	if !s.isAdmin(r) {
+func (s *adminRoutes) backup(w http.ResponseWriter, r *http.Request) {
+	if !s.auth.isAdmin(r) {
 		writeProblem(w, code.Forbidden, "only an operator may take a backup")
 		return
 	}
@@ -53,7 +53,7 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 			"(embedded store only; on etcd use etcdctl snapshot save), or run idemctl backup DATA DEST on a stopped data dir")
 		return
 	}
-	body, ok := s.readBody(w, r)
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -69,7 +69,7 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	s.opts.Logger.Info("api: backup written", "name", req.Name, "principal", principalOf(r.Context()),

@@ -12,11 +12,22 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
+// batchRoute serves the batch route, keyed or not, forwarding a keyed
+// request to the node that holds its receipt.
+type batchRoute struct {
+	svc      *receipt.Service // shard 0's: -wait-max
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+	peers    *peers
+	metrics  *metrics
+}
+
 // batch serves POST /v1/tables/{table}/batch. Without Idempotency-Key it is
 // the fast path (one atomic batch, no receipt); with it, the keyed flow.
 // Malformed input is answered 400 before any receipt exists, so a corrected
 // retry with the same key works.
-func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
+func (s *batchRoute) batch(w http.ResponseWriter, r *http.Request) {
 	values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]
 	key := ""
 	hs := new(headerSlots)
@@ -31,7 +42,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		// exists: that makes each of them a keyed answer.
 		hs.set(w.Header(), headerIdempotencyKey, strings.Trim(values[0], " \t"))
 	}
-	body, ok := s.readBody(w, r)
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -43,16 +54,16 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 }
 
 // fastBatch runs a batch without a key: no receipt, no replay.
-func (s *Server) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) {
+func (s *batchRoute) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 	b, err := table.DecodeBatch(body)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	tbl := r.PathValue("table")
-	res, err := s.shardFor(r, tbl).ExecuteFast(r.Context(), principalOf(r.Context()), tbl, b)
+	res, err := s.shardMap.shardFor(r, tbl).ExecuteFast(r.Context(), principalOf(r.Context()), tbl, b)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, res)
@@ -61,7 +72,7 @@ func (s *Server) fastBatch(w http.ResponseWriter, r *http.Request, body []byte) 
 // keyedBatch runs a keyed batch: a verbatim replay before any decode,
 // else the receipt service, forwarded to the receipt's live owner when
 // another node holds it.
-func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSlots, key string, body []byte) {
+func (s *batchRoute) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSlots, key string, body []byte) {
 	firstSent, err := parseFirstSent(r.Header.Values(headerFirstSent))
 	if err != nil {
 		writeProblem(w, code.InvalidRequest, err.Error())
@@ -70,7 +81,7 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	principal, tbl := principalOf(r.Context()), r.PathValue("table")
-	svc := s.shardFor(r, tbl)
+	svc := s.shardMap.shardFor(r, tbl)
 	answer := func(ans receipt.Answer) {
 		if asked {
 			// The wait granted, which -wait-max may have cut, on every
@@ -90,7 +101,7 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 	}
 	b, err := table.DecodeBatch(body)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	req := receipt.Request{Principal: principal, Table: tbl, Key: key, Batch: b, Wait: wait, FirstSent: firstSent, BodyDigest: digest, Seen: seen}
@@ -103,19 +114,19 @@ func (s *Server) keyedBatch(w http.ResponseWriter, r *http.Request, hs *headerSl
 		// known; its outcome is not (a retry with the same key learns it).
 		txnID := receipt.Bind(principal, tbl, key)
 		w.Header().Set(headerTxnID, txnID)
-		writeTxnProblem(w, s.classify(r, err), txnID)
+		writeTxnProblem(w, s.failures.classify(r, err), txnID)
 		return
 	}
-	s.noteRefusal(ans.Code)
+	s.failures.noteRefusal(ans.Code)
 	answer(ans)
 }
 
 // executeOrForward executes req here, on svc (its shard's), or, when
 // another live node holds its receipt, forwards it there (forwarded: that
 // node's answer is written).
-func (s *Server) executeOrForward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, req receipt.Request, body []byte) (receipt.Answer, bool, error) {
+func (s *batchRoute) executeOrForward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, req receipt.Request, body []byte) (receipt.Answer, bool, error) {
 	wait := req.Wait
-	forwarding := s.mayForward(r)
+	forwarding := s.peers.mayForward(r)
 	if forwarding {
 		// Learn first, without waiting, whether another node holds the
 		// receipt: then that node answers, waiting there if asked to.
@@ -124,7 +135,7 @@ func (s *Server) executeOrForward(w http.ResponseWriter, r *http.Request, svc *r
 	ans, err := svc.Execute(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal {
 		if ans.Code == code.RequestInProgress && ans.Holder.Node != "" &&
-			s.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, req.Table, req.Key)) {
+			s.peers.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, req.Table, req.Key)) {
 			return ans, true, nil
 		}
 		if wait > 0 { // not forwarded: wait here, as without forwarding

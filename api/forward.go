@@ -105,9 +105,22 @@ func peerClient(c *http.Client) *http.Client {
 	return &out
 }
 
+// peers is this node's side of forwarding between nodes: sending a
+// keyed request to the node that holds its receipt (forward), and
+// admitting the requests other nodes forward here (forwardauth.go).
+type peers struct {
+	// forwarder forwards requests to their owners; nil: forwarding is off.
+	forwarder *forwarder
+	opts      *Options
+	metrics   *metrics
+	// shards are the store shards' services: this process's owner on
+	// each signs its answers.
+	shards []*receipt.Service
+}
+
 // mayForward reports whether r may be forwarded: forwarding is on and r
 // was not forwarded already.
-func (s *Server) mayForward(r *http.Request) bool {
+func (s *peers) mayForward(r *http.Request) bool {
 	if fault.Planted(fault.BugForwardForwarded) { // planted only under -tags idem_selftest
 		return s.forwarder != nil // planted bug: the forwarded mark is not checked
 	}
@@ -120,7 +133,7 @@ func (s *Server) mayForward(r *http.Request) bool {
 // located in that shard's node records, where its claim is. It reports
 // false, having written nothing, when the request could not be forwarded
 // or its answer not read or not proven the owner's.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, holder lease.Owner, wait time.Duration, txnID string) bool {
+func (s *peers) forward(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, holder lease.Owner, wait time.Duration, txnID string) bool {
 	f := s.forwarder
 	base, err := svc.Locate(r.Context(), holder)
 	if err != nil || base == "" {

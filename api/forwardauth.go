@@ -144,7 +144,7 @@ func forwardedFrom(ctx context.Context) string {
 // headers is taken as forwarded only if their signature holds, and its
 // answer is then signed; otherwise the headers are dropped, and it is a
 // client's request like any other.
-func (s *Server) admitInternal(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+func (s *peers) admitInternal(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
 	present := false
 	for _, h := range internalHeaders {
 		_, in := r.Header[h]
@@ -168,7 +168,7 @@ func (s *Server) admitInternal(w http.ResponseWriter, r *http.Request) (http.Res
 
 // verifyForwarded checks r's signature; why says what failed. It reads
 // the body to digest it, and puts back what it read.
-func (s *Server) verifyForwarded(r *http.Request) (_ *forwarded, why string) {
+func (s *peers) verifyForwarded(r *http.Request) (_ *forwarded, why string) {
 	if s.forwarder == nil {
 		return nil, "this node has no cluster secret"
 	}
@@ -244,7 +244,7 @@ func (a *answerSigner) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // owners is headerAnsweredBy's value: this process's owner on each store
 // shard, in the shard map's order.
-func (s *Server) owners() string {
+func (s *peers) owners() string {
 	names := make([]string, len(s.shards))
 	for i, svc := range s.shards {
 		names[i] = svc.Owner().String()

@@ -21,6 +21,17 @@ import (
 // session another live node holds is forwarded there, as a keyed request
 // on a receipt held elsewhere is.
 
+// sessionRoutes serve the /v1/sessions routes but the session's
+// receipt (tables.go).
+type sessionRoutes struct {
+	svc      *receipt.Service // shard 0's: -wait-max, -session-ttl-max
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+	peers    *peers
+	metrics  *metrics
+}
+
 // sessionJSON is a session as the API reports it.
 type sessionJSON struct {
 	ID            string       `json:"session_id"`
@@ -75,8 +86,8 @@ type beginJSON struct {
 }
 
 // beginSession serves POST /v1/sessions.
-func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+func (s *sessionRoutes) beginSession(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -104,9 +115,9 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 		}
 		first = *req.Table
 	}
-	sess, err := s.shardFor(r, first).BeginSession(r.Context(), principalOf(r.Context()), ttl)
+	sess, err := s.shardMap.shardFor(r, first).BeginSession(r.Context(), principalOf(r.Context()), ttl)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
@@ -114,14 +125,14 @@ func (s *Server) beginSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // getSession serves GET /v1/sessions/{id}: any node answers from the store.
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	svc, _, ok := s.sessionShard(w, r)
+func (s *sessionRoutes) getSession(w http.ResponseWriter, r *http.Request) {
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
 	sess, err := svc.SessionInfo(r.Context(), principalOf(r.Context()), r.PathValue("id"))
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, sessionOut(sess))
@@ -131,8 +142,8 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // table's batch with its table named — {"table": "t", "inserts": …} — or
 // several: {"tables": {"t": {…}, "u": {…}}}, staged in the order of their
 // names, all or none.
-func (s *Server) stageSession(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+func (s *sessionRoutes) stageSession(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -141,12 +152,12 @@ func (s *Server) stageSession(w http.ResponseWriter, r *http.Request) {
 		writeCodeError(w, cerr)
 		return
 	}
-	svc, k, ok := s.sessionShard(w, r)
+	svc, k, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
 	for _, tb := range batches {
-		if cerr := s.crossShard(r, k, tb.Table); cerr != nil {
+		if cerr := s.shardMap.crossShard(r, k, tb.Table); cerr != nil {
 			writeCodeError(w, cerr)
 			return
 		}
@@ -227,13 +238,13 @@ func decodeTableBatch(raw []byte) (*table.Batch, *code.Error) {
 }
 
 // readSessionDoc serves GET /v1/sessions/{id}/tables/{table}/docs/{doc}.
-func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) readSessionDoc(w http.ResponseWriter, r *http.Request) {
 	id, tbl := r.PathValue("doc"), r.PathValue("table")
-	svc, k, ok := s.sessionShard(w, r)
+	svc, k, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
-	if cerr := s.crossShard(r, k, tbl); cerr != nil {
+	if cerr := s.shardMap.crossShard(r, k, tbl); cerr != nil {
 		writeCodeError(w, cerr)
 		return
 	}
@@ -249,8 +260,8 @@ func (s *Server) readSessionDoc(w http.ResponseWriter, r *http.Request) {
 }
 
 // abortSession serves DELETE /v1/sessions/{id}.
-func (s *Server) abortSession(w http.ResponseWriter, r *http.Request) {
-	svc, _, ok := s.sessionShard(w, r)
+func (s *sessionRoutes) abortSession(w http.ResponseWriter, r *http.Request) {
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
@@ -264,7 +275,7 @@ func (s *Server) abortSession(w http.ResponseWriter, r *http.Request) {
 
 // commitSession serves POST /v1/sessions/{id}/commit: a keyed answer,
 // under the request's Idempotency-Key or, without one, the session ID.
-func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionRoutes) commitSession(w http.ResponseWriter, r *http.Request) {
 	key := ""
 	if values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]; keyed {
 		var err error
@@ -278,7 +289,7 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 		// keyed all the same, and says so.
 		w.Header().Set(headerIdempotencyKey, id)
 	}
-	body, ok := s.readBody(w, r)
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -286,20 +297,20 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, code.InvalidRequest, "a commit has no body (or {})")
 		return
 	}
-	svc, _, ok := s.sessionShard(w, r)
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
 	wait, asked := preferWait(r.Header.Values("Prefer"))
 	wait = min(wait, s.svc.WaitMax())
 	req := receipt.CommitRequest{Principal: principalOf(r.Context()), Session: r.PathValue("id"), Key: key, Wait: wait}
-	forwarding := s.mayForward(r)
+	forwarding := s.peers.mayForward(r)
 	if forwarding {
 		req.Wait = 0
 	}
 	ans, err := svc.CommitSession(r.Context(), req)
 	if forwarding && err == nil && !ans.Terminal && ans.Code == code.RequestInProgress && ans.Holder.Node != "" {
-		if s.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, "", commitKey(req))) {
+		if s.peers.forward(w, r, svc, body, ans.Holder, wait, receipt.Bind(req.Principal, "", commitKey(req))) {
 			return
 		}
 		if wait > 0 {
@@ -310,7 +321,7 @@ func (s *Server) commitSession(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		txnID := receipt.Bind(req.Principal, "", commitKey(req))
 		w.Header().Set(headerTxnID, txnID)
-		writeTxnProblem(w, s.classify(r, err), txnID)
+		writeTxnProblem(w, s.failures.classify(r, err), txnID)
 		return
 	}
 	if asked {
@@ -334,16 +345,16 @@ func commitKey(req receipt.CommitRequest) string {
 // writeSessionError answers a failed session step on svc, the session's
 // shard: one held by another live node is forwarded there when this server
 // forwards (body is the request's), else answered 503 naming the node.
-func (s *Server) writeSessionError(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, err error) {
+func (s *sessionRoutes) writeSessionError(w http.ResponseWriter, r *http.Request, svc *receipt.Service, body []byte, err error) {
 	var elsewhere *receipt.HeldElsewhereError
 	if errors.As(err, &elsewhere) {
-		if s.mayForward(r) && s.forward(w, r, svc, body, elsewhere.Holder, 0, "") {
+		if s.peers.mayForward(r) && s.peers.forward(w, r, svc, body, elsewhere.Holder, 0, "") {
 			return
 		}
 		writeProblem(w, code.Unavailable, fmt.Sprintf("session %s is held by node %s, which did not answer here; retry", elsewhere.Session, elsewhere.Holder.Node))
 		return
 	}
-	s.writeError(w, r, err)
+	s.failures.writeError(w, r, err)
 }
 
 // strictJSON decodes body into v, refusing unknown members and trailing

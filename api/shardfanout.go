@@ -24,7 +24,7 @@ import (
 // of the shards' last names among those with more (no unseen table sorts
 // before it) and at the limit; next is the last name given when any shard
 // has more.
-func (s *Server) listAllTables(r *http.Request, after string, limit int) ([]table.Meta, string, error) {
+func (s *shardMap) listAllTables(r *http.Request, after string, limit int) ([]table.Meta, string, error) {
 	principal := principalOf(r.Context())
 	if len(s.shards) == 1 {
 		return s.svc.Tables().List(r.Context(), principal, after, limit)
@@ -65,7 +65,7 @@ func (s *Server) listAllTables(r *http.Request, after string, limit int) ([]tabl
 // shards in order, each to its end. On a sharded deployment the cursor is
 // the shard's index (one byte) then that shard's own cursor; a page ends
 // at a shard's end, its cursor naming the next shard's start.
-func (s *Server) listAllReceipts(ctx context.Context, f receipt.ListFilter) (receipt.ListPage, error) {
+func (s *shardMap) listAllReceipts(ctx context.Context, f receipt.ListFilter) (receipt.ListPage, error) {
 	if len(s.shards) == 1 {
 		return s.svc.List(ctx, f)
 	}
@@ -95,7 +95,7 @@ func (s *Server) listAllReceipts(ctx context.Context, f receipt.ListFilter) (rec
 // resolveAny resolves the receipt of txn id on the shard that holds it:
 // a transaction ID does not name its table, so each shard is asked in
 // turn; store.ErrNotFound when none has it.
-func (s *Server) resolveAny(ctx context.Context, id, by string) (receipt.Resolution, error) {
+func (s *shardMap) resolveAny(ctx context.Context, id, by string) (receipt.Resolution, error) {
 	for _, svc := range s.shards {
 		res, err := svc.Resolve(ctx, id, by)
 		if !errors.Is(err, store.ErrNotFound) {

@@ -60,14 +60,24 @@ func SessionShardOf(id string, k int) (int, bool) {
 	return int(b[0]), true
 }
 
+// shardMap is the store shards' services, in the shard map's order, and
+// the routing of a request among them: by (principal, table), by session
+// ID, or over every shard for the routes that name no table
+// (shardfanout.go).
+type shardMap struct {
+	// svc is shards[0]: the one service without sharding.
+	svc    *receipt.Service
+	shards []*receipt.Service
+}
+
 // shardFor is the service of the shard of (the request's principal, table).
-func (s *Server) shardFor(r *http.Request, table string) *receipt.Service {
+func (s *shardMap) shardFor(r *http.Request, table string) *receipt.Service {
 	return s.shards[ShardOf(principalOf(r.Context()), table, len(s.shards))]
 }
 
 // sessionShard is the service of the shard the session ID names; an ID
 // that names none is answered 404, as the session would be on any shard.
-func (s *Server) sessionShard(w http.ResponseWriter, r *http.Request) (*receipt.Service, int, bool) {
+func (s *shardMap) sessionShard(w http.ResponseWriter, r *http.Request) (*receipt.Service, int, bool) {
 	id := r.PathValue("id")
 	k, ok := SessionShardOf(id, len(s.shards))
 	if !ok {
@@ -79,7 +89,7 @@ func (s *Server) sessionShard(w http.ResponseWriter, r *http.Request) (*receipt.
 
 // crossShard refuses a session step on a table of another shard than the
 // session's: its commit would have to write two etcd clusters in one Txn.
-func (s *Server) crossShard(r *http.Request, session int, tables ...string) *code.Error {
+func (s *shardMap) crossShard(r *http.Request, session int, tables ...string) *code.Error {
 	for _, t := range tables {
 		if k := ShardOf(principalOf(r.Context()), t, len(s.shards)); k != session {
 			return code.Errorf(code.SessionCrossShard,

@@ -70,7 +70,7 @@ func TestServer_RoutesArePatterns(t *testing.T) {
 			t.Fatalf("pattern %q has no method", pattern)
 		}
 		r := httptest.NewRequest(method, sample.Replace(path), nil)
-		if _, got := s.mux.Handler(r); got != pattern {
+		if _, got := s.router.mux.Handler(r); got != pattern {
 			t.Errorf("%s %s is routed to %q, want %q", method, r.URL.Path, got, pattern)
 		}
 	}
@@ -115,7 +115,7 @@ func TestWriteError_UnknownErrorsAreInternal(t *testing.T) {
 		req := httptest.NewRequest("POST", "/v1/tables/t/batch", strings.NewReader(`{"deletes":["a"]}`))
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
-		s.writeError(w, req, c.err)
+		s.failures.writeError(w, req, c.err)
 		res := w.Result()
 		body := w.Body.Bytes()
 		info := code.Lookup(c.code)

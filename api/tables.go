@@ -14,6 +14,13 @@ import (
 	"github.com/idemdb/idem/table"
 )
 
+// tableRoutes serve the routes of tables, documents and receipts.
+type tableRoutes struct {
+	shardMap *shardMap
+	bodies   *bodies
+	failures *failures
+}
+
 type tableJSON struct {
 	Name   string `json:"name"`
 	Shards int    `json:"shards"`
@@ -30,8 +37,8 @@ type createTableJSON struct {
 // already existed with the settings asked for, 409 when it has others.
 // The optional body is {"shards": n}; like every body, unknown members are
 // refused, so that a misspelt setting is never silently ignored.
-func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+func (s *tableRoutes) putTable(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.bodies.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -43,9 +50,9 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tbl := r.PathValue("table")
-	m, created, err := s.shardFor(r, tbl).Tables().Create(r.Context(), principalOf(r.Context()), tbl, req.Shards)
+	m, created, err := s.shardMap.shardFor(r, tbl).Tables().Create(r.Context(), principalOf(r.Context()), tbl, req.Shards)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	status := http.StatusOK
@@ -62,10 +69,10 @@ func (s *Server) putTable(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, tableJSON{Name: m.Name, Shards: m.Shards})
 }
 
-func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) deleteTable(w http.ResponseWriter, r *http.Request) {
 	tbl := r.PathValue("table")
-	if err := s.shardFor(r, tbl).Tables().Drop(r.Context(), principalOf(r.Context()), tbl); err != nil {
-		s.writeError(w, r, err)
+	if err := s.shardMap.shardFor(r, tbl).Tables().Drop(r.Context(), principalOf(r.Context()), tbl); err != nil {
+		s.failures.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -73,7 +80,7 @@ func (s *Server) deleteTable(w http.ResponseWriter, r *http.Request) {
 
 // listTables serves GET /v1/tables?limit=N&after=NAME: a page of the
 // caller's tables.
-func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) listTables(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit := 0
 	if v := q.Get("limit"); v != "" {
@@ -89,9 +96,9 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, code.InvalidRequest, fmt.Sprintf("after must be a table name (1..%d of A-Z a-z 0-9 _ -)", table.TableNameBytesMax))
 		return
 	}
-	ms, next, err := s.listAllTables(r, after, limit)
+	ms, next, err := s.shardMap.listAllTables(r, after, limit)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	out := struct {
@@ -104,12 +111,12 @@ func (s *Server) listTables(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) getDoc(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	tbl := r.PathValue("table")
-	doc, err := s.shardFor(r, tbl).Tables().Get(r.Context(), principalOf(r.Context()), tbl, id)
+	doc, err := s.shardMap.shardFor(r, tbl).Tables().Get(r.Context(), principalOf(r.Context()), tbl, id)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -155,17 +162,17 @@ func utcOrNil(t time.Time) *time.Time {
 
 // getReceipt serves GET /v1/receipts/{table}/{key}: the caller's own
 // receipt for that key.
-func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
+func (s *tableRoutes) getReceipt(w http.ResponseWriter, r *http.Request) {
 	tbl := r.PathValue("table")
-	v, err := s.shardFor(r, tbl).Lookup(r.Context(), principalOf(r.Context()), tbl, r.PathValue("key"))
+	v, err := s.shardMap.shardFor(r, tbl).Lookup(r.Context(), principalOf(r.Context()), tbl, r.PathValue("key"))
 	s.writeReceipt(w, r, v, err)
 }
 
 // getSessionReceipt serves GET /v1/sessions/{id}/receipt: the receipt of
 // the session's commit, as getReceipt shows a keyed batch's (its binding's
 // table is "", which no receipts route can name).
-func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
-	svc, _, ok := s.sessionShard(w, r)
+func (s *tableRoutes) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
+	svc, _, ok := s.shardMap.sessionShard(w, r)
 	if !ok {
 		return
 	}
@@ -174,13 +181,13 @@ func (s *Server) getSessionReceipt(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeReceipt answers a receipt lookup.
-func (s *Server) writeReceipt(w http.ResponseWriter, r *http.Request, v receipt.View, err error) {
+func (s *tableRoutes) writeReceipt(w http.ResponseWriter, r *http.Request, v receipt.View, err error) {
 	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(w, code.ReceiptNotFound, "no receipt for this key")
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.failures.writeError(w, r, err)
 		return
 	}
 	out := receiptJSON{TransactionID: v.TxnID, State: v.State.String(), Created: utcOrNil(v.Created), Debt: v.Debt != 0,

@@ -85,7 +85,7 @@ func (u *unavailableLog) refusals(c refusalCause) uint64 { return u[c].refused.L
 // most as often, saying the node goes on by itself. A nil cause (the
 // store is healthy by the time it is asked: the refusal was a race of
 // requests, not the store's) is no store refusal and is not counted.
-func (s *Server) noteUnavailable(cause error) {
+func (s *failures) noteUnavailable(cause error) {
 	if cause == nil {
 		return
 	}
@@ -114,7 +114,7 @@ func (s *Server) noteUnavailable(cause error) {
 
 // noteRefusal notes an answer the store caused by its code: unavailable
 // by the store's health now, store_full as a want of space.
-func (s *Server) noteRefusal(c code.Code) {
+func (s *failures) noteRefusal(c code.Code) {
 	switch c {
 	case code.Unavailable:
 		s.noteUnavailable(s.health())
@@ -142,7 +142,7 @@ func healthDetail(err error) string {
 
 // noteUnhealthy logs why /healthz answered 503: the first time at ERROR,
 // then at most every unavailableLogEvery, however often it is polled.
-func (s *Server) noteUnhealthy(cause error) {
+func (s *failures) noteUnhealthy(cause error) {
 	if ok, _ := s.unhealthyLogged.pass(); ok {
 		s.opts.Logger.Error("api: /healthz answers 503", "err", cause)
 	}
@@ -156,7 +156,7 @@ const refusalsHelp = "Requests answered 503 unavailable because of the store, by
 
 // refusalCollectors are the series of idem_store_refusals_total, one per
 // cause, read at scrape time.
-func (s *Server) refusalCollectors() []prometheus.Collector {
+func (s *failures) refusalCollectors() []prometheus.Collector {
 	out := make([]prometheus.Collector, 0, refusalCauses)
 	for c := range refusalCauses {
 		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{
