@@ -115,7 +115,8 @@ type Options struct {
 // WithTestKnobs returns o with the test-only flows k (deferred resolution,
 // a separate decision write). k's type is in an internal package, so only
 // this repository's tests, harness and idemd's test flag can set them; a
-// host cannot, and they are no part of the API (internal/testknobs).
+// host cannot name the type, and they are no part of the API
+// (internal/testknobs).
 func WithTestKnobs(o Options, k testknobs.Receipt) Options {
 	o.knobs = k
 	return o

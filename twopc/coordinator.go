@@ -30,7 +30,7 @@ type Options struct {
 
 // WithTestKnobs returns o with the test-only flows k (resolution deferred
 // to Resolve). k's type is in an internal package, so only this
-// repository can set them; they are no part of the API (internal/testknobs).
+// repository can name it; they are no part of the API (internal/testknobs).
 func WithTestKnobs(o Options, k testknobs.TwoPC) Options {
 	o.knobs = k
 	return o
