@@ -18,6 +18,7 @@ import (
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/engine/enginemetrics"
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -113,9 +114,10 @@ func (n *node) open() {
 		st = n.cfg.wrap(st)
 	}
 	opts := receipt.Options{MaintainInterval: -1, CleanInterval: -1, ExecutorMax: n.cfg.executorMax, WaitMax: n.cfg.waitMax,
-		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort, SeparateDecide: n.cfg.separateDecide,
+		Clock: n.cfg.clock, Logger: log, PresumeAbort: n.cfg.presumeAbort,
 		Retention: n.cfg.retention, TombstoneRetention: n.cfg.tombRetention, Restore: n.cfg.restore,
 		SessionsOpenMax: n.cfg.sessionsMax, SessionsPerPrincipalMax: n.cfg.principalSessions, InflightPerPrincipalMax: n.cfg.principalInflight}
+	opts = receipt.WithTestKnobs(opts, testknobs.Receipt{SeparateDecide: n.cfg.separateDecide})
 	svc, err := receipt.Open(context.Background(), st, opts)
 	if err != nil {
 		if db != nil {

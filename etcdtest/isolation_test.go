@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/etcdtest"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
@@ -26,7 +27,7 @@ import (
 // commit, the committed one from the decision on.
 func intentReadViolations(t *testing.T, c *etcdtest.Cluster) []string {
 	t.Helper()
-	tables, coord := table.NewWithCoordinator(newStore(t, c, etcdtest.Prefix(t)), twopc.Options{DeferResolution: true})
+	tables, coord := table.NewWithCoordinator(newStore(t, c, etcdtest.Prefix(t)), twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: true}))
 	if _, _, err := tables.Create(ctx, "alice", "t", 2); err != nil {
 		t.Fatal(err)
 	}

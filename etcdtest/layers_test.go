@@ -14,6 +14,7 @@ import (
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -141,7 +142,7 @@ func TestLayers_AnotherNodeAdoptsAfterLeaseExpiry(t *testing.T) {
 	c := sharedCluster(t)
 	prefix := etcdtest.Prefix(t)
 	clock := lease.NewSim(t0)
-	a := node(t, newStore(t, c, prefix), "node-0", clock, receipt.Options{SeparateDecide: true})
+	a := node(t, newStore(t, c, prefix), "node-0", clock, receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, a)
 	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
 	if _, err := a.Execute(ctx, keyed(t, "t", "k")); !errors.Is(err, fault.ErrInjected) {

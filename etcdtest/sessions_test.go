@@ -8,6 +8,7 @@ import (
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -76,7 +77,7 @@ func TestSessions_TwoNodesOnEtcd(t *testing.T) {
 	pending, _ := a.BeginSession(ctx, "alice", time.Minute)
 	stageOne(t, a, pending.ID, incCtr)
 	a.Close()
-	a2 := node(t, newStore(t, c, prefix), "node-0", clock, receipt.Options{SeparateDecide: true})
+	a2 := node(t, newStore(t, c, prefix), "node-0", clock, receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true}))
 	// A commit requested, and started, by node-0's next incarnation,
 	// which dies before the decision.
 	requested, _ := a2.BeginSession(ctx, "alice", time.Minute)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store"
 )
@@ -46,7 +47,7 @@ type Config struct {
 	// take the default one-wait path (twopc.BeginCommit); otherwise every
 	// receipt decides in a write of its own.
 	Chained bool
-	// DeferResolution leaves intents to maintenance (receipt.Options):
+	// DeferResolution leaves intents to maintenance (testknobs.Receipt):
 	// terminal receipts keep visibility debt, and their lease, until it is
 	// paid, and the cleaner must leave them alone.
 	DeferResolution bool
@@ -246,11 +247,12 @@ func (sc *scenario) simulate(external store.Store) {
 	opts := receipt.Options{
 		LeaseTTL: leaseTTL, Retention: cfg.Retention, ExecutorMax: cfg.ExecutorMax,
 		MaintainInterval: cfg.MaintainInterval, CleanInterval: -1, WaitPoll: tick,
-		DeferResolution: cfg.DeferResolution, TombstoneRetention: cfg.TombstoneRetention,
+		TombstoneRetention: cfg.TombstoneRetention,
 		// Every client may be in flight at once: a small executor must
 		// fill up (429, pending receipts), not the principal's quota.
 		InflightPerPrincipalMax: cfg.Clients + cfg.SessionClients,
 	}
+	opts = receipt.WithTestKnobs(opts, testknobs.Receipt{DeferResolution: cfg.DeferResolution})
 	if cfg.Hot && cfg.Variant == Shared {
 		// Nodes on one store, as idemd's on etcd: another node's batch on
 		// a hot document is re-planned (receipt/replan.go), not refused.

@@ -180,7 +180,7 @@ func (fl *flow) finished(a *attempt, env Envelope) {
 // owesVisibility reports whether the attempt's terminal write leaves
 // visibility debt: intents of a begun transaction whose resolution is
 // deferred to maintenance.
-func (fl *flow) owesVisibility(a *attempt) bool { return a.begun && fl.core.opts.DeferResolution }
+func (fl *flow) owesVisibility(a *attempt) bool { return a.begun && fl.core.opts.knobs.DeferResolution }
 
 // applied settles the write in flight, which ended with err (at version
 // ver if it is durable), and unless it is done answers the request by its

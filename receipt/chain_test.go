@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store"
@@ -19,7 +20,7 @@ import (
 func TestChained_NewKeyCostsOneFsyncWait(t *testing.T) {
 	for _, separate := range []bool{false, true} {
 		e := newEnv(t)
-		a := e.open(receipt.Options{SeparateDecide: separate})
+		a := e.open(receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: separate}))
 		createTable(t, a, "t")
 		r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 		id := receipt.Bind("alice", "t", "k1")
@@ -69,7 +70,7 @@ func TestChained_TornChainConvergesToOneExecution(t *testing.T) {
 		states []string
 	}{
 		{"created-terminal", receipt.Options{Node: "node-0"}, []string{"lost", receipt.Terminal.String()}},
-		{"staged-chain", receipt.Options{Node: "node-0", DeferResolution: true}, []string{"lost", receipt.Started.String(), receipt.Terminal.String()}},
+		{"staged-chain", receipt.WithTestKnobs(receipt.Options{Node: "node-0"}, testknobs.Receipt{DeferResolution: true}), []string{"lost", receipt.Started.String(), receipt.Terminal.String()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seen, unsynced := waltest.StatesByCut(stride, func(keep int) (string, int) { return tornNewReceipt(t, tc.opts, keep) })

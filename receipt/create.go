@@ -151,7 +151,7 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (A
 		return fl.notDone(a, err)
 	}
 	chains := fl.core.store.Capabilities().Chain != nil
-	once := chains && !fl.core.opts.SeparateDecide && fl.core.coord.Direct(txn)
+	once := chains && !fl.core.opts.knobs.SeparateDecide && fl.core.coord.Direct(txn)
 	if once {
 		// One write commits it all: once it is sequenced, the next batch
 		// on its documents may stage on it (store.LatestReader) and
@@ -170,7 +170,7 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (A
 	if err != nil {
 		return Answer{}, err
 	}
-	if chains && !once && !fl.core.opts.SeparateDecide {
+	if chains && !once && !fl.core.opts.knobs.SeparateDecide {
 		if ans, done, err := fl.createCommitted(ctx, a, txn, b); done {
 			return ans, err
 		}

@@ -3,6 +3,7 @@ package receipt_test
 import (
 	"testing"
 
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/receipt"
 )
 
@@ -15,7 +16,7 @@ import (
 // debt.go); it is never refused for a write that is already over.
 func TestDeferredResolution_ABatchPaysTheDebtItMeets(t *testing.T) {
 	e := newEnv(t)
-	svc := e.open(receipt.Options{DeferResolution: true})
+	svc := e.open(receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{DeferResolution: true}))
 	createTable(t, svc, "t")
 	wantCommitted(t, mustExecute(t, svc, req(alice, "t", "k1", incBatch(t, "a", "ctr"))), receipt.Bind(alice, "t", "k1"), false)
 	again := mustExecute(t, svc, req(alice, "t", "k2", incBatch(t, "b", "ctr")))

@@ -88,7 +88,7 @@
 //	execute.go    core.promised, core.countAnswer: the answer
 //
 // When one write cannot commit it (a transaction the coordinator does not
-// commit directly, SeparateDecide, a store that does not chain),
+// commit directly, the SeparateDecide test knob, a store that does not chain),
 // createStarted goes on to flow.createCommitted (create.go: started and
 // decided in one chained Apply) or to flow.begin (start.go: Begin with
 // the started receipt) and flow.decide (decide.go: DecideOrLearn with the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store/memstore"
@@ -22,7 +23,7 @@ func TestMaintenance_DeadNodesReceiptsAreSharedNotGrabbed(t *testing.T) {
 	const n = 40
 	e := newEnv(t)
 	st := memstore.New()
-	a := e.openOn(st, receipt.Options{Node: "node-a", SeparateDecide: true})
+	a := e.openOn(st, receipt.WithTestKnobs(receipt.Options{Node: "node-a"}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, a, "t")
 	disarm := testsupport.Arm(t, fault.ReceiptDecideBefore, `return("crash")`)
 	for i := range n {
@@ -67,7 +68,7 @@ func TestMaintenance_ADeadFirstRankDelaysAdoptionByOneStaggerOnly(t *testing.T) 
 	const n = 20
 	e := newEnv(t)
 	st := memstore.New()
-	a := e.openOn(st, receipt.Options{Node: "node-a", SeparateDecide: true})
+	a := e.openOn(st, receipt.WithTestKnobs(receipt.Options{Node: "node-a"}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, a, "t")
 	c := e.openOn(st, receipt.Options{Node: "node-c"}) // registers, then dies
 	c.Close()

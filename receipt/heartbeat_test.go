@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -110,7 +111,7 @@ func TestHeartbeat_ForegroundExecutionOutlivesTwoLeasePeriods(t *testing.T) {
 // `pause`: once released, the paused Execute itself commits.
 func TestHeartbeat_PausedAtDecideFailpointKeepsLease(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
+	a := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-0"}, testknobs.Receipt{SeparateDecide: true}))
 	n1 := e.open(receipt.Options{Node: "node-1"})
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -36,11 +37,11 @@ func leaveStarted(t *testing.T, svc *receipt.Service, r receipt.Request) {
 // pass was running.
 func TestMaintenance_CountsOnlyItsOwnAdoptions(t *testing.T) {
 	e := newEnv(t)
-	n0 := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
+	n0 := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-0"}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, n0, "t")
 	ry := req("alice", "t", "ky", incBatch(t, "ky", "ctr-y"))
 	leaveStarted(t, n0, ry) // node-0 is alive: its receipt is not adoptable
-	old := e.open(receipt.Options{Node: "node-1", SeparateDecide: true})
+	old := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-1"}, testknobs.Receipt{SeparateDecide: true}))
 	rx := req("alice", "t", "kx", incBatch(t, "kx", "ctr-x"))
 	leaveStarted(t, old, rx)
 	old.Close()
@@ -95,7 +96,7 @@ func TestMaintenance_LogsWhatItPassesOverSampled(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
 	logs := &records{msg: "receipt: maintenance passed over receipts it could not advance"}
-	a := e.openOn(hs, receipt.Options{Node: "node-0", SeparateDecide: true, Logger: slog.New(logs)})
+	a := e.openOn(hs, receipt.WithTestKnobs(receipt.Options{Node: "node-0", Logger: slog.New(logs)}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	leaveStarted(t, a, r)
@@ -141,7 +142,7 @@ func TestMaintenance_LogsWhatItPassesOverSampled(t *testing.T) {
 // that ran in that moment made node-b answer unforwarded.
 func TestMaintenance_LookingAtALiveOwnersReceiptHidesNotItsOwner(t *testing.T) {
 	e := newEnv(t)
-	n0 := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
+	n0 := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-0"}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, n0, "t")
 	r := req("alice", "t", "k", incBatch(t, "k", "ctr"))
 	leaveStarted(t, n0, r)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/store/memstore"
@@ -45,13 +46,13 @@ type metaConfig struct {
 
 var metaConfigs = []metaConfig{
 	{name: "engine, chained", engine: true, coldValue: true},
-	{name: "engine, separate decide", engine: true, coldValue: true, opts: receipt.Options{SeparateDecide: true}},
-	{name: "engine, deferred resolution", engine: true, coldValue: true, opts: receipt.Options{DeferResolution: true}},
+	{name: "engine, separate decide", engine: true, coldValue: true, opts: receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true})},
+	{name: "engine, deferred resolution", engine: true, coldValue: true, opts: receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{DeferResolution: true})},
 	{name: "engine, no value log, restarted", engine: true, reopen: true},
 	{name: "engine, separate decide, deferred, restarted", engine: true, coldValue: true, reopen: true,
-		opts: receipt.Options{SeparateDecide: true, DeferResolution: true}},
+		opts: receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true, DeferResolution: true})},
 	{name: "memstore"},
-	{name: "memstore, separate decide, deferred", opts: receipt.Options{SeparateDecide: true, DeferResolution: true}},
+	{name: "memstore, separate decide, deferred", opts: receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true, DeferResolution: true})},
 }
 
 // metaRequest is one request of the workload: a key and a batch.

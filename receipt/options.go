@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/twopc"
 )
@@ -74,17 +75,6 @@ type Options struct {
 	// (A twopc.UndecidedPolicy field cannot express that default: its zero value is
 	// PresumeAbort.)
 	PresumeAbort bool
-	// DeferResolution leaves intents to maintenance instead of resolving them
-	// inside the decision write (creates visibility debt; for tests and
-	// remote participants).
-	DeferResolution bool
-	// SeparateDecide makes a new receipt's decision and terminal envelope a
-	// second write, waited for after Begin's, as docs/design.md §5 draws the flow.
-	// By default, on a store that shares one log (store.Chainer), the two
-	// writes are chained into one fsync wait (twopc.BeginCommit) with the
-	// same records and crash states. Tests that hold a receipt in started
-	// between the two writes set it; the harness alternates.
-	SeparateDecide bool
 	// ReplanContended: the store is shared by other processes (etcd), so
 	// this process's document latches do not order every keyed batch. A
 	// Begin whose refusal is contention — another node's intent on a
@@ -117,6 +107,19 @@ type Options struct {
 	// Clock is the time source (default lease.Real).
 	Clock  lease.Clock
 	Logger *slog.Logger
+
+	// knobs are the test-only flows, set by WithTestKnobs alone.
+	knobs testknobs.Receipt
+}
+
+// WithTestKnobs returns o with the test-only flows k (deferred resolution,
+// a separate decision write). k's type is in an internal package, so only
+// this repository's tests, harness and idemd's test flag can set them; a
+// host cannot name the type, and they are no part of the API
+// (internal/testknobs).
+func WithTestKnobs(o Options, k testknobs.Receipt) Options {
+	o.knobs = k
+	return o
 }
 
 // QuotaShareDivisor is the share of a node-wide limit a principal's quota

@@ -37,7 +37,7 @@ func (r *recovery) settleStarted(ctx context.Context, a *attempt, undecided func
 	}
 	a.begun = st.Begun
 	if st.Decision != nil {
-		if st.Begun && !r.core.opts.DeferResolution {
+		if st.Begun && !r.core.opts.knobs.DeferResolution {
 			if _, err := r.core.coord.Resolve(ctx, a.id); err != nil {
 				return r.flow.stuck(a, classifyStep(err), err)
 			}

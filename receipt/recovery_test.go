@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -31,7 +32,7 @@ func TestRecovery_SuccessorCompletesWithoutClientRetry(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true}) // to crash between the two writes
+			a := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-0"}, testknobs.Receipt{SeparateDecide: true})) // to crash between the two writes
 			createTable(t, a, "t")
 			r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 			id := receipt.Bind("alice", "t", "k1")
@@ -149,7 +150,7 @@ func TestRecovery_SuccessorExecutesPendingReceiptFromStoredRequest(t *testing.T)
 // through the same create-if-absent decision, and nothing applies.
 func TestRecovery_PresumeAbortOptionAbortsUndecided(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{PresumeAbort: true, SeparateDecide: true})
+	a := e.open(receipt.WithTestKnobs(receipt.Options{PresumeAbort: true}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")

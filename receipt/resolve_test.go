@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store"
@@ -41,7 +42,7 @@ func wantCodeErr(t *testing.T, err error, c code.Code) {
 // key replays that answer, and the batch never applied.
 func TestResolve_AStuckStartedReceiptIsPresumedAbortedAndSaysWho(t *testing.T) {
 	e := newEnv(t)
-	svc := e.open(receipt.Options{SeparateDecide: true})
+	svc := e.open(receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, svc, "t")
 	id := stuckStarted(t, svc, "k1")
 
@@ -78,7 +79,7 @@ func TestResolve_AStuckStartedReceiptIsPresumedAbortedAndSaysWho(t *testing.T) {
 // publishes the commit — it cannot abort what is decided.
 func TestResolve_NeverContradictsADecisionThatExists(t *testing.T) {
 	e := newEnv(t)
-	svc := e.open(receipt.Options{SeparateDecide: true})
+	svc := e.open(receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, svc, "t")
 	id := stuckStarted(t, svc, "k1")
 	if err := svc.Coordinator().Decide(ctx, id, nil, twopc.Committed{Result: []byte(incResult)}, nil); err != nil {
@@ -99,7 +100,7 @@ func TestResolve_NeverContradictsADecisionThatExists(t *testing.T) {
 // missing one are refused, typed, and change nothing.
 func TestResolve_RefusesWhatIsNotItsToResolve(t *testing.T) {
 	e := newEnv(t)
-	owner := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
+	owner := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-0"}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, owner, "t")
 	id := stuckStarted(t, owner, "k1")
 	other := e.open(receipt.Options{Node: "node-1"})
@@ -140,7 +141,7 @@ func TestResolve_RefusesWhatIsNotItsToResolve(t *testing.T) {
 // all, and the terminal one finds what completed, paged with a cursor.
 func TestList_ReceiptsByStateAndAge(t *testing.T) {
 	e := newEnv(t)
-	svc := e.open(receipt.Options{SeparateDecide: true})
+	svc := e.open(receipt.WithTestKnobs(receipt.Options{}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, svc, "t")
 	for _, k := range []string{"a", "b", "c"} {
 		mustExecute(t, svc, req(alice, "t", k, incBatch(t, k, "ctr")))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -196,7 +197,7 @@ func TestRetention_ExpiredReceiptIsCleanedAndKeyExecutesAgain(t *testing.T) {
 // the next cleaner pass deletes it.
 func TestDebt_VisibilityDebtPinsReceiptUntilPaid(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{Retention: time.Hour, DeferResolution: true})
+	a := e.open(receipt.WithTestKnobs(receipt.Options{Retention: time.Hour}, testknobs.Receipt{DeferResolution: true}))
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
@@ -253,7 +254,7 @@ func TestDebt_VisibilityDebtPinsReceiptUntilPaid(t *testing.T) {
 // makes it terminal it is retained for a full period from then.
 func TestDebt_StartedReceiptIsNeverCleaned(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{Retention: time.Hour, SeparateDecide: true})
+	a := e.open(receipt.WithTestKnobs(receipt.Options{Retention: time.Hour}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")

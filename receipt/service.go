@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
@@ -44,7 +45,8 @@ func Open(ctx context.Context, st store.Store, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	tables, coord := table.NewWithCoordinator(st, twopc.Options{DeferResolution: opts.DeferResolution, Now: opts.Clock.Now})
+	knobs := testknobs.TwoPC{DeferResolution: opts.knobs.DeferResolution}
+	tables, coord := table.NewWithCoordinator(st, twopc.WithTestKnobs(twopc.Options{Now: opts.Clock.Now}, knobs))
 	if n, err := tables.MigrateLegacy(ctx, opts.LegacyTableOwner); err != nil {
 		return nil, err
 	} else if n > 0 {

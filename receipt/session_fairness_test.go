@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store"
@@ -22,7 +23,7 @@ func TestMaintenance_RecoversBothKindsFairly(t *testing.T) {
 	const many, few = 10000, 10
 	t.Run("10 receipts behind 10000 sessions", func(t *testing.T) {
 		e := newEnv(t)
-		a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true, SessionsOpenMax: 2 * many, SessionsPerPrincipalMax: 2 * many})
+		a := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-0", SessionsOpenMax: 2 * many, SessionsPerPrincipalMax: 2 * many}, testknobs.Receipt{SeparateDecide: true}))
 		createTable(t, a, "t")
 		for i := 0; i < many; i++ {
 			if _, err := a.BeginSession(ctx, alice, 5*time.Minute); err != nil {

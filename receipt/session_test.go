@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
@@ -279,7 +280,7 @@ func TestSession_OwnerDeathBeforeCommit(t *testing.T) {
 // retry replays the commit, which applied once.
 func TestSession_SuccessorFinishesRequestedCommit(t *testing.T) {
 	e := newEnv(t)
-	a := e.open(receipt.Options{Node: "node-0", SeparateDecide: true})
+	a := e.open(receipt.WithTestKnobs(receipt.Options{Node: "node-0"}, testknobs.Receipt{SeparateDecide: true}))
 	createTable(t, a, "t")
 	id := begin(t, a, alice, time.Minute)
 	stage(t, a, id, "t", `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -16,7 +17,7 @@ import (
 // deferred, so the intents stay on the documents throughout.
 func TestRead_NeverSeesAnUncommittedIntent(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, twopc.Options{DeferResolution: true})
+	f := newFixture(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: true}))
 	f.create(t, "t", 2)
 	f.mustFast(t, "t", `{"inserts":[{"id":"a","doc":{"n":1}},{"id":"b","doc":{"n":1}}]}`)
 	const body = `{"inserts":[{"id":"c","doc":{"n":9}}],"deletes":["b"],"transforms":[{"id":"a","ops":[{"op":"$inc","path":"n","value":1}]}]}`

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
@@ -187,7 +188,7 @@ func (s *scanHookStore) Scan(ctx context.Context, start, end []byte, limit int) 
 func TestTables_DropLeavesNothingWhenResolutionRacesThePurge(t *testing.T) {
 	ctx := context.Background()
 	for k := 1; ; k++ {
-		f := newFixture(t, twopc.Options{DeferResolution: true})
+		f := newFixture(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: true}))
 		m := f.create(t, "t", 4)
 		f.mustFast(t, "t", `{"inserts":[{"id":"old","doc":{}}]}`)
 		plan := f.plan(t, "t", `{"inserts":[{"id":"a","doc":{}},{"id":"b","doc":{}},{"id":"c","doc":{}}],"deletes":["old"]}`)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -20,7 +21,7 @@ func TestBegin_ConflictingTxnsOnePreparesOtherRefusedThenAbortsDurably(t *testin
 	ctx := context.Background()
 	for _, deferRes := range []bool{false, true} {
 		t.Run(fmt.Sprintf("defer=%v", deferRes), func(t *testing.T) {
-			n := newNode(t, twopc.Options{DeferResolution: deferRes})
+			n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 			n.fast(t, `{"inserts":[{"id":"x","doc":{"n":1}},{"id":"y","doc":{"n":1}},{"id":"z","doc":{"n":1}}]}`)
 			a := txnFor("A", n.plan(t, `{"transforms":[{"id":"x","ops":[{"op":"$inc","path":"n","value":1}]},{"id":"y","ops":[{"op":"$inc","path":"n","value":1}]}]}`))
 			b := txnFor("B", n.plan(t, `{"transforms":[{"id":"y","ops":[{"op":"$inc","path":"n","value":100}]},{"id":"z","ops":[{"op":"$inc","path":"n","value":100}]}],"inserts":[{"id":"w","doc":{}}]}`))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/store"
 )
 
@@ -20,12 +21,19 @@ const BeginRetriesMax = 4
 
 // Options configure a Coordinator.
 type Options struct {
-	// DeferResolution, when set, leaves intents for Resolve instead of
-	// resolving every participant inside the Decide write. Remote
-	// participants need it; tests use it to create visibility debt.
-	DeferResolution bool
 	// Now is the clock for record timestamps (informational only).
 	Now func() time.Time
+
+	// knobs are the test-only flows, set by WithTestKnobs alone.
+	knobs testknobs.TwoPC
+}
+
+// WithTestKnobs returns o with the test-only flows k (resolution deferred
+// to Resolve). k's type is in an internal package, so only this
+// repository can name it; they are no part of the API (internal/testknobs).
+func WithTestKnobs(o Options, k testknobs.TwoPC) Options {
+	o.knobs = k
+	return o
 }
 
 // Coordinator runs transactions against one Store.
@@ -253,9 +261,9 @@ func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*store.Batch, []
 }
 
 // Decide writes the decision for txnID create-if-absent, atomically with
-// `with` and — unless DeferResolution is set — with the resolution of every
-// participant in parts (the coordinator record is then deleted in the same
-// write). parts may be nil to resolve from the durable record.
+// `with` and — unless resolution is deferred (testknobs.TwoPC) — with the
+// resolution of every participant in parts (the coordinator record is then
+// deleted in the same write). parts may be nil to resolve from the durable record.
 //
 // It returns ErrDecisionConflict if a decision already exists (read it with
 // Learn), the engine's *ConditionError for a failed condition of `with`, and
@@ -268,7 +276,7 @@ func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Particip
 // DecideAt is Decide that also returns the version of the decision write
 // (which every key of `with` gets).
 func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Participant, o Outcome, with *store.Batch) (store.Version, error) {
-	if parts == nil && !c.opts.DeferResolution {
+	if parts == nil && !c.opts.knobs.DeferResolution {
 		var err error
 		if parts, err = c.participantsOf(ctx, txnID); err != nil {
 			return 0, err
@@ -295,14 +303,14 @@ func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Partic
 }
 
 // decisionBatch is the create-if-absent decision o and — unless
-// DeferResolution is set — each participant's resolution (from resolve)
-// with the coordinator record's deletion.
+// resolution is deferred (testknobs.TwoPC) — each participant's resolution
+// (from resolve) with the coordinator record's deletion.
 func (c *Coordinator) decisionBatch(txnID string, o Outcome, resolve func(Participant, bool) (*store.Batch, error), parts []Participant) (*store.Batch, error) {
 	val, err := encodeDecision(o, c.opts.Now().UnixMilli())
 	if err != nil {
 		return nil, err
 	}
-	if c.opts.DeferResolution {
+	if c.opts.knobs.DeferResolution {
 		return new(store.Batch).Absent(decisionKey(txnID)).Put(decisionKey(txnID), val), nil
 	}
 	_, commit := o.(Committed)

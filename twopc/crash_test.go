@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
@@ -123,7 +124,7 @@ func TestCrash_EveryTwoPCFailpointRecoversAtomicallyAndStably(t *testing.T) {
 // "once" CommitOnce.
 func runCrashScenario(t *testing.T, name, chain string, deferRes bool, policy twopc.UndecidedPolicy, crash bool) {
 	ctx := context.Background()
-	n := newNode(t, twopc.Options{DeferResolution: deferRes})
+	n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 	work.seed(t, n)
 	plan := n.plan(t, work.body())
 	if len(plan.Shards) != 4 {

@@ -6,8 +6,8 @@ import (
 )
 
 // Visibility debt met by a Begin: a decided transaction whose intents are
-// still on its documents — resolution deferred (Options.DeferResolution),
-// or cut short by a crash before maintenance came — holds them as surely as
+// still on its documents — resolution deferred (testknobs.TwoPC), or cut
+// short by a crash before maintenance came — holds them as surely as
 // a transaction in flight, yet nothing is left to wait for: its outcome is
 // fixed. A Begin whose condition failed on such an intent resolves that
 // transaction itself (Resolve: idempotent, conditioned on the record and

@@ -75,7 +75,7 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *store
 // DirectCommitter, and resolution is not deferred (which needs intents to
 // defer).
 func (c *Coordinator) Direct(txn Txn) bool {
-	if c.opts.DeferResolution {
+	if c.opts.knobs.DeferResolution {
 		return false
 	}
 	for _, p := range txn.Participants {

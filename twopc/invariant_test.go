@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -63,7 +64,7 @@ func decidedTxn(t *testing.T) *engine.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	c := New(db, resolverOver(db), Options{DeferResolution: true})
+	c := New(db, resolverOver(db), WithTestKnobs(Options{}, testknobs.TwoPC{DeferResolution: true}))
 	ctx := context.Background()
 	txn := Txn{ID: "t1", Participants: []Participant{intentPart{"a", db}, intentPart{"b", db}}}
 	if res, err := c.Begin(ctx, txn, nil); err != nil || !res.Prepared {
@@ -105,7 +106,7 @@ func TestResolve_GivesUpAfterResolveConflictsMax(t *testing.T) {
 	db := decidedTxn(t)
 	ctx := context.Background()
 	refusing := &refusingStore{Store: db}
-	n, err := New(refusing, resolverOver(refusing), Options{DeferResolution: true}).Resolve(ctx, "t1")
+	n, err := New(refusing, resolverOver(refusing), WithTestKnobs(Options{}, testknobs.TwoPC{DeferResolution: true})).Resolve(ctx, "t1")
 	if !errors.Is(err, ErrResolveContended) || n != 0 {
 		t.Fatalf("resolve on a refusing store: %d, %v; want 0, ErrResolveContended", n, err)
 	}
@@ -119,11 +120,11 @@ func TestResolve_GivesUpAfterResolveConflictsMax(t *testing.T) {
 		t.Fatalf("the coordinator record must stand for a later Resolve: %v", err)
 	}
 	refusing.applies = 0
-	st, err := New(refusing, resolverOver(refusing), Options{DeferResolution: true}).Recover(ctx, RecoverOptions{})
+	st, err := New(refusing, resolverOver(refusing), WithTestKnobs(Options{}, testknobs.TwoPC{DeferResolution: true})).Recover(ctx, RecoverOptions{})
 	if err != nil || st.Deferred != 1 || st.Resolved != 0 || refusing.applies != ResolveConflictsMax {
 		t.Fatalf("recover on a refusing store: %+v, %v after %d writes; want one deferred after %d", st, err, refusing.applies, ResolveConflictsMax)
 	}
-	if n, err := New(db, resolverOver(db), Options{DeferResolution: true}).Resolve(ctx, "t1"); err != nil || n != 2 {
+	if n, err := New(db, resolverOver(db), WithTestKnobs(Options{}, testknobs.TwoPC{DeferResolution: true})).Resolve(ctx, "t1"); err != nil || n != 2 {
 		t.Fatalf("a later resolve: %d, %v; want 2, nil", n, err)
 	}
 }
@@ -168,7 +169,7 @@ func TestResolve_DecisionChangedUnderStandingRecordIsAnError(t *testing.T) {
 	db := decidedTxn(t)
 	ctx := context.Background()
 	st := &rewritingStore{DB: db, txnID: "t1"}
-	n, err := New(st, resolverOver(st), Options{DeferResolution: true}).Resolve(ctx, "t1")
+	n, err := New(st, resolverOver(st), WithTestKnobs(Options{}, testknobs.TwoPC{DeferResolution: true})).Resolve(ctx, "t1")
 	if !errors.Is(err, ErrDecisionChanged) || n != 0 {
 		t.Fatalf("resolve: %d, %v; want 0, ErrDecisionChanged", n, err)
 	}
@@ -191,7 +192,7 @@ func TestResolve_DecisionChangedUnderStandingRecordIsAnError(t *testing.T) {
 func TestCheckDecisionStood_OnlyAStandingRecordMakesAChangeAViolation(t *testing.T) {
 	db := decidedTxn(t)
 	ctx := context.Background()
-	c := New(db, resolverOver(db), Options{DeferResolution: true})
+	c := New(db, resolverOver(db), WithTestKnobs(Options{}, testknobs.TwoPC{DeferResolution: true}))
 	it, err := db.Get(ctx, recordKey("t1"))
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +215,7 @@ func TestCheckDecisionStood_OnlyAStandingRecordMakesAChangeAViolation(t *testing
 func TestDecisionWrites_PanicOnAnyWriteThatWouldChangeADecision(t *testing.T) {
 	db := decidedTxn(t)
 	ctx := context.Background()
-	c := New(db, resolverOver(db), Options{DeferResolution: true})
+	c := New(db, resolverOver(db), WithTestKnobs(Options{}, testknobs.TwoPC{DeferResolution: true}))
 	const invariant = "invariant broken: a decided record never changes"
 
 	overwrite := new(store.Batch).Put(decisionKey("t1"), []byte("x"))

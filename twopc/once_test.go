@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
@@ -94,7 +95,7 @@ func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 	if _, won, err := n.coord.DecideOrLearn(ctx, "D", decided.Participants, twopc.Aborted{Code: "test", Message: "aborted"}, nil); err != nil || !won {
 		t.Fatalf("decide D: %v %v", won, err)
 	}
-	_, deferring := table.NewWithCoordinator(n.db, twopc.Options{DeferResolution: true})
+	_, deferring := table.NewWithCoordinator(n.db, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: true}))
 	for _, c := range []struct {
 		name  string
 		coord *twopc.Coordinator

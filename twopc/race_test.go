@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
@@ -80,7 +81,7 @@ func TestDecide_ConcurrentCommitAndPresumedAbortAgree(t *testing.T) {
 	ctx := context.Background()
 	for _, deferRes := range []bool{false, true} {
 		t.Run(fmt.Sprintf("defer=%v", deferRes), func(t *testing.T) {
-			n := newNode(t, twopc.Options{DeferResolution: deferRes})
+			n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 			n.fast(t, `{"inserts":[{"id":"c","doc":{"n":0}}]}`)
 			other := n.newCoordinator(n.db)
 			abort := twopc.PresumedOutcome(twopc.PresumeAbort, nil)
@@ -149,7 +150,7 @@ func TestDecide_LoserThatCannotReadWinnerGetsOutcomeUnknown(t *testing.T) {
 	ctx := context.Background()
 	for _, deferRes := range []bool{false, true} {
 		t.Run(fmt.Sprintf("defer=%v", deferRes), func(t *testing.T) {
-			n := newNode(t, twopc.Options{DeferResolution: deferRes})
+			n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 			blind := n.newCoordinator(blindStore{Store: n.db, getErr: errUnreadable})
 			abort := twopc.PresumedOutcome(twopc.PresumeAbort, nil)
 			begin := func(id string) twopc.Txn {
@@ -219,7 +220,7 @@ func TestDecide_BareDecisionConflictWithoutReadableWinnerIsUnknown(t *testing.T)
 	for _, deferRes := range []bool{false, true} {
 		for _, getErr := range []error{errUnreadable, store.ErrNotFound} {
 			t.Run(fmt.Sprintf("defer=%v/%v", deferRes, getErr), func(t *testing.T) {
-				n := newNode(t, twopc.Options{DeferResolution: deferRes})
+				n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 				work.seed(t, n)
 				txn := txnFor("tx", n.plan(t, work.body()))
 				if res, err := n.coord.Begin(ctx, txn, nil); err != nil || !res.Prepared {
@@ -227,7 +228,7 @@ func TestDecide_BareDecisionConflictWithoutReadableWinnerIsUnknown(t *testing.T)
 				}
 				// A winner that cannot be read stays unknown.
 				_, phantom := table.NewWithCoordinator(phantomStore{blindStore{Store: n.db, getErr: getErr}},
-					twopc.Options{DeferResolution: deferRes})
+					twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 				before := dump(t, n.db)
 				if err := phantom.Decide(ctx, "tx", txn.Participants, twopc.Committed{}, nil); !errors.Is(err, twopc.ErrDecisionConflict) {
 					t.Fatalf("decide = %v, want the bare ErrDecisionConflict", err)

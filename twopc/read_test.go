@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/table"
 	"github.com/idemdb/idem/twopc"
@@ -21,7 +22,7 @@ func TestRead_ResolveOnReadShowsExactlyTheDecidedState(t *testing.T) {
 	ctx := context.Background()
 	for _, commit := range []bool{true, false} {
 		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
-			n := newNode(t, twopc.Options{DeferResolution: true})
+			n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: true}))
 			work.seed(t, n)
 			txn := txnFor("tx", n.plan(t, work.body()))
 			if res, err := n.coord.Begin(ctx, txn, nil); err != nil || !res.Prepared {
@@ -67,7 +68,7 @@ func TestRead_ResolveOnReadShowsExactlyTheDecidedState(t *testing.T) {
 // are resolved.
 func TestRead_WithoutDecisionReaderIntentsAreInvisible(t *testing.T) {
 	ctx := context.Background()
-	n := newNode(t, twopc.Options{DeferResolution: true})
+	n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: true}))
 	work.seed(t, n)
 	txn := txnFor("tx", n.plan(t, work.body()))
 	if res, err := n.coord.Begin(ctx, txn, nil); err != nil || !res.Prepared {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/code"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -21,7 +22,7 @@ func TestBegin_DecidedTxnReturnsDecisionAndNeverReapplies(t *testing.T) {
 	for _, deferRes := range []bool{false, true} {
 		for _, commit := range []bool{true, false} {
 			t.Run(fmt.Sprintf("defer=%v/commit=%v", deferRes, commit), func(t *testing.T) {
-				n := newNode(t, twopc.Options{DeferResolution: deferRes})
+				n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 				work.seed(t, n)
 				txn := txnFor("tx", n.plan(t, work.body()))
 				if res, err := n.coord.Begin(ctx, txn, nil); err != nil || !res.Prepared {

@@ -113,7 +113,7 @@ func (c *Coordinator) recoverOne(ctx context.Context, id string, rec record, pol
 			} else {
 				st.Aborted++
 			}
-			if !c.opts.DeferResolution {
+			if !c.opts.knobs.DeferResolution {
 				st.Resolved += len(status.Unresolved)
 				return nil
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/twopc"
 )
 
@@ -18,7 +19,7 @@ func TestRelease_RequiresResolutionThenFreesTheTxnID(t *testing.T) {
 	ctx := context.Background()
 	for _, deferRes := range []bool{false, true} {
 		t.Run(fmt.Sprintf("defer=%v", deferRes), func(t *testing.T) {
-			n := newNode(t, twopc.Options{DeferResolution: deferRes})
+			n := newNode(t, twopc.WithTestKnobs(twopc.Options{}, testknobs.TwoPC{DeferResolution: deferRes}))
 			n.fast(t, `{"inserts":[{"id":"c","doc":{"n":0}}]}`)
 			body := `{"transforms":[{"id":"c","ops":[{"op":"$inc","path":"n","value":1}]}]}`
 			txn := txnFor("tx", n.plan(t, body))

@@ -14,6 +14,7 @@ import (
 	"github.com/idemdb/idem/api"
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/table"
@@ -29,7 +30,7 @@ func serve(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	svc, err := receipt.Open(context.Background(), db, receipt.Options{SeparateDecide: true, MaintainInterval: -1, CleanInterval: -1})
+	svc, err := receipt.Open(context.Background(), db, receipt.WithTestKnobs(receipt.Options{MaintainInterval: -1, CleanInterval: -1}, testknobs.Receipt{SeparateDecide: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

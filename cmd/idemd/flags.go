@@ -182,7 +182,7 @@ func (c *config) defineServerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.segmentBytes, "wal-segment-bytes", 8<<20, "size of one WAL segment file; truncation after a checkpoint removes whole segments")
 	fs.BoolVar(&c.walPlain, "wal-no-preallocate", false, "write WAL segments as growing files instead of over zeros written beforehand (slower fsyncs; no spare segment on disk)")
 	fs.DurationVar(&c.walLinger, "wal-group-linger", wal.DefaultGroupLinger, "how long the WAL writer may hold a group commit open for more requests while every core is busy, at most "+walLingerMax.String()+" (0: never)")
-	fs.BoolVar(&c.separateDecide, "separate-decide", false, "write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, instead of chaining both into one")
+	fs.BoolVar(&c.separateDecide, "separate-decide", false, "test flag (default false: both chained into one fsync wait, with the same records): write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, so that process tests can crash a receipt between the two writes")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")

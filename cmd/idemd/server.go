@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemdb/idem/api"
+	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/receipt"
 )
 
@@ -141,16 +142,20 @@ func (d *daemon) openService(ctx context.Context, st *servedStore, i int) (*rece
 	if len(d.stores) > 1 {
 		shard = i + 1 // session IDs name their shard (receipt.Options.SessionShard)
 	}
-	return receipt.Open(ctx, st.store, receipt.Options{
+	opts := receipt.Options{
 		Node: c.node, Advertise: c.advertise, LeaseTTL: c.leaseTTL, RenewInterval: c.renewInterval, Retention: c.retention,
 		TombstoneRetention: tombstoneOption(c.tombRetention), MaintainInterval: c.maintainEvery, CleanInterval: c.cleanEvery, LegacyTableOwner: c.legacyOwner,
 		ExecutorMax: c.executor, WaitMax: c.waitMax, SessionTTLMax: c.sessionTTLMax, SessionsOpenMax: c.sessionsMax,
-		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, SeparateDecide: c.separateDecide, Logger: log,
+		SessionsPerPrincipalMax: c.quotaSessions, InflightPerPrincipalMax: c.quotaInflight, Logger: log,
 		Restore: restoreFence(st, c.retention, log), SessionShard: shard,
 		// Other nodes share an etcd store: contention with their batches is
 		// re-planned (receipt/replan.go), not refused.
 		ReplanContended: c.store == storeEtcd,
-	})
+	}
+	// -separate-decide is a test flag: the process tests crash a receipt
+	// between its two writes (internal/testknobs).
+	knobs := testknobs.Receipt{SeparateDecide: c.separateDecide}
+	return receipt.Open(ctx, st.store, receipt.WithTestKnobs(opts, knobs))
 }
 
 // addSummary is the counts of two shards together.
