@@ -142,13 +142,13 @@ func TestBackup_MidMergeHoldsTheState(t *testing.T) {
 		fillStore(t, db, 40)
 		checkpointT(t, db)
 	}
-	if db.merging == nil {
+	if db.merges.merging == nil {
 		t.Fatal("no merge due after CheckpointDeltasMax deltas")
 	}
-	if done, err := db.mergeStep(); done || err != nil {
+	if done, err := db.merges.mergeStep(); done || err != nil {
 		t.Fatalf("first merge step: done %v, %v", done, err)
 	}
-	if len(db.merging.parts) == 0 {
+	if len(db.merges.merging.parts) == 0 {
 		t.Fatal("the merge wrote no part")
 	}
 	want := fillStore(t, db, 30)
@@ -157,7 +157,7 @@ func TestBackup_MidMergeHoldsTheState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dest, partName(db.merging.v0, 0))); err != nil {
+	if _, err := os.Stat(filepath.Join(dest, partName(db.merges.merging.v0, 0))); err != nil {
 		t.Fatalf("the merge's first part is not in the backup: %v", err)
 	}
 	back := openT(t, dest, opts)

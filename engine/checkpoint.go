@@ -32,6 +32,21 @@ import (
 // the chain it replaces, which stays as the fallback for a lost base
 // (recover.go). Later bases come from merges (merge.go).
 
+// checkpointer writes the checkpoints (docs/design.md §2): the automatic
+// ones on its goroutine (run), and the links Checkpoint asks for. It owns
+// the writing; the chain it writes, and the locks, are the DB's, shared
+// with the merger and the collector.
+type checkpointer struct {
+	db       *DB
+	requests chan struct{} // never closed: onDurable may send until the log is drained
+	stop     chan struct{} // closed by Close
+	done     chan struct{} // closed when run returns
+}
+
+func newCheckpointer(db *DB) *checkpointer {
+	return &checkpointer{db: db, requests: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
 // pendingGen is a generation being written: where it resumes.
 type pendingGen struct {
 	v0    store.Version
@@ -61,20 +76,21 @@ func (db *DB) Checkpoint() (err error) {
 	defer db.ckptMu.Unlock()
 	defer db.observeCheckpoint(time.Now(), db.lastCkptIndex.Load(), &err)
 	logged := db.loggedBytes.Load()
-	if db.nextIsDelta() {
-		err = db.checkpointDelta(logged)
+	if db.ckpts.nextIsDelta() {
+		err = db.ckpts.checkpointDelta(logged)
 	} else {
-		err = db.checkpointBase(logged)
+		err = db.ckpts.checkpointBase(logged)
 	}
 	if err != nil {
 		return err
 	}
-	return db.collectValueLog()
+	return db.gc.collectValueLog()
 }
 
 // checkpointBase writes the whole store as a new base generation, or
 // resumes the one pending.
-func (db *DB) checkpointBase(logged int64) error {
+func (cp *checkpointer) checkpointBase(logged int64) error {
+	db := cp.db
 	g := db.ckptPending
 	var snap *Snapshot
 	if g == nil {
@@ -84,7 +100,7 @@ func (db *DB) checkpointBase(logged int64) error {
 		// hold the value-log collector's moves, which change no version
 		// and must reach the next link written, base or delta.
 		skip := false
-		snap = db.snapshotWith(func() {
+		snap = cp.snapshotWith(func() {
 			if skip = uint64(db.applied) == db.lastCkptIndex.Load(); !skip {
 				db.dirty.reset()
 			}
@@ -101,11 +117,11 @@ func (db *DB) checkpointBase(logged int64) error {
 	began := time.Now()
 	for {
 		select {
-		case <-db.ckptStop:
+		case <-cp.stop:
 			return errCheckpointStopped
 		default:
 		}
-		last, err := db.writePart(snap, g)
+		last, err := cp.writePart(snap, g)
 		if err != nil {
 			return err
 		}
@@ -114,16 +130,17 @@ func (db *DB) checkpointBase(logged int64) error {
 		}
 	}
 	db.ckptPending = nil
-	return db.linked(&ckptChain{base: generation{v0: g.v0, parts: g.parts}, exact: g.exact}, logged, began)
+	return cp.linked(&ckptChain{base: generation{v0: g.v0, parts: g.parts}, exact: g.exact}, logged, began)
 }
 
 // checkpointDelta writes what changed since the chain's tip as a delta on
 // it. A failed delta gives its keys back to the dirty set: the next one
 // covers them.
-func (db *DB) checkpointDelta(logged int64) error {
+func (cp *checkpointer) checkpointDelta(logged int64) error {
+	db := cp.db
 	c := db.chain
 	var taken *dirtySet
-	snap := db.snapshotWith(func() { taken = db.dirty.take() })
+	snap := cp.snapshotWith(func() { taken = db.dirty.take() })
 	giveBack := func() {
 		db.treeMu.Lock()
 		db.dirty.restore(taken)
@@ -132,19 +149,19 @@ func (db *DB) checkpointDelta(logged int64) error {
 	if taken.lost {
 		// Overflowed since nextIsDelta looked: only a full one is exact.
 		giveBack()
-		return db.checkpointBase(logged)
+		return cp.checkpointBase(logged)
 	}
 	if snap.version == c.tip() {
 		giveBack()
 		return nil
 	}
 	began := time.Now()
-	m, err := db.writeDelta(snap, taken, c)
+	m, err := cp.writeDelta(snap, taken, c)
 	if err != nil {
 		giveBack()
 		return err
 	}
-	return db.linked(c.with(m), logged, began)
+	return cp.linked(c.with(m), logged, began)
 }
 
 // linked makes next, durable on disk, the newest checkpoint: recorded in
@@ -154,20 +171,21 @@ func (db *DB) checkpointDelta(logged int64) error {
 // the log is kept from the base on, so that a lost delta falls back to the
 // links before it and the log (merge.go truncates it once the chain is
 // merged into a new base).
-func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
+func (cp *checkpointer) linked(next *ckptChain, logged int64, began time.Time) error {
+	db := cp.db
 	prevChain := db.chain
 	v := next.tip()
 	isBase := len(next.deltas) == 0
 	db.chain = next
 	if isBase {
-		db.fallback, db.merging = prevChain, nil
+		db.fallback, db.merges.merging = prevChain, nil
 		db.baseLogBytes.Store(logged)
 	}
 	db.ckptSize.Store(next.bytes())
-	db.deltaNext.Store(db.nextIsDelta())
+	db.deltaNext.Store(cp.nextIsDelta())
 	db.lastCkptIndex.Store(uint64(v))
 	db.ckptLogBytes.Store(logged)
-	if err := db.logCheckpoint(uint64(v)); err != nil {
+	if err := cp.logCheckpoint(uint64(v)); err != nil {
 		return fmt.Errorf("engine: record checkpoint %s in the log: %w", genName(v), err)
 	}
 	db.ckptLinks++
@@ -179,11 +197,11 @@ func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 		d := next.deltas[len(next.deltas)-1]
 		db.opts.Logger.Info("engine: delta checkpoint written", "index", uint64(v), "bytes", d.size, "records", d.count,
 			"chain_deltas", len(next.deltas), "chain_bytes", next.bytes(), "duration", time.Since(began))
-		db.maybeStartMerge()
-		if err := db.removeCheckpointFilesBut(db.keptFiles(), next.base.v0); err != nil {
+		db.merges.maybeStartMerge()
+		if err := cp.removeCheckpointFilesBut(db.merges.keptFiles(), next.base.v0); err != nil {
 			return err
 		}
-		return db.removeRetired()
+		return db.gc.removeRetired()
 	}
 	db.opts.Logger.Info("engine: checkpoint written", "index", uint64(v), "bytes", next.base.bytes(), "parts", len(next.base.parts),
 		"duration", time.Since(began))
@@ -194,15 +212,16 @@ func (db *DB) linked(next *ckptChain, logged int64, began time.Time) error {
 	if err := db.log.TruncateFront(keepFrom); err != nil {
 		return fmt.Errorf("engine: truncate log after checkpoint %s: %w", genName(v), err)
 	}
-	if err := db.removeCheckpointFilesBut(db.keptFiles(), store.Version(keepFrom-1)); err != nil {
+	if err := cp.removeCheckpointFilesBut(db.merges.keptFiles(), store.Version(keepFrom-1)); err != nil {
 		return err
 	}
-	return db.removeRetired()
+	return db.gc.removeRetired()
 }
 
 // snapshotWith takes a snapshot and runs fn under the same tree lock: what
 // fn does to the dirty set happens exactly at the snapshot.
-func (db *DB) snapshotWith(fn func()) *Snapshot {
+func (cp *checkpointer) snapshotWith(fn func()) *Snapshot {
+	db := cp.db
 	db.treeMu.Lock()
 	defer db.treeMu.Unlock()
 	fn()
@@ -211,11 +230,12 @@ func (db *DB) snapshotWith(fn func()) *Snapshot {
 
 // writeDelta writes the delta at snap on chain c: the value at snap of
 // every key in dirty, or a tombstone if the chain's files may hold it.
-func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
+func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
+	db := cp.db
 	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), flagged: true}
 	var spills []vlogSpill
 	var scratch [vlogPtrLen]byte
-	size, err := db.writeCkptFile(m.name, func(w io.Writer) error {
+	size, err := cp.writeCkptFile(m.name, func(w io.Writer) error {
 		dw := newDeltaWriter(w, m.v, m.base, m.prev)
 		for _, k := range dirty.sortDistinct() {
 			if it, ok := snap.tree.Get(index.Probe(k.key)); ok {
@@ -232,7 +252,7 @@ func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMe
 		if err := dw.finish(); err != nil {
 			return err
 		}
-		return db.spilled(spills)
+		return cp.spilled(spills)
 	})
 	m.size = size
 	return m, err
@@ -242,7 +262,8 @@ func (db *DB) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMe
 // at durable, and the tree's items pointers: the value log is durable
 // before any pointer to it is, in the file or in RAM. On failure the
 // spilled records are garbage and the checkpoint fails.
-func (db *DB) spilled(spills []vlogSpill) error {
+func (cp *checkpointer) spilled(spills []vlogSpill) error {
+	db := cp.db
 	if len(spills) == 0 {
 		return nil
 	}
@@ -256,13 +277,14 @@ func (db *DB) spilled(spills []vlogSpill) error {
 
 // writePart writes g's next part from snap and reports whether it was the
 // last. On failure g is unchanged.
-func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
+func (cp *checkpointer) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
+	db := cp.db
 	seq, start := g.next()
 	var end []byte
 	var count uint64
 	var spills []vlogSpill
 	var scratch [vlogPtrLen]byte
-	size, err := db.writeCkptFile(partName(g.v0, seq), func(wr io.Writer) error {
+	size, err := cp.writeCkptFile(partName(g.v0, seq), func(wr io.Writer) error {
 		w := newPartWriter(wr, g.v0, seq, snap.version, start)
 		defer func() { count = w.count }()
 		last = true
@@ -286,7 +308,7 @@ func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
 		if err := w.finish(end, last); err != nil {
 			return err
 		}
-		return db.spilled(spills)
+		return cp.spilled(spills)
 	})
 	if err != nil {
 		return false, err
@@ -299,7 +321,8 @@ func (db *DB) writePart(snap *Snapshot, g *pendingGen) (last bool, err error) {
 // writeCkptFile makes a checkpoint file durable under name: written by
 // write to a temp file, fsynced, renamed, the directory fsynced. On
 // failure the temp file is removed (a full disk must get its space back).
-func (db *DB) writeCkptFile(name string, write func(io.Writer) error) (size int64, err error) {
+func (cp *checkpointer) writeCkptFile(name string, write func(io.Writer) error) (size int64, err error) {
+	db := cp.db
 	final := filepath.Join(db.dir, name)
 	tmp := final + ckptTmpSuffix
 	if err := fault.Inject(fault.CkptWriteBefore); err != nil {
@@ -357,8 +380,8 @@ func (db *DB) writeCkptFile(name string, write func(io.Writer) error) (size int6
 // whose replay starts after v0, so that a later recovery that does not
 // find it knows it is missing. It holds mu like Apply, keeping log order
 // equal to sequence order.
-func (db *DB) logCheckpoint(v0 uint64) error {
-	return db.logCheckpointBody(binary.AppendUvarint(nil, v0))
+func (cp *checkpointer) logCheckpoint(v0 uint64) error {
+	return cp.logCheckpointBody(binary.AppendUvarint(nil, v0))
 }
 
 // mergeRecordFlag follows the index in the record of a merged base
@@ -368,8 +391,8 @@ const mergeRecordFlag = 'M'
 // logMerge records that the base merged at v0 was linked: an open that
 // loads the chain it replaced, because the merged base is gone, sees the
 // record in the log it replays and says so.
-func (db *DB) logMerge(v0 uint64) error {
-	return db.logCheckpointBody(append(binary.AppendUvarint(nil, v0), mergeRecordFlag))
+func (cp *checkpointer) logMerge(v0 uint64) error {
+	return cp.logCheckpointBody(append(binary.AppendUvarint(nil, v0), mergeRecordFlag))
 }
 
 // mergeRecord returns the base a checkpoint record says was merged.
@@ -378,7 +401,8 @@ func mergeRecord(body []byte) (uint64, bool) {
 	return n, k > 0 && len(body) == k+1 && body[k] == mergeRecordFlag
 }
 
-func (db *DB) logCheckpointBody(body []byte) error {
+func (cp *checkpointer) logCheckpointBody(body []byte) error {
+	db := cp.db
 	ctx := context.Background()
 	if err := db.log.Reserve(ctx); err != nil {
 		return db.submitErr(err)
@@ -423,7 +447,8 @@ func (w *writebackFile) Write(p []byte) (int, error) {
 // removeCheckpointFilesBut removes every checkpoint file not in keep —
 // older chains, abandoned incomplete generations, stale parts — and the
 // damaged ones moved aside that the link at prev supersedes.
-func (db *DB) removeCheckpointFilesBut(keep map[string]bool, prev store.Version) error {
+func (cp *checkpointer) removeCheckpointFilesBut(keep map[string]bool, prev store.Version) error {
+	db := cp.db
 	ents, err := db.fs.ReadDir(db.dir)
 	if err != nil {
 		return err
@@ -469,16 +494,17 @@ const (
 	ckptRetryMax = time.Minute
 )
 
-// checkpointer runs automatic checkpoints when enough log has accumulated
+// run runs automatic checkpoints when enough log has accumulated
 // (and at once after an open that left a checkpoint incomplete).
-func (db *DB) checkpointer() {
-	defer close(db.ckptDone)
+func (cp *checkpointer) run() {
+	db := cp.db
+	defer close(cp.done)
 	backoff := time.Duration(0)
 	for {
 		select {
-		case <-db.ckptStop:
+		case <-cp.stop:
 			return
-		case <-db.ckptRequests:
+		case <-cp.requests:
 		}
 		err := db.Checkpoint()
 		if err == nil || errors.Is(err, store.ErrClosed) || errors.Is(err, errCheckpointStopped) {
@@ -488,10 +514,10 @@ func (db *DB) checkpointer() {
 		backoff = min(max(2*backoff, ckptRetryMin), ckptRetryMax)
 		db.opts.Logger.Error("engine: checkpoint failed", "err", err, "retry_in", backoff)
 		select {
-		case <-db.ckptStop:
+		case <-cp.stop:
 			return
 		case <-time.After(backoff):
-			db.maybeRequestCheckpoint()
+			cp.maybeRequestCheckpoint()
 		}
 	}
 }

@@ -140,7 +140,8 @@ func chainOf(g generation, deltas map[store.Version][]deltaMeta) *ckptChain {
 // so the log a restart replays stays one interval or two. A new base
 // from a snapshot is written only with no chain yet, a base pending, or
 // the dirty set lost.
-func (db *DB) nextIsDelta() bool {
+func (cp *checkpointer) nextIsDelta() bool {
+	db := cp.db
 	c := db.chain
 	if db.opts.CheckpointDeltasMax < 0 || c == nil || db.ckptPending != nil {
 		return false

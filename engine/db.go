@@ -48,34 +48,30 @@ type DB struct {
 
 	ckptMu        sync.Mutex // one checkpoint at a time
 	loggedBytes   atomic.Int64
-	ckptLogBytes  atomic.Int64  // loggedBytes at the last checkpoint
-	ckptSize      atomic.Int64  // bytes of the newest chain's files (base and deltas)
-	ckptRequests  chan struct{} // never closed: onDurable may send until the log is drained
-	ckptStop      chan struct{} // closed by Close
-	ckptDone      chan struct{}
+	ckptLogBytes  atomic.Int64 // loggedBytes at the last checkpoint
+	ckptSize      atomic.Int64 // bytes of the newest chain's files (base and deltas)
 	lastCkptIndex atomic.Uint64
 	deltaNext     atomic.Bool   // the next checkpoint is likely a delta (the interval to wait for)
 	liveNow       atomic.Int64  // liveBytes as of the last group installed
 	ckptPending   *pendingGen   // an incomplete checkpoint to resume; under ckptMu
 	chain         *ckptChain    // the newest complete checkpoint (nil: none); under ckptMu
 	fallback      *ckptChain    // the chain the base replaced, kept for a lost file of chain (nil: none); under ckptMu
-	merging       *pendingMerge // a merge into a new base in progress (merge.go); under ckptMu
-	mergeRequests chan struct{} // never closed
-	mergeDone     chan struct{}
-	baseLogBytes  atomic.Int64       // loggedBytes where the log kept on disk starts (the base's link, about)
-	deltaRuns     map[string]loadRun // the deltas the open loaded, by name, for a merge it starts (merge.go); under ckptMu
-	dirty         *dirtySet          // keys written since the chain's tip (dirty.go); under treeMu
-	liveBytes     int64              // the tree's records as a checkpoint would hold them (estimate); under treeMu
-	ckpt          *ckptStats         // ckptstats.go
-	recovery      RecoveryStats      // set by recover, then read-only
-	restore       *RestoreEpoch      // restore.go: nil if never restored; set by Open, then read-only
+	baseLogBytes  atomic.Int64  // loggedBytes where the log kept on disk starts (the base's link, about)
+	dirty         *dirtySet     // keys written since the chain's tip (dirty.go); under treeMu
+	liveBytes     int64         // the tree's records as a checkpoint would hold them (estimate); under treeMu
+	ckpt          *ckptStats    // ckptstats.go
+	recovery      RecoveryStats // set by recover, then read-only
+	restore       *RestoreEpoch // restore.go: nil if never restored; set by Open, then read-only
 
-	vlog        *valueLog        // vlog.go
-	vlogLive    map[uint32]int64 // bytes of records the tree points at, by segment; under treeMu
-	vlogRetired []retiredSeg     // segments nothing in the tree points at; under ckptMu (vlog_gc.go)
-	vlogHeld    map[uint32]bool  // segments a collection left in use (damaged records); under ckptMu
-	ckptLinks   uint64           // checkpoint links made since open; under ckptMu
-	vlogStats   vlogCounters
+	vlog      *valueLog        // vlog.go
+	vlogLive  map[uint32]int64 // bytes of records the tree points at, by segment; under treeMu
+	ckptLinks uint64           // checkpoint links made since open; under ckptMu
+	vlogStats vlogCounters
+
+	// The components that work on the state above (each file says how).
+	ckpts  *checkpointer // checkpoint.go
+	merges *merger       // merge.go
+	gc     *collector    // vlog_gc.go
 }
 
 type pendingWrite struct {
@@ -115,22 +111,17 @@ func Open(dir string, opts Options) (*DB, error) {
 	// the start of Close, as the WAL's do (vfs.WaitFS says why).
 	fds := vfs.NewWaitFS(opts.FS, opts.Logger)
 	db := &DB{
-		dir:           dir,
-		fs:            fds,
-		fds:           fds,
-		opts:          opts,
-		lock:          lock,
-		pending:       make(map[string]pendingWrite),
-		tree:          index.NewKeySpace(),
-		ckptRequests:  make(chan struct{}, 1),
-		ckptStop:      make(chan struct{}),
-		ckptDone:      make(chan struct{}),
-		mergeRequests: make(chan struct{}, 1),
-		mergeDone:     make(chan struct{}),
-		ckpt:          newCkptStats(),
-		dirty:         newDirtySet(),
-		vlogHeld:      map[uint32]bool{},
+		dir:     dir,
+		fs:      fds,
+		fds:     fds,
+		opts:    opts,
+		lock:    lock,
+		pending: make(map[string]pendingWrite),
+		tree:    index.NewKeySpace(),
+		ckpt:    newCkptStats(),
+		dirty:   newDirtySet(),
 	}
+	db.ckpts, db.merges, db.gc = newCheckpointer(db), newMerger(db), newCollector(db)
 	// Before recovery writes anything: the epoch must precede every
 	// write the restored store acknowledges.
 	if db.restore, err = armRestore(db.fs, dir, time.Now()); err != nil {
@@ -146,25 +137,25 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.vlogLive = map[uint32]int64{}
-	if err := db.recover(); err != nil {
+	if err := (&recoverer{db: db}).recover(); err != nil {
 		db.vlog.close()
 		lock.Close()
 		return nil, err
 	}
-	db.retireUnreferenced()
+	db.gc.retireUnreferenced()
 	fds.Begin()
-	go db.checkpointer()
-	go db.merger()
+	go db.ckpts.run()
+	go db.merges.run()
 	if db.ckptPending != nil && opts.CheckpointLogBytes > 0 {
-		db.ckptRequests <- struct{}{} // resume the checkpoint a crash interrupted
+		db.ckpts.requests <- struct{}{} // resume the checkpoint a crash interrupted
 	}
 	db.ckptMu.Lock()
-	db.maybeStartMerge() // resume a merge a crash interrupted, or start a due one
-	if db.merging == nil {
-		db.deltaRuns = nil
+	db.merges.maybeStartMerge() // resume a merge a crash interrupted, or start a due one
+	if db.merges.merging == nil {
+		db.merges.deltaRuns = nil
 	}
 	db.ckptMu.Unlock()
-	db.maybeRequestCheckpoint()
+	db.ckpts.maybeRequestCheckpoint()
 	return db, nil
 }
 
@@ -262,7 +253,7 @@ func (db *DB) onDurable(entries []wal.Entry) {
 	}
 	db.mu.Unlock()
 	db.loggedBytes.Add(bytes)
-	db.maybeRequestCheckpoint()
+	db.ckpts.maybeRequestCheckpoint()
 }
 
 // installDurable applies a durable group's batches to the tree.
@@ -284,13 +275,14 @@ func (db *DB) installDurable(entries []wal.Entry) {
 // maybeRequestCheckpoint asks the checkpointer for a checkpoint once the log
 // after the last one — the tail replayed at open included — has grown by
 // checkpointInterval.
-func (db *DB) maybeRequestCheckpoint() {
+func (cp *checkpointer) maybeRequestCheckpoint() {
+	db := cp.db
 	if db.opts.CheckpointLogBytes <= 0 {
 		return
 	}
-	if db.loggedBytes.Load()-db.ckptLogBytes.Load() >= db.checkpointInterval() {
+	if db.loggedBytes.Load()-db.ckptLogBytes.Load() >= cp.checkpointInterval() {
 		select {
-		case db.ckptRequests <- struct{}{}:
+		case cp.requests <- struct{}{}:
 		default:
 		}
 	}
@@ -303,7 +295,8 @@ func (db *DB) maybeRequestCheckpoint() {
 // a restart replays stays bounded by the setting. Only a store without
 // deltas (CheckpointDeltasMax < 0) waits for the store's size too before
 // rewriting it whole.
-func (db *DB) checkpointInterval() int64 {
+func (cp *checkpointer) checkpointInterval() int64 {
+	db := cp.db
 	if db.deltaNext.Load() || db.opts.CheckpointDeltasMax >= 0 {
 		return db.opts.CheckpointLogBytes
 	}
@@ -319,9 +312,9 @@ func (db *DB) Close() error {
 	// A checkpoint waiting for a descriptor gives up (it is resumed or
 	// redone at the next open): Close never hangs on a flood.
 	db.fds.Stop()
-	close(db.ckptStop)
-	<-db.ckptDone
-	<-db.mergeDone
+	close(db.ckpts.stop)
+	<-db.ckpts.done
+	<-db.merges.done
 	err := db.log.Close()
 	if cerr := db.vlog.close(); err == nil {
 		err = cerr

@@ -139,7 +139,7 @@ func TestCheckpoint_AChainIsMergedIntoANewBaseOnceMostlyGarbageOrLong(t *testing
 					apply(t, db, new(store.Batch).Put(fmt.Appendf(nil, "k%03d", i), fmt.Appendf(nil, "round-%d-%s", round, strings.Repeat("x", 50))))
 				}
 			}
-			merging := func() bool { db.ckptMu.Lock(); defer db.ckptMu.Unlock(); return db.merging != nil }
+			merging := func() bool { db.ckptMu.Lock(); defer db.ckptMu.Unlock(); return db.merges.merging != nil }
 			rewrite(0)
 			checkpointT(t, db)
 			first := generationsT(t, dir)[0].v0
@@ -156,7 +156,7 @@ func TestCheckpoint_AChainIsMergedIntoANewBaseOnceMostlyGarbageOrLong(t *testing
 			tip := db.Stats().Checkpoint
 			rewrite(tc.want + 1) // a delta while the merge is pending: it follows the tip the merge is at
 			checkpointT(t, db)
-			if err := db.mergeAll(); err != nil {
+			if err := db.merges.mergeAll(); err != nil {
 				t.Fatal(err)
 			}
 			gens := generationsT(t, dir)
@@ -179,7 +179,7 @@ func TestCheckpoint_AChainIsMergedIntoANewBaseOnceMostlyGarbageOrLong(t *testing
 			for round := tc.want + 2; db.Stats().Checkpoints.Merges == 0; round++ {
 				rewrite(round)
 				checkpointT(t, db)
-				if err := db.mergeAll(); err != nil {
+				if err := db.merges.mergeAll(); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -4,6 +4,17 @@
 // values held in an in-memory B-tree, checkpoints that let the log be
 // truncated, and the offline checker (check*.go).
 //
+// DB is a facade: it keeps the Store methods and what hosts call (Open,
+// Close, Apply, ApplyChain, Get, GetLatest, Scan, ScanHot, Snapshot,
+// Checkpoint, Backup, Restored, Stats, Health) and the state they share,
+// and hands the rest to components that own their own state and methods:
+// the checkpointer (checkpoint.go: automatic checkpoints, the writing of
+// bases and deltas), the merger (merge.go: merges into a new base, in the
+// background), the collector (vlog_gc.go: the value log's collection and
+// the retirement of its segments) and the recoverer (recover.go: one
+// Open's recovery). The chain they all work on (chain, fallback,
+// ckptPending) stays on DB under ckptMu.
+//
 // DB implements the contract of package store, which everything above is
 // written against, so that a cluster-shared implementation (store/etcd,
 // docs/design.md §14) can replace it.

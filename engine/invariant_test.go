@@ -16,7 +16,9 @@ import (
 // works never produces one.
 
 func bareDB() *DB {
-	return &DB{tree: index.NewKeySpace(), pending: map[string]pendingWrite{}, dirty: newDirtySet(), opts: Options{CheckpointLogBytes: -1}}
+	db := &DB{tree: index.NewKeySpace(), pending: map[string]pendingWrite{}, dirty: newDirtySet(), opts: Options{CheckpointLogBytes: -1}}
+	db.ckpts = newCheckpointer(db)
+	return db
 }
 
 func putOps(key string) []store.Op { return ownOps([]store.Op{{Key: []byte(key), Value: []byte("v")}}) }

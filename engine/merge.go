@@ -36,6 +36,22 @@ import (
 // base's loss falls back to the old chain (which the deltas after tk
 // extend), a delta's to the base and the log from tk + 1.
 
+// merger merges the chain into a new base in the background (run), a part
+// at a time under the DB's ckptMu.
+type merger struct {
+	db       *DB
+	merging  *pendingMerge // the merge in progress (nil: none); under ckptMu
+	requests chan struct{} // never closed
+	done     chan struct{} // closed when run returns
+	// The deltas the open loaded, by name, for a merge it starts; under
+	// ckptMu.
+	deltaRuns map[string]loadRun
+}
+
+func newMerger(db *DB) *merger {
+	return &merger{db: db, requests: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
 // pendingMerge is a merge being written: its inputs and its parts so far.
 type pendingMerge struct {
 	input *ckptChain    // base and deltas up to v0
@@ -51,9 +67,10 @@ type pendingMerge struct {
 // more than ckptGarbageRatio times the live data, or CheckpointDeltasMax
 // deltas are on the base, or the value-log segments waiting for a new
 // base to be removed (vlog_gc.go) outweigh the chain. Caller holds ckptMu.
-func (db *DB) mergeDue() bool {
+func (mg *merger) mergeDue() bool {
+	db := mg.db
 	c := db.chain
-	if c == nil || len(c.deltas) == 0 || db.ckptPending != nil || db.merging != nil {
+	if c == nil || len(c.deltas) == 0 || db.ckptPending != nil || mg.merging != nil {
 		return false
 	}
 	db.treeMu.RLock()
@@ -61,15 +78,16 @@ func (db *DB) mergeDue() bool {
 	db.treeMu.RUnlock()
 	sinceBase := db.loggedBytes.Load() - db.baseLogBytes.Load()
 	return len(c.deltas) >= db.opts.CheckpointDeltasMax || c.bytes() > ckptGarbageRatio*max(live, 1) ||
-		sinceBase >= max(db.opts.CheckpointLogBytes, live) || db.retiredWaiting() >= c.bytes()
+		sinceBase >= max(db.opts.CheckpointLogBytes, live) || mg.retiredWaiting() >= c.bytes()
 }
 
 // retiredWaiting is the bytes of the retired value-log segments that wait
 // for the base or the fallback to pass them. Caller holds ckptMu.
-func (db *DB) retiredWaiting() int64 {
+func (mg *merger) retiredWaiting() int64 {
+	db := mg.db
 	var n int64
-	for _, r := range db.vlogRetired {
-		if !db.chainsPast(r.after) {
+	for _, r := range db.gc.retired {
+		if !db.gc.chainsPast(r.after) {
 			n += db.vlog.size(r.id)
 		}
 	}
@@ -78,36 +96,38 @@ func (db *DB) retiredWaiting() int64 {
 
 // maybeStartMerge starts a merge if one is due and asks the merger to
 // write it. Caller holds ckptMu.
-func (db *DB) maybeStartMerge() {
-	if db.mergeDue() {
+func (mg *merger) maybeStartMerge() {
+	db := mg.db
+	if mg.mergeDue() {
 		c := db.chain
-		db.merging = &pendingMerge{input: c, v0: c.tip(), began: time.Now()}
+		mg.merging = &pendingMerge{input: c, v0: c.tip(), began: time.Now()}
 	}
-	if db.merging != nil && db.opts.CheckpointLogBytes > 0 {
+	if mg.merging != nil && db.opts.CheckpointLogBytes > 0 {
 		select {
-		case db.mergeRequests <- struct{}{}:
+		case mg.requests <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// merger writes the merge in progress a part at a time, in the
+// run writes the merge in progress a part at a time, in the
 // background, until it is linked.
-func (db *DB) merger() {
-	defer close(db.mergeDone)
+func (mg *merger) run() {
+	db := mg.db
+	defer close(mg.done)
 	for {
 		select {
-		case <-db.ckptStop:
+		case <-db.ckpts.stop:
 			return
-		case <-db.mergeRequests:
+		case <-mg.requests:
 		}
 		for {
 			select {
-			case <-db.ckptStop:
+			case <-db.ckpts.stop:
 				return
 			default:
 			}
-			done, err := db.mergeStep()
+			done, err := mg.mergeStep()
 			if errors.Is(err, store.ErrClosed) {
 				return
 			}
@@ -123,9 +143,9 @@ func (db *DB) merger() {
 }
 
 // mergeAll writes the merge in progress, if any, to its end (tests).
-func (db *DB) mergeAll() error {
+func (mg *merger) mergeAll() error {
 	for {
-		done, err := db.mergeStep()
+		done, err := mg.mergeStep()
 		if err != nil || done {
 			return err
 		}
@@ -134,28 +154,29 @@ func (db *DB) mergeAll() error {
 
 // mergeStep writes the next part of the merge in progress, or links it
 // once its last part is durable. done: no merge is left.
-func (db *DB) mergeStep() (done bool, err error) {
+func (mg *merger) mergeStep() (done bool, err error) {
+	db := mg.db
 	if db.closed.Load() {
 		return true, store.ErrClosed
 	}
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
-	m := db.merging
+	m := mg.merging
 	if m == nil {
 		return true, nil
 	}
 	if m.run == nil {
-		run, err := db.mergedDeltas(m.input.deltas)
+		run, err := mg.mergedDeltas(m.input.deltas)
 		if err != nil {
-			db.merging = nil // an input is damaged: the next open falls back, or a snapshot base replaces the chain
+			mg.merging = nil // an input is damaged: the next open falls back, or a snapshot base replaces the chain
 			return true, fmt.Errorf("engine: merge into %s: %w", genName(m.v0), err)
 		}
 		m.run = run
 	}
 	if n := len(m.parts); n > 0 && m.parts[n-1].last {
-		return true, db.linkMerge(m)
+		return true, mg.linkMerge(m)
 	}
-	if err := db.writeMergePart(m); err != nil {
+	if err := mg.writeMergePart(m); err != nil {
 		return true, err
 	}
 	return false, nil
@@ -167,10 +188,11 @@ func (db *DB) mergeStep() (done bool, err error) {
 // process that lives a few seconds must not spend them reading the chain
 // again (their records alias the files' images, which the tree's items
 // keep alive anyway).
-func (db *DB) mergedDeltas(ds []deltaMeta) (*loadRun, error) {
+func (mg *merger) mergedDeltas(ds []deltaMeta) (*loadRun, error) {
+	db := mg.db
 	runs := make([]loadRun, len(ds))
 	for i, d := range ds {
-		if r, ok := db.deltaRuns[d.name]; ok {
+		if r, ok := mg.deltaRuns[d.name]; ok {
 			runs[i] = r
 			continue
 		}
@@ -180,7 +202,7 @@ func (db *DB) mergedDeltas(ds []deltaMeta) (*loadRun, error) {
 		}
 		runs[i] = r
 	}
-	db.deltaRuns = nil
+	mg.deltaRuns = nil
 	for len(runs) > 1 { // pairwise rounds: log2(deltas) passes over the records
 		next := runs[:0:0]
 		for i := 0; i < len(runs); i += 2 {
@@ -237,7 +259,8 @@ type mergeCursor struct {
 	ri    int // the next delta record
 }
 
-func (db *DB) newMergeCursor(m *pendingMerge, start []byte) (*mergeCursor, error) {
+func (mg *merger) newMergeCursor(m *pendingMerge, start []byte) (*mergeCursor, error) {
+	db := mg.db
 	cur := &mergeCursor{db: db, base: m.input.base.parts, run: m.run}
 	cur.part = len(cur.base)
 	for i, p := range cur.base {
@@ -315,20 +338,21 @@ func (cur *mergeCursor) next() (index.KV, bool, error) {
 
 // writeMergePart writes the merge's next part: the merged input's
 // records from where the last part ended, up to CheckpointPartBytes.
-func (db *DB) writeMergePart(m *pendingMerge) error {
+func (mg *merger) writeMergePart(m *pendingMerge) error {
+	db := mg.db
 	seq := len(m.parts)
 	var start []byte
 	if seq > 0 {
 		start = m.parts[seq-1].end
 	}
-	cur, err := db.newMergeCursor(m, start)
+	cur, err := mg.newMergeCursor(m, start)
 	if err != nil {
 		return err
 	}
 	var end []byte
 	var count uint64
 	last := true
-	size, err := db.writeCkptFile(partName(m.v0, seq), func(wr io.Writer) error {
+	size, err := db.ckpts.writeCkptFile(partName(m.v0, seq), func(wr io.Writer) error {
 		w := newPartWriter(wr, m.v0, seq, m.v0, start)
 		for {
 			kv, ok, err := cur.next()
@@ -360,8 +384,9 @@ func (db *DB) writeMergePart(m *pendingMerge) error {
 // is truncated before v0 + 1 and the chain before the old one removed.
 // A chain that moved on to another base meanwhile (a snapshot base)
 // abandons the merge.
-func (db *DB) linkMerge(m *pendingMerge) error {
-	db.merging = nil
+func (mg *merger) linkMerge(m *pendingMerge) error {
+	db := mg.db
+	mg.merging = nil
 	c := db.chain
 	if c == nil || c.base.v0 != m.input.base.v0 || !c.hasLink(m.v0) {
 		return nil // its parts go with the next link's clean-up
@@ -379,7 +404,7 @@ func (db *DB) linkMerge(m *pendingMerge) error {
 	db.ckptSize.Store(next.bytes())
 	db.ckpt.merges.Add(1)
 	db.ckptLinks++
-	if err := db.logMerge(uint64(m.v0)); err != nil {
+	if err := db.ckpts.logMerge(uint64(m.v0)); err != nil {
 		return fmt.Errorf("engine: record merging into %s in the log: %w", genName(m.v0), err)
 	}
 	db.opts.Logger.Info("engine: deltas merged into a new base", "index", uint64(m.v0), "bytes", next.base.bytes(),
@@ -393,10 +418,10 @@ func (db *DB) linkMerge(m *pendingMerge) error {
 	// The log kept from here on counts towards the next merge, as the
 	// log on disk, whatever lives it spans.
 	db.baseLogBytes.Store(db.loggedBytes.Load() - walDiskBytes(db.fs, filepath.Join(db.dir, walDirName)))
-	if err := db.removeCheckpointFilesBut(db.keptFiles(), m.v0); err != nil {
+	if err := db.ckpts.removeCheckpointFilesBut(mg.keptFiles(), m.v0); err != nil {
 		return err
 	}
-	return db.removeRetired()
+	return db.gc.removeRetired()
 }
 
 // hasLink reports whether v is one of the chain's links.
@@ -414,7 +439,8 @@ func (c *ckptChain) hasLink(v store.Version) bool {
 
 // keptFiles names the checkpoint files to keep: the chain's, the
 // fallback's and the merge in progress's. Caller holds ckptMu.
-func (db *DB) keptFiles() map[string]bool {
+func (mg *merger) keptFiles() map[string]bool {
+	db := mg.db
 	keep := map[string]bool{}
 	for _, c := range []*ckptChain{db.chain, db.fallback} {
 		if c != nil {
@@ -423,7 +449,7 @@ func (db *DB) keptFiles() map[string]bool {
 			}
 		}
 	}
-	if m := db.merging; m != nil {
+	if m := mg.merging; m != nil {
 		for _, p := range m.parts {
 			keep[p.name] = true
 		}

@@ -133,8 +133,8 @@ func lossStore(t *testing.T, opts Options) (string, map[string]store.Item) {
 		round++
 	}
 	put(80, false)
-	checkpointT(t, db)                   // the first base
-	for i := 0; db.merging == nil; i++ { // deltas until the chain is due for a merge
+	checkpointT(t, db)                          // the first base
+	for i := 0; db.merges.merging == nil; i++ { // deltas until the chain is due for a merge
 		if i == 10 {
 			t.Fatal("no merge due after 10 deltas")
 		}
@@ -142,7 +142,7 @@ func lossStore(t *testing.T, opts Options) (string, map[string]store.Item) {
 		put(10, true)
 		checkpointT(t, db)
 	}
-	if err := db.mergeAll(); err != nil {
+	if err := db.merges.mergeAll(); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -336,13 +336,13 @@ func TestMerge_ACrashMidMergeIsResumedFromItsParts(t *testing.T) {
 		fillStore(t, db, 40)
 		checkpointT(t, db)
 	}
-	if db.merging == nil {
+	if db.merges.merging == nil {
 		t.Fatal("no merge due after CheckpointDeltasMax deltas")
 	}
-	at := db.merging.v0
+	at := db.merges.merging.v0
 	// The merge's third part fails: two are durable, then the power goes.
 	efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: genName(at), Nth: 3, Err: errorfs.EIO})
-	if err := db.mergeAll(); !errors.Is(err, errorfs.EIO) {
+	if err := db.merges.mergeAll(); !errors.Is(err, errorfs.EIO) {
 		t.Fatalf("merge whose third part fails: %v", err)
 	}
 	state := fillStore(t, db, 40)
@@ -350,11 +350,11 @@ func TestMerge_ACrashMidMergeIsResumedFromItsParts(t *testing.T) {
 
 	db = disk.open(t, opts)
 	sameState(t, "after the crash", scanAll(t, db), state)
-	if db.merging == nil || db.merging.v0 != at || len(db.merging.parts) != 2 {
-		t.Fatalf("the open does not resume the merge at %d after its two parts: %+v", at, db.merging)
+	if db.merges.merging == nil || db.merges.merging.v0 != at || len(db.merges.merging.parts) != 2 {
+		t.Fatalf("the open does not resume the merge at %d after its two parts: %+v", at, db.merges.merging)
 	}
 	checkpointT(t, db) // a delta while the merge is pending
-	if err := db.mergeAll(); err != nil {
+	if err := db.merges.mergeAll(); err != nil {
 		t.Fatal(err)
 	}
 	if db.chain.base.v0 != at || len(db.chain.deltas) != 1 {
@@ -385,13 +385,13 @@ func TestMerge_AFailedStepLosesNothingAndIsRetried(t *testing.T) {
 			fillStore(t, db, 30)
 			checkpointT(t, db)
 			disarm := testsupport.Arm(t, name, `return("eio")`)
-			if err := db.mergeAll(); !errors.Is(err, fault.ErrInjected) {
+			if err := db.merges.mergeAll(); !errors.Is(err, fault.ErrInjected) {
 				t.Fatalf("merge with %s armed: %v, want the injected error", name, err)
 			}
 			disarm()
 			fillStore(t, db, 30)
 			checkpointT(t, db)
-			if err := db.mergeAll(); err != nil {
+			if err := db.merges.mergeAll(); err != nil {
 				t.Fatal(err)
 			}
 			if db.Stats().Checkpoints.Merges == 0 {
@@ -442,7 +442,7 @@ func TestOpen_ALostMergedBaseNoDeltaNamesIsWarnedAbout(t *testing.T) {
 	checkpointT(t, db)
 	fillStore(t, db, 30)
 	checkpointT(t, db)
-	if err := db.mergeAll(); err != nil {
+	if err := db.merges.mergeAll(); err != nil {
 		t.Fatal(err)
 	}
 	merged := db.chain.base
@@ -485,7 +485,7 @@ func TestOpen_ReadsAChainWrittenBeforeMerges(t *testing.T) {
 	putT(t, db, "k999", "new")
 	state["k999"] = fmt.Sprintf("%d new", db.Stats().Applied)
 	checkpointT(t, db) // the fourth delta: a merge is due
-	if err := db.mergeAll(); err != nil {
+	if err := db.merges.mergeAll(); err != nil {
 		t.Fatal(err)
 	}
 	merged := db.chain.base

@@ -30,18 +30,25 @@ import (
 // checkpoint file it tried. The log records each checkpoint it made
 // (wal.KindCheckpoint), which is how a missing newest one is noticed.
 
+// recoverer runs the recovery of one Open on the DB it fills; it lives
+// only as long as the open.
+type recoverer struct {
+	db *DB
+}
+
 // damagedSuffix marks a checkpoint that failed to load and was moved aside.
 const damagedSuffix = ".damaged"
 
 // recover opens the WAL, loads a checkpoint and replays the log after it.
-func (db *DB) recover() error {
+func (rc *recoverer) recover() error {
+	db := rc.db
 	walOpts := db.opts.WAL
 	walOpts.OnDurable = db.onDurable
 	log, _, err := wal.Open(filepath.Join(db.dir, walDirName), walOpts)
 	if err != nil {
 		return walErr(err)
 	}
-	ckpt, fellBack, err := db.loadCheckpoint(log.FirstIndex(), func() []uint64 { return recordedCheckpoints(log) })
+	ckpt, fellBack, err := rc.loadCheckpoint(log.FirstIndex(), func() []uint64 { return recordedCheckpoints(log) })
 	if err != nil {
 		log.Close()
 		return err
@@ -61,7 +68,7 @@ func (db *DB) recover() error {
 		return walErr(err)
 	}
 	replayed, entries, newest := r.bytes, r.entries, r.newest
-	db.warnLostMerges(r.merged, ckpt)
+	rc.warnLostMerges(r.merged, ckpt)
 	if newest > ckpt && !fellBack {
 		// A checkpoint the log says was completed is gone or lost a part
 		// (a damaged one was reported as it was skipped).
@@ -73,7 +80,7 @@ func (db *DB) recover() error {
 	db.log = log
 	db.lastCkptIndex.Store(ckpt)
 	db.liveNow.Store(db.liveBytes)
-	db.deltaNext.Store(db.nextIsDelta())
+	db.deltaNext.Store(db.ckpts.nextIsDelta())
 	// The replayed tail counts towards the next checkpoint, so that a
 	// crash loop cannot keep the log growing: recovery time stays bounded
 	// by one checkpoint interval however often the process dies.
@@ -82,7 +89,7 @@ func (db *DB) recover() error {
 	// on disk stays bounded by the merge's rule across restarts too.
 	db.baseLogBytes.Store(replayed - walDiskBytes(db.fs, filepath.Join(db.dir, walDirName)))
 	db.recovery = RecoveryStats{FromCheckpoint: store.Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed}
-	db.reportDamageFiles()
+	rc.reportDamageFiles()
 	return nil
 }
 
@@ -192,7 +199,8 @@ func filesOf(g generation) string {
 // base to resume. The log holds entries from logFirst on; recorded lists
 // the checkpoints the log says were written (read only to explain a
 // refusal).
-func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uint64, fellBack bool, err error) {
+func (rc *recoverer) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uint64, fellBack bool, err error) {
+	db := rc.db
 	gens, err := listGenerations(db.fs, db.dir)
 	if err != nil {
 		return 0, false, err
@@ -201,12 +209,12 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	if err != nil {
 		return 0, false, err
 	}
-	chosen, tried, damaged, err := db.loadNewestChain(gens, deltas, logFirst)
+	chosen, tried, damaged, err := rc.loadNewestChain(gens, deltas, logFirst)
 	if err != nil {
 		return 0, false, err
 	}
 	if chosen == nil && logFirst > 1 {
-		return 0, false, db.noUsableCheckpoint(gens, deltas, tried, logFirst, recorded())
+		return 0, false, rc.noUsableCheckpoint(gens, deltas, tried, logFirst, recorded())
 	}
 	if chosen != nil {
 		tip = uint64(chosen.tip())
@@ -218,9 +226,9 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 	if len(tried) > 0 {
 		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
 			"damaged", tried, "used", checkpointLabel(tip))
-		db.moveAside(damaged)
+		rc.moveAside(damaged)
 	}
-	lost := db.settleChain(gens, deltas, chosen, store.Version(tip))
+	lost := rc.settleChain(gens, deltas, chosen, store.Version(tip))
 	return tip, len(tried) > 0 || lost, nil
 }
 
@@ -228,7 +236,8 @@ func (db *DB) loadCheckpoint(logFirst uint64, recorded func() []uint64) (tip uin
 // complete, with as many of its deltas as load, into the tree. It skips
 // a damaged generation (tried and damaged say which, for the warning and
 // to move aside); nil when none loads.
-func (db *DB) loadNewestChain(gens []generation, deltas map[store.Version][]deltaMeta, logFirst uint64) (chosen *ckptChain, tried, damaged []string, err error) {
+func (rc *recoverer) loadNewestChain(gens []generation, deltas map[store.Version][]deltaMeta, logFirst uint64) (chosen *ckptChain, tried, damaged []string, err error) {
+	db := rc.db
 	for _, g := range gens {
 		if !g.complete() {
 			continue // being written, or lost a part: replay covers it
@@ -238,7 +247,7 @@ func (db *DB) loadNewestChain(gens []generation, deltas map[store.Version][]delt
 			// Older than the log: replay cannot complete it, nor anything older.
 			break
 		}
-		load, err := db.loadGeneration(g)
+		load, err := rc.loadGeneration(g)
 		if err != nil {
 			if !errors.Is(err, errCheckpointDamaged) {
 				return nil, nil, nil, err
@@ -250,7 +259,7 @@ func (db *DB) loadNewestChain(gens []generation, deltas map[store.Version][]delt
 			}
 			continue
 		}
-		good, err := db.loadDeltas(load, c.deltas)
+		good, err := rc.loadDeltas(load, c.deltas)
 		if err != nil {
 			if !errors.Is(err, errCheckpointDamaged) {
 				return nil, nil, nil, err
@@ -276,7 +285,8 @@ func (db *DB) loadNewestChain(gens []generation, deltas map[store.Version][]delt
 // settleChain finishes an open's choice of chain: it notes the fallback
 // chain whose files are kept, says whether a newer merged base is gone
 // (and warns), and resumes an interrupted base or merge.
-func (db *DB) settleChain(gens []generation, deltas map[store.Version][]deltaMeta, chosen *ckptChain, tip store.Version) (lostBase bool) {
+func (rc *recoverer) settleChain(gens []generation, deltas map[store.Version][]deltaMeta, chosen *ckptChain, tip store.Version) (lostBase bool) {
+	db := rc.db
 	if chosen != nil {
 		db.fallback = fallbackOf(gens, deltas, chosen)
 		if lost := lostBases(gens, chosen); len(lost) > 0 {
@@ -288,9 +298,9 @@ func (db *DB) settleChain(gens []generation, deltas map[store.Version][]deltaMet
 	switch {
 	case len(gens) == 0 || gens[0].complete():
 	case gens[0].v0 > tip:
-		db.resume(gens[0])
+		rc.resume(gens[0])
 	case chosen != nil:
-		db.resumeMerge(gens[0], chosen)
+		rc.resumeMerge(gens[0], chosen)
 	}
 	return lostBase
 }
@@ -329,7 +339,8 @@ func fallbackOf(gens []generation, deltas map[store.Version][]deltaMeta, chosen 
 // resumeMerge makes g, an incomplete generation at a delta link of
 // chosen, the merge in progress (merge.go): its inputs are chosen's
 // links up to g's version, which the merge's output depends on alone.
-func (db *DB) resumeMerge(g generation, chosen *ckptChain) {
+func (rc *recoverer) resumeMerge(g generation, chosen *ckptChain) {
+	db := rc.db
 	if g.v0 <= chosen.base.v0 || !chosen.hasLink(g.v0) {
 		return // not a merge of this chain: the next link removes it
 	}
@@ -348,7 +359,7 @@ func (db *DB) resumeMerge(g generation, chosen *ckptChain) {
 		db.opts.Logger.Warn("engine: could not remove parts of an interrupted merge", "err", err)
 		return
 	}
-	db.merging = &pendingMerge{input: input, v0: g.v0, parts: g.parts[:n:n], began: time.Now()}
+	db.merges.merging = &pendingMerge{input: input, v0: g.v0, parts: g.parts[:n:n], began: time.Now()}
 	db.opts.Logger.Info("engine: resuming an interrupted merge", "checkpoint", genName(g.v0), "parts_done", n)
 }
 
@@ -356,16 +367,17 @@ func (db *DB) resumeMerge(g generation, chosen *ckptChain) {
 // are processors (each is independent of the others), and adds to the
 // chain's load those before the first that does not load: their number,
 // and that one's error.
-func (db *DB) loadDeltas(load *chainLoad, ds []deltaMeta) (int, error) {
+func (rc *recoverer) loadDeltas(load *chainLoad, ds []deltaMeta) (int, error) {
+	db := rc.db
 	runs := make([]loadRun, len(ds))
 	good, err := eachAtOnce(len(ds), func(i int) (err error) {
 		runs[i], err = db.loadDelta(ds[i])
 		return err
 	})
 	load.deltas = append(load.deltas, runs[:good]...)
-	db.deltaRuns = map[string]loadRun{}
+	db.merges.deltaRuns = map[string]loadRun{}
 	for i, run := range runs[:good] {
-		db.deltaRuns[ds[i].name] = run
+		db.merges.deltaRuns[ds[i].name] = run
 	}
 	return good, err
 }
@@ -420,7 +432,8 @@ func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
 // resume makes g, an incomplete checkpoint, the one the next Checkpoint
 // continues: after its leading contiguous parts. Parts beyond them could
 // never join a complete generation and are removed.
-func (db *DB) resume(g generation) {
+func (rc *recoverer) resume(g generation) {
+	db := rc.db
 	n := g.resumable()
 	if n == 0 {
 		return // nothing to build on; the next checkpoint starts afresh
@@ -439,7 +452,8 @@ func (db *DB) resume(g generation) {
 	db.opts.Logger.Info("engine: resuming an interrupted checkpoint", "checkpoint", genName(g.v0), "parts_done", n)
 }
 
-func (db *DB) noUsableCheckpoint(gens []generation, deltas map[store.Version][]deltaMeta, tried []string, logFirst uint64, recorded []uint64) error {
+func (rc *recoverer) noUsableCheckpoint(gens []generation, deltas map[store.Version][]deltaMeta, tried []string, logFirst uint64, recorded []uint64) error {
+	db := rc.db
 	var what []string
 	if len(tried) > 0 {
 		what = append(what, "damaged: "+strings.Join(tried, "; "))
@@ -495,7 +509,8 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 // (loadchain.go) with its records: the parts cover the key space in
 // order, each in key order, so they arrive sorted. The chain's build
 // (chainLoad.build) makes the tree once the deltas are read.
-func (db *DB) loadGeneration(g generation) (*chainLoad, error) {
+func (rc *recoverer) loadGeneration(g generation) (*chainLoad, error) {
+	db := rc.db
 	var total uint64
 	legacy := false
 	for _, p := range g.parts {
@@ -571,7 +586,8 @@ func loadedKV(k, v []byte, ver store.Version, indirect bool) index.KV {
 // every later choice, kept for an operator until newer checkpoints
 // supersede them. A failure only costs a warning: the next open skips them
 // again.
-func (db *DB) moveAside(names []string) {
+func (rc *recoverer) moveAside(names []string) {
+	db := rc.db
 	for _, name := range names {
 		p := filepath.Join(db.dir, name)
 		if err := db.fs.Rename(p, p+damagedSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -584,7 +600,8 @@ func (db *DB) moveAside(names []string) {
 }
 
 // reportDamageFiles says at start-up which damaged checkpoints are kept.
-func (db *DB) reportDamageFiles() {
+func (rc *recoverer) reportDamageFiles() {
+	db := rc.db
 	ents, err := db.fs.ReadDir(db.dir)
 	if err != nil {
 		return
@@ -629,7 +646,8 @@ func walDiskBytes(fsys vfs.FS, dir string) int64 {
 // that the open did not load: gone or damaged, their chain's fallback
 // stood in for them, losing nothing (the deltas written on one name it,
 // lostBases; this covers a merged base no delta was written on yet).
-func (db *DB) warnLostMerges(merged []store.Version, used uint64) {
+func (rc *recoverer) warnLostMerges(merged []store.Version, used uint64) {
+	db := rc.db
 	var lost []string
 	for _, v := range merged {
 		if db.chain == nil || v > db.chain.base.v0 {

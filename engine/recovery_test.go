@@ -185,5 +185,5 @@ func TestOpen_RecoveryStaysBoundedWhenACheckpointOutlastsALife(t *testing.T) {
 func mergeInFlight(db *DB) bool {
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
-	return db.merging != nil
+	return db.merges.merging != nil
 }

@@ -33,6 +33,18 @@ import (
 // several snapshots, and one taken before a move would keep a pointer the
 // log cannot correct.
 
+// collector runs the value log's collection and removes the segments it
+// retired once the checkpoint links no longer lead to them.
+type collector struct {
+	db      *DB
+	retired []retiredSeg    // segments nothing in the tree points at; under ckptMu
+	held    map[uint32]bool // segments a collection left in use (damaged records); under ckptMu
+}
+
+func newCollector(db *DB) *collector {
+	return &collector{db: db, held: map[uint32]bool{}}
+}
+
 // vlogGCSegmentsMax bounds the segments one pass collects: a pass reads
 // and rewrites at most this many segments' live bytes.
 const vlogGCSegmentsMax = 2
@@ -56,21 +68,23 @@ type vlogMove struct {
 
 // retireUnreferenced retires, at open, the segments the loaded store does
 // not point at (a crashed collector's victims, a failed checkpoint's).
-func (db *DB) retireUnreferenced() {
+func (gc *collector) retireUnreferenced() {
+	db := gc.db
 	for _, id := range db.vlog.ids() {
 		if db.vlogLive[id] <= 0 {
-			db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: store.Version(db.lastCkptIndex.Load())})
+			gc.retired = append(gc.retired, retiredSeg{id: id, at: db.ckptLinks, after: store.Version(db.lastCkptIndex.Load())})
 		}
 	}
 }
 
 // removeRetired removes the retired segments enough links have left
 // behind. Caller holds ckptMu.
-func (db *DB) removeRetired() error {
-	kept := db.vlogRetired[:0]
+func (gc *collector) removeRetired() error {
+	db := gc.db
+	kept := gc.retired[:0]
 	var first error
-	for _, r := range db.vlogRetired {
-		if db.ckptLinks < r.at+vlogRemoveAfterLinks || !db.chainsPast(r.after) {
+	for _, r := range gc.retired {
+		if db.ckptLinks < r.at+vlogRemoveAfterLinks || !gc.chainsPast(r.after) {
 			kept = append(kept, r)
 			continue
 		}
@@ -86,7 +100,7 @@ func (db *DB) removeRetired() error {
 		db.treeMu.Unlock()
 		db.vlogStats.collected.Add(1)
 	}
-	db.vlogRetired = kept
+	gc.retired = kept
 	return first
 }
 
@@ -95,7 +109,8 @@ func (db *DB) removeRetired() error {
 // (a lost delta falls back to it and the log, which does not record
 // moves) and the fallback chain (a lost base falls back to it). Caller
 // holds ckptMu.
-func (db *DB) chainsPast(v store.Version) bool {
+func (gc *collector) chainsPast(v store.Version) bool {
+	db := gc.db
 	if db.chain == nil || db.chain.base.v0 <= v {
 		return false
 	}
@@ -104,12 +119,13 @@ func (db *DB) chainsPast(v store.Version) bool {
 
 // collectValueLog runs one collector pass (see above). Caller holds
 // ckptMu.
-func (db *DB) collectValueLog() error {
+func (gc *collector) collectValueLog() error {
+	db := gc.db
 	if db.ckptPending != nil {
 		return nil
 	}
-	for _, id := range db.gcVictims() {
-		if err := db.collectSegment(id); err != nil {
+	for _, id := range gc.gcVictims() {
+		if err := gc.collectSegment(id); err != nil {
 			return err
 		}
 	}
@@ -117,9 +133,10 @@ func (db *DB) collectValueLog() error {
 }
 
 // gcVictims picks the segments to collect, emptiest first.
-func (db *DB) gcVictims() []uint32 {
+func (gc *collector) gcVictims() []uint32 {
+	db := gc.db
 	retired := map[uint32]bool{}
-	for _, r := range db.vlogRetired {
+	for _, r := range gc.retired {
 		retired[r.id] = true
 	}
 	type cand struct {
@@ -129,7 +146,7 @@ func (db *DB) gcVictims() []uint32 {
 	var cands []cand
 	db.treeMu.RLock()
 	for _, id := range db.vlog.ids() {
-		if retired[id] || db.vlogHeld[id] || (db.vlog.active != nil && id == db.vlog.active.id) {
+		if retired[id] || gc.held[id] || (db.vlog.active != nil && id == db.vlog.active.id) {
 			continue
 		}
 		size := db.vlog.size(id)
@@ -154,7 +171,8 @@ func (db *DB) gcVictims() []uint32 {
 }
 
 // collectSegment moves segment id's live records and retires it.
-func (db *DB) collectSegment(id uint32) error {
+func (gc *collector) collectSegment(id uint32) error {
+	db := gc.db
 	var moves []vlogMove
 	var scratch [vlogPtrLen]byte
 	var aerr error
@@ -185,7 +203,7 @@ func (db *DB) collectSegment(id uint32) error {
 		db.vlog.discardUnsynced()
 		return fmt.Errorf("engine: collect value-log segment %s: %w", vlogSegName(id), aerr)
 	}
-	db.installMoves(moves)
+	gc.installMoves(moves)
 	db.treeMu.RLock()
 	left := db.vlogLive[id]
 	db.treeMu.RUnlock()
@@ -195,16 +213,17 @@ func (db *DB) collectSegment(id uint32) error {
 		// Later passes leave it alone: nothing more would move.
 		db.opts.Logger.Error("engine: value-log segment still in use after collection (unreadable records?); it stays until the store is reopened",
 			"segment", vlogSegName(id), "live_bytes", left)
-		db.vlogHeld[id] = true
+		gc.held[id] = true
 		return nil
 	}
-	db.vlogRetired = append(db.vlogRetired, retiredSeg{id: id, at: db.ckptLinks, after: store.Version(db.lastCkptIndex.Load())})
+	gc.retired = append(gc.retired, retiredSeg{id: id, at: db.ckptLinks, after: store.Version(db.lastCkptIndex.Load())})
 	return nil
 }
 
 // installMoves points the tree at the copies, in bounded batches, and
 // notes each moved key dirty so that the next checkpoint link records it.
-func (db *DB) installMoves(moves []vlogMove) {
+func (gc *collector) installMoves(moves []vlogMove) {
+	db := gc.db
 	var want [vlogPtrLen]byte
 	for len(moves) > 0 {
 		n := min(len(moves), vlogSwapBatch)

@@ -200,7 +200,7 @@ func TestValueLog_TheCollectorReclaimsDeadSegmentsAndKeepsTheLiveValues(t *testi
 		if err := db.Checkpoint(); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.mergeAll(); err != nil {
+		if err := db.merges.mergeAll(); err != nil {
 			t.Fatal(err)
 		}
 		got := scanAll(t, db)
@@ -357,7 +357,7 @@ func TestValueLog_MovedPointersReachTheNextLinkAfterASkippedCheckpoint(t *testin
 		if err := db.Checkpoint(); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.mergeAll(); err != nil {
+		if err := db.merges.mergeAll(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -472,10 +472,10 @@ func TestValueLog_TheCollectorMovesPastADamagedRecordAndKeepsItsSegment(t *testi
 	if it, err := db.Get(context.Background(), []byte(damaged)); !errors.Is(err, store.ErrCorruption) {
 		t.Fatalf("the damaged record reads %q, %v; want ErrCorruption", it.Value, err)
 	}
-	if db.vlog.size(seg) == 0 || !db.vlogHeld[seg] {
-		t.Fatalf("segment %d: size %d, held %v; want kept and held", seg, db.vlog.size(seg), db.vlogHeld[seg])
+	if db.vlog.size(seg) == 0 || !db.gc.held[seg] {
+		t.Fatalf("segment %d: size %d, held %v; want kept and held", seg, db.vlog.size(seg), db.gc.held[seg])
 	}
-	for _, id := range db.gcVictims() {
+	for _, id := range db.gc.gcVictims() {
 		if id == seg {
 			t.Fatalf("segment %d is picked again", seg)
 		}
