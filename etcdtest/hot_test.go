@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemdb/idem/etcdtest"
 	"github.com/idemdb/idem/internal/apitest"
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // Hot documents across nodes (issue 37 part 3): keyed batches of two idemd
@@ -59,13 +61,15 @@ func hotIncrements(t *testing.T, nodes []*apitest.Client, clients int) {
 	answers := make([]*apitest.Response, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
+	deferred := make([]int, clients)
 	for i := range clients {
 		keys[i] = fmt.Sprintf("hot-%d-%d", clients, i)
 		wg.Go(func() {
-			answers[i], errs[i] = nodes[i%2].Try("POST", "/v1/tables/t/batch", hotBody(keys[i], counter), "Idempotency-Key", keys[i])
+			answers[i], deferred[i], errs[i] = untilSettled(nodes[i%2], keys[i], hotBody(keys[i], counter))
 		})
 	}
 	wg.Wait()
+	t.Logf("%d clients: %d answers deferred (retry with the same key) before the commit", clients, sum(deferred))
 	for i, r := range answers {
 		if errs[i] != nil {
 			t.Fatalf("%s: %v", keys[i], errs[i])
@@ -87,4 +91,33 @@ func hotIncrements(t *testing.T, nodes []*apitest.Client, clients int) {
 			t.Fatalf("%s replayed through the other node: %d %s, want %d %s byte for byte", keys[i], again.Status, again.Body, r.Status, r.Body)
 		}
 	}
+}
+
+// hotSettleMax bounds how long one client retries a deferred answer: far
+// beyond a hot document's queue, so that only a hang fails.
+const hotSettleMax = 2 * time.Minute
+
+// untilSettled posts key's batch through n and, while the answer defers
+// it — 429 overloaded or 503 pending, retry with the same key, as a loaded
+// node gives when a latch wait or an executor slot runs out — posts it
+// again (testsupport.Eventually's backoff), as a client following
+// retry_with does. A refusal (409 transaction_conflict) or any other
+// answer ends it; so does hotSettleMax.
+func untilSettled(n *apitest.Client, key, body string) (r *apitest.Response, deferred int, err error) {
+	testsupport.Eventually(hotSettleMax, func() bool {
+		r, err = n.Try("POST", "/v1/tables/t/batch", body, "Idempotency-Key", key)
+		if err != nil || (r.Status != 429 && r.Status != 503) {
+			return true
+		}
+		deferred++
+		return false
+	})
+	return r, deferred, err
+}
+
+func sum(xs []int) (n int) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

@@ -21,9 +21,16 @@ import (
 // that each carry a large value in their request (kept by the receipt,
 // freed by cleanup) and overwrite one document (freed by compaction).
 const (
-	quotaBytes     = 8 << 20
-	quotaHighWater = "0.5"
-	quotaValue     = 48 << 10
+	quotaBytes = 8 << 20
+	// quotaCompaction is etcd's periodic compaction retention: long
+	// enough that the fill's revisions of its one document outgrow the
+	// high-water mark before a compaction frees them, however slowly a
+	// loaded machine fills (at "1s" a fill below about 85 batches/s
+	// never reached it), and short enough that compaction frees them soon
+	// after the refusal.
+	quotaCompaction = "10s"
+	quotaHighWater  = "0.5"
+	quotaValue      = 48 << 10
 	// quotaFillMax bounds the fill: far more batches than the high-water
 	// mark holds, so that a gate that never closes fails the test.
 	quotaFillMax = 400
@@ -67,7 +74,7 @@ func gauge(t *testing.T, c *apitest.Client, name string) string {
 // which of the two did it.)
 func TestIdemd_TheQuotaNeverStopsTheCluster(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes,
-		AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"})
+		AutoCompactionMode: "periodic", AutoCompactionRetention: quotaCompaction})
 	cl := apitest.NewClient(t, "http://unused")
 	n := startNode(t, cl, c, etcdtest.Prefix(t), "node-a", nil, "-retention", quotaRetention.String(), "-tombstone-retention", "0",
 		"-clean-interval", "200ms", "-etcd-space-interval", "50ms", "-etcd-high-water", quotaHighWater)
