@@ -120,7 +120,11 @@ func TestShards_TablesAndReceiptsLiveOnTheirShard(t *testing.T) {
 			Tables []struct{ Name string } `json:"tables"`
 			Next   string                  `json:"next"`
 		}
-		n.c.Do("GET", "/v1/tables?limit=5&after="+after, nil).JSON(t, 200, &page)
+		path := "/v1/tables?limit=5"
+		if after != "" {
+			path += "&after=" + after
+		}
+		n.c.Do("GET", path, nil).JSON(t, 200, &page)
 		for _, tb := range page.Tables {
 			listed = append(listed, tb.Name)
 		}
@@ -137,7 +141,11 @@ func TestShards_TablesAndReceiptsLiveOnTheirShard(t *testing.T) {
 	var receipts []string
 	for cursor := ""; ; {
 		var page api.ReceiptList
-		n.c.Do("GET", "/v1/receipts?state=terminal&limit=5&cursor="+cursor, nil).JSON(t, 200, &page)
+		path := "/v1/receipts?state=terminal&limit=5"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		n.c.Do("GET", path, nil).JSON(t, 200, &page)
 		for _, r := range page.Receipts {
 			receipts = append(receipts, r.Table)
 		}
