@@ -205,7 +205,11 @@ func packed(op store.Op) []byte {
 // a version at or below the last one applied means the sequencing is
 // broken (a bug, never bad input: replay checks the log it reads first).
 // Writing it would put an older value over a newer one; we panic instead.
-func (db *DB) applyToTree(v store.Version, ops []store.Op) {
+func (db *DB) applyToTree(v store.Version, ops []store.Op) { db.applyOps(v, ops, false) }
+
+// applyOps is applyToTree; replayed says the ops come from the replay,
+// whose puts' keys the dirty set may share (dirtySet.noteShared).
+func (db *DB) applyOps(v store.Version, ops []store.Op, replayed bool) {
 	if v <= db.applied {
 		panic(fmt.Sprintf("engine: invariant broken: versions strictly increase, but batch %d is applied after batch %d", v, db.applied))
 	}
@@ -222,7 +226,11 @@ func (db *DB) applyToTree(v store.Version, ops []store.Op) {
 			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
 			unlive(db.vlogLive, old)
 		}
-		db.dirty.note(op.Key, existed)
+		if replayed && !op.Delete {
+			db.dirty.noteShared(op.Key, existed)
+		} else {
+			db.dirty.note(op.Key, existed)
+		}
 	}
 	db.applied = v
 }

@@ -141,7 +141,7 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
 	}
 	// Bodies are only valid during the callback; the tree keeps copies.
-	r.db.applyToTree(store.Version(index), r.own(r.ops))
+	r.db.applyOps(store.Version(index), r.own(r.ops), true)
 	return nil
 }
 
