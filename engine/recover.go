@@ -247,7 +247,10 @@ func (rc *recoverer) loadNewestChain(gens []generation, deltas map[store.Version
 			// Older than the log: replay cannot complete it, nor anything older.
 			break
 		}
-		load, err := rc.loadGeneration(g)
+		// The deltas first: how many records they hold decides how the
+		// base is laid out (loadlayout.go).
+		runs, good, derr := rc.loadDeltas(c.deltas)
+		load, err := rc.loadGeneration(g, runs[:good])
 		if err != nil {
 			if !errors.Is(err, errCheckpointDamaged) {
 				return nil, nil, nil, err
@@ -259,14 +262,18 @@ func (rc *recoverer) loadNewestChain(gens []generation, deltas map[store.Version
 			}
 			continue
 		}
-		good, err := rc.loadDeltas(load, c.deltas)
-		if err != nil {
-			if !errors.Is(err, errCheckpointDamaged) {
-				return nil, nil, nil, err
+		load.deltas = runs[:good]
+		db.merges.deltaRuns = map[string]loadRun{}
+		for i, run := range load.deltas {
+			db.merges.deltaRuns[c.deltas[i].name] = run
+		}
+		if derr != nil {
+			if !errors.Is(derr, errCheckpointDamaged) {
+				return nil, nil, nil, derr
 			}
 			d := c.deltas[good]
-			db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", err)
-			tried = append(tried, d.name+" ("+err.Error()+")")
+			db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", derr)
+			tried = append(tried, d.name+" ("+derr.Error()+")")
 			damaged = append(damaged, d.name)
 		}
 		c.deltas = c.deltas[:good]
@@ -364,22 +371,16 @@ func (rc *recoverer) resumeMerge(g generation, chosen *ckptChain) {
 }
 
 // loadDeltas reads and decodes the deltas ds, as many at once as there
-// are processors (each is independent of the others), and adds to the
-// chain's load those before the first that does not load: their number,
-// and that one's error.
-func (rc *recoverer) loadDeltas(load *chainLoad, ds []deltaMeta) (int, error) {
-	db := rc.db
+// are processors (each is independent of the others), and returns them
+// with the number before the first that does not load, and that one's
+// error.
+func (rc *recoverer) loadDeltas(ds []deltaMeta) ([]loadRun, int, error) {
 	runs := make([]loadRun, len(ds))
 	good, err := eachAtOnce(len(ds), func(i int) (err error) {
-		runs[i], err = db.loadDelta(ds[i])
+		runs[i], err = rc.db.loadDelta(ds[i])
 		return err
 	})
-	load.deltas = append(load.deltas, runs[:good]...)
-	db.merges.deltaRuns = map[string]loadRun{}
-	for i, run := range runs[:good] {
-		db.merges.deltaRuns[ds[i].name] = run
-	}
-	return good, err
+	return runs, good, err
 }
 
 // eachAtOnce calls fn(0) … fn(n-1), as many at once as there are
@@ -508,8 +509,10 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 // loadGeneration decodes every part of g and starts the chain's load
 // (loadchain.go) with its records: the parts cover the key space in
 // order, each in key order, so they arrive sorted. The chain's build
-// (chainLoad.build) makes the tree once the deltas are read.
-func (rc *recoverer) loadGeneration(g generation) (*chainLoad, error) {
+// (chainLoad.build) makes the tree. deltas are the chain's, read first:
+// when they are too many to apply one by one, the base is laid out for
+// the merge (loadlayout.go).
+func (rc *recoverer) loadGeneration(g generation, deltas []loadRun) (*chainLoad, error) {
 	db := rc.db
 	var total uint64
 	legacy := false
@@ -534,21 +537,38 @@ func (rc *recoverer) loadGeneration(g generation) (*chainLoad, error) {
 	}
 	// The parts are independent files with exact counts: each decodes into
 	// its own stretch of the base, as many at once as there are processors.
-	items := make([]index.KV, total)
-	starts := make([]int, len(g.parts))
-	for i, at := 1, 0; i < len(g.parts); i++ {
-		at += int(g.parts[i-1].count)
-		starts[i] = at
+	load := &chainLoad{}
+	var stretch func(i int) []index.KV
+	if d := deltaRecords(deltas); d > int(total)/loadInsertRatio {
+		load.layout = layoutBase(g.parts, deltas)
+		stretch = load.layout.part
+	} else {
+		load.base = make([]index.KV, total)
+		starts := make([]int, len(g.parts))
+		for i, at := 1, 0; i < len(g.parts); i++ {
+			at += int(g.parts[i-1].count)
+			starts[i] = at
+		}
+		stretch = func(i int) []index.KV { return load.base[starts[i] : starts[i]+int(g.parts[i].count)] }
 	}
 	_, err := eachAtOnce(len(g.parts), func(i int) error {
-		dst, n := items[starts[i]:starts[i]+int(g.parts[i].count)], 0
+		dst, n := stretch(i), 0
 		return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++ })
 	})
 	if err != nil {
 		return nil, err
 	}
 	db.applied = applied
-	return &chainLoad{base: items}, nil
+	return load, nil
+}
+
+// deltaRecords is how many records runs hold.
+func deltaRecords(runs []loadRun) int {
+	n := 0
+	for _, r := range runs {
+		n += len(r.kv)
+	}
+	return n
 }
 
 // decodePartFile reads the part p and passes each record to fn, as an
