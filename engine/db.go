@@ -205,34 +205,42 @@ func packed(op store.Op) []byte {
 // a version at or below the last one applied means the sequencing is
 // broken (a bug, never bad input: replay checks the log it reads first).
 // Writing it would put an older value over a newer one; we panic instead.
-func (db *DB) applyToTree(v store.Version, ops []store.Op) { db.applyOps(v, ops, false) }
+func (db *DB) applyToTree(v store.Version, ops []store.Op) {
+	db.checkNewer(v)
+	for _, op := range ops {
+		db.applyOp(v, op, false)
+	}
+	db.applied = v
+}
 
-// applyOps is applyToTree; replayed says the ops come from the replay,
-// whose puts' keys the dirty set may share (dirtySet.noteShared).
-func (db *DB) applyOps(v store.Version, ops []store.Op, replayed bool) {
+// checkNewer panics unless v is newer than every batch applied (see
+// applyToTree).
+func (db *DB) checkNewer(v store.Version) {
 	if v <= db.applied {
 		panic(fmt.Sprintf("engine: invariant broken: versions strictly increase, but batch %d is applied after batch %d", v, db.applied))
 	}
-	for _, op := range ops {
-		var old index.KV
-		var existed bool
-		if op.Delete {
-			old, existed = db.tree.Delete(index.Probe(op.Key))
-		} else {
-			old, existed = db.tree.Put(index.PackedKV(packed(op), len(op.Key), uint64(v)))
-			db.liveBytes += recordBytes(len(op.Key), len(op.Value))
-		}
-		if existed {
-			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
-			unlive(db.vlogLive, old)
-		}
-		if replayed && !op.Delete {
-			db.dirty.noteShared(op.Key, existed)
-		} else {
-			db.dirty.note(op.Key, existed)
-		}
+}
+
+// applyOp installs one op of batch v; replayed says it comes from the
+// replay, whose puts' keys the dirty set may share (dirtySet.noteShared).
+func (db *DB) applyOp(v store.Version, op store.Op, replayed bool) {
+	var old index.KV
+	var existed bool
+	if op.Delete {
+		old, existed = db.tree.Delete(index.Probe(op.Key))
+	} else {
+		old, existed = db.tree.Put(index.PackedKV(packed(op), len(op.Key), uint64(v)))
+		db.liveBytes += recordBytes(len(op.Key), len(op.Value))
 	}
-	db.applied = v
+	if existed {
+		db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
+		unlive(db.vlogLive, old)
+	}
+	if replayed && !op.Delete {
+		db.dirty.noteShared(op.Key, existed)
+	} else {
+		db.dirty.note(op.Key, existed)
+	}
 }
 
 // recordBytes estimates a record's size in a checkpoint.

@@ -61,6 +61,7 @@ func (rc *recoverer) recover() error {
 	r := replayer{db: db, next: ckpt + 1}
 	err = log.Replay(ckpt+1, r.entry)
 	if err == nil {
+		r.batch.flush(db)
 		err = r.reachedEnd(log.NextIndex())
 	}
 	if err != nil {
@@ -106,8 +107,9 @@ type replayer struct {
 	newest  uint64          // the newest checkpoint the log says was written
 	merged  []store.Version // the merged bases the log says were linked
 
-	ops  []store.Op // scratch: the entry's ops as decoded, then as owned
-	slab []byte     // the arena puts are copied into (own)
+	ops   []store.Op  // scratch: the entry's ops as decoded, then as owned
+	slab  []byte      // the arena puts are copied into (own)
+	batch replayBatch // ops gathered to reach the tree sorted (replaybatch.go)
 }
 
 // replaySlabBytes is the size of the arena chunks replayed puts are
@@ -140,14 +142,18 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	if err := decodeBody(body, func(op store.Op) { r.ops = append(r.ops, op) }); err != nil {
 		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
 	}
-	// Bodies are only valid during the callback; the tree keeps copies.
-	r.db.applyOps(store.Version(index), r.own(r.ops), true)
+	// Bodies are only valid during the callback; the tree keeps copies,
+	// and the batch a copy of each deleted key.
+	if r.batch.add(store.Version(index), r.own(r.ops)) {
+		r.batch.flush(r.db)
+	}
 	return nil
 }
 
 // own makes ops' puts engine-owned in place, each key ‖ value copied into
 // the arena (the layout of index.KV, as ownOps makes it). A delete's key
-// is used only while the entry is applied, and stays in the body.
+// is needed only until its batch is applied: the replay's batch copies it
+// into scratch of its own (replaybatch.go).
 func (r *replayer) own(ops []store.Op) []store.Op {
 	for i, op := range ops {
 		if op.Delete {
