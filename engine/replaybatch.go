@@ -20,22 +20,30 @@ import (
 
 // replayBatchOps is how many ops a replay gathers before applying them:
 // enough that a batch's keys cluster in the tree, few enough that the
-// batch (about 64 B an op, and the deleted keys' bytes) stays small.
+// batch (about 100 B an op, and the deleted keys' bytes) stays small.
 const replayBatchOps = 1 << 16
 
 // replayOp is a replayed op and the batch it belongs to.
 type replayOp struct {
 	op      store.Op
 	version store.Version
-	seq     int // its place in log order within the batch
+}
+
+// replayKey is what the batch sorts: a replayed op's place in log order
+// within the batch and its key's first bytes as integers (loadchain.go's
+// head), which decide most comparisons without reading the key.
+type replayKey struct {
+	head [headWords]uint64
+	seq  int
 }
 
 // replayBatch gathers replayed ops. Puts are owned (their keys and values
 // sit in the replay's arena); a delete's key is copied into dels, reused
 // from batch to batch: applying a delete keeps nothing of its key.
 type replayBatch struct {
-	ops  []replayOp
-	dels []byte
+	ops   []replayOp
+	order []replayKey
+	dels  []byte
 }
 
 // add gathers the ops of batch v; it reports whether the batch is full.
@@ -46,7 +54,8 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 			b.dels = append(b.dels, op.Key...)
 			op.Key = b.dels[at:len(b.dels):len(b.dels)]
 		}
-		b.ops = append(b.ops, replayOp{op: op, version: v, seq: len(b.ops)})
+		b.order = append(b.order, replayKey{head: headOf(op.Key).w, seq: len(b.ops)})
+		b.ops = append(b.ops, replayOp{op: op, version: v})
 	}
 	return len(b.ops) >= replayBatchOps
 }
@@ -59,16 +68,22 @@ func (b *replayBatch) flush(db *DB) {
 	}
 	db.checkNewer(b.ops[0].version)
 	newest := b.ops[len(b.ops)-1].version
-	slices.SortFunc(b.ops, func(x, y replayOp) int {
-		if c := bytes.Compare(x.op.Key, y.op.Key); c != 0 {
+	slices.SortFunc(b.order, func(x, y replayKey) int {
+		for i := range x.head {
+			if c := cmp.Compare(x.head[i], y.head[i]); c != 0 {
+				return c
+			}
+		}
+		if c := bytes.Compare(b.ops[x.seq].op.Key, b.ops[y.seq].op.Key); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.seq, y.seq)
 	})
-	for _, o := range b.ops {
+	for _, k := range b.order {
+		o := b.ops[k.seq]
 		db.applyOp(o.version, o.op, true)
 	}
 	db.applied = newest
 	clear(b.ops) // the arena's chunks are the tree's to keep, not the batch's
-	b.ops, b.dels = b.ops[:0], b.dels[:0]
+	b.ops, b.order, b.dels = b.ops[:0], b.order[:0], b.dels[:0]
 }
