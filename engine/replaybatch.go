@@ -54,6 +54,12 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 			b.dels = append(b.dels, op.Key...)
 			op.Key = b.dels[at:len(b.dels):len(b.dels)]
 		}
+		if len(b.ops) == cap(b.ops) {
+			// Doubling, as append does not for large slices: the first
+			// batch of an open is grown from nothing.
+			b.ops = slices.Grow(b.ops, max(len(b.ops), 1<<10))
+			b.order = slices.Grow(b.order, cap(b.ops)-len(b.order))
+		}
 		b.order = append(b.order, replayKey{head: headOf(op.Key).w, seq: len(b.ops)})
 		b.ops = append(b.ops, replayOp{op: op, version: v})
 	}
