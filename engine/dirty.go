@@ -113,9 +113,8 @@ func (d *dirtySet) take() *dirtySet {
 
 // dirtyKeysMin is the list's first capacity. Past it the list doubles:
 // append alone grows a large slice by a quarter, so a replay noting half a
-// million keys allocated and copied the list about five times over, each
-// time into fresh pages (an open's CPU went more to those page faults
-// than to the copying).
+// million keys allocated and copied the list about five times over (most
+// of the dirty set's 0.41 s in an open's CPU profile at 1 M receipts).
 const dirtyKeysMin = 1 << 10
 
 // dirtyKeysHintMax caps the list take sizes for the next interval.
