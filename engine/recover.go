@@ -415,7 +415,7 @@ func eachAtOnce(n int, fn func(i int) error) (int, error) {
 // loadDelta validates the delta d and returns its records, which alias
 // the file's image as a part's do.
 func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
-	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, d.name))
+	data, err := db.readImage(d.name, d.size)
 	if errors.Is(err, fs.ErrNotExist) {
 		return loadRun{}, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
 	}
@@ -580,7 +580,7 @@ func deltaRecords(runs []loadRun) int {
 // decodePartFile reads the part p and passes each record to fn, as an
 // item aliasing the file's image: one allocation holds the whole part.
 func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
-	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
+	data, err := db.readImage(p.name, p.size)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
 	}
@@ -684,4 +684,12 @@ func (rc *recoverer) warnLostMerges(merged []store.Version, used uint64) {
 		db.opts.Logger.Warn("engine: a newer base is missing or damaged; recovered everything from the chain it replaced and the log",
 			"missing", lost, "used", checkpointLabel(used))
 	}
+}
+
+// readImage reads a checkpoint file of about size bytes whose records
+// the tree will alias, into memory advised to take huge pages.
+func (db *DB) readImage(name string, size int64) ([]byte, error) {
+	buf := make([]byte, 0, max(size, 0)+1)
+	adviseHuge(buf[:cap(buf)])
+	return vfs.ReadFileInto(db.fs, filepath.Join(db.dir, name), buf)
 }
