@@ -185,7 +185,7 @@ func planOf(route createRoute, deferred bool) writePlan {
 		// Nothing can come between the links: the decision link is not
 		// fenced (createCommitted), and its failpoints are the chain's.
 		d := &p.steps[1]
-		d.name, d.before, d.linked, d.conds = "decide link", nil, true, kindDecision
+		d.name, d.before, d.linked, d.conds, d.condsIf = "decide link", nil, true, kindDecision, 0
 	case routeBeginDecide:
 		p.steps = []planStep{beginStep("begin", fault.TwoPCBeginBefore), decideStep(deferred)}
 	}
@@ -210,6 +210,7 @@ func decideStep(deferred bool) planStep {
 	if !deferred {
 		s.writes |= terminalDrops | kindTxnRecord
 		s.writesIf |= kindIntent | kindDocument
+		s.condsIf |= kindIntent // each intent resolved is the one prepared
 	}
 	return s
 }
