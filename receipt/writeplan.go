@@ -138,7 +138,9 @@ type planStep struct {
 	before []string // the failpoints fired before it, in order (fault/catalog.go)
 	// linked: the step is the second link of the chain the step before
 	// it starts (store.Chainer): sequenced with it, durable after it.
-	linked           bool
+	linked bool
+	// leaves is the receipt's state once the step is durable.
+	leaves           State
 	writes, writesIf keyKinds
 	conds, condsIf   keyKinds
 }
@@ -172,13 +174,13 @@ func planOf(route createRoute, deferred bool) writePlan {
 	p := writePlan{route: route}
 	switch route {
 	case routeNotApplied:
-		p.steps = []planStep{{name: "publish not_applied", before: []string{fault.ReceiptCreateBefore},
+		p.steps = []planStep{{name: "publish not_applied", before: []string{fault.ReceiptCreateBefore}, leaves: Terminal,
 			conds: publishConds, writes: kindReceipt | kindRetention}}
 	case routePending:
-		p.steps = []planStep{{name: "publish pending", before: []string{fault.ReceiptCreateBefore},
+		p.steps = []planStep{{name: "publish pending", before: []string{fault.ReceiptCreateBefore}, leaves: Pending,
 			conds: publishConds | kindClaim, writes: claimedWrites}}
 	case routeOnce:
-		p.steps = []planStep{{name: "commit once", before: []string{fault.ReceiptCreateBefore, fault.TwoPCChainBefore},
+		p.steps = []planStep{{name: "commit once", before: []string{fault.ReceiptCreateBefore, fault.TwoPCChainBefore}, leaves: Terminal,
 			conds: publishConds | txnAbsent, condsIf: docConds, writes: kindReceipt | kindRetention, writesIf: kindDocument}}
 	case routeChained:
 		p.steps = []planStep{beginStep("begin link", fault.TwoPCChainBefore), decideStep(deferred)}
@@ -195,7 +197,7 @@ func planOf(route createRoute, deferred bool) writePlan {
 // beginStep publishes the started receipt under a new claim with Begin:
 // the coordinator record and every participant's intents.
 func beginStep(name, twopcBefore string) planStep {
-	return planStep{name: name, before: []string{fault.ReceiptCreateBefore, twopcBefore},
+	return planStep{name: name, before: []string{fault.ReceiptCreateBefore, twopcBefore}, leaves: Started,
 		conds: publishConds | kindClaim | txnAbsent, condsIf: docConds,
 		writes: claimedWrites | kindTxnRecord, writesIf: kindIntent}
 }
@@ -205,7 +207,7 @@ func beginStep(name, twopcBefore string) planStep {
 // own (not in a chain, where nothing comes between), it resolves the
 // intents and deletes the record unless resolution is deferred.
 func decideStep(deferred bool) planStep {
-	s := planStep{name: "decide", before: []string{fault.ReceiptDecideBefore, fault.TwoPCDecideBefore},
+	s := planStep{name: "decide", before: []string{fault.ReceiptDecideBefore, fault.TwoPCDecideBefore}, leaves: Terminal,
 		conds: kindDecision | kindClaim | kindReceipt, writes: kindDecision | terminalWrites, writesIf: kindRetention}
 	if !deferred {
 		s.writes |= terminalDrops | kindTxnRecord

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/internal/testknobs"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/store/memstore"
@@ -295,6 +296,30 @@ func TestPlanOf_IsWhatTheStoreSees(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanOf_FailpointsComeBeforeTheirSteps: each failpoint a step names,
+// armed to fail, stops the request with exactly the steps before that one
+// written.
+func TestPlanOf_FailpointsComeBeforeTheirSteps(t *testing.T) {
+	testsupport.RequireFailpoints(t)
+	for _, c := range planCases {
+		for i, st := range c.plan().steps {
+			for _, fp := range st.before {
+				t.Run(fmt.Sprintf("%v/%s/%s", c, st.name, fp), func(t *testing.T) {
+					e := newPlanEnv(t, c)
+					s := e.first(c)
+					e.rec.arm(-1)
+					disarm := testsupport.Arm(t, fp, `return("crash")`)
+					_, _ = s.Execute(context.Background(), c.request(t, "k1"))
+					disarm()
+					if got := len(e.rec.recorded()); got != i {
+						t.Fatalf("%d writes before %s, want %d (the steps before %q)", got, fp, i, st.name)
+					}
+				})
+			}
+		}
 	}
 }
 
