@@ -25,7 +25,10 @@ type planCase struct {
 	route  createRoute
 	name   string
 	engine bool // the local engine on a simulated disk (it chains); else memstore
-	knobs  testknobs.Receipt
+	// unchained hides the engine's chains (store.Capabilities().Chain), as
+	// a wrapper that does not forward them would.
+	unchained bool
+	knobs     testknobs.Receipt
 }
 
 var planCases = []planCase{
@@ -37,6 +40,7 @@ var planCases = []planCase{
 	{route: routeChained, name: "engine, deferred resolution", engine: true, knobs: testknobs.Receipt{DeferResolution: true}},
 	{route: routeBeginDecide, name: "memstore"},
 	{route: routeBeginDecide, name: "memstore, deferred resolution", knobs: testknobs.Receipt{DeferResolution: true}},
+	{route: routeBeginDecide, name: "engine, chains hidden", engine: true, unchained: true},
 	{route: routeBeginDecide, name: "engine, separate decide", engine: true, knobs: testknobs.Receipt{SeparateDecide: true}},
 	{route: routeBeginDecide, name: "engine, separate decide, deferred resolution", engine: true,
 		knobs: testknobs.Receipt{SeparateDecide: true, DeferResolution: true}},
@@ -89,7 +93,7 @@ func newPlanEnv(t *testing.T, c planCase) *planEnv {
 		t.Cleanup(func() { db.Close() })
 		e.inner = db
 	}
-	e.rec = &recStore{Store: e.inner, budget: -1}
+	e.rec = &recStore{Store: e.inner, budget: -1, unchained: c.unchained}
 	return e
 }
 
@@ -141,21 +145,25 @@ type recorded struct {
 // later write fail as the store of a dead process would. Reads pass.
 type recStore struct {
 	store.Store
-	mu     sync.Mutex
-	armed  bool
-	budget int
-	dead   bool
-	steps  []recorded
+	unchained bool // hide the inner store's chains
+	mu        sync.Mutex
+	armed     bool
+	budget    int
+	dead      bool
+	steps     []recorded
 }
 
 // errCrashed is what a write returns once the process is taken for dead.
 var errCrashed = fmt.Errorf("%w: the process crashed", store.ErrAmbiguous)
 
 // Capabilities implements store.Store: the inner store's, with its chains
-// made through the recorder.
+// made through the recorder, or hidden.
 func (s *recStore) Capabilities() store.Capabilities {
 	c := s.Store.Capabilities()
-	if c.Chain != nil {
+	switch {
+	case s.unchained:
+		c.Chain = nil
+	case c.Chain != nil:
 		c.Chain = s
 	}
 	return c
