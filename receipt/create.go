@@ -169,7 +169,7 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn, ro
 		if ans, done, err := fl.createTerminal(octx, a, txn); done {
 			return ans, err
 		}
-		route = route.fallback() // nothing was written
+		route = route.fallback() // nothing was written: Begin and Decide tell apart what stopped it
 	}
 	b, err := fl.newClaimed(a, Started, fl.core.clock.Now())
 	if err != nil {
