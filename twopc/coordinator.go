@@ -460,7 +460,7 @@ func (c *Coordinator) participantsOf(ctx context.Context, txnID string) ([]Parti
 		if pr.Resolved {
 			continue
 		}
-		p, err := c.resolve(pr.Ref)
+		p, err := c.participantAt(it.Key, pr)
 		if err != nil {
 			return nil, err
 		}

@@ -115,6 +115,16 @@ func decodeRecord(key, b []byte) (record, error) {
 	return r, nil
 }
 
+// participantAt rebuilds participant pr of the coordinator record at key;
+// a ref that does not rebuild is named by that key.
+func (c *Coordinator) participantAt(key []byte, pr partRecord) (Participant, error) {
+	p, err := c.resolve(pr.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("twopc: participant %q of the coordinator record at %q: %w", pr.ID, key, err)
+	}
+	return p, nil
+}
+
 // The paired assertions (TigerBeetle's): the same check before a record is
 // encoded (a bug: nothing is written) and after it is decoded (damage).
 

@@ -110,7 +110,7 @@ func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolu
 		step.batch.Delete(recordKey(txnID))
 		return step, nil
 	}
-	p, err := c.resolve(rec.Participants[next].Ref)
+	p, err := c.participantAt(it.Key, rec.Participants[next])
 	if err != nil {
 		return nil, err
 	}
