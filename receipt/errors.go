@@ -10,6 +10,9 @@ import (
 // is store.ErrCorruption too (store.Kind); its own name tells which record.
 var ErrTombstoneCorrupt = store.Kind("receipt: corrupt tombstone", store.ErrCorruption)
 
+// ErrBadCursor reports a cursor that is not one List gave for this index.
+var ErrBadCursor = errors.New("receipt: the cursor is not one this listing gave")
+
 // Sentinel errors of the receipt layer's steps. Both stay inside the
 // package: a caller of Execute never sees them, it gets an Answer.
 var (
