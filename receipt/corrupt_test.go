@@ -85,3 +85,38 @@ func TestRecords_AReceiptThatBreaksItsInvariantsIsCorruption(t *testing.T) {
 		t.Fatalf("counter %d: a key whose receipt is damaged executed", got)
 	}
 }
+
+// TestRecords_ASessionThatBreaksItsInvariantsIsCorruption: a session
+// record that decodes but breaks an invariant — committed, without the
+// transaction of its commit — is the store's damage named by key.
+func TestRecords_ASessionThatBreaksItsInvariantsIsCorruption(t *testing.T) {
+	e := newEnv(t)
+	st := memstore.New()
+	svc := e.openOn(st, receipt.Options{})
+	const id = "s0123456789abcdef0123456789abcdef"
+	if !receipt.ValidSessionID(id) {
+		t.Fatalf("%s is not a session ID", id)
+	}
+	key := store.NSSession.Key("rec", id)
+	bad := receipt.SessionRecord{Schema: receipt.SessionSchemaCurrent, Principal: alice, State: receipt.SessionCommitted,
+		Created: 1, Expires: 2, Key: "k", Ended: 2, RetainUntil: 1 << 50}
+	if _, err := receipt.EncodeSession(&bad); !errors.Is(err, store.ErrInvariant) {
+		t.Fatalf("EncodeSession: %v, want store.ErrInvariant", err)
+	}
+	em, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := em.Marshal(&bad) // forced past EncodeSession's check
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, new(store.Batch).Put(key, raw)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.SessionInfo(ctx, alice, id)
+	if k, ok := store.DamagedKey(err); !errors.Is(err, store.ErrCorruption) || !ok || !bytes.Equal(k, key) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("%q", key)) {
+		t.Fatalf("SessionInfo: %v, want ErrCorruption naming %q", err, key)
+	}
+}
