@@ -121,7 +121,8 @@
 //
 // Around them: attempt.go (one receipt being advanced), verdict.go
 // (classifyWrite), record.go and bind.go (what is stored, under which
-// key), envelope.go and answer.go (stored and transient answers),
+// key), invariants.go (what a stored record keeps, checked at encode and
+// at decode), envelope.go and answer.go (stored and transient answers),
 // unavailable.go (a store that refuses writes), storefull.go (a store near
 // its space quota: new work waits), view.go (Lookup), summary.go,
 // stats.go, options.go, errors.go (sentinels), causelog.go (sampled

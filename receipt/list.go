@@ -3,7 +3,6 @@ package receipt
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -69,9 +68,6 @@ type ListPage struct {
 	Receipts []Listed
 	Next     []byte
 }
-
-// ErrBadCursor reports a cursor that is not one List gave for this index.
-var ErrBadCursor = errors.New("receipt: the cursor is not one this listing gave")
 
 // List answers one page of receipts selected by f. Terminal receipts are
 // walked through the chunks of folded entries first (expfold.go: the

@@ -126,20 +126,43 @@ var encMode = func() cbor.EncMode {
 	return m
 }()
 
-// EncodeRecord encodes r deterministically.
-func EncodeRecord(r *Record) ([]byte, error) { return encMode.Marshal(r) }
+// EncodeRecord encodes r deterministically. A record that breaks its
+// invariants (check, invariants.go) is refused as store.ErrInvariant.
+func EncodeRecord(r *Record) ([]byte, error) {
+	if err := r.check(); err != nil {
+		return nil, store.InvalidRecord("receipt: record", err)
+	}
+	return encMode.Marshal(r)
+}
 
-// DecodeRecord decodes any schema ever written.
+// DecodeRecord decodes any schema ever written. Bytes that do not decode,
+// or decode to a record that breaks its invariants, are corruption; the
+// store's readers name the key (recordAt).
 func DecodeRecord(b []byte) (*Record, error) {
-	var r Record
-	if err := cbor.Unmarshal(b, &r); err != nil {
+	r, err := decodeRecord(b)
+	if err != nil {
 		return nil, fmt.Errorf("%w: receipt: record does not decode: %v", store.ErrCorruption, err)
 	}
-	if r.Schema < Schema1 {
-		return nil, fmt.Errorf("receipt: record without schema")
+	return r, nil
+}
+
+// recordAt decodes the receipt stored at key: a failure is that key's
+// damage (store.RecordError).
+func recordAt(key, b []byte) (*Record, error) {
+	r, err := decodeRecord(b)
+	if err != nil {
+		return nil, store.RecordError(key, "receipt: record", err)
 	}
-	if r.State < Pending || r.State > Terminal {
-		return nil, fmt.Errorf("receipt: record in unknown state %d", r.State)
+	return r, nil
+}
+
+func decodeRecord(b []byte) (*Record, error) {
+	var r Record
+	if err := cbor.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }

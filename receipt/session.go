@@ -113,20 +113,43 @@ type SessionRecord struct {
 	Writes int `cbor:"17,keyasint,omitempty"`
 }
 
-// EncodeSession encodes r deterministically.
-func EncodeSession(r *SessionRecord) ([]byte, error) { return encMode.Marshal(r) }
+// EncodeSession encodes r deterministically. A record that breaks its
+// invariants (check, invariants.go) is refused as store.ErrInvariant.
+func EncodeSession(r *SessionRecord) ([]byte, error) {
+	if err := r.check(); err != nil {
+		return nil, store.InvalidRecord("receipt: session record", err)
+	}
+	return encMode.Marshal(r)
+}
 
-// DecodeSession decodes a session record.
+// DecodeSession decodes a session record. Bytes that do not decode, or
+// decode to a record that breaks its invariants, are corruption; the
+// store's readers name the key (sessionAt).
 func DecodeSession(b []byte) (*SessionRecord, error) {
-	var r SessionRecord
-	if err := cbor.Unmarshal(b, &r); err != nil {
+	r, err := decodeSession(b)
+	if err != nil {
 		return nil, fmt.Errorf("%w: receipt: session record does not decode: %v", store.ErrCorruption, err)
 	}
-	if r.Schema < 1 {
-		return nil, fmt.Errorf("receipt: session record without schema")
+	return r, nil
+}
+
+// sessionAt decodes the session record stored at key: a failure is that
+// key's damage (store.RecordError).
+func sessionAt(key, b []byte) (*SessionRecord, error) {
+	r, err := decodeSession(b)
+	if err != nil {
+		return nil, store.RecordError(key, "receipt: session record", err)
 	}
-	if r.State < SessionOpen || r.State > SessionAborted {
-		return nil, fmt.Errorf("receipt: session record in unknown state %d", r.State)
+	return r, nil
+}
+
+func decodeSession(b []byte) (*SessionRecord, error) {
+	var r SessionRecord
+	if err := cbor.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	if r.State == SessionOpen && r.Staging == nil {
 		r.Staging = &table.Staging{}

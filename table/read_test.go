@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/twopc"
 )
@@ -31,7 +32,7 @@ func TestRead_NeverSeesAnUncommittedIntent(t *testing.T) {
 			}
 		}
 	}
-	for i, o := range []twopc.Outcome{twopc.Aborted{}, twopc.Committed{}} {
+	for i, o := range []twopc.Outcome{twopc.Aborted{Code: code.TransactionAborted}, twopc.Committed{}} {
 		id := fmt.Sprintf("tx-%d", i)
 		if res, err := f.coord.Begin(ctx, txnOf(id, f.plan(t, "t", body)), nil); err != nil || !res.Prepared {
 			t.Fatalf("%s: begin: %+v %v", id, res, err)
