@@ -16,8 +16,8 @@ type Decoder struct {
 	shell *parser
 }
 
-// NewDecoder returns a Decoder reading data.
-func NewDecoder(data []byte) *Decoder {
+// newDecoder returns a Decoder reading data.
+func newDecoder(data []byte) *Decoder {
 	d := new(Decoder)
 	d.Reset(data)
 	return d
@@ -66,7 +66,7 @@ func (d *Decoder) Object(fn func(key string) error) error {
 		return p.fail("expected an object")
 	}
 	if p.depth++; p.depth > DepthMax {
-		return ErrDepth
+		return errDepth
 	}
 	defer func() { p.depth-- }()
 	p.pos++
@@ -180,7 +180,7 @@ func (d *Decoder) Array(fn func() error) error {
 		return p.fail("expected an array")
 	}
 	if p.depth++; p.depth > DepthMax {
-		return ErrDepth
+		return errDepth
 	}
 	defer func() { p.depth-- }()
 	p.pos++

@@ -42,7 +42,7 @@ func (p *pair) listMember(key string) error {
 }
 
 func decodePair(body string) (*pair, error) {
-	p := &pair{d: NewDecoder([]byte(body))}
+	p := &pair{d: newDecoder([]byte(body))}
 	if err := p.d.Object(p.member); err != nil {
 		return p, err
 	}
@@ -85,7 +85,7 @@ func TestDecoder_Refuses(t *testing.T) {
 		{`{ok:true}`, "expected a string key at offset 1"},
 		{`{"ok":true} {}`, "trailing data after the JSON object at offset 12"},
 		{`{"v":` + deep + `}`, ""}, // the value's depth is its own
-		{`{"v":[` + deep + `]}`, ErrDepth.Error()},
+		{`{"v":[` + deep + `]}`, errDepth.Error()},
 		{`{"v":{"a":1,"a":2}}`, `duplicate object key "a" at offset 18`},
 		{`{"name":"\ud800"}`, `lone UTF-16 surrogate escape \ud800 (only a high-low pair encodes a character) at offset 9`},
 		{"{\"name\":\"\xff\"}", "invalid UTF-8 byte 0xff in string at offset 9"},
