@@ -16,13 +16,6 @@ type Decoder struct {
 	shell *parser
 }
 
-// newDecoder returns a Decoder reading data.
-func newDecoder(data []byte) *Decoder {
-	d := new(Decoder)
-	d.Reset(data)
-	return d
-}
-
 // Reset makes d read data, forgetting anything it read before (the values
 // ReadValue returned stay valid). A Decoder held by value and Reset costs
 // no allocation of its own.

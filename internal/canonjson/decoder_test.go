@@ -6,6 +6,14 @@ import (
 	"testing"
 )
 
+// newDecoder returns a Decoder reading data. (The library holds its
+// Decoders by value and Resets them: only the tests want a fresh one.)
+func newDecoder(data []byte) *Decoder {
+	d := new(Decoder)
+	d.Reset(data)
+	return d
+}
+
 // pair is the shape the Decoder tests read: {"name":string,"ok":bool,
 // "v":any,"list":[{"name":string}]}.
 type pair struct {
