@@ -160,10 +160,3 @@ func ClaimAdopt(b *store.Batch, id string, st State, o Owner, until time.Time) *
 func Drop(b *store.Batch, id string) {
 	b.Delete(ClaimKey(id)).Delete(ExpiryKey(id))
 }
-
-// IsFence reports whether err is a failed condition on id's claim key, i.e.
-// the write was fenced.
-func IsFence(err error, id string) bool {
-	key, ok := store.FailedKey(err)
-	return ok && string(key) == string(ClaimKey(id))
-}

@@ -202,8 +202,8 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 		if err != nil {
 			return st, err
 		}
-		if len(enc) > DocBytesMax {
-			return st, invalid("transform of %q: result of %d bytes exceeds %d", w.id, len(enc), DocBytesMax)
+		if len(enc) > docBytesMax {
+			return st, invalid("transform of %q: result of %d bytes exceeds %d", w.id, len(enc), docBytesMax)
 		}
 		st.doc = enc
 		res.Transformed++
