@@ -22,7 +22,7 @@ type Options struct {
 	// among the store shards of a sharded deployment (docs/cluster.md
 	// "Shards"): the first random byte of every session ID it begins is
 	// the index, so that any node routes the session's later requests
-	// (api.SessionShardOf). 0: one store, IDs wholly random.
+	// (api.sessionShardOf). 0: one store, IDs wholly random.
 	SessionShard int
 	// LeaseTTL is how long a claim stays valid without renewal (default 10s).
 	LeaseTTL time.Duration
