@@ -11,7 +11,7 @@ import (
 )
 
 // TestRead_NeverSeesAnUncommittedIntent: reads never see uncommitted
-// intents (DESIGN §12) — not while a transaction is prepared and
+// intents (docs/design.md §12) — not while a transaction is prepared and
 // undecided, nor once it aborted and its intents wait for resolution —
 // and see a committed one at once, before its intents are resolved. Each
 // kind of write is covered: an update, an insert, a delete. Resolution is
