@@ -17,10 +17,10 @@
 // file checks see what recovery only steps around.
 //
 // The checker judges the files by the engine's own rules and decoders,
-// which package engine exports read-only for it (engine/inspect.go,
-// inspectchain.go, inspectdb.go): file names, checkpoint and batch
-// decoding, the listing and linking of checkpoint chains, the keys an
-// open built. It holds no copy of a decoder (docs/design.md §2).
+// which package engine exports read-only for it (see engine's doc.go):
+// file names, checkpoint and batch decoding, the listing and linking of
+// checkpoint chains, the keys an open built. It holds no copy of a
+// decoder (docs/design.md §2).
 //
 // Files:
 //
