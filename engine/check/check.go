@@ -40,7 +40,7 @@ func Dir(fsys vfs.FS, dir string, opts Options) (rep *Report, err error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
-	unlock, err := lock(fsys, dir)
+	unlock, err := lockDir(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -59,10 +59,10 @@ func Dir(fsys vfs.FS, dir string, opts Options) (rep *Report, err error) {
 	return c.rep, nil
 }
 
-// lock takes the dir's LOCK, as engine.Open does, and returns its
+// lockDir takes the dir's LOCK, as engine.Open does, and returns its
 // release. A dir without one is no data dir: locking it would create the
 // file.
-func lock(fsys vfs.FS, dir string) (func() error, error) {
+func lockDir(fsys vfs.FS, dir string) (func() error, error) {
 	switch fi, err := fsys.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s does not exist", ErrNotDataDir, dir)
