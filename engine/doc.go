@@ -10,8 +10,9 @@
 //
 // DB is a facade: it keeps the Store methods and what hosts call (Open,
 // Close, Apply, ApplyChain, Get, GetLatest, Scan, ScanHot, Snapshot,
-// Checkpoint, Backup, Restored, Stats, Health) and the state they share,
-// and hands the rest to components that own their own state and methods:
+// Checkpoint, Backup, Restored, Stats, Health; VerifyKeys for the
+// checker) and the state they share, and hands the rest to components
+// that own their own state and methods:
 // the checkpointer (checkpoint.go: automatic checkpoints, the writing of
 // bases and deltas), the merger (merge.go: merges into a new base, in the
 // background), the collector (vlog_gc.go: the value log's collection and
