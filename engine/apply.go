@@ -161,7 +161,7 @@ func (db *DB) checkConds(conds []store.Condition, earlier []chainLink) (pending 
 			}
 		default:
 			if it, ok := db.tree.Get(index.Probe(c.Key)); ok {
-				found = store.Version(it.Version)
+				found = store.Version(it.Version())
 			}
 		}
 		if !c.HoldsAt(found) {

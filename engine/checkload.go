@@ -117,7 +117,7 @@ func (c *checker) count(db *DB) {
 		c.rep.StrayKeys++
 		c.rep.StrayBytes += n
 		if c.rep.StrayKeys <= checkStraySamplesMax {
-			c.problem(ProblemDamage, "", OffsetUnknown, "key %q (version %d) lies outside every registered namespace", shownKey(key), it.Version)
+			c.problem(ProblemDamage, "", OffsetUnknown, "key %q (version %d) lies outside every registered namespace", shownKey(key), it.Version())
 		}
 		return true
 	})
@@ -191,7 +191,7 @@ func (c *checker) values(db *DB) {
 			if ptr.seg != 0 {
 				file, offset = vlogDirName+"/"+vlogSegName(ptr.seg), int64(ptr.off)
 			}
-			c.problem(ProblemDamage, file, offset, "the value of %q (version %d) does not read back: %v", shownKey(it.Key()), it.Version, err)
+			c.problem(ProblemDamage, file, offset, "the value of %q (version %d) does not read back: %v", shownKey(it.Key()), it.Version(), err)
 		}
 		return true
 	})
