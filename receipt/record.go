@@ -57,8 +57,11 @@ const (
 	Schema1 = 1
 	// Schema2 receipts carry the complete envelope (field 14).
 	Schema2 = 2
+	// Schema3 receipts are schema 2 with their later times as offsets
+	// from Created (recordtimes.go).
+	Schema3 = 3
 	// SchemaCurrent is what this version writes.
-	SchemaCurrent = Schema2
+	SchemaCurrent = Schema3
 )
 
 // Record is a receipt as stored at rcpt/v1/<txn_id>. The txn_id is the key,
@@ -127,7 +130,7 @@ var encMode = func() cbor.EncMode {
 }()
 
 // EncodeRecord encodes r deterministically.
-func EncodeRecord(r *Record) ([]byte, error) { return encMode.Marshal(r) }
+func EncodeRecord(r *Record) ([]byte, error) { return encMode.Marshal(timesOnWire(r)) }
 
 // DecodeRecord decodes any schema ever written.
 func DecodeRecord(b []byte) (*Record, error) {
@@ -141,6 +144,7 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if r.State < Pending || r.State > Terminal {
 		return nil, fmt.Errorf("receipt: record in unknown state %d", r.State)
 	}
+	timesFromWire(&r)
 	return &r, nil
 }
 
