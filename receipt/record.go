@@ -60,8 +60,11 @@ const (
 	// Schema3 receipts are schema 2 with their later times as offsets
 	// from Created (recordtimes.go).
 	Schema3 = 3
-	// SchemaCurrent is what this version writes.
-	SchemaCurrent = Schema3
+	// SchemaCurrent is what this version writes. Schema 3 is read, not yet
+	// written: a new record format ships in two releases, the first
+	// reading it, the next writing it (docs/upgrading.md), so that two
+	// builds serving one etcd prefix read each other's records.
+	SchemaCurrent = Schema2
 )
 
 // Record is a receipt as stored at rcpt/v1/<txn_id>. The txn_id is the key,
