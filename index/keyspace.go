@@ -11,11 +11,11 @@ import (
 // checkpoint's record after its lengths, so that a loaded item aliases the
 // file's image — held by a bare pointer and two lengths: the item is 16
 // bytes rather than the 56 of two slices, the 40 of one, or the 24 it was
-// with the version beside the lengths, which matters twice over in B-tree
-// nodes — less to shift on insert, less memory per retained key (8 of the
-// 56 B a receipt held with the value log, issue 41). The bytes are
-// immutable once inserted; the version is the log index of the batch that
-// last wrote the key.
+// with the version beside the lengths. That matters twice over in B-tree
+// nodes: less to shift on insert, less memory per retained key (the 8
+// bytes were a tenth of a retained receipt's RAM with the value log,
+// issue 41). The bytes are immutable once inserted; the version is the
+// log index of the batch that last wrote the key.
 type KV struct {
 	p          *byte // key ‖ value ‖ uvarint(version)
 	klen, vlen uint32
