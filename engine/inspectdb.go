@@ -33,7 +33,7 @@ func (db *DB) VerifyKeys(fn func(StoredKey) bool) {
 	tree := db.tree.Clone()
 	db.treeMu.Unlock()
 	tree.AscendAll(func(it index.KV) bool {
-		k := StoredKey{Key: it.Key(), Version: store.Version(it.Version), Bytes: int64(len(it.Key()) + len(it.Value())),
+		k := StoredKey{Key: it.Key(), Version: store.Version(it.Version()), Bytes: int64(len(it.Key()) + len(it.Value())),
 			InValueLog: it.Indirect(), ValueOffset: -1}
 		if k.InValueLog {
 			ptr, err := decodeVlogPtr(it.Value())

@@ -70,6 +70,7 @@
 //	entrydiff.go  what a 422 key mismatch says differs, from per-entry digests
 //	cold.go       ColdValue: which values the engine may keep in its value log
 //	formats.go    the record schemas this build reads and writes (idemd -version)
+//	recordtimes.go  schema 3: a record's later times as offsets from Created
 //	restorefence.go  a restored store refuses unknown keys first sent before the restore
 //
 // # The route of one keyed request

@@ -57,7 +57,13 @@ const (
 	Schema1 = 1
 	// Schema2 receipts carry the complete envelope (field 14).
 	Schema2 = 2
-	// SchemaCurrent is what this version writes.
+	// Schema3 receipts are schema 2 with their later times as offsets
+	// from Created (recordtimes.go).
+	Schema3 = 3
+	// SchemaCurrent is what this version writes. Schema 3 is read, not yet
+	// written: a new record format ships in two releases, the first
+	// reading it, the next writing it (docs/upgrading.md), so that two
+	// builds serving one etcd prefix read each other's records.
 	SchemaCurrent = Schema2
 )
 
@@ -127,12 +133,14 @@ var encMode = func() cbor.EncMode {
 }()
 
 // EncodeRecord encodes r deterministically. A record that breaks its
-// invariants (check, invariants.go) is refused as store.ErrInvariant.
+// invariants (check, invariants.go) is refused as store.ErrInvariant; the
+// check reads r's times as they are, before any goes out as an offset
+// (recordtimes.go).
 func EncodeRecord(r *Record) ([]byte, error) {
 	if err := r.check(); err != nil {
 		return nil, store.InvalidRecord("receipt: record", err)
 	}
-	return encMode.Marshal(r)
+	return encMode.Marshal(timesOnWire(r))
 }
 
 // DecodeRecord decodes any schema ever written. Bytes that do not decode,
@@ -161,6 +169,7 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := cbor.Unmarshal(b, &r); err != nil {
 		return nil, err
 	}
+	timesFromWire(&r) // the check reads times, not offsets
 	if err := r.check(); err != nil {
 		return nil, err
 	}
