@@ -168,14 +168,14 @@ func (rt *retention) cleanRange(ctx context.Context, jobVer store.Version, now t
 }
 
 // cleanPageMax is how many expiry entries one pass reads, and so at most
-// deletes with one Apply: CleanBatchMax, or fewer where the store takes
+// deletes with one Apply: cleanBatchMax, or fewer where the store takes
 // less per call. A victim costs at most four writes (entry, receipt and
 // decision deleted, tombstone put) and three conditions (their versions,
 // the absent coordinator record); the batch adds the job-lease fence and
 // its tombstones' chunk.
 func (rt *retention) cleanPageMax() int {
 	lim := rt.core.store.Limits()
-	return min(CleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 1, 1))
+	return min(cleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 1, 1))
 }
 
 // The most one victim adds to a cleanup batch (see deleteVictims).

@@ -110,7 +110,7 @@ func TestRecord_InvariantsArePaired(t *testing.T) {
 }
 
 func wellFormedSession(st SessionState) *SessionRecord {
-	r := &SessionRecord{Schema: SessionSchemaCurrent, Principal: "alice", State: st, Created: msT0, Expires: msT0 + 30_000}
+	r := &SessionRecord{Schema: sessionSchemaCurrent, Principal: "alice", State: st, Created: msT0, Expires: msT0 + 30_000}
 	switch st {
 	case SessionOpen:
 		r.Owner, r.Staging = &lease.Claim{Node: "n", Incarnation: 1, Epoch: 1}, &table.Staging{}
@@ -128,7 +128,7 @@ func TestSessionRecord_InvariantsArePaired(t *testing.T) {
 	key := sessionKey("s_0123456789abcdef0123456789abcdef")
 	for _, st := range []SessionState{SessionOpen, SessionCommitted, SessionAborted} {
 		want := wellFormedSession(st)
-		enc, err := EncodeSession(want)
+		enc, err := encodeSession(want)
 		if err != nil {
 			t.Fatalf("%s: %v", st, err)
 		}
@@ -157,7 +157,7 @@ func TestSessionRecord_InvariantsArePaired(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantPaired(t, tc.name, func() ([]byte, error) { return EncodeSession(r) }, raw, key,
+		wantPaired(t, tc.name, func() ([]byte, error) { return encodeSession(r) }, raw, key,
 			func() error { _, err := sessionAt(key, raw); return err })
 		if _, err := DecodeSession(raw); !errors.Is(err, store.ErrCorruption) {
 			t.Errorf("%s: DecodeSession: %v, want store.ErrCorruption", tc.name, err)

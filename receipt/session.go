@@ -67,8 +67,8 @@ const (
 
 // Session bounds and defaults.
 const (
-	// SessionTTLDefault is the lifetime of a session begun without one.
-	SessionTTLDefault = 30 * time.Second
+	// sessionTTLDefault is the lifetime of a session begun without one.
+	sessionTTLDefault = 30 * time.Second
 	// SessionTTLMaxDefault is Options.SessionTTLMax's default: a session
 	// holds optimistic reads, and the longer it lives the likelier its
 	// commit conflicts (FoundationDB caps a transaction at 5 s; Kafka's
@@ -79,8 +79,8 @@ const (
 	// SessionStepsMax bounds the steps that change a session (stages and
 	// first reads): each is one entry its next steps read back.
 	SessionStepsMax = 256
-	// SessionSchemaCurrent is the schema of session records written now.
-	SessionSchemaCurrent = 1
+	// sessionSchemaCurrent is the schema of session records written now.
+	sessionSchemaCurrent = 1
 )
 
 // SessionRecord is a session as stored at sess/v1/rec/<id>.
@@ -113,9 +113,9 @@ type SessionRecord struct {
 	Writes int `cbor:"17,keyasint,omitempty"`
 }
 
-// EncodeSession encodes r deterministically. A record that breaks its
+// encodeSession encodes r deterministically. A record that breaks its
 // invariants (check, invariants.go) is refused as store.ErrInvariant.
-func EncodeSession(r *SessionRecord) ([]byte, error) {
+func encodeSession(r *SessionRecord) ([]byte, error) {
 	if err := r.check(); err != nil {
 		return nil, store.InvalidRecord("receipt: session record", err)
 	}
