@@ -16,14 +16,14 @@ import (
 // Anonymous is the single principal when no tokens file is configured.
 const Anonymous = "anonymous"
 
-// TokensMax bounds the entries of a tokens file.
-const TokensMax = 100000
+// tokensMax bounds the entries of a tokens file.
+const tokensMax = 100000
 
-// TokenBytesMin is the shortest token accepted: 16 bytes of a random
+// tokenBytesMin is the shortest token accepted: 16 bytes of a random
 // token's alphabet cannot be guessed over the network, where a few
 // characters can. It bounds tokens files and SetTokens, not Options.Tokens
 // (a program's own, as tests use).
-const TokenBytesMin = 16
+const tokenBytesMin = 16
 
 // ParseTokens reads a tokens file: one `principal:token` per line, `#`
 // comments and blank lines ignored. It returns token → principal.
@@ -40,15 +40,15 @@ func ParseTokens(r io.Reader) (map[string]string, error) {
 		if !ok || principal == "" || token == "" {
 			return nil, fmt.Errorf("tokens file line %d: want principal:token", line)
 		}
-		if len(token) < TokenBytesMin {
+		if len(token) < tokenBytesMin {
 			// The token itself is never printed: the message goes to logs.
-			return nil, fmt.Errorf("tokens file line %d: principal %q: token shorter than %d bytes", line, principal, TokenBytesMin)
+			return nil, fmt.Errorf("tokens file line %d: principal %q: token shorter than %d bytes", line, principal, tokenBytesMin)
 		}
 		if _, dup := out[token]; dup {
 			return nil, fmt.Errorf("tokens file line %d: token listed twice", line)
 		}
-		if len(out) >= TokensMax {
-			return nil, fmt.Errorf("tokens file: more than %d tokens", TokensMax)
+		if len(out) >= tokensMax {
+			return nil, fmt.Errorf("tokens file: more than %d tokens", tokensMax)
 		}
 		out[token] = principal
 	}
@@ -71,7 +71,7 @@ type authenticator struct {
 // reload of the tokens file: requests already authenticated keep their
 // principal, later ones are checked against the new set. It refuses, and
 // keeps the set in force, an empty set or a token shorter than
-// TokenBytesMin, and a server built without tokens: turning
+// tokenBytesMin, and a server built without tokens: turning
 // authentication on is a restart, not a reload.
 func (s *Server) SetTokens(tokens map[string]string) error { return s.auth.setTokens(tokens) }
 
@@ -84,8 +84,8 @@ func (s *authenticator) setTokens(tokens map[string]string) error {
 	}
 	set := make(tokenSet, len(tokens))
 	for token, principal := range tokens {
-		if len(token) < TokenBytesMin {
-			return fmt.Errorf("principal %q: token shorter than %d bytes", principal, TokenBytesMin)
+		if len(token) < tokenBytesMin {
+			return fmt.Errorf("principal %q: token shorter than %d bytes", principal, tokenBytesMin)
 		}
 		set[token] = principal
 	}

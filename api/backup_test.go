@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/check"
 	"github.com/idemdb/idem/internal/testsupport"
 )
 
@@ -39,7 +40,7 @@ func TestAdmin_BackupWritesOnlyAPlainNameUnderTheBackupDir(t *testing.T) {
 	if err != nil || uint64(m.Version) != res.Version || res.Files == 0 {
 		t.Fatalf("answer %+v; manifest %+v, %v", res, m, err)
 	}
-	if rep, err := engine.Check(nil, filepath.Join(dir, "b1"), engine.CheckOptions{}); err != nil || rep.Damaged() {
+	if rep, err := check.Dir(nil, filepath.Join(dir, "b1"), check.Options{}); err != nil || rep.Damaged() {
 		t.Fatalf("check the backup: %v %+v", err, rep)
 	}
 	if p := ops.Do("POST", "/v1/admin/backup", `{"name":"b1"}`).Problem(t, 400); p.Code != "invalid_request" {

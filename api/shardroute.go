@@ -42,10 +42,10 @@ func ShardOf(principal, table string, k int) int {
 	return int(binary.BigEndian.Uint64(sum[:8]) % uint64(k))
 }
 
-// SessionShardOf is the shard a session ID names: its first random byte,
+// sessionShardOf is the shard a session ID names: its first random byte,
 // which receipt.Options.Shard set (see receipt.newSessionID). ok is false
 // for an ID that has not the form of one, or names no shard among k.
-func SessionShardOf(id string, k int) (int, bool) {
+func sessionShardOf(id string, k int) (int, bool) {
 	if k <= 1 {
 		return 0, true
 	}
@@ -79,7 +79,7 @@ func (s *shardMap) shardFor(r *http.Request, table string) *receipt.Service {
 // that names none is answered 404, as the session would be on any shard.
 func (s *shardMap) sessionShard(w http.ResponseWriter, r *http.Request) (*receipt.Service, int, bool) {
 	id := r.PathValue("id")
-	k, ok := SessionShardOf(id, len(s.shards))
+	k, ok := sessionShardOf(id, len(s.shards))
 	if !ok {
 		writeProblem(w, code.SessionNotFound, fmt.Sprintf("no session %q", id))
 		return nil, 0, false

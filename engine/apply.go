@@ -79,7 +79,10 @@ func (db *DB) apply(ctx context.Context, batches []*store.Batch) (store.Version,
 	}
 	for _, l := range links {
 		for _, op := range l.live {
-			db.pending[unsafeString(op.Key)] = pendingWrite{version: l.version, deleted: op.Delete, value: op.Value, commit: commit}
+			// The value without the room ownOps left after it for the
+			// version: a reader appending to it must not write there.
+			value := op.Value[:len(op.Value):len(op.Value)]
+			db.pending[unsafeString(op.Key)] = pendingWrite{version: l.version, deleted: op.Delete, value: value, commit: commit}
 		}
 	}
 	db.mu.Unlock()
@@ -161,7 +164,7 @@ func (db *DB) checkConds(conds []store.Condition, earlier []chainLink) (pending 
 			}
 		default:
 			if it, ok := db.tree.Get(index.Probe(c.Key)); ok {
-				found = store.Version(it.Version)
+				found = store.Version(it.Version())
 			}
 		}
 		if !c.HoldsAt(found) {

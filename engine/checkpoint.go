@@ -243,7 +243,7 @@ func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain
 				if err != nil {
 					return err
 				}
-				dw.put(it.Key(), val, store.Version(it.Version), indirect)
+				dw.put(it.Key(), val, store.Version(it.Version()), indirect)
 			} else if k.existed || !c.exact {
 				dw.tombstone(k.key)
 			}
@@ -299,7 +299,7 @@ func (cp *checkpointer) writePart(snap *Snapshot, g *pendingGen) (last bool, err
 				serr = err
 				return false
 			}
-			w.add(it.Key(), val, it.Version, indirect)
+			w.add(it.Key(), val, it.Version(), indirect)
 			return true
 		})
 		if serr != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -160,8 +161,9 @@ func Open(dir string, opts Options) (*DB, error) {
 }
 
 // ownOps copies ops' keys and values — a put's into one allocation of its
-// own (key ‖ value, the layout of index.KV) — so that the tree never aliases
-// a caller's buffer or a large log buffer.
+// own (key ‖ value, with room after the value for the version the log
+// gives the batch: the layout of index.KV, which versioned completes) —
+// so that the tree never aliases a caller's buffer or a large log buffer.
 func ownOps(ops []store.Op) []store.Op {
 	out := make([]store.Op, len(ops))
 	// A put's key ‖ value becomes a tree item and lives as long as it, so
@@ -180,20 +182,24 @@ func ownOps(ops []store.Op) []store.Op {
 			out[i] = store.Op{Key: keys[len(keys)-len(op.Key) : len(keys) : len(keys)], Delete: true}
 			continue
 		}
-		buf := make([]byte, len(op.Key)+len(op.Value))
+		buf := make([]byte, len(op.Key)+len(op.Value), len(op.Key)+len(op.Value)+binary.MaxVarintLen64)
 		n := copy(buf, op.Key)
 		copy(buf[n:], op.Value)
-		out[i] = store.Op{Key: buf[:n:n], Value: buf[n:len(buf):len(buf)]}
+		out[i] = store.Op{Key: buf[:n:n], Value: buf[n:len(buf):cap(buf)]}
 	}
 	return out
 }
 
-// packed is an owned op's key ‖ value as one slice (see ownOps).
-func packed(op store.Op) []byte {
-	if len(op.Value) == 0 {
-		return op.Key
+// versioned writes v after an owned put's value, in the room ownOps (or
+// the replay's arena) left there, and returns the op as a tree item.
+func versioned(op store.Op, v store.Version) index.KV {
+	n := len(op.Key) + len(op.Value)
+	if cap(op.Value)-len(op.Value) < binary.MaxVarintLen64 {
+		panic("engine: invariant broken: an owned put has no room for its version")
 	}
-	return unsafe.Slice(unsafe.SliceData(op.Key), len(op.Key)+len(op.Value))
+	buf := unsafe.Slice(unsafe.SliceData(op.Key), n+binary.MaxVarintLen64)
+	binary.PutUvarint(buf[n:], uint64(v))
+	return index.PackedKV(buf, len(op.Key), len(op.Value))
 }
 
 // applyToTree installs a durable batch. Caller holds treeMu or is the sole
@@ -229,7 +235,7 @@ func (db *DB) applyOp(v store.Version, op store.Op, replayed bool) {
 	if op.Delete {
 		old, existed = db.tree.Delete(index.Probe(op.Key))
 	} else {
-		old, existed = db.tree.Put(index.PackedKV(packed(op), len(op.Key), uint64(v)))
+		old, existed = db.tree.Put(versioned(op, v))
 		db.liveBytes += recordBytes(len(op.Key), len(op.Value))
 	}
 	if existed {

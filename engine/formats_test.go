@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/store"
-	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -97,19 +96,16 @@ func TestFormats_EveryFixtureOpens(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "LOCK"), nil, 0o640); err != nil {
 				t.Fatal(err)
 			}
-			if rep, err := Check(vfs.Default, dir, CheckOptions{}); err != nil {
-				t.Fatalf("check: %v", err)
-			} else {
-				for _, p := range rep.Problems {
-					// The fixtures' keys are the engine's alone, in no
-					// namespace of the layers above: that one is expected.
-					// A note (the restore v6 records) is no damage.
-					if p.Kind == ProblemNote {
-						continue
-					}
-					if p.File != "" || !strings.Contains(p.Detail, "outside every registered namespace") {
-						t.Fatalf("check: %+v", p)
-					}
+			_, problems := checkDirT(t, dir)
+			for _, p := range problems {
+				// The fixtures' keys are the engine's alone, in no
+				// namespace of the layers above: that one is expected.
+				// A note (the restore v6 records) is no damage.
+				if p.Kind == "note" {
+					continue
+				}
+				if p.File != "" || !strings.Contains(p.Detail, "outside every registered namespace") {
+					t.Fatalf("check: %+v", p)
 				}
 			}
 			opts := quiet(Options{CheckpointLogBytes: -1, ColdValue: func(_, v []byte) bool { return true }})

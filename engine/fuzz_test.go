@@ -21,7 +21,7 @@ type ckptRec struct {
 func snapshotOf(at store.Version, recs []ckptRec) *Snapshot {
 	tree := index.NewKeySpace()
 	for _, r := range recs {
-		tree.Put(index.PackedKV(append(append([]byte(nil), r.key...), r.val...), len(r.key), uint64(r.ver)))
+		tree.Put(index.PackedKV(index.AppendKV(nil, r.key, r.val, uint64(r.ver)), len(r.key), len(r.val)))
 	}
 	return &Snapshot{tree: tree, version: at}
 }
@@ -30,7 +30,7 @@ func snapshotOf(at store.Version, recs []ckptRec) *Snapshot {
 func encodeCkpt(t testing.TB, snap *Snapshot) []byte {
 	var buf bytes.Buffer
 	w := newPartWriter(&buf, snap.version, 0, snap.version, nil)
-	snap.tree.AscendAll(func(it index.KV) bool { w.add(it.Key(), it.Value(), it.Version, it.Indirect()); return true })
+	snap.tree.AscendAll(func(it index.KV) bool { w.add(it.Key(), it.Value(), it.Version(), it.Indirect()); return true })
 	if err := w.finish(nil, true); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func FuzzDecodePart(f *testing.F) {
 		snap := snapshotOf(v, recsFrom(recBytes, v))
 		var want []ckptRec
 		snap.tree.AscendAll(func(kv index.KV) bool {
-			want = append(want, ckptRec{kv.Key(), kv.Value(), store.Version(kv.Version)})
+			want = append(want, ckptRec{kv.Key(), kv.Value(), store.Version(kv.Version())})
 			return true
 		})
 		img := encodeCkpt(t, snap)

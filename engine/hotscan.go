@@ -22,7 +22,7 @@ func (db *DB) ScanHot(_ context.Context, start, end []byte, limit int) ([]store.
 		if it.Indirect() {
 			cold++
 		} else {
-			hot = append(hot, store.Item{Key: it.Key(), Value: it.Value(), Version: store.Version(it.Version)})
+			hot = append(hot, store.Item{Key: it.Key(), Value: it.Value(), Version: store.Version(it.Version())})
 		}
 		walked++
 		last = it

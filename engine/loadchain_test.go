@@ -10,8 +10,8 @@ import (
 )
 
 func chainKV(k string, ver uint64) index.KV {
-	buf := []byte(k + fmt.Sprintf("=v%d", ver))
-	return index.PackedKV(buf, len(k), ver)
+	v := fmt.Sprintf("=v%d", ver)
+	return index.PackedKV(index.AppendKV(nil, []byte(k), []byte(v), ver), len(k), len(v))
 }
 
 // keyPrefixes make keys that differ in the first, second and third word
@@ -63,7 +63,7 @@ func randomChain(rng *rand.Rand, maxDeltas int) *chainLoad {
 func holding(tree *index.Ordered[index.KV]) []string {
 	var out []string
 	tree.AscendAll(func(it index.KV) bool {
-		out = append(out, fmt.Sprintf("%s@%d", it.Value(), it.Version))
+		out = append(out, fmt.Sprintf("%s@%d", it.Value(), it.Version()))
 		return true
 	})
 	return out
@@ -133,7 +133,7 @@ func TestChainLoad_ARunOutOfOrderFallsBackToInserts(t *testing.T) {
 		if descent {
 			r[i], r[j] = r[j], r[i]
 		} else {
-			r[j] = chainKV(string(r[i].Key()), r[j].Version)
+			r[j] = chainKV(string(r[i].Key()), r[j].Version())
 		}
 		w := holding(index.NewSortedKeySpace(cloned(l).byInserts()))
 		for _, ranges := range []int{1, 2, 5} {

@@ -366,7 +366,7 @@ func (mg *merger) writeMergePart(m *pendingMerge) error {
 				end, last = append([]byte(nil), kv.Key()...), false
 				break
 			}
-			w.add(kv.Key(), kv.Value(), kv.Version, kv.Indirect())
+			w.add(kv.Key(), kv.Value(), kv.Version(), kv.Indirect())
 		}
 		count = w.count
 		return w.finish(end, last)

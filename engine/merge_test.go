@@ -418,13 +418,13 @@ func TestCheck_ALostMergedBaseIsDamageAnOpenStepsAround(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep := checkT(t, dir)
+	loaded, problems := checkDirT(t, dir)
 	found := false
-	for _, p := range problemsOf(rep, ProblemDamage) {
+	for _, p := range damageOf(problems) {
 		found = found || strings.Contains(p.File, genName(merged.v0)) && strings.Contains(p.Detail, "losing nothing")
 	}
-	if !found || !rep.Loaded {
-		t.Fatalf("the check does not name the lost base %s: %+v", genName(merged.v0), rep.Problems)
+	if !found || !loaded {
+		t.Fatalf("the check does not name the lost base %s: %+v", genName(merged.v0), problems)
 	}
 	db := openT(t, dir, opts)
 	defer db.Close()

@@ -151,21 +151,23 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 }
 
 // own makes ops' puts engine-owned in place, each key ‖ value copied into
-// the arena (the layout of index.KV, as ownOps makes it). A delete's key
-// is needed only until its batch is applied: the replay's batch copies it
-// into scratch of its own (replaybatch.go).
+// the arena with room for the version after it (the layout of index.KV, as
+// ownOps makes it). A delete's key is needed only until its batch is
+// applied: the replay's batch copies it into scratch of its own
+// (replaybatch.go).
 func (r *replayer) own(ops []store.Op) []store.Op {
 	for i, op := range ops {
 		if op.Delete {
 			continue
 		}
-		n := len(op.Key) + len(op.Value)
+		n := len(op.Key) + len(op.Value) + binary.MaxVarintLen64
 		if n > cap(r.slab)-len(r.slab) {
 			r.slab = make([]byte, 0, max(replaySlabBytes, n))
 		}
 		at := len(r.slab)
 		r.slab = append(append(r.slab, op.Key...), op.Value...)
-		buf := r.slab[at:len(r.slab):len(r.slab)]
+		buf := r.slab[at : len(r.slab) : len(r.slab)+binary.MaxVarintLen64]
+		r.slab = r.slab[:len(r.slab)+binary.MaxVarintLen64]
 		k := len(op.Key)
 		ops[i] = store.Op{Key: buf[:k:k], Value: buf[k:]}
 	}
@@ -598,14 +600,19 @@ func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
 // from the parts' counts before any is read (counts are the parts' word).
 const loadPreallocMax = 1 << 26
 
-// loadedKV is a checkpoint record as a tree item. k and v are adjacent in
-// the file's image: one item aliases both.
+// loadedKV is a checkpoint record as a tree item. k, v and the record's
+// version (the uvarint after v: a part's, a delta's and a legacy file's
+// records all end so) are adjacent in the file's image: one item aliases
+// all three, and ver is only checked against what the item reads.
 func loadedKV(k, v []byte, ver store.Version, indirect bool) index.KV {
-	buf := k[: len(k)+len(v) : len(k)+len(v)]
+	kv := index.PackedKV(k, len(k), len(v))
 	if indirect {
-		return index.IndirectKV(buf, len(k), uint64(ver))
+		kv = index.IndirectKV(k, len(k), len(v))
 	}
-	return index.PackedKV(buf, len(k), uint64(ver))
+	if kv.Version() != uint64(ver) {
+		panic("engine: invariant broken: a checkpoint record's version does not follow its value")
+	}
+	return kv
 }
 
 // moveAside renames damaged checkpoint files to <name>.damaged: out of

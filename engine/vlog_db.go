@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -42,7 +43,7 @@ func (db *DB) stored(it index.KV, spills *[]vlogSpill, scratch []byte) ([]byte, 
 		return nil, false, fmt.Errorf("engine: append to the value log: %w", err)
 	}
 	db.vlogStats.spilled.Add(uint64(ptr.n))
-	*spills = append(*spills, vlogSpill{key: key, version: it.Version, ptr: ptr})
+	*spills = append(*spills, vlogSpill{key: key, version: it.Version(), ptr: ptr})
 	return ptr.encode(scratch[:0]), true, nil
 }
 
@@ -55,13 +56,12 @@ func (db *DB) installSpills(spills []vlogSpill) {
 		db.treeMu.Lock()
 		for _, s := range spills[:n] {
 			it, ok := db.tree.Get(index.Probe(s.key))
-			if !ok || it.Version != s.version || it.Indirect() {
+			if !ok || it.Version() != s.version || it.Indirect() {
 				continue
 			}
-			buf := make([]byte, len(s.key), len(s.key)+vlogPtrLen)
-			copy(buf, s.key)
-			buf = s.ptr.encode(buf)
-			db.tree.Put(index.IndirectKV(buf, len(s.key), s.version))
+			var ptr [vlogPtrLen]byte
+			buf := index.AppendKV(make([]byte, 0, len(s.key)+vlogPtrLen+binary.MaxVarintLen64), s.key, s.ptr.encode(ptr[:0]), s.version)
+			db.tree.Put(index.IndirectKV(buf, len(s.key), vlogPtrLen))
 			db.liveBytes += recordBytes(len(s.key), vlogPtrLen) - recordBytes(len(s.key), len(it.Value()))
 			db.vlogLive[s.ptr.seg] += int64(s.ptr.n)
 		}
@@ -128,7 +128,7 @@ func (db *DB) item(it index.KV) (store.Item, error) {
 	if err != nil {
 		return store.Item{}, err
 	}
-	return store.Item{Key: it.Key(), Value: v, Version: store.Version(it.Version)}, nil
+	return store.Item{Key: it.Key(), Value: v, Version: store.Version(it.Version())}, nil
 }
 
 // vlogCounters are ValueLogStats' counters.

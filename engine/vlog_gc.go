@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/idemdb/idem/fault"
@@ -188,7 +189,7 @@ func (gc *collector) collectSegment(id uint32) error {
 			aerr = err
 			return false
 		}
-		moves = append(moves, vlogMove{key: append([]byte(nil), key...), version: it.Version, old: ptr, new: np})
+		moves = append(moves, vlogMove{key: append([]byte(nil), key...), version: it.Version(), old: ptr, new: np})
 		return true
 	}); err != nil {
 		aerr = err
@@ -230,13 +231,12 @@ func (gc *collector) installMoves(moves []vlogMove) {
 		db.treeMu.Lock()
 		for _, m := range moves[:n] {
 			it, ok := db.tree.Get(index.Probe(m.key))
-			if !ok || !it.Indirect() || it.Version != m.version || string(it.Value()) != string(m.old.encode(want[:0])) {
+			if !ok || !it.Indirect() || it.Version() != m.version || string(it.Value()) != string(m.old.encode(want[:0])) {
 				continue
 			}
-			buf := make([]byte, len(m.key), len(m.key)+vlogPtrLen)
-			copy(buf, m.key)
-			buf = m.new.encode(buf)
-			db.tree.Put(index.IndirectKV(buf, len(m.key), m.version))
+			var ptr [vlogPtrLen]byte
+			buf := index.AppendKV(make([]byte, 0, len(m.key)+vlogPtrLen+binary.MaxVarintLen64), m.key, m.new.encode(ptr[:0]), m.version)
+			db.tree.Put(index.IndirectKV(buf, len(m.key), vlogPtrLen))
 			db.vlogLive[m.old.seg] -= int64(m.old.n)
 			db.vlogLive[m.new.seg] += int64(m.new.n)
 			db.vlogStats.relocated.Add(uint64(m.new.n))

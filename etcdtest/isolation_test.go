@@ -63,7 +63,7 @@ func intentReadViolations(t *testing.T, c *etcdtest.Cluster) []string {
 			}
 		}
 	}
-	for i, o := range []twopc.Outcome{twopc.Aborted{}, twopc.Committed{}} {
+	for i, o := range []twopc.Outcome{twopc.Aborted{Code: code.TransactionAborted}, twopc.Committed{}} {
 		id := fmt.Sprintf("tx-%d", i)
 		p := plan(body)
 		parts := make([]twopc.Participant, len(p.Shards))

@@ -16,7 +16,7 @@ type TLSFiles struct {
 }
 
 // writeTLS generates the CA and both certificates into dir (valid for
-// devcert.Lifetime: a test or a demo, not a deployment).
+// devcert's lifetime, a day: a test or a demo, not a deployment).
 func writeTLS(dir string) (TLSFiles, error) {
 	f := TLSFiles{CA: filepath.Join(dir, "ca.crt")}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

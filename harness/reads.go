@@ -14,7 +14,7 @@ import (
 	"github.com/idemdb/idem/twopc"
 )
 
-// Reads never see an uncommitted intent (DESIGN §12). The clients' reads
+// Reads never see an uncommitted intent (docs/design.md §12). The clients' reads
 // cannot show it alone: the docs model lets a batch whose answer is not in
 // yet take effect at any time, so a read of its undecided intent is
 // linearizable unless the batch is later known not applied. So the auditor

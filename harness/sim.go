@@ -77,7 +77,7 @@ const (
 func newSim(seed uint64) *sim { return &sim{rng: rand.New(rand.NewPCG(seed, 0x5c4ed))} }
 
 // gate blocks a store call until the scheduler serves it. It fails with
-// ctx's error or ErrNodeDown (dead closed) if those come first.
+// ctx's error or errNodeDown (dead closed) if those come first.
 func (s *sim) gate(ctx context.Context, label string, dead <-chan struct{}) error {
 	s.mu.Lock()
 	if s.drain {
@@ -97,7 +97,7 @@ func (s *sim) gate(ctx context.Context, label string, dead <-chan struct{}) erro
 		}
 	case <-dead:
 		if s.withdraw(c) {
-			return ErrNodeDown
+			return errNodeDown
 		}
 	}
 	return nil // served meanwhile

@@ -28,15 +28,15 @@ import (
 
 // Errors a nodeStore injects.
 var (
-	// ErrNodeDown: the node crashed; nothing of this call was written.
-	ErrNodeDown = errors.New("harness: node is down")
-	// ErrTransient: an injected store failure; nothing was written.
-	ErrTransient = errors.New("harness: transient store error")
+	// errNodeDown: the node crashed; nothing of this call was written.
+	errNodeDown = errors.New("harness: node is down")
+	// errTransient: an injected store failure; nothing was written.
+	errTransient = errors.New("harness: transient store error")
 )
 
 // storeFaults are the store-level faults a step can switch on for one node.
 type storeFaults struct {
-	transient      float64 // probability an Apply fails with ErrTransient
+	transient      float64 // probability an Apply fails with errTransient
 	ambiguousNew   float64 // probability a receipt-creating Apply returns ErrAmbiguous
 	bareConflict   float64 // probability a decision Apply returns a bare decision conflict
 	ambiguousWrote bool    // whether an ambiguous Apply is applied first
@@ -151,13 +151,13 @@ func (s *nodeStore) takeTrigger(batches []*store.Batch) *trigger {
 func (s *nodeStore) enter(ctx context.Context, label string) error {
 	for {
 		if s.killed.Load() {
-			return ErrNodeDown
+			return errNodeDown
 		}
 		if p := s.paused(); p != nil {
 			select {
 			case <-p:
 			case <-s.dead:
-				return ErrNodeDown
+				return errNodeDown
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -167,7 +167,7 @@ func (s *nodeStore) enter(ctx context.Context, label string) error {
 			return err
 		}
 		if s.killed.Load() {
-			return ErrNodeDown
+			return errNodeDown
 		}
 		if s.paused() == nil {
 			return nil
@@ -288,7 +288,7 @@ func (s *nodeStore) write(ctx context.Context, batches []*store.Batch, apply fun
 	if t := s.takeTrigger(batches); t != nil {
 		t.fired.Store(true)
 		if t.fail {
-			return ErrTransient
+			return errTransient
 		}
 		s.pauseNow()
 		if err := s.enter(ctx, label); err != nil {
@@ -299,7 +299,7 @@ func (s *nodeStore) write(ctx context.Context, batches []*store.Batch, apply fun
 	f, owner := s.faults, s.owner
 	s.mu.Unlock()
 	if s.roll(f.transient) {
-		return ErrTransient
+		return errTransient
 	}
 	for _, b := range batches {
 		if key, ok := condOn(b, store.MustBeAbsent, decisionPrefix); ok && s.roll(f.bareConflict) {

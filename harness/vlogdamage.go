@@ -16,7 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/check"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
@@ -161,7 +161,7 @@ type vlogDamage struct {
 //   - a read of the receipt fails with ErrCorruption naming the segment
 //     and offset, and so does a scan that meets it — it never skips it;
 //   - every other key reads exactly as before;
-//   - engine.Check, on a copy of the data dir (it refuses a running
+//   - check.Dir, on a copy of the data dir (it refuses a running
 //     store's, as idemctl check does), names the record as damage, and
 //     nothing else;
 //   - a retry of the request — with nothing else acting (sim.hold) —
@@ -355,7 +355,7 @@ func (sc *scenario) retryDamaged(e *event, d *vlogDamage) (receipt.Answer, error
 	return ans, err
 }
 
-// checkDamagedCopy runs engine.Check on a copy of the data dir with d in
+// checkDamagedCopy runs check.Dir on a copy of the data dir with d in
 // it: it must name d's record as damage, and report no other.
 func (sc *scenario) checkDamagedCopy(d *vlogDamage, where string) {
 	cp, err := copyTree(sc.cl.disk.FS(), dataDir)
@@ -363,9 +363,9 @@ func (sc *scenario) checkDamagedCopy(d *vlogDamage, where string) {
 		sc.violate("vlog-damage: copy the data dir: " + err.Error())
 		return
 	}
-	rep, err := engine.Check(cp, dataDir, engine.CheckOptions{})
+	rep, err := check.Dir(cp, dataDir, check.Options{})
 	if err != nil {
-		sc.violate(fmt.Sprintf("vlog-damage: engine.Check with %s: %v", where, err))
+		sc.violate(fmt.Sprintf("vlog-damage: check.Dir with %s: %v", where, err))
 		return
 	}
 	file := filepath.Join("vlog", d.at.seg)
@@ -373,7 +373,7 @@ func (sc *scenario) checkDamagedCopy(d *vlogDamage, where string) {
 	var other []string
 	for _, p := range rep.Problems {
 		switch {
-		case p.Kind != engine.ProblemDamage:
+		case p.Kind != check.ProblemDamage:
 		case p.File == file && p.Offset == d.at.off:
 			named = true
 		default:
@@ -381,7 +381,7 @@ func (sc *scenario) checkDamagedCopy(d *vlogDamage, where string) {
 		}
 	}
 	if !named || len(other) > 0 || rep.ValueLog.Damaged != 1 {
-		sc.violate(fmt.Sprintf("vlog-damage: engine.Check with %s: named it %v, %d damaged values, other damage %q",
+		sc.violate(fmt.Sprintf("vlog-damage: check.Dir with %s: named it %v, %d damaged values, other damage %q",
 			where, named, rep.ValueLog.Damaged, other))
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// kv packs key ‖ value into a fresh allocation, as the engine does.
+// kv packs key ‖ value ‖ version into a fresh allocation, as the engine does.
 func kv(key, value []byte, version uint64) KV {
-	return PackedKV(append(append([]byte(nil), key...), value...), len(key), version)
+	return PackedKV(AppendKV(nil, key, value, version), len(key), len(value))
 }
 
 func intSet(n int) *Ordered[int] {
@@ -166,8 +166,8 @@ func TestClone_IsIsolated(t *testing.T) {
 		for round := 0; round < 20; round++ {
 			n := 0
 			snap.AscendAll(func(kv KV) bool {
-				if string(kv.Value()) != "v0" || kv.Version != 1 {
-					t.Errorf("clone sees a later write: %x = %q@%d", kv.Key(), kv.Value(), kv.Version)
+				if string(kv.Value()) != "v0" || kv.Version() != 1 {
+					t.Errorf("clone sees a later write: %x = %q@%d", kv.Key(), kv.Value(), kv.Version())
 					return false
 				}
 				n++

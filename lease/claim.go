@@ -36,9 +36,45 @@ type Claim struct {
 // Of reports whether the claim was made by owner o (any epoch).
 func (c Claim) Of(o Owner) bool { return c.Node == o.Node && c.Incarnation == o.Incarnation }
 
+// check returns the invariant c breaks, nil if it is well formed: a claim
+// names its node and has epoch 1 or later (ClaimNew's, one more at each
+// adoption). It is asserted before a claim is encoded and after one is
+// decoded (decodeClaim).
+func (c Claim) check() error {
+	switch {
+	case c.Node == "" || len(c.Node) > NodeIDBytesMax:
+		return fmt.Errorf("node ID of %d bytes (1..%d)", len(c.Node), NodeIDBytesMax)
+	case c.Epoch == 0:
+		return errors.New("epoch 0")
+	}
+	return nil
+}
+
+// encodeClaim encodes c. A claim that breaks its invariants panics, as
+// twopc's checkDecisionWrites does, before the batch it joins is applied:
+// its node comes from a registered Owner and its epoch from a claim read
+// back checked, so only a bug here reaches it, and ClaimNew and ClaimAdopt
+// have no error to return it by.
 func encodeClaim(c Claim) []byte {
+	if err := c.check(); err != nil {
+		panic(fmt.Sprintf("lease: invariant broken: %v", store.InvalidRecord("lease: claim", err)))
+	}
 	b, _ := cbor.Marshal(c)
 	return b
+}
+
+// decodeClaim decodes the claim stored at key: bytes that do not decode,
+// or decode to a claim that breaks its invariants, are that key's damage.
+func decodeClaim(key, b []byte) (Claim, error) {
+	var c Claim
+	err := cbor.Unmarshal(b, &c)
+	if err == nil {
+		err = c.check()
+	}
+	if err != nil {
+		return Claim{}, store.RecordError(key, "lease: claim", err)
+	}
+	return c, nil
 }
 
 func encodeExpiry(t time.Time) []byte {
@@ -59,8 +95,8 @@ func Read(ctx context.Context, sto store.Store, id string) (State, error) {
 	it, err := sto.Get(ctx, ClaimKey(id))
 	switch {
 	case err == nil:
-		if err := cbor.Unmarshal(it.Value, &st.Claim); err != nil {
-			return State{}, store.RecordError(it.Key, "lease: claim", err)
+		if st.Claim, err = decodeClaim(it.Key, it.Value); err != nil {
+			return State{}, err
 		}
 		st.ClaimVersion = it.Version
 	case !errors.Is(err, store.ErrNotFound):
@@ -70,7 +106,7 @@ func Read(ctx context.Context, sto store.Store, id string) (State, error) {
 	switch {
 	case err == nil:
 		if len(it.Value) != 8 {
-			return State{}, fmt.Errorf("lease: expiry of %s has %d bytes", id, len(it.Value))
+			return State{}, store.RecordError(it.Key, "lease: expiry", fmt.Errorf("%d bytes, not 8", len(it.Value)))
 		}
 		st.Expires = time.Unix(0, int64(binary.BigEndian.Uint64(it.Value)))
 		st.ExpiryVersion = it.Version
@@ -123,11 +159,4 @@ func ClaimAdopt(b *store.Batch, id string, st State, o Owner, until time.Time) *
 // immutable).
 func Drop(b *store.Batch, id string) {
 	b.Delete(ClaimKey(id)).Delete(ExpiryKey(id))
-}
-
-// IsFence reports whether err is a failed condition on id's claim key, i.e.
-// the write was fenced.
-func IsFence(err error, id string) bool {
-	key, ok := store.FailedKey(err)
-	return ok && string(key) == string(ClaimKey(id))
 }

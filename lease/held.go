@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fxamacker/cbor/v2"
-
 	"github.com/idemdb/idem/store"
 )
 
@@ -124,9 +122,9 @@ func (h *Held) Resync(ctx context.Context, st store.Store) error {
 	if err != nil {
 		return err
 	}
-	var c Claim
-	if err := cbor.Unmarshal(it.Value, &c); err != nil {
-		return store.RecordError(it.Key, "lease: claim", err)
+	c, err := decodeClaim(it.Key, it.Value)
+	if err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

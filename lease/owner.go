@@ -24,8 +24,8 @@ func (o Owner) String() string { return fmt.Sprintf("%s#%d", o.Node, o.Incarnati
 // NodeIDBytesMax bounds a node ID.
 const NodeIDBytesMax = 64
 
-// RegisterRetriesMax bounds the CAS attempts of Register.
-const RegisterRetriesMax = 16
+// registerRetriesMax bounds the CAS attempts of Register.
+const registerRetriesMax = 16
 
 func nodeKey(node string) []byte { return store.NSLease.Key("node", node) }
 
@@ -60,7 +60,7 @@ func RegisterAt(ctx context.Context, st store.Store, node, advertise string) (Ow
 	if len(advertise) > AdvertiseBytesMax {
 		return Owner{}, fmt.Errorf("lease: advertised address of %d bytes (at most %d)", len(advertise), AdvertiseBytesMax)
 	}
-	for i := 0; i < RegisterRetriesMax; i++ {
+	for i := 0; i < registerRetriesMax; i++ {
 		var cur nodeRecord
 		var ver store.Version
 		it, err := st.Get(ctx, nodeKey(node))

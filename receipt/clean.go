@@ -168,14 +168,14 @@ func (rt *retention) cleanRange(ctx context.Context, jobVer store.Version, now t
 }
 
 // cleanPageMax is how many expiry entries one pass reads, and so at most
-// deletes with one Apply: CleanBatchMax, or fewer where the store takes
+// deletes with one Apply: cleanBatchMax, or fewer where the store takes
 // less per call. A victim costs at most four writes (entry, receipt and
 // decision deleted, tombstone put) and three conditions (their versions,
 // the absent coordinator record); the batch adds the job-lease fence and
 // its tombstones' chunk.
 func (rt *retention) cleanPageMax() int {
 	lim := rt.core.store.Limits()
-	return min(CleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 1, 1))
+	return min(cleanBatchMax, lim.ScanItemsMax, lim.Fit(victimOpsMax, victimCondsMax, 1, 1))
 }
 
 // The most one victim adds to a cleanup batch (see deleteVictims).
@@ -195,6 +195,7 @@ type victim struct {
 	entryVer store.Version
 	deadline int64      // of the entry, unix ms
 	tomb     *Tombstone // what the receipt leaves behind (nil: nothing)
+	tombVal  []byte     // tomb, encoded
 	steps    int        // a session's steps, which may outlive it (session_steps.go)
 }
 
@@ -241,6 +242,14 @@ func (rt *retention) cleanableAt(ctx context.Context, v victim, deadline int64) 
 			v.tomb = nil
 		}
 	}
+	if v.tomb != nil {
+		if v.tombVal, err = encodeTomb(v.tomb); err != nil {
+			// A bug, not the data's: the receipt stays, refusing its key.
+			rt.core.opts.Logger.Error("receipt: the cleaner leaves a receipt whose tombstone would break an invariant",
+				"txn_id", id, "err", err)
+			return victim{}, false
+		}
+	}
 	return v, true
 }
 
@@ -261,7 +270,7 @@ func (rt *retention) cleanableSession(ctx context.Context, v victim, deadline in
 	it, err := rt.core.store.Get(ctx, sessionKey(v.id))
 	var rec *SessionRecord
 	if err == nil {
-		rec, err = DecodeSession(it.Value)
+		rec, err = sessionAt(it.Key, it.Value)
 	}
 	var pinned bool
 	var until int64
@@ -335,7 +344,7 @@ func (rt *retention) deleteVictims(ctx context.Context, jobVer store.Version, vs
 				b.AtVersion(receiptKey(v.id), v.rcptVer).Delete(receiptKey(v.id))
 				twopc.ReleaseInto(b, v.id)
 				if v.tomb != nil {
-					b.Put(tombKey(v.id), encodeTomb(v.tomb))
+					b.Put(tombKey(v.id), v.tombVal)
 					chunk.add(v.tomb)
 				}
 				receipts++

@@ -121,9 +121,9 @@ func TestCleaner_ATickKeepsUpWithMoreThanOnePassHolds(t *testing.T) {
 	// Expiry entries whose receipts are gone (the cheapest to clean): three
 	// passes' worth, in batches of one Apply each.
 	const n = 3*CleanScanMax + 100
-	for i := 0; i < n; i += CleanBatchMax {
+	for i := 0; i < n; i += cleanBatchMax {
 		b := new(store.Batch)
-		for j := i; j < min(i+CleanBatchMax, n); j++ {
+		for j := i; j < min(i+cleanBatchMax, n); j++ {
 			b.Put(expiryKey(clock.Now().UnixMilli(), Bind("p", "t", fmt.Sprint("k", j))), []byte{1})
 		}
 		if _, err := db.Apply(ctx, b); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/check"
 	"github.com/idemdb/idem/lease"
 	"github.com/idemdb/idem/receipt"
 	"github.com/idemdb/idem/store"
@@ -218,7 +219,7 @@ func TestColdDocuments_OutliveTheCollectorABackupAndACheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{"/data", "/backup"} {
-		rep, err := engine.Check(e.disk.FS(), dir, engine.CheckOptions{})
+		rep, err := check.Dir(e.disk.FS(), dir, check.Options{})
 		if err != nil || rep.Damaged() || rep.ValueLog.Values < docs {
 			t.Fatalf("check %s: %v; value log %+v, damaged %v; want every document read back", dir, err, rep.ValueLog, rep != nil && rep.Damaged())
 		}

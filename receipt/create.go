@@ -39,27 +39,34 @@ func (fl *flow) create(ctx context.Context, a *attempt, plan planner, deadline t
 	now := fl.core.clock.Now()
 	a.rec.Created, a.rec.RetainUntil = now.UnixMilli(), now.Add(fl.core.opts.Retention).UnixMilli()
 	txn, refusal, err := plan(ctx, a)
-	if refusal != nil {
-		return fl.createNotApplied(ctx, a, refusal)
-	}
-	if err != nil {
+	if refusal == nil && err != nil {
 		return Answer{}, err
 	}
-	sl, ok := fl.exec.acquire(ctx, deadline)
-	if !ok {
-		return fl.createPending(ctx, a)
+	facts := createFacts{refused: refusal != nil}
+	if !facts.refused {
+		var sl slot
+		if sl, facts.slotFree = fl.exec.acquire(ctx, deadline); facts.slotFree {
+			defer fl.exec.release(sl)
+			// The documents' latches once a slot is held (doclatch.go: no
+			// one waits for a slot holding a latch). A wait that runs out
+			// defers the batch as a pending receipt, as a full executor does.
+			var unlock func()
+			if unlock, facts.latched = fl.exec.latchDocs(ctx, txn); facts.latched {
+				a.unlatch = sync.OnceFunc(unlock)
+				defer a.unlatch()
+			}
+		}
+		facts.chains, facts.direct = fl.core.store.Capabilities().Chain != nil, fl.core.coord.Direct(txn)
+		facts.separateDecide = fl.core.opts.knobs.SeparateDecide
 	}
-	defer fl.exec.release(sl)
-	// The documents' latches once a slot is held (doclatch.go: no one
-	// waits for a slot holding a latch). A wait that runs out defers the
-	// batch as a pending receipt, as a full executor does.
-	unlock, ok := fl.exec.latchDocs(ctx, txn)
-	if !ok {
+	switch route := routeOf(facts); route {
+	case routeNotApplied:
+		return fl.createNotApplied(ctx, a, refusal)
+	case routePending:
 		return fl.createPending(ctx, a)
+	default:
+		return fl.createStarted(ctx, a, txn, route)
 	}
-	a.unlatch = sync.OnceFunc(unlock)
-	defer a.unlatch()
-	return fl.createStarted(ctx, a, txn)
 }
 
 // createNotApplied makes a preflight failure the receipt's terminal answer
@@ -142,17 +149,16 @@ func (fl *flow) createPending(ctx context.Context, a *attempt) (Answer, error) {
 	return fl.exec.refuseExecutor(a.id), nil
 }
 
-// createStarted publishes a new receipt as started together with Begin —
-// and, on a store that chains, with the decision (createCommitted), or,
-// when the transaction commits directly, already terminal in the write
-// that commits it (createTerminal).
-func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (Answer, error) {
+// createStarted publishes a new receipt, by route (writeplan.go): already
+// terminal in the write that commits it (createTerminal), started with
+// Begin and terminal with the decision in one chain (createCommitted), or
+// started with Begin and then decided (begin, decide) — the route the
+// first two take on when their write wrote nothing.
+func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn, route createRoute) (Answer, error) {
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
 		return fl.notDone(a, err)
 	}
-	chains := fl.core.store.Capabilities().Chain != nil
-	once := chains && !fl.core.opts.knobs.SeparateDecide && fl.core.coord.Direct(txn)
-	if once {
+	if route == routeOnce {
 		// One write commits it all: once it is sequenced, the next batch
 		// on its documents may stage on it (store.LatestReader) and
 		// share its fsync (docs/receipts.md, "Hot documents").
@@ -163,14 +169,13 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn) (A
 		if ans, done, err := fl.createTerminal(octx, a, txn); done {
 			return ans, err
 		}
-		// Nothing was written: Begin and Decide tell apart whatever
-		// stopped the write.
+		route = route.fallback() // nothing was written: Begin and Decide tell apart what stopped it
 	}
 	b, err := fl.newClaimed(a, Started, fl.core.clock.Now())
 	if err != nil {
 		return Answer{}, err
 	}
-	if chains && !once && !fl.core.opts.knobs.SeparateDecide {
+	if route == routeChained {
 		if ans, done, err := fl.createCommitted(ctx, a, txn, b); done {
 			return ans, err
 		}

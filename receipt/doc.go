@@ -39,8 +39,11 @@
 //	dispatch.go   the pure decisions: dispatch (what a lookup leads to), ownership (what a
 //	              lease allows a receipt, and through sessionHoldOf a session), next (what
 //	              a held receipt needs), settled
+//	writeplan.go  a new receipt's route as a pure function of what create read (routeOf),
+//	              and each route's writes as data (planOf): the Applies, their failpoints,
+//	              the kinds of keys they write and condition on
 //	create.go     publish a new receipt: not_applied, pending, or started with Begin (chained
-//	              with the decision on a store that shares one log)
+//	              with the decision on a store that shares one log), by its route
 //	create_terminal.go  publish a new receipt already terminal, in the one write that
 //	              commits its transaction (twopc.CommitOnce; the default on engine.DB)
 //	start.go      start a pending receipt (started + Begin, fenced); make a refusal durable
@@ -67,6 +70,7 @@
 //	entrydiff.go  what a 422 key mismatch says differs, from per-entry digests
 //	cold.go       ColdValue: which values the engine may keep in its value log
 //	formats.go    the record schemas this build reads and writes (idemd -version)
+//	recordtimes.go  schema 3: a record's later times as offsets from Created
 //	restorefence.go  a restored store refuses unknown keys first sent before the restore
 //
 // # The route of one keyed request
@@ -79,9 +83,11 @@
 //	dispatch.go   dispatch(found) = actCreate
 //	execute.go    plans.planRequest(With) (plan.go) → flow.create
 //	create.go     flow.create: exec.beginFlight (flight.go), the planner (plan.go:
-//	              table.Tables.Preflight; a refusal → flow.createNotApplied),
-//	              exec.acquire (executor.go; none free → flow.createPending),
-//	              exec.latchDocs (doclatch.go) → flow.createStarted
+//	              table.Tables.Preflight), exec.acquire (executor.go), exec.latchDocs
+//	              (doclatch.go), the store's Capabilities().Chain, coord.Direct and the
+//	              SeparateDecide knob are the createFacts; routeOf (writeplan.go)
+//	              routes them: a refusal → flow.createNotApplied, no slot or no latch
+//	              → flow.createPending, else flow.createStarted on route once
 //	create_terminal.go  flow.createTerminal: coord.CommitOnce with the terminal record
 //	              (flow.terminal, decide.go; EncodeRecord, record.go) in the one write
 //	attempt.go    attempt.publishedOnce; core.countTerminal (stats.go)
@@ -89,10 +95,14 @@
 //
 // When one write cannot commit it (a transaction the coordinator does not
 // commit directly, the SeparateDecide test knob, a store that does not chain),
-// createStarted goes on to flow.createCommitted (create.go: started and
-// decided in one chained Apply) or to flow.begin (start.go: Begin with
-// the started receipt) and flow.decide (decide.go: DecideOrLearn with the
-// terminal envelope); both end in flow.finished (attempt.go) →
+// the route is chained — flow.createCommitted (create.go: started and
+// decided in one chained Apply) — or begin+decide — flow.begin (start.go:
+// Begin with the started receipt) and flow.decide (decide.go: DecideOrLearn
+// with the terminal envelope), which is also where once and chained go on
+// when their write wrote nothing (createRoute.fallback). planOf
+// (writeplan.go) lists each route's writes; writeplan_record_test.go holds
+// it to what the store sees and crashprefix_test.go crashes every prefix of
+// it. Both end in flow.finished (attempt.go) →
 // retain.queueRelease (release.go), which maintenance's
 // retain.releaseDecisions empties. A retry of the same
 // request is dispatch → actReplay → core.settledAnswer (execute.go).
@@ -112,7 +122,8 @@
 //
 // Around them: attempt.go (one receipt being advanced), verdict.go
 // (classifyWrite), record.go and bind.go (what is stored, under which
-// key), envelope.go and answer.go (stored and transient answers),
+// key), invariants.go (what a stored record keeps, checked at encode and
+// at decode), envelope.go and answer.go (stored and transient answers),
 // unavailable.go (a store that refuses writes), storefull.go (a store near
 // its space quota: new work waits), view.go (Lookup), summary.go,
 // stats.go, options.go, errors.go (sentinels), causelog.go (sampled

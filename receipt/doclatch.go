@@ -10,7 +10,7 @@ import (
 	"github.com/idemdb/idem/twopc"
 )
 
-// Document latches: contention is waited out, not voted no (DESIGN §15,
+// Document latches: contention is waited out, not voted no (docs/design.md §15,
 // issue 37). A new receipt's transaction reads its documents, computes
 // their new states and commits them conditioned on the versions it read.
 // Two such transactions on one document (a shared counter every order

@@ -46,7 +46,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	if ans, bad := invalid(req); bad {
 		return ans, nil
 	}
-	if req.FirstSent.After(s.core.clock.Now().Add(FirstSentSkewMax)) {
+	if req.FirstSent.After(s.core.clock.Now().Add(firstSentSkewMax)) {
 		return answerInvalid(code.InvalidRequest, "Repeatability-First-Sent lies in the future"), nil
 	}
 	canon, fp, err := Canonical(req.Table, req.Batch)
@@ -211,9 +211,9 @@ func (c *core) settledAnswer(act action, id string, rec *Record, b *table.Batch)
 	return Answer{}, false
 }
 
-// FirstSentSkewMax is how far in the future Request.FirstSent may lie (the
+// firstSentSkewMax is how far in the future Request.FirstSent may lie (the
 // client's clock ahead of ours) before the request is refused as invalid.
-const FirstSentSkewMax = 5 * time.Minute
+const firstSentSkewMax = 5 * time.Minute
 
 // KeyMemory is how long after a receipt completes its key is still known
 // here — by the receipt, then by its tombstone: TombstoneRetention, or

@@ -44,7 +44,7 @@ const (
 	rcptChunksPart = "c"
 	// expiryChunkMax bounds the receipts one chunk lists, and so the
 	// entries one fold Apply deletes.
-	expiryChunkMax = CleanBatchMax
+	expiryChunkMax = cleanBatchMax
 	// rcptChunkEntryBytes is one listed receipt: ID and deadline (unix ms).
 	rcptChunkEntryBytes = txnIDBytes + 8
 	// expiryFoldAge is how long after its deadline was set (at least) an

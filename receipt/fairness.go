@@ -21,9 +21,9 @@ import (
 // registered once and are gone for good add at most this many staggers.
 const adoptRanksMax = 3
 
-// NodesScanMax bounds the node records one maintenance pass reads to rank
+// nodesScanMax bounds the node records one maintenance pass reads to rank
 // itself among them.
-const NodesScanMax = 256
+const nodesScanMax = 256
 
 // adoptRank is me's rank for receipt id among nodes, less dead (the
 // claim's owner): how many of the others hash higher. A node missing from

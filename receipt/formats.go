@@ -14,7 +14,7 @@ import (
 func Formats() []store.Format {
 	schema := func(n int) string { return "schema" + strconv.Itoa(n) }
 	return []store.Format{
-		{Name: "receipt record", Writes: schema(SchemaCurrent), Reads: []string{schema(Schema1), schema(Schema2)}},
-		{Name: "session record", Writes: schema(SessionSchemaCurrent), Reads: []string{schema(SessionSchemaCurrent)}},
+		{Name: "receipt record", Writes: schema(SchemaCurrent), Reads: []string{schema(Schema1), schema(Schema2), schema(Schema3)}},
+		{Name: "session record", Writes: schema(sessionSchemaCurrent), Reads: []string{schema(sessionSchemaCurrent)}},
 	}
 }

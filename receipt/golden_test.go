@@ -96,7 +96,20 @@ func goldens(t *testing.T) []golden {
 	s2n.State, s2n.Completed = receipt.Terminal, msCreated+1
 	s2n.Envelope = &receipt.StoredEnvelope{Status: 404, Outcome: "not_applied", Code: "table_not_found",
 		Message: `table "t" does not exist`, RetryWith: "new_key"}
+	// Schema 3: times as offsets from Created — a day's retention, a
+	// protection past it, a start in Created's own ms (offset 0) and a
+	// completion a clock behind it (a negative offset).
+	s3c := terminal(base(receipt.Schema3, "v3-committed"))
+	s3c.ProtectUntil = s3c.RetainUntil + 86_400_000
+	s3c.Envelope = s2c.Envelope
+	s3n := base(receipt.Schema3, "v3-not-applied")
+	s3n.State, s3n.Started, s3n.Completed = receipt.Terminal, msCreated, msCreated-5
+	s3n.Envelope = s2n.Envelope
 	return []golden{
+		{"schema3-committed.cbor", "v3-committed", s3c, &receipt.Envelope{Status: 201, Outcome: "committed",
+			RetryWith: "none", TxnID: id("v3-committed"), Result: []byte(`{"inserted":1,"deleted":0,"transformed":0}`)}},
+		{"schema3-not-applied.cbor", "v3-not-applied", s3n, &receipt.Envelope{Status: 404, Outcome: "not_applied",
+			Code: "table_not_found", Message: `table "t" does not exist`, RetryWith: "new_key", TxnID: id("v3-not-applied")}},
 		{"schema1-committed.cbor", "legacy-committed", s1c, &receipt.Envelope{Status: 201, Outcome: "committed",
 			RetryWith: "none", TxnID: id("legacy-committed"), Result: []byte(`{}`)}},
 		{"schema1-aborted.cbor", "legacy-aborted", s1a, &receipt.Envelope{Status: 409, Outcome: "aborted",

@@ -3,7 +3,6 @@ package receipt
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -25,8 +24,8 @@ import (
 const (
 	// ListLimitMax bounds the receipts one call answers.
 	ListLimitMax = 1000
-	// ListLimitDefault is the limit of a call that names none.
-	ListLimitDefault = 100
+	// listLimitDefault is the limit of a call that names none.
+	listLimitDefault = 100
 	// ListScanMax bounds the index entries one call reads.
 	ListScanMax = 4096
 )
@@ -47,7 +46,7 @@ type ListFilter struct {
 	OlderThan time.Duration
 	// After is the cursor of the previous page (nil: from the start).
 	After []byte
-	// Limit bounds the answer (0: ListLimitDefault; capped at ListLimitMax).
+	// Limit bounds the answer (0: listLimitDefault, 100; capped at ListLimitMax).
 	Limit int
 }
 
@@ -69,9 +68,6 @@ type ListPage struct {
 	Receipts []Listed
 	Next     []byte
 }
-
-// ErrBadCursor reports a cursor that is not one List gave for this index.
-var ErrBadCursor = errors.New("receipt: the cursor is not one this listing gave")
 
 // List answers one page of receipts selected by f. Terminal receipts are
 // walked through the chunks of folded entries first (expfold.go: the
@@ -100,7 +96,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) (ListPage, error) {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = ListLimitDefault
+		limit = listLimitDefault
 	}
 	limit = min(limit, ListLimitMax)
 	w := listWalk{s: s, f: f, ns: ns, now: s.core.clock.Now(), limit: limit, resumeIn: resumeIn, resumeAt: resumeAt}
@@ -136,7 +132,7 @@ type listWalk struct {
 // entries are read (done false: page.Next goes on), or the range ends.
 func (w *listWalk) walk(ctx context.Context, start, end []byte) (done bool, err error) {
 	for w.scanned < ListScanMax {
-		n := min(ListScanMax-w.scanned, w.s.core.store.Limits().ScanItemsMax, MaintainPageMax)
+		n := min(ListScanMax-w.scanned, w.s.core.store.Limits().ScanItemsMax, maintainPageMax)
 		// An entry whose value does not read (a damaged chunk) is passed
 		// over: the listing is of what reads; idemctl check names the rest.
 		items, damaged, last, err := scanAround(ctx, w.s.core.store, start, end, n)

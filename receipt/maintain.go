@@ -47,7 +47,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	s.core.stats.passes.Add(1)
 	// The nodes to share dead nodes' receipts with (fairness.go). Without
 	// the list this pass ranks itself first, which is safe, only not fair.
-	nodes, err := lease.Nodes(ctx, s.core.store, NodesScanMax)
+	nodes, err := lease.Nodes(ctx, s.core.store, nodesScanMax)
 	if err != nil {
 		nodes = nil
 	}
@@ -56,7 +56,7 @@ func (s *Service) MaintainOnce(ctx context.Context) (MaintainStats, error) {
 	receipts := pageWalk{start: []byte(store.NSRecovery), end: store.PrefixEnd([]byte(store.NSRecovery))}
 	open := store.NSSession.Prefix("open")
 	sessions := pageWalk{start: open, end: store.PrefixEnd(open)}
-	page := min(MaintainPageMax, s.core.store.Limits().ScanItemsMax)
+	page := min(maintainPageMax, s.core.store.Limits().ScanItemsMax)
 	budget := func() int { return min(page, MaintainReceiptsMax-ms.Scanned-ms.SessionsScanned) }
 	for budget() > 0 && !(receipts.done && sessions.done) {
 		if err := receipts.next(ctx, s.core.store, budget(), func(it store.Item) {

@@ -22,7 +22,7 @@ type Options struct {
 	// among the store shards of a sharded deployment (docs/cluster.md
 	// "Shards"): the first random byte of every session ID it begins is
 	// the index, so that any node routes the session's later requests
-	// (api.SessionShardOf). 0: one store, IDs wholly random.
+	// (api.sessionShardOf). 0: one store, IDs wholly random.
 	SessionShard int
 	// LeaseTTL is how long a claim stays valid without renewal (default 10s).
 	LeaseTTL time.Duration
@@ -145,18 +145,18 @@ const TombstoneRetentionDefault = 30 * 24 * time.Hour
 const (
 	// ExecuteAttemptsMax bounds the lookup/create rounds of one Execute.
 	ExecuteAttemptsMax = 8
-	// MaintainPageMax bounds the entries one maintenance scan reads.
-	MaintainPageMax = 256
+	// maintainPageMax bounds the entries one maintenance scan reads.
+	maintainPageMax = 256
 	// MaintainReceiptsMax bounds the entries — receipts' recovery entries
 	// and open sessions' — one maintenance pass handles.
 	MaintainReceiptsMax = 4096
 	// ReleaseBatchMax bounds the decisions released by one Apply.
 	ReleaseBatchMax = 256
-	// ReleaseQueueMax bounds remembered, not-yet-released decisions; beyond
+	// releaseQueueMax bounds remembered, not-yet-released decisions; beyond
 	// it the maintenance scan of txn/v1/dec finds them.
-	ReleaseQueueMax = 65536
-	// CleanBatchMax bounds the receipts one cleanup Apply deletes.
-	CleanBatchMax = 256
+	releaseQueueMax = 65536
+	// cleanBatchMax bounds the receipts one cleanup Apply deletes.
+	cleanBatchMax = 256
 	// CleanScanMax bounds the expiry entries one cleaner pass reads.
 	CleanScanMax = 4096
 	// MaintainLogEvery bounds how often maintenance logs one cause of the

@@ -48,18 +48,19 @@ func (p *plans) planRequestWith(req Request, meta store.Item) planner {
 
 // planStored plans a pending receipt from the canonical request it stores,
 // so that a successor executes without the client (docs/design.md §4). A request
-// that does not decode is an error, not a refusal.
+// that does not decode is the receipt's damage (store.RecordError), not a
+// refusal.
 func (p *plans) planStored(ctx context.Context, a *attempt) (twopc.Txn, *code.Error, error) {
 	if a.rec.Session != "" {
 		st, err := decodeStaging(a.rec.Request)
 		if err != nil {
-			return twopc.Txn{}, nil, err
+			return twopc.Txn{}, nil, store.RecordError(receiptKey(a.id), "receipt: the session staging of a record", err)
 		}
 		return p.planSession(a.rec.Principal, st)(ctx, a)
 	}
 	tbl, batch, err := decodeRequest(a.rec.Request)
 	if err != nil {
-		return twopc.Txn{}, nil, err
+		return twopc.Txn{}, nil, store.RecordError(receiptKey(a.id), "receipt: the request of a record", err)
 	}
 	return p.planBatch(ctx, a.id, a.rec.Principal, tbl, batch)
 }

@@ -57,7 +57,13 @@ const (
 	Schema1 = 1
 	// Schema2 receipts carry the complete envelope (field 14).
 	Schema2 = 2
-	// SchemaCurrent is what this version writes.
+	// Schema3 receipts are schema 2 with their later times as offsets
+	// from Created (recordtimes.go).
+	Schema3 = 3
+	// SchemaCurrent is what this version writes. Schema 3 is read, not yet
+	// written: a new record format ships in two releases, the first
+	// reading it, the next writing it (docs/upgrading.md), so that two
+	// builds serving one etcd prefix read each other's records.
 	SchemaCurrent = Schema2
 )
 
@@ -126,20 +132,46 @@ var encMode = func() cbor.EncMode {
 	return m
 }()
 
-// EncodeRecord encodes r deterministically.
-func EncodeRecord(r *Record) ([]byte, error) { return encMode.Marshal(r) }
+// EncodeRecord encodes r deterministically. A record that breaks its
+// invariants (check, invariants.go) is refused as store.ErrInvariant; the
+// check reads r's times as they are, before any goes out as an offset
+// (recordtimes.go).
+func EncodeRecord(r *Record) ([]byte, error) {
+	if err := r.check(); err != nil {
+		return nil, store.InvalidRecord("receipt: record", err)
+	}
+	return encMode.Marshal(timesOnWire(r))
+}
 
-// DecodeRecord decodes any schema ever written.
+// DecodeRecord decodes any schema ever written. Bytes that do not decode,
+// or decode to a record that breaks its invariants, are corruption; the
+// store's readers name the key (recordAt).
 func DecodeRecord(b []byte) (*Record, error) {
-	var r Record
-	if err := cbor.Unmarshal(b, &r); err != nil {
+	r, err := decodeRecord(b)
+	if err != nil {
 		return nil, fmt.Errorf("%w: receipt: record does not decode: %v", store.ErrCorruption, err)
 	}
-	if r.Schema < Schema1 {
-		return nil, fmt.Errorf("receipt: record without schema")
+	return r, nil
+}
+
+// recordAt decodes the receipt stored at key: a failure is that key's
+// damage (store.RecordError).
+func recordAt(key, b []byte) (*Record, error) {
+	r, err := decodeRecord(b)
+	if err != nil {
+		return nil, store.RecordError(key, "receipt: record", err)
 	}
-	if r.State < Pending || r.State > Terminal {
-		return nil, fmt.Errorf("receipt: record in unknown state %d", r.State)
+	return r, nil
+}
+
+func decodeRecord(b []byte) (*Record, error) {
+	var r Record
+	if err := cbor.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	timesFromWire(&r) // the check reads times, not offsets
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }

@@ -14,13 +14,13 @@ import (
 // references it) is released once the receipt is terminal and debt-free,
 // off the response path: maintenance releases, in batches, the decisions
 // this process queued when their receipts settled, and scans txn/v1/dec
-// for any it forgot (across restarts, or beyond ReleaseQueueMax).
+// for any it forgot (across restarts, or beyond releaseQueueMax).
 
 // queueRelease remembers a decision to release once its receipt is terminal
-// and debt-free; beyond ReleaseQueueMax the maintenance scan finds it.
+// and debt-free; beyond releaseQueueMax the maintenance scan finds it.
 func (rt *retention) queueRelease(id string) {
 	rt.releaseMu.Lock()
-	if len(rt.releaseQ) < ReleaseQueueMax {
+	if len(rt.releaseQ) < releaseQueueMax {
 		rt.releaseQ = append(rt.releaseQ, id)
 	}
 	rt.releaseMu.Unlock()
@@ -120,7 +120,7 @@ func (rt *retention) scanDecisions(ctx context.Context) ([]string, error) {
 	if start == nil {
 		start = prefix
 	}
-	page := min(MaintainPageMax, rt.core.store.Limits().ScanItemsMax)
+	page := min(maintainPageMax, rt.core.store.Limits().ScanItemsMax)
 	items, err := rt.core.store.Scan(ctx, start, store.PrefixEnd(prefix), page)
 	if err != nil {
 		return nil, err

@@ -34,8 +34,8 @@ type Resolution struct {
 	Envelope    Envelope
 }
 
-// ResolvedByMax bounds the principal name a resolution records.
-const ResolvedByMax = 255
+// resolvedByMax bounds the principal name a resolution records.
+const resolvedByMax = 255
 
 // msgResolvedByOperator is the presumed abort's message when an operator
 // decided it.
@@ -96,7 +96,7 @@ func (s *Service) Resolve(ctx context.Context, txnID, by string) (Resolution, er
 func (r *recovery) resolveHeld(ctx context.Context, a *attempt, by string) (Answer, error) {
 	return r.settleStarted(ctx, a, func(twopc.Status) twopc.Outcome {
 		marked := *a.rec
-		marked.ResolvedBy = by[:min(len(by), ResolvedByMax)]
+		marked.ResolvedBy = by[:min(len(by), resolvedByMax)]
 		a.rec = &marked
 		return twopc.Aborted{Code: code.TransactionAborted, Message: msgResolvedByOperator}
 	})

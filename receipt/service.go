@@ -3,7 +3,6 @@ package receipt
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -192,9 +191,9 @@ func (c *core) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Re
 		t, err := decodeTomb(id, items[2].Value)
 		return nil, 0, t, items[1], err
 	}
-	rec, err := DecodeRecord(items[0].Value)
+	rec, err := recordAt(items[0].Key, items[0].Value)
 	if err != nil {
-		return nil, 0, nil, store.Item{}, fmt.Errorf("%q: %w", items[0].Key, err)
+		return nil, 0, nil, store.Item{}, err
 	}
 	return rec, items[0].Version, nil, items[1], nil
 }
@@ -215,9 +214,9 @@ func (c *core) load(ctx context.Context, id string) (*Record, store.Version, err
 	if err != nil {
 		return nil, 0, err
 	}
-	rec, err := DecodeRecord(it.Value)
+	rec, err := recordAt(it.Key, it.Value)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%q: %w", it.Key, err)
+		return nil, 0, err
 	}
 	return rec, it.Version, nil
 }

@@ -67,8 +67,8 @@ const (
 
 // Session bounds and defaults.
 const (
-	// SessionTTLDefault is the lifetime of a session begun without one.
-	SessionTTLDefault = 30 * time.Second
+	// sessionTTLDefault is the lifetime of a session begun without one.
+	sessionTTLDefault = 30 * time.Second
 	// SessionTTLMaxDefault is Options.SessionTTLMax's default: a session
 	// holds optimistic reads, and the longer it lives the likelier its
 	// commit conflicts (FoundationDB caps a transaction at 5 s; Kafka's
@@ -79,8 +79,8 @@ const (
 	// SessionStepsMax bounds the steps that change a session (stages and
 	// first reads): each is one entry its next steps read back.
 	SessionStepsMax = 256
-	// SessionSchemaCurrent is the schema of session records written now.
-	SessionSchemaCurrent = 1
+	// sessionSchemaCurrent is the schema of session records written now.
+	sessionSchemaCurrent = 1
 )
 
 // SessionRecord is a session as stored at sess/v1/rec/<id>.
@@ -113,20 +113,43 @@ type SessionRecord struct {
 	Writes int `cbor:"17,keyasint,omitempty"`
 }
 
-// EncodeSession encodes r deterministically.
-func EncodeSession(r *SessionRecord) ([]byte, error) { return encMode.Marshal(r) }
+// encodeSession encodes r deterministically. A record that breaks its
+// invariants (check, invariants.go) is refused as store.ErrInvariant.
+func encodeSession(r *SessionRecord) ([]byte, error) {
+	if err := r.check(); err != nil {
+		return nil, store.InvalidRecord("receipt: session record", err)
+	}
+	return encMode.Marshal(r)
+}
 
-// DecodeSession decodes a session record.
+// DecodeSession decodes a session record. Bytes that do not decode, or
+// decode to a record that breaks its invariants, are corruption; the
+// store's readers name the key (sessionAt).
 func DecodeSession(b []byte) (*SessionRecord, error) {
-	var r SessionRecord
-	if err := cbor.Unmarshal(b, &r); err != nil {
+	r, err := decodeSession(b)
+	if err != nil {
 		return nil, fmt.Errorf("%w: receipt: session record does not decode: %v", store.ErrCorruption, err)
 	}
-	if r.Schema < 1 {
-		return nil, fmt.Errorf("receipt: session record without schema")
+	return r, nil
+}
+
+// sessionAt decodes the session record stored at key: a failure is that
+// key's damage (store.RecordError).
+func sessionAt(key, b []byte) (*SessionRecord, error) {
+	r, err := decodeSession(b)
+	if err != nil {
+		return nil, store.RecordError(key, "receipt: session record", err)
 	}
-	if r.State < SessionOpen || r.State > SessionAborted {
-		return nil, fmt.Errorf("receipt: session record in unknown state %d", r.State)
+	return r, nil
+}
+
+func decodeSession(b []byte) (*SessionRecord, error) {
+	var r SessionRecord
+	if err := cbor.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	if r.State == SessionOpen && r.Staging == nil {
 		r.Staging = &table.Staging{}

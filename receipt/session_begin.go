@@ -12,7 +12,7 @@ import (
 )
 
 // BeginSession begins an interactive session of principal that lives ttl
-// (0: SessionTTLDefault; at most Options.SessionTTLMax) unless it is
+// (0: sessionTTLDefault, 30 s; at most Options.SessionTTLMax) unless it is
 // committed or aborted first. One Apply publishes its record, its open
 // entry and its lease, held by this process and renewed by the supervisor
 // while the session is open.
@@ -21,7 +21,7 @@ func (s *Service) BeginSession(ctx context.Context, principal string, ttl time.D
 	case ttl < 0 || ttl > s.core.opts.SessionTTLMax:
 		return Session{}, code.Errorf(code.InvalidRequest, "ttl must be between 1 s and %s", s.core.opts.SessionTTLMax)
 	case ttl == 0:
-		ttl = min(SessionTTLDefault, s.core.opts.SessionTTLMax)
+		ttl = min(sessionTTLDefault, s.core.opts.SessionTTLMax)
 	}
 	if err := s.core.refusesWrites(); err != nil {
 		return Session{}, errUnavailable()
@@ -79,9 +79,9 @@ func (ss *sessions) beginSession(ctx context.Context, principal, id string, ttl 
 	held := lease.ClaimNew(b, id, ss.core.owner, until)
 	held.Since = now
 	claim := held.Claim()
-	rec := &SessionRecord{Schema: SessionSchemaCurrent, Principal: principal, State: SessionOpen, Owner: &claim,
+	rec := &SessionRecord{Schema: sessionSchemaCurrent, Principal: principal, State: SessionOpen, Owner: &claim,
 		Created: now.UnixMilli(), Expires: now.Add(ttl).UnixMilli(), Staging: &table.Staging{}}
-	val, err := EncodeSession(rec)
+	val, err := encodeSession(rec)
 	if err != nil {
 		return Session{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -222,11 +221,12 @@ func sessionFingerprint(session string) [32]byte {
 	return sha256.Sum256([]byte("idem/session-commit\x00" + session))
 }
 
-// decodeStaging reverses the staging a commit receipt stores.
+// decodeStaging reverses the staging a commit receipt stores; its caller
+// names the receipt's key in a failure (planStored).
 func decodeStaging(b []byte) (*table.Staging, error) {
 	var st table.Staging
 	if err := cbor.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("%w: receipt: session staging does not decode: %v", store.ErrCorruption, err)
+		return nil, err
 	}
 	return &st, nil
 }

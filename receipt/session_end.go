@@ -81,7 +81,7 @@ func (ss *sessions) endSession(ctx context.Context, sa *sessionAttempt, reason s
 // record, the removal of its open entry and its lease, and its retention
 // entry.
 func (ss *sessions) putEnded(b *store.Batch, id string, rec *SessionRecord) error {
-	val, err := EncodeSession(rec)
+	val, err := encodeSession(rec)
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (ss *sessions) loadSession(ctx context.Context, principal, id string) (*Ses
 	if err != nil {
 		return nil, 0, err
 	}
-	rec, err := DecodeSession(it.Value)
+	rec, err := sessionAt(it.Key, it.Value)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -56,5 +56,5 @@ func (ss *sessions) loadAnySession(ctx context.Context, id string) (*SessionReco
 	if err != nil {
 		return nil, err
 	}
-	return DecodeSession(it.Value)
+	return sessionAt(it.Key, it.Value)
 }

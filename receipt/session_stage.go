@@ -149,7 +149,7 @@ func (ss *sessions) writeSession(ctx context.Context, sa *sessionAttempt, rec *S
 	if err != nil {
 		return err
 	}
-	val, err := EncodeSession(rec)
+	val, err := encodeSession(rec)
 	if err != nil {
 		return err
 	}

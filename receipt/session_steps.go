@@ -113,9 +113,9 @@ type stepDrop struct {
 	steps int
 }
 
-// StepDropQueueMax bounds the ended sessions whose steps wait here for
+// stepDropQueueMax bounds the ended sessions whose steps wait here for
 // maintenance to delete them; beyond it the cleaner does, with the record.
-const StepDropQueueMax = 4096
+const stepDropQueueMax = 4096
 
 // ended drops what this process kept of session id once it ended, with n
 // steps, and queues their deletion unless the ending write did it.
@@ -127,11 +127,11 @@ func (ss *sessions) ended(id string, n int, inline bool) {
 }
 
 // queueDrops queues ended sessions' steps for maintenance, up to
-// StepDropQueueMax; beyond it the cleaner deletes them with the records.
+// stepDropQueueMax; beyond it the cleaner deletes them with the records.
 func (ss *sessions) queueDrops(ds ...stepDrop) {
 	ss.dropMu.Lock()
 	defer ss.dropMu.Unlock()
-	ss.dropQ = append(ss.dropQ, ds[:min(len(ds), StepDropQueueMax-len(ss.dropQ))]...)
+	ss.dropQ = append(ss.dropQ, ds[:min(len(ds), stepDropQueueMax-len(ss.dropQ))]...)
 }
 
 // dropQueuedSteps deletes the steps queued by ended, as maintenance.

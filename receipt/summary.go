@@ -23,7 +23,7 @@ type Summary struct {
 	// store: a new incarnation presumes its predecessor's aborted, another
 	// node those of a dead one once their leases lapse.
 	SessionsOpen int
-	// Partial says SummaryReceiptsMax was reached: every count is then a
+	// Partial says summaryReceiptsMax (2^27) was reached: every count is then a
 	// lower bound.
 	Partial bool
 }
@@ -31,10 +31,10 @@ type Summary struct {
 // Bounds of Summary's one scan. It walks every receipt once — at start,
 // after an open that has just loaded every one of them into memory, so it
 // costs a fraction of that open (on the local engine it reads none of the
-// value log: summaryPage) — and stops at SummaryReceiptsMax rather than
+// value log: summaryPage) — and stops at summaryReceiptsMax rather than
 // delay a start indefinitely.
 const (
-	SummaryReceiptsMax = 1 << 27 // a day at 1 k/s is 86 M
+	summaryReceiptsMax = 1 << 27 // a day at 1 k/s is 86 M
 	summaryPageMax     = 4096
 )
 
@@ -50,14 +50,14 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 	var sum Summary
 	start, end := []byte(store.NSReceipt), store.PrefixEnd([]byte(store.NSReceipt))
 	for seen := 0; ; {
-		if seen >= SummaryReceiptsMax {
+		if seen >= summaryReceiptsMax {
 			sum.Partial = true
 			return sum, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		limit := min(summaryPageMax, s.core.store.Limits().ScanItemsMax, SummaryReceiptsMax-seen)
+		limit := min(summaryPageMax, s.core.store.Limits().ScanItemsMax, summaryReceiptsMax-seen)
 		items, damaged, cold, last, err := s.core.summaryPage(ctx, start, end, limit)
 		if err != nil {
 			return sum, err
@@ -92,11 +92,11 @@ func (c *core) summaryPage(ctx context.Context, start, end []byte, limit int) (i
 }
 
 // countOpenSessions counts the open entries of sessions, within
-// SummaryReceiptsMax.
+// summaryReceiptsMax.
 func (c *core) countOpenSessions(ctx context.Context, sum *Summary) error {
 	open := store.NSSession.Prefix("open")
 	start, end := open, store.PrefixEnd(open)
-	for sum.SessionsOpen < SummaryReceiptsMax {
+	for sum.SessionsOpen < summaryReceiptsMax {
 		limit := min(summaryPageMax, c.store.Limits().ScanItemsMax)
 		items, err := c.store.Scan(ctx, start, end, limit)
 		if err != nil {

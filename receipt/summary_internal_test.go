@@ -42,15 +42,15 @@ func TestSummary_CountsEveryReceiptByState(t *testing.T) {
 	}
 	i := 0
 	for range pending {
-		put(i, &Record{Schema: SchemaCurrent, State: Pending})
+		put(i, wellFormed(Pending))
 		i++
 	}
 	for range started {
-		put(i, &Record{Schema: SchemaCurrent, State: Started})
+		put(i, wellFormed(Started))
 		i++
 	}
 	for n := range terminal {
-		rec := &Record{Schema: SchemaCurrent, State: Terminal}
+		rec := wellFormed(Terminal)
 		if n < debt {
 			rec.Debt = VisibilityDebt
 		}

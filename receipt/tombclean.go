@@ -79,7 +79,7 @@ func tombChunkOf(it store.Item) (chunkEntry, bool) {
 // and a condition (its version); the batch adds the job-lease fence, and
 // the chunk entry's delete and condition.
 func (rt *retention) tombsPerApply() int {
-	return min(CleanBatchMax, rt.core.store.Limits().Fit(1, 1, 1, 2))
+	return min(cleanBatchMax, rt.core.store.Limits().Fit(1, 1, 1, 2))
 }
 
 // cleanTombs deletes the tombstones of chunk c whose protection ended by

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,9 +47,6 @@ const (
 // The broad outcomes a tombstone keeps, one byte each.
 var tombOutcomes = [...]string{1: OutcomeCommitted, 2: OutcomeAborted, 3: OutcomeNotApplied}
 
-// ErrTombstoneCorrupt reports a tombstone value that does not decode.
-var ErrTombstoneCorrupt = errors.New("receipt: corrupt tombstone")
-
 // tombKey is tomb/v1/<the 16 bytes of txn_id>; nil for an ID that is not
 // 32 hex digits (no receipt has one).
 func tombKey(id string) []byte {
@@ -65,40 +61,64 @@ func tombKey(id string) []byte {
 	return k
 }
 
-// encodeTomb encodes t's value.
-func encodeTomb(t *Tombstone) []byte {
-	b := make([]byte, 2, tombValueBytesMax)
-	b[0] = tombFormat1
-	for i, o := range tombOutcomes {
-		if o != "" && o == t.Outcome {
-			b[1] = byte(i)
-		}
+// encodeTomb encodes t's value; a tombstone that breaks its invariants
+// (check) is refused as store.ErrInvariant.
+func encodeTomb(t *Tombstone) ([]byte, error) {
+	if err := t.check(); err != nil {
+		return nil, store.InvalidRecord("receipt: tombstone", err)
 	}
+	return appendTomb(make([]byte, 0, tombValueBytesMax), t), nil
+}
+
+// appendTomb appends t's value to b, unchecked.
+func appendTomb(b []byte, t *Tombstone) []byte {
+	b = append(b, tombFormat1, tombOutcome(t.Outcome))
 	b = append(b, t.Fingerprint[:]...)
 	done := t.Completed.UnixMilli()
 	b = binary.AppendUvarint(b, uint64(max(done, 0)))
 	return binary.AppendUvarint(b, uint64(max(t.ProtectUntil.UnixMilli()-done, 0)))
 }
 
-// decodeTomb decodes the tombstone of id from its value.
+// tombOutcome is outcome's byte, 0 for none a tombstone keeps.
+func tombOutcome(outcome string) byte {
+	for i, o := range tombOutcomes {
+		if o != "" && o == outcome {
+			return byte(i)
+		}
+	}
+	return 0
+}
+
+// decodeTomb decodes the tombstone of id from its value. A value that does
+// not decode is that key's damage (ErrTombstoneCorrupt, store.ValueError).
 func decodeTomb(id string, v []byte) (*Tombstone, error) {
+	t, why := parseTomb(id, v)
+	if why != "" {
+		k := tombKey(id)
+		return nil, &store.ValueError{Key: k, Err: fmt.Errorf("%w at %q (txn_id %s): %s", ErrTombstoneCorrupt, k, id, why)}
+	}
+	return t, nil
+}
+
+// parseTomb reads v, or says why it cannot.
+func parseTomb(id string, v []byte) (*Tombstone, string) {
 	if len(v) < 2+tombFingerprintBytes || v[0] != tombFormat1 || int(v[1]) >= len(tombOutcomes) || tombOutcomes[v[1]] == "" {
-		return nil, fmt.Errorf("%w %s", ErrTombstoneCorrupt, id)
+		return nil, "no format, outcome and fingerprint"
 	}
 	t := &Tombstone{TxnID: id, Outcome: tombOutcomes[v[1]]}
 	copy(t.Fingerprint[:], v[2:])
 	rest := v[2+tombFingerprintBytes:]
 	done, n := binary.Uvarint(rest)
 	if n <= 0 {
-		return nil, fmt.Errorf("%w %s", ErrTombstoneCorrupt, id)
+		return nil, "no completion time"
 	}
 	span, m := binary.Uvarint(rest[n:])
 	if m <= 0 || n+m != len(rest) {
-		return nil, fmt.Errorf("%w %s", ErrTombstoneCorrupt, id)
+		return nil, "no protection span, or bytes after it"
 	}
 	t.Completed = time.UnixMilli(int64(done))
 	t.ProtectUntil = t.Completed.Add(time.Duration(span) * time.Millisecond)
-	return t, nil
+	return t, ""
 }
 
 // tombstoneOf is what the cleaner leaves of terminal rec (the fields a

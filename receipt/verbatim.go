@@ -66,7 +66,7 @@ type Seen struct {
 // it read of the key (the zero Seen when it read nothing).
 func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key string, firstSent time.Time, digest []byte) (Answer, bool, Seen) {
 	if len(digest) != bodyDigestLen || !ValidKey(key) || !table.ValidTableName(tbl) ||
-		firstSent.After(s.core.clock.Now().Add(FirstSentSkewMax)) {
+		firstSent.After(s.core.clock.Now().Add(firstSentSkewMax)) {
 		return Answer{}, false, Seen{}
 	}
 	id := Bind(principal, tbl, key)

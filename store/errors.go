@@ -66,6 +66,15 @@ var (
 	ErrCorruption = errors.New("store: corruption")
 )
 
+// Bugs.
+var (
+	// ErrInvariant marks a write refused because a record it would store
+	// breaks an invariant its reader checks (InvalidRecord): a bug in the
+	// writer, not damage. Nothing was written; the reader would have
+	// refused the same bytes as corruption (RecordError).
+	ErrInvariant = errors.New("store: invariant broken")
+)
+
 // Kind returns a sentinel of another package that means what kind means:
 // errors.Is(err, kind) holds for it, and it keeps its own identity and
 // message, so that a caller that tells it apart still can (wal.ErrClosed,
@@ -139,6 +148,15 @@ func (e *ValueError) Unwrap() error { return e.Err }
 // the key. Like a ValueError from the store, it is that key's damage.
 func RecordError(key []byte, what string, err error) error {
 	return &ValueError{Key: bytes.Clone(key), Err: fmt.Errorf("%w: %s at %q does not decode: %v", ErrCorruption, what, key, err)}
+}
+
+// InvalidRecord reports a record (what) that a writer above the store was
+// about to encode although it breaks an invariant (err): the write is
+// refused, as ErrInvariant, before anything is written. It is the encoding
+// half of a paired assertion whose decoding half is RecordError — the
+// same check at write and at read-back.
+func InvalidRecord(what string, err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrInvariant, what, err)
 }
 
 // DamagedKey returns the key whose value did not read, if err says so.

@@ -59,9 +59,9 @@ func (b *Batch) Entry(i int) (list string, index int, id string) {
 	return ListTransforms, i, b.Transforms[i].ID
 }
 
-// IDDigest is the 2-byte digest of an entry's list and ID, as the first
+// idDigest is the 2-byte digest of an entry's list and ID, as the first
 // two bytes of its EntryDigest: FNV-1a, folded.
-func IDDigest(list, id string) uint16 {
+func idDigest(list, id string) uint16 {
 	const offset, prime = 2166136261, 16777619
 	h := uint32(offset)
 	for _, s := range [...]string{list, "/", id} {
@@ -78,7 +78,7 @@ func IDDigest(list, id string) uint16 {
 func ParseEntryDigests(b []byte) (lists [3]int, digests []byte, ok bool) {
 	for i := range lists {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || n > BatchEntriesLimit {
+		if k <= 0 || n > batchEntriesLimit {
 			return lists, nil, false
 		}
 		lists[i], b = int(n), b[k:]
@@ -89,10 +89,10 @@ func ParseEntryDigests(b []byte) (lists [3]int, digests []byte, ok bool) {
 	return lists, b, true
 }
 
-// BatchEntriesLimit bounds a list length ParseEntryDigests accepts: far
+// batchEntriesLimit bounds a list length ParseEntryDigests accepts: far
 // above any batch a store takes, so that a damaged length cannot be mistaken
 // for one.
-const BatchEntriesLimit = 1 << 20
+const batchEntriesLimit = 1 << 20
 
 // entryDigests collects EntryDigests while build writes the batch: the
 // lists' lengths first, then each entry's digest as the entry is written.
@@ -115,7 +115,7 @@ func (d *entryDigests) add(list, id string, entry []byte) {
 	if d.n == EntryDigestsMax {
 		return
 	}
-	d.out = binary.BigEndian.AppendUint16(d.out, IDDigest(list, id))
+	d.out = binary.BigEndian.AppendUint16(d.out, idDigest(list, id))
 	d.out = binary.BigEndian.AppendUint32(d.out, crc32.Checksum(entry, castagnoli))
 	d.n++
 }

@@ -13,3 +13,18 @@ func DocKeysForTest(tableID string, shard int, ids ...string) (docs, intents [][
 	}
 	return docs, intents
 }
+
+// The bounds and the digest that package table_test's tests exceed or
+// check, which no other package names.
+const (
+	DocIDBytesMax   = docIDBytesMax
+	DocBytesMax     = docBytesMax
+	TransformOpsMax = transformOpsMax
+	PathDepthMax    = pathDepthMax
+	PathBytesMax    = pathBytesMax
+	DocDepthMax     = docDepthMax
+	NumberDigitsMax = numberDigitsMax
+)
+
+// IDDigest is idDigest, for the digest tests of package table_test.
+var IDDigest = idDigest

@@ -128,7 +128,7 @@ func nested(n int) string {
 }
 
 // TestDepth_TransformResultHasTheInsertLimit: the deepest document an insert
-// accepts (DocDepthMax levels, counted from the document itself) can be
+// accepts (docDepthMax levels, counted from the document itself) can be
 // built by $set, read back and inserted again; one level deeper is refused
 // both ways, naming the limit.
 func TestDepth_TransformResultHasTheInsertLimit(t *testing.T) {

@@ -15,31 +15,31 @@ import (
 const (
 	// TableNameBytesMax bounds a table name: 1..64 of [A-Za-z0-9_-].
 	TableNameBytesMax = 64
-	// DocIDBytesMax bounds a document ID: 1..128 of [A-Za-z0-9_.:@~-].
-	DocIDBytesMax = 128
-	// DocBytesMax bounds one document's JSON encoding, before and after a
+	// docIDBytesMax bounds a document ID: 1..128 of [A-Za-z0-9_.:@~-].
+	docIDBytesMax = 128
+	// docBytesMax bounds one document's JSON encoding, before and after a
 	// transform.
-	DocBytesMax = 64 << 10
+	docBytesMax = 64 << 10
 	// BatchDocsMax bounds the documents one batch touches.
 	BatchDocsMax = 1000
-	// TransformOpsMax bounds the ops of one transform.
-	TransformOpsMax = 64
-	// PathDepthMax and PathBytesMax bound a dotted path.
-	PathDepthMax = 16
-	PathBytesMax = 256
+	// transformOpsMax bounds the ops of one transform.
+	transformOpsMax = 64
+	// pathDepthMax and pathBytesMax bound a dotted path.
+	pathDepthMax = 16
+	pathBytesMax = 256
 	// ShardsMax bounds a table's shard count; DefaultShards is used when 0.
 	ShardsMax     = 256
 	DefaultShards = 4
-	// DocDepthMax bounds the nesting of a document ({} and [] are one
+	// docDepthMax bounds the nesting of a document ({} and [] are one
 	// level each), counted from the document itself, whether it is sent in
 	// an insert, as an op value or built by a transform. The parser
 	// enforces it, so its value lives there.
-	DocDepthMax = canonjson.DepthMax
-	// NumberDigitsMax bounds the digits of a number literal before its
-	// exponent (leading zeros included) and NumberExponentMax its exponent;
+	docDepthMax = canonjson.DepthMax
+	// numberDigitsMax bounds the digits of a number literal before its
+	// exponent (leading zeros included) and numberExponentMax its exponent;
 	// they keep exact arithmetic cheap, and bind transform results too.
-	NumberDigitsMax   = canonjson.NumberDigitsMax
-	NumberExponentMax = canonjson.NumberExponentMax
+	numberDigitsMax   = canonjson.NumberDigitsMax
+	numberExponentMax = canonjson.NumberExponentMax
 	// FastRetriesMax bounds how often the fast path re-reads a document that
 	// another writer changed between read and write before it reports a
 	// conflict.
@@ -60,11 +60,11 @@ func ValidTableName(s string) bool {
 	return true
 }
 
-// ValidDocID reports whether s is a valid document ID: 1..DocIDBytesMax of
+// validDocID reports whether s is a valid document ID: 1..DocIDBytesMax of
 // A-Z a-z 0-9 _ . : @ ~ -, but not "." or "..", which HTTP clients
 // normalise away, so that a document so named could never be read back.
-func ValidDocID(s string) bool {
-	if len(s) == 0 || len(s) > DocIDBytesMax || s == "." || s == ".." {
+func validDocID(s string) bool {
+	if len(s) == 0 || len(s) > docIDBytesMax || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

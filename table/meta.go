@@ -7,11 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/fxamacker/cbor/v2"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/store"
@@ -125,12 +122,12 @@ func (t *Tables) metaOf(tenant, name string, it store.Item) (Meta, error) {
 	if c, ok := t.metas.Load(ck); ok && c.(Meta).Version == it.Version {
 		return c.(Meta), nil
 	}
-	var m Meta
-	if err := cbor.Unmarshal(it.Value, &m); err != nil {
-		return Meta{}, store.RecordError(it.Key, "table: metadata of "+strconv.Quote(name), err)
+	m, err := decodeMeta(it.Key, it.Value)
+	if err == nil && (m.Tenant != tenant || m.Name != name) {
+		err = store.RecordError(it.Key, "table: metadata", fmt.Errorf("it names table %q of another tenant", m.Name))
 	}
-	if m.Tenant != tenant || m.Name != name {
-		return Meta{}, fmt.Errorf("table: meta at %q names table %q of another tenant", metaKey(tenant, name), m.Name)
+	if err != nil {
+		return Meta{}, err
 	}
 	m.Version = it.Version
 	t.metas.Store(ck, m)
@@ -154,7 +151,7 @@ func (t *Tables) Create(ctx context.Context, tenant, name string, shards int) (m
 		return Meta{}, false, err
 	}
 	m = Meta{Name: name, ID: hex.EncodeToString(id[:]), Shards: shards, Created: t.now().UnixMilli(), Tenant: tenant}
-	val, err := cbor.Marshal(m)
+	val, err := encodeMeta(m)
 	if err != nil {
 		return Meta{}, false, err
 	}
@@ -259,9 +256,9 @@ func (t *Tables) List(ctx context.Context, tenant, after string, limit int) ([]M
 	items = items[:min(len(items), limit)]
 	out := make([]Meta, 0, len(items))
 	for _, it := range items {
-		var m Meta
-		if err := cbor.Unmarshal(it.Value, &m); err != nil {
-			return nil, "", store.RecordError(it.Key, "table: metadata", err)
+		m, err := decodeMeta(it.Key, it.Value)
+		if err != nil {
+			return nil, "", err
 		}
 		m.Version = it.Version
 		out = append(out, m)
@@ -294,12 +291,12 @@ func (t *Tables) MigrateLegacy(ctx context.Context, owner string) (int, error) {
 		}
 		b := new(store.Batch)
 		for _, it := range items {
-			var m Meta
-			if err := cbor.Unmarshal(it.Value, &m); err != nil {
-				return moved, store.RecordError(it.Key, "table: legacy metadata", err)
+			m, err := decodeMeta(it.Key, it.Value)
+			if err != nil {
+				return moved, err
 			}
 			m.Tenant = owner
-			val, err := cbor.Marshal(m)
+			val, err := encodeMeta(m)
 			if err != nil {
 				return moved, err
 			}

@@ -92,8 +92,8 @@ func (d *decimal) render() (json.Number, error) {
 		sign, s = "-", s[1:]
 	}
 	if d.integer {
-		if len(s) > NumberDigitsMax {
-			return "", opError("result has " + strconv.Itoa(len(s)) + " digits (max " + strconv.Itoa(NumberDigitsMax) + ")")
+		if len(s) > numberDigitsMax {
+			return "", opError("result has " + strconv.Itoa(len(s)) + " digits (max " + strconv.Itoa(numberDigitsMax) + ")")
 		}
 		return json.Number(sign + s), nil
 	}
@@ -111,7 +111,7 @@ func (d *decimal) render() (json.Number, error) {
 	default:
 		plain = 1 - e // 0.000ddd
 	}
-	if plain <= NumberDigitsMax {
+	if plain <= numberDigitsMax {
 		switch {
 		case e >= 0:
 			return json.Number(sign + t + strings.Repeat("0", e)), nil
@@ -121,11 +121,11 @@ func (d *decimal) render() (json.Number, error) {
 		return json.Number(sign + "0." + strings.Repeat("0", -e-n) + t), nil
 	}
 	x := e + n - 1 // the exponent of d.ddd
-	if n > NumberDigitsMax {
-		return "", opError("result needs " + strconv.Itoa(n) + " significant digits (max " + strconv.Itoa(NumberDigitsMax) + ")")
+	if n > numberDigitsMax {
+		return "", opError("result needs " + strconv.Itoa(n) + " significant digits (max " + strconv.Itoa(numberDigitsMax) + ")")
 	}
-	if x > NumberExponentMax || x < -NumberExponentMax {
-		return "", opError("result needs an exponent beyond ±" + strconv.Itoa(NumberExponentMax))
+	if x > numberExponentMax || x < -numberExponentMax {
+		return "", opError("result needs an exponent beyond ±" + strconv.Itoa(numberExponentMax))
 	}
 	m := t[:1]
 	if n > 1 {

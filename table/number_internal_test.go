@@ -15,7 +15,7 @@ import (
 // a refusal that names the result; $max/$min order and $addToSet equality
 // are big.Rat's.
 func FuzzNumberArithmetic(f *testing.F) {
-	nines := strings.Repeat("9", NumberDigitsMax)
+	nines := strings.Repeat("9", numberDigitsMax)
 	for _, p := range [][2]string{
 		{"1", "1"}, {"0.1", "0.2"}, {"9223372036854775807", "1"}, {"-9223372036854775808", "-1"},
 		{nines, "1"}, {nines, "-" + nines}, {"1e1000", "1e-1000"}, {"1.5", "1.5"}, {"1", "1.0"},
@@ -45,8 +45,8 @@ func FuzzNumberArithmetic(f *testing.F) {
 			n, x := significant(new(big.Rat).Add(ra, rb))
 			integers := !strings.ContainsAny(a+b, ".eE")
 			if !strings.HasPrefix(err.Error(), "result ") ||
-				(integers && x+1 <= NumberDigitsMax) ||
-				(!integers && n <= NumberDigitsMax && x >= -NumberExponentMax && x <= NumberExponentMax) {
+				(integers && x+1 <= numberDigitsMax) ||
+				(!integers && n <= numberDigitsMax && x >= -numberExponentMax && x <= numberExponentMax) {
 				t.Fatalf("%s + %s refused (%v), but it has %d significant digits, exponent %d", a, b, err, n, x)
 			}
 			return

@@ -17,7 +17,7 @@ func inc(value string) string {
 
 // numberCases: $inc is exact arithmetic on numbers as written. The sum of
 // two integers is an integer; any other sum is its shortest exact decimal
-// text, plain while that fits NumberDigitsMax digits, else d.ddde±x; a sum
+// text, plain while that fits numberDigitsMax digits, else d.ddde±x; a sum
 // that fits neither is refused, naming the limit.
 var numberCases = []transformCase{
 	{name: "inc/big-int-is-exact", before: `{"n":` + big30 + `}`, ops: inc("1"), want: `{"n":123456789012345678901234567891}`},

@@ -22,7 +22,7 @@ func (t *Tables) Get(ctx context.Context, tenant, table, id string) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	if !ValidDocID(id) {
+	if !validDocID(id) {
 		return nil, invalid("invalid document id %q", id)
 	}
 	shard := ShardOf(id, m.Shards)

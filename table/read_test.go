@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/internal/testknobs"
 	"github.com/idemdb/idem/twopc"
 )
 
 // TestRead_NeverSeesAnUncommittedIntent: reads never see uncommitted
-// intents (DESIGN §12) — not while a transaction is prepared and
+// intents (docs/design.md §12) — not while a transaction is prepared and
 // undecided, nor once it aborted and its intents wait for resolution —
 // and see a committed one at once, before its intents are resolved. Each
 // kind of write is covered: an update, an insert, a delete. Resolution is
@@ -31,7 +32,7 @@ func TestRead_NeverSeesAnUncommittedIntent(t *testing.T) {
 			}
 		}
 	}
-	for i, o := range []twopc.Outcome{twopc.Aborted{}, twopc.Committed{}} {
+	for i, o := range []twopc.Outcome{twopc.Aborted{Code: code.TransactionAborted}, twopc.Committed{}} {
 		id := fmt.Sprintf("tx-%d", i)
 		if res, err := f.coord.Begin(ctx, txnOf(id, f.plan(t, "t", body)), nil); err != nil || !res.Prepared {
 			t.Fatalf("%s: begin: %+v %v", id, res, err)

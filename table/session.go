@@ -234,7 +234,7 @@ func (t *Tables) SessionRead(ctx context.Context, tenant string, s *Staging, tbl
 	if err != nil {
 		return nil, err
 	}
-	if !ValidDocID(id) {
+	if !validDocID(id) {
 		return nil, invalid("invalid document id %q", id)
 	}
 	if cerr := s.useTable(m); cerr != nil {
@@ -303,8 +303,8 @@ func (t *Tables) SessionStage(ctx context.Context, tenant string, s *Staging, tb
 		if err != nil {
 			return Result{}, err
 		}
-		if len(enc) > DocBytesMax {
-			return Result{}, invalid("transform of %q: result of %d bytes exceeds %d", tr.ID, len(enc), DocBytesMax)
+		if len(enc) > docBytesMax {
+			return Result{}, invalid("transform of %q: result of %d bytes exceeds %d", tr.ID, len(enc), docBytesMax)
 		}
 		s.write(d, enc, false)
 		res.Transformed++

@@ -119,7 +119,11 @@ func (s *Shard) Ref() []byte {
 // Participant rebuilds a resolve-only participant from a Ref.
 func (t *Tables) Participant(ref []byte) (*Shard, error) {
 	var r shardRef
-	if err := cbor.Unmarshal(ref, &r); err != nil {
+	err := cbor.Unmarshal(ref, &r)
+	if err == nil && (r.TableID == "" || r.Shard < 0 || r.Shard >= ShardsMax) {
+		err = fmt.Errorf("table %q, shard %d (0..%d)", r.TableID, r.Shard, ShardsMax-1)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: table: participant ref does not decode: %v", store.ErrCorruption, err)
 	}
 	s := &Shard{tables: t, meta: Meta{ID: r.TableID, Name: r.Table, Tenant: r.Tenant}, shard: r.Shard}
@@ -198,8 +202,8 @@ func (s *Shard) stage(ctx context.Context, w docWork, res *Result) (staged, erro
 		if err != nil {
 			return st, err
 		}
-		if len(enc) > DocBytesMax {
-			return st, invalid("transform of %q: result of %d bytes exceeds %d", w.id, len(enc), DocBytesMax)
+		if len(enc) > docBytesMax {
+			return st, invalid("transform of %q: result of %d bytes exceeds %d", w.id, len(enc), docBytesMax)
 		}
 		st.doc = enc
 		res.Transformed++

@@ -33,8 +33,8 @@ func applyTransform(doc map[string]any, id string, ops []Op) *code.Error {
 	}
 	// The result must be a document an insert would accept: a transform
 	// must not store what could not be sent back.
-	if depthOf(doc, DocDepthMax) > DocDepthMax {
-		return invalid("transform of %q: the result nests deeper than %d levels (the limit for any document)", id, DocDepthMax)
+	if depthOf(doc, docDepthMax) > docDepthMax {
+		return invalid("transform of %q: the result nests deeper than %d levels (the limit for any document)", id, docDepthMax)
 	}
 	return nil
 }

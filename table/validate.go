@@ -41,8 +41,8 @@ func (b *Batch) validate(f *forms) *code.Error {
 		if err := ids.use(tr.ID, where); err != nil {
 			return err
 		}
-		if len(tr.Ops) == 0 || len(tr.Ops) > TransformOpsMax {
-			return invalid("%s: %d ops (1..%d)", where, len(tr.Ops), TransformOpsMax)
+		if len(tr.Ops) == 0 || len(tr.Ops) > transformOpsMax {
+			return invalid("%s: %d ops (1..%d)", where, len(tr.Ops), transformOpsMax)
 		}
 		for j, op := range tr.Ops {
 			if err := op.validate(f, k, place{list: "transforms", i: i, op: j}); err != nil {
@@ -60,8 +60,8 @@ func (b *Batch) validate(f *forms) *code.Error {
 type idSet map[string]place
 
 func (s idSet) use(id string, where place) *code.Error {
-	if !ValidDocID(id) {
-		return invalid("%s: invalid document id %q (1..%d of A-Z a-z 0-9 _ . : @ ~ -, not \".\" or \"..\")", where, id, DocIDBytesMax)
+	if !validDocID(id) {
+		return invalid("%s: invalid document id %q (1..%d of A-Z a-z 0-9 _ . : @ ~ -, not \".\" or \"..\")", where, id, docIDBytesMax)
 	}
 	if prev, dup := s[id]; dup {
 		return invalid("%s: document %q is also touched by %s", where, id, prev)
@@ -75,8 +75,8 @@ func validateInsert(f *forms, ids idSet, i int, in Insert) *code.Error {
 	if err := ids.use(in.ID, where); err != nil {
 		return err
 	}
-	if len(in.Doc) > DocBytesMax {
-		return invalid("%s: document of %d bytes (max %d)", where, len(in.Doc), DocBytesMax)
+	if len(in.Doc) > docBytesMax {
+		return invalid("%s: document of %d bytes (max %d)", where, len(in.Doc), docBytesMax)
 	}
 	if err := checkDoc(f, i); err != nil {
 		return invalid("%s: doc %v", where, err)
@@ -149,15 +149,15 @@ func (op Op) needs() string {
 }
 
 func validatePath(p string) *code.Error {
-	if p == "" || len(p) > PathBytesMax {
-		return invalid("path must be 1..%d bytes", PathBytesMax)
+	if p == "" || len(p) > pathBytesMax {
+		return invalid("path must be 1..%d bytes", pathBytesMax)
 	}
 	if !utf8.ValidString(p) {
 		return invalid("path %q is not valid UTF-8", p)
 	}
 	segs := strings.Split(p, ".")
-	if len(segs) > PathDepthMax {
-		return invalid("path %q is deeper than %d", p, PathDepthMax)
+	if len(segs) > pathDepthMax {
+		return invalid("path %q is deeper than %d", p, pathDepthMax)
 	}
 	for _, s := range segs {
 		if s == "" {

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fxamacker/cbor/v2"
-
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testknobs"
@@ -253,7 +251,7 @@ func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*store.Batch, []
 		}
 		rec.Result = res
 	}
-	val, err := cbor.Marshal(rec)
+	val, err := encodeRecord(rec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -374,7 +372,7 @@ func (c *Coordinator) learnAt(ctx context.Context, txnID string) (Outcome, store
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: reading decision of %s: %w", ErrOutcomeUnknown, txnID, err)
 	}
-	d, err := decodeDecision(it.Value)
+	d, err := decodeDecision(it.Key, it.Value)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: decoding decision of %s: %w", ErrOutcomeUnknown, txnID, err)
 	}
@@ -400,7 +398,7 @@ func (c *Coordinator) Lookup(ctx context.Context, txnID string) (Status, error) 
 	it, err := c.store.Get(ctx, recordKey(txnID))
 	switch {
 	case err == nil:
-		rec, err := decodeRecord(it.Value)
+		rec, err := decodeRecord(it.Key, it.Value)
 		if err != nil {
 			return Status{}, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
 		}
@@ -416,7 +414,7 @@ func (c *Coordinator) Lookup(ctx context.Context, txnID string) (Status, error) 
 	dt, err := c.store.Get(ctx, decisionKey(txnID))
 	switch {
 	case err == nil:
-		d, err := decodeDecision(dt.Value)
+		d, err := decodeDecision(dt.Key, dt.Value)
 		if err != nil {
 			return Status{}, fmt.Errorf("twopc: decode decision %s: %w", txnID, err)
 		}
@@ -437,7 +435,7 @@ func (c *Coordinator) Committed(ctx context.Context, txnID string) (committed, d
 	if err != nil {
 		return false, false, err
 	}
-	d, err := decodeDecision(it.Value)
+	d, err := decodeDecision(it.Key, it.Value)
 	if err != nil {
 		return false, false, err
 	}
@@ -453,7 +451,7 @@ func (c *Coordinator) participantsOf(ctx context.Context, txnID string) ([]Parti
 	if err != nil {
 		return nil, err
 	}
-	rec, err := decodeRecord(it.Value)
+	rec, err := decodeRecord(it.Key, it.Value)
 	if err != nil {
 		return nil, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
 	}
@@ -462,7 +460,7 @@ func (c *Coordinator) participantsOf(ctx context.Context, txnID string) ([]Parti
 		if pr.Resolved {
 			continue
 		}
-		p, err := c.resolve(pr.Ref)
+		p, err := c.participantAt(it.Key, pr)
 		if err != nil {
 			return nil, err
 		}

@@ -3,8 +3,6 @@ package twopc
 import (
 	"context"
 
-	"github.com/fxamacker/cbor/v2"
-
 	"github.com/idemdb/idem/store"
 )
 
@@ -55,7 +53,7 @@ func (c *Coordinator) directChain(ctx context.Context, txn Txn, beginWith *store
 	}
 	begin = new(store.Batch).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
 	if beginWith != nil && len(beginWith.Ops) > 0 {
-		rec, err := cbor.Marshal(record{Schema: schemaV1, Created: c.opts.Now().UnixMilli(), Unprepared: true})
+		rec, err := encodeRecord(record{Schema: schemaV1, Created: c.opts.Now().UnixMilli(), Unprepared: true})
 		if err != nil {
 			return nil, nil, nil, true, err
 		}

@@ -3,6 +3,7 @@ package twopc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
@@ -71,23 +72,91 @@ func encodeDecision(o Outcome, at int64) ([]byte, error) {
 	case Aborted:
 		d.Code, d.Message = string(o.Code), o.Message
 	}
+	if err := d.check(); err != nil {
+		return nil, store.InvalidRecord("twopc: decision", err)
+	}
 	return cbor.Marshal(d)
 }
 
-func decodeDecision(b []byte) (decision, error) {
+// encodeRecord encodes coordinator record r; one that breaks its
+// invariants is refused as store.ErrInvariant.
+func encodeRecord(r record) ([]byte, error) {
+	if err := r.check(); err != nil {
+		return nil, store.InvalidRecord("twopc: coordinator record", err)
+	}
+	return cbor.Marshal(r)
+}
+
+// decodeDecision decodes the decision stored at key: bytes that do not
+// decode, or break its invariants, are that key's damage.
+func decodeDecision(key, b []byte) (decision, error) {
 	var d decision
-	if err := cbor.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("%w: twopc: decision does not decode: %v", store.ErrCorruption, err)
+	err := cbor.Unmarshal(b, &d)
+	if err == nil {
+		err = d.check()
+	}
+	if err != nil {
+		return decision{}, store.RecordError(key, "twopc: decision", err)
 	}
 	return d, nil
 }
 
-func decodeRecord(b []byte) (record, error) {
+// decodeRecord decodes the coordinator record stored at key, as
+// decodeDecision does.
+func decodeRecord(key, b []byte) (record, error) {
 	var r record
-	if err := cbor.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("%w: twopc: coordinator record does not decode: %v", store.ErrCorruption, err)
+	err := cbor.Unmarshal(b, &r)
+	if err == nil {
+		err = r.check()
+	}
+	if err != nil {
+		return record{}, store.RecordError(key, "twopc: coordinator record", err)
 	}
 	return r, nil
+}
+
+// participantAt rebuilds participant pr of the coordinator record at key;
+// a ref that does not rebuild is named by that key.
+func (c *Coordinator) participantAt(key []byte, pr partRecord) (Participant, error) {
+	p, err := c.resolve(pr.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("twopc: participant %q of the coordinator record at %q: %w", pr.ID, key, err)
+	}
+	return p, nil
+}
+
+// The paired assertions (TigerBeetle's): the same check before a record is
+// encoded (a bug: nothing is written) and after it is decoded (damage).
+
+// check returns the first invariant d breaks: an abort says why (its
+// code: what the receipt's envelope answers), a commit has no such code.
+func (d decision) check() error {
+	switch {
+	case d.Schema < schemaV1:
+		return errors.New("no schema")
+	case d.Commit && d.Code != "":
+		return fmt.Errorf("a commit with abort code %q", d.Code)
+	case !d.Commit && d.Code == "":
+		return errors.New("an abort without a code")
+	}
+	return nil
+}
+
+// check returns the first invariant r breaks: every participant is named,
+// and an unprepared record (a direct chain's, direct.go) names none.
+func (r record) check() error {
+	if r.Schema < schemaV1 {
+		return errors.New("no schema")
+	}
+	if r.Unprepared && len(r.Participants) > 0 {
+		return fmt.Errorf("unprepared with %d participants", len(r.Participants))
+	}
+	for i, p := range r.Participants {
+		if p.ID == "" {
+			return fmt.Errorf("participant %d without an ID", i)
+		}
+	}
+	return nil
 }
 
 // A decided record never changes (docs/design.md §6): a decision is created once,

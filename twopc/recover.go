@@ -71,7 +71,7 @@ func (c *Coordinator) Recover(ctx context.Context, opts RecoverOptions) (Recover
 		for _, it := range items {
 			st.Scanned++
 			id := string(it.Key[len(recordPrefix):])
-			rec, err := decodeRecord(it.Value)
+			rec, err := decodeRecord(it.Key, it.Value)
 			if err != nil {
 				return st, err
 			}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fxamacker/cbor/v2"
-
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/store"
 )
@@ -92,7 +90,7 @@ func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolu
 	if err != nil {
 		return nil, err
 	}
-	rec, err := decodeRecord(it.Value)
+	rec, err := decodeRecord(it.Key, it.Value)
 	if err != nil {
 		return nil, fmt.Errorf("twopc: decode record %s: %w", txnID, err)
 	}
@@ -112,7 +110,7 @@ func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolu
 		step.batch.Delete(recordKey(txnID))
 		return step, nil
 	}
-	p, err := c.resolve(rec.Participants[next].Ref)
+	p, err := c.participantAt(it.Key, rec.Participants[next])
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +125,7 @@ func (c *Coordinator) nextResolution(ctx context.Context, txnID string) (*resolu
 		step.batch.Delete(recordKey(txnID))
 		return step, nil
 	}
-	val, err := cbor.Marshal(rec)
+	val, err := encodeRecord(rec)
 	if err != nil {
 		return nil, err
 	}

@@ -37,8 +37,8 @@ const (
 	fdWaitBackoffMax = time.Second
 )
 
-// IsDescriptorShortage reports whether err is EMFILE or ENFILE.
-func IsDescriptorShortage(err error) bool {
+// isDescriptorShortage reports whether err is EMFILE or ENFILE.
+func isDescriptorShortage(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
@@ -114,7 +114,7 @@ func (w *WaitFS) Lock(name string) (io.Closer, error) {
 // shortage and w waits.
 func waitOut[T any](w *WaitFS, op, name string, call func() (T, error)) (T, error) {
 	v, err := call()
-	if err == nil || !IsDescriptorShortage(err) || w.state.Load() != waitOn {
+	if err == nil || !isDescriptorShortage(err) || w.state.Load() != waitOn {
 		return v, err
 	}
 	w.waits.Add(1)
@@ -131,7 +131,7 @@ func waitOut[T any](w *WaitFS, op, name string, call func() (T, error)) (T, erro
 		w.mu.Lock()
 		w.retries++
 		w.mu.Unlock()
-		if v, err = call(); err == nil || !IsDescriptorShortage(err) {
+		if v, err = call(); err == nil || !isDescriptorShortage(err) {
 			return v, err
 		}
 	}

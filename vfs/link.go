@@ -6,16 +6,16 @@ import (
 	"os"
 )
 
-// Linker is implemented by file systems that can give a file a second
+// linker is implemented by file systems that can give a file a second
 // name (a hard link): a backup then costs no bytes for files that never
 // change again.
-type Linker interface {
+type linker interface {
 	Link(oldname, newname string) error
 }
 
 func (osFS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
 
-// Link links oldname to newname where fsys can (a Linker; a WaitFS passes
+// Link links oldname to newname where fsys can (a linker; a WaitFS passes
 // its own FS's), and says whether it did. A link that fails for any reason
 // (another device, a file system without links) is not an error: the
 // caller copies instead.
@@ -23,7 +23,7 @@ func Link(fsys FS, oldname, newname string) bool {
 	if w, ok := fsys.(*WaitFS); ok {
 		fsys = w.FS
 	}
-	l, ok := fsys.(Linker)
+	l, ok := fsys.(linker)
 	return ok && l.Link(oldname, newname) == nil
 }
 

@@ -32,6 +32,10 @@ var (
 	ErrAmbiguous = errors.New("wal: outcome unknown")
 )
 
+// errSpareStopped: Close stopped the spare segment's preparation
+// (prealloc.go); it stays inside the package.
+var errSpareStopped = errors.New("wal: spare preparation stopped by Close")
+
 // FrameError says why one frame failed to decode.
 type FrameError struct {
 	Index  uint64

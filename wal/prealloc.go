@@ -85,8 +85,6 @@ const (
 	spareFailed                      // the last one failed: no retry before the next segment
 )
 
-var errSpareStopped = errors.New("wal: spare preparation stopped by Close")
-
 // preallocator keeps one spare segment ready for the log in dir.
 type preallocator struct {
 	fs      vfs.FS

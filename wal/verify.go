@@ -9,7 +9,7 @@ import (
 )
 
 // Verify: what Open and Replay would find in a log, found without changing
-// it. Offline checkers (engine.Check, idemctl check) call it on a stopped
+// it. Offline checkers (engine/check, idemctl check) call it on a stopped
 // log. It applies the same rules as repair on open — the same judgeTail,
 // tailFactsOf and checkMarker — so that what it calls a torn tail is
 // exactly what Open would cut, and what it calls damage is exactly what

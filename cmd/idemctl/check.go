@@ -8,7 +8,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/check"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
@@ -27,7 +27,7 @@ var checkCommand = command{
 
 func runCheck(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
-	asJSON := fs.Bool("json", false, "print the report as one JSON object (engine.CheckReport) instead of text")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object (check.Report) instead of text")
 	pos, err := parseAnywhere(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -40,7 +40,7 @@ func runCheck(c command, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	rep, err := engine.Check(vfs.Default, pos[0], engine.CheckOptions{})
+	rep, err := check.Dir(vfs.Default, pos[0], check.Options{})
 	if err != nil {
 		fmt.Fprintf(stderr, "idemctl check: %v\n", err)
 		return exitUsage
@@ -62,10 +62,10 @@ func runCheck(c command, args []string, stdout, stderr io.Writer) int {
 }
 
 // problemLabels are the words the text report grades problems with.
-var problemLabels = map[engine.ProblemKind]string{
-	engine.ProblemDamage:   "DAMAGE",
-	engine.ProblemTornTail: "warning (torn tail)",
-	engine.ProblemNote:     "note",
+var problemLabels = map[check.ProblemKind]string{
+	check.ProblemDamage:   "DAMAGE",
+	check.ProblemTornTail: "warning (torn tail)",
+	check.ProblemNote:     "note",
 }
 
 var markerLabels = map[wal.MarkerState]string{
@@ -76,7 +76,7 @@ var markerLabels = map[wal.MarkerState]string{
 
 // printCheck writes the report for a person to read: a summary, then
 // every problem, then the verdict.
-func printCheck(w io.Writer, rep *engine.CheckReport) {
+func printCheck(w io.Writer, rep *check.Report) {
 	l := rep.WAL
 	fmt.Fprintf(w, "data dir     %s\n", rep.Dir)
 	fmt.Fprintf(w, "log          %d segments, %d frames (entries %d..%d: %d batches, %d checkpoint records), %d bytes, %s\n",
@@ -121,14 +121,14 @@ func printCheck(w io.Writer, rep *engine.CheckReport) {
 	} else {
 		fmt.Fprintf(w, "state        not loaded: an open refuses this dir\n")
 	}
-	damage, torn, notes := rep.Count(engine.ProblemDamage), rep.Count(engine.ProblemTornTail), rep.Count(engine.ProblemNote)
+	damage, torn, notes := rep.Count(check.ProblemDamage), rep.Count(check.ProblemTornTail), rep.Count(check.ProblemNote)
 	fmt.Fprintf(w, "problems     %d damage, %d torn tail, %d notes\n", damage, torn, notes)
 	for _, p := range rep.Problems {
 		where := p.File
 		if where == "" {
 			where = "(data dir)"
 		}
-		if p.Offset != engine.OffsetUnknown {
+		if p.Offset != check.OffsetUnknown {
 			where = fmt.Sprintf("%s at offset %d", where, p.Offset)
 		}
 		fmt.Fprintf(w, "  %s: %s: %s\n", problemLabels[p.Kind], where, p.Detail)

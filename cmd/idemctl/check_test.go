@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/engine/check"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
@@ -86,10 +87,10 @@ func idemctl(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
-func checkJSON(t *testing.T, dir string) (int, engine.CheckReport) {
+func checkJSON(t *testing.T, dir string) (int, check.Report) {
 	t.Helper()
 	code, out, errOut := idemctl("check", "-json", dir)
-	var rep engine.CheckReport
+	var rep check.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("check -json: %v\nstdout %s\nstderr %s", err, out, errOut)
 	}

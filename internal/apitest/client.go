@@ -71,7 +71,7 @@ type Client struct {
 
 // NewClient returns a client for base whose every exchange is recorded.
 func NewClient(t testing.TB, base string) *Client {
-	tr := &Transport{Rec: NewRecorder(t), Base: &http.Transport{
+	tr := &Transport{Rec: newRecorder(t), Base: &http.Transport{
 		Proxy:               nil,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,

@@ -68,7 +68,7 @@ func BuildIdemd(t testing.TB) string {
 // BuildIdemdRelease builds ./cmd/idemd as `make build` does, with
 // -tags nofailpoint (failpoints compiled out: GO_FAILPOINTS does nothing),
 // once per test binary, and returns its path. Start it with StartBinary or
-// TryLaunchBinary. It is race-enabled when the test binary is, as BuildIdemd.
+// tryLaunchBinary. It is race-enabled when the test binary is, as BuildIdemd.
 func BuildIdemdRelease(t testing.TB) string {
 	t.Helper()
 	return releaseBuild.get(t)
@@ -96,7 +96,7 @@ func (b *build) get(t testing.TB) string {
 		}
 		bin := filepath.Join(dir, b.file)
 		args := []string{"build", "-o", bin}
-		if RaceEnabled {
+		if raceEnabled {
 			args = append(args, "-race")
 		}
 		if b.tags != "" {
@@ -195,7 +195,7 @@ func Start(t testing.TB, c *Client, data string, env []string, args ...string) *
 // StartBinary is Start with the idemd binary bin (e.g. BuildIdemdRelease's).
 func StartBinary(t testing.TB, c *Client, bin, data string, env []string, args ...string) *Proc {
 	t.Helper()
-	p, err := TryLaunchBinary(t, bin, data, env, args...)
+	p, err := tryLaunchBinary(t, bin, data, env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,12 +246,12 @@ func Launch(t testing.TB, data string, env []string, args ...string) *Proc {
 // the error (see *EarlyExit).
 func TryLaunch(t testing.TB, data string, env []string, args ...string) (*Proc, error) {
 	t.Helper()
-	return TryLaunchBinary(t, BuildIdemd(t), data, env, args...)
+	return tryLaunchBinary(t, BuildIdemd(t), data, env, args...)
 }
 
-// TryLaunchBinary is TryLaunch with the idemd binary bin (e.g.
+// tryLaunchBinary is TryLaunch with the idemd binary bin (e.g.
 // BuildIdemdRelease's).
-func TryLaunchBinary(t testing.TB, bin, data string, env []string, args ...string) (*Proc, error) {
+func tryLaunchBinary(t testing.TB, bin, data string, env []string, args ...string) (*Proc, error) {
 	t.Helper()
 	argv := append([]string{"-addr", "127.0.0.1:0", "-data", data, "-log-format", "json",
 		"-lease-ttl", "60s", "-maintain-interval", "-1s", "-clean-interval", "-1s", "-shutdown-timeout", "10s"}, args...)
@@ -290,7 +290,7 @@ func childEnv(env []string) []string {
 			out = append(out, kv)
 		}
 	}
-	if RaceEnabled {
+	if raceEnabled {
 		// A race-enabled binary sleeps 1 s at exit by default (to catch
 		// races at exit); every graceful stop would pay it.
 		if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {

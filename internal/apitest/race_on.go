@@ -2,6 +2,6 @@
 
 package apitest
 
-// RaceEnabled: this binary runs under the race detector; BuildIdemd builds
+// raceEnabled: this binary runs under the race detector; BuildIdemd builds
 // the idemd child the same way.
-const RaceEnabled = true
+const raceEnabled = true

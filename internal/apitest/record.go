@@ -92,10 +92,10 @@ func pkg() string {
 	return pkgName
 }
 
-// NewRecorder returns a recorder for t's exchanges, writing to a file of
+// newRecorder returns a recorder for t's exchanges, writing to a file of
 // its own under $IDEM_CONTRACT_DIR (created on the first record) when the
 // variable is set.
-func NewRecorder(t testing.TB) *Recorder {
+func newRecorder(t testing.TB) *Recorder {
 	r := &Recorder{t: t}
 	if dir := os.Getenv(EnvDir); dir != "" {
 		name := fmt.Sprintf("%s.%s-%d-%d.jsonl", sanitize(pkg()), sanitize(t.Name()), os.Getpid(), fileSeq.Add(1))
@@ -167,7 +167,7 @@ func (r *Recorder) Recorded() int64 { return r.n.Load() }
 // RecordExchange records an exchange a test made without a Client (with
 // an httptest.ResponseRecorder, say), for the contract check.
 func RecordExchange(t testing.TB, req *http.Request, reqBody []byte, status int, header http.Header, body []byte) {
-	NewRecorder(t).Record(Record{Method: req.Method, URI: req.URL.RequestURI(), RequestHeader: req.Header.Clone(),
+	newRecorder(t).Record(Record{Method: req.Method, URI: req.URL.RequestURI(), RequestHeader: req.Header.Clone(),
 		RequestBody: reqBody, Status: status, Header: header.Clone(), Body: body})
 }
 
@@ -175,7 +175,7 @@ func RecordExchange(t testing.TB, req *http.Request, reqBody []byte, status int,
 // not parse; the contract check holds it to the spec's Unparsable
 // response.
 func RecordUnparsable(t testing.TB, status int, header http.Header, body []byte) {
-	NewRecorder(t).Record(Record{Kind: KindUnparsable, Status: status, Header: header.Clone(), Body: body})
+	newRecorder(t).Record(Record{Kind: KindUnparsable, Status: status, Header: header.Clone(), Body: body})
 }
 
 // ModuleRoot finds the directory of the idem module's go.mod, walking up

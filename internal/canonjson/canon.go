@@ -61,7 +61,7 @@ func (p *parser) release() {
 	parsers.Put(p)
 }
 
-func (p *parser) fail(msg string) error { return &SyntaxError{Offset: p.pos, Msg: msg} }
+func (p *parser) fail(msg string) error { return &syntaxError{Offset: p.pos, Msg: msg} }
 
 func (p *parser) skipSpace() {
 	for p.pos < len(p.src) {
@@ -119,7 +119,7 @@ func (p *parser) number(dst []byte) ([]byte, error) {
 		return nil, p.fail("invalid number")
 	}
 	if msg := n.LimitMessage(); msg != "" && p.numErr == nil {
-		p.numErr = &SyntaxError{Offset: start, Msg: msg}
+		p.numErr = &syntaxError{Offset: start, Msg: msg}
 	}
 	p.pos = n.End
 	return append(dst, p.src[start:n.End]...), nil

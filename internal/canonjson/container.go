@@ -8,7 +8,7 @@ import (
 
 func (p *parser) array(dst []byte) ([]byte, error) {
 	if p.depth++; p.depth > DepthMax {
-		return nil, ErrDepth
+		return nil, errDepth
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // [
@@ -54,7 +54,7 @@ func (p *parser) keyOf(m member) []byte { return p.arena[m.kstart:m.kend] }
 // program serialized.
 func (p *parser) object(dst []byte) ([]byte, error) {
 	if p.depth++; p.depth > DepthMax {
-		return nil, ErrDepth
+		return nil, errDepth
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // {
@@ -135,7 +135,7 @@ func (p *parser) reorder(dst []byte, open int, ms []member) ([]byte, error) {
 	for i, m := range ms {
 		if i > 0 {
 			if bytes.Equal(p.keyOf(m), p.keyOf(ms[i-1])) {
-				return nil, &SyntaxError{Offset: p.pos, Msg: fmt.Sprintf("duplicate object key %q", p.keyOf(m))}
+				return nil, &syntaxError{Offset: p.pos, Msg: fmt.Sprintf("duplicate object key %q", p.keyOf(m))}
 			}
 			dst = append(dst, ',')
 		}

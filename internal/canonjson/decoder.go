@@ -16,13 +16,6 @@ type Decoder struct {
 	shell *parser
 }
 
-// NewDecoder returns a Decoder reading data.
-func NewDecoder(data []byte) *Decoder {
-	d := new(Decoder)
-	d.Reset(data)
-	return d
-}
-
 // Reset makes d read data, forgetting anything it read before (the values
 // ReadValue returned stay valid). A Decoder held by value and Reset costs
 // no allocation of its own.
@@ -66,7 +59,7 @@ func (d *Decoder) Object(fn func(key string) error) error {
 		return p.fail("expected an object")
 	}
 	if p.depth++; p.depth > DepthMax {
-		return ErrDepth
+		return errDepth
 	}
 	defer func() { p.depth-- }()
 	p.pos++
@@ -180,7 +173,7 @@ func (d *Decoder) Array(fn func() error) error {
 		return p.fail("expected an array")
 	}
 	if p.depth++; p.depth > DepthMax {
-		return ErrDepth
+		return errDepth
 	}
 	defer func() { p.depth-- }()
 	p.pos++

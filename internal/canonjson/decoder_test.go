@@ -6,6 +6,14 @@ import (
 	"testing"
 )
 
+// newDecoder returns a Decoder reading data. (The library holds its
+// Decoders by value and Resets them: only the tests want a fresh one.)
+func newDecoder(data []byte) *Decoder {
+	d := new(Decoder)
+	d.Reset(data)
+	return d
+}
+
 // pair is the shape the Decoder tests read: {"name":string,"ok":bool,
 // "v":any,"list":[{"name":string}]}.
 type pair struct {
@@ -42,7 +50,7 @@ func (p *pair) listMember(key string) error {
 }
 
 func decodePair(body string) (*pair, error) {
-	p := &pair{d: NewDecoder([]byte(body))}
+	p := &pair{d: newDecoder([]byte(body))}
 	if err := p.d.Object(p.member); err != nil {
 		return p, err
 	}
@@ -85,7 +93,7 @@ func TestDecoder_Refuses(t *testing.T) {
 		{`{ok:true}`, "expected a string key at offset 1"},
 		{`{"ok":true} {}`, "trailing data after the JSON object at offset 12"},
 		{`{"v":` + deep + `}`, ""}, // the value's depth is its own
-		{`{"v":[` + deep + `]}`, ErrDepth.Error()},
+		{`{"v":[` + deep + `]}`, errDepth.Error()},
 		{`{"v":{"a":1,"a":2}}`, `duplicate object key "a" at offset 18`},
 		{`{"name":"\ud800"}`, `lone UTF-16 surrogate escape \ud800 (only a high-low pair encodes a character) at offset 9`},
 		{"{\"name\":\"\xff\"}", "invalid UTF-8 byte 0xff in string at offset 9"},

@@ -30,7 +30,7 @@
 //     first one (Decoder.LimitErr) so that bodies stored before the limits
 //     existed stay readable.
 //
-// Refusals are *SyntaxError with the offset of the problem, or ErrDepth;
+// Refusals are *syntaxError with the offset of the problem, or errDepth;
 // their messages are part of API answers and do not change.
 //
 // # Canonical form

@@ -20,8 +20,8 @@ import (
 	"time"
 )
 
-// Lifetime is how long the certificates are valid: a test or a demo.
-const Lifetime = 24 * time.Hour
+// lifetime is how long the certificates are valid: a test or a demo.
+const lifetime = 24 * time.Hour
 
 // backdate starts every certificate's validity before now, so that a
 // verifier whose clock is a little behind still accepts it.
@@ -58,7 +58,7 @@ func NewCA(name string) (*CA, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: now.Add(-backdate), NotAfter: now.Add(Lifetime),
+		NotBefore: now.Add(-backdate), NotAfter: now.Add(lifetime),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
@@ -83,7 +83,7 @@ func (ca *CA) Issue(cn string, usages []x509.ExtKeyUsage) (Leaf, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(ca.serial.Add(1)), Subject: pkix.Name{CommonName: cn},
-		NotBefore: now.Add(-backdate), NotAfter: now.Add(Lifetime),
+		NotBefore: now.Add(-backdate), NotAfter: now.Add(lifetime),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNSNames: []string{"localhost"},
 	}

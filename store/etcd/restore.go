@@ -23,8 +23,8 @@ import (
 // namespace under the deployment's prefix.
 var RestoreKey = store.NSMeta.Key("restored")
 
-// RestoreFormat is the version of the record's format (docs/upgrading.md).
-const RestoreFormat = 1
+// restoreFormat is the version of the record's format (docs/upgrading.md).
+const restoreFormat = 1
 
 // RestoreEpoch is when a deployment's etcd was restored, and the time of
 // the snapshot it was restored from.
@@ -38,23 +38,23 @@ type RestoreEpoch struct {
 	BackupTime time.Time `json:"backup_time"`
 }
 
-// EncodeRestore is the record's value, in RestoreFormat.
-func EncodeRestore(e RestoreEpoch) ([]byte, error) {
-	e.Format = RestoreFormat
+// encodeRestore is the record's value, in restoreFormat.
+func encodeRestore(e RestoreEpoch) ([]byte, error) {
+	e.Format = restoreFormat
 	e.RestoredAt, e.BackupTime = e.RestoredAt.UTC(), e.BackupTime.UTC()
 	return json.Marshal(e)
 }
 
-// DecodeRestore reads a record; a format this build does not know, or a
+// decodeRestore reads a record; a format this build does not know, or a
 // time missing, is an error, never a fence of zero times.
-func DecodeRestore(b []byte) (RestoreEpoch, error) {
+func decodeRestore(b []byte) (RestoreEpoch, error) {
 	var e RestoreEpoch
 	if err := json.Unmarshal(b, &e); err != nil {
 		return RestoreEpoch{}, fmt.Errorf("%w: restore epoch %s does not decode: %v", store.ErrCorruption, RestoreKey, err)
 	}
-	if e.Format != RestoreFormat || e.RestoredAt.IsZero() || e.BackupTime.IsZero() {
+	if e.Format != restoreFormat || e.RestoredAt.IsZero() || e.BackupTime.IsZero() {
 		return RestoreEpoch{}, fmt.Errorf("%w: restore epoch %s: format %d (this build reads %d), restored_at %v, backup_time %v",
-			store.ErrCorruption, RestoreKey, e.Format, RestoreFormat, e.RestoredAt, e.BackupTime)
+			store.ErrCorruption, RestoreKey, e.Format, restoreFormat, e.RestoredAt, e.BackupTime)
 	}
 	return e, nil
 }
@@ -69,7 +69,7 @@ func ReadRestore(ctx context.Context, s store.Store) (e RestoreEpoch, ok bool, e
 	if err != nil {
 		return RestoreEpoch{}, false, err
 	}
-	e, err = DecodeRestore(it.Value)
+	e, err = decodeRestore(it.Value)
 	return e, err == nil, err
 }
 
@@ -77,11 +77,11 @@ func ReadRestore(ctx context.Context, s store.Store) (e RestoreEpoch, ok bool, e
 // one that is) and returns the epoch in force: e if it wrote it, else the
 // one found, which it never moves. An ambiguous write is read back.
 func RecordRestore(ctx context.Context, s store.Store, e RestoreEpoch, replace bool) (got RestoreEpoch, wrote bool, err error) {
-	v, err := EncodeRestore(e)
+	v, err := encodeRestore(e)
 	if err != nil {
 		return RestoreEpoch{}, false, err
 	}
-	if e, err = DecodeRestore(v); err != nil { // what a reader will see
+	if e, err = decodeRestore(v); err != nil { // what a reader will see
 		return RestoreEpoch{}, false, err
 	}
 	b := new(store.Batch)

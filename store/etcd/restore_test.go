@@ -21,12 +21,12 @@ func TestRestoreEpoch_EveryFormatWrittenDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := DecodeRestore(b)
+	e, err := decodeRestore(b)
 	want := RestoreEpoch{Format: 1, RestoredAt: time.Date(2026, 12, 5, 5, 0, 0, 123456789, time.UTC), BackupTime: time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)}
 	if err != nil || !e.same(want) {
 		t.Fatalf("restore-v1.json: %+v %v, want %+v", e, err, want)
 	}
-	again, err := EncodeRestore(RestoreEpoch{RestoredAt: want.RestoredAt.In(time.FixedZone("x", 3600)), BackupTime: want.BackupTime})
+	again, err := encodeRestore(RestoreEpoch{RestoredAt: want.RestoredAt.In(time.FixedZone("x", 3600)), BackupTime: want.BackupTime})
 	if err != nil || !bytes.Equal(again, bytes.TrimSpace(b)) {
 		t.Fatalf("encoded %s %v, want the fixture %s", again, err, b)
 	}
@@ -42,7 +42,7 @@ func TestRestoreEpoch_DecodeRefusesWhatIsNoEpoch(t *testing.T) {
 		`{"format":1,"restored_at":"2026-12-05T05:00:00Z"}`,
 		`{}`, ``, `not json`,
 	} {
-		if e, err := DecodeRestore([]byte(v)); !errors.Is(err, store.ErrCorruption) {
+		if e, err := decodeRestore([]byte(v)); !errors.Is(err, store.ErrCorruption) {
 			t.Errorf("%q: %+v %v, want ErrCorruption", v, e, err)
 		}
 	}
@@ -64,7 +64,7 @@ func TestRecordRestore_WritesOnceAndNeverMovesTheEpoch(t *testing.T) {
 	backup := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
 	first := RestoreEpoch{RestoredAt: backup.Add(time.Hour), BackupTime: backup}
 	got, wrote, err := RecordRestore(ctx, db, first, false)
-	if err != nil || !wrote || !got.same(RestoreEpoch{Format: RestoreFormat, RestoredAt: first.RestoredAt, BackupTime: backup}) {
+	if err != nil || !wrote || !got.same(RestoreEpoch{Format: restoreFormat, RestoredAt: first.RestoredAt, BackupTime: backup}) {
 		t.Fatalf("the first record: %+v wrote=%v %v", got, wrote, err)
 	}
 	for _, later := range []RestoreEpoch{{RestoredAt: backup.Add(2 * time.Hour), BackupTime: backup}, {RestoredAt: backup.Add(3 * time.Hour), BackupTime: backup.Add(time.Minute)}} {

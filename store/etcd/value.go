@@ -23,7 +23,7 @@ const (
 // idemd -version prints them).
 func Formats() []store.Format {
 	v := fmt.Sprint("envelope", envelopeFormat)
-	r := fmt.Sprint("restored", RestoreFormat)
+	r := fmt.Sprint("restored", restoreFormat)
 	return []store.Format{{Name: "etcd value", Writes: v, Reads: []string{v}},
 		{Name: "etcd restore epoch", Writes: r, Reads: []string{r}}}
 }

@@ -32,12 +32,12 @@ type Store struct {
 // about a cache line of pointers wide.
 const treeDegree = 16
 
-// DefaultLimits are engine.DB's (store.MaxLimits), so that code tested
+// defaultLimits are engine.DB's (store.MaxLimits), so that code tested
 // on memstore sizes its batches as it will on the local store.
-var DefaultLimits = store.MaxLimits
+var defaultLimits = store.MaxLimits
 
-// New returns an empty store with DefaultLimits.
-func New() *Store { return NewWithLimits(DefaultLimits) }
+// New returns an empty store with defaultLimits.
+func New() *Store { return NewWithLimits(defaultLimits) }
 
 // NewWithLimits returns an empty store that refuses what goes beyond l
 // (each bound at most store.MaxLimits'): tests use it to hold the layers

@@ -1,4 +1,4 @@
-package engine
+package check
 
 import (
 	"crypto/sha256"
@@ -14,31 +14,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
 )
 
-// Check (check.go) on real data dirs: a clean one has no problems and
+// Dir (check.go) on real data dirs: a clean one has no problems and
 // counts what was written; a torn tail after a crash is a warning; a
 // changed byte in a segment, a part or a delta, or a lost link, is damage
 // naming its file; a dir in use or no data dir is refused; and the dir is
-// byte for byte what it was, whatever Check found.
+// byte for byte what it was, whatever Dir found.
 
 // checkFixture is a closed data dir with a base checkpoint of several
 // parts, two deltas on it and a log tail of several segments after them.
 type checkFixture struct {
 	dir    string
-	opts   Options
-	state  map[string]string // what was written, as a model
-	deltas []deltaMeta       // oldest first
-	base   generation
+	opts   engine.Options
+	state  map[string]string        // what was written, as a model
+	deltas []engine.CheckpointDelta // oldest first
+	base   engine.CheckpointGeneration
 }
 
 func newCheckFixture(t *testing.T) *checkFixture {
 	t.Helper()
 	f := &checkFixture{dir: t.TempDir(), state: map[string]string{},
-		opts: quiet(Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 1024}})}
+		opts: quiet(engine.Options{CheckpointLogBytes: -1, CheckpointPartBytes: 2 << 10, WAL: wal.Options{SegmentBytes: 1024}})}
 	db := openT(t, f.dir, f.opts)
 	round := func(r, n int) {
 		for i := range n {
@@ -68,15 +69,15 @@ func newCheckFixture(t *testing.T) *checkFixture {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f.deltas = deltasT(t, f.dir)
-	f.base = generationsT(t, f.dir)[0]
-	if len(f.deltas) != 2 || len(f.base.parts) < 2 || len(walSegments(t, f.dir)) < 4 {
-		t.Fatalf("fixture: %d deltas, %d base parts, %d segments; want 2, ≥ 2, ≥ 4", len(f.deltas), len(f.base.parts), len(walSegments(t, f.dir)))
+	l := layoutT(t, f.dir)
+	f.deltas, f.base = l.Deltas, l.Generations[0]
+	if len(f.deltas) != 2 || len(f.base.Parts) < 2 || len(walSegments(t, f.dir)) < 4 {
+		t.Fatalf("fixture: %d deltas, %d base parts, %d segments; want 2, ≥ 2, ≥ 4", len(f.deltas), len(f.base.Parts), len(walSegments(t, f.dir)))
 	}
 	return f
 }
 
-func (f *checkFixture) wal(name string) string { return filepath.Join(f.dir, walDirName, name) }
+func (f *checkFixture) wal(name string) string { return filepath.Join(f.dir, engine.WALDirName, name) }
 
 // counts is what the model holds by namespace.
 func (f *checkFixture) counts() map[store.Namespace][2]int64 {
@@ -111,10 +112,10 @@ func dirHashes(t *testing.T, dir string) map[string][32]byte {
 }
 
 // checkT checks dir and asserts that nothing in it changed.
-func checkT(t *testing.T, dir string) *CheckReport {
+func checkT(t *testing.T, dir string) *Report {
 	t.Helper()
 	before := dirHashes(t, dir)
-	rep, err := Check(vfs.Default, dir, CheckOptions{})
+	rep, err := Dir(vfs.Default, dir, Options{})
 	if err != nil {
 		t.Fatalf("check %s: %v", dir, err)
 	}
@@ -124,7 +125,7 @@ func checkT(t *testing.T, dir string) *CheckReport {
 	return rep
 }
 
-func problemsOf(rep *CheckReport, kind ProblemKind) []Problem {
+func problemsOf(rep *Report, kind ProblemKind) []Problem {
 	var out []Problem
 	for _, p := range rep.Problems {
 		if p.Kind == kind {
@@ -135,7 +136,7 @@ func problemsOf(rep *CheckReport, kind ProblemKind) []Problem {
 }
 
 // wantDamageIn asserts a damage problem names file (relative to the dir).
-func wantDamageIn(t *testing.T, rep *CheckReport, file string) Problem {
+func wantDamageIn(t *testing.T, rep *Report, file string) Problem {
 	t.Helper()
 	if !rep.Damaged() {
 		t.Fatalf("no damage reported; problems %+v", rep.Problems)
@@ -164,13 +165,13 @@ func flipByte(t *testing.T, path string, at func(size int) int) {
 func middle(size int) int { return size / 2 }
 
 // openCopy opens a copy of dir with the engine itself: what a restart does.
-func openCopy(t *testing.T, dir string, opts Options) (*DB, error) {
+func openCopy(t *testing.T, dir string, opts engine.Options) (*engine.DB, error) {
 	t.Helper()
 	cp := t.TempDir()
 	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
 	}
-	return Open(cp, opts)
+	return engine.Open(cp, opts)
 }
 
 func TestCheck_ACleanDirHasNoProblemsAndCountsWhatWasWritten(t *testing.T) {
@@ -188,19 +189,19 @@ func TestCheck_ACleanDirHasNoProblemsAndCountsWhatWasWritten(t *testing.T) {
 			t.Errorf("namespace %s: %d keys, %d bytes; want %v", n.Namespace, n.Keys, n.Bytes, want[n.Namespace])
 		}
 	}
-	tip := f.deltas[1].v
-	if rep.Chain == nil || rep.Chain.Base != f.base.v0 || rep.Chain.Tip != tip || len(rep.Chain.Files) != len(f.base.parts)+2 {
-		t.Fatalf("chain %+v, want base %d with both deltas, tip %d", rep.Chain, f.base.v0, tip)
+	tip := f.deltas[1].V
+	if rep.Chain == nil || rep.Chain.Base != f.base.V0 || rep.Chain.Tip != tip || len(rep.Chain.Files) != len(f.base.Parts)+2 {
+		t.Fatalf("chain %+v, want base %d with both deltas, tip %d", rep.Chain, f.base.V0, tip)
 	}
 	if rep.Recovery.FromCheckpoint != tip {
 		t.Fatalf("the open loaded %d, check read the chain to %d", rep.Recovery.FromCheckpoint, tip)
 	}
 	w := rep.WAL
-	if len(w.Segments) != len(walSegments(t, f.dir)) || w.Marker != wal.MarkerClean || w.FirstIndex > uint64(f.deltas[0].v)+1 ||
+	if len(w.Segments) != len(walSegments(t, f.dir)) || w.Marker != wal.MarkerClean || w.FirstIndex > uint64(f.deltas[0].V)+1 ||
 		w.LastIndex < uint64(tip) || w.Frames != w.LastIndex-w.FirstIndex+1 {
 		t.Fatalf("log %+v", w)
 	}
-	if len(rep.Checkpoints) != len(f.base.parts)+2 {
+	if len(rep.Checkpoints) != len(f.base.Parts)+2 {
 		t.Fatalf("checkpoint files %+v", rep.Checkpoints)
 	}
 	for _, c := range rep.Checkpoints {
@@ -216,7 +217,7 @@ func TestCheck_AFlippedByteInAMiddleSegmentIsDamageNamingIt(t *testing.T) {
 	seg := segs[len(segs)-2] // after the tip: the open needs it
 	flipByte(t, f.wal(seg), middle)
 	rep := checkT(t, f.dir)
-	p := wantDamageIn(t, rep, walDirName+"/"+seg)
+	p := wantDamageIn(t, rep, engine.WALDirName+"/"+seg)
 	if p.Offset <= 0 {
 		t.Fatalf("damage %+v: want the offset of the damaged frame", p)
 	}
@@ -268,11 +269,11 @@ func TestCheck_ACutLastSegmentAfterACrashIsATornTailNotDamage(t *testing.T) {
 			last, end := f.cutLastSegment(t, 3)
 			rep := checkT(t, f.dir)
 			if !crashed {
-				wantDamageIn(t, rep, walDirName+"/"+last)
+				wantDamageIn(t, rep, engine.WALDirName+"/"+last)
 				return
 			}
 			torn := problemsOf(rep, ProblemTornTail)
-			if rep.Damaged() || len(torn) != 1 || torn[0].File != walDirName+"/"+last || torn[0].Offset < 0 || torn[0].Offset >= end-3 {
+			if rep.Damaged() || len(torn) != 1 || torn[0].File != engine.WALDirName+"/"+last || torn[0].Offset < 0 || torn[0].Offset >= end-3 {
 				t.Fatalf("want one torn tail in %s and no damage; problems %+v", last, rep.Problems)
 			}
 			db, err := openCopy(t, f.dir, f.opts)
@@ -292,9 +293,9 @@ func TestCheck_AFlippedByteInACheckpointFileIsDamageNamingIt(t *testing.T) {
 		name string
 		file func(f *checkFixture) string
 	}{
-		{"base part", func(f *checkFixture) string { return f.base.parts[0].name }},
-		{"older delta", func(f *checkFixture) string { return f.deltas[0].name }},
-		{"newest delta", func(f *checkFixture) string { return f.deltas[1].name }},
+		{"base part", func(f *checkFixture) string { return f.base.Parts[0].Name }},
+		{"older delta", func(f *checkFixture) string { return f.deltas[0].Name }},
+		{"newest delta", func(f *checkFixture) string { return f.deltas[1].Name }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newCheckFixture(t)
@@ -314,22 +315,22 @@ func TestCheck_AFlippedByteInACheckpointFileIsDamageNamingIt(t *testing.T) {
 func TestCheck_ALostLinkALaterOneNeedsIsDamage(t *testing.T) {
 	f := newCheckFixture(t)
 	lost, later := f.deltas[0], f.deltas[1]
-	if err := os.Remove(filepath.Join(f.dir, lost.name)); err != nil {
+	if err := os.Remove(filepath.Join(f.dir, lost.Name)); err != nil {
 		t.Fatal(err)
 	}
 	rep := checkT(t, f.dir)
-	p := wantDamageIn(t, rep, later.name)
-	if !strings.Contains(p.Detail, lost.name) || !strings.Contains(p.Detail, "missing") {
-		t.Fatalf("damage %+v: want it to name the missing %s", p, lost.name)
+	p := wantDamageIn(t, rep, later.Name)
+	if !strings.Contains(p.Detail, lost.Name) || !strings.Contains(p.Detail, "missing") {
+		t.Fatalf("damage %+v: want it to name the missing %s", p, lost.Name)
 	}
-	if rep.Chain != nil && rep.Chain.Tip >= lost.v {
-		t.Fatalf("chain %+v: it cannot reach past the lost link %d", rep.Chain, lost.v)
+	if rep.Chain != nil && rep.Chain.Tip >= lost.V {
+		t.Fatalf("chain %+v: it cannot reach past the lost link %d", rep.Chain, lost.V)
 	}
 }
 
 func TestCheck_AfterAFallbackTheFilesMovedAsideAreNotesNotDamage(t *testing.T) {
 	f := newCheckFixture(t)
-	newest := f.deltas[1].name
+	newest := f.deltas[1].Name
 	flipByte(t, filepath.Join(f.dir, newest), middle)
 	if rep := checkT(t, f.dir); !rep.Damaged() {
 		t.Fatalf("a damaged newest delta: no damage")
@@ -346,7 +347,7 @@ func TestCheck_AfterAFallbackTheFilesMovedAsideAreNotesNotDamage(t *testing.T) {
 	}
 	var noted bool
 	for _, p := range problemsOf(rep, ProblemNote) {
-		noted = noted || p.File == newest+damagedSuffix
+		noted = noted || p.File == newest+".damaged"
 	}
 	if !noted {
 		t.Fatalf("the file moved aside is not noted: %+v", rep.Problems)
@@ -355,7 +356,7 @@ func TestCheck_AfterAFallbackTheFilesMovedAsideAreNotesNotDamage(t *testing.T) {
 
 func TestCheck_KeysOutsideEveryNamespaceAreDamage(t *testing.T) {
 	dir := t.TempDir()
-	db := openT(t, dir, quiet(Options{}))
+	db := openT(t, dir, quiet(engine.Options{}))
 	apply(t, db, new(store.Batch).Put(store.NSMeta.Key("x"), []byte("1")).Put([]byte("stray/1"), []byte("2")))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -368,15 +369,15 @@ func TestCheck_KeysOutsideEveryNamespaceAreDamage(t *testing.T) {
 
 func TestCheck_RefusesADirAnOpenEngineHoldsAndReleasesItsLock(t *testing.T) {
 	dir := t.TempDir()
-	db := openT(t, dir, quiet(Options{}))
-	if _, err := Check(vfs.Default, dir, CheckOptions{}); !errors.Is(err, ErrLocked) {
-		t.Fatalf("check of a dir in use: %v, want ErrLocked", err)
+	db := openT(t, dir, quiet(engine.Options{}))
+	if _, err := Dir(vfs.Default, dir, Options{}); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("check of a dir in use: %v, want engine.ErrLocked", err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	checkT(t, dir)
-	lock, err := vfs.Default.Lock(filepath.Join(dir, lockFileName))
+	lock, err := vfs.Default.Lock(filepath.Join(dir, engine.LockFileName))
 	if err != nil {
 		t.Fatalf("after check the lock is still held: %v", err)
 	}
@@ -407,7 +408,7 @@ func TestCheck_RefusesWhatIsNotADataDir(t *testing.T) {
 		filepath.Join(mk("file", "plain"), "plain"),
 	} {
 		before := dirHashes(t, root)
-		if _, err := Check(vfs.Default, dir, CheckOptions{}); !errors.Is(err, ErrNotDataDir) {
+		if _, err := Dir(vfs.Default, dir, Options{}); !errors.Is(err, ErrNotDataDir) {
 			t.Errorf("check %s: %v, want ErrNotDataDir", dir, err)
 		}
 		if after := dirHashes(t, root); !maps.Equal(before, after) {
@@ -418,7 +419,7 @@ func TestCheck_RefusesWhatIsNotADataDir(t *testing.T) {
 
 func TestCheck_ReadsALegacySingleFileCheckpointAndFindsItsDamage(t *testing.T) {
 	dir := t.TempDir()
-	db := openT(t, dir, quiet(Options{CheckpointLogBytes: -1}))
+	db := openT(t, dir, quiet(engine.Options{CheckpointLogBytes: -1}))
 	for i := range 30 {
 		apply(t, db, new(store.Batch).Put(store.NSMeta.Key(fmt.Sprint(i)), []byte("v")))
 	}
@@ -427,15 +428,16 @@ func TestCheck_ReadsALegacySingleFileCheckpointAndFindsItsDamage(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// What an earlier version wrote for snap (legacy_test.go).
-	img := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64([]byte(legacyMagic), uint64(snap.Version())), uint64(snap.Len()))
+	// What an earlier version wrote for snap (engine/legacy_test.go): the
+	// format IDEMCKP2 of engine/ckptfile.go, written here byte by byte.
+	img := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64([]byte("IDEMCKP2"), uint64(snap.Version())), uint64(snap.Len()))
 	snap.Ascend(nil, func(it store.Item) bool {
 		img = binary.AppendUvarint(binary.AppendUvarint(img, uint64(len(it.Key))), uint64(len(it.Value)))
 		img = binary.AppendUvarint(append(append(img, it.Key...), it.Value...), uint64(it.Version))
 		return true
 	})
-	img = append(binary.LittleEndian.AppendUint32(img, crc32.Checksum(img, castagnoli)), legacyEndMagic...)
-	name := legacyName(snap.Version())
+	img = append(binary.LittleEndian.AppendUint32(img, crc32.Checksum(img, crc32.MakeTable(crc32.Castagnoli))), "IDEMEND1"...)
+	name := engine.CheckpointName(snap.Version()) + ".ckpt"
 	if err := os.WriteFile(filepath.Join(dir, name), img, 0o640); err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +455,7 @@ func TestCheck_ReadsALegacySingleFileCheckpointAndFindsItsDamage(t *testing.T) {
 // no step may read as damage.
 func TestCheck_EveryStepOfAChainsLifeIsClean(t *testing.T) {
 	dir := t.TempDir()
-	opts := quiet(Options{CheckpointLogBytes: -1, CheckpointDeltasMax: 1, CheckpointPartBytes: 1 << 10, WAL: wal.Options{SegmentBytes: 1024}})
+	opts := quiet(engine.Options{CheckpointLogBytes: -1, CheckpointDeltasMax: 1, CheckpointPartBytes: 1 << 10, WAL: wal.Options{SegmentBytes: 1024}})
 	keys := map[string]bool{}
 	for step := range 5 {
 		db := openT(t, dir, opts)
@@ -475,7 +477,7 @@ func TestCheck_EveryStepOfAChainsLifeIsClean(t *testing.T) {
 	}
 }
 
-func (c *ChainCheck) tipOrZero() store.Version {
+func (c *Chain) tipOrZero() store.Version {
 	if c == nil {
 		return 0
 	}

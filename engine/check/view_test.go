@@ -1,4 +1,4 @@
-package engine
+package check
 
 import (
 	"errors"
@@ -14,9 +14,9 @@ import (
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
-// The file systems under Check (checkfs.go): the read-only view refuses
+// The file systems under Dir (readonly.go, view.go): the read-only view refuses
 // every write, the copy-on-write view keeps recovery's writes in memory,
-// and Check itself makes no call that could change the dir but its Lock.
+// and Dir itself makes no call that could change the dir but its Lock.
 
 // spyFS records every call that could change a file system, and refuses it.
 type spyFS struct {
@@ -74,17 +74,17 @@ func TestCheck_MakesNoMutatingCallButTheLockEvenWhereAnOpenWouldWrite(t *testing
 		t.Fatal(err)
 	}
 	f.cutLastSegment(t, 3)
-	flipByte(t, filepath.Join(f.dir, f.deltas[1].name), middle)
+	flipByte(t, filepath.Join(f.dir, f.deltas[1].Name), middle)
 	spy := &spyFS{FS: vfs.Default}
-	rep, err := Check(spy, f.dir, CheckOptions{})
+	rep, err := Dir(spy, f.dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(spy.writes) != 0 || spy.locks != 1 {
 		t.Fatalf("check made mutating calls %v and %d locks; want none and one", spy.writes, spy.locks)
 	}
-	if !rep.Loaded || len(problemsOf(rep, ProblemTornTail)) != 1 || !rep.Damaged() || rep.Recovery.FromCheckpoint != f.deltas[0].v {
-		t.Fatalf("the open under check should cut the tail and fall back to %d: %+v", f.deltas[0].v, rep)
+	if !rep.Loaded || len(problemsOf(rep, ProblemTornTail)) != 1 || !rep.Damaged() || rep.Recovery.FromCheckpoint != f.deltas[0].V {
+		t.Fatalf("the open under check should cut the tail and fall back to %d: %+v", f.deltas[0].V, rep)
 	}
 }
 

@@ -1,11 +1,10 @@
-package engine
+package check
 
 import (
-	"encoding/binary"
 	"path/filepath"
 	"strings"
 
-	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/engine"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -13,25 +12,25 @@ import (
 // torn-tail judgement of repair on open, Replay's rule that only the last
 // segment may be torn, contiguous segments), decodes every batch body as
 // replay would, and collects the checkpoints the log records writing.
-// Replay reads only the entries after the checkpoint tip; Check reads them
+// Replay reads only the entries after the checkpoint tip; Dir reads them
 // all, so damage to entries already checkpointed is found too.
 func (c *checker) checkLog() {
-	walDir := filepath.Join(c.dir, walDirName)
+	walDir := filepath.Join(c.dir, engine.WALDirName)
 	// Open's adjustments (GroupBytesMax) decide what repair may cut.
-	opts := Options{WAL: c.opts.WAL, FS: c.fs}.withDefaults().WAL
+	opts := engine.Options{WAL: c.opts.WAL, FS: c.fs}.WALOptions()
 	sum := &c.rep.WAL
 	vr, err := wal.Verify(walDir, opts, func(e wal.VerifiedEntry) {
 		sum.Frames++
 		switch e.Kind {
 		case wal.KindBatch:
 			sum.Batches++
-			if err := decodeBody(e.Body, func(store.Op) {}); err != nil {
+			if err := engine.VerifyBatch(e.Body); err != nil {
 				c.problem(ProblemDamage, filepath.Join(walDir, e.Segment), OffsetUnknown,
 					"entry %d: its checksum holds but its batch does not decode (%v), so it was written so; replay refuses it", e.Index, err)
 			}
 		case wal.KindCheckpoint:
 			sum.Records++
-			if n, k := binary.Uvarint(e.Body); k > 0 {
+			if n, ok := engine.RecordedCheckpoint(e.Body); ok {
 				c.recorded = append(c.recorded, n)
 			}
 		}
@@ -42,7 +41,7 @@ func (c *checker) checkLog() {
 	}
 	c.logRead = true
 	for _, s := range vr.Segments {
-		sum.Segments = append(sum.Segments, SegmentCheck{Name: s.Name, First: s.First, Frames: s.Frames, Bytes: s.Bytes})
+		sum.Segments = append(sum.Segments, Segment{Name: s.Name, First: s.First, Frames: s.Frames, Bytes: s.Bytes})
 		sum.Bytes += s.Bytes
 	}
 	sum.FirstIndex, sum.LastIndex, sum.Marker = vr.FirstIndex, vr.LastIndex, vr.Marker

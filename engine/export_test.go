@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The offline checker for the tests here that hold the dirs they make to
+// it (a backup, a format fixture, a lost merged base). It lives in package
+// engine/check, which imports this package, so these internal tests
+// cannot import it: the external test package sets CheckDir
+// (checkhook_test.go), in the same test binary.
+
+// CheckProblem is one finding of the checker: its kind ("damage",
+// "torn-tail", "note"), the file it names and what it says.
+type CheckProblem struct{ Kind, File, Detail string }
+
+// CheckDir runs the checker over the stopped data dir dir: whether the
+// logical load ran (an open accepts the dir), and every problem found.
+var CheckDir func(dir string) (loaded bool, problems []CheckProblem, err error)
+
+// checkDirT checks dir and asserts that nothing in it changed.
+func checkDirT(t *testing.T, dir string) (loaded bool, problems []CheckProblem) {
+	t.Helper()
+	if CheckDir == nil {
+		t.Fatal("CheckDir is not set: checkhook_test.go sets it")
+	}
+	before := dirHashes(t, dir)
+	loaded, problems, err := CheckDir(dir)
+	if err != nil {
+		t.Fatalf("check %s: %v", dir, err)
+	}
+	if after := dirHashes(t, dir); !maps.Equal(before, after) {
+		t.Fatalf("check changed the dir:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
+	return loaded, problems
+}
+
+// damageOf is the problems of kind damage.
+func damageOf(problems []CheckProblem) []CheckProblem {
+	var out []CheckProblem
+	for _, p := range problems {
+		if p.Kind == "damage" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// dirHashes is every file under dir by path, as a hash of its bytes.
+func dirHashes(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = sha256.Sum256(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
