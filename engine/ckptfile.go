@@ -314,17 +314,24 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version stor
 	if err != nil {
 		return err
 	}
-	prev := m.start
+	// decodeRecords proves the keys strictly increase, so the range is
+	// checked at its two ends only, not twice per record.
+	var first, last []byte
 	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.flagged, func(k, v []byte, ver store.Version, indirect bool) error {
-		if bytes.Compare(k, prev) < 0 || (len(m.end) > 0 && bytes.Compare(k, m.end) >= 0) {
-			return fmt.Errorf("key %q outside the part's range", k)
+		if first == nil {
+			if first = k; bytes.Compare(k, m.start) < 0 {
+				return fmt.Errorf("key %q outside the part's range", k)
+			}
 		}
-		prev = k
+		last = k
 		fn(k, v, ver, indirect)
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if last != nil && len(m.end) > 0 && bytes.Compare(last, m.end) >= 0 {
+		return fmt.Errorf("key %q outside the part's range", last)
 	}
 	if n != bodyEnd-at {
 		return fmt.Errorf("%d trailing bytes", bodyEnd-at-n)

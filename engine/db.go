@@ -212,25 +212,41 @@ func versioned(op store.Op, v store.Version) index.KV {
 // broken (a bug, never bad input: replay checks the log it reads first).
 // Writing it would put an older value over a newer one; we panic instead.
 func (db *DB) applyToTree(v store.Version, ops []store.Op) {
+	db.checkNewer(v)
+	for _, op := range ops {
+		db.applyOp(v, op, false)
+	}
+	db.applied = v
+}
+
+// checkNewer panics unless v is newer than every batch applied (see
+// applyToTree).
+func (db *DB) checkNewer(v store.Version) {
 	if v <= db.applied {
 		panic(fmt.Sprintf("engine: invariant broken: versions strictly increase, but batch %d is applied after batch %d", v, db.applied))
 	}
-	for _, op := range ops {
-		var old index.KV
-		var existed bool
-		if op.Delete {
-			old, existed = db.tree.Delete(index.Probe(op.Key))
-		} else {
-			old, existed = db.tree.Put(versioned(op, v))
-			db.liveBytes += recordBytes(len(op.Key), len(op.Value))
-		}
-		if existed {
-			db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
-			unlive(db.vlogLive, old)
-		}
+}
+
+// applyOp installs one op of batch v; replayed says it comes from the
+// replay, whose puts' keys the dirty set may share (dirtySet.noteShared).
+func (db *DB) applyOp(v store.Version, op store.Op, replayed bool) {
+	var old index.KV
+	var existed bool
+	if op.Delete {
+		old, existed = db.tree.Delete(index.Probe(op.Key))
+	} else {
+		old, existed = db.tree.Put(versioned(op, v))
+		db.liveBytes += recordBytes(len(op.Key), len(op.Value))
+	}
+	if existed {
+		db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
+		unlive(db.vlogLive, old)
+	}
+	if replayed && !op.Delete {
+		db.dirty.noteShared(op.Key, existed)
+	} else {
 		db.dirty.note(op.Key, existed)
 	}
-	db.applied = v
 }
 
 // recordBytes estimates a record's size in a checkpoint.

@@ -59,6 +59,9 @@ func (r *loadRun) tombstone(i int) bool {
 type chainLoad struct {
 	base   []index.KV
 	deltas []loadRun
+	// layout, if set, holds the base instead of base, laid out for an
+	// in-place merge (loadlayout.go).
+	layout *baseLayout
 }
 
 // loadRangesMax bounds the ranges one build merges at once, and
@@ -71,6 +74,12 @@ const (
 // build returns the tree the chain holds, its live-bytes estimate and the
 // value log's live bytes by segment.
 func (l *chainLoad) build() (*index.Ordered[index.KV], int64, map[uint32]int64) {
+	if l.layout != nil {
+		items := l.layout.merge(l.deltas)
+		l.layout = nil
+		live, vlive := itemStats(items)
+		return index.NewSortedKeySpace(items), live, vlive
+	}
 	records := len(l.base)
 	for _, d := range l.deltas {
 		records += len(d.kv)
@@ -91,13 +100,20 @@ func (l *chainLoad) buildIn(ranges int) (*index.Ordered[index.KV], int64, map[ui
 	if !ok {
 		items = l.byInserts()
 	}
+	live, vlive := itemStats(items)
+	return index.NewSortedKeySpace(items), live, vlive
+}
+
+// itemStats sums items' live bytes and the value log's live bytes by
+// segment.
+func itemStats(items []index.KV) (int64, map[uint32]int64) {
 	var live int64
 	vlive := map[uint32]int64{}
 	for _, it := range items {
 		live += recordBytes(len(it.Key()), len(it.Value()))
 		relive(vlive, it)
 	}
-	return index.NewSortedKeySpace(items), live, vlive
+	return live, vlive
 }
 
 // byInserts applies the chain record by record, as an open did before the

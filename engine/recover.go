@@ -61,6 +61,7 @@ func (rc *recoverer) recover() error {
 	r := replayer{db: db, next: ckpt + 1}
 	err = log.Replay(ckpt+1, r.entry)
 	if err == nil {
+		r.batch.flush(db)
 		err = r.reachedEnd(log.NextIndex())
 	}
 	if err != nil {
@@ -106,8 +107,9 @@ type replayer struct {
 	newest  uint64          // the newest checkpoint the log says was written
 	merged  []store.Version // the merged bases the log says were linked
 
-	ops  []store.Op // scratch: the entry's ops as decoded, then as owned
-	slab []byte     // the arena puts are copied into (own)
+	ops   []store.Op  // scratch: the entry's ops as decoded, then as owned
+	slab  []byte      // the arena puts are copied into (own)
+	batch replayBatch // ops gathered to reach the tree sorted (replaybatch.go)
 }
 
 // replaySlabBytes is the size of the arena chunks replayed puts are
@@ -140,15 +142,19 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	if err := decodeBody(body, func(op store.Op) { r.ops = append(r.ops, op) }); err != nil {
 		return &store.CorruptionError{File: walDirName, Reason: fmt.Sprintf("entry %d", index), Err: err}
 	}
-	// Bodies are only valid during the callback; the tree keeps copies.
-	r.db.applyToTree(store.Version(index), r.own(r.ops))
+	// Bodies are only valid during the callback; the tree keeps copies,
+	// and the batch a copy of each deleted key.
+	if r.batch.add(store.Version(index), r.own(r.ops)) {
+		r.batch.flush(r.db)
+	}
 	return nil
 }
 
 // own makes ops' puts engine-owned in place, each key ‖ value copied into
 // the arena with room for the version after it (the layout of index.KV, as
-// ownOps makes it). A delete's key
-// is used only while the entry is applied, and stays in the body.
+// ownOps makes it). A delete's key is needed only until its batch is
+// applied: the replay's batch copies it into scratch of its own
+// (replaybatch.go).
 func (r *replayer) own(ops []store.Op) []store.Op {
 	for i, op := range ops {
 		if op.Delete {
@@ -249,7 +255,10 @@ func (rc *recoverer) loadNewestChain(gens []generation, deltas map[store.Version
 			// Older than the log: replay cannot complete it, nor anything older.
 			break
 		}
-		load, err := rc.loadGeneration(g)
+		// The deltas first: how many records they hold decides how the
+		// base is laid out (loadlayout.go).
+		runs, good, derr := rc.loadDeltas(c.deltas)
+		load, err := rc.loadGeneration(g, runs[:good])
 		if err != nil {
 			if !errors.Is(err, errCheckpointDamaged) {
 				return nil, nil, nil, err
@@ -261,14 +270,18 @@ func (rc *recoverer) loadNewestChain(gens []generation, deltas map[store.Version
 			}
 			continue
 		}
-		good, err := rc.loadDeltas(load, c.deltas)
-		if err != nil {
-			if !errors.Is(err, errCheckpointDamaged) {
-				return nil, nil, nil, err
+		load.deltas = runs[:good]
+		db.merges.deltaRuns = map[string]loadRun{}
+		for i, run := range load.deltas {
+			db.merges.deltaRuns[c.deltas[i].name] = run
+		}
+		if derr != nil {
+			if !errors.Is(derr, errCheckpointDamaged) {
+				return nil, nil, nil, derr
 			}
 			d := c.deltas[good]
-			db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", err)
-			tried = append(tried, d.name+" ("+err.Error()+")")
+			db.opts.Logger.Warn("engine: delta checkpoint does not load", "file", d.name, "err", derr)
+			tried = append(tried, d.name+" ("+derr.Error()+")")
 			damaged = append(damaged, d.name)
 		}
 		c.deltas = c.deltas[:good]
@@ -366,22 +379,16 @@ func (rc *recoverer) resumeMerge(g generation, chosen *ckptChain) {
 }
 
 // loadDeltas reads and decodes the deltas ds, as many at once as there
-// are processors (each is independent of the others), and adds to the
-// chain's load those before the first that does not load: their number,
-// and that one's error.
-func (rc *recoverer) loadDeltas(load *chainLoad, ds []deltaMeta) (int, error) {
-	db := rc.db
+// are processors (each is independent of the others), and returns them
+// with the number before the first that does not load, and that one's
+// error.
+func (rc *recoverer) loadDeltas(ds []deltaMeta) ([]loadRun, int, error) {
 	runs := make([]loadRun, len(ds))
 	good, err := eachAtOnce(len(ds), func(i int) (err error) {
-		runs[i], err = db.loadDelta(ds[i])
+		runs[i], err = rc.db.loadDelta(ds[i])
 		return err
 	})
-	load.deltas = append(load.deltas, runs[:good]...)
-	db.merges.deltaRuns = map[string]loadRun{}
-	for i, run := range runs[:good] {
-		db.merges.deltaRuns[ds[i].name] = run
-	}
-	return good, err
+	return runs, good, err
 }
 
 // eachAtOnce calls fn(0) … fn(n-1), as many at once as there are
@@ -410,7 +417,7 @@ func eachAtOnce(n int, fn func(i int) error) (int, error) {
 // loadDelta validates the delta d and returns its records, which alias
 // the file's image as a part's do.
 func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
-	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, d.name))
+	data, err := db.readImage(d.name, d.size)
 	if errors.Is(err, fs.ErrNotExist) {
 		return loadRun{}, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
 	}
@@ -510,8 +517,10 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 // loadGeneration decodes every part of g and starts the chain's load
 // (loadchain.go) with its records: the parts cover the key space in
 // order, each in key order, so they arrive sorted. The chain's build
-// (chainLoad.build) makes the tree once the deltas are read.
-func (rc *recoverer) loadGeneration(g generation) (*chainLoad, error) {
+// (chainLoad.build) makes the tree. deltas are the chain's, read first:
+// when they are too many to apply one by one, the base is laid out for
+// the merge (loadlayout.go).
+func (rc *recoverer) loadGeneration(g generation, deltas []loadRun) (*chainLoad, error) {
 	db := rc.db
 	var total uint64
 	legacy := false
@@ -536,27 +545,44 @@ func (rc *recoverer) loadGeneration(g generation) (*chainLoad, error) {
 	}
 	// The parts are independent files with exact counts: each decodes into
 	// its own stretch of the base, as many at once as there are processors.
-	items := make([]index.KV, total)
-	starts := make([]int, len(g.parts))
-	for i, at := 1, 0; i < len(g.parts); i++ {
-		at += int(g.parts[i-1].count)
-		starts[i] = at
+	load := &chainLoad{}
+	var stretch func(i int) []index.KV
+	if d := deltaRecords(deltas); d > int(total)/loadInsertRatio {
+		load.layout = layoutBase(g.parts, deltas)
+		stretch = load.layout.part
+	} else {
+		load.base = make([]index.KV, total)
+		starts := make([]int, len(g.parts))
+		for i, at := 1, 0; i < len(g.parts); i++ {
+			at += int(g.parts[i-1].count)
+			starts[i] = at
+		}
+		stretch = func(i int) []index.KV { return load.base[starts[i] : starts[i]+int(g.parts[i].count)] }
 	}
 	_, err := eachAtOnce(len(g.parts), func(i int) error {
-		dst, n := items[starts[i]:starts[i]+int(g.parts[i].count)], 0
+		dst, n := stretch(i), 0
 		return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++ })
 	})
 	if err != nil {
 		return nil, err
 	}
 	db.applied = applied
-	return &chainLoad{base: items}, nil
+	return load, nil
+}
+
+// deltaRecords is how many records runs hold.
+func deltaRecords(runs []loadRun) int {
+	n := 0
+	for _, r := range runs {
+		n += len(r.kv)
+	}
+	return n
 }
 
 // decodePartFile reads the part p and passes each record to fn, as an
 // item aliasing the file's image: one allocation holds the whole part.
 func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
-	data, err := vfs.ReadFile(db.fs, filepath.Join(db.dir, p.name))
+	data, err := db.readImage(p.name, p.size)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
 	}
@@ -665,4 +691,12 @@ func (rc *recoverer) warnLostMerges(merged []store.Version, used uint64) {
 		db.opts.Logger.Warn("engine: a newer base is missing or damaged; recovered everything from the chain it replaced and the log",
 			"missing", lost, "used", checkpointLabel(used))
 	}
+}
+
+// readImage reads a checkpoint file of about size bytes whose records
+// the tree will alias, into memory advised to take huge pages.
+func (db *DB) readImage(name string, size int64) ([]byte, error) {
+	buf := make([]byte, 0, max(size, 0)+1)
+	adviseHuge(buf[:cap(buf)])
+	return vfs.ReadFileInto(db.fs, filepath.Join(db.dir, name), buf)
 }

@@ -37,6 +37,9 @@ type Options struct {
 	// CaseProfiles is -cpuprofile-cases: a directory for one CPU profile
 	// per measured window (caseprofile.go); "" for none.
 	CaseProfiles string
+	// KeepDirs is -keep-dirs: DataDir's cleanup leaves the case's
+	// directory, so a store a case filled can be opened again by hand.
+	KeepDirs bool
 	// Crashloop holds the -crashloop-* flags of the opt-in crashloop suite.
 	Crashloop CrashloopOptions
 }
@@ -157,6 +160,9 @@ func (e *Env) DataDir(name string) (dir string, cleanup func(), err error) {
 	dir, err = os.MkdirTemp(e.run.baseDir, e.suite+"-"+name+"-")
 	if err != nil {
 		return "", nil, err
+	}
+	if e.Opts.KeepDirs {
+		return dir, func() {}, nil
 	}
 	return dir, func() { os.RemoveAll(dir) }, nil
 }

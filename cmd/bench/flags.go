@@ -18,6 +18,7 @@ type benchFlags struct {
 	concList      *string
 	jsonOut       *bool
 	dir           *string
+	keepDirs      *bool
 	valueB        *int
 	keys          *int
 	receipts      *int
@@ -50,6 +51,7 @@ func defineFlags(fs *flag.FlagSet) *benchFlags {
 		concList:  fs.String("concurrency", "1,8,64", "comma-separated closed-loop worker counts (http defaults to 1,8,32)"),
 		jsonOut:   fs.Bool("json", false, "print one JSON object per result on stdout (tables go to stderr)"),
 		dir:       fs.String("dir", "", "directory for data (default: a temp dir under "+os.TempDir()+", removed afterwards)"),
+		keepDirs:  fs.Bool("keep-dirs", false, "keep each case's data directory under -dir instead of removing it (to open a filled store again by hand)"),
 		valueB:    fs.Int("value-bytes", 200, "bytes per written value or record (wal, engine)"),
 		keys:      fs.Int("keys", 1_000_000, "keys in the store for the engine recovery case (quick tour: 100000)"),
 		receipts:  fs.Int("receipts", 1_000_000, "terminal receipts for the reopen case (quick tour: 100000)"),
@@ -111,7 +113,7 @@ func (f *benchFlags) options(fs *flag.FlagSet) (Options, error) {
 	}
 	opts := Options{Duration: *f.duration, Concurrency: conc, ConcurrencySet: set["concurrency"],
 		ValueBytes: *f.valueB, Keys: *f.keys, Receipts: *f.receipts, Capacity: *f.capacity, BatchDocs: *f.batchDocs, ReplayKeys: *f.replayN,
-		JSON: *f.jsonOut, PG: *f.pgDSN, PGTuned: *f.pgTuned, HTTPClient: *f.httpCli, CaseProfiles: *f.caseProf, Crashloop: crash}
+		JSON: *f.jsonOut, PG: *f.pgDSN, PGTuned: *f.pgTuned, HTTPClient: *f.httpCli, CaseProfiles: *f.caseProf, KeepDirs: *f.keepDirs, Crashloop: crash}
 	if set["suite"] {
 		return opts, nil
 	}

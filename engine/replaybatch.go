@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+
+	"github.com/idemdb/idem/store"
+)
+
+// Replayed ops reach the tree in batches sorted by key, not one entry at
+// a time. A put or delete in log order lands anywhere in the tree: each
+// descent is a binary search per node whose every step reads a key from a
+// cold file image, and an open's replay spent most of its time there.
+// Sorted, consecutive ops share their path and their neighbours, which
+// are still in the cache. The order changes nothing: ops on different keys
+// commute, and a key's own ops keep their log order (the sort breaks ties
+// by it), so each one finds the tree — what existed before it, the bytes
+// it frees, what the dirty set notes of it — as it would have in log order.
+
+// replayBatchOps is how many ops a replay gathers before applying them:
+// enough that a batch's keys cluster in the tree, few enough that the
+// batch (about 100 B an op, and the deleted keys' bytes) stays small.
+const replayBatchOps = 1 << 16
+
+// replayOp is a replayed op and the batch it belongs to.
+type replayOp struct {
+	op      store.Op
+	version store.Version
+}
+
+// replayKey is what the batch sorts: a replayed op's place in log order
+// within the batch and its key's first bytes as integers (loadchain.go's
+// head), which decide most comparisons without reading the key.
+type replayKey struct {
+	head [headWords]uint64
+	seq  int
+}
+
+// replayBatch gathers replayed ops. Puts are owned (their keys and values
+// sit in the replay's arena); a delete's key is copied into dels, reused
+// from batch to batch: applying a delete keeps nothing of its key.
+type replayBatch struct {
+	ops   []replayOp
+	order []replayKey
+	dels  []byte
+}
+
+// add gathers the ops of batch v; it reports whether the batch is full.
+func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
+	for _, op := range ops {
+		if op.Delete {
+			at := len(b.dels)
+			b.dels = append(b.dels, op.Key...)
+			op.Key = b.dels[at:len(b.dels):len(b.dels)]
+		}
+		if len(b.ops) == cap(b.ops) {
+			// Doubling, as append does not for large slices: the first
+			// batch of an open is grown from nothing.
+			b.ops = slices.Grow(b.ops, max(len(b.ops), 1<<10))
+			b.order = slices.Grow(b.order, cap(b.ops)-len(b.order))
+		}
+		b.order = append(b.order, replayKey{head: headOf(op.Key).w, seq: len(b.ops)})
+		b.ops = append(b.ops, replayOp{op: op, version: v})
+	}
+	return len(b.ops) >= replayBatchOps
+}
+
+// flush applies the gathered ops to db's tree in key order, then marks
+// batches up to the newest gathered as applied.
+func (b *replayBatch) flush(db *DB) {
+	if len(b.ops) == 0 {
+		return
+	}
+	db.checkNewer(b.ops[0].version)
+	newest := b.ops[len(b.ops)-1].version
+	slices.SortFunc(b.order, func(x, y replayKey) int {
+		for i := range x.head {
+			if c := cmp.Compare(x.head[i], y.head[i]); c != 0 {
+				return c
+			}
+		}
+		if c := bytes.Compare(b.ops[x.seq].op.Key, b.ops[y.seq].op.Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
+	for _, k := range b.order {
+		o := b.ops[k.seq]
+		db.applyOp(o.version, o.op, true)
+	}
+	db.applied = newest
+	clear(b.ops) // the arena's chunks are the tree's to keep, not the batch's
+	b.ops, b.order, b.dels = b.ops[:0], b.order[:0], b.dels[:0]
+}

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/internal/testsupport"
+	"github.com/idemdb/idem/store"
+)
+
+// TestReplayBatch_SortedBatchesLeaveWhatLogOrderLeaves: random batches of
+// puts and deletes over a few keys — a key written several times in one
+// batch and across batches, deleted and put back — applied through the
+// replay's sorted batches, flushed at random points, leave the tree, the
+// live bytes, the applied version and the dirty set's first write of each
+// key (and whether it existed) exactly as applying them in log order does.
+// The deleted keys' bytes, reused from batch to batch, are not kept.
+func TestReplayBatch_SortedBatchesLeaveWhatLogOrderLeaves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t), 17))
+	for round := range 100 {
+		inOrder, batched := bareDB(), bareDB()
+		var b replayBatch
+		var lastWithOps store.Version
+		for v := store.Version(1); v <= 200; v++ {
+			var ops []store.Op
+			for range rng.IntN(4) {
+				key := fmt.Sprintf("k%02d", rng.IntN(20))
+				if rng.IntN(3) == 0 {
+					ops = append(ops, store.Op{Key: []byte(key), Delete: true})
+				} else {
+					ops = append(ops, store.Op{Key: []byte(key), Value: []byte(fmt.Sprintf("v%d", v))})
+				}
+			}
+			inOrder.applyToTree(v, ownOps(ops))
+			if len(ops) > 0 {
+				lastWithOps = v
+			}
+			owned := ownOps(ops)
+			for i := range ops {
+				if ops[i].Delete {
+					owned[i].Key = ops[i].Key // in the body, as replay leaves it
+				}
+			}
+			if b.add(v, owned) || rng.IntN(30) == 0 {
+				b.flush(batched)
+			}
+			for i := range ops {
+				if ops[i].Delete {
+					ops[i].Key[0] = 'X' // the body a delete came from is gone
+				}
+			}
+		}
+		b.flush(batched)
+		want, got := holding(inOrder.tree), holding(batched.tree)
+		wantKeys, gotKeys := treeKeys(inOrder.tree), treeKeys(batched.tree)
+		if !slices.Equal(got, want) || !slices.Equal(gotKeys, wantKeys) || batched.liveBytes != inOrder.liveBytes {
+			t.Fatalf("round %d: batched holds %v %v (live %d), in order %v %v (live %d)", round, gotKeys, got, batched.liveBytes, wantKeys, want, inOrder.liveBytes)
+		}
+		// The replay's end sets applied to the log's last entry, empty or not.
+		if batched.applied != lastWithOps {
+			t.Fatalf("round %d: applied %d, want %d, the last batch with ops", round, batched.applied, lastWithOps)
+		}
+		if w, g := firstWrites(inOrder.dirty), firstWrites(batched.dirty); !slices.Equal(g, w) {
+			t.Fatalf("round %d: the dirty set's first writes %v, in order %v", round, g, w)
+		}
+	}
+}
+
+// TestReplayBatch_PanicsUnlessNewerThanApplied: a batch whose first op is
+// at or below the last applied version is refused before it touches the
+// tree, as applyToTree refuses one.
+func TestReplayBatch_PanicsUnlessNewerThanApplied(t *testing.T) {
+	db := bareDB()
+	db.applyToTree(5, putOps("a"))
+	var b replayBatch
+	b.add(5, putOps("b"))
+	testsupport.MustPanic(t, "invariant broken: versions strictly increase", func() { b.flush(db) })
+	if _, ok := db.tree.Get(index.Probe([]byte("b"))); ok {
+		t.Fatal("the refused batch reached the tree")
+	}
+}
+
+func treeKeys(tree *index.Ordered[index.KV]) []string {
+	var out []string
+	tree.AscendAll(func(it index.KV) bool { out = append(out, string(it.Key())); return true })
+	return out
+}
+
+func firstWrites(d *dirtySet) []string {
+	var out []string
+	for _, k := range d.sortDistinct() {
+		out = append(out, fmt.Sprintf("%s:%v", k.key, k.existed))
+	}
+	return out
+}
