@@ -30,18 +30,9 @@ func (db *DB) apply(ctx context.Context, batches []*store.Batch) (store.Version,
 	if len(batches) > 1 {
 		links = make([]chainLink, len(batches))
 	}
-	total := 0
-	for i, b := range batches {
-		if err := store.Check(b, db.Limits()); err != nil {
-			return 0, err
-		}
-		links[i] = chainLink{ops: b.Ops, body: encodeBody(make([]byte, 0, encodedBodySize(b.Ops)), b.Ops)}
-		total += len(links[i].body)
+	if err := db.encodeLinks(batches, links); err != nil {
+		return 0, err
 	}
-	if total > store.BatchBytesMax {
-		return 0, fmt.Errorf("%w: %d encoded bytes > %d", store.ErrInvalidBatch, total, store.BatchBytesMax)
-	}
-	liveOps(links)
 	if err := db.log.ReserveN(ctx, len(links)); err != nil {
 		return 0, db.submitErr(err)
 	}
@@ -92,6 +83,26 @@ func (db *DB) apply(ctx context.Context, batches []*store.Batch) (store.Version,
 		return 0, err
 	}
 	return next, nil
+}
+
+// encodeLinks checks each batch against the contract and encodes it into
+// links[i], within the bytes one sequenced write may carry, and sets each
+// link's live ops (liveOps: engine-owned copies, less what a later link
+// overwrites).
+func (db *DB) encodeLinks(batches []*store.Batch, links []chainLink) error {
+	total := 0
+	for i, b := range batches {
+		if err := store.Check(b, db.Limits()); err != nil {
+			return err
+		}
+		links[i] = chainLink{ops: b.Ops, body: encodeBody(make([]byte, 0, encodedBodySize(b.Ops)), b.Ops)}
+		total += len(links[i].body)
+	}
+	if total > store.BatchBytesMax {
+		return fmt.Errorf("%w: %d encoded bytes > %d", store.ErrInvalidBatch, total, store.BatchBytesMax)
+	}
+	liveOps(links)
+	return nil
 }
 
 // awaitDurable waits for a sequenced batch and maps the log's answer.
