@@ -23,16 +23,12 @@ import (
 // file system allows; the two that grow (the log's tail, the active
 // value-log segment) are always copied, up to what is written.
 
-// BackupManifestName is the file a backup's directory holds last: its
+// backupManifestName is the file a backup's directory holds last: its
 // presence says the copy is complete, and its content what it holds.
-const BackupManifestName = "BACKUP"
+const backupManifestName = "BACKUP"
 
-// BackupFormat is the version of the manifest's format (docs/upgrading.md).
-const BackupFormat = 1
-
-// ErrBackupDest marks a backup destination that already holds files: a
-// backup never writes over anything.
-var ErrBackupDest = errors.New("engine: backup destination is not empty")
+// backupFormat is the version of the manifest's format (docs/upgrading.md).
+const backupFormat = 1
 
 // BackupManifest is what a backup records about itself.
 type BackupManifest struct {
@@ -51,7 +47,7 @@ type BackupManifest struct {
 
 // Backup writes a consistent copy of the live store into dest, which must
 // not exist or be empty: every batch up to one durable version, with the
-// manifest (BackupManifestName) written last. It refuses with
+// manifest (backupManifestName) written last. It refuses with
 // ErrFailStopped on a store whose log failed. Writes go on meanwhile;
 // checkpoints wait until the copy is done.
 func (db *DB) Backup(dest string) (BackupManifest, error) {
@@ -68,7 +64,7 @@ func (db *DB) Backup(dest string) (BackupManifest, error) {
 	defer db.ckptMu.Unlock()
 	// The time is taken before the log's cut: a batch acknowledged
 	// before it was written before the cut.
-	m := BackupManifest{Format: BackupFormat, VersionTime: time.Now().UTC()}
+	m := BackupManifest{Format: backupFormat, VersionTime: time.Now().UTC()}
 	snap := db.log.Snapshot()
 	m.Version = store.Version(snap.LastIndex)
 	c := &backupCopier{fs: db.fs, m: &m}
@@ -203,7 +199,7 @@ func writeBackupManifest(fsys vfs.FS, dest string, m BackupManifest) error {
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileSynced(fsys, filepath.Join(dest, BackupManifestName), append(b, '\n'), 0o640); err != nil {
+	if err := vfs.WriteFileSynced(fsys, filepath.Join(dest, backupManifestName), append(b, '\n'), 0o640); err != nil {
 		return err
 	}
 	return vfs.SyncDir(fsys, filepath.Dir(filepath.Clean(dest)))
@@ -217,15 +213,15 @@ func ReadBackupManifest(fsys vfs.FS, dir string) (BackupManifest, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	b, err := vfs.ReadFile(fsys, filepath.Join(dir, BackupManifestName))
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, backupManifestName))
 	if err != nil {
 		return m, err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("%w: backup manifest %s: %v", store.ErrCorruption, filepath.Join(dir, BackupManifestName), err)
+		return m, fmt.Errorf("%w: backup manifest %s: %v", store.ErrCorruption, filepath.Join(dir, backupManifestName), err)
 	}
-	if m.Format != BackupFormat {
-		return m, fmt.Errorf("%w: backup manifest format %d; this build reads %d", store.ErrCorruption, m.Format, BackupFormat)
+	if m.Format != backupFormat {
+		return m, fmt.Errorf("%w: backup manifest format %d; this build reads %d", store.ErrCorruption, m.Format, backupFormat)
 	}
 	return m, nil
 }

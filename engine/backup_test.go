@@ -218,7 +218,7 @@ func TestRestore_TheFirstOpenOfABackupRecordsTheEpochOnceAndRestartsKeepIt(t *te
 		t.Fatal(err)
 	}
 	back.Close()
-	if _, err := os.Stat(filepath.Join(dest2, RestoreEpochName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dest2, restoreEpochName)); !os.IsNotExist(err) {
 		t.Fatalf("the backup of a restored store copies its epoch: %v", err)
 	}
 	third := openT(t, dest2, backupTestOpts())

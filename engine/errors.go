@@ -8,6 +8,10 @@ import (
 // The contract's errors are package store's (store/errors.go).
 var ErrLocked = errors.New("engine: data dir locked by another process")
 
+// ErrBackupDest marks a backup destination that already holds files: a
+// backup never writes over anything.
+var ErrBackupDest = errors.New("engine: backup destination is not empty")
+
 // Internal sentinels: never returned by an exported call as themselves.
 var (
 	// errCheckpointDamaged marks a checkpoint that does not decode; recovery

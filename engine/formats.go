@@ -7,11 +7,11 @@ import (
 	"github.com/idemdb/idem/wal"
 )
 
-// ValueLogFormat names the value log's record layout (vlog.go). Its
+// valueLogFormat names the value log's record layout (vlog.go). Its
 // records carry no magic: a segment is read only through pointers that
 // checkpoints of format IDEMCKP4 or IDEMDLT2 hold, so their magic is the
 // value log's version too.
-const ValueLogFormat = "vlog1"
+const valueLogFormat = "vlog1"
 
 // Formats are the embedded engine's on-disk formats, in the order of a
 // data directory's life: log, checkpoints, value log, and the files of a
@@ -23,9 +23,9 @@ func Formats() []store.Format {
 		{Name: "wal close marker", Writes: wal.MarkerFormat, Reads: []string{wal.MarkerFormat}},
 		{Name: "checkpoint part", Writes: partMagic, Reads: []string{partMagic, partMagicV3, legacyMagic}},
 		{Name: "checkpoint delta", Writes: deltaMagic, Reads: []string{deltaMagic, deltaMagicV1}},
-		{Name: "value log", Writes: ValueLogFormat, Reads: []string{ValueLogFormat}},
-		{Name: "backup manifest", Writes: backupFormatName(BackupFormat), Reads: []string{backupFormatName(BackupFormat)}},
-		{Name: "restore epoch", Writes: restoreFormatName(RestoreFormat), Reads: []string{restoreFormatName(RestoreFormat)}},
+		{Name: "value log", Writes: valueLogFormat, Reads: []string{valueLogFormat}},
+		{Name: "backup manifest", Writes: backupFormatName(backupFormat), Reads: []string{backupFormatName(backupFormat)}},
+		{Name: "restore epoch", Writes: restoreFormatName(restoreFormat), Reads: []string{restoreFormatName(restoreFormat)}},
 	}
 }
 

@@ -150,18 +150,18 @@ func TestFormats_EveryVersionReadHasAFixture(t *testing.T) {
 				seen[string(b[:8])] = true
 			}
 			switch {
-			case d.Name() == BackupManifestName || d.Name() == RestoreEpochName:
+			case d.Name() == backupManifestName || d.Name() == restoreEpochName:
 				var head struct{ Format int }
 				if err := json.Unmarshal(b, &head); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 				name := backupFormatName(head.Format)
-				if d.Name() == RestoreEpochName {
+				if d.Name() == restoreEpochName {
 					name = restoreFormatName(head.Format)
 				}
 				seen[name] = true
 			case strings.HasSuffix(path, vlogSuffix):
-				seen[ValueLogFormat] = true
+				seen[valueLogFormat] = true
 			case filepath.Base(filepath.Dir(path)) == "wal" && bytes.Contains(b, frame):
 				seen[fmt.Sprint("frame", wal.FrameVersion)] = true
 			}

@@ -20,7 +20,7 @@ import (
 // reads it, never by a copy of it (docs/design.md §2). None writes.
 
 // The names of a data dir's own entries besides its checkpoint files
-// (BackupManifestName and RestoreEpochName are the others).
+// (backupManifestName and restoreEpochName are the others).
 const (
 	LockFileName    = lockFileName // made at the first open, never removed
 	WALDirName      = walDirName
@@ -61,7 +61,7 @@ type FileName struct {
 // directory) is, by the rules recovery lists the dir with.
 func ParseFileName(name string, isDir bool) FileName {
 	switch {
-	case name == lockFileName || name == BackupManifestName || name == RestoreEpochName || ((name == walDirName || name == vlogDirName) && isDir):
+	case name == lockFileName || name == backupManifestName || name == restoreEpochName || ((name == walDirName || name == vlogDirName) && isDir):
 		return FileName{Kind: FileOwn}
 	case !strings.HasPrefix(name, ckptPrefix) || isDir:
 		return FileName{Kind: FileForeign}

@@ -16,8 +16,8 @@ func TestParseFileName_SaysWhatEachEntryOfADataDirIs(t *testing.T) {
 		want  FileName
 	}{
 		{lockFileName, false, FileName{Kind: FileOwn}},
-		{BackupManifestName, false, FileName{Kind: FileOwn}},
-		{RestoreEpochName, false, FileName{Kind: FileOwn}},
+		{backupManifestName, false, FileName{Kind: FileOwn}},
+		{restoreEpochName, false, FileName{Kind: FileOwn}},
 		{walDirName, true, FileName{Kind: FileOwn}},
 		{vlogDirName, true, FileName{Kind: FileOwn}},
 		{walDirName, false, FileName{Kind: FileForeign}},

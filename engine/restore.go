@@ -20,11 +20,11 @@ import (
 // first sent before then (receipt.RestoreFence). Later opens read the
 // epoch and never move it: a restart does not re-arm the fence.
 
-// RestoreEpochName is the file that records a data dir's restore epoch.
-const RestoreEpochName = "RESTORED"
+// restoreEpochName is the file that records a data dir's restore epoch.
+const restoreEpochName = "RESTORED"
 
-// RestoreFormat is the version of the epoch file's format (docs/upgrading.md).
-const RestoreFormat = 1
+// restoreFormat is the version of the epoch file's format (docs/upgrading.md).
+const restoreFormat = 1
 
 // RestoreEpoch is when and from what a store was restored.
 type RestoreEpoch struct {
@@ -50,13 +50,13 @@ func (db *DB) Restored() (RestoreEpoch, bool) {
 // backup manifest and no epoch yet (the first open of a backup). nil: the
 // dir was never restored.
 func armRestore(fsys vfs.FS, dir string, now time.Time) (*RestoreEpoch, error) {
-	path := filepath.Join(dir, RestoreEpochName)
+	path := filepath.Join(dir, restoreEpochName)
 	b, err := vfs.ReadFile(fsys, path)
 	if err == nil {
 		var e RestoreEpoch
-		if err := json.Unmarshal(b, &e); err != nil || e.Format != RestoreFormat {
+		if err := json.Unmarshal(b, &e); err != nil || e.Format != restoreFormat {
 			return nil, fmt.Errorf("%w: restore epoch %s does not decode (format %d; this build reads %d): %v",
-				store.ErrCorruption, path, e.Format, RestoreFormat, err)
+				store.ErrCorruption, path, e.Format, restoreFormat, err)
 		}
 		return &e, nil
 	}
@@ -70,7 +70,7 @@ func armRestore(fsys vfs.FS, dir string, now time.Time) (*RestoreEpoch, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := RestoreEpoch{Format: RestoreFormat, RestoredAt: now.UTC(), BackupVersion: m.Version, BackupTime: m.VersionTime}
+	e := RestoreEpoch{Format: restoreFormat, RestoredAt: now.UTC(), BackupVersion: m.Version, BackupTime: m.VersionTime}
 	b, err = json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return nil, err

@@ -12,11 +12,6 @@ import (
 	"github.com/idemdb/idem/wal"
 )
 
-// ErrNotDataDir is returned by Dir for a directory that is not an
-// engine data dir (missing, not a directory, or without the LOCK file and
-// wal/ directory every data dir has).
-var ErrNotDataDir = errors.New("check: not a data directory")
-
 // Options configure Dir.
 type Options struct {
 	// WAL are the log options the store runs with. Only GroupBytesMax

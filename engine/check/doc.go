@@ -25,6 +25,7 @@
 // Files:
 //
 //	check.go     Dir, Options, the dir's lock, the checker's state
+//	errors.go    ErrNotDataDir, ErrReadOnly
 //	report.go    Report and what it holds: problems, the log, files, chain, counts
 //	log.go       the log's segments and entries (wal.Verify)
 //	files.go     every checkpoint file, decoded whole

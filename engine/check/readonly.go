@@ -1,7 +1,6 @@
 package check
 
 import (
-	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -16,11 +15,6 @@ import (
 // removes the close marker, moves a damaged checkpoint aside), on a
 // viewFS over that: what recovery writes lands in memory, so the state it
 // builds is the state a real open would build.
-
-// ErrReadOnly is returned by every write through Dir's read-only view
-// of a data dir. Seen in a report, it means Dir (or recovery under it)
-// tried to change the dir and was stopped.
-var ErrReadOnly = errors.New("check: read-only view of the data dir")
 
 // writeFlags are the open flags that could change a file.
 const writeFlags = os.O_WRONLY | os.O_RDWR | os.O_CREATE | os.O_TRUNC | os.O_APPEND | os.O_EXCL
