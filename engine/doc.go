@@ -17,7 +17,7 @@
 // bases and deltas), the merger (merge.go: merges into a new base, in the
 // background), the collector (vlog_gc.go: the value log's collection and
 // the retirement of its segments) and the recoverer (recover.go: one
-// Open's recovery). The chain they all work on (chain, fallback,
+// Open's recovery; replay.go: the log replayed after the chain). The chain they all work on (chain, fallback,
 // ckptPending) stays on DB under ckptMu.
 //
 // DB implements the contract of package store, which everything above is
