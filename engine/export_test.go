@@ -1,13 +1,11 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/idemdb/idem/internal/testsupport"
 )
 
 // The offline checker for the tests here that hold the dirs they make to
@@ -30,12 +28,12 @@ func checkDirT(t *testing.T, dir string) (loaded bool, problems []CheckProblem) 
 	if CheckDir == nil {
 		t.Fatal("CheckDir is not set: checkhook_test.go sets it")
 	}
-	before := dirHashes(t, dir)
+	before := testsupport.DirHashes(t, dir)
 	loaded, problems, err := CheckDir(dir)
 	if err != nil {
 		t.Fatalf("check %s: %v", dir, err)
 	}
-	if after := dirHashes(t, dir); !maps.Equal(before, after) {
+	if after := testsupport.DirHashes(t, dir); !maps.Equal(before, after) {
 		t.Fatalf("check changed the dir:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}
 	return loaded, problems
@@ -48,24 +46,6 @@ func damageOf(problems []CheckProblem) []CheckProblem {
 		if p.Kind == "damage" {
 			out = append(out, p)
 		}
-	}
-	return out
-}
-
-// dirHashes is every file under dir by path, as a hash of its bytes.
-func dirHashes(t *testing.T, dir string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		out[p] = sha256.Sum256(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

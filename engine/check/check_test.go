@@ -1,12 +1,10 @@
 package check
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
@@ -93,33 +92,15 @@ func (f *checkFixture) counts() map[store.Namespace][2]int64 {
 	return out
 }
 
-// dirHashes is every file under dir by path, as a hash of its bytes.
-func dirHashes(t *testing.T, dir string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		out[p] = sha256.Sum256(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // checkT checks dir and asserts that nothing in it changed.
 func checkT(t *testing.T, dir string) *Report {
 	t.Helper()
-	before := dirHashes(t, dir)
+	before := testsupport.DirHashes(t, dir)
 	rep, err := Dir(vfs.Default, dir, Options{})
 	if err != nil {
 		t.Fatalf("check %s: %v", dir, err)
 	}
-	if after := dirHashes(t, dir); !maps.Equal(before, after) {
+	if after := testsupport.DirHashes(t, dir); !maps.Equal(before, after) {
 		t.Fatalf("check changed the dir:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}
 	return rep
@@ -407,11 +388,11 @@ func TestCheck_RefusesWhatIsNotADataDir(t *testing.T) {
 		filepath.Join(root, "missing"),
 		filepath.Join(mk("file", "plain"), "plain"),
 	} {
-		before := dirHashes(t, root)
+		before := testsupport.DirHashes(t, root)
 		if _, err := Dir(vfs.Default, dir, Options{}); !errors.Is(err, ErrNotDataDir) {
 			t.Errorf("check %s: %v, want ErrNotDataDir", dir, err)
 		}
-		if after := dirHashes(t, root); !maps.Equal(before, after) {
+		if after := testsupport.DirHashes(t, root); !maps.Equal(before, after) {
 			t.Errorf("check %s changed files (a LOCK created?): %v", dir, slices.Sorted(maps.Keys(after)))
 		}
 	}

@@ -1,6 +1,7 @@
 // Package testsupport holds the helpers every package's tests share: arming
 // a failpoint for one test (Arm), waiting for a condition with a deadline
-// (Poll, Eventually), and a benchmark's CPU per op (ReportCPU). Tests never sleep to wait on anything: they poll, and
+// (Poll, Eventually), a benchmark's CPU per op (ReportCPU), and a dir's
+// files as hashes, to prove an operation changed nothing (DirHashes). Tests never sleep to wait on anything: they poll, and
 // the deadline only bounds how long a broken test takes to fail.
 //
 // It is test support: only _test.go files import it.
