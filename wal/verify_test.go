@@ -115,12 +115,18 @@ func TestVerify_ReadsEverySegmentAndFindsDamageInAnOlderOne(t *testing.T) {
 	if len(vr.Segments) != len(segs) || vr.Marker != MarkerClean || vr.FirstIndex != 1 {
 		t.Fatalf("clean log: %+v", vr)
 	}
+	// The first, a middle and the last segment with entries: the log may
+	// have closed just after starting an empty segment, with nothing to damage.
+	all := len(segs)
+	for len(segs) > 1 && len(d.read(t, segs[len(segs)-1].name)) == 0 {
+		segs = segs[:len(segs)-1]
+	}
 	for _, s := range []segmentFile{segs[0], segs[len(segs)/2], segs[len(segs)-1]} {
 		d.fs = clean.Recover(memfs.KeepAll)
 		data := d.read(t, s.name)
 		d.write(t, s.name, flipped(data, len(data)/2))
 		vr := verifyAgrees(t, "damaged "+s.name, d, small)
-		if len(vr.Damage) != 1 || vr.Damage[0].Segment != s.name || len(vr.Segments) != len(segs) {
+		if len(vr.Damage) != 1 || vr.Damage[0].Segment != s.name || len(vr.Segments) != all {
 			t.Fatalf("damaged %s: damage %v, %d segments read", s.name, vr.Damage, len(vr.Segments))
 		}
 	}
