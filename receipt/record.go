@@ -140,7 +140,11 @@ func EncodeRecord(r *Record) ([]byte, error) {
 	if err := r.check(); err != nil {
 		return nil, store.InvalidRecord("receipt: record", err)
 	}
-	return encMode.Marshal(timesOnWire(r))
+	w := timesOnWire(r)
+	if b, ok := encodeRecordFast(w); ok {
+		return b, nil
+	}
+	return encMode.Marshal(w)
 }
 
 // DecodeRecord decodes any schema ever written. Bytes that do not decode,
