@@ -76,4 +76,3 @@ func BenchmarkDiskFast(b *testing.B) {
 		return err
 	})
 }
-
