@@ -3,7 +3,6 @@ package index
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"unsafe"
 )
 
@@ -17,14 +16,8 @@ import (
 // bytes were a tenth of a retained receipt's RAM with the value log,
 // issue 41). The bytes are immutable once inserted; the version is the
 // log index of the batch that last wrote the key.
-//
-// The lengths' spare bits hold the key's abbreviation (abbrev.go), which
-// kvLess compares before the keys.
 type KV struct {
-	p *byte // key ‖ value ‖ uvarint(version)
-	// klen: the key's length, the abbreviation's high bits above it.
-	// vlen: the value's length, the abbreviation's low bits above it,
-	// indirectBit on top.
+	p          *byte // key ‖ value ‖ uvarint(version)
 	klen, vlen uint32
 }
 
@@ -36,29 +29,8 @@ const indirectBit = 1 << 31
 // PackedKV wraps buf = key ‖ value ‖ uvarint(version) (klen bytes of key,
 // vlen of value) without copying; buf must not change afterwards.
 func PackedKV(buf []byte, klen, vlen int) KV {
-	return withAbbrev(unsafe.SliceData(buf), buf[:klen], vlen)
+	return KV{p: unsafe.SliceData(buf), klen: uint32(klen), vlen: uint32(vlen)}
 }
-
-// withAbbrev is the item of key at p and a value of vlen bytes, with the
-// key's abbreviation. The store's limits keep keys and values far inside
-// their bits (klenBits); an item past them is a broken invariant.
-func withAbbrev(p *byte, key []byte, vlen int) KV {
-	if len(key) > klenMask || vlen > vlenMask {
-		panic(fmt.Sprintf("index: invariant broken: a key of %d bytes or a value of %d bytes overflows an item's lengths", len(key), vlen))
-	}
-	a := abbrev(key)
-	return KV{p: p, klen: uint32(len(key)) | a>>abbrevLowBits<<klenBits,
-		vlen: uint32(vlen) | (a&(1<<abbrevLowBits-1))<<vlenBits}
-}
-
-// abbreviation is the item's abbreviation.
-func (e KV) abbreviation() uint32 {
-	return e.klen>>klenBits<<abbrevLowBits | e.vlen&^indirectBit>>vlenBits
-}
-
-// keyLen and valueLen are the item's lengths without the abbreviation.
-func (e KV) keyLen() uint32   { return e.klen & klenMask }
-func (e KV) valueLen() uint32 { return e.vlen & vlenMask }
 
 // IndirectKV wraps buf = key ‖ pointer ‖ uvarint(version): an item whose
 // value lives in the engine's value log, pointer (plen bytes) being where.
@@ -84,7 +56,7 @@ func (e KV) Indirect() bool { return e.vlen&indirectBit != 0 }
 // reads byte by byte, never a slice past the varint's end, which may be
 // the allocation's.
 func (e KV) Version() uint64 {
-	at := unsafe.Add(unsafe.Pointer(e.p), uintptr(e.keyLen())+uintptr(e.valueLen()))
+	at := unsafe.Add(unsafe.Pointer(e.p), uintptr(e.klen)+uintptr(e.vlen&^indirectBit))
 	var v uint64
 	for i, shift := 0, uint(0); i < binary.MaxVarintLen64; i, shift = i+1, shift+7 {
 		b := *(*byte)(unsafe.Add(at, i))
@@ -96,42 +68,32 @@ func (e KV) Version() uint64 {
 	return v
 }
 
-// Probe is a key-only item for lookups and range bounds. A key longer than an item's may hold orders as its first klenMask bytes
-// do against every item, whose keys are far shorter (store.KeyBytesMax).
-func Probe(key []byte) KV {
-	return withAbbrev(unsafe.SliceData(key), key[:min(len(key), klenMask)], 0)
-}
+// Probe is a key-only item for lookups and range bounds.
+func Probe(key []byte) KV { return KV{p: unsafe.SliceData(key), klen: uint32(len(key))} }
 
 // Key returns the key (shared; do not modify).
 func (e KV) Key() []byte {
 	if e.p == nil {
 		return nil
 	}
-	return unsafe.Slice(e.p, e.keyLen())
+	return unsafe.Slice(e.p, e.klen)
 }
 
 // Value returns the stored bytes (shared; do not modify): the value, or
 // for an Indirect item the pointer to it. An empty value is an
 // empty slice at the key's start, never a pointer past the allocation.
 func (e KV) Value() []byte {
-	vlen := e.valueLen()
+	vlen := e.vlen &^ indirectBit
 	if vlen == 0 {
 		if e.p == nil {
 			return nil
 		}
 		return unsafe.Slice(e.p, 0)
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e.p), e.keyLen())), vlen)
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e.p), e.klen)), vlen)
 }
 
-// kvLess orders items by key: by their abbreviations when both have one
-// and they differ (abbrev.go), else by the keys' bytes.
-func kvLess(a, b KV) bool {
-	if x, y := a.abbreviation(), b.abbreviation(); x != y {
-		return x < y
-	}
-	return bytes.Compare(a.Key(), b.Key()) < 0
-}
+func kvLess(a, b KV) bool { return bytes.Compare(a.Key(), b.Key()) < 0 }
 
 // NewKeySpace returns an empty primary key space ordered by key bytes.
 func NewKeySpace() *Ordered[KV] { return NewOrdered(kvLess) }
