@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/twopc"
 )
 
 // A new receipt's durable steps as data (issue 36, part 3; raft's Ready as
@@ -174,22 +175,22 @@ func planOf(route createRoute, deferred bool) writePlan {
 	p := writePlan{route: route}
 	switch route {
 	case routeNotApplied:
-		p.steps = []planStep{{name: "publish not_applied", before: []string{fault.ReceiptCreateBefore}, leaves: Terminal,
+		p.steps = []planStep{{name: stepPublishNotApplied, before: []string{fault.ReceiptCreateBefore}, leaves: Terminal,
 			conds: publishConds, writes: kindReceipt | kindRetention}}
 	case routePending:
-		p.steps = []planStep{{name: "publish pending", before: []string{fault.ReceiptCreateBefore}, leaves: Pending,
+		p.steps = []planStep{{name: stepPublishPending, before: []string{fault.ReceiptCreateBefore}, leaves: Pending,
 			conds: publishConds | kindClaim, writes: claimedWrites}}
 	case routeOnce:
-		p.steps = []planStep{{name: "commit once", before: []string{fault.ReceiptCreateBefore, fault.TwoPCChainBefore}, leaves: Terminal,
+		p.steps = []planStep{{name: twopc.StepOnce, before: []string{fault.ReceiptCreateBefore, fault.TwoPCChainBefore}, leaves: Terminal,
 			conds: publishConds | txnAbsent, condsIf: docConds, writes: kindReceipt | kindRetention, writesIf: kindDocument}}
 	case routeChained:
-		p.steps = []planStep{beginStep("begin link", fault.TwoPCChainBefore), decideStep(deferred)}
+		p.steps = []planStep{beginStep(twopc.StepBeginLink, fault.TwoPCChainBefore), decideStep(deferred)}
 		// Nothing can come between the links: the decision link is not
 		// fenced (createCommitted), and its failpoints are the chain's.
 		d := &p.steps[1]
-		d.name, d.before, d.linked, d.conds, d.condsIf = "decide link", nil, true, kindDecision, 0
+		d.name, d.before, d.linked, d.conds, d.condsIf = twopc.StepDecideLink, nil, true, kindDecision, 0
 	case routeBeginDecide:
-		p.steps = []planStep{beginStep("begin", fault.TwoPCBeginBefore), decideStep(deferred)}
+		p.steps = []planStep{beginStep(twopc.StepBegin, fault.TwoPCBeginBefore), decideStep(deferred)}
 	}
 	return p
 }
@@ -207,7 +208,7 @@ func beginStep(name, twopcBefore string) planStep {
 // own (not in a chain, where nothing comes between), it resolves the
 // intents and deletes the record unless resolution is deferred.
 func decideStep(deferred bool) planStep {
-	s := planStep{name: "decide", before: []string{fault.ReceiptDecideBefore, fault.TwoPCDecideBefore}, leaves: Terminal,
+	s := planStep{name: twopc.StepDecide, before: []string{fault.ReceiptDecideBefore, fault.TwoPCDecideBefore}, leaves: Terminal,
 		conds: kindDecision | kindClaim | kindReceipt, writes: kindDecision | terminalWrites, writesIf: kindRetention}
 	if !deferred {
 		s.writes |= terminalDrops | kindTxnRecord

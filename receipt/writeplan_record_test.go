@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/store/memstore"
 	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -288,11 +290,13 @@ func TestPlanOf_IsWhatTheStoreSees(t *testing.T) {
 			e := newPlanEnv(t, c)
 			s := e.first(c)
 			e.rec.arm(-1)
-			ans, err := s.Execute(context.Background(), c.request(t, "k1"))
+			var applied appliedSteps
+			ans, err := s.Execute(applied.observe(context.Background()), c.request(t, "k1"))
 			if err != nil || ans.Terminal != (c.route != routePending) {
 				t.Fatalf("answer %+v (%v): terminal must be all but a pending one", ans, err)
 			}
 			got, plan := e.rec.recorded(), c.plan()
+			applied.want(t, plan)
 			if len(got) != len(plan.steps) {
 				t.Fatalf("%d writes %+v, the plan has %d steps %+v", len(got), got, len(plan.steps), plan.steps)
 			}
@@ -328,6 +332,40 @@ func TestPlanOf_FailpointsComeBeforeTheirSteps(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// appliedSteps is what twopc.ApplySteps received under one request's
+// context, step by step: the plan as executed.
+type appliedSteps struct {
+	mu    sync.Mutex
+	steps []twopc.Step
+}
+
+// observe returns ctx under which ApplySteps reports to a.
+func (a *appliedSteps) observe(ctx context.Context) context.Context {
+	return twopc.ObserveSteps(ctx, func(steps []twopc.Step) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.steps = append(a.steps, steps...)
+	})
+}
+
+// want checks that the applier received p's steps, by name and link, in
+// order: the steps executed are the ones planned.
+func (a *appliedSteps) want(t *testing.T, p writePlan) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var got, want []string
+	for _, s := range a.steps {
+		got = append(got, fmt.Sprintf("%s (linked %v)", s.Name, s.Linked))
+	}
+	for _, s := range p.steps {
+		want = append(want, fmt.Sprintf("%s (linked %v)", s.name, s.linked))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the applier received %q, the plan of %v is %q", got, p.route, want)
 	}
 }
 
