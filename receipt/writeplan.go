@@ -140,8 +140,12 @@ type planStep struct {
 	// linked: the step is the second link of the chain the step before
 	// it starts (store.Chainer): sequenced with it, durable after it.
 	linked bool
-	// leaves is the receipt's state once the step is durable.
-	leaves           State
+	// leaves is the receipt's state once the step is durable (or, when
+	// it fails, as it was before it).
+	leaves State
+	// fails: the step writes nothing, a condition of it failing
+	// (planFor's contention).
+	fails            bool
 	writes, writesIf keyKinds
 	conds, condsIf   keyKinds
 }
@@ -216,4 +220,91 @@ func decideStep(deferred bool) planStep {
 		s.condsIf |= kindIntent // each intent resolved is the one prepared
 	}
 	return s
+}
+
+// createOutcome is what an executing route's transaction meets: planOf is
+// the plan of outcomeCommitted, planFor the plan of each.
+type createOutcome uint8
+
+const (
+	// outcomeCommitted: every participant votes yes, every condition holds.
+	outcomeCommitted createOutcome = iota
+	// outcomeRefused: a participant votes no (not contention: a real
+	// conflict, a transform on a missing document). No route's staging
+	// writes anything; the refusal is made durable as Begin's always is
+	// (flow.refuse): the abort decision with the started receipt, then
+	// the terminal receipt.
+	outcomeRefused
+	// outcomeContended: another writer changes a document between its
+	// read and the route's write, so a condition on it fails and nothing
+	// is written — at every try of a single write or chain, each staged
+	// afresh (1+twopc.ChainContendedRetriesMax), which then falls back
+	// (createRoute.fallback), and at the first try of a Begin, which
+	// Begin itself prepares again. The fallback's writes meet none.
+	outcomeContended
+)
+
+var createOutcomes = []createOutcome{outcomeCommitted, outcomeRefused, outcomeContended}
+
+func (o createOutcome) String() string {
+	return [...]string{"committed", "refused", "contended"}[o]
+}
+
+// planFor is the plan of route when its transaction meets o. Routes that
+// execute nothing (not_applied, pending) meet no vote and no contention.
+func planFor(route createRoute, o createOutcome, deferred bool) writePlan {
+	switch {
+	case o == outcomeCommitted || route == routeNotApplied || route == routePending:
+		return planOf(route, deferred)
+	case o == outcomeRefused:
+		return writePlan{route: route, steps: refusedSteps(deferred)}
+	}
+	p := writePlan{route: route, steps: contendedTries(route, deferred)}
+	for _, s := range planOf(routeBeginDecide, deferred).steps {
+		if s.before[0] == fault.ReceiptCreateBefore {
+			s.before = s.before[1:] // fired once, before the first try
+		}
+		p.steps = append(p.steps, s)
+	}
+	return p
+}
+
+// refusedSteps is the plan of a participant's "no" on every executing
+// route (flow.refuse): the create-if-absent abort decision with the
+// started receipt under a new claim — nothing was prepared, so nothing
+// is resolved and nothing owed — then the fenced terminal receipt.
+func refusedSteps(deferred bool) []planStep {
+	d := planStep{name: twopc.StepDecide, before: []string{fault.ReceiptCreateBefore, fault.TwoPCDecideBefore}, leaves: Started,
+		conds: publishConds | kindClaim | kindDecision, writes: claimedWrites | kindDecision}
+	if !deferred {
+		d.writes |= kindTxnRecord // the record's deletion, which Decide always writes
+	}
+	return []planStep{d, {name: stepPublishTerminal, before: []string{fault.ReceiptTerminalBefore}, leaves: Terminal,
+		conds: kindClaim | kindReceipt, writes: kindReceipt | terminalDrops, writesIf: kindRetention}}
+}
+
+// contendedTries is the steps of the tries outcomeContended makes fail:
+// every try of once's write or of the chain's two links, and the first
+// Begin of begin+decide. Each leaves the receipt absent; the
+// receipt/create-before failpoint fires before the first only.
+func contendedTries(route createRoute, deferred bool) []planStep {
+	plan := planOf(route, deferred).steps
+	try, tries := plan[:1], 1
+	if route == routeChained {
+		try = plan
+	}
+	if route.fallback() != 0 {
+		tries = 1 + twopc.ChainContendedRetriesMax
+	}
+	var out []planStep
+	for i := range tries {
+		for _, s := range try {
+			s.fails, s.leaves = true, 0
+			if i > 0 && len(s.before) > 0 {
+				s.before = s.before[len(s.before)-1:]
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }
