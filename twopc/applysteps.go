@@ -2,6 +2,7 @@ package twopc
 
 import (
 	"context"
+	"slices"
 
 	"github.com/idemdb/idem/store"
 )
@@ -40,10 +41,10 @@ const (
 
 // ApplySteps makes steps durable in order, by the store's capabilities: a
 // step with the linked steps after it (or a Chain step alone) is one
-// store.Chainer.ApplyChain (one wait) when the store chains, and
-// otherwise every step is one Apply, made
-// once the one before it returned — which keeps a linked step's promise,
-// since each Apply is durable before the next starts.
+// store.Chainer.ApplyChain (one wait) when the store chains, and otherwise
+// every step is one Apply, made once the one before it returned — which
+// keeps a linked step's promise, since each Apply is durable before the
+// next starts.
 //
 // It returns the versions of the steps written, in order. On error, the
 // first len(versions) steps were written and err is the store's own error
@@ -52,14 +53,28 @@ const (
 // for an outcome unknown (a chain's covers every link of it). Every batch
 // is first checked never to change a decided record (checkDecisionWrites).
 func ApplySteps(ctx context.Context, st store.Store, steps []Step) ([]store.Version, error) {
+	return applySteps(ctx, st, steps, make([]store.Version, 0, len(steps)))
+}
+
+// ApplyStep is ApplySteps of the one step s, returning its version.
+func ApplyStep(ctx context.Context, st store.Store, s Step) (store.Version, error) {
+	var one [1]store.Version // the hot path's writes, without an allocation
+	vs, err := applySteps(ctx, st, []Step{s}, one[:0])
+	if err != nil {
+		return 0, err
+	}
+	return vs[0], nil
+}
+
+// applySteps is ApplySteps appending the versions to vs.
+func applySteps(ctx context.Context, st store.Store, steps []Step, vs []store.Version) ([]store.Version, error) {
 	if fn, ok := ctx.Value(observerKey{}).(func([]Step)); ok {
-		fn(steps)
+		fn(slices.Clone(steps)) // a copy: steps stays the caller's, and off the heap
 	}
 	for _, s := range steps {
 		checkDecisionWrites(s.Batch)
 	}
 	chainer := st.Capabilities().Chain
-	vs := make([]store.Version, 0, len(steps))
 	for i := 0; i < len(steps); {
 		n := 1
 		for chainer != nil && i+n < len(steps) && steps[i+n].Linked {
@@ -88,11 +103,7 @@ func ApplySteps(ctx context.Context, st store.Store, steps []Step) ([]store.Vers
 
 // applyStep applies the one step name writing b.
 func (c *Coordinator) applyStep(ctx context.Context, name string, b *store.Batch) (store.Version, error) {
-	vs, err := ApplySteps(ctx, c.store, []Step{{Name: name, Batch: b}})
-	if err != nil {
-		return 0, err
-	}
-	return vs[0], nil
+	return ApplyStep(ctx, c.store, Step{Name: name, Batch: b})
 }
 
 // ObserveSteps returns ctx under which ApplySteps hands fn every plan it
