@@ -13,8 +13,11 @@ import (
 // the Applies the request makes, in order, each with the failpoints before
 // it and the kinds of keys it writes and conditions on. Both are pure, so
 // the choice is a table test (writeplan_internal_test.go), the plan is
-// held to what the store sees (writeplan_record_test.go), and every prefix
-// of a plan is a crash to recover from (crashprefix_test.go).
+// held to what the store sees and to the steps the one applier,
+// twopc.ApplySteps, received under the plan's names
+// (writeplan_record_test.go), and every prefix of a plan is a crash to
+// recover from (crashprefix_test.go). planFor adds the plans of a
+// participant's no and of contention to planOf's, which commit.
 
 // createFacts is what flow.create read or decided before its first write.
 // A fact is read only when the ones before it leave the route open: a
