@@ -48,9 +48,13 @@ func (s *batchRoute) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	if !keyed {
 		s.fastBatch(w, r, body)
+		recycleBody(body)
 		return
 	}
 	s.keyedBatch(w, r, hs, key, body)
+	if !s.peers.mayForward(r) { // else a forward's transport may still read it
+		recycleBody(body)
+	}
 }
 
 // fastBatch runs a batch without a key: no receipt, no replay.

@@ -81,7 +81,7 @@ func readAllSized(r io.Reader, hint, max int64) ([]byte, error) {
 	if hint <= 0 || hint > max {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, 0, hint+1) // +1: EOF is seen without growing
+	b := takeBodyBuf(hint + 1) // +1: EOF is seen without growing (bodypool.go)
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
