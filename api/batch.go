@@ -70,7 +70,10 @@ func (s *batchRoute) fastBatch(w http.ResponseWriter, r *http.Request, body []by
 		s.failures.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, res)
+	// The bytes writeJSON's encoder would write (three integers), without
+	// an encoder and its reflection on every batch.
+	out := res.AppendJSON(make([]byte, 0, len(`{"inserted":,"deleted":,"transformed":}`)+3*20))
+	writeBody(w, http.StatusCreated, "application/json", out)
 }
 
 // keyedBatch runs a keyed batch: a verbatim replay before any decode,
