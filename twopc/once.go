@@ -2,9 +2,7 @@ package twopc
 
 import (
 	"context"
-	"errors"
 
-	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/store"
 )
@@ -41,28 +39,34 @@ func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result 
 
 // commitOnce is one try of CommitOnce; contended is as for beginCommitOnce.
 func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (v store.Version, ok, contended bool, err error) {
-	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
-	var refusal *code.Error
-	if errors.As(err, &refusal) {
-		return 0, false, false, nil // Begin reports the vote
+	b, refused, err := c.stageOnce(ctx, txn, with)
+	if refused || err != nil {
+		return 0, false, false, err // Begin reports the vote
 	}
-	if err != nil {
+	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return 0, false, false, err
+	}
+	if v, err = c.applyStep(ctx, StepOnce, b); err != nil {
+		contended, err := notWritten(err)
+		return 0, false, contended, err
+	}
+	return v, true, false, fault.Inject(fault.TwoPCChainAfter)
+}
+
+// stageOnce is CommitOnce's write, unapplied: every participant's direct
+// commit under the transaction's absence, and with's writes; refused
+// when a participant voted no.
+func (c *Coordinator) stageOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (_ *store.Batch, refused bool, err error) {
+	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
+	if err != nil {
+		return nil, isVote(err), voteless(err)
 	}
 	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
 	appendDirect(txn, b)
 	if with != nil {
 		if err := with(result, b); err != nil {
-			return 0, false, false, err
+			return nil, false, err
 		}
 	}
-	checkDecisionWrites(b)
-	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
-		return 0, false, false, err
-	}
-	if v, err = c.store.Apply(ctx, b); err != nil {
-		contended, err := notWritten(err)
-		return 0, false, contended, err
-	}
-	return v, true, false, fault.Inject(fault.TwoPCChainAfter)
+	return b, false, nil
 }
