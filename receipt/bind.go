@@ -63,21 +63,60 @@ type canonicalRequest struct {
 // bytes and their fingerprint: {"table":<table>,"batch":<canonical batch>}
 // (table names need no escaping: see table.ValidTableName).
 func Canonical(tbl string, b *table.Batch) ([]byte, [32]byte, error) {
-	cb, err := b.Canonical()
+	cb, fp, err := fingerprint(tbl, b)
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
-	enc := make([]byte, 0, len(tbl)+len(cb)+22)
-	enc = append(enc, `{"table":"`...)
-	enc = append(enc, tbl...)
-	enc = append(enc, `","batch":`...)
-	enc = append(enc, cb...)
-	enc = append(enc, '}')
-	if fault.Planted(fault.BugFingerprintIgnoresDeletes) && len(b.Deletes) > 0 { // planted only under -tags idem_selftest
-		_, fp, err := Canonical(tbl, &table.Batch{Inserts: b.Inserts, Transforms: b.Transforms})
-		return enc, fp, err
+	return requestBytes(tbl, cb), fp, nil
+}
+
+// fingerprint is Canonical's fingerprint, hashed as the canonical request
+// is laid out — its head, the batch's canonical bytes (cached by the
+// batch), its tail — without writing the request (issue 41): only a
+// pending receipt stores it (lazyRequest), and a keyed request on the
+// one-write route never is one. It returns the batch's canonical bytes.
+func fingerprint(tbl string, b *table.Batch) (cb []byte, fp [32]byte, err error) {
+	if cb, err = b.Canonical(); err != nil {
+		return nil, fp, err
 	}
-	return enc, sha256.Sum256(enc), nil
+	if fault.Planted(fault.BugFingerprintIgnoresDeletes) && len(b.Deletes) > 0 { // planted only under -tags idem_selftest
+		_, fp, err := fingerprint(tbl, &table.Batch{Inserts: b.Inserts, Transforms: b.Transforms})
+		return cb, fp, err
+	}
+	h := sha256.New()
+	h.Write([]byte(requestHead))
+	h.Write([]byte(tbl))
+	h.Write([]byte(requestMid))
+	h.Write(cb)
+	h.Write([]byte(requestTail))
+	h.Sum(fp[:0])
+	return cb, fp, nil
+}
+
+// The canonical request around its table name and batch.
+const (
+	requestHead = `{"table":"`
+	requestMid  = `","batch":`
+	requestTail = `}`
+)
+
+// requestBytes lays out the canonical request of tbl's batch, cb being
+// the batch's canonical bytes.
+func requestBytes(tbl string, cb []byte) []byte {
+	enc := make([]byte, 0, len(requestHead)+len(tbl)+len(requestMid)+len(cb)+len(requestTail))
+	enc = append(enc, requestHead...)
+	enc = append(enc, tbl...)
+	enc = append(enc, requestMid...)
+	enc = append(enc, cb...)
+	return append(enc, requestTail...)
+}
+
+// lazyRequest is a keyed receipt's canonical request not yet laid out:
+// EncodeRecord writes it into a pending record, the only state that
+// stores it, and drops it otherwise.
+type lazyRequest struct {
+	table string
+	batch []byte // the batch's canonical bytes (immutable, the batch's cache)
 }
 
 // decodeRequest reverses Canonical.

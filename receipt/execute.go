@@ -49,7 +49,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	if req.FirstSent.After(s.core.clock.Now().Add(firstSentSkewMax)) {
 		return answerInvalid(code.InvalidRequest, "Repeatability-First-Sent lies in the future"), nil
 	}
-	canon, fp, err := Canonical(req.Table, req.Batch)
+	cb, fp, err := fingerprint(req.Table, req.Batch)
 	if err != nil {
 		return answerInvalid(code.InvalidRequest, err.Error()), nil
 	}
@@ -57,7 +57,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		return answerRefused(cerr), nil
 	}
 	defer s.exec.leave(req.Principal)
-	x := execution{req: req, id: Bind(req.Principal, req.Table, req.Key), canon: canon, fp: fp,
+	x := execution{req: req, id: Bind(req.Principal, req.Table, req.Key), canon: cb, fp: fp,
 		deadline: s.core.clock.Now().Add(min(max(req.Wait, 0), s.core.opts.WaitMax))}
 	for round := 0; round < ExecuteAttemptsMax; round++ {
 		ans, err := s.executeRound(ctx, &x, round)
@@ -78,7 +78,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 type execution struct {
 	req      Request
 	id       string
-	canon    []byte
+	canon    []byte // the batch's canonical bytes (fingerprint)
 	fp       [32]byte
 	deadline time.Time
 }
@@ -168,7 +168,7 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 			return answerStoreFull(id), nil
 		}
 		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-			Key: req.Key, Fingerprint: x.fp[:], Request: x.canon, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind}
+			Key: req.Key, Fingerprint: x.fp[:], request: lazyRequest{table: req.Table, batch: x.canon}, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
 		if plan == nil {
 			plan = s.plans.planRequest(req)

@@ -2,7 +2,6 @@ package receipt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/idemdb/idem/code"
@@ -99,7 +98,11 @@ func participantsOf(p *table.Plan) []twopc.Participant {
 	return out
 }
 
+// resultJSON is r as encoding/json writes it, without its reflection (a
+// keyed request's commit result, stored in its envelope).
 func resultJSON(r table.Result) []byte {
-	b, _ := json.Marshal(r)
-	return b
+	return r.AppendJSON(make([]byte, 0, resultJSONBytes))
 }
+
+// resultJSONBytes holds a result of three counts of up to seven digits.
+const resultJSONBytes = 64

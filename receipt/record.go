@@ -106,6 +106,11 @@ type Record struct {
 	// it came in bytes (verbatim.go): a retry of the same bytes replays
 	// without being parsed. Kept once terminal, as Fingerprint is.
 	BodyDigest []byte `cbor:"21,keyasint,omitempty"`
+
+	// request is the canonical request of a keyed receipt being created,
+	// for EncodeRecord to lay out as Request if the record is published
+	// pending (lazyRequest); never encoded, decoded or compared.
+	request lazyRequest
 }
 
 // StoredEnvelope is the complete terminal answer (the transaction ID is the
@@ -137,10 +142,23 @@ var encMode = func() cbor.EncMode {
 // check reads r's times as they are, before any goes out as an offset
 // (recordtimes.go).
 func EncodeRecord(r *Record) ([]byte, error) {
+	if lr := r.request; lr.batch != nil {
+		// Laid out when the record first goes out (pending, the one state
+		// that stores it) and not kept after: a copy made for a later
+		// state, which drops the request, does not hold the batch.
+		if r.State == Pending && len(r.Request) == 0 {
+			r.Request = requestBytes(lr.table, lr.batch)
+		}
+		r.request = lazyRequest{}
+	}
 	if err := r.check(); err != nil {
 		return nil, store.InvalidRecord("receipt: record", err)
 	}
-	return encMode.Marshal(timesOnWire(r))
+	w := timesOnWire(r)
+	if b, ok := encodeRecordFast(w); ok {
+		return b, nil
+	}
+	return encMode.Marshal(w)
 }
 
 // DecodeRecord decodes any schema ever written. Bytes that do not decode,
