@@ -37,10 +37,15 @@ var planCases = []planCase{
 	{route: routePending, name: "memstore"},
 	{route: routePending, name: "engine", engine: true},
 	{route: routeOnce, name: "engine", engine: true},
+	// One write needs no chain (issue 39): the stores that do not chain
+	// take it too.
+	{route: routeOnce, name: "memstore"},
+	{route: routeOnce, name: "engine, chains hidden", engine: true, unchained: true},
 	{route: routeChained, name: "engine, deferred resolution", engine: true, knobs: testknobs.Receipt{DeferResolution: true}},
-	{route: routeBeginDecide, name: "memstore"},
+	{route: routeBeginDecide, name: "memstore, separate decide", knobs: testknobs.Receipt{SeparateDecide: true}},
 	{route: routeBeginDecide, name: "memstore, deferred resolution", knobs: testknobs.Receipt{DeferResolution: true}},
-	{route: routeBeginDecide, name: "engine, chains hidden", engine: true, unchained: true},
+	{route: routeBeginDecide, name: "engine, chains hidden, deferred resolution", engine: true, unchained: true,
+		knobs: testknobs.Receipt{DeferResolution: true}},
 	{route: routeBeginDecide, name: "engine, separate decide", engine: true, knobs: testknobs.Receipt{SeparateDecide: true}},
 	{route: routeBeginDecide, name: "engine, separate decide, deferred resolution", engine: true,
 		knobs: testknobs.Receipt{SeparateDecide: true, DeferResolution: true}},

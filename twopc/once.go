@@ -1,8 +1,10 @@
 package twopc
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
@@ -23,10 +25,16 @@ import (
 // visible to Lookup goes through BeginCommit or Begin and Decide.
 //
 // ok=false with a nil error means nothing was written: a participant is
-// not direct or voted no, or a condition failed (the transaction exists,
-// a document another transaction holds or changed, a condition of with's).
-// Begin and Decide tell those cases apart. An ambiguous write returns an
-// error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
+// not direct or voted no, or a condition of the transaction's failed (it
+// exists, a document another transaction holds or changed). Begin and
+// Decide tell those cases apart. A failed condition of with's is returned
+// as the store's *store.ConditionError, nothing written: Begin would fail
+// it too, and a round trip later — the receipt layer answers a used key
+// from what the failed write found there (ConditionError.Value). with's
+// conditions come before the participants' so that the store, which names
+// the first failed condition in batch order, names with's whenever it
+// fails (a lost race for a key fails the documents' too). An ambiguous
+// write returns an error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
 func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (store.Version, bool, error) {
 	if !c.Direct(txn) {
 		return 0, false, nil
@@ -50,19 +58,31 @@ func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result 
 		return 0, false, false, err
 	}
 	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
-	appendDirect(txn, b)
+	own := len(b.Conds)
 	if with != nil {
 		if err := with(result, b); err != nil {
 			return 0, false, false, err
 		}
 	}
+	withConds := b.Conds[own:]
+	appendDirect(txn, b)
 	checkDecisionWrites(b)
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return 0, false, false, err
 	}
 	if v, err = c.store.Apply(ctx, b); err != nil {
+		if failedOneOf(err, withConds) {
+			return 0, false, false, err
+		}
 		contended, err := notWritten(err)
 		return 0, false, contended, err
 	}
 	return v, true, false, fault.Inject(fault.TwoPCChainAfter)
+}
+
+// failedOneOf reports whether err is a failed condition on one of conds'
+// keys.
+func failedOneOf(err error, conds []store.Condition) bool {
+	key, ok := store.FailedKey(err)
+	return ok && slices.ContainsFunc(conds, func(c store.Condition) bool { return bytes.Equal(c.Key, key) })
 }
