@@ -94,8 +94,10 @@ func routeOf(f createFacts) createRoute {
 }
 
 // fallback is the route a create takes on when its route's single write
-// or chain wrote nothing (a participant's no, a condition): Begin and
-// Decide tell apart what stopped it. 0 for a route that has none.
+// or chain wrote nothing (a participant's no, a condition of the
+// transaction's): Begin and Decide tell apart what stopped it. (A failed
+// condition of the receipt's own — it exists — is answered from what the
+// once write found: createTerminal.) 0 for a route that has none.
 func (r createRoute) fallback() createRoute {
 	if r == routeOnce || r == routeChained {
 		return routeBeginDecide
