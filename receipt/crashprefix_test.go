@@ -99,7 +99,8 @@ func settle(t *testing.T, s *Service) {
 }
 
 // wantOutcome checks the answer and the documents: committed and applied
-// once (one insert, the counter at 1), or refused with nothing applied.
+// once (one insert, the counter at 1), or refused — before execution
+// (not_applied) or by a participant's vote (aborted) — with nothing applied.
 func wantOutcome(t *testing.T, c planCase, s *Service, ans Answer) {
 	t.Helper()
 	if c.route == routeNotApplied {
@@ -108,10 +109,20 @@ func wantOutcome(t *testing.T, c planCase, s *Service, ans Answer) {
 		}
 		return
 	}
+	ctx := context.Background()
+	if c.outcome == outcomeRefused {
+		if ans.Code != code.DocumentNotFound || ans.Outcome != OutcomeAborted {
+			t.Fatalf("answer %+v, want aborted document_not_found", ans.Envelope)
+		}
+		var ce *code.Error
+		if _, err := s.Tables().Get(ctx, "alice", planTable, "doc-k1"); !errors.As(err, &ce) || ce.Code != code.DocumentNotFound {
+			t.Fatalf("the refused batch's insert: %v, want document_not_found", err)
+		}
+		return
+	}
 	if ans.Outcome != OutcomeCommitted || ans.Status != 201 {
 		t.Fatalf("answer %+v (result %s), want committed", ans.Envelope, ans.Result)
 	}
-	ctx := context.Background()
 	if _, err := s.Tables().Get(ctx, "alice", planTable, "doc-k1"); err != nil {
 		t.Fatalf("the inserted document: %v", err)
 	}

@@ -93,7 +93,7 @@ func (fl *flow) createNotApplied(ctx context.Context, a *attempt, refusal *code.
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
 		return Answer{}, err
 	}
-	_, err = fl.core.store.Apply(ctx, b)
+	_, err = fl.applyStep(ctx, stepPublishNotApplied, b)
 	if v := classifyWrite(err, nil); v != writeDone {
 		return fl.stuck(a, v, err)
 	}
@@ -141,7 +141,7 @@ func (fl *flow) createPending(ctx context.Context, a *attempt) (Answer, error) {
 	if err := fault.Inject(fault.ReceiptCreateBefore); err != nil {
 		return fl.notDone(a, err)
 	}
-	v, err := fl.core.store.Apply(ctx, b)
+	v, err := fl.applyStep(ctx, stepPublishPending, b)
 	if ok, ans, err := fl.applied(a, v, err); !ok {
 		return ans, err
 	}

@@ -78,7 +78,7 @@ func (fl *flow) publish(ctx context.Context, a *attempt, env Envelope) (Answer, 
 	if err := fault.Inject(fault.ReceiptTerminalBefore); err != nil {
 		return Answer{}, err
 	}
-	_, err = fl.core.store.Apply(ctx, b)
+	_, err = fl.applyStep(ctx, stepPublishTerminal, b)
 	if ok, ans, err := fl.applied(a, 0, err); !ok {
 		return ans, err
 	}

@@ -40,8 +40,10 @@
 //	              lease allows a receipt, and through sessionHoldOf a session), next (what
 //	              a held receipt needs), settled
 //	writeplan.go  a new receipt's route as a pure function of what create read (routeOf),
-//	              and each route's writes as data (planOf): the Applies, their failpoints,
-//	              the kinds of keys they write and condition on
+//	              and each route's writes as data (planOf; planFor for a participant's
+//	              no and for contention): the Applies, their failpoints, the kinds of
+//	              keys they write and condition on
+//	applystep.go  the receipt layer's own steps of a plan, written through twopc.ApplySteps
 //	create.go     publish a new receipt: not_applied, pending, or started with Begin (chained
 //	              with the decision on a store that shares one log), by its route
 //	create_terminal.go  publish a new receipt already terminal, in the one write that
@@ -102,9 +104,12 @@
 // the terminal envelope), which is also where once and chained go on when
 // their write wrote nothing but a document's condition stopped it
 // (createRoute.fallback). planOf
-// (writeplan.go) lists each route's writes; writeplan_record_test.go holds
-// it to what the store sees and crashprefix_test.go crashes every prefix of
-// it. Both end in flow.finished (attempt.go) →
+// (writeplan.go) lists each route's writes, and planFor those of a
+// participant's no and of contention; every one of them is made by the
+// one applier, twopc.ApplySteps (applystep.go for the publishes here),
+// under the plan's step names. writeplan_record_test.go holds the plans
+// to what the store sees and to the steps the applier received, and
+// crashprefix_test.go crashes every prefix of them. Both end in flow.finished (attempt.go) →
 // retain.queueRelease (release.go), which maintenance's
 // retain.releaseDecisions empties. A retry of the same
 // request is dispatch → actReplay → core.settledAnswer (execute.go).

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/twopc"
 )
 
 // A new receipt's durable steps as data (issue 36, part 3; raft's Ready as
@@ -12,8 +13,11 @@ import (
 // the Applies the request makes, in order, each with the failpoints before
 // it and the kinds of keys it writes and conditions on. Both are pure, so
 // the choice is a table test (writeplan_internal_test.go), the plan is
-// held to what the store sees (writeplan_record_test.go), and every prefix
-// of a plan is a crash to recover from (crashprefix_test.go).
+// held to what the store sees and to the steps the one applier,
+// twopc.ApplySteps, received under the plan's names
+// (writeplan_record_test.go), and every prefix of a plan is a crash to
+// recover from (crashprefix_test.go). planFor adds the plans of a
+// participant's no and of contention to planOf's, which commit.
 
 // createFacts is what flow.create read or decided before its first write.
 // A fact is read only when the ones before it leave the route open: a
@@ -146,8 +150,12 @@ type planStep struct {
 	// linked: the step is the second link of the chain the step before
 	// it starts (store.Chainer): sequenced with it, durable after it.
 	linked bool
-	// leaves is the receipt's state once the step is durable.
-	leaves           State
+	// leaves is the receipt's state once the step is durable (or, when
+	// it fails, as it was before it).
+	leaves State
+	// fails: the step writes nothing, a condition of it failing
+	// (planFor's contention).
+	fails            bool
 	writes, writesIf keyKinds
 	conds, condsIf   keyKinds
 }
@@ -181,22 +189,22 @@ func planOf(route createRoute, deferred bool) writePlan {
 	p := writePlan{route: route}
 	switch route {
 	case routeNotApplied:
-		p.steps = []planStep{{name: "publish not_applied", before: []string{fault.ReceiptCreateBefore}, leaves: Terminal,
+		p.steps = []planStep{{name: stepPublishNotApplied, before: []string{fault.ReceiptCreateBefore}, leaves: Terminal,
 			conds: publishConds, writes: kindReceipt | kindRetention}}
 	case routePending:
-		p.steps = []planStep{{name: "publish pending", before: []string{fault.ReceiptCreateBefore}, leaves: Pending,
+		p.steps = []planStep{{name: stepPublishPending, before: []string{fault.ReceiptCreateBefore}, leaves: Pending,
 			conds: publishConds | kindClaim, writes: claimedWrites}}
 	case routeOnce:
-		p.steps = []planStep{{name: "commit once", before: []string{fault.ReceiptCreateBefore, fault.TwoPCChainBefore}, leaves: Terminal,
+		p.steps = []planStep{{name: twopc.StepOnce, before: []string{fault.ReceiptCreateBefore, fault.TwoPCChainBefore}, leaves: Terminal,
 			conds: publishConds | txnAbsent, condsIf: docConds, writes: kindReceipt | kindRetention, writesIf: kindDocument}}
 	case routeChained:
-		p.steps = []planStep{beginStep("begin link", fault.TwoPCChainBefore), decideStep(deferred)}
+		p.steps = []planStep{beginStep(twopc.StepBeginLink, fault.TwoPCChainBefore), decideStep(deferred)}
 		// Nothing can come between the links: the decision link is not
 		// fenced (createCommitted), and its failpoints are the chain's.
 		d := &p.steps[1]
-		d.name, d.before, d.linked, d.conds, d.condsIf = "decide link", nil, true, kindDecision, 0
+		d.name, d.before, d.linked, d.conds, d.condsIf = twopc.StepDecideLink, nil, true, kindDecision, 0
 	case routeBeginDecide:
-		p.steps = []planStep{beginStep("begin", fault.TwoPCBeginBefore), decideStep(deferred)}
+		p.steps = []planStep{beginStep(twopc.StepBegin, fault.TwoPCBeginBefore), decideStep(deferred)}
 	}
 	return p
 }
@@ -214,7 +222,7 @@ func beginStep(name, twopcBefore string) planStep {
 // own (not in a chain, where nothing comes between), it resolves the
 // intents and deletes the record unless resolution is deferred.
 func decideStep(deferred bool) planStep {
-	s := planStep{name: "decide", before: []string{fault.ReceiptDecideBefore, fault.TwoPCDecideBefore}, leaves: Terminal,
+	s := planStep{name: twopc.StepDecide, before: []string{fault.ReceiptDecideBefore, fault.TwoPCDecideBefore}, leaves: Terminal,
 		conds: kindDecision | kindClaim | kindReceipt, writes: kindDecision | terminalWrites, writesIf: kindRetention}
 	if !deferred {
 		s.writes |= terminalDrops | kindTxnRecord
@@ -222,4 +230,91 @@ func decideStep(deferred bool) planStep {
 		s.condsIf |= kindIntent // each intent resolved is the one prepared
 	}
 	return s
+}
+
+// createOutcome is what an executing route's transaction meets: planOf is
+// the plan of outcomeCommitted, planFor the plan of each.
+type createOutcome uint8
+
+const (
+	// outcomeCommitted: every participant votes yes, every condition holds.
+	outcomeCommitted createOutcome = iota
+	// outcomeRefused: a participant votes no (not contention: a real
+	// conflict, a transform on a missing document). No route's staging
+	// writes anything; the refusal is made durable as Begin's always is
+	// (flow.refuse): the abort decision with the started receipt, then
+	// the terminal receipt.
+	outcomeRefused
+	// outcomeContended: another writer changes a document between its
+	// read and the route's write, so a condition on it fails and nothing
+	// is written — at every try of a single write or chain, each staged
+	// afresh (1+twopc.ChainContendedRetriesMax), which then falls back
+	// (createRoute.fallback), and at the first try of a Begin, which
+	// Begin itself prepares again. The fallback's writes meet none.
+	outcomeContended
+)
+
+var createOutcomes = []createOutcome{outcomeCommitted, outcomeRefused, outcomeContended}
+
+func (o createOutcome) String() string {
+	return [...]string{"committed", "refused", "contended"}[o]
+}
+
+// planFor is the plan of route when its transaction meets o. Routes that
+// execute nothing (not_applied, pending) meet no vote and no contention.
+func planFor(route createRoute, o createOutcome, deferred bool) writePlan {
+	switch {
+	case o == outcomeCommitted || route == routeNotApplied || route == routePending:
+		return planOf(route, deferred)
+	case o == outcomeRefused:
+		return writePlan{route: route, steps: refusedSteps(deferred)}
+	}
+	p := writePlan{route: route, steps: contendedTries(route, deferred)}
+	for _, s := range planOf(routeBeginDecide, deferred).steps {
+		if s.before[0] == fault.ReceiptCreateBefore {
+			s.before = s.before[1:] // fired once, before the first try
+		}
+		p.steps = append(p.steps, s)
+	}
+	return p
+}
+
+// refusedSteps is the plan of a participant's "no" on every executing
+// route (flow.refuse): the create-if-absent abort decision with the
+// started receipt under a new claim — nothing was prepared, so nothing
+// is resolved and nothing owed — then the fenced terminal receipt.
+func refusedSteps(deferred bool) []planStep {
+	d := planStep{name: twopc.StepDecide, before: []string{fault.ReceiptCreateBefore, fault.TwoPCDecideBefore}, leaves: Started,
+		conds: publishConds | kindClaim | kindDecision, writes: claimedWrites | kindDecision}
+	if !deferred {
+		d.writes |= kindTxnRecord // the record's deletion, which Decide always writes
+	}
+	return []planStep{d, {name: stepPublishTerminal, before: []string{fault.ReceiptTerminalBefore}, leaves: Terminal,
+		conds: kindClaim | kindReceipt, writes: kindReceipt | terminalDrops, writesIf: kindRetention}}
+}
+
+// contendedTries is the steps of the tries outcomeContended makes fail:
+// every try of once's write or of the chain's two links, and the first
+// Begin of begin+decide. Each leaves the receipt absent; the
+// receipt/create-before failpoint fires before the first only.
+func contendedTries(route createRoute, deferred bool) []planStep {
+	plan := planOf(route, deferred).steps
+	try, tries := plan[:1], 1
+	if route == routeChained {
+		try = plan
+	}
+	if route.fallback() != 0 {
+		tries = 1 + twopc.ChainContendedRetriesMax
+	}
+	var out []planStep
+	for i := range tries {
+		for _, s := range try {
+			s.fails, s.leaves = true, 0
+			if i > 0 && len(s.before) > 0 {
+				s.before = s.before[len(s.before)-1:]
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }

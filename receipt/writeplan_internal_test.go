@@ -1,10 +1,12 @@
 package receipt
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/twopc"
 )
 
 // fact is one fact of a routeOf rule: nil matches either value.
@@ -103,4 +105,57 @@ func TestPlanOf_EveryRoutesPlanIsWellFormed(t *testing.T) {
 			t.Errorf("%v falls back to %v", r, fb)
 		}
 	}
+}
+
+// TestPlanFor_EveryOutcomesPlanIsWellFormed: for every route and outcome,
+// the plan ends with the receipt terminal (pending's, which executes
+// nothing, pending); the steps that fail come first and leave no receipt;
+// the committed outcome is planOf's; a refusal ends in the terminal
+// publish; contention ends in the fallback's (Begin and Decide) plan.
+func TestPlanFor_EveryOutcomesPlanIsWellFormed(t *testing.T) {
+	for _, r := range createRoutes {
+		for _, o := range createOutcomes {
+			for _, deferred := range []bool{false, true} {
+				p := planFor(r, o, deferred)
+				executes := r != routeNotApplied && r != routePending
+				if o == outcomeCommitted || !executes {
+					if !reflect.DeepEqual(p, planOf(r, deferred)) {
+						t.Errorf("%v %v: %+v, want planOf's", r, o, p)
+					}
+					continue
+				}
+				last := p.steps[len(p.steps)-1]
+				if last.leaves != Terminal || last.fails {
+					t.Errorf("%v %v: the last step %+v does not leave the receipt terminal", r, o, last)
+				}
+				failing := true
+				for _, s := range p.steps {
+					if s.fails && (!failing || s.leaves != 0) {
+						t.Errorf("%v %v: failing step %q after a write, or leaving a receipt", r, o, s.name)
+					}
+					failing = failing && s.fails
+				}
+				tail, names := p.steps, names(planOf(routeBeginDecide, deferred))
+				if o == outcomeRefused {
+					names = []string{twopc.StepDecide, stepPublishTerminal}
+				}
+				if tail = tail[max(0, len(tail)-len(names)):]; !slices.Equal(stepNames(tail), names) {
+					t.Errorf("%v %v: ends with %q, want %q", r, o, stepNames(tail), names)
+				}
+				if o == outcomeContended && !p.steps[0].fails {
+					t.Errorf("%v contended: the first step does not fail", r)
+				}
+			}
+		}
+	}
+}
+
+func names(p writePlan) []string { return stepNames(p.steps) }
+
+func stepNames(steps []planStep) []string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.name)
+	}
+	return out
 }

@@ -3,8 +3,10 @@ package receipt
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/store/memstore"
 	"github.com/idemdb/idem/table"
+	"github.com/idemdb/idem/twopc"
 	"github.com/idemdb/idem/vfs/memfs"
 )
 
@@ -29,6 +32,10 @@ type planCase struct {
 	// a wrapper that does not forward them would.
 	unchained bool
 	knobs     testknobs.Receipt
+	// outcome: refused sends a batch a participant votes no on;
+	// contended has another writer change the documents under the
+	// steps planFor makes fail (contendedCases).
+	outcome createOutcome
 }
 
 var planCases = []planCase{
@@ -49,12 +56,35 @@ var planCases = []planCase{
 	{route: routeBeginDecide, name: "engine, separate decide", engine: true, knobs: testknobs.Receipt{SeparateDecide: true}},
 	{route: routeBeginDecide, name: "engine, separate decide, deferred resolution", engine: true,
 		knobs: testknobs.Receipt{SeparateDecide: true, DeferResolution: true}},
+	{route: routeOnce, name: "engine", engine: true, outcome: outcomeRefused},
+	{route: routeChained, name: "engine, deferred resolution", engine: true, knobs: testknobs.Receipt{DeferResolution: true},
+		outcome: outcomeRefused},
+	{route: routeOnce, name: "memstore", outcome: outcomeRefused},
+	{route: routeBeginDecide, name: "memstore, separate decide", knobs: testknobs.Receipt{SeparateDecide: true}, outcome: outcomeRefused},
+	{route: routeBeginDecide, name: "memstore, deferred resolution", knobs: testknobs.Receipt{DeferResolution: true},
+		outcome: outcomeRefused},
 }
 
-func (c planCase) String() string { return c.route.String() + " on " + c.name }
+// contendedCases are the routes under contention (outcomeContended).
+var contendedCases = []planCase{
+	{route: routeOnce, name: "engine", engine: true, outcome: outcomeContended},
+	{route: routeChained, name: "engine, deferred resolution", engine: true, knobs: testknobs.Receipt{DeferResolution: true},
+		outcome: outcomeContended},
+	{route: routeOnce, name: "memstore", outcome: outcomeContended},
+	{route: routeBeginDecide, name: "memstore, separate decide", knobs: testknobs.Receipt{SeparateDecide: true}, outcome: outcomeContended},
+	{route: routeBeginDecide, name: "engine, separate decide", engine: true, knobs: testknobs.Receipt{SeparateDecide: true},
+		outcome: outcomeContended},
+}
+
+func (c planCase) String() string {
+	if c.outcome != outcomeCommitted {
+		return c.route.String() + ", " + c.outcome.String() + ", on " + c.name
+	}
+	return c.route.String() + " on " + c.name
+}
 
 // plan is the case's plan.
-func (c planCase) plan() writePlan { return planOf(c.route, c.knobs.DeferResolution) }
+func (c planCase) plan() writePlan { return planFor(c.route, c.outcome, c.knobs.DeferResolution) }
 
 // planTable is the table of the plan tests' requests; planBatch inserts a
 // document and increments a counter (upserted), so that it writes and
@@ -63,7 +93,19 @@ const planTable = "t"
 
 func planBatch(t *testing.T, key string) *table.Batch {
 	t.Helper()
-	b, err := table.DecodeBatch(fmt.Appendf(nil, `{"inserts":[{"id":"doc-%s","doc":{"k":1}}],"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`, key))
+	return decodePlanBatch(t, fmt.Sprintf(`{"inserts":[{"id":"doc-%s","doc":{"k":1}}],"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`, key))
+}
+
+// refusedBatch is planBatch with its transform on a document that does
+// not exist and may not be created: the shard votes no (document_not_found).
+func refusedBatch(t *testing.T, key string) *table.Batch {
+	t.Helper()
+	return decodePlanBatch(t, fmt.Sprintf(`{"inserts":[{"id":"doc-%s","doc":{"k":1}}],"transforms":[{"id":"missing","ops":[{"op":"$inc","path":"n","value":1}]}]}`, key))
+}
+
+func decodePlanBatch(t *testing.T, body string) *table.Batch {
+	t.Helper()
+	b, err := table.DecodeBatch([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +113,18 @@ func planBatch(t *testing.T, key string) *table.Batch {
 }
 
 // planRequest is the case's request: to a table that does not exist for
-// not_applied (table_not_found is a refusal before execution).
+// not_applied (table_not_found is a refusal before execution), with a
+// batch voted no on for refused.
 func (c planCase) request(t *testing.T, key string) Request {
 	tbl := planTable
 	if c.route == routeNotApplied {
 		tbl = "missing"
 	}
-	return Request{Principal: "alice", Table: tbl, Key: key, Batch: planBatch(t, key)}
+	b := planBatch(t, key)
+	if c.outcome == outcomeRefused {
+		b = refusedBatch(t, key)
+	}
+	return Request{Principal: "alice", Table: tbl, Key: key, Batch: b}
 }
 
 // planEnv is a store and a clock shared by the services of one plan test.
@@ -293,22 +340,85 @@ func TestPlanOf_IsWhatTheStoreSees(t *testing.T) {
 			e := newPlanEnv(t, c)
 			s := e.first(c)
 			e.rec.arm(-1)
-			ans, err := s.Execute(context.Background(), c.request(t, "k1"))
+			var applied appliedSteps
+			ans, err := s.Execute(applied.observe(context.Background()), c.request(t, "k1"))
 			if err != nil || ans.Terminal != (c.route != routePending) {
 				t.Fatalf("answer %+v (%v): terminal must be all but a pending one", ans, err)
 			}
-			got, plan := e.rec.recorded(), c.plan()
-			if len(got) != len(plan.steps) {
-				t.Fatalf("%d writes %+v, the plan has %d steps %+v", len(got), got, len(plan.steps), plan.steps)
+			plan := c.plan()
+			applied.want(t, plan)
+			wantRecorded(t, e.rec.recorded(), plan)
+		})
+	}
+}
+
+// wantRecorded checks the writes the store saw against plan's steps.
+func wantRecorded(t *testing.T, got []recorded, plan writePlan) {
+	t.Helper()
+	if len(got) != len(plan.steps) {
+		t.Fatalf("%d writes %+v, the plan has %d steps %+v", len(got), got, len(plan.steps), plan.steps)
+	}
+	for i, st := range plan.steps {
+		g := got[i]
+		if !within(g.conds, st.conds, st.condsIf) || !within(g.writes, st.writes, st.writesIf) || g.linked != st.linked {
+			t.Errorf("write %d: conditions %v, writes %v (linked %v); step %q: conditions %v (+ maybe %v), writes %v (+ maybe %v) (linked %v)",
+				i, g.conds, g.writes, g.linked, st.name, st.conds, st.condsIf, st.writes, st.writesIf, st.linked)
+		}
+	}
+}
+
+// TestPlanFor_ContentionFailsTheTriesItPlansThenFallsBack: another
+// writer changes the documents right before each step planFor says
+// fails (as ApplySteps receives it), and the request makes exactly the
+// plan's writes — the failed tries, then the fallback's — and commits.
+func TestPlanFor_ContentionFailsTheTriesItPlansThenFallsBack(t *testing.T) {
+	for _, c := range contendedCases {
+		t.Run(c.String(), func(t *testing.T) {
+			ctx := context.Background()
+			e := newPlanEnv(t, c)
+			s := e.first(c)
+			if ans, err := s.Execute(ctx, c.request(t, "k0")); err != nil || ans.Outcome != OutcomeCommitted {
+				t.Fatalf("the request that creates the counter: %+v (%v)", ans, err)
 			}
-			for i, st := range plan.steps {
-				g := got[i]
-				if !within(g.conds, st.conds, st.condsIf) || !within(g.writes, st.writes, st.writesIf) || g.linked != st.linked {
-					t.Errorf("write %d: conditions %v, writes %v (linked %v); step %q: conditions %v (+ maybe %v), writes %v (+ maybe %v) (linked %v)",
-						i, g.conds, g.writes, g.linked, st.name, st.conds, st.condsIf, st.writes, st.writesIf, st.linked)
+			settle(t, s) // its visibility debt paid: the contention is the test's alone
+			plan := c.plan()
+			e.rec.arm(-1)
+			applied := appliedSteps{before: func(i int) {
+				if i < len(plan.steps) && plan.steps[i].fails {
+					e.touchDocuments()
 				}
+			}}
+			ans, err := s.Execute(applied.observe(ctx), c.request(t, "k1"))
+			if err != nil || ans.Outcome != OutcomeCommitted {
+				t.Fatalf("answer %+v (%v), want committed", ans.Envelope, err)
+			}
+			applied.want(t, plan)
+			wantRecorded(t, e.rec.recorded(), plan)
+			raw, err := s.Tables().Get(ctx, "alice", planTable, "ctr")
+			var doc struct{ N int }
+			if err != nil || json.Unmarshal(raw, &doc) != nil || doc.N != 2 {
+				t.Fatalf("counter %s (%v), want n=2: each batch applied once", raw, err)
 			}
 		})
+	}
+}
+
+// touchDocuments writes every document again as it is, behind the
+// recorder: a new version, which fails a condition on the one read.
+func (e *planEnv) touchDocuments() {
+	e.t.Helper()
+	ctx := context.Background()
+	items, err := e.inner.Scan(ctx, []byte(store.NSTable), nil, store.ScanLimitMax)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, it := range items {
+		if !store.NSTable.Has(it.Key) {
+			continue
+		}
+		if _, err := e.inner.Apply(ctx, new(store.Batch).AtVersion(it.Key, it.Version).Put(it.Key, it.Value)); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }
 
@@ -333,6 +443,47 @@ func TestPlanOf_FailpointsComeBeforeTheirSteps(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// appliedSteps is what twopc.ApplySteps received under one request's
+// context, step by step: the plan as executed.
+type appliedSteps struct {
+	// before, if set, is called with the index of the first step of each
+	// call, before its steps are written.
+	before func(i int)
+	mu     sync.Mutex
+	steps  []twopc.Step
+}
+
+// observe returns ctx under which ApplySteps reports to a.
+func (a *appliedSteps) observe(ctx context.Context) context.Context {
+	return twopc.ObserveSteps(ctx, func(steps []twopc.Step) {
+		a.mu.Lock()
+		i := len(a.steps)
+		a.steps = append(a.steps, steps...)
+		a.mu.Unlock()
+		if a.before != nil {
+			a.before(i)
+		}
+	})
+}
+
+// want checks that the applier received p's steps, by name and link, in
+// order: the steps executed are the ones planned.
+func (a *appliedSteps) want(t *testing.T, p writePlan) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var got, want []string
+	for _, s := range a.steps {
+		got = append(got, fmt.Sprintf("%s (linked %v)", s.Name, s.Linked))
+	}
+	for _, s := range p.steps {
+		want = append(want, fmt.Sprintf("%s (linked %v)", s.name, s.linked))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the applier received %q, the plan of %v is %q", got, p.route, want)
 	}
 }
 

@@ -55,8 +55,7 @@ type Chained struct {
 // and Decide, which tell those cases apart. An ambiguous write returns an
 // error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
 func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *store.Batch, decideWith func(result []byte) (*store.Batch, error)) (Chained, bool, error) {
-	chainer := c.store.Capabilities().Chain
-	if chainer == nil {
+	if c.store.Capabilities().Chain == nil {
 		return Chained{}, false, nil
 	}
 	for _, p := range txn.Participants {
@@ -67,7 +66,7 @@ func (c *Coordinator) BeginCommit(ctx context.Context, txn Txn, beginWith *store
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		ch, ok, contended, err := c.beginCommitOnce(ctx, chainer, txn, beginWith, decideWith)
+		ch, ok, contended, err := c.beginCommitOnce(ctx, txn, beginWith, decideWith)
 		if !contended || attempt == ChainContendedRetriesMax {
 			return ch, ok, err
 		}
@@ -88,39 +87,16 @@ const ChainContendedRetriesMax = 2
 // beginCommitOnce is one try of BeginCommit; contended says it failed only
 // on a document's condition (an intent held, or a version changed), which
 // a fresh prepare may pass.
-func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer store.Chainer, txn Txn, beginWith *store.Batch,
+func (c *Coordinator) beginCommitOnce(ctx context.Context, txn Txn, beginWith *store.Batch,
 	decideWith func(result []byte) (*store.Batch, error)) (ch Chained, ok, contended bool, err error) {
-	begin, decide, result, direct, err := c.directChain(ctx, txn, beginWith)
-	if !direct {
-		begin, decide, result, err = c.stagedChain(ctx, txn, beginWith)
+	links, result, direct, refused, err := c.stageChain(ctx, txn, beginWith, decideWith)
+	if refused || err != nil {
+		return Chained{}, false, false, err // Begin reports the vote
 	}
-	var refusal *code.Error
-	if errors.As(err, &refusal) {
-		return Chained{}, false, false, nil // Begin reports the vote
-	}
-	if err != nil {
-		return Chained{}, false, false, err
-	}
-	if decideWith != nil {
-		with, err := decideWith(result)
-		if err != nil {
-			return Chained{}, false, false, err
-		}
-		decide.Merge(with)
-	}
-	checkDecisionWrites(begin)
-	checkDecisionWrites(decide)
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return Chained{}, false, false, err
 	}
-	links := []*store.Batch{begin, decide}
-	if len(begin.Ops) == 0 {
-		// A direct chain with nothing of the caller's to publish first:
-		// its first link would only hold conditions, which the decision
-		// link can check itself.
-		links = []*store.Batch{decide.Merge(&store.Batch{Conds: begin.Conds})}
-	}
-	vs, err := chainer.ApplyChain(ctx, links...)
+	vs, err := ApplySteps(ctx, c.store, links)
 	if err != nil {
 		contended, err := notWritten(err)
 		return Chained{}, false, contended, err
@@ -132,6 +108,50 @@ func (c *Coordinator) beginCommitOnce(ctx context.Context, chainer store.Chainer
 	}
 	ch = Chained{Begun: vs[0], Decided: vs[len(vs)-1], Result: result}
 	return ch, true, false, fault.Inject(fault.TwoPCChainAfter)
+}
+
+// stageChain is BeginCommit's chain, unapplied: the begin link (record,
+// prepares or, direct, none, and beginWith) and the decision link
+// (decision, resolutions or direct commits, decideWith's writes); refused
+// when a participant voted no.
+func (c *Coordinator) stageChain(ctx context.Context, txn Txn, beginWith *store.Batch,
+	decideWith func(result []byte) (*store.Batch, error)) (links []Step, result []byte, direct, refused bool, err error) {
+	begin, decide, result, direct, err := c.directChain(ctx, txn, beginWith)
+	if !direct {
+		begin, decide, result, err = c.stagedChain(ctx, txn, beginWith)
+	}
+	if err != nil {
+		return nil, nil, direct, isVote(err), voteless(err)
+	}
+	if decideWith != nil {
+		with, err := decideWith(result)
+		if err != nil {
+			return nil, nil, direct, false, err
+		}
+		decide.Merge(with)
+	}
+	if len(begin.Ops) == 0 {
+		// A direct chain with nothing of the caller's to publish first:
+		// its first link would only hold conditions, which the decision
+		// link can check itself.
+		return []Step{{Name: StepDecideLink, Batch: decide.Merge(&store.Batch{Conds: begin.Conds}), Chain: true}}, result, direct, false, nil
+	}
+	return []Step{{Name: StepBeginLink, Batch: begin, Chain: true}, {Name: StepDecideLink, Batch: decide, Linked: true}}, result, direct, false, nil
+}
+
+// isVote reports whether a staging error is a participant's "no" vote (a
+// *code.Error), which a single write or a chain leaves to Begin to report.
+func isVote(err error) bool {
+	var refusal *code.Error
+	return errors.As(err, &refusal)
+}
+
+// voteless is err, unless it is a vote (isVote): then nil.
+func voteless(err error) error {
+	if isVote(err) {
+		return nil
+	}
+	return err
 }
 
 // notWritten classifies the error of a chain's (or CommitOnce's) write: a

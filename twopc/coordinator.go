@@ -94,7 +94,7 @@ type BeginResult struct {
 func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *store.Batch) (BeginResult, error) {
 	for attempt := 0; ; attempt++ {
 		last := attempt+1 >= BeginRetriesMax
-		b, _, err := c.beginBatch(ctx, txn)
+		b, err := c.stageBegin(ctx, txn, with)
 		var ce *code.Error
 		if errors.As(err, &ce) {
 			res, again, err := c.votedNo(ctx, txn, ce, last)
@@ -106,11 +106,10 @@ func (c *Coordinator) Begin(ctx context.Context, txn Txn, with *store.Batch) (Be
 		if err != nil {
 			return BeginResult{}, err
 		}
-		b = withFirst(with, b)
 		if err := fault.Inject(fault.TwoPCBeginBefore); err != nil {
 			return BeginResult{}, err
 		}
-		v, err := c.apply(ctx, b)
+		v, err := c.applyStep(ctx, StepBegin, b)
 		if err == nil {
 			for _, p := range txn.Participants {
 				if pp, ok := p.(Preparer); ok {
@@ -224,6 +223,17 @@ func refusalOf(txn Txn, key []byte) (refusal *code.Error, retry, contended, mine
 	return nil, false, false, false
 }
 
+// stageBegin is Begin's write, unapplied: every participant prepared,
+// the record, and `with` (withFirst). A participant's "no" is its
+// *code.Error.
+func (c *Coordinator) stageBegin(ctx context.Context, txn Txn, with *store.Batch) (*store.Batch, error) {
+	b, _, err := c.beginBatch(ctx, txn)
+	if err != nil {
+		return nil, err
+	}
+	return withFirst(with, b), nil
+}
+
 // beginBatch prepares every participant and returns the Begin write with
 // the commit result it records.
 func (c *Coordinator) beginBatch(ctx context.Context, txn Txn) (*store.Batch, []byte, error) {
@@ -274,23 +284,14 @@ func (c *Coordinator) Decide(ctx context.Context, txnID string, parts []Particip
 // DecideAt is Decide that also returns the version of the decision write
 // (which every key of `with` gets).
 func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Participant, o Outcome, with *store.Batch) (store.Version, error) {
-	if parts == nil && !c.opts.knobs.DeferResolution {
-		var err error
-		if parts, err = c.participantsOf(ctx, txnID); err != nil {
-			return 0, err
-		}
-	}
-	b, err := c.decisionBatch(txnID, o, func(p Participant, commit bool) (*store.Batch, error) {
-		return p.Resolve(ctx, txnID, commit)
-	}, parts)
+	b, err := c.stageDecision(ctx, txnID, parts, o, with)
 	if err != nil {
 		return 0, err
 	}
-	b.Merge(with)
 	if err := fault.Inject(fault.TwoPCDecideBefore); err != nil {
 		return 0, err
 	}
-	v, err := c.apply(ctx, b)
+	v, err := c.applyStep(ctx, StepDecide, b)
 	if err != nil {
 		if key, ok := store.FailedKey(err); ok && string(key) == string(decisionKey(txnID)) {
 			return 0, ErrDecisionConflict
@@ -298,6 +299,24 @@ func (c *Coordinator) DecideAt(ctx context.Context, txnID string, parts []Partic
 		return 0, err
 	}
 	return v, fault.Inject(fault.TwoPCDecideAfter)
+}
+
+// stageDecision is Decide's write, unapplied: the decision o, the
+// resolution of parts (read from the durable record when nil) and `with`.
+func (c *Coordinator) stageDecision(ctx context.Context, txnID string, parts []Participant, o Outcome, with *store.Batch) (*store.Batch, error) {
+	if parts == nil && !c.opts.knobs.DeferResolution {
+		var err error
+		if parts, err = c.participantsOf(ctx, txnID); err != nil {
+			return nil, err
+		}
+	}
+	b, err := c.decisionBatch(txnID, o, func(p Participant, commit bool) (*store.Batch, error) {
+		return p.Resolve(ctx, txnID, commit)
+	}, parts)
+	if err != nil {
+		return nil, err
+	}
+	return b.Merge(with), nil
 }
 
 // decisionBatch is the create-if-absent decision o and — unless

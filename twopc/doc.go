@@ -22,4 +22,10 @@
 // outcome (once.go). A Begin that meets a decided transaction's leftover
 // intents on its documents resolves that transaction and prepares afresh
 // (debt.go).
+//
+// Begin, Decide, BeginCommit and CommitOnce stage their writes as batches
+// first and make them durable through one applier, ApplySteps
+// (applysteps.go), which chains linked steps where the store chains and
+// applies them one by one elsewhere; the receipt layer writes its own
+// publishes through it too.
 package twopc

@@ -3,10 +3,8 @@ package twopc
 import (
 	"bytes"
 	"context"
-	"errors"
 	"slices"
 
-	"github.com/idemdb/idem/code"
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/store"
 )
@@ -49,28 +47,14 @@ func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result 
 
 // commitOnce is one try of CommitOnce; contended is as for beginCommitOnce.
 func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (v store.Version, ok, contended bool, err error) {
-	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
-	var refusal *code.Error
-	if errors.As(err, &refusal) {
-		return 0, false, false, nil // Begin reports the vote
+	b, withConds, refused, err := c.stageOnce(ctx, txn, with)
+	if refused || err != nil {
+		return 0, false, false, err // Begin reports the vote
 	}
-	if err != nil {
-		return 0, false, false, err
-	}
-	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
-	own := len(b.Conds)
-	if with != nil {
-		if err := with(result, b); err != nil {
-			return 0, false, false, err
-		}
-	}
-	withConds := b.Conds[own:]
-	appendDirect(txn, b)
-	checkDecisionWrites(b)
 	if err := fault.Inject(fault.TwoPCChainBefore); err != nil {
 		return 0, false, false, err
 	}
-	if v, err = c.store.Apply(ctx, b); err != nil {
+	if v, err = c.applyStep(ctx, StepOnce, b); err != nil {
 		if failedOneOf(err, withConds) {
 			return 0, false, false, err
 		}
@@ -78,6 +62,26 @@ func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result 
 		return 0, false, contended, err
 	}
 	return v, true, false, fault.Inject(fault.TwoPCChainAfter)
+}
+
+// stageOnce is CommitOnce's write, unapplied: under the transaction's
+// absence, with's writes and conditions (withConds), then every
+// participant's direct commit; refused when a participant voted no.
+func (c *Coordinator) stageOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (_ *store.Batch, withConds []store.Condition, refused bool, err error) {
+	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
+	if err != nil {
+		return nil, nil, isVote(err), voteless(err)
+	}
+	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	own := len(b.Conds)
+	if with != nil {
+		if err := with(result, b); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	withConds = b.Conds[own:len(b.Conds):len(b.Conds)]
+	appendDirect(txn, b)
+	return b, withConds, false, nil
 }
 
 // failedOneOf reports whether err is a failed condition on one of conds'
