@@ -13,6 +13,7 @@
 //	router.go      router: the mux of the routes, dispatch, the answer to no route
 //	auth.go        authenticator: bearer token → principal, operators, SetTokens
 //	body.go        bodies: a request's JSON body within its size and time bounds
+//	bodypool.go    bodies, cont.: the batch bodies' buffers, recycled
 //	failures.go    failures: a service failure → its problem; health
 //	unavailable.go failures, cont.: store refusals counted and logged without flooding
 //	shardroute.go  shardMap: a request's store shard, by table or session ID

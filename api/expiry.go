@@ -1,7 +1,9 @@
 package api
 
 import (
+	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemdb/idem/receipt"
@@ -34,11 +36,46 @@ import (
 // not known yet.
 
 // keyExpiry renders e, or "" when it promises nothing. Seconds round
-// down: a promise must not overstate.
+// down: a promise must not overstate. The answers of one second promise
+// the same seconds, so the text of the last one is kept and handed out
+// again: a keyed answer then costs no formatting and no allocation for
+// this field (issue 41's precomputed header values).
 func keyExpiry(e receipt.Expiry) string {
 	if e == (receipt.Expiry{}) {
 		return ""
 	}
+	replay, protect := expirySecond(e.ReplayUntil), expirySecond(e.ProtectUntil)
+	if last := lastKeyExpiry.Load(); last != nil && last.replay == replay && last.protect == protect {
+		return last.text
+	}
+	text := renderKeyExpiry(e)
+	lastKeyExpiry.Store(&keyExpiryText{replay: replay, protect: protect, text: text})
+	return text
+}
+
+// keyExpiryText is one rendered Idem-Key-Expiry and the seconds it says.
+type keyExpiryText struct {
+	replay, protect int64 // Unix seconds, noExpirySecond for a member left out
+	text            string
+}
+
+// lastKeyExpiry is the text keyExpiry rendered last; shared by every
+// server of the process, since the text is a pure function of the seconds.
+var lastKeyExpiry atomic.Pointer[keyExpiryText]
+
+// noExpirySecond stands for a zero time: no Unix second of a receipt's
+// promise is that far in the past.
+const noExpirySecond = math.MinInt64
+
+func expirySecond(t time.Time) int64 {
+	if t.IsZero() {
+		return noExpirySecond
+	}
+	return t.Unix()
+}
+
+// renderKeyExpiry formats e's members (keyExpiry's cache misses).
+func renderKeyExpiry(e receipt.Expiry) string {
 	var buf [len("replay=@, protect=@") + 2*20]byte // two int64s at most
 	b := buf[:0]
 	if !e.ReplayUntil.IsZero() {

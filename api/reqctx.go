@@ -36,9 +36,10 @@ var anonymousPrincipal any = Anonymous
 // copy with the principal as a context value.
 func withPrincipal(r *http.Request, principal string) *http.Request {
 	if c, ok := r.Context().(*requestCtx); ok && c.principal == nil {
-		c.principal = principal
 		if principal == Anonymous {
 			c.principal = anonymousPrincipal
+		} else {
+			c.principal = principal // boxed here only: Anonymous's box is shared
 		}
 		return r
 	}
