@@ -144,7 +144,7 @@ func TestQuota_NodeSessionsLimitOverHTTP(t *testing.T) {
 func TestQuota_InflightPerPrincipalOverHTTP(t *testing.T) {
 	t.Parallel()
 	gs := &gateStore{}
-	n := newNode(t, config{tokens: tokens, executorMax: 8, principalInflight: 2,
+	n := newNode(t, config{tokens: tokens, executorMax: 8, principalInflight: 2, separateDecide: true, // held between two writes
 		wrap: func(s store.Store) store.Store { gs.Store = s; return gs }})
 	clients := map[string]*apitest.Client{"alice": n.c.WithToken("tok-alice"), "bob": n.c.WithToken("tok-bob")}
 	for _, c := range clients {

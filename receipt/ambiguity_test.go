@@ -30,7 +30,7 @@ func wantPending(t *testing.T, a receipt.Answer, id string) {
 func TestAmbiguity_BareDecisionConflictKeepsReceiptStarted(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{})
+	a := e.openOn(hs, twoWrites(receipt.Options{})) // a decision written apart from Begin
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")
@@ -163,13 +163,20 @@ func TestAbort_PublicationFailureRecoversExactRefusalEnvelope(t *testing.T) {
 // write that creates the receipt has an unknown outcome, the first answer is
 // a typed retryable 503 idempotency_receipt_pending, and retrying the same
 // key converges to one execution and one terminal envelope — whether the
-// write had landed or not.
+// write had landed or not. On both routes: when the write is the one that
+// commits (one write) and it landed, the retry replays what it published.
 func TestCreation_AmbiguousReceiptWriteIsTypedPendingAndConverges(t *testing.T) {
-	for _, landed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+	for _, c := range []struct {
+		landed, once bool
+	}{{true, true}, {false, true}, {true, false}, {false, false}} {
+		landed, o := c.landed, twoWrites(receipt.Options{})
+		if c.once {
+			o = receipt.Options{}
+		}
+		t.Run(fmt.Sprintf("once=%v/landed=%v", c.once, landed), func(t *testing.T) {
 			e := newEnv(t)
 			hs := &hookStore{Store: e.db}
-			a := e.openOn(hs, receipt.Options{})
+			a := e.openOn(hs, o)
 			createTable(t, a, "t")
 			r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 			id := receipt.Bind("alice", "t", "k1")
@@ -190,7 +197,7 @@ func TestCreation_AmbiguousReceiptWriteIsTypedPendingAndConverges(t *testing.T) 
 				t.Fatalf("receipt exists = %v", !landed)
 			}
 			ans := mustExecute(t, a, r)
-			wantCommitted(t, ans, id, false)
+			wantCommitted(t, ans, id, landed && c.once)
 			replay := mustExecute(t, a, r)
 			wantCommitted(t, replay, id, true)
 			wantSameEnvelope(t, replay.Envelope, ans.Envelope)

@@ -10,14 +10,17 @@ import (
 // createTerminal publishes a new receipt already terminal, in the one
 // write that commits its transaction (twopc.CommitOnce): the receipt's and
 // its tombstone's absence, every shard's commit, the committed receipt with
-// its whole envelope and its retention entry. On a store that is this
-// process's own (one that chains: the local engine), a request in flight
-// is known by its flight, and a write that is whole or absent leaves a
-// successor nothing to finish or to learn: the receipt is never pending or
-// started on disk, and has no lease, no recovery entry and no retained 2PC
-// record. (On a shared store the started receipt's lease is how other
-// nodes see the request in flight, so there it is still written first.)
-// done is false when nothing was written and the caller goes on with Begin.
+// its whole envelope and its retention entry. A write that is whole or
+// absent leaves a successor nothing to finish or to learn: the receipt is
+// never pending or started in the store, and has no lease, no recovery
+// entry and no retained 2PC record. On a shared store (etcd) another node
+// therefore sees nothing of a request in flight here and may send its own
+// write for the key: the receipt's absence condition lets one win, and the
+// loser's failed write brings back the winner's receipt to answer from
+// (docs/etcd.md, "One write per keyed request"). done is false when
+// nothing was written and the caller goes on with Begin; a failed
+// condition of the receipt's own (it exists, or its tombstone) is answered
+// here, a lost race, with no Begin to learn what Begin would fail on too.
 func (fl *flow) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (ans Answer, done bool, err error) {
 	var env Envelope
 	publish := func(result []byte, b *store.Batch) error {

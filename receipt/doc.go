@@ -95,13 +95,15 @@
 //	attempt.go    attempt.publishedOnce; core.countTerminal (stats.go)
 //	execute.go    core.promised, core.countAnswer: the answer
 //
-// When one write cannot commit it (a transaction the coordinator does not
-// commit directly, the SeparateDecide test knob, a store that does not chain),
-// the route is chained — flow.createCommitted (create.go: started and
-// decided in one chained Apply) — or begin+decide — flow.begin (start.go:
-// Begin with the started receipt) and flow.decide (decide.go: DecideOrLearn
-// with the terminal envelope), which is also where once and chained go on
-// when their write wrote nothing (createRoute.fallback). planOf
+// The route is once on every store, chaining or not (issue 39). When one
+// write cannot commit it (a transaction the coordinator does not commit
+// directly, or the SeparateDecide test knob), the route is chained on a
+// store that chains — flow.createCommitted (create.go: started and decided
+// in one chained Apply) — or begin+decide — flow.begin (start.go: Begin
+// with the started receipt) and flow.decide (decide.go: DecideOrLearn with
+// the terminal envelope), which is also where once and chained go on when
+// their write wrote nothing but a document's condition stopped it
+// (createRoute.fallback). planOf
 // (writeplan.go) lists each route's writes, and planFor those of a
 // participant's no and of contention; every one of them is made by the
 // one applier, twopc.ApplySteps (applystep.go for the publishes here),

@@ -26,7 +26,7 @@ func wantNotTerminal(t *testing.T, a receipt.Answer, id string) {
 func TestFencing_StaleIncarnationCannotDecideOrRenew(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0"})
+	a := e.openOn(hs, twoWrites(receipt.Options{Node: "node-0"})) // held between its two writes
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")

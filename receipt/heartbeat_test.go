@@ -142,7 +142,7 @@ func TestHeartbeat_PausedAtDecideFailpointKeepsLease(t *testing.T) {
 func TestSupervisor_RenewsIndependentlyOfBlockedMaintenance(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0", ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
+	a := e.openOn(hs, twoWrites(receipt.Options{Node: "node-0", ExecutorMax: 1, InflightPerPrincipalMax: oneTenant}))
 	createTable(t, a, "t")
 	g, busy := occupyExecutor(t, a, hs, "ctr-busy")
 
@@ -238,7 +238,7 @@ func TestSupervisor_NewClaimIsNotDroppedWhilePublishing(t *testing.T) {
 func TestForeground_SlowStartedWriteRenewsBeforeDecision(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0"}) // TTL 6s, margin 1.2s
+	a := e.openOn(hs, twoWrites(receipt.Options{Node: "node-0"})) // TTL 6s, margin 1.2s; held between its two writes
 	createTable(t, a, "t")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))
 	id := receipt.Bind("alice", "t", "k1")

@@ -308,13 +308,14 @@ type result struct {
 	err error
 }
 
-// twoNodes opens node-0 on a hookStore (its writes can be held at a gate)
-// and node-1 on the bare engine, sharing one store with table "t".
+// twoNodes opens node-0 on a hookStore (its writes can be held at a gate,
+// and it makes two of them: twoWrites) and node-1 on the bare engine,
+// sharing one store with table "t".
 func twoNodes(t *testing.T) (e *env, hs *hookStore, n0, n1 *receipt.Service) {
 	t.Helper()
 	e = newEnv(t)
 	hs = &hookStore{Store: e.db}
-	n0 = e.openOn(hs, receipt.Options{Node: "node-0"})
+	n0 = e.openOn(hs, twoWrites(receipt.Options{Node: "node-0"})) // its tests hold it between its two writes
 	n1 = e.open(receipt.Options{Node: "node-1"})
 	createTable(t, n0, "t")
 	return e, hs, n0, n1
@@ -477,7 +478,8 @@ func awaitResult(t *testing.T, ch <-chan result) result {
 
 // occupyExecutor starts a keyed request (alice/t/busy, incrementing ctr)
 // that takes the only executor slot of svc (opened on hs with ExecutorMax
-// 1) and holds it at its decision write until the returned gate opens.
+// 1, and twoWrites) and holds it at its decision write until the returned
+// gate opens.
 func occupyExecutor(t *testing.T, svc *receipt.Service, hs *hookStore, ctr string) (*gate, <-chan result) {
 	t.Helper()
 	g := hs.block(t, decisionKey(receipt.Bind("alice", "t", "busy")))

@@ -24,7 +24,8 @@ func TestStoreLimits_EveryBatchFitsTheStore(t *testing.T) {
 	const receipts = 300 // more than two full batches of the old fixed sizes
 	e := newEnv(t)
 	st := memstore.NewWithLimits(etcdLimits)
-	svc := e.openOn(st, receipt.Options{Retention: time.Minute})
+	// Two writes: decisions retained for maintenance to release in batches.
+	svc := e.openOn(st, twoWrites(receipt.Options{Retention: time.Minute}))
 	createTable(t, svc, "t")
 	for i := range receipts {
 		key := fmt.Sprintf("k%03d", i)

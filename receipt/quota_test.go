@@ -164,7 +164,7 @@ func flood(t *testing.T, svc *receipt.Service, hs *hookStore, principal string) 
 func TestQuota_InflightPerPrincipal(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	svc := e.openOn(hs, receipt.Options{ExecutorMax: 8})
+	svc := e.openOn(hs, twoWrites(receipt.Options{ExecutorMax: 8})) // flood holds requests between their two writes
 	for _, p := range []string{alice, bob} {
 		createTableFor(t, svc, p, "t-"+p)
 	}

@@ -118,7 +118,7 @@ func TestRecovery_SuccessorCompletesWithoutClientRetry(t *testing.T) {
 func TestRecovery_SuccessorExecutesPendingReceiptFromStoredRequest(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{Node: "node-0", ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
+	a := e.openOn(hs, twoWrites(receipt.Options{Node: "node-0", ExecutorMax: 1, InflightPerPrincipalMax: oneTenant}))
 	createTable(t, a, "t")
 	g, ch := occupyExecutor(t, a, hs, "ctr-busy")
 	r := req("alice", "t", "k1", incBatch(t, "k1", "ctr"))

@@ -29,7 +29,7 @@ func hotNodesWith(t *testing.T, o receipt.Options) (hs0 *hookStore, n0, n1 *rece
 	o.Clock = lease.Real{}
 	o0, o1 := o, o
 	o0.Node, o1.Node = "node-0", "node-1"
-	n0 = e.openOn(hs0, o0)
+	n0 = e.openOn(hs0, twoWrites(o0)) // holdIntent holds it between its two writes
 	n1 = e.openOn(&hookStore{Store: e.db}, o1)
 	createTable(t, n0, "t")
 	return hs0, n0, n1

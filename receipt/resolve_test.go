@@ -124,7 +124,7 @@ func TestResolve_RefusesWhatIsNotItsToResolve(t *testing.T) {
 	}
 
 	hs := &hookStore{Store: e.db}
-	busy := e.openOn(hs, receipt.Options{Node: "node-2", ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
+	busy := e.openOn(hs, twoWrites(receipt.Options{Node: "node-2", ExecutorMax: 1, InflightPerPrincipalMax: oneTenant}))
 	g, done := occupyExecutor(t, busy, hs, "ctr")
 	pend := mustExecute(t, busy, req(alice, "t", "k-pending", incBatch(t, "k-pending", "ctr")))
 	if pend.State != receipt.Pending {

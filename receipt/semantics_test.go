@@ -32,7 +32,7 @@ func wantMismatch(t *testing.T, a receipt.Answer, id string, state receipt.State
 func TestKeyMismatch_Is422AndExecutesNothing(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
+	a := e.openOn(hs, twoWrites(receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant}))
 	createTable(t, a, "t")
 
 	// Terminal committed.
@@ -294,7 +294,7 @@ func TestDebt_StartedReceiptIsNeverCleaned(t *testing.T) {
 func TestActiveSet_ImmutableReceiptsLeaveAndCostNoRenewals(t *testing.T) {
 	e := newEnv(t)
 	hs := &hookStore{Store: e.db}
-	a := e.openOn(hs, receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
+	a := e.openOn(hs, twoWrites(receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant}))
 	createTable(t, a, "t")
 	if ans := mustExecute(t, a, req("alice", "t", "c", incBatch(t, "c", "ctr"))); ans.Outcome != receipt.OutcomeCommitted {
 		t.Fatalf("commit: %+v", ans)

@@ -47,9 +47,10 @@ func TestHeartbeat_OpenSessionOutlivesTwoLeasePeriods(t *testing.T) {
 // cannot be read is not proven aborted: 503 pending, the commit's receipt
 // stays started, the session stays committed (never reopened, never
 // presumed aborted), and maintenance publishes the real outcome, which
-// the client's retry replays.
+// the client's retry replays. (A decision is written apart from Begin on
+// the two-write path only: twoWrites.)
 func TestAmbiguity_BareDecisionConflictKeepsSessionCommitStarted(t *testing.T) {
-	e, hs, a, sid, id := counterSessionOnHooks(t)
+	e, hs, a, sid, id := counterSessionOnHooks(t, twoWrites(receipt.Options{}))
 	bareDecisionConflict(hs, id)
 	wantPending(t, commit(t, a, sid, ""), id)
 	if rec, _ := record(t, e.db, id); rec.State != receipt.Started {
@@ -121,11 +122,17 @@ func TestAbort_SessionConflictPublicationFailureRecoversExactEnvelope(t *testing
 // outcome: the first answer is typed 503 pending, and a retry converges on
 // one execution — the commit if the write landed; session_aborted never,
 // since a write that did not land left the session open, and the retry
-// commits it.
+// commits it. On both routes: the write is the one that commits, or Begin.
 func TestCreation_AmbiguousCommitWriteIsTypedPendingAndConverges(t *testing.T) {
-	for _, landed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
-			e, hs, a, sid, id := counterSessionOnHooks(t)
+	for _, c := range []struct {
+		landed bool
+		route  string
+		o      receipt.Options
+	}{{true, "one write", receipt.Options{}}, {false, "one write", receipt.Options{}},
+		{true, "two writes", twoWrites(receipt.Options{})}, {false, "two writes", twoWrites(receipt.Options{})}} {
+		landed := c.landed
+		t.Run(fmt.Sprintf("%s/landed=%v", c.route, landed), func(t *testing.T) {
+			e, hs, a, sid, id := counterSessionOnHooks(t, c.o)
 			hs.onApply(func(ctx context.Context, b *store.Batch) (store.Version, error, bool) {
 				if !putsKey(b, store.NSReceipt.Key(id)) {
 					return 0, nil, false
@@ -180,11 +187,11 @@ func TestSession_CommitAfterTheTableWasDroppedIsNotApplied(t *testing.T) {
 // counterSessionOnHooks opens a service on a hookStore (its writes can be
 // failed or held) with table "t", and begins a session of alice that
 // stages one $inc of ctr; id is its commit's receipt (keyless commit).
-func counterSessionOnHooks(t *testing.T) (e *env, hs *hookStore, a *receipt.Service, sid, id string) {
+func counterSessionOnHooks(t *testing.T, o receipt.Options) (e *env, hs *hookStore, a *receipt.Service, sid, id string) {
 	t.Helper()
 	e = newEnv(t)
 	hs = &hookStore{Store: e.db}
-	a = e.openOn(hs, receipt.Options{})
+	a = e.openOn(hs, o)
 	createTable(t, a, "t")
 	sid = begin(t, a, alice, time.Minute)
 	stage(t, a, sid, "t", `{"transforms":[{"id":"ctr","ops":[{"op":"$inc","path":"n","value":1}],"upsert":true}]}`)

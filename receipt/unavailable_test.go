@@ -33,7 +33,7 @@ func (s *stoppableStore) Health() error {
 func TestFailStopped_AnswersSayWhatBecameOfTheKey(t *testing.T) {
 	e := newEnv(t)
 	hs := &stoppableStore{hookStore: &hookStore{Store: e.db}}
-	a := e.openOn(hs, receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant})
+	a := e.openOn(hs, twoWrites(receipt.Options{ExecutorMax: 1, InflightPerPrincipalMax: oneTenant}))
 	createTable(t, a, "t")
 	doneID := receipt.Bind("alice", "t", "done")
 	wantCommitted(t, mustExecute(t, a, req("alice", "t", "done", incBatch(t, "done", "ctr"))), doneID, false)

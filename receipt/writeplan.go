@@ -75,26 +75,33 @@ func (r createRoute) String() string {
 // routeOf is the route of a new receipt: a refusal is answered without
 // executing (docs/design.md §5.5); no slot or no latch defers it as
 // pending (§5.6); otherwise it executes in as few waits as the store
-// allows — one write when it chains and the transaction commits directly,
-// one chain when it chains, Begin then Decide otherwise, or when the test
-// knob asks for the two writes apart.
+// allows — one write when the transaction commits directly, on any store
+// (a write that is whole or absent needs no chain, and on a shared store
+// the receipt's absence condition lets exactly one node's write win a key:
+// docs/etcd.md, "One write per keyed request"), one chain when it chains,
+// Begin then Decide otherwise, or when the test knob asks for the two
+// writes apart.
 func routeOf(f createFacts) createRoute {
 	switch {
 	case f.refused:
 		return routeNotApplied
 	case !f.slotFree || !f.latched:
 		return routePending
-	case !f.chains || f.separateDecide:
+	case f.separateDecide:
 		return routeBeginDecide
 	case f.direct:
 		return routeOnce
+	case !f.chains:
+		return routeBeginDecide
 	}
 	return routeChained
 }
 
 // fallback is the route a create takes on when its route's single write
-// or chain wrote nothing (a participant's no, a condition): Begin and
-// Decide tell apart what stopped it. 0 for a route that has none.
+// or chain wrote nothing (a participant's no, a condition of the
+// transaction's): Begin and Decide tell apart what stopped it. (A failed
+// condition of the receipt's own — it exists — is answered from what the
+// once write found: createTerminal.) 0 for a route that has none.
 func (r createRoute) fallback() createRoute {
 	if r == routeOnce || r == routeChained {
 		return routeBeginDecide

@@ -26,9 +26,10 @@ var routeRules = []struct {
 	{refused: yes, want: routeNotApplied},
 	{refused: no, slotFree: no, want: routePending},
 	{refused: no, slotFree: yes, latched: no, want: routePending},
-	{refused: no, slotFree: yes, latched: yes, chains: no, want: routeBeginDecide},
-	{refused: no, slotFree: yes, latched: yes, chains: yes, separateDecide: yes, want: routeBeginDecide},
-	{refused: no, slotFree: yes, latched: yes, chains: yes, separateDecide: no, direct: yes, want: routeOnce},
+	{refused: no, slotFree: yes, latched: yes, separateDecide: yes, want: routeBeginDecide},
+	// One write needs no chain: whole or absent on any store (issue 39).
+	{refused: no, slotFree: yes, latched: yes, separateDecide: no, direct: yes, want: routeOnce},
+	{refused: no, slotFree: yes, latched: yes, chains: no, separateDecide: no, direct: no, want: routeBeginDecide},
 	{refused: no, slotFree: yes, latched: yes, chains: yes, separateDecide: no, direct: no, want: routeChained},
 }
 

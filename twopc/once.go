@@ -1,7 +1,9 @@
 package twopc
 
 import (
+	"bytes"
 	"context"
+	"slices"
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/store"
@@ -21,10 +23,16 @@ import (
 // visible to Lookup goes through BeginCommit or Begin and Decide.
 //
 // ok=false with a nil error means nothing was written: a participant is
-// not direct or voted no, or a condition failed (the transaction exists,
-// a document another transaction holds or changed, a condition of with's).
-// Begin and Decide tell those cases apart. An ambiguous write returns an
-// error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
+// not direct or voted no, or a condition of the transaction's failed (it
+// exists, a document another transaction holds or changed). Begin and
+// Decide tell those cases apart. A failed condition of with's is returned
+// as the store's *store.ConditionError, nothing written: Begin would fail
+// it too, and a round trip later — the receipt layer answers a used key
+// from what the failed write found there (ConditionError.Value). with's
+// conditions come before the participants' so that the store, which names
+// the first failed condition in batch order, names with's whenever it
+// fails (a lost race for a key fails the documents' too). An ambiguous
+// write returns an error wrapping ErrOutcomeUnknown and store.ErrAmbiguous.
 func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (store.Version, bool, error) {
 	if !c.Direct(txn) {
 		return 0, false, nil
@@ -39,7 +47,7 @@ func (c *Coordinator) CommitOnce(ctx context.Context, txn Txn, with func(result 
 
 // commitOnce is one try of CommitOnce; contended is as for beginCommitOnce.
 func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (v store.Version, ok, contended bool, err error) {
-	b, refused, err := c.stageOnce(ctx, txn, with)
+	b, withConds, refused, err := c.stageOnce(ctx, txn, with)
 	if refused || err != nil {
 		return 0, false, false, err // Begin reports the vote
 	}
@@ -47,26 +55,38 @@ func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result 
 		return 0, false, false, err
 	}
 	if v, err = c.applyStep(ctx, StepOnce, b); err != nil {
+		if failedOneOf(err, withConds) {
+			return 0, false, false, err
+		}
 		contended, err := notWritten(err)
 		return 0, false, contended, err
 	}
 	return v, true, false, fault.Inject(fault.TwoPCChainAfter)
 }
 
-// stageOnce is CommitOnce's write, unapplied: every participant's direct
-// commit under the transaction's absence, and with's writes; refused
-// when a participant voted no.
-func (c *Coordinator) stageOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (_ *store.Batch, refused bool, err error) {
+// stageOnce is CommitOnce's write, unapplied: under the transaction's
+// absence, with's writes and conditions (withConds), then every
+// participant's direct commit; refused when a participant voted no.
+func (c *Coordinator) stageOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (_ *store.Batch, withConds []store.Condition, refused bool, err error) {
 	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
 	if err != nil {
-		return nil, isVote(err), voteless(err)
+		return nil, nil, isVote(err), voteless(err)
 	}
 	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
-	appendDirect(txn, b)
+	own := len(b.Conds)
 	if with != nil {
 		if err := with(result, b); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 	}
-	return b, false, nil
+	withConds = b.Conds[own:len(b.Conds):len(b.Conds)]
+	appendDirect(txn, b)
+	return b, withConds, false, nil
+}
+
+// failedOneOf reports whether err is a failed condition on one of conds'
+// keys.
+func failedOneOf(err error, conds []store.Condition) bool {
+	key, ok := store.FailedKey(err)
+	return ok && slices.ContainsFunc(conds, func(c store.Condition) bool { return bytes.Equal(c.Key, key) })
 }

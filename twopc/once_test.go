@@ -31,8 +31,8 @@ func outcomeOnce(got *[]byte) func(result []byte, b *store.Batch) error {
 // and one fsync holding the batch and with's writes. It leaves no intent,
 // no coordinator record and no decision: Lookup knows nothing, recovery has
 // nothing to do under either policy, and the outcome is with's. A second
-// commit of the same transaction is refused by with's own condition and
-// writes nothing.
+// commit of the same transaction is refused by with's own condition, named
+// in the error (the receipt layer answers from it), and writes nothing.
 func TestCommitOnce_OneWriteAndNoRecordOfItsOwn(t *testing.T) {
 	testsupport.SkipOnReferenceStore(t, "counts engine.DB's log entries")
 	ctx := context.Background()
@@ -68,8 +68,9 @@ func TestCommitOnce_OneWriteAndNoRecordOfItsOwn(t *testing.T) {
 		}
 	}
 	dumped := dump(t, n.db)
-	if _, ok, err := n.coord.CommitOnce(ctx, txnFor("tx", n.plan(t, work.body())), outcomeOnce(&result)); ok || err != nil {
-		t.Fatalf("second CommitOnce: ok=%v, %v; want nothing written", ok, err)
+	_, ok, err = n.coord.CommitOnce(ctx, txnFor("tx", n.plan(t, work.body())), outcomeOnce(&result))
+	if key, named := store.FailedKey(err); ok || !named || string(key) != string(withKey) {
+		t.Fatalf("second CommitOnce: ok=%v, %v; want nothing written, with's condition on %q failed", ok, err, withKey)
 	}
 	if dump(t, n.db) != dumped {
 		t.Fatal("a second CommitOnce of a recorded outcome wrote")
@@ -80,11 +81,52 @@ func TestCommitOnce_OneWriteAndNoRecordOfItsOwn(t *testing.T) {
 	}
 }
 
+// TestCommitOnce_LostRaceNamesWithsCondition: two commits of one
+// transaction race (two nodes, one key): the loser staged its documents
+// before the winner wrote them, so its documents' conditions fail as well
+// as with's; the error names with's (with's conditions come first), which
+// is what the receipt layer answers a lost race from, at once: the loser
+// makes one try, not a contended retry (a round trip more on etcd), and
+// writes nothing.
+func TestCommitOnce_LostRaceNamesWithsCondition(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, twopc.Options{})
+	work.seed(t, n)
+	var won, lost []byte
+	var dumped string
+	tries := 0
+	_, ok, err := n.coord.CommitOnce(ctx, txnFor("race", n.plan(t, work.body())), func(result []byte, b *store.Batch) error {
+		tries++
+		// Staged: the winner commits now, between the loser's reads and its
+		// write (once: a contended loser would stage and call with again).
+		if dumped == "" {
+			if _, ok, err := n.coord.CommitOnce(ctx, txnFor("race", n.plan(t, work.body())), outcomeOnce(&won)); !ok || err != nil {
+				t.Fatalf("the winner's CommitOnce: %v, %v", ok, err)
+			}
+			dumped = dump(t, n.db)
+		}
+		return outcomeOnce(&lost)(result, b)
+	})
+	if key, named := store.FailedKey(err); ok || !named || string(key) != string(withKey) {
+		t.Fatalf("the loser's CommitOnce: ok=%v, %v; want with's condition on %q failed", ok, err, withKey)
+	}
+	if tries != 1 {
+		t.Fatalf("the loser tried %d times, want once", tries)
+	}
+	if dump(t, n.db) != dumped {
+		t.Fatal("the loser wrote")
+	}
+	if got := work.state(t, n); got != "new" {
+		t.Fatalf("state %s, want the winner's commit alone", got)
+	}
+}
+
 // TestCommitOnce_NothingWrittenWhenItCannot: a participant that cannot
 // commit directly, deferred resolution, a conflicting open intent, a "no"
-// vote, a failed condition of with's, and a transaction already begun or
-// already decided all leave the store untouched with ok=false and no
-// error, so that the caller's Begin and Decide handle them.
+// vote, and a transaction already begun or already decided all leave the
+// store untouched with ok=false and no error, so that the caller's Begin
+// and Decide handle them. A failed condition of with's, which Begin would
+// fail too, leaves it untouched with the store's ConditionError.
 func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 	ctx := context.Background()
 	n := nodeWithHolder(t)
@@ -106,7 +148,6 @@ func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 		{"deferred resolution", deferring, txnFor("T", n.plan(t, bodyFree)), nil},
 		{"open intent", n.coord, txnFor("T", n.plan(t, bodyConflicting)), nil},
 		{"no vote", n.coord, txnFor("T", n.plan(t, bodyWrongType)), nil},
-		{"condition of with", n.coord, txnFor("T", n.plan(t, bodyFree)), new(store.Batch).Present([]byte("no/such/key"))},
 		{"begun", n.coord, txnFor("H", n.plan(t, bodyFree)), nil},
 		{"decided", n.coord, txnFor("D", n.plan(t, bodyFree)), nil},
 	} {
@@ -117,6 +158,17 @@ func TestCommitOnce_NothingWrittenWhenItCannot(t *testing.T) {
 			})
 			return ok, err
 		})
+	}
+	before := dump(t, n.db)
+	_, ok, err := n.coord.CommitOnce(ctx, txnFor("T", n.plan(t, bodyFree)), func(_ []byte, b *store.Batch) error {
+		b.Present([]byte("no/such/key")).Put(withKey, []byte("outcome"))
+		return nil
+	})
+	if key, named := store.FailedKey(err); ok || !named || string(key) != "no/such/key" {
+		t.Errorf("condition of with: ok=%v, %v; want nothing written and its ConditionError", ok, err)
+	}
+	if dump(t, n.db) != before {
+		t.Error("condition of with: the store changed")
 	}
 }
 
