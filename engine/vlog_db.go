@@ -133,7 +133,7 @@ func (db *DB) item(it index.KV) (store.Item, error) {
 
 // vlogCounters are ValueLogStats' counters.
 type vlogCounters struct {
-	spilled, relocated, collected atomic.Uint64
+	spilled, relocated, collected, adopted atomic.Uint64
 }
 
 // ValueLogStats say what the value log holds and what it cost.
@@ -148,10 +148,15 @@ type ValueLogStats struct {
 	Spilled, Relocated uint64
 	// Collected counts the segments the collector removed since open.
 	Collected uint64
+	// Adopted counts record bytes an interrupted checkpoint had spilled
+	// that this process pointed its items at instead of spilling them
+	// again (vlog_adopt.go).
+	Adopted uint64
 }
 
 func (db *DB) valueLogStats() ValueLogStats {
-	s := ValueLogStats{Spilled: db.vlogStats.spilled.Load(), Relocated: db.vlogStats.relocated.Load(), Collected: db.vlogStats.collected.Load()}
+	s := ValueLogStats{Spilled: db.vlogStats.spilled.Load(), Relocated: db.vlogStats.relocated.Load(), Collected: db.vlogStats.collected.Load(),
+		Adopted: db.vlogStats.adopted.Load()}
 	for _, id := range db.vlog.ids() {
 		s.Segments++
 		s.Bytes += db.vlog.size(id)

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/vfs/errorfs"
+	"github.com/idemdb/idem/vfs/memfs"
+	"github.com/idemdb/idem/wal"
+)
+
+// What interrupted checkpoints spilled to the value log (vlog_adopt.go),
+// and the segments a resumed base's earlier parts point into (vlog_gc.go).
+
+// TestValueLog_ACrashLoopOfInterruptedDeltasAdoptsTheirSpills: every life
+// adds new cold values, and its delta fails after spilling them (the
+// rename, as a kill just before it would), then the process is killed.
+// Each life adopts the spills of the lives before it instead of spilling
+// them again: the value log holds each value about once — not once per
+// life since the chain's tip, which grew it with the square of the lives —
+// and every value reads back once a delta finally links.
+func TestValueLog_ACrashLoopOfInterruptedDeltasAdoptsTheirSpills(t *testing.T) {
+	ctx := context.Background()
+	disk := newMemDisk()
+	opts := Options{CheckpointLogBytes: -1, CheckpointPartBytes: 8 << 10, WAL: wal.Options{SegmentBytes: 8 << 10},
+		ColdValue: testCold, ValueLogSegmentBytes: 64 << 10}
+	value := strings.Repeat("v", 200)
+	const lives, perLife, record = 30, 20, 214 // a record: 200 bytes of value, a 7-byte key, its header
+	want := map[string]string{}
+	for life := range lives {
+		efs := errorfs.Wrap(disk.FS())
+		o := disk.opts(opts)
+		o.FS = efs
+		db, err := Open(memDataDir, o)
+		if err != nil {
+			t.Fatalf("life %d: %v", life, err)
+		}
+		for i := range perLife {
+			k := fmt.Sprintf("k%03d-%02d", life, i)
+			if _, err := db.Apply(ctx, new(store.Batch).Put([]byte(k), []byte(value))); err != nil {
+				t.Fatal(err)
+			}
+			want[k] = value
+		}
+		if life > 0 { // the first checkpoint, a base, completes
+			efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: deltaSuffix + ckptTmpSuffix, Err: errorfs.EIO})
+		}
+		if err := db.Checkpoint(); (err != nil) != (life > 0) || (err != nil && !errors.Is(err, errorfs.EIO)) {
+			t.Fatalf("life %d: checkpoint: %v", life, err)
+		}
+		st := db.valueLogStats()
+		if limit := int64((life + 1) * perLife * record); st.Bytes > limit {
+			t.Fatalf("life %d: the value log holds %d bytes for %d of values written", life, st.Bytes, limit)
+		}
+		if life > 1 && st.Adopted < uint64((life-1)*perLife*record) {
+			t.Fatalf("life %d: %d bytes adopted, want the %d the lives before spilled", life, st.Adopted, (life-1)*perLife*record)
+		}
+		disk.Crash(db, memfs.DropUnsynced)
+	}
+	db := disk.open(t, opts)
+	defer db.Close()
+	checkpointT(t, db)
+	if st := db.valueLogStats(); st.Bytes != st.Live {
+		t.Fatalf("after a linked delta the value log holds %d bytes, %d of them live", st.Bytes, st.Live)
+	}
+	got := scanAll(t, db)
+	if len(got) != len(want) {
+		t.Fatalf("%d keys, want %d", len(got), len(want))
+	}
+	for k, it := range got {
+		if string(it.Value) != want[k] {
+			t.Fatalf("%q = %q, want %q", k, it.Value, want[k])
+		}
+	}
+}
+
+// TestValueLog_AResumedBaseKeepsTheSegmentsItsEarlierPartsPointAt: a base
+// interrupted after its first part is resumed and linked by the next life,
+// whose tree holds that part's values in RAM (replayed), not the part's
+// pointers. Its collector must not take the segment the part points into
+// for garbage: with the first delta on the base lost, the open falls back
+// to the base and the log after it, and reads the part's pointers. (Before
+// the hold, the segment was removed two links later and that open read
+// "no such segment".) Adoption is off here, which would otherwise have
+// pointed the tree at the same records.
+func TestValueLog_AResumedBaseKeepsTheSegmentsItsEarlierPartsPointAt(t *testing.T) {
+	ctx := context.Background()
+	disk := newMemDisk()
+	opts := Options{CheckpointLogBytes: -1, CheckpointPartBytes: 512, WAL: wal.Options{SegmentBytes: 8 << 10},
+		ColdValue: testCold, ValueLogSegmentBytes: 64 << 10}
+	efs := errorfs.Wrap(disk.FS())
+	o := disk.opts(opts)
+	o.FS = efs
+	db, err := Open(memDataDir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, err := db.Apply(ctx, new(store.Batch).Put(fmt.Appendf(nil, "k%03d", i), []byte(strings.Repeat("v", 200)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: ckptSuffix + ckptTmpSuffix, Nth: 2, Err: errorfs.EIO})
+	if err := db.Checkpoint(); !errors.Is(err, errorfs.EIO) {
+		t.Fatalf("checkpoint: %v, want the second part's rename to fail", err)
+	}
+	disk.Crash(db, memfs.DropUnsynced)
+
+	db = disk.open(t, opts)
+	db.ckptMu.Lock()
+	db.gc.adopted = true
+	db.ckptMu.Unlock()
+	want := scanAll(t, db)
+	checkpointT(t, db) // the base, resumed and linked
+	var firstDelta string
+	for i := range 3 {
+		if _, err := db.Apply(ctx, new(store.Batch).Put([]byte("x"), fmt.Appendf(nil, "%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		checkpointT(t, db)
+		if i == 0 {
+			firstDelta = deltaName(db.chain.tip())
+		}
+	}
+	want = scanAll(t, db)
+	disk.Crash(db, memfs.DropUnsynced)
+	if err := disk.FS().Remove(filepath.Join(memDataDir, firstDelta)); err != nil {
+		t.Fatal(err)
+	}
+	db = disk.open(t, opts)
+	defer db.Close()
+	sameState(t, "the base and the log, its first delta lost", scanAll(t, db), want)
+}
