@@ -136,3 +136,68 @@ func TestValueLog_AResumedBaseKeepsTheSegmentsItsEarlierPartsPointAt(t *testing.
 	defer db.Close()
 	sameState(t, "the base and the log, its first delta lost", scanAll(t, db), want)
 }
+
+// TestOpen_AGrowingStoreKeepsItsReplayBoundedWhenLivesEndMidDelta: a
+// store that only grows, each life adding more cold values than the last
+// life's spill could hold, is killed in every life after two value-log
+// writes of its checkpoint (the page cache kept: a process kill), and the
+// first delta on the base is lost just before its link. A delta that
+// spilled from scratch at every life would never complete again and the
+// log an open replays would grow with the lives; adopting the last lives'
+// spills carries a delta's values over, so deltas go on completing and
+// every open replays at most two lives of log and a segment (a life's
+// log is the interval here: each life asks for one checkpoint). Every acknowledged
+// write reads back at every open.
+func TestOpen_AGrowingStoreKeepsItsReplayBoundedWhenLivesEndMidDelta(t *testing.T) {
+	ctx := context.Background()
+	disk := newMemDisk()
+	const (
+		lives   = 14
+		perLife = 320 // 4 KiB values: 1.25 MiB a life, more than one 1 MiB write of the value log
+		segment = 64 << 10
+	)
+	opts := Options{CheckpointLogBytes: -1, CheckpointPartBytes: 64 << 10, WAL: wal.Options{SegmentBytes: segment},
+		ColdValue: testCold, ValueLogSegmentBytes: 8 << 20}
+	value := strings.Repeat("d", 4096)
+	lifeLog := int64(perLife * (4096 + 64))
+	want, linked, maxReplayed := map[string]bool{}, 0, int64(0)
+	for life := range lives {
+		efs := errorfs.Wrap(disk.FS())
+		o := disk.opts(opts)
+		o.FS = efs
+		db, err := Open(memDataDir, o)
+		if err != nil {
+			t.Fatalf("life %d: %v", life, err)
+		}
+		rep := db.Stats().Recovery.ReplayedBytes
+		maxReplayed = max(maxReplayed, rep)
+		if limit := 2*lifeLog + segment; rep > limit {
+			t.Fatalf("life %d: the open replayed %d bytes, more than two lives of log and a segment (%d)", life, rep, limit)
+		}
+		for k := range want {
+			if it, err := db.Get(ctx, []byte(k)); err != nil || string(it.Value) != value {
+				t.Fatalf("life %d: %q: %v", life, k, err)
+			}
+		}
+		for i := range perLife {
+			k := fmt.Sprintf("k%03d-%03d", life, i)
+			if _, err := db.Apply(ctx, new(store.Batch).Put([]byte(k), []byte(value))); err != nil {
+				t.Fatal(err)
+			}
+			want[k] = true
+		}
+		writes := 3 // the life ends at its checkpoint's third write of the value log
+		if life == 1 {
+			writes = 2 // and the first delta's at its second: part of its values spilled
+		}
+		efs.Add(errorfs.Rule{Op: errorfs.OpWrite, PathContains: vlogDirName + "/", Nth: writes, Sticky: true, Err: errorfs.EIO})
+		switch err := db.Checkpoint(); {
+		case err == nil:
+			linked++
+		case !errors.Is(err, errorfs.EIO):
+			t.Fatalf("life %d: checkpoint: %v", life, err)
+		}
+		disk.Crash(db, memfs.KeepAll)
+	}
+	t.Logf("%d of %d checkpoints linked; max replayed %d bytes (a life's log: %d)", linked, lives, maxReplayed, lifeLog)
+}
