@@ -32,9 +32,10 @@ import (
 // one, so no chain, fallback or log loses a record it may lead to.
 
 // vlogAdoptBytesMax bounds the value-log bytes one life reads to adopt
-// spills (a few intervals of cold values): the newest segments, where the
-// last lives' interrupted checkpoints wrote.
-const vlogAdoptBytesMax = 256 << 20
+// spills, newest segment first: an interrupted delta spilled the cold
+// values of the log since the chain's tip, about two intervals of 64 MiB
+// at the defaults, into the newest segments.
+const vlogAdoptBytesMax = 128 << 20
 
 // adoptSpills adopts what interrupted checkpoints spilled, once per
 // life, before the life's first spill. Caller holds ckptMu.
