@@ -308,6 +308,9 @@ func (vl *valueLog) syncSegment(id uint32) error {
 	vl.mu.RLock()
 	defer vl.mu.RUnlock()
 	if s := vl.segs[id]; s != nil {
+		if err := fault.Inject(fault.VlogSyncBefore); err != nil {
+			return err
+		}
 		return s.f.Sync()
 	}
 	return nil

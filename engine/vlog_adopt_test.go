@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
@@ -200,4 +203,63 @@ func TestOpen_AGrowingStoreKeepsItsReplayBoundedWhenLivesEndMidDelta(t *testing.
 		disk.Crash(db, memfs.KeepAll)
 	}
 	t.Logf("%d of %d checkpoints linked; max replayed %d bytes (a life's log: %d)", linked, lives, maxReplayed, lifeLog)
+}
+
+// TestValueLog_ACrashWhileAdoptingLosesNothing: the life after an
+// interrupted delta is killed at the sync of the segment it adopts from,
+// with each kind of tear. No pointer to the records was made durable, so
+// the next open finds every acknowledged value, adopts again, and links.
+func TestValueLog_ACrashWhileAdoptingLosesNothing(t *testing.T) {
+	testsupport.RequireFailpoints(t)
+	for i, tear := range crashTears {
+		t.Run(tear.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 38))
+			ctx := context.Background()
+			disk := newMemDisk()
+			opts := Options{CheckpointLogBytes: -1, CheckpointPartBytes: 8 << 10, WAL: wal.Options{SegmentBytes: 8 << 10},
+				ColdValue: testCold, ValueLogSegmentBytes: 64 << 10}
+			db := disk.open(t, opts)
+			put := func(db *DB, round int) {
+				for i := range 20 {
+					k := fmt.Appendf(nil, "k%02d", i)
+					if _, err := db.Apply(ctx, new(store.Batch).Put(k, fmt.Appendf(nil, "%s@%03d%s", k, round, strings.Repeat("v", 101)))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			put(db, 0)
+			checkpointT(t, db)
+			put(db, 1)
+			disarm := testsupport.Arm(t, fault.CkptRenameBefore, `return("crash")`)
+			if err := db.Checkpoint(); err == nil {
+				t.Fatal("the delta linked with its rename failing")
+			}
+			disarm()
+			want := scanAll(t, db)
+			disk.Crash(db, memfs.KeepAll)
+
+			db = disk.open(t, opts)
+			disarm = testsupport.Arm(t, fault.VlogSyncBefore, `return("crash")`)
+			if err := db.Checkpoint(); err == nil {
+				t.Fatal("the checkpoint linked with the adopted segment's sync failing")
+			}
+			disarm()
+			if st := db.valueLogStats(); st.Adopted != 0 {
+				t.Fatalf("%d bytes adopted from a segment that did not sync", st.Adopted)
+			}
+			sameState(t, "after the failed adoption", scanAll(t, db), want)
+			disk.Crash(db, tear.make(rng))
+
+			db = disk.open(t, opts)
+			sameState(t, "reopened", scanAll(t, db), want)
+			checkpointT(t, db)
+			if db.valueLogStats().Adopted == 0 {
+				t.Fatal("the life after the failed adoption adopted nothing")
+			}
+			disk.Crash(db, memfs.DropUnsynced)
+			db = disk.open(t, opts)
+			defer db.Close()
+			sameState(t, "after the delta linked", scanAll(t, db), want)
+		})
+	}
 }
