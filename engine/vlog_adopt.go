@@ -68,10 +68,9 @@ func (gc *collector) adoptSpills() error {
 		if err := db.vlog.syncSegment(id); err != nil {
 			return fmt.Errorf("engine: sync value-log segment %s before adopting its records: %w", vlogSegName(id), err)
 		}
-		db.installSpills(found)
-		gc.unretire(id)
-		for _, s := range found {
-			db.vlogStats.adopted.Add(uint64(s.ptr.n))
+		if n := db.installSpills(found); n > 0 {
+			gc.unretire(id)
+			db.vlogStats.adopted.Add(uint64(n))
 		}
 	}
 	return nil

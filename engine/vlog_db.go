@@ -47,10 +47,10 @@ func (db *DB) stored(it index.KV, spills *[]vlogSpill, scratch []byte) ([]byte, 
 	return ptr.encode(scratch[:0]), true, nil
 }
 
-// installSpills makes durable spilled values' items pointers. An item
-// written since the snapshot keeps its new value; its spilled record is
-// garbage the collector reclaims.
-func (db *DB) installSpills(spills []vlogSpill) {
+// installSpills makes durable spilled values' items pointers and returns
+// the record bytes they point at. An item written since the snapshot keeps
+// its new value; its spilled record is garbage the collector reclaims.
+func (db *DB) installSpills(spills []vlogSpill) (installed int64) {
 	for len(spills) > 0 {
 		n := min(len(spills), vlogSwapBatch)
 		db.treeMu.Lock()
@@ -64,11 +64,13 @@ func (db *DB) installSpills(spills []vlogSpill) {
 			db.tree.Put(index.IndirectKV(buf, len(s.key), vlogPtrLen))
 			db.liveBytes += recordBytes(len(s.key), vlogPtrLen) - recordBytes(len(s.key), len(it.Value()))
 			db.vlogLive[s.ptr.seg] += int64(s.ptr.n)
+			installed += int64(s.ptr.n)
 		}
 		db.liveNow.Store(db.liveBytes)
 		db.treeMu.Unlock()
 		spills = spills[n:]
 	}
+	return installed
 }
 
 // unlive notes that the tree no longer points at old's value-log record.
