@@ -12,6 +12,7 @@ import (
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/internal/testsupport"
 	"github.com/idemdb/idem/store"
+	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/vfs/errorfs"
 	"github.com/idemdb/idem/vfs/memfs"
 	"github.com/idemdb/idem/wal"
@@ -261,5 +262,49 @@ func TestValueLog_ACrashWhileAdoptingLosesNothing(t *testing.T) {
 			defer db.Close()
 			sameState(t, "after the delta linked", scanAll(t, db), want)
 		})
+	}
+}
+
+// TestCheck_AMergeInterruptedAtTheTipsDeltaIsNotDamage: a merge is named
+// by the chain's tip, which is also the newest delta's index, recorded in
+// the log. Interrupted after its first part (a kill in the crash loop
+// left one), it is a merge to resume, not a recorded checkpoint whose
+// parts are missing (idemctl check called it damage on such a kept dir).
+func TestCheck_AMergeInterruptedAtTheTipsDeltaIsNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	opts := quiet(Options{CheckpointLogBytes: -1, CheckpointPartBytes: 1 << 10, CheckpointDeltasMax: 2, WAL: wal.Options{SegmentBytes: 4 << 10}})
+	efs := errorfs.Wrap(vfs.Default)
+	o := opts
+	o.FS = efs
+	db := openT(t, dir, o)
+	fillStore(t, db, 200)
+	checkpointT(t, db)
+	for range 2 {
+		fillStore(t, db, 40)
+		checkpointT(t, db)
+	}
+	if db.merges.merging == nil || db.merges.merging.v0 != db.chain.tip() {
+		t.Fatal("no merge due at the chain's tip after CheckpointDeltasMax deltas")
+	}
+	at := db.merges.merging.v0
+	efs.Add(errorfs.Rule{Op: errorfs.OpRename, PathContains: genName(at), Nth: 2, Err: errorfs.EIO})
+	if err := db.merges.mergeAll(); !errors.Is(err, errorfs.EIO) {
+		t.Fatalf("merge whose second part fails: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	loaded, problems := checkDirT(t, dir)
+	for _, p := range damageOf(problems) {
+		if strings.Contains(p.File, genName(at)) {
+			t.Fatalf("an interrupted merge reads as damage: %+v", p)
+		}
+	}
+	found := false
+	for _, p := range problems {
+		found = found || strings.Contains(p.File, genName(at)) && strings.Contains(p.Detail, "incomplete merge")
+	}
+	if !loaded || !found {
+		t.Fatalf("the check does not call %s an incomplete merge: %+v", genName(at), problems)
 	}
 }
