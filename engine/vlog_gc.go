@@ -39,7 +39,7 @@ import (
 type collector struct {
 	db      *DB
 	retired []retiredSeg    // segments nothing in the tree points at; under ckptMu
-	held    map[uint32]bool // segments a collection left in use (damaged records); under ckptMu
+	held    map[uint32]bool // segments left alone this life: damaged records, a resumed base's; under ckptMu
 	adopted bool            // adoptSpills ran (vlog_adopt.go); under ckptMu
 }
 
