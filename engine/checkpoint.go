@@ -75,6 +75,9 @@ func (db *DB) Checkpoint() (err error) {
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
 	defer db.observeCheckpoint(time.Now(), db.lastCkptIndex.Load(), &err)
+	if err := db.gc.adoptSpills(); err != nil {
+		return err
+	}
 	logged := db.loggedBytes.Load()
 	if db.ckpts.nextIsDelta() {
 		err = db.ckpts.checkpointDelta(logged)

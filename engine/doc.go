@@ -16,7 +16,8 @@
 // the checkpointer (checkpoint.go: automatic checkpoints, the writing of
 // bases and deltas), the merger (merge.go: merges into a new base, in the
 // background), the collector (vlog_gc.go: the value log's collection and
-// the retirement of its segments) and the recoverer (recover.go: one
+// the retirement of its segments; vlog_adopt.go: the records interrupted
+// checkpoints spilled, adopted by the next life) and the recoverer (recover.go: one
 // Open's recovery; replay.go: the log replayed after the chain). The chain they all work on (chain, fallback,
 // ckptPending) stays on DB under ckptMu.
 //

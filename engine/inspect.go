@@ -164,6 +164,10 @@ func RecordedCheckpoint(body []byte) (uint64, bool) {
 	return n, k > 0
 }
 
+// RecordedMerge reports whether a wal.KindCheckpoint entry's body records
+// linking a merged base (checkpoint.go's logMerge), and which.
+func RecordedMerge(body []byte) (uint64, bool) { return mergeRecord(body) }
+
 // WALOptions are the log options Open runs with under o: what torn-tail
 // repair may cut depends on them (GroupBytesMax).
 func (o Options) WALOptions() wal.Options { return o.withDefaults().WAL }

@@ -302,6 +302,20 @@ func (vl *valueLog) sync() error {
 	return nil
 }
 
+// syncSegment makes segment id durable: one an earlier process wrote and
+// may not have synced (it was killed between spilling and syncing).
+func (vl *valueLog) syncSegment(id uint32) error {
+	vl.mu.RLock()
+	defer vl.mu.RUnlock()
+	if s := vl.segs[id]; s != nil {
+		if err := fault.Inject(fault.VlogSyncBefore); err != nil {
+			return err
+		}
+		return s.f.Sync()
+	}
+	return nil
+}
+
 // discardUnsynced drops what a failed checkpoint appended but did not
 // sync: its bytes stay in the file as garbage no pointer reaches (the
 // collector reclaims them), and the next append starts a new segment, so

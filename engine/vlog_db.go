@@ -47,10 +47,10 @@ func (db *DB) stored(it index.KV, spills *[]vlogSpill, scratch []byte) ([]byte, 
 	return ptr.encode(scratch[:0]), true, nil
 }
 
-// installSpills makes durable spilled values' items pointers. An item
-// written since the snapshot keeps its new value; its spilled record is
-// garbage the collector reclaims.
-func (db *DB) installSpills(spills []vlogSpill) {
+// installSpills makes durable spilled values' items pointers and returns
+// the record bytes they point at. An item written since the snapshot keeps
+// its new value; its spilled record is garbage the collector reclaims.
+func (db *DB) installSpills(spills []vlogSpill) (installed int64) {
 	for len(spills) > 0 {
 		n := min(len(spills), vlogSwapBatch)
 		db.treeMu.Lock()
@@ -64,11 +64,13 @@ func (db *DB) installSpills(spills []vlogSpill) {
 			db.tree.Put(index.IndirectKV(buf, len(s.key), vlogPtrLen))
 			db.liveBytes += recordBytes(len(s.key), vlogPtrLen) - recordBytes(len(s.key), len(it.Value()))
 			db.vlogLive[s.ptr.seg] += int64(s.ptr.n)
+			installed += int64(s.ptr.n)
 		}
 		db.liveNow.Store(db.liveBytes)
 		db.treeMu.Unlock()
 		spills = spills[n:]
 	}
+	return installed
 }
 
 // unlive notes that the tree no longer points at old's value-log record.
@@ -133,7 +135,7 @@ func (db *DB) item(it index.KV) (store.Item, error) {
 
 // vlogCounters are ValueLogStats' counters.
 type vlogCounters struct {
-	spilled, relocated, collected atomic.Uint64
+	spilled, relocated, collected, adopted atomic.Uint64
 }
 
 // ValueLogStats say what the value log holds and what it cost.
@@ -148,10 +150,15 @@ type ValueLogStats struct {
 	Spilled, Relocated uint64
 	// Collected counts the segments the collector removed since open.
 	Collected uint64
+	// Adopted counts record bytes an interrupted checkpoint had spilled
+	// that this process pointed its items at instead of spilling them
+	// again (vlog_adopt.go).
+	Adopted uint64
 }
 
 func (db *DB) valueLogStats() ValueLogStats {
-	s := ValueLogStats{Spilled: db.vlogStats.spilled.Load(), Relocated: db.vlogStats.relocated.Load(), Collected: db.vlogStats.collected.Load()}
+	s := ValueLogStats{Spilled: db.vlogStats.spilled.Load(), Relocated: db.vlogStats.relocated.Load(), Collected: db.vlogStats.collected.Load(),
+		Adopted: db.vlogStats.adopted.Load()}
 	for _, id := range db.vlog.ids() {
 		s.Segments++
 		s.Bytes += db.vlog.size(id)

@@ -39,7 +39,8 @@ import (
 type collector struct {
 	db      *DB
 	retired []retiredSeg    // segments nothing in the tree points at; under ckptMu
-	held    map[uint32]bool // segments a collection left in use (damaged records); under ckptMu
+	held    map[uint32]bool // segments left alone this life: damaged records, a resumed base's; under ckptMu
+	adopted bool            // adoptSpills ran (vlog_adopt.go); under ckptMu
 }
 
 func newCollector(db *DB) *collector {
@@ -69,8 +70,22 @@ type vlogMove struct {
 
 // retireUnreferenced retires, at open, the segments the loaded store does
 // not point at (a crashed collector's victims, a failed checkpoint's).
+//
+// With a base to resume it retires none and holds them all for this life:
+// the resumed base's durable parts point into segments the tree, loaded
+// from the chain before it and the log, does not, and once linked the
+// base, and merges of it, would lead there (a lost first delta on it fell
+// back to a part whose segment was gone:
+// TestValueLog_AResumedBaseKeepsTheSegmentsItsEarlierPartsPointAt). The
+// next open loads that base and counts its pointers.
 func (gc *collector) retireUnreferenced() {
 	db := gc.db
+	if db.ckptPending != nil {
+		for _, id := range db.vlog.ids() {
+			gc.held[id] = true
+		}
+		return
+	}
 	for _, id := range db.vlog.ids() {
 		if db.vlogLive[id] <= 0 {
 			gc.retired = append(gc.retired, retiredSeg{id: id, at: db.ckptLinks, after: store.Version(db.lastCkptIndex.Load())})

@@ -86,7 +86,7 @@ var Catalog = []Point{
 	{CkptMergeLinkBefore, "engine", "DB.linkMerge, after a merged base's last part is durable, before it becomes the chain's base", "crash with a complete merged base on disk that no process linked: the next open loads it, with the deltas after it"},
 	{CkptMergeTruncateBefore, "engine", "DB.linkMerge, after the merged base is linked, before the log is truncated and the older chain removed", "crash or I/O failure with the log and the chain before the old one still on disk: the next merge removes them"},
 	{VlogWriteBefore, "engine", "valueLog.flush, before writing buffered records to the active segment", "value-log I/O failure or crash mid-checkpoint: no pointer to the records exists yet; the checkpoint fails and the log is kept"},
-	{VlogSyncBefore, "engine", "valueLog.sync, before each segment's fsync", "crash with value-log records written but not durable, before any pointer to them is"},
+	{VlogSyncBefore, "engine", "valueLog.sync, before each segment's fsync; valueLog.syncSegment, before the fsync of a segment an interrupted checkpoint spilled to, whose records the next life adopts", "crash with value-log records written but not durable, before any pointer to them is"},
 	{VlogGCBefore, "engine", "DB.collectValueLog, before the moved values' pointers replace the old ones", "crash after relocated values are durable, before the tree points at them: the old segment is still in use"},
 
 	{TwoPCBeginBefore, "twopc", "Coordinator.Begin, before the atomic record+prepares Apply", "crash before the transaction exists: nothing durable"},

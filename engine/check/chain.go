@@ -128,11 +128,14 @@ func (c *checker) checkDeltaLinks(deltas []engine.CheckpointDelta, chained map[s
 }
 
 // checkGenerations reports the incomplete generations: damage if the log
-// says it was completed, else an interrupted checkpoint.
+// says it was completed, else an interrupted checkpoint. A merge is named
+// by the chain's tip, so a plain record of the tip is its delta's, not
+// the merge's (a merge's record is flagged).
 func (c *checker) checkGenerations(gens []engine.CheckpointGeneration, tip store.Version, chosen *engine.CheckpointChain) {
 	recorded := map[store.Version]bool{}
 	for _, v := range c.recorded {
-		recorded[store.Version(v)] = true
+		v := store.Version(v)
+		recorded[v] = c.merges[v] || chosen == nil || v <= chosen.Base.V0 || !chosen.HasLink(v)
 	}
 	for _, g := range gens {
 		files := c.path(engine.GenerationFiles(g.V0))

@@ -45,7 +45,7 @@ func Dir(fsys vfs.FS, dir string, opts Options) (rep *Report, err error) {
 		}
 	}()
 	// Empty lists, not nil ones: a JSON report says "none" as [].
-	c := &checker{fs: readOnlyFS{fsys}, dir: dir, opts: opts,
+	c := &checker{fs: readOnlyFS{fsys}, dir: dir, opts: opts, merges: map[store.Version]bool{},
 		rep: &Report{Dir: dir, Checkpoints: []CheckpointFile{}, Problems: []Problem{}, WAL: Log{Segments: []Segment{}}}}
 	c.checkLog()
 	c.checkFiles()
@@ -96,8 +96,9 @@ type checker struct {
 	opts Options
 	rep  *Report
 
-	logRead  bool     // the log could be listed and read
-	recorded []uint64 // checkpoints the log records writing, in log order
+	logRead  bool                   // the log could be listed and read
+	recorded []uint64               // checkpoints the log records writing, in log order
+	merges   map[store.Version]bool // those of them recorded as merged bases
 	// bad names the checkpoint files that do not decode whole; versions
 	// lists every checkpoint file by the link it belongs to.
 	bad      map[string]bool

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/idemdb/idem/engine"
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -32,6 +33,9 @@ func (c *checker) checkLog() {
 			sum.Records++
 			if n, ok := engine.RecordedCheckpoint(e.Body); ok {
 				c.recorded = append(c.recorded, n)
+			}
+			if n, ok := engine.RecordedMerge(e.Body); ok {
+				c.merges[store.Version(n)] = true
 			}
 		}
 	})
