@@ -46,23 +46,6 @@ func fillStore(t *testing.T, db *DB, n int) map[string]store.Item {
 	return scanAll(t, db)
 }
 
-// walEntriesEnd is where the entries of a segment end: a preallocated
-// segment's zeros follow them.
-func walEntriesEnd(t *testing.T, dir, segment string) int64 {
-	t.Helper()
-	rep, err := wal.Verify(filepath.Join(dir, walDirName), wal.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range rep.Segments {
-		if s.Name == segment {
-			return s.EntriesEnd
-		}
-	}
-	t.Fatalf("no segment %s in %+v", segment, rep.Segments)
-	return 0
-}
-
 func walSegments(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(filepath.Join(dir, walDirName))
