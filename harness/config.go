@@ -7,7 +7,10 @@ import "time"
 // even ones the standalone node; every fifth seed runs a tiny executor;
 // seeds ≡ 3 mod 4 keep receipts only briefly and run maintenance rarely, so
 // the cleaner meets receipts whose debt outlives their first deadline;
-// two seeds in three chain a new receipt's writes (Config.Chained); seeds
+// two seeds in three chain a new receipt's writes (Config.Chained), and of
+// the others, seeds ≡ 0 mod 6 write a receipt's decision apart from its
+// Begin (Config.SeparateDecide) while seeds ≡ 3 mod 6 commit it in one
+// write as an unchained store (etcd) does; seeds
 // ≡ 3 or 6 mod 8 defer intent resolution to maintenance, so terminal
 // receipts carry visibility debt (and, ≡ 3 mod 8, meet the cleaner with it);
 // seeds ≡ 0 mod 7 opt out of tombstones, the others protect a key 2, 2.5 or
@@ -30,6 +33,7 @@ func ConfigFor(seed int64) Config {
 		ExecutorMax:    64,
 		Retention:      45 * time.Second,
 		Chained:        u%3 != 0,
+		SeparateDecide: u%6 == 0,
 	}
 	if u%4 == 3 {
 		c.Retention, c.MaintainInterval = 4*time.Second, 30*time.Second

@@ -42,9 +42,15 @@ type Config struct {
 	// refused, then new, within one run.
 	TombstoneRetention time.Duration
 	// Chained gives the nodes a store that chains writes, so new receipts
-	// take the default one-wait path (twopc.BeginCommit); otherwise every
-	// receipt decides in a write of its own.
+	// take a one-wait path (one write, or twopc.BeginCommit's chain);
+	// otherwise a receipt whose transaction commits directly is one write
+	// (twopc.CommitOnce) and any other decides in a write of its own.
 	Chained bool
+	// SeparateDecide writes every receipt's decision apart from its Begin
+	// (testknobs.Receipt): the two-write route an unchained store took
+	// before one write, which a crash, a zombie or a planted bug can come
+	// between.
+	SeparateDecide bool
 	// DeferResolution leaves intents to maintenance (testknobs.Receipt):
 	// terminal receipts keep visibility debt, and their lease, until it is
 	// paid, and the cleaner must leave them alone.
@@ -250,7 +256,7 @@ func (sc *scenario) simulate(external store.Store) {
 		// fill up (429, pending receipts), not the principal's quota.
 		InflightPerPrincipalMax: cfg.Clients + cfg.SessionClients,
 	}
-	opts = receipt.WithTestKnobs(opts, testknobs.Receipt{DeferResolution: cfg.DeferResolution})
+	opts = receipt.WithTestKnobs(opts, testknobs.Receipt{DeferResolution: cfg.DeferResolution, SeparateDecide: cfg.SeparateDecide})
 	if cfg.Hot && cfg.Variant == Shared {
 		// Nodes on one store, as idemd's on etcd: another node's batch on
 		// a hot document is re-planned (receipt/replan.go), not refused.
