@@ -26,7 +26,14 @@ import (
 func TestGroup_ConcurrentAppliesShareTxnsAndKeepTheirOwnOutcomes(t *testing.T) {
 	c := sharedCluster(t)
 	s := newStoreWith(t, c.Client(t), etcdstore.Options{Prefix: etcdtest.Prefix(t), GroupInFlightMax: 1})
-	const workers, rounds, counters = 16, 12, 3
+	const workers, counters = 16, 3
+	// Under the race detector (go-race's longest package) half the rounds:
+	// each is 16 concurrent groups of wide batches and contended sets, the
+	// same mix, six times instead of twelve.
+	rounds := 12
+	if raceEnabled {
+		rounds = 6
+	}
 	const groupWideOps = 124 // with its own put, 125 of etcd's 128: a group of 4 such must not form
 	for i := range counters {
 		if _, err := s.Apply(ctx, new(store.Batch).Put(fmt.Appendf(nil, "ctr/%d", i), []byte("0"))); err != nil {
