@@ -129,8 +129,7 @@
 //
 // Around them: attempt.go (one receipt being advanced), verdict.go
 // (classifyWrite), record.go and bind.go (what is stored, under which
-// key), recordenc.go (the record's encoder by hand, encMode's bytes),
-// invariants.go (what a stored record keeps, checked at encode and
+// key), invariants.go (what a stored record keeps, checked at encode and
 // at decode), envelope.go and answer.go (stored and transient answers),
 // unavailable.go (a store that refuses writes), storefull.go (a store near
 // its space quota: new work waits), view.go (Lookup), summary.go,

@@ -154,11 +154,7 @@ func EncodeRecord(r *Record) ([]byte, error) {
 	if err := r.check(); err != nil {
 		return nil, store.InvalidRecord("receipt: record", err)
 	}
-	w := timesOnWire(r)
-	if b, ok := encodeRecordFast(w); ok {
-		return b, nil
-	}
-	return encMode.Marshal(w)
+	return encMode.Marshal(timesOnWire(r))
 }
 
 // DecodeRecord decodes any schema ever written. Bytes that do not decode,
