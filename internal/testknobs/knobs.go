@@ -10,10 +10,11 @@ type Receipt struct {
 	DeferResolution bool
 	// SeparateDecide makes a new receipt's decision and terminal envelope a
 	// second write, waited for after Begin's, as docs/design.md §5 draws the
-	// flow. By default, on a store that chains (store.Chainer), both are
-	// chained into one fsync wait (twopc.BeginCommit) with the same records
-	// and crash states. Tests that hold a receipt in started between the
-	// two writes, or crash it there, set it.
+	// flow. By default a receipt whose transaction commits directly is
+	// created terminal in one write (twopc.CommitOnce) on every store, and
+	// any other is chained into one fsync wait on a store that chains
+	// (twopc.BeginCommit). Tests that hold a receipt in started between
+	// the two writes, or crash it there, set it.
 	SeparateDecide bool
 }
 
