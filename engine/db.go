@@ -138,7 +138,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.vlogLive = map[uint32]int64{}
-	if err := (&recoverer{db: db}).recover(); err != nil {
+	if err := recoverAtOpen(db); err != nil {
 		db.vlog.close()
 		lock.Close()
 		return nil, err

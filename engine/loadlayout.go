@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"slices"
-	"unsafe"
 
 	"github.com/idemdb/idem/index"
 )
@@ -54,7 +53,7 @@ func layoutBase(parts []partMeta, deltas []loadRun) *baseLayout {
 		at = s.at + s.n
 	}
 	l.arr = make([]index.KV, at)
-	adviseHuge(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(l.arr))), at*int(unsafe.Sizeof(index.KV{}))))
+	adviseHuge(memOf(l.arr))
 	return l
 }
 

@@ -59,12 +59,7 @@ func (rc *recoverer) recover() error {
 	fromParts := db.applied
 	db.applied = store.Version(ckpt)
 	r := replayer{db: db, next: ckpt + 1}
-	err = log.Replay(ckpt+1, r.entry)
-	if err == nil {
-		r.batch.flush(db)
-		err = r.reachedEnd(log.NextIndex())
-	}
-	if err != nil {
+	if err = r.replay(log); err != nil {
 		log.Close()
 		return walErr(err)
 	}
@@ -462,6 +457,7 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun) (*chainLoad,
 		stretch = load.layout.part
 	} else {
 		load.base = make([]index.KV, total)
+		adviseHuge(memOf(load.base))
 		starts := make([]int, len(g.parts))
 		for i, at := 1, 0; i < len(g.parts); i++ {
 			at += int(g.parts[i-1].count)

@@ -46,6 +46,16 @@ type replayBatch struct {
 	dels  []byte
 }
 
+// newReplayBatch is an empty batch with room for n ops: a replay's second
+// and later batches, made as large as the first became at once and
+// advised to take huge pages, as the first could not be.
+func newReplayBatch(n int) *replayBatch {
+	b := &replayBatch{ops: make([]replayOp, 0, n), order: make([]replayKey, 0, n)}
+	adviseHuge(memOf(b.ops))
+	adviseHuge(memOf(b.order))
+	return b
+}
+
 // add gathers the ops of batch v; it reports whether the batch is full.
 func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 	for _, op := range ops {
@@ -69,11 +79,13 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 // flush applies the gathered ops to db's tree in key order, then marks
 // batches up to the newest gathered as applied.
 func (b *replayBatch) flush(db *DB) {
-	if len(b.ops) == 0 {
-		return
-	}
-	db.checkNewer(b.ops[0].version)
-	newest := b.ops[len(b.ops)-1].version
+	b.sort()
+	b.apply(db)
+}
+
+// sort puts the gathered ops in the order they reach the tree. It needs
+// nothing of the tree: the replay's reader does it (replaypipe.go).
+func (b *replayBatch) sort() {
 	slices.SortFunc(b.order, func(x, y replayKey) int {
 		for i := range x.head {
 			if c := cmp.Compare(x.head[i], y.head[i]); c != 0 {
@@ -85,6 +97,16 @@ func (b *replayBatch) flush(db *DB) {
 		}
 		return cmp.Compare(x.seq, y.seq)
 	})
+}
+
+// apply applies the sorted ops to db's tree, marks batches up to the
+// newest gathered as applied and empties b for the next.
+func (b *replayBatch) apply(db *DB) {
+	if len(b.ops) == 0 {
+		return
+	}
+	db.checkNewer(b.ops[0].version)
+	newest := b.ops[len(b.ops)-1].version
 	for _, k := range b.order {
 		o := b.ops[k.seq]
 		db.applyOp(o.version, o.op, true)

@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"runtime/debug"
+	"sync"
+)
+
+// The collector during an open's recovery. Almost everything an open
+// allocates it keeps — the chain's file images and items, the replayed
+// records, the tree's nodes: at 1 M receipts 322 MB allocated for a heap of
+// 299 MB after it. Collecting while the heap only grows frees next to
+// nothing, yet at the default GOGC the growing heap was marked each time
+// it doubled (four or five cycles at 1 M), and the marking cost more than
+// its own CPU: it read pages of the chain's item array before the decoders
+// wrote them, a fault to map each and another to write it, and it ran as
+// assists inside the allocations of the parts' images. So the recovery
+// runs with collection off, and the caller's GC percent is put back after;
+// the first cycle then runs on the recovered heap, as it would have soon
+// anyway. The heap grows meanwhile only by the open's garbage — the
+// batches, scratch and slices it regrows, a tenth of what it keeps at 1 M —
+// so the store's own size bounds it, and a memory limit (GOMEMLIMIT) the
+// process sets still starts a cycle when it is reached.
+//
+// GOGC is the process's: opens at once share one change, the last to
+// finish putting back what the first found; collection already off is
+// left alone.
+
+var openGC struct {
+	mu    sync.Mutex
+	opens int  // recoveries running
+	off   bool // the first turned collection off; saved is what it found
+	saved int
+}
+
+// pauseGCForOpen turns collection off for a recovery; the function it
+// returns puts the GC percent back and must be called once, when the
+// recovery ends.
+func pauseGCForOpen() (resume func()) {
+	openGC.mu.Lock()
+	defer openGC.mu.Unlock()
+	openGC.opens++
+	if openGC.opens == 1 {
+		openGC.saved = debug.SetGCPercent(-1)
+		openGC.off = openGC.saved >= 0
+	}
+	return func() {
+		openGC.mu.Lock()
+		defer openGC.mu.Unlock()
+		openGC.opens--
+		if openGC.opens == 0 && openGC.off {
+			debug.SetGCPercent(openGC.saved)
+			openGC.off = false
+		}
+	}
+}
+
+// recoverAtOpen runs db's recovery with collection paused.
+func recoverAtOpen(db *DB) error {
+	defer pauseGCForOpen()()
+	return (&recoverer{db: db}).recover()
+}
