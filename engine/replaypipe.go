@@ -82,6 +82,11 @@ func (r *replayer) handOff() error {
 	}
 	b.sort()
 	select {
+	case <-r.pipe.stop: // first: once stopped, send nothing more
+		return errReplayStopped
+	default:
+	}
+	select {
 	case r.pipe.full <- b:
 	case <-r.pipe.stop:
 		return errReplayStopped
