@@ -66,8 +66,10 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 		}
 		if len(b.ops) == cap(b.ops) {
 			// Doubling, as append does not for large slices: the first
-			// batch of an open is grown from nothing.
-			b.ops = slices.Grow(b.ops, max(len(b.ops), 1<<10))
+			// batch of an open is grown from nothing. Not past a full
+			// batch by more than a step: an entry's last ops can overrun
+			// it, and the batches made after it are made as large.
+			b.ops = slices.Grow(b.ops, max(min(len(b.ops), replayBatchOps-len(b.ops)), 1<<10))
 			b.order = slices.Grow(b.order, cap(b.ops)-len(b.order))
 		}
 		b.order = append(b.order, replayKey{head: headOf(op.Key).w, seq: len(b.ops)})
