@@ -17,13 +17,22 @@ import (
 // runs with collection off, and the caller's GC percent is put back after;
 // the first cycle then runs on the recovered heap, as it would have soon
 // anyway. The heap grows meanwhile only by the open's garbage — the
-// batches, scratch and slices it regrows, a tenth of what it keeps at 1 M —
-// so the store's own size bounds it, and a memory limit (GOMEMLIMIT) the
-// process sets still starts a cycle when it is reached.
+// batches, scratch and slices it regrows, 11 % of the heap at 1 M — so the
+// store's own size bounds it, and a memory limit (GOMEMLIMIT) the process
+// sets still starts a cycle when it is reached. One kind of garbage grows
+// with the log instead: arena chunks (replay.go) whose every record a
+// later entry overwrote. Recovery bounds the log an open replays to about
+// two checkpoint intervals, but a store run without checkpoints
+// (CheckpointLogBytes -1) replays all of it, so past gcPauseLogBytes of
+// log the collector is put back on for the rest of the replay.
 //
 // GOGC is the process's: opens at once share one change, the last to
 // finish putting back what the first found; collection already off is
 // left alone.
+
+// gcPauseLogBytes is how much log a replay reads with the collector off:
+// four default checkpoint intervals, more than a bounded replay reads.
+const gcPauseLogBytes = 4 * defaultCheckpointLogBytes
 
 var openGC struct {
 	mu    sync.Mutex
@@ -33,8 +42,8 @@ var openGC struct {
 }
 
 // pauseGCForOpen turns collection off for a recovery; the function it
-// returns puts the GC percent back and must be called once, when the
-// recovery ends.
+// returns puts the GC percent back (once, however often it is called) and
+// must be called when the recovery ends, if not before.
 func pauseGCForOpen() (resume func()) {
 	openGC.mu.Lock()
 	defer openGC.mu.Unlock()
@@ -43,7 +52,7 @@ func pauseGCForOpen() (resume func()) {
 		openGC.saved = debug.SetGCPercent(-1)
 		openGC.off = openGC.saved >= 0
 	}
-	return func() {
+	return sync.OnceFunc(func() {
 		openGC.mu.Lock()
 		defer openGC.mu.Unlock()
 		openGC.opens--
@@ -51,11 +60,12 @@ func pauseGCForOpen() (resume func()) {
 			debug.SetGCPercent(openGC.saved)
 			openGC.off = false
 		}
-	}
+	})
 }
 
 // recoverAtOpen runs db's recovery with collection paused.
 func recoverAtOpen(db *DB) error {
-	defer pauseGCForOpen()()
-	return (&recoverer{db: db}).recover()
+	resume := pauseGCForOpen()
+	defer resume()
+	return (&recoverer{db: db, resumeGC: resume}).recover()
 }

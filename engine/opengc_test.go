@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"testing"
 
+	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -28,6 +29,7 @@ func TestOpen_CollectionPausedDuringRecoveryAndPutBack(t *testing.T) {
 		t.Fatalf("during recovery: GC percent %d, want -1", p)
 	}
 	first()
+	first() // a resume is once, however often it is called
 	if p := gcPercent(); p != -1 {
 		t.Fatalf("one of two recoveries finished: GC percent %d, want -1", p)
 	}
@@ -67,5 +69,25 @@ func TestOpen_CollectionPausedDuringRecoveryAndPutBack(t *testing.T) {
 	resume()
 	if p := gcPercent(); p != -1 {
 		t.Fatalf("collection was off before the recovery: GC percent %d after it, want -1", p)
+	}
+}
+
+// TestReplay_CollectorBackOnPastTheLogBound: a replay that reads more than
+// gcPauseLogBytes of log — a store run without checkpoints — puts the
+// collector back on once, at the entry that crosses the bound, so that
+// chunks of overwritten records do not pile up for the rest of it.
+func TestReplay_CollectorBackOnPastTheLogBound(t *testing.T) {
+	body := encodeBody(nil, []store.Op{{Key: []byte("k"), Value: []byte("v")}})
+	calls, at := 0, uint64(0)
+	r := replayer{db: bareDB(), next: 1}
+	r.resumeGC = func() { calls++; at = r.next - 1 }
+	r.bytes = gcPauseLogBytes - int64(len(body)) // entry 1 reaches the bound, entry 2 passes it
+	for index := uint64(1); index <= 3; index++ {
+		if err := r.entry(index, wal.KindBatch, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 || at != 2 {
+		t.Fatalf("collector put back %d times, at entry %d; want once, at entry 2", calls, at)
 	}
 }

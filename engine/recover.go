@@ -34,6 +34,9 @@ import (
 // only as long as the open.
 type recoverer struct {
 	db *DB
+	// resumeGC ends the collector's pause early (opengc.go); nil: not
+	// paused.
+	resumeGC func()
 }
 
 // damagedSuffix marks a checkpoint that failed to load and was moved aside.
@@ -58,7 +61,7 @@ func (rc *recoverer) recover() error {
 	// counts as applied up to ckpt while it runs.
 	fromParts := db.applied
 	db.applied = store.Version(ckpt)
-	r := replayer{db: db, next: ckpt + 1}
+	r := replayer{db: db, next: ckpt + 1, resumeGC: rc.resumeGC}
 	if err = r.replay(log); err != nil {
 		log.Close()
 		return walErr(err)

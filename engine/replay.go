@@ -25,6 +25,10 @@ type replayer struct {
 	slab  []byte       // the arena puts are copied into (own)
 	batch *replayBatch // ops gathered to reach the tree sorted (replaybatch.go)
 	pipe  *replayPipe  // set: full batches go to the applier (replaypipe.go)
+
+	// resumeGC, if set, is called once the replay has read
+	// gcPauseLogBytes (opengc.go).
+	resumeGC func()
 }
 
 // The arena replayed puts are copied into comes in chunks: one allocation
@@ -50,6 +54,10 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	r.next++
 	r.bytes += int64(len(body))
 	r.entries++
+	if r.resumeGC != nil && r.bytes > gcPauseLogBytes {
+		r.resumeGC()
+		r.resumeGC = nil
+	}
 	if n, k := binary.Uvarint(body); kind == wal.KindCheckpoint && k > 0 {
 		r.newest = max(r.newest, n)
 		if v, ok := mergeRecord(body); ok {
