@@ -81,6 +81,7 @@ func (r *replayer) handOff() error {
 		return nil
 	}
 	b.sort()
+	size := cap(b.ops) // b is the applier's once sent
 	select {
 	case <-r.pipe.stop: // first: once stopped, send nothing more
 		return errReplayStopped
@@ -94,7 +95,7 @@ func (r *replayer) handOff() error {
 	select {
 	case r.batch = <-r.pipe.free:
 	default:
-		r.batch = newReplayBatch(cap(b.ops))
+		r.batch = newReplayBatch(size)
 	}
 	return nil
 }
