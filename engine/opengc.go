@@ -11,9 +11,8 @@ import (
 // 299 MB after it. Collecting while the heap only grows frees next to
 // nothing, yet at the default GOGC the growing heap was marked each time
 // it doubled (four or five cycles at 1 M), and the marking cost more than
-// its own CPU: it read pages of the chain's item array before the decoders
-// wrote them, a fault to map each and another to write it, and it ran as
-// assists inside the allocations of the parts' images. So the recovery
+// its own CPU: its scans took a fifth of the open's page faults, and it ran
+// as assists inside the allocations of the parts' images. So the recovery
 // runs with collection off, and the caller's GC percent is put back after;
 // the first cycle then runs on the recovered heap, as it would have soon
 // anyway. The heap grows meanwhile only by the open's garbage — the
