@@ -18,7 +18,9 @@
 // background), the collector (vlog_gc.go: the value log's collection and
 // the retirement of its segments; vlog_adopt.go: the records interrupted
 // checkpoints spilled, adopted by the next life) and the recoverer (recover.go: one
-// Open's recovery; replay.go: the log replayed after the chain). The chain they all work on (chain, fallback,
+// Open's recovery; replay.go: the log replayed after the chain, read and
+// applied on two goroutines, replaypipe.go; opengc.go: the collector paused
+// meanwhile). The chain they all work on (chain, fallback,
 // ckptPending) stays on DB under ckptMu.
 //
 // DB implements the contract of package store, which everything above is
