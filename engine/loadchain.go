@@ -105,8 +105,32 @@ func (l *chainLoad) buildIn(ranges int) (*index.Ordered[index.KV], int64, map[ui
 }
 
 // itemStats sums items' live bytes and the value log's live bytes by
-// segment.
+// segment, a stretch of the items to each processor: on one, the pass
+// over 25 M items took 0.4 s of an open at 10 M receipts (a map update per
+// record in the value log).
 func itemStats(items []index.KV) (int64, map[uint32]int64) {
+	n := max(1, min(runtime.GOMAXPROCS(0), len(items)/itemStatsMin))
+	lives := make([]int64, n)
+	vlives := make([]map[uint32]int64, n)
+	var wg sync.WaitGroup
+	for j := range n {
+		wg.Go(func() { lives[j], vlives[j] = itemStatsOf(items[j*len(items)/n : (j+1)*len(items)/n]) })
+	}
+	wg.Wait()
+	live, vlive := lives[0], vlives[0]
+	for j := 1; j < n; j++ {
+		live += lives[j]
+		for seg, b := range vlives[j] {
+			vlive[seg] += b
+		}
+	}
+	return live, vlive
+}
+
+// itemStatsMin is the fewest items itemStats gives a processor of its own.
+const itemStatsMin = 1 << 16
+
+func itemStatsOf(items []index.KV) (int64, map[uint32]int64) {
 	var live int64
 	vlive := map[uint32]int64{}
 	for _, it := range items {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -160,4 +162,28 @@ func cloned(l *chainLoad) *chainLoad {
 
 func loadRunsOf(l *chainLoad) []loadRun {
 	return append([]loadRun{{kv: l.base}}, l.deltas...)
+}
+
+// TestItemStats_StretchesSumAsOnePass: the live bytes and the value log's
+// live bytes by segment that itemStats sums a stretch to a processor are
+// those of one pass over the items, records in the value log and not.
+func TestItemStats_StretchesSumAsOnePass(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	rng := rand.New(rand.NewPCG(seedFor(t), 5))
+	items := make([]index.KV, 5*itemStatsMin+17)
+	for i := range items {
+		key := []byte(fmt.Sprintf("k%07d", i))
+		if rng.IntN(2) == 0 {
+			ptr := vlogPtr{seg: uint32(rng.IntN(7)), off: uint32(i), n: uint32(1 + rng.IntN(500))}.encode(nil)
+			items[i] = index.IndirectKV(index.AppendKV(nil, key, ptr, 1), len(key), len(ptr))
+		} else {
+			v := make([]byte, rng.IntN(40))
+			items[i] = index.PackedKV(index.AppendKV(nil, key, v, 1), len(key), len(v))
+		}
+	}
+	live, vlive := itemStats(items)
+	wantLive, wantVlive := itemStatsOf(items)
+	if live != wantLive || !maps.Equal(vlive, wantVlive) || len(vlive) == 0 {
+		t.Fatalf("in stretches: live %d, value log %v; in one pass: %d, %v", live, vlive, wantLive, wantVlive)
+	}
 }
