@@ -131,3 +131,21 @@ func FuzzDecodeVlogPtr(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeVlogPtr is what a read of a cold value pays to find it,
+// before its pread: a retained receipt's pointer in each form.
+func BenchmarkDecodeVlogPtr(b *testing.B) {
+	p := vlogPtr{seg: 1, off: 60 << 20, n: 450}
+	for _, c := range []struct {
+		name string
+		b    []byte
+	}{{"compact", p.encode(nil)}, {"fixed", binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, p.seg), p.off), p.n)}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if q, err := decodeVlogPtr(c.b); err != nil || q != p {
+					b.Fatal(q, err)
+				}
+			}
+		})
+	}
+}
