@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"path/filepath"
 	"testing"
 
+	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
 )
 
@@ -109,6 +113,57 @@ func TestVlogPtr_EachFormatHoldsItsOwnPointers(t *testing.T) {
 			t.Errorf("form %d, %d-byte pointer: %v, value %x", c.form, len(c.ptr), err, got)
 		}
 	}
+}
+
+// TestVlogPtr_TheCollectorMovesTheFixedPointersOfAnIDEMCKP4Chain: the
+// collector recognises the items an IDEMCKP4 base and IDEMDLT2 delta
+// loaded (fixed pointers) as pointing at the records it moves, and points
+// them at the copies in the compact form, which a reopen reads back.
+func TestVlogPtr_TheCollectorMovesTheFixedPointersOfAnIDEMCKP4Chain(t *testing.T) {
+	dir, _ := copyFixture(t, filepath.Join("testdata", "v4-dir"))
+	cold := func(_, v []byte) bool { return bytes.HasPrefix(v, []byte("cold")) }
+	opts := quiet(Options{CheckpointLogBytes: -1, ColdValue: cold})
+	db := openT(t, dir, opts)
+	if n := indirectItems(db, vlogPtrLen); n == 0 {
+		t.Fatal("the fixture loaded no fixed pointer")
+	}
+	for i := range 12 { // the fixture's segment falls below half live
+		deleteT(t, db, fmt.Sprintf("k%03d", i))
+	}
+	want := scanAll(t, db)
+	for range 4 {
+		putT(t, db, "hot", fmt.Sprint("tick ", len(want)))
+		want = scanAll(t, db)
+		if err := db.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.merges.mergeAll(); err != nil {
+			t.Fatal(err)
+		}
+		sameState(t, "while collecting", scanAll(t, db), want)
+	}
+	if vs := db.Stats().ValueLog; vs.Relocated == 0 {
+		t.Fatalf("value-log stats %+v: the fixture's live records were not moved", vs)
+	}
+	if n := indirectItems(db, vlogPtrLen); n != 0 {
+		t.Fatalf("%d items still hold fixed pointers after the collection", n)
+	}
+	db = reopenSame(t, db, dir, opts, want, "after reopen")
+	db.Close()
+}
+
+// indirectItems counts the tree's pointers of length n.
+func indirectItems(db *DB, n int) int {
+	db.treeMu.RLock()
+	defer db.treeMu.RUnlock()
+	count := 0
+	db.tree.AscendAll(func(it index.KV) bool {
+		if it.Indirect() && len(it.Value()) == n {
+			count++
+		}
+		return true
+	})
+	return count
 }
 
 // FuzzDecodeVlogPtr: any bytes either fail as ErrCorruption or are a
