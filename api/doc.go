@@ -11,6 +11,7 @@
 // s.shardMap.shardFor…):
 //
 //	router.go      router: the mux of the routes, dispatch, the answer to no route
+//	hotroute.go    router, cont.: the batch route's and /healthz's requests known without a match
 //	auth.go        authenticator: bearer token → principal, operators, SetTokens
 //	body.go        bodies: a request's JSON body within its size and time bounds
 //	bodypool.go    bodies, cont.: the batch bodies' buffers, recycled

@@ -45,7 +45,7 @@ const unmatchedRoute = "unmatched"
 // that no route sees one a client sent.
 func (s *router) dispatch(w http.ResponseWriter, r *http.Request) {
 	w, r = s.peers.admitInternal(w, r)
-	if h, _ := s.mux.Handler(r); isRoute(h) {
+	if hotRoute(r) || isRoute(s.muxHandler(r)) {
 		// Serve through the mux (not the route) so that it sets the path
 		// values.
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
@@ -54,6 +54,12 @@ func (s *router) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.unmatched.ServeHTTP(w, r)
+}
+
+// muxHandler is the handler the mux would serve r with.
+func (s *router) muxHandler(r *http.Request) http.Handler {
+	h, _ := s.mux.Handler(r)
+	return h
 }
 
 func isRoute(h http.Handler) bool { _, ok := h.(*route); return ok }

@@ -235,7 +235,7 @@ func (cp *checkpointer) snapshotWith(fn func()) *Snapshot {
 // every key in dirty, or a tombstone if the chain's files may hold it.
 func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
 	db := cp.db
-	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), flagged: true}
+	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), ptrs: ptrCompact}
 	var spills []vlogSpill
 	var scratch [vlogPtrLen]byte
 	size, err := cp.writeCkptFile(m.name, func(w io.Writer) error {

@@ -29,7 +29,7 @@ import (
 // named by v0, the snapshot version of its first part:
 //
 //	ckpt-<v0>-<seq>.ckpt
-//	header   "IDEMCKP4" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
+//	header   "IDEMCKP5" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
 //	records  count × ( uvarint(len key) | uvarint(len value << 1 | indirect) | key | value | uvarint(version) )
 //	trailer  end | len(end) u32 | last u8 | count u64 | crc32c(header ‖ records) u32
 //	         | crc32c(end ‖ len(end) ‖ last ‖ count ‖ that crc) u32 | "IDEMEND3"
@@ -46,9 +46,11 @@ import (
 // directory fsynced; the trailer alone says where the part ends, so a
 // generation's progress is read without reading its records.
 //
-// indirect says the value is a pointer into the value log (vlog.go). Parts
-// of format IDEMCKP3, written before the value log, have no such bit (the
-// length is the length) and are read as they are.
+// indirect says the value is a pointer into the value log (vlog.go), in
+// either of its forms (vlogptr.go). Parts of format IDEMCKP4 hold the fixed
+// 12-byte form only; parts of format IDEMCKP3, written before the value
+// log, have no such bit (the length is the length). Both are read as they
+// are.
 //
 // A checkpoint written by earlier versions, ckpt-<index>.ckpt (format
 // IDEMCKP2: header "IDEMCKP2" | index | count, records, crc32c, "IDEMEND1"),
@@ -58,7 +60,8 @@ const (
 	ckptSuffix    = ".ckpt" // parts, and the single-file checkpoints of earlier versions
 	ckptTmpSuffix = ".tmp"
 
-	partMagic      = "IDEMCKP4"
+	partMagic      = "IDEMCKP5"
+	partMagicV4    = "IDEMCKP4" // fixed 12-byte pointers only
 	partMagicV3    = "IDEMCKP3" // no indirect bit
 	partEndMagic   = "IDEMEND3"
 	partHeaderMin  = 8 + 8 + 4 + 8
@@ -71,6 +74,10 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// partPtrForms are the part magics this build reads, with the pointers
+// their records may hold.
+var partPtrForms = map[string]ptrForm{partMagic: ptrCompact, partMagicV4: ptrFixed, partMagicV3: ptrNone}
 
 // genName names a generation in messages: the prefix its files share.
 func genName(v0 store.Version) string { return fmt.Sprintf("%s%020d", ckptPrefix, v0) }
@@ -93,7 +100,7 @@ type partMeta struct {
 	count      uint64
 	size       int64
 	legacy     bool
-	flagged    bool // IDEMCKP4: value lengths carry the indirect bit
+	ptrs       ptrForm // the pointers its records may hold (none: no indirect bit)
 }
 
 // generation is one checkpoint: its parts in order.
@@ -269,11 +276,15 @@ func partMetaOf(hdr, tail []byte, size int64) (partMeta, error) {
 
 // parsePartHeader decodes a part's header and returns its length.
 func parsePartHeader(b []byte) (partMeta, int, error) {
-	if len(b) < partHeaderMin || (string(b[:8]) != partMagic && string(b[:8]) != partMagicV3) {
+	if len(b) < partHeaderMin {
+		return partMeta{}, 0, errors.New("bad magic")
+	}
+	ptrs, ok := partPtrForms[string(b[:8])]
+	if !ok {
 		return partMeta{}, 0, errors.New("bad magic")
 	}
 	m := partMeta{
-		flagged: string(b[:8]) == partMagic,
+		ptrs:    ptrs,
 		v0:      store.Version(binary.LittleEndian.Uint64(b[8:])),
 		seq:     int(binary.LittleEndian.Uint32(b[16:])),
 		version: store.Version(binary.LittleEndian.Uint64(b[20:])),
@@ -317,7 +328,7 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version stor
 	// decodeRecords proves the keys strictly increase, so the range is
 	// checked at its two ends only, not twice per record.
 	var first, last []byte
-	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.flagged, func(k, v []byte, ver store.Version, indirect bool) error {
+	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.ptrs, func(k, v []byte, ver store.Version, indirect bool) error {
 		if first == nil {
 			if first = k; bytes.Compare(k, m.start) < 0 {
 				return fmt.Errorf("key %q outside the part's range", k)
@@ -340,9 +351,10 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version stor
 }
 
 // decodeRecords decodes count records no newer than at, in strictly
-// increasing key order, and returns how many bytes they took. flagged
-// says the value lengths carry the indirect bit.
-func decodeRecords(rest []byte, count uint64, at store.Version, flagged bool, fn func(key, value []byte, version store.Version, indirect bool) error) (int, error) {
+// increasing key order, and returns how many bytes they took. ptrs says
+// whether the value lengths carry the indirect bit, and the pointers'
+// lengths.
+func decodeRecords(rest []byte, count uint64, at store.Version, ptrs ptrForm, fn func(key, value []byte, version store.Version, indirect bool) error) (int, error) {
 	total := len(rest)
 	var prev []byte
 	for i := uint64(0); i < count; i++ {
@@ -355,9 +367,9 @@ func decodeRecords(rest []byte, count uint64, at store.Version, flagged bool, fn
 			return 0, fmt.Errorf("record %d: bad value length", i)
 		}
 		indirect := false
-		if flagged {
+		if ptrs != ptrNone {
 			indirect, vlen = vlen&1 == 1, vlen>>1
-			if indirect && vlen != vlogPtrLen {
+			if indirect && !ptrs.lenOK(vlen) {
 				return 0, fmt.Errorf("record %d: a value-log pointer of %d bytes", i, vlen)
 			}
 		}
@@ -400,7 +412,7 @@ func decodeLegacy(data []byte, fn func(key, value []byte, version store.Version,
 		return 0, errors.New("checksum mismatch")
 	}
 	at := store.Version(binary.LittleEndian.Uint64(body[8:]))
-	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at, false,
+	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at, ptrNone,
 		func(k, v []byte, ver store.Version, _ bool) error { fn(k, v, ver, false); return nil })
 	if err != nil {
 		return 0, err

@@ -27,13 +27,15 @@ import (
 // delta is written from one snapshot, as one file:
 //
 //	ckpt-<v>.delta
-//	header   "IDEMDLT2" | v u64 | base u64 | prev u64
+//	header   "IDEMDLT3" | v u64 | base u64 | prev u64
 //	records  count × ( uvarint(len key) | uvarint((len value << 1 | indirect) + 1, 0 for a
 //	                   tombstone) | key
 //	                   | value | uvarint(version), a put's only )
 //
-// (indirect: the value is a value-log pointer, as in a part. A delta of
-// format IDEMDLT1, written before the value log, has no such bit.)
+// (indirect: the value is a value-log pointer in either form, as in a part
+// of format IDEMCKP5. A delta of format IDEMDLT2 holds the fixed 12-byte
+// form only; one of format IDEMDLT1, written before the value log, has no
+// such bit.)
 //
 //	trailer  count u64 | crc32c(header ‖ records ‖ count) u32 | "IDEMEND4"
 //
@@ -44,7 +46,8 @@ import (
 // directory fsynced, as a part is.
 const (
 	deltaSuffix      = ".delta"
-	deltaMagic       = "IDEMDLT2"
+	deltaMagic       = "IDEMDLT3"
+	deltaMagicV2     = "IDEMDLT2" // fixed 12-byte pointers only
 	deltaMagicV1     = "IDEMDLT1" // no indirect bit
 	deltaEndMagic    = "IDEMEND4"
 	deltaHeaderLen   = 8 + 8 + 8 + 8
@@ -52,6 +55,10 @@ const (
 	deltaTombstone   = 0
 	deltaValueOffset = 1
 )
+
+// deltaPtrForms are the delta magics this build reads, with the pointers
+// their records may hold.
+var deltaPtrForms = map[string]ptrForm{deltaMagic: ptrCompact, deltaMagicV2: ptrFixed, deltaMagicV1: ptrNone}
 
 func deltaName(v store.Version) string { return genName(v) + deltaSuffix }
 
@@ -61,7 +68,7 @@ type deltaMeta struct {
 	v, base, prev store.Version
 	count         uint64
 	size          int64
-	flagged       bool // IDEMDLT2: value lengths carry the indirect bit
+	ptrs          ptrForm // the pointers its records may hold (none: no indirect bit)
 }
 
 // parseDeltaName returns the version a delta's name gives.
@@ -112,19 +119,20 @@ func readDeltaMeta(fsys vfs.FS, dir, name string) (deltaMeta, error) {
 }
 
 func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
-	if string(hdr[:8]) != deltaMagic && string(hdr[:8]) != deltaMagicV1 {
+	ptrs, ok := deltaPtrForms[string(hdr[:8])]
+	if !ok {
 		return deltaMeta{}, errors.New("bad magic")
 	}
 	if string(tr[12:]) != deltaEndMagic {
 		return deltaMeta{}, errors.New("no trailer (incomplete write)")
 	}
 	m := deltaMeta{
-		v:       store.Version(binary.LittleEndian.Uint64(hdr[8:])),
-		base:    store.Version(binary.LittleEndian.Uint64(hdr[16:])),
-		prev:    store.Version(binary.LittleEndian.Uint64(hdr[24:])),
-		count:   binary.LittleEndian.Uint64(tr[0:]),
-		size:    size,
-		flagged: string(hdr[:8]) == deltaMagic,
+		v:     store.Version(binary.LittleEndian.Uint64(hdr[8:])),
+		base:  store.Version(binary.LittleEndian.Uint64(hdr[16:])),
+		prev:  store.Version(binary.LittleEndian.Uint64(hdr[24:])),
+		count: binary.LittleEndian.Uint64(tr[0:]),
+		size:  size,
+		ptrs:  ptrs,
 	}
 	if m.prev < m.base || m.v <= m.prev {
 		return deltaMeta{}, fmt.Errorf("links %d after %d on base %d: out of order", m.v, m.prev, m.base)
@@ -168,9 +176,9 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version st
 		vlen := uint64(0)
 		if !tombstone {
 			vlen = vcode - deltaValueOffset
-			if m.flagged {
+			if m.ptrs != ptrNone {
 				indirect, vlen = vlen&1 == 1, vlen>>1
-				if indirect && vlen != vlogPtrLen {
+				if indirect && !m.ptrs.lenOK(vlen) {
 					return fmt.Errorf("record %d: a value-log pointer of %d bytes", i, vlen)
 				}
 			}

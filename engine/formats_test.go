@@ -24,18 +24,24 @@ import (
 // frozen: v6 is v5's chain as a restored backup (its BACKUP manifest and
 // RESTORED epoch, format 1 each); v2 (single-file IDEMCKP2 checkpoint) and v3 (parts IDEMCKP3,
 // delta IDEMDLT1) were written by the builds of their day; v4 (IDEMCKP4,
-// IDEMDLT2 and the value log) by writeV4Fixture below, with
-// `go test ./engine -run TestFormats_WriteV4Fixture -args -fixtures.write`
-// once. A new format adds a vN-dir; an old one is never rewritten.
-var writeFixtures = flag.Bool("fixtures.write", false, "write testdata/v4-dir (only when adding it)")
+// IDEMDLT2 and the value log) and v7 (IDEMCKP5, IDEMDLT3: compact
+// value-log pointers) by TestFormats_WriteFixture below in the build of
+// their day, with
+// `go test ./engine -run TestFormats_WriteFixture -args -fixtures.write`
+// once. A new format adds a vN-dir (newestFixture); an old one is never
+// rewritten.
+var writeFixtures = flag.Bool("fixtures.write", false, "write testdata/"+newestFixture+"-dir (only when adding it)")
 
-// TestFormats_WriteV4Fixture writes the v4 fixture under -fixtures.write
-// and otherwise does nothing.
-func TestFormats_WriteV4Fixture(t *testing.T) {
+// newestFixture is the fixture of the formats this build writes.
+const newestFixture = "v7"
+
+// TestFormats_WriteFixture writes the newest fixture under
+// -fixtures.write and otherwise does nothing.
+func TestFormats_WriteFixture(t *testing.T) {
 	if !*writeFixtures {
 		t.Skip("only with -fixtures.write")
 	}
-	dir := filepath.Join("testdata", "v4-dir")
+	dir := filepath.Join("testdata", newestFixture+"-dir")
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +51,7 @@ func TestFormats_WriteV4Fixture(t *testing.T) {
 		putT(t, db, fmt.Sprintf("k%03d", i), fmt.Sprintf("cold base value %d, long enough for the value log", i))
 	}
 	putT(t, db, "hot", "a value that stays in RAM")
-	if err := db.Checkpoint(); err != nil { // the base: IDEMCKP4, values in vlog/
+	if err := db.Checkpoint(); err != nil { // the base: a part, values in vlog/
 		t.Fatal(err)
 	}
 	for i := 20; i < 30; i++ {
@@ -54,7 +60,7 @@ func TestFormats_WriteV4Fixture(t *testing.T) {
 	if _, err := db.Apply(context.Background(), new(store.Batch).Delete([]byte("k007"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Checkpoint(); err != nil { // a delta: IDEMDLT2
+	if err := db.Checkpoint(); err != nil { // a delta
 		t.Fatal(err)
 	}
 	for i := 25; i < 45; i++ { // in the log only
@@ -69,7 +75,7 @@ func TestFormats_WriteV4Fixture(t *testing.T) {
 	}
 	_ = os.Remove(filepath.Join(dir, "LOCK"))
 	b, _ := json.MarshalIndent(state, "", " ")
-	if err := os.WriteFile(filepath.Join("testdata", "v4-state.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join("testdata", newestFixture+"-state.json"), append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

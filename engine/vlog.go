@@ -26,7 +26,7 @@ import (
 // tombstones) leave RAM at the checkpoint that first writes them: the
 // checkpointer appends the value to the value log, makes it durable, and
 // then — in the checkpoint file and in the tree — keeps the key, the
-// version and a 12-byte pointer instead. A value is therefore durable in
+// version and a pointer of at most 12 bytes instead. A value is therefore durable in
 // the log (WAL) until a checkpoint holds it, and in the value log before
 // any pointer to it exists: no crash leaves a pointer to nothing. The
 // write path is untouched: a group commit still logs whole values, and the
@@ -34,7 +34,7 @@ import (
 //
 //	vlog/<segment>.vlog    segment = 10 decimal digits, increasing
 //	record  crc32c(rest) u32 | uvarint(len key) | uvarint(len value) | key | value
-//	pointer segment u32 | offset u32 | record length u32  (little-endian)
+//	pointer segment | offset | record length  (vlogptr.go)
 //
 // A record holds its key so that a read can prove the pointer led where it
 // should (a misdirected or damaged pointer is ErrCorruption, never another
@@ -46,28 +46,9 @@ import (
 const (
 	vlogDirName       = "vlog"
 	vlogSuffix        = ".vlog"
-	vlogPtrLen        = 12
 	vlogRecordHdrMax  = 4 + 2*binary.MaxVarintLen32
 	vlogSegmentMaxCap = 1<<32 - 1 // offsets are u32
 )
-
-// vlogPtr says where a value lives.
-type vlogPtr struct {
-	seg, off, n uint32
-}
-
-func (p vlogPtr) encode(dst []byte) []byte {
-	dst = binary.LittleEndian.AppendUint32(dst, p.seg)
-	dst = binary.LittleEndian.AppendUint32(dst, p.off)
-	return binary.LittleEndian.AppendUint32(dst, p.n)
-}
-
-func decodeVlogPtr(b []byte) (vlogPtr, error) {
-	if len(b) != vlogPtrLen {
-		return vlogPtr{}, fmt.Errorf("%w: value-log pointer of %d bytes", store.ErrCorruption, len(b))
-	}
-	return vlogPtr{seg: binary.LittleEndian.Uint32(b), off: binary.LittleEndian.Uint32(b[4:]), n: binary.LittleEndian.Uint32(b[8:])}, nil
-}
 
 func (p vlogPtr) String() string {
 	return fmt.Sprintf("%s@%d+%d", vlogSegName(p.seg), p.off, p.n)

@@ -60,9 +60,10 @@ func (db *DB) installSpills(spills []vlogSpill) (installed int64) {
 				continue
 			}
 			var ptr [vlogPtrLen]byte
-			buf := index.AppendKV(make([]byte, 0, len(s.key)+vlogPtrLen+binary.MaxVarintLen64), s.key, s.ptr.encode(ptr[:0]), s.version)
-			db.tree.Put(index.IndirectKV(buf, len(s.key), vlogPtrLen))
-			db.liveBytes += recordBytes(len(s.key), vlogPtrLen) - recordBytes(len(s.key), len(it.Value()))
+			p := s.ptr.encode(ptr[:0])
+			buf := index.AppendKV(make([]byte, 0, len(s.key)+len(p)+binary.MaxVarintLen64), s.key, p, s.version)
+			db.tree.Put(index.IndirectKV(buf, len(s.key), len(p)))
+			db.liveBytes += recordBytes(len(s.key), len(p)) - recordBytes(len(s.key), len(it.Value()))
 			db.vlogLive[s.ptr.seg] += int64(s.ptr.n)
 			installed += int64(s.ptr.n)
 		}
@@ -116,7 +117,7 @@ func (db *DB) valueOf(it index.KV) ([]byte, error) {
 		db.treeMu.RLock()
 		again, ok := db.tree.Get(index.Probe(it.Key()))
 		db.treeMu.RUnlock()
-		if !ok || (again.Indirect() && string(again.Value()) == string(it.Value())) {
+		if !ok || (again.Indirect() && samePtr(again.Value(), it.Value())) {
 			return nil, err
 		}
 		it = again

@@ -190,13 +190,12 @@ func (gc *collector) gcVictims() []uint32 {
 func (gc *collector) collectSegment(id uint32) error {
 	db := gc.db
 	var moves []vlogMove
-	var scratch [vlogPtrLen]byte
 	var aerr error
 	if _, err := db.vlog.records(id, func(ptr vlogPtr, key, value []byte) bool {
 		db.treeMu.RLock()
 		it, ok := db.tree.Get(index.Probe(key))
 		db.treeMu.RUnlock()
-		if !ok || !it.Indirect() || string(it.Value()) != string(ptr.encode(scratch[:0])) {
+		if !ok || !it.Indirect() || !isPtr(it.Value(), ptr) {
 			return true // dead
 		}
 		np, err := db.vlog.append(key, value)
@@ -240,18 +239,18 @@ func (gc *collector) collectSegment(id uint32) error {
 // notes each moved key dirty so that the next checkpoint link records it.
 func (gc *collector) installMoves(moves []vlogMove) {
 	db := gc.db
-	var want [vlogPtrLen]byte
 	for len(moves) > 0 {
 		n := min(len(moves), vlogSwapBatch)
 		db.treeMu.Lock()
 		for _, m := range moves[:n] {
 			it, ok := db.tree.Get(index.Probe(m.key))
-			if !ok || !it.Indirect() || it.Version() != m.version || string(it.Value()) != string(m.old.encode(want[:0])) {
+			if !ok || !it.Indirect() || it.Version() != m.version || !isPtr(it.Value(), m.old) {
 				continue
 			}
 			var ptr [vlogPtrLen]byte
-			buf := index.AppendKV(make([]byte, 0, len(m.key)+vlogPtrLen+binary.MaxVarintLen64), m.key, m.new.encode(ptr[:0]), m.version)
-			db.tree.Put(index.IndirectKV(buf, len(m.key), vlogPtrLen))
+			p := m.new.encode(ptr[:0])
+			buf := index.AppendKV(make([]byte, 0, len(m.key)+len(p)+binary.MaxVarintLen64), m.key, p, m.version)
+			db.tree.Put(index.IndirectKV(buf, len(m.key), len(p)))
 			db.vlogLive[m.old.seg] -= int64(m.old.n)
 			db.vlogLive[m.new.seg] += int64(m.new.n)
 			db.vlogStats.relocated.Add(uint64(m.new.n))

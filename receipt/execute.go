@@ -57,7 +57,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		return answerRefused(cerr), nil
 	}
 	defer s.exec.leave(req.Principal)
-	x := execution{req: req, id: Bind(req.Principal, req.Table, req.Key), canon: cb, fp: fp,
+	x := execution{req: req, id: req.Seen.idFor(req.Principal, req.Table, req.Key), canon: cb, fp: fp,
 		deadline: s.core.clock.Now().Add(min(max(req.Wait, 0), s.core.opts.WaitMax))}
 	for round := 0; round < ExecuteAttemptsMax; round++ {
 		ans, err := s.executeRound(ctx, &x, round)

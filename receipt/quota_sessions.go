@@ -25,7 +25,13 @@ func (x *executor) takeSessionPlace(principal string) *code.Error {
 		ps = &principalSessions{open: map[string]openSession{}}
 		q.sessions[principal] = ps
 	}
-	earliest := x.sweepSessions(ps)
+	// Only a principal at its quota is swept: sessions that ended give
+	// their places back here, and a begin under the quota needs no walk
+	// (a walk per begin made n begins cost n²).
+	var earliest time.Time
+	if len(ps.open)+ps.starting >= x.core.opts.SessionsPerPrincipalMax {
+		earliest = x.sweepSessions(ps)
+	}
 	if n := len(ps.open) + ps.starting; n >= x.core.opts.SessionsPerPrincipalMax {
 		x.dropIfIdle(principal, ps)
 		x.countRefusal(RefusedPrincipalSessions)

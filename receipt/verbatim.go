@@ -60,6 +60,23 @@ type Seen struct {
 	rec  *Record
 	ver  store.Version
 	tomb *Tombstone
+	// of is the (principal, table, key) id binds, when the lookup that
+	// made this Seen had it: Execute then takes id instead of hashing the
+	// triple again (idFor).
+	of bindings
+}
+
+// bindings is the triple Bind hashes.
+type bindings struct{ principal, table, key string }
+
+// idFor is the transaction ID of (principal, tbl, key): s's, when s was
+// read for that triple — the same ID Bind would compute, without its
+// SHA-256 a second time per request — else Bind's.
+func (s Seen) idFor(principal, tbl, key string) string {
+	if s.id != "" && s.of == (bindings{principal, tbl, key}) {
+		return s.id
+	}
+	return Bind(principal, tbl, key)
 }
 
 // ReplayVerbatimOrSeen is ReplayVerbatim, and when it does not replay, what
@@ -82,7 +99,7 @@ func (s *Service) ReplayVerbatimOrSeen(ctx context.Context, principal, tbl, key 
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return Answer{}, false, Seen{} // Execute reads again, and reports what it finds
 	}
-	seen := Seen{id: id, rec: rec, ver: ver, tomb: tomb}
+	seen := Seen{id: id, rec: rec, ver: ver, tomb: tomb, of: bindings{principal, tbl, key}}
 	if rec == nil || rec.State != Terminal || rec.Principal != principal || rec.Table != tbl || rec.Key != key {
 		return Answer{}, false, seen
 	}

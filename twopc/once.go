@@ -68,7 +68,7 @@ func (c *Coordinator) commitOnce(ctx context.Context, txn Txn, with func(result 
 // absence, with's writes and conditions (withConds), then every
 // participant's direct commit; refused when a participant voted no.
 func (c *Coordinator) stageOnce(ctx context.Context, txn Txn, with func(result []byte, b *store.Batch) error) (_ *store.Batch, withConds []store.Condition, refused bool, err error) {
-	conds, ops, result, err := c.stageDirect(ctx, txn, 2+withSlack, withSlack)
+	conds, ops, result, err := c.stageDirect(ctx, txn, 2+onceWithConds, onceWithOps)
 	if err != nil {
 		return nil, nil, isVote(err), voteless(err)
 	}
@@ -83,6 +83,14 @@ func (c *Coordinator) stageOnce(ctx context.Context, txn Txn, with func(result [
 	appendDirect(txn, b)
 	return b, withConds, false, nil
 }
+
+// onceWithConds and onceWithOps are the room stageOnce leaves for with:
+// the receipt layer's terminal write (receipt/create_terminal.go) adds its
+// receipt's and its tombstone's absence, the receipt and its retention
+// entry. withSlack's eight of each, sized for Begin and Decide, cost a
+// keyed request about 580 bytes it never used; a with that adds more (a
+// session's commit) grows the batch once, as it would past withSlack.
+const onceWithConds, onceWithOps = 2, 2
 
 // failedOneOf reports whether err is a failed condition on one of conds'
 // keys.

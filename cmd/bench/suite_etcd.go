@@ -20,8 +20,8 @@ func init() {
 	register(Suite{
 		Name:  "etcd",
 		Rank:  45,
-		Doc:   "etcdstore on an embedded 3-member etcd (fsync on): raw Txn and nested-24 Txn floors, Apply, keyed, replay, keyed-hot (two receipt services, each request also $incs one shared document; aborts_per_op, replans_per_op); round trips, Applies per Txn and bbolt bytes per receipt",
-		Cases: []string{"txn", "txn-nested24", "apply", "keyed", "replay", caseKeyedHot},
+		Doc:   "etcdstore on an embedded 3-member etcd (fsync on): raw Txn and nested-24 Txn floors, the raw Txn of a keyed request's N puts (txn-Nkeys, rows txn-<N>keys), Apply, keyed, replay, keyed-hot (two receipt services, each request also $incs one shared document; aborts_per_op, replans_per_op); round trips, Applies per Txn and bbolt bytes per receipt",
+		Cases: []string{"txn", "txn-nested24", caseEtcdTxnKeys, "apply", "keyed", "replay", caseKeyedHot},
 		Run:   runEtcd,
 	})
 }
@@ -62,13 +62,24 @@ func runEtcd(env *Env) error {
 	report := func() { env.reportAll(results) }
 	var prefixes atomic.Int64
 	prefix := func(name string) string { return fmt.Sprintf("/bench/%s/%d/", name, prefixes.Add(1)) }
+	var keysShape txnShape
+	if env.Want(caseEtcdTxnKeys) {
+		if keysShape, err = etcdKeyedShape(env, cluster, prefix("keyed-shape")); err != nil {
+			return err
+		}
+	}
 
 	for _, c := range env.Opts.Concurrency {
-		for _, name := range []string{"txn", "txn-nested24"} {
+		for _, name := range []string{"txn", "txn-nested24", caseEtcdTxnKeys} {
 			if !env.Want(name) {
 				continue
 			}
-			r, err := etcdFloor(env, cli, name, c, prefix(name))
+			var r Result
+			if name == caseEtcdTxnKeys {
+				r, err = etcdTxnKeysFloor(env, cli, keysShape, c, prefix(name))
+			} else {
+				r, err = etcdFloor(env, cli, name, c, prefix(name))
+			}
 			if err != nil {
 				report()
 				return err
@@ -102,6 +113,9 @@ func runEtcd(env *Env) error {
 		}
 	}
 	etcdTargets(results)
+	if len(keysShape.keyLens) > 0 {
+		etcdTxnKeysRatios(results, keysShape.name())
+	}
 	report()
 	return nil
 }

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/idemdb/idem/store"
+)
+
+// A value-log pointer is stored in place of the value, in a checkpoint
+// record and in the tree's item, in one of two forms told apart by length:
+//
+//	fixed    segment u32 | offset u32 | record length u32  (little-endian, 12 bytes)
+//	compact  uvarint(segment) | uvarint(offset) | uvarint(record length)  (3 to 11 bytes)
+//
+// Checkpoints of format IDEMCKP4 and IDEMDLT2 hold the fixed form only;
+// IDEMCKP5 and IDEMDLT3 hold either, and this build writes the compact one
+// whenever it is shorter than 12 bytes (with the default 64 MiB segments,
+// until the segment number passes 2^21). A retained receipt's pointer is 7 bytes instead
+// of 12: its item aliases the checkpoint image, so the 5 bytes are RAM as
+// well as disk (issue 41, docs/benchmarks.md).
+const (
+	vlogPtrLen        = 12 // the fixed form, and the most a pointer takes
+	vlogPtrCompactMin = 3
+)
+
+// vlogPtr says where a value lives.
+type vlogPtr struct {
+	seg, off, n uint32
+}
+
+// encode appends the pointer's shortest form: compact below 12 bytes.
+func (p vlogPtr) encode(dst []byte) []byte {
+	var c [3 * binary.MaxVarintLen32]byte
+	b := binary.AppendUvarint(c[:0], uint64(p.seg))
+	b = binary.AppendUvarint(b, uint64(p.off))
+	b = binary.AppendUvarint(b, uint64(p.n))
+	if len(b) < vlogPtrLen {
+		return append(dst, b...)
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, p.seg)
+	dst = binary.LittleEndian.AppendUint32(dst, p.off)
+	return binary.LittleEndian.AppendUint32(dst, p.n)
+}
+
+// decodeVlogPtr reads either form; anything else is ErrCorruption.
+func decodeVlogPtr(b []byte) (vlogPtr, error) {
+	if len(b) == vlogPtrLen {
+		return vlogPtr{seg: binary.LittleEndian.Uint32(b), off: binary.LittleEndian.Uint32(b[4:]), n: binary.LittleEndian.Uint32(b[8:])}, nil
+	}
+	var f [3]uint64
+	rest := b
+	for i := range f {
+		v, k := binary.Uvarint(rest)
+		if k <= 0 || v > 1<<32-1 {
+			return vlogPtr{}, fmt.Errorf("%w: value-log pointer %x", store.ErrCorruption, b)
+		}
+		f[i], rest = v, rest[k:]
+	}
+	if len(rest) != 0 || len(b) < vlogPtrCompactMin {
+		return vlogPtr{}, fmt.Errorf("%w: value-log pointer of %d bytes", store.ErrCorruption, len(b))
+	}
+	return vlogPtr{seg: uint32(f[0]), off: uint32(f[1]), n: uint32(f[2])}, nil
+}
+
+// isPtr reports whether a stored pointer, in either form, is p: an item
+// loaded from an IDEMCKP4 part holds the fixed form, one made since the
+// compact form, so the bytes are not compared.
+func isPtr(b []byte, p vlogPtr) bool {
+	q, err := decodeVlogPtr(b)
+	return err == nil && q == p
+}
+
+// samePtr reports whether two stored pointers lead to the same record.
+func samePtr(a, b []byte) bool {
+	p, err := decodeVlogPtr(b)
+	return err == nil && isPtr(a, p)
+}
+
+// ptrForm is which pointers a checkpoint format's records may hold.
+type ptrForm uint8
+
+const (
+	ptrNone    ptrForm = iota // IDEMCKP2, IDEMCKP3, IDEMDLT1: no indirect bit
+	ptrFixed                  // IDEMCKP4, IDEMDLT2
+	ptrCompact                // IDEMCKP5, IDEMDLT3: either form
+)
+
+// lenOK reports whether an indirect record's stored length fits the form.
+func (f ptrForm) lenOK(n uint64) bool {
+	switch f {
+	case ptrFixed:
+		return n == vlogPtrLen
+	case ptrCompact:
+		return n >= vlogPtrCompactMin && n <= vlogPtrLen
+	}
+	return false
+}
