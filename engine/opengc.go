@@ -13,7 +13,8 @@ import (
 // it doubled (four or five cycles at 1 M), and the marking cost more than
 // its own CPU: its scans took a fifth of the open's page faults, and it ran
 // as assists inside the allocations of the parts' images. So the recovery
-// runs with collection off, and the caller's GC percent is put back after;
+// runs with collection off when Options.CollectorOffAtOpen asks (the
+// setting is the process's, so the process owner's call), and the caller's GC percent is put back after;
 // the first cycle then runs on the recovered heap, as it would have soon
 // anyway. The heap grows meanwhile only by the open's garbage — the
 // batches, scratch and slices it regrows, 11 % of the heap at 1 M — so the
@@ -62,8 +63,12 @@ func pauseGCForOpen() (resume func()) {
 	})
 }
 
-// recoverAtOpen runs db's recovery with collection paused.
+// recoverAtOpen runs db's recovery, with collection paused if the
+// options ask for it.
 func recoverAtOpen(db *DB) error {
+	if !db.opts.CollectorOffAtOpen {
+		return (&recoverer{db: db}).recover()
+	}
 	resume := pauseGCForOpen()
 	defer resume()
 	return (&recoverer{db: db, resumeGC: resume}).recover()

@@ -39,7 +39,7 @@ func TestOpen_CollectionPausedDuringRecoveryAndPutBack(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	opts := quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 1024}})
+	opts := quiet(Options{CheckpointLogBytes: -1, CollectorOffAtOpen: true, WAL: wal.Options{SegmentBytes: 1024}})
 	db := openT(t, dir, opts)
 	fillStore(t, db, 100)
 	if p := gcPercent(); p != 77 {

@@ -66,7 +66,7 @@ func replayRecovery(env *Env) error {
 
 	env.Progress("%s/replay reopening", env.Suite())
 	start := time.Now()
-	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger})
+	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger, CollectorOffAtOpen: true})
 	seconds := time.Since(start).Seconds()
 	env.ProgressDone()
 	if err != nil {
@@ -100,7 +100,7 @@ func replayRecovery(env *Env) error {
 // batches until the log after it holds want bytes, and closes the store
 // without another checkpoint.
 func buildReplayLog(env *Env, dir string, want int64) error {
-	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger})
+	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger, CollectorOffAtOpen: true})
 	if err != nil {
 		return err
 	}

@@ -155,7 +155,7 @@ func reopenCapacity(env *Env, dir string, tmpl *receiptTemplate, n int, name str
 	env.Progress("%s/%s reopening", env.Suite(), name)
 	before := liveHeap()
 	start := time.Now()
-	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue})
+	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue, CollectorOffAtOpen: true})
 	if err != nil {
 		env.ProgressDone()
 		return capacityReopen{}, fmt.Errorf("reopen: %w", err)

@@ -245,7 +245,7 @@ func reopenRun(env *Env, dir, name string, cold func(key, value []byte) bool, fi
 	defer env.ProgressDone()
 	before := liveHeap()
 	start := time.Now()
-	db, err = engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: cold})
+	db, err = engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: cold, CollectorOffAtOpen: true})
 	if err != nil {
 		return ro, fmt.Errorf("reopen: %w", err)
 	}
