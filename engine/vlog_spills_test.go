@@ -40,8 +40,8 @@ func TestInstallSpills_OnlyItemsUnchangedSinceTheSnapshot(t *testing.T) {
 	}
 	_, spills := spillsOf(t, db)
 	putT(t, db, "cold/0001", coldValue(1, 1)) // overwritten since
-	deleteT(t, db, "cold/0002")                // deleted since
-	deleteT(t, db, "cold/0003")                // deleted and written again
+	deleteT(t, db, "cold/0002")               // deleted since
+	deleteT(t, db, "cold/0003")               // deleted and written again
 	putT(t, db, "cold/0003", coldValue(3, 0))
 	db.treeMu.RLock()
 	live := db.liveBytes
