@@ -240,8 +240,8 @@ func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain
 	var scratch [vlogPtrLen]byte
 	size, err := cp.writeCkptFile(m.name, func(w io.Writer) error {
 		dw := newDeltaWriter(w, m.v, m.base, m.prev)
-		for _, k := range dirty.sortDistinct() {
-			if it, ok := snap.tree.Get(index.Probe(k.key)); ok {
+		err := atSnapshot(snap.tree, dirty.sortDistinct(), func(k dirtyKey, it index.KV, ok bool) error {
+			if ok {
 				val, indirect, err := db.stored(it, &spills, scratch[:])
 				if err != nil {
 					return err
@@ -250,6 +250,10 @@ func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain
 			} else if k.existed || !c.exact {
 				dw.tombstone(k.key)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		m.count = dw.count
 		if err := dw.finish(); err != nil {
