@@ -27,8 +27,8 @@ type vlogSpill struct {
 // vlogSwapBatch, the unit installSpills swaps in. One growing slice was
 // copied over and over as it grew: for a delta of 310 000 cold values
 // (BenchmarkDiskKeyed at 60 000 requests) its growth was a quarter of
-// checkpointDelta's CPU, most of it faulting in fresh pages for copies,
-// and 143 MB allocated for 15 MB of spills.
+// checkpointDelta's CPU, most of it the copies' memmove, and it allocated
+// 143 MB for 15 MB of spills.
 type spillList struct {
 	full [][]vlogSpill
 	cur  []vlogSpill
