@@ -105,9 +105,10 @@ func (db *DB) installSpills(spills []vlogSpill) (installed int64) {
 // swapIn puts s's pointer in place of its item if the tree still holds
 // the value spilled (the key at s.version, in RAM), and returns the item
 // replaced and the pointer's length. The pointer is put first and the old
-// item put back in the rare case that it was written or deleted since the
-// snapshot: one descent of the tree per spill, not a Get and a Put.
-// Caller holds treeMu.
+// item put back if it was written or deleted since the snapshot: one
+// descent of the tree per spill, not a Get and a Put, where most spilled
+// keys are not rewritten while their checkpoint is written (a key that is
+// costs two descents and a pointer item thrown away). Caller holds treeMu.
 func (db *DB) swapIn(s vlogSpill) (old index.KV, plen int, ok bool) {
 	key := s.item.Key()
 	var ptr [vlogPtrLen]byte
