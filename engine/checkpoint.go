@@ -236,12 +236,12 @@ func (cp *checkpointer) snapshotWith(fn func()) *Snapshot {
 func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
 	db := cp.db
 	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), ptrs: ptrCompact}
-	var spills []vlogSpill
+	var spills spillList
 	var scratch [vlogPtrLen]byte
 	size, err := cp.writeCkptFile(m.name, func(w io.Writer) error {
 		dw := newDeltaWriter(w, m.v, m.base, m.prev)
-		for _, k := range dirty.sortDistinct() {
-			if it, ok := snap.tree.Get(index.Probe(k.key)); ok {
+		err := atSnapshot(snap.tree, dirty.sortDistinct(), func(k dirtyKey, it index.KV, ok bool) error {
+			if ok {
 				val, indirect, err := db.stored(it, &spills, scratch[:])
 				if err != nil {
 					return err
@@ -250,12 +250,16 @@ func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain
 			} else if k.existed || !c.exact {
 				dw.tombstone(k.key)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		m.count = dw.count
 		if err := dw.finish(); err != nil {
 			return err
 		}
-		return cp.spilled(spills)
+		return cp.spilled(&spills)
 	})
 	m.size = size
 	return m, err
@@ -265,16 +269,16 @@ func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain
 // at durable, and the tree's items pointers: the value log is durable
 // before any pointer to it is, in the file or in RAM. On failure the
 // spilled records are garbage and the checkpoint fails.
-func (cp *checkpointer) spilled(spills []vlogSpill) error {
+func (cp *checkpointer) spilled(spills *spillList) error {
 	db := cp.db
-	if len(spills) == 0 {
+	if spills.empty() {
 		return nil
 	}
 	if err := db.vlog.sync(); err != nil {
 		db.vlog.discardUnsynced()
 		return fmt.Errorf("engine: sync the value log: %w", err)
 	}
-	db.installSpills(spills)
+	spills.install(db)
 	return nil
 }
 
@@ -285,7 +289,7 @@ func (cp *checkpointer) writePart(snap *Snapshot, g *pendingGen) (last bool, err
 	seq, start := g.next()
 	var end []byte
 	var count uint64
-	var spills []vlogSpill
+	var spills spillList
 	var scratch [vlogPtrLen]byte
 	size, err := cp.writeCkptFile(partName(g.v0, seq), func(wr io.Writer) error {
 		w := newPartWriter(wr, g.v0, seq, snap.version, start)
@@ -311,7 +315,7 @@ func (cp *checkpointer) writePart(snap *Snapshot, g *pendingGen) (last bool, err
 		if err := w.finish(end, last); err != nil {
 			return err
 		}
-		return cp.spilled(spills)
+		return cp.spilled(&spills)
 	})
 	if err != nil {
 		return false, err

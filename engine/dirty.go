@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"slices"
+
+	"github.com/idemdb/idem/index"
 )
 
 // Dirty keys: what a delta checkpoint writes (delta.go).
@@ -151,4 +153,45 @@ func (d *dirtySet) sortDistinct() []dirtyKey {
 	})
 	d.keys = slices.CompactFunc(d.keys, func(a, b dirtyKey) bool { return bytes.Equal(a.key, b.key) })
 	return d.keys
+}
+
+// dirtyGallop bounds how many items that are not dirty an ascent over the
+// dirty keys passes before it seeks the next dirty key afresh: passing an
+// item costs one key comparison, a seek about twenty (a descent of a tree
+// of a million items).
+const dirtyGallop = 8
+
+// atSnapshot calls fn, in key order, for each of keys (sorted and
+// distinct: sortDistinct's) with tree's item for it if tree holds one.
+// Keys close together in the tree are found by one ascent instead of a
+// descent each: a delta's often are (BenchmarkDiskKeyed's second delta
+// holds about 310 000 of some 670 000 items), and there the descents
+// were a quarter of the delta's CPU.
+// fn's error stops the walk and is returned.
+func atSnapshot(tree *index.Ordered[index.KV], keys []dirtyKey, fn func(k dirtyKey, it index.KV, ok bool) error) error {
+	var err error
+	for len(keys) > 0 && err == nil {
+		passed, stopped := 0, false
+		tree.Ascend(index.Probe(keys[0].key), func(it index.KV) bool {
+			for len(keys) > 0 && err == nil {
+				c := bytes.Compare(it.Key(), keys[0].key)
+				if c < 0 {
+					passed++
+					stopped = passed >= dirtyGallop
+					return !stopped
+				}
+				if c == 0 {
+					err, keys, passed = fn(keys[0], it, true), keys[1:], 0
+					break
+				}
+				err, keys = fn(keys[0], index.KV{}, false), keys[1:]
+			}
+			stopped = len(keys) == 0 || err != nil
+			return !stopped
+		})
+		for ; !stopped && len(keys) > 0 && err == nil; keys = keys[1:] {
+			err = fn(keys[0], index.KV{}, false) // past the tree's last item
+		}
+	}
+	return err
 }

@@ -1,8 +1,14 @@
 package engine
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/idemdb/idem/index"
 )
 
 // The dirty set keeps, for each key, its first write since the link —
@@ -73,6 +79,48 @@ func TestDirtySet_TheArenaGrowsWithWhatIsNoted(t *testing.T) {
 	for i, k := range d.keys[1 : n+1] {
 		if want := fmt.Sprintf("key-%08d-%s", i, "padding"); string(k.key) != want {
 			t.Fatalf("key %d reads %q, want %q", i, k.key, want)
+		}
+	}
+}
+
+// TestAtSnapshot_FindsWhatGetFinds: for key sets dense and sparse in the
+// tree, before its first item and past its last, atSnapshot reports each
+// key once, in order, with the item Get finds; fn's error stops it.
+func TestAtSnapshot_FindsWhatGetFinds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 2))
+	for round := range 200 {
+		tree := index.NewKeySpace()
+		for range rng.IntN(300) {
+			k := fmt.Appendf(nil, "k%04d", 10+rng.IntN(500))
+			tree.Put(index.PackedKV(index.AppendKV(nil, k, []byte("v"), 1), len(k), 1))
+		}
+		set := map[string]bool{}
+		for range rng.IntN(60) {
+			set[fmt.Sprintf("k%04d", rng.IntN(530))] = true // k0000-k0009, k0510+: outside
+		}
+		var keys []dirtyKey
+		for k := range set {
+			keys = append(keys, dirtyKey{key: []byte(k)})
+		}
+		slices.SortFunc(keys, func(a, b dirtyKey) int { return bytes.Compare(a.key, b.key) })
+		var got []dirtyKey
+		err := atSnapshot(tree, keys, func(k dirtyKey, it index.KV, ok bool) error {
+			want, wantOK := tree.Get(index.Probe(k.key))
+			if ok != wantOK || (ok && !bytes.Equal(it.Key(), want.Key())) {
+				t.Fatalf("round %d: %s found %v (%q), Get finds %v", round, k.key, ok, it.Key(), wantOK)
+			}
+			got = append(got, k)
+			return nil
+		})
+		if err != nil || !slices.EqualFunc(got, keys, func(a, b dirtyKey) bool { return bytes.Equal(a.key, b.key) }) {
+			t.Fatalf("round %d: %d keys reported of %d (%v)", round, len(got), len(keys), err)
+		}
+		if len(keys) > 1 {
+			stop := errors.New("stop")
+			n := 0
+			if err := atSnapshot(tree, keys, func(dirtyKey, index.KV, bool) error { n++; return stop }); err != stop || n != 1 {
+				t.Fatalf("round %d: fn's error gave %v after %d calls", round, err, n)
+			}
 		}
 	}
 }
