@@ -18,7 +18,7 @@ import (
 
 // pipeLogBatches is how many of the replay's batches the test log fills:
 // enough for the pipe to carry several while the applier works.
-const pipeLogBatches = 6
+const pipeLogBatches = 4
 
 // pipeLogOps is how many ops each of the test log's entries holds.
 const pipeLogOps = 4096

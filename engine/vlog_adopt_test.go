@@ -156,7 +156,7 @@ func TestOpen_AGrowingStoreKeepsItsReplayBoundedWhenLivesEndMidDelta(t *testing.
 	ctx := context.Background()
 	disk := newMemDisk()
 	const (
-		lives   = 14
+		lives   = 10  // without adoption the bound breaks at life 4
 		perLife = 320 // 4 KiB values: 1.25 MiB a life, more than one 1 MiB write of the value log
 		segment = 64 << 10
 	)
