@@ -86,7 +86,7 @@ func (gc *collector) adoptable(id uint32) ([]vlogSpill, error) {
 		it, ok := db.tree.Get(index.Probe(key))
 		db.treeMu.RUnlock()
 		if ok && !it.Indirect() && db.cold(key, it.Value()) && bytes.Equal(it.Value(), value) {
-			found = append(found, vlogSpill{item: it, version: it.Version(), ptr: ptr})
+			found = append(found, vlogSpill{item: it, ptr: ptr})
 		}
 		return true
 	})

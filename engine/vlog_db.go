@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -13,14 +12,13 @@ import (
 // pointers that replace them, and what the tree still points at.
 
 // vlogSpill is a value a checkpoint wrote to the value log: once the log
-// is durable, the tree's item for key — if still at version — becomes the
-// pointer.
-// It holds the item rather than a key slice: 40 bytes, not 48, in a list
-// as long as the checkpoint's cold values.
+// is durable, the tree's item for its key — if still at its version —
+// becomes the pointer. It holds the snapshot's item, whose bytes give the
+// key and the version: 32 bytes in a list as long as the checkpoint's cold
+// values.
 type vlogSpill struct {
-	item    index.KV // the snapshot's: its key, at version
-	version uint64
-	ptr     vlogPtr
+	item index.KV
+	ptr  vlogPtr
 }
 
 // spillList collects one checkpoint file's spills in chunks of
@@ -74,7 +72,7 @@ func (db *DB) stored(it index.KV, spills *spillList, scratch []byte) ([]byte, bo
 		return nil, false, fmt.Errorf("engine: append to the value log: %w", err)
 	}
 	db.vlogStats.spilled.Add(uint64(ptr.n))
-	spills.add(vlogSpill{item: it, version: it.Version(), ptr: ptr})
+	spills.add(vlogSpill{item: it, ptr: ptr})
 	return ptr.encode(scratch[:0]), true, nil
 }
 
@@ -103,25 +101,23 @@ func (db *DB) installSpills(spills []vlogSpill) (installed int64) {
 }
 
 // swapIn puts s's pointer in place of its item if the tree still holds
-// the value spilled (the key at s.version, in RAM), and returns the item
+// the value spilled (the key at the spilled item's version, in RAM), and returns the item
 // replaced and the pointer's length. The pointer is put first and the old
 // item put back if it was written or deleted since the snapshot: one
 // descent of the tree per spill, not a Get and a Put, where most spilled
 // keys are not rewritten while their checkpoint is written (a key that is
 // costs two descents and a pointer item thrown away). Caller holds treeMu.
 func (db *DB) swapIn(s vlogSpill) (old index.KV, plen int, ok bool) {
-	key := s.item.Key()
-	var ptr [vlogPtrLen]byte
-	p := s.ptr.encode(ptr[:0])
-	buf := index.AppendKV(make([]byte, 0, len(key)+len(p)+binary.MaxVarintLen64), key, p, s.version)
-	old, had := db.tree.Put(index.IndirectKV(buf, len(key), len(p)))
+	key, version := s.item.Key(), s.item.Version()
+	item := s.ptr.item(key, version)
+	old, had := db.tree.Put(item)
 	switch {
 	case !had:
 		db.tree.Delete(index.Probe(key))
-	case old.Version() != s.version || old.Indirect():
+	case old.Version() != version || old.Indirect():
 		db.tree.Put(old)
 	default:
-		return old, len(p), true
+		return old, len(item.Value()), true
 	}
 	return index.KV{}, 0, false
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/idemdb/idem/fault"
@@ -247,10 +246,7 @@ func (gc *collector) installMoves(moves []vlogMove) {
 			if !ok || !it.Indirect() || it.Version() != m.version || !isPtr(it.Value(), m.old) {
 				continue
 			}
-			var ptr [vlogPtrLen]byte
-			p := m.new.encode(ptr[:0])
-			buf := index.AppendKV(make([]byte, 0, len(m.key)+len(p)+binary.MaxVarintLen64), m.key, p, m.version)
-			db.tree.Put(index.IndirectKV(buf, len(m.key), len(p)))
+			db.tree.Put(m.new.item(m.key, m.version))
 			db.vlogLive[m.old.seg] -= int64(m.old.n)
 			db.vlogLive[m.new.seg] += int64(m.new.n)
 			db.vlogStats.relocated.Add(uint64(m.new.n))

@@ -85,7 +85,7 @@ func TestSpillList_KeepsEverySpillInOrderInChunks(t *testing.T) {
 	}
 	const n = 2*vlogSwapBatch + 5
 	for i := range n {
-		l.add(vlogSpill{version: uint64(i)})
+		l.add(vlogSpill{ptr: vlogPtr{off: uint32(i)}})
 	}
 	next := uint64(0)
 	for _, c := range append(l.full, l.cur) {
@@ -93,8 +93,8 @@ func TestSpillList_KeepsEverySpillInOrderInChunks(t *testing.T) {
 			t.Fatalf("a chunk of capacity %d, past %d", cap(c), vlogSwapBatch)
 		}
 		for _, s := range c {
-			if s.version != next {
-				t.Fatalf("spill %d where %d was due", s.version, next)
+			if uint64(s.ptr.off) != next {
+				t.Fatalf("spill %d where %d was due", s.ptr.off, next)
 			}
 			next++
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
 )
 
@@ -41,6 +42,14 @@ func (p vlogPtr) encode(dst []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, p.seg)
 	dst = binary.LittleEndian.AppendUint32(dst, p.off)
 	return binary.LittleEndian.AppendUint32(dst, p.n)
+}
+
+// item is the tree item that points key, at version, to p's record.
+func (p vlogPtr) item(key []byte, version uint64) index.KV {
+	var scratch [vlogPtrLen]byte
+	ptr := p.encode(scratch[:0])
+	buf := index.AppendKV(make([]byte, 0, len(key)+len(ptr)+binary.MaxVarintLen64), key, ptr, version)
+	return index.IndirectKV(buf, len(key), len(ptr))
 }
 
 // decodeVlogPtr reads either form; anything else is ErrCorruption.
