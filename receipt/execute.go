@@ -64,8 +64,12 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		if errors.Is(err, errRetry) {
 			continue
 		}
-		if err == nil {
-			s.recent.add(x.id) // a retry of it is looked up first (createfirst.go)
+		if err == nil && s.core.store.Capabilities().MultiGet != nil {
+			// A retry of it is looked up first (createfirst.go). Only a
+			// store that creates first asks (createFirst, verbatim.go): on
+			// the local engine the set would cost a keyed request a hash,
+			// a lock, a map insert and every 32 768 keys a new map, for nothing.
+			s.recent.add(x.id)
 		}
 		return ans, err
 	}
