@@ -59,6 +59,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	defer s.exec.leave(req.Principal)
 	x := execution{req: req, id: req.Seen.idFor(req.Principal, req.Table, req.Key), canon: cb, fp: fp,
 		deadline: s.core.clock.Now().Add(min(max(req.Wait, 0), s.core.opts.WaitMax))}
+	x.keys = keysOf(x.id)
 	for round := 0; round < ExecuteAttemptsMax; round++ {
 		ans, err := s.executeRound(ctx, &x, round)
 		if errors.Is(err, errRetry) {
@@ -85,6 +86,7 @@ type execution struct {
 	canon    []byte // the batch's canonical bytes (fingerprint)
 	fp       [32]byte
 	deadline time.Time
+	keys     receiptKeys // the lookup's, then the create's (receiptkeys.go)
 }
 
 // lookup is what a round read of a key: its receipt, the receipt's
@@ -120,7 +122,7 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 		l.rec, l.ver, l.tomb, meta, err = s.core.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
 		l.plan = s.plans.planRequestWith(x.req, meta)
 	} else {
-		l.rec, l.ver, l.tomb, err = s.core.loadOrTomb(ctx, x.id)
+		l.rec, l.ver, l.tomb, err = s.core.loadOrTombAt(ctx, x.id, x.keys)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return l, err
@@ -172,7 +174,7 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 			return answerStoreFull(id), nil
 		}
 		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-			Key: req.Key, Fingerprint: x.fp[:], request: lazyRequest{table: req.Table, batch: x.canon}, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind}
+			Key: req.Key, Fingerprint: x.fp[:], request: lazyRequest{table: req.Table, batch: x.canon}, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind, rkeys: x.keys}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
 		if plan == nil {
 			plan = s.plans.planRequest(req)
