@@ -82,7 +82,8 @@
 //
 //	execute.go    Service.Execute: invalid, Canonical and Bind (bind.go), exec.enter (quota.go)
 //	execute.go    Service.executeRound → lookUp: req.seen (verbatim.go), else
-//	              core.loadWithMeta or core.loadOrTomb (service.go, tombstone.go)
+//	              core.loadWithMeta or core.loadOrTombAt (service.go, tombstone.go) at the
+//	              keys keysOf built once (receiptkeys.go)
 //	dispatch.go   dispatch(found) = actCreate
 //	execute.go    plans.planRequest(With) (plan.go) → flow.create
 //	create.go     flow.create: exec.beginFlight (flight.go), the planner (plan.go:
