@@ -59,7 +59,6 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 	defer s.exec.leave(req.Principal)
 	x := execution{req: req, id: req.Seen.idFor(req.Principal, req.Table, req.Key), canon: cb, fp: fp,
 		deadline: s.core.clock.Now().Add(min(max(req.Wait, 0), s.core.opts.WaitMax))}
-	x.keys = keysOf(x.id)
 	for round := 0; round < ExecuteAttemptsMax; round++ {
 		ans, err := s.executeRound(ctx, &x, round)
 		if errors.Is(err, errRetry) {
@@ -86,7 +85,7 @@ type execution struct {
 	canon    []byte // the batch's canonical bytes (fingerprint)
 	fp       [32]byte
 	deadline time.Time
-	keys     receiptKeys // the lookup's, then the create's (receiptkeys.go)
+	keys     receiptKeys // built by the first lookup that reads them, then the create's (receiptkeys.go)
 }
 
 // lookup is what a round read of a key: its receipt, the receipt's
@@ -122,6 +121,9 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 		l.rec, l.ver, l.tomb, meta, err = s.core.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
 		l.plan = s.plans.planRequestWith(x.req, meta)
 	} else {
+		if x.keys.receipt == nil {
+			x.keys = keysOf(x.id)
+		}
 		l.rec, l.ver, l.tomb, err = s.core.loadOrTombAt(ctx, x.id, x.keys)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
