@@ -60,6 +60,9 @@ type attempt struct {
 	// final is the terminal record the latest terminal write built: its
 	// retention and protection are the promise of the answer it produced.
 	final *Record
+	// rkeys are the receipt's and its tombstone's keys (keys); the zero
+	// value until first used, or as the request's lookup built them.
+	rkeys receiptKeys
 }
 
 // claimWrite is what a write does to the receipt's lease claim.

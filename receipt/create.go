@@ -82,8 +82,8 @@ func (fl *flow) createNotApplied(ctx context.Context, a *attempt, refusal *code.
 	if err != nil {
 		return Answer{}, err
 	}
-	rk := receiptKey(a.id)
-	b := fl.absentReceipt(a.id, rk).Put(rk, val).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	k := a.keys()
+	b := fl.absentReceipt(k).Put(k.receipt, val).Put(expiryKey(rec.RetainUntil, a.id), nil)
 	a.final = rec
 	if a.alongside != nil {
 		if err := a.alongside(b); err != nil {
@@ -111,21 +111,21 @@ const (
 	publishOpsMax   = 6
 )
 
-// absentReceipt starts the write that publishes receipt id (at key rk,
+// absentReceipt starts the write that publishes a receipt (at k.receipt,
 // which the caller also puts): conditioned
 // on its absence, and on the absence of its tombstone — the proof, not
 // the lookup before it, that an expired key never executes again.
-func (fl *flow) absentReceipt(id string, rk []byte) *store.Batch {
+func (fl *flow) absentReceipt(k receiptKeys) *store.Batch {
 	// Sized for the claim and the receipt's writes that follow (newClaimed):
 	// grown once, not write by write.
-	return fl.addAbsentReceipt(new(store.Batch).Grow(publishCondsMax, publishOpsMax), id, rk)
+	return fl.addAbsentReceipt(new(store.Batch).Grow(publishCondsMax, publishOpsMax), k)
 }
 
 // addAbsentReceipt adds absentReceipt's conditions to b.
-func (fl *flow) addAbsentReceipt(b *store.Batch, id string, rk []byte) *store.Batch {
-	b.Absent(rk)
-	if k := tombKey(id); k != nil {
-		b.Absent(k)
+func (fl *flow) addAbsentReceipt(b *store.Batch, k receiptKeys) *store.Batch {
+	b.Absent(k.receipt)
+	if k.tomb != nil {
+		b.Absent(k.tomb)
 	}
 	return b
 }
@@ -188,8 +188,8 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn, ro
 // the active set — before the write that publishes it (docs/design.md §7).
 func (fl *flow) newClaimed(a *attempt, st State, now time.Time) (*store.Batch, error) {
 	a.claim, a.until = claimPublished, now.Add(fl.core.opts.LeaseTTL)
-	rk := receiptKey(a.id)
-	b := fl.absentReceipt(a.id, rk)
+	k := a.keys()
+	b := fl.absentReceipt(k)
 	a.held = lease.ClaimNew(b, a.id, fl.core.owner, a.until)
 	claim := a.held.Claim()
 	rec := a.rec
@@ -204,7 +204,7 @@ func (fl *flow) newClaimed(a *attempt, st State, now time.Time) (*store.Batch, e
 	if err != nil {
 		return nil, err
 	}
-	b.Put(rk, val).Put(recoveryKey(fl.core.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
+	b.Put(k.receipt, val).Put(recoveryKey(fl.core.owner.Node, a.id), nil).Put(expiryKey(rec.RetainUntil, a.id), nil)
 	if a.alongside != nil {
 		if err := a.alongside(b); err != nil {
 			return nil, err

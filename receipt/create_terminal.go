@@ -25,8 +25,8 @@ func (fl *flow) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (
 	var env Envelope
 	publish := func(result []byte, b *store.Batch) error {
 		env = envelopeOf(twopc.Committed{Result: result}, a.id)
-		rk := receiptKey(a.id)
-		fl.addAbsentReceipt(b, a.id, rk)
+		k := a.keys()
+		fl.addAbsentReceipt(b, k)
 		if a.alongside != nil {
 			if err := a.alongside(b); err != nil {
 				return err
@@ -40,7 +40,7 @@ func (fl *flow) createTerminal(ctx context.Context, a *attempt, txn twopc.Txn) (
 			return err
 		}
 		a.final = &t
-		b.Put(rk, val).Put(expiryKey(t.RetainUntil, a.id), nil)
+		b.Put(k.receipt, val).Put(expiryKey(t.RetainUntil, a.id), nil)
 		return nil
 	}
 	_, ok, err := fl.core.coord.CommitOnce(ctx, txn, publish)

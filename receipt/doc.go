@@ -36,6 +36,7 @@
 //	createfirst.go on a remote store, create a new key before any lookup, planned from the
 //	              table's cached metadata; a refusal of a cached plan is planned again
 //	recentkeys.go the keys created or answered here lately: their retries are looked up first
+//	receiptkeys.go a receipt's and its tombstone's keys, built once for a request's lookup and create
 //	dispatch.go   the pure decisions: dispatch (what a lookup leads to), ownership (what a
 //	              lease allows a receipt, and through sessionHoldOf a session), next (what
 //	              a held receipt needs), settled
@@ -81,7 +82,8 @@
 //
 //	execute.go    Service.Execute: invalid, Canonical and Bind (bind.go), exec.enter (quota.go)
 //	execute.go    Service.executeRound → lookUp: req.seen (verbatim.go), else
-//	              core.loadWithMeta or core.loadOrTomb (service.go, tombstone.go)
+//	              core.loadWithMeta or core.loadOrTombAt (service.go, tombstone.go) at the
+//	              keys keysOf built once (receiptkeys.go)
 //	dispatch.go   dispatch(found) = actCreate
 //	execute.go    plans.planRequest(With) (plan.go) → flow.create
 //	create.go     flow.create: exec.beginFlight (flight.go), the planner (plan.go:

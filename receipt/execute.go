@@ -64,8 +64,12 @@ func (s *Service) Execute(ctx context.Context, req Request) (Answer, error) {
 		if errors.Is(err, errRetry) {
 			continue
 		}
-		if err == nil {
-			s.recent.add(x.id) // a retry of it is looked up first (createfirst.go)
+		if err == nil && s.core.store.Capabilities().MultiGet != nil {
+			// A retry of it is looked up first (createfirst.go). Only a
+			// store that creates first asks (createFirst, verbatim.go): on
+			// the local engine the set would cost a keyed request a hash,
+			// a lock, a map insert and every 32 768 keys a new map, for nothing.
+			s.recent.add(x.id)
 		}
 		return ans, err
 	}
@@ -81,6 +85,7 @@ type execution struct {
 	canon    []byte // the batch's canonical bytes (fingerprint)
 	fp       [32]byte
 	deadline time.Time
+	keys     receiptKeys // built by the first lookup that reads them, then the create's (receiptkeys.go)
 }
 
 // lookup is what a round read of a key: its receipt, the receipt's
@@ -116,7 +121,10 @@ func (s *Service) lookUp(ctx context.Context, x *execution, round int) (lookup, 
 		l.rec, l.ver, l.tomb, meta, err = s.core.loadWithMeta(ctx, x.id, x.req.Principal, x.req.Table)
 		l.plan = s.plans.planRequestWith(x.req, meta)
 	} else {
-		l.rec, l.ver, l.tomb, err = s.core.loadOrTomb(ctx, x.id)
+		if x.keys.receipt == nil {
+			x.keys = keysOf(x.id)
+		}
+		l.rec, l.ver, l.tomb, err = s.core.loadOrTombAt(ctx, x.id, x.keys)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return l, err
@@ -168,7 +176,7 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 			return answerStoreFull(id), nil
 		}
 		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-			Key: req.Key, Fingerprint: x.fp[:], request: lazyRequest{table: req.Table, batch: x.canon}, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind}
+			Key: req.Key, Fingerprint: x.fp[:], request: lazyRequest{table: req.Table, batch: x.canon}, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind, rkeys: x.keys}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
 		if plan == nil {
 			plan = s.plans.planRequest(req)

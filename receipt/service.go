@@ -201,16 +201,26 @@ func (c *core) loadWithMeta(ctx context.Context, id, principal, tbl string) (*Re
 // loadOrTomb loads receipt id or, when there is none, its tombstone;
 // store.ErrNotFound when there is neither.
 func (c *core) loadOrTomb(ctx context.Context, id string) (*Record, store.Version, *Tombstone, error) {
-	rec, ver, err := c.load(ctx, id)
+	return c.loadOrTombAt(ctx, id, keysOf(id))
+}
+
+// loadOrTombAt is loadOrTomb at keys, id's.
+func (c *core) loadOrTombAt(ctx context.Context, id string, keys receiptKeys) (*Record, store.Version, *Tombstone, error) {
+	rec, ver, err := c.loadAt(ctx, keys.receipt)
 	if !errors.Is(err, store.ErrNotFound) {
 		return rec, ver, nil, err
 	}
-	t, err := c.loadTomb(ctx, id)
+	t, err := c.loadTombAt(ctx, id, keys.tomb)
 	return nil, 0, t, err
 }
 
 func (c *core) load(ctx context.Context, id string) (*Record, store.Version, error) {
-	it, err := c.store.Get(ctx, receiptKey(id))
+	return c.loadAt(ctx, receiptKey(id))
+}
+
+// loadAt loads the receipt at key rk.
+func (c *core) loadAt(ctx context.Context, rk []byte) (*Record, store.Version, error) {
+	it, err := c.store.Get(ctx, rk)
 	if err != nil {
 		return nil, 0, err
 	}

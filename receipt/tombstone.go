@@ -158,7 +158,11 @@ func (c *core) promise(now time.Time, retainUntil int64) int64 {
 
 // loadTomb reads the tombstone of id; store.ErrNotFound when there is none.
 func (c *core) loadTomb(ctx context.Context, id string) (*Tombstone, error) {
-	k := tombKey(id)
+	return c.loadTombAt(ctx, id, tombKey(id))
+}
+
+// loadTombAt is loadTomb at k, id's tombstone key.
+func (c *core) loadTombAt(ctx context.Context, id string, k []byte) (*Tombstone, error) {
 	if k == nil {
 		return nil, store.ErrNotFound
 	}

@@ -72,7 +72,8 @@ func (c *Coordinator) stageOnce(ctx context.Context, txn Txn, with func(result [
 	if err != nil {
 		return nil, nil, isVote(err), voteless(err)
 	}
-	b := new(store.Batch).Grow(conds, ops).Absent(recordKey(txn.ID)).Absent(decisionKey(txn.ID))
+	rk, dk := txnKeys(txn.ID)
+	b := new(store.Batch).Grow(conds, ops).Absent(rk).Absent(dk)
 	own := len(b.Conds)
 	if with != nil {
 		if err := with(result, b); err != nil {

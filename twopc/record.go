@@ -21,6 +21,16 @@ import (
 func recordKey(id string) []byte   { return store.NSTxn.Key("rec", id) }
 func decisionKey(id string) []byte { return store.NSTxn.Key("dec", id) }
 
+// txnKeys returns recordKey(id) and decisionKey(id) in one allocation, for
+// a write that conditions on both (CommitOnce's, once a keyed request).
+func txnKeys(id string) (rec, dec []byte) {
+	n := len(recordPrefix) + len(id)
+	buf := make([]byte, 0, 2*n)
+	rec = append(append(buf, recordPrefix...), id...)
+	dec = append(append(buf[n:n], decisionPrefix...), id...)
+	return rec[:n:n], dec
+}
+
 var (
 	recordPrefix   = store.NSTxn.Prefix("rec")
 	decisionPrefix = store.NSTxn.Prefix("dec")
