@@ -79,10 +79,11 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 }
 
 // flush applies the gathered ops to db's tree in key order, then marks
-// batches up to the newest gathered as applied.
+// batches up to the newest gathered as applied (a replayer driven entry by
+// entry, as tests drive it).
 func (b *replayBatch) flush(db *DB) {
 	b.sort()
-	b.apply(db)
+	b.apply(db, nil)
 }
 
 // sort puts the gathered ops in the order they reach the tree. It needs
@@ -101,17 +102,22 @@ func (b *replayBatch) sort() {
 	})
 }
 
-// apply applies the sorted ops to db's tree, marks batches up to the
-// newest gathered as applied and empties b for the next.
-func (b *replayBatch) apply(db *DB) {
+// apply applies the sorted ops — over the chain's sorted records through
+// ov (replayoverlay.go), or, ov nil, to db's tree —, marks batches up to
+// the newest gathered as applied and empties b for the next.
+func (b *replayBatch) apply(db *DB, ov *replayOverlay) {
 	if len(b.ops) == 0 {
 		return
 	}
 	db.checkNewer(b.ops[0].version)
 	newest := b.ops[len(b.ops)-1].version
-	for _, k := range b.order {
-		o := b.ops[k.seq]
-		db.applyOp(o.version, o.op, true)
+	if ov != nil {
+		ov.merge(db, b)
+	} else {
+		for _, k := range b.order {
+			o := b.ops[k.seq]
+			db.applyOp(o.version, o.op, true)
+		}
 	}
 	db.applied = newest
 	clear(b.ops) // the arena's chunks are the tree's to keep, not the batch's
