@@ -78,7 +78,7 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	// Bodies are only valid during the callback; the tree keeps copies,
 	// and the batch a copy of each deleted key.
 	if r.batch == nil {
-		r.batch = &replayBatch{}
+		r.batch = newReplayBatch(replayBatchOps)
 	}
 	if r.batch.add(store.Version(index), r.own(r.ops)) {
 		return r.handOff()
