@@ -62,8 +62,8 @@ func (ov *replayOverlay) merge(db *DB, b *replayBatch) {
 	i, pos := 0, 0 // pos: where the last key looked up in base was
 	for order := b.order; len(order) > 0; {
 		key := b.ops[order[0].seq].op.Key
-		n := 1
-		for n < len(order) && bytes.Equal(b.ops[order[n].seq].op.Key, key) {
+		n := 1 // the key's ops; the heads, side by side, rule most out
+		for n < len(order) && order[n].head == order[0].head && bytes.Equal(b.ops[order[n].seq].op.Key, key) {
 			n++
 		}
 		for i < len(old) && bytes.Compare(old[i].kv.Key(), key) < 0 {
