@@ -58,7 +58,11 @@ type replayOverlay struct {
 // merge applies b's sorted ops over the overlay, noting each op on db as
 // applyOp would have noted it on the tree.
 func (ov *replayOverlay) merge(db *DB, b *replayBatch) {
-	old, out := ov.items, slices.Grow(ov.spare[:0], len(ov.items)+len(b.order))
+	old, out := ov.items, ov.spare[:0]
+	if cap(out) < len(old)+len(b.order) {
+		out = make([]overlayItem, 0, 2*len(old)+len(b.order))
+		adviseHuge(memOf(out))
+	}
 	i, pos := 0, 0 // pos: where the last key looked up in base was
 	for order := b.order; len(order) > 0; {
 		key := b.ops[order[0].seq].op.Key
