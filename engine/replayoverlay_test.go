@@ -15,7 +15,8 @@ import (
 // the records hold and keys they do not, written several times in one
 // batch and across batches, deleted and put back — applied through the
 // overlay and folded at random points, into the array's spare room or a
-// new array, leave the tree, the live bytes, the applied version and the
+// new array, and finished with the room for the added keys or without it
+// (put into the tree), leave the tree, the live bytes, the applied version and the
 // dirty set's first write of each key exactly as putting each op into a
 // tree of the same records in log order does (applied: up to the last
 // batch with ops, as the replay's end sets the rest).
@@ -62,8 +63,7 @@ func TestReplayOverlay_LeavesWhatTreePutsLeave(t *testing.T) {
 		}
 		b.sort()
 		b.apply(overlaid, ov)
-		ov.fold()
-		overlaid.tree = index.NewSortedKeySpace(ov.base)
+		overlaid.tree = ov.finish()
 		want, got := holding(inOrder.tree), holding(overlaid.tree)
 		wantKeys, gotKeys := treeKeys(inOrder.tree), treeKeys(overlaid.tree)
 		if !slices.Equal(got, want) || !slices.Equal(gotKeys, wantKeys) || overlaid.liveBytes != inOrder.liveBytes {

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 
-	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/wal"
 )
 
@@ -67,8 +66,7 @@ func (r *replayer) replay(log *wal.Log) error {
 	if r.over != nil {
 		// What was applied becomes the tree even when the reader failed:
 		// the tree is then as a replay on one goroutine leaves it.
-		r.over.fold()
-		r.db.tree = index.NewSortedKeySpace(r.over.base)
+		r.db.tree = r.over.finish()
 		r.over = nil
 	}
 	// The reader's fields (next, bytes, entries, newest, merged) are
