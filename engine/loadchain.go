@@ -74,23 +74,43 @@ const (
 // build returns the tree the chain holds, its live-bytes estimate and the
 // value log's live bytes by segment.
 func (l *chainLoad) build() (*index.Ordered[index.KV], int64, map[uint32]int64) {
+	items, tree, live, vlive := l.buildSorted()
+	if tree == nil {
+		tree = index.NewSortedKeySpace(items)
+	}
+	return tree, live, vlive
+}
+
+// buildSorted is build leaving a chain that was merged as its records in
+// key order, tree nil: an open's replay then applies the log over them
+// before they become the tree (replayoverlay.go). A chain built on its
+// base (loadbase.go) comes back as a tree, items nil.
+func (l *chainLoad) buildSorted() ([]index.KV, *index.Ordered[index.KV], int64, map[uint32]int64) {
 	if l.layout != nil {
 		items := l.layout.merge(l.deltas)
 		l.layout = nil
 		live, vlive := itemStats(items)
-		return index.NewSortedKeySpace(items), live, vlive
+		return items, nil, live, vlive
 	}
 	records := len(l.base)
 	for _, d := range l.deltas {
 		records += len(d.kv)
 	}
-	return l.buildIn(max(1, min(runtime.GOMAXPROCS(0), loadRangesMax, records/loadRangeMin)))
+	return l.buildSortedIn(max(1, min(runtime.GOMAXPROCS(0), loadRangesMax, records/loadRangeMin)))
 }
 
 func (l *chainLoad) buildIn(ranges int) (*index.Ordered[index.KV], int64, map[uint32]int64) {
+	items, tree, live, vlive := l.buildSortedIn(ranges)
+	if tree == nil {
+		tree = index.NewSortedKeySpace(items)
+	}
+	return tree, live, vlive
+}
+
+func (l *chainLoad) buildSortedIn(ranges int) ([]index.KV, *index.Ordered[index.KV], int64, map[uint32]int64) {
 	if l.smallDeltas() {
 		if tree, live, vlive, ok := l.buildOnBase(ranges); ok {
-			return tree, live, vlive
+			return nil, tree, live, vlive
 		}
 	}
 	runs := make([]loadRun, 0, 1+len(l.deltas))
@@ -101,7 +121,7 @@ func (l *chainLoad) buildIn(ranges int) (*index.Ordered[index.KV], int64, map[ui
 		items = l.byInserts()
 	}
 	live, vlive := itemStats(items)
-	return index.NewSortedKeySpace(items), live, vlive
+	return items, nil, live, vlive
 }
 
 // itemStats sums items' live bytes and the value log's live bytes by

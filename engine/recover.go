@@ -37,6 +37,9 @@ type recoverer struct {
 	// resumeGC ends the collector's pause early (opengc.go); nil: not
 	// paused.
 	resumeGC func()
+	// over, if set, holds the chain's records, sorted, for the replay to
+	// apply the log over before they become the tree (replayoverlay.go).
+	over *replayOverlay
 }
 
 // damagedSuffix marks a checkpoint that failed to load and was moved aside.
@@ -61,7 +64,7 @@ func (rc *recoverer) recover() error {
 	// counts as applied up to ckpt while it runs.
 	fromParts := db.applied
 	db.applied = store.Version(ckpt)
-	r := replayer{db: db, next: ckpt + 1, resumeGC: rc.resumeGC}
+	r := replayer{db: db, next: ckpt + 1, resumeGC: rc.resumeGC, over: rc.over}
 	if err = r.replay(log); err != nil {
 		log.Close()
 		return walErr(err)
@@ -138,6 +141,7 @@ func (rc *recoverer) loadCheckpoint(logFirst uint64, recorded func() []uint64) (
 		db.ckptSize.Store(chosen.bytes())
 	} else {
 		db.tree, db.liveBytes, db.vlogLive = index.NewKeySpace(), 0, map[uint32]int64{}
+		rc.over = &replayOverlay{}
 	}
 	if len(tried) > 0 {
 		db.opts.Logger.Warn("engine: the newest checkpoint is damaged; recovered everything from an older one and the log after it",
@@ -199,7 +203,12 @@ func (rc *recoverer) loadNewestChain(gens []generation, deltas map[store.Version
 			break
 		}
 		c.exact = true
-		db.tree, db.liveBytes, db.vlogLive = load.build()
+		var items []index.KV
+		items, db.tree, db.liveBytes, db.vlogLive = load.buildSorted()
+		if db.tree == nil {
+			// Empty until the replay makes it of items and the log.
+			db.tree, rc.over = index.NewKeySpace(), &replayOverlay{base: items}
+		}
 		return c, tried, damaged, nil
 	}
 	return nil, tried, damaged, nil

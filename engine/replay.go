@@ -25,6 +25,10 @@ type replayer struct {
 	slab  []byte       // the arena puts are copied into (own)
 	batch *replayBatch // ops gathered to reach the tree sorted (replaybatch.go)
 	pipe  *replayPipe  // set: full batches go to the applier (replaypipe.go)
+	// over, if set, holds the chain's records as a sorted array that the
+	// batches are applied over, the tree being made of the result at the
+	// end (replayoverlay.go); nil: they are applied to the tree.
+	over *replayOverlay
 
 	// resumeGC, if set, is called once the replay has read
 	// gcPauseLogBytes (opengc.go).
@@ -74,7 +78,7 @@ func (r *replayer) entry(index uint64, kind wal.Kind, body []byte) error {
 	// Bodies are only valid during the callback; the tree keeps copies,
 	// and the batch a copy of each deleted key.
 	if r.batch == nil {
-		r.batch = &replayBatch{}
+		r.batch = newReplayBatch(replayBatchOps)
 	}
 	if r.batch.add(store.Version(index), r.own(r.ops)) {
 		return r.handOff()

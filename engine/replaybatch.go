@@ -46,9 +46,12 @@ type replayBatch struct {
 	dels  []byte
 }
 
-// newReplayBatch is an empty batch with room for n ops: a replay's second
-// and later batches, made as large as the first became at once and
-// advised to take huge pages, as the first could not be.
+// newReplayBatch is an empty batch with room for n ops, advised to take
+// huge pages. A replay's first batch is made full-sized at once: grown
+// from nothing by doubling, it was allocated about twice over and copied
+// once (a sixth of an open's page faults at 1 M receipts), and the pages
+// a short replay never reaches are never touched. Later batches are made
+// as large as the one before became.
 func newReplayBatch(n int) *replayBatch {
 	b := &replayBatch{ops: make([]replayOp, 0, n), order: make([]replayKey, 0, n)}
 	adviseHuge(memOf(b.ops))
@@ -65,10 +68,11 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 			op.Key = b.dels[at:len(b.dels):len(b.dels)]
 		}
 		if len(b.ops) == cap(b.ops) {
-			// Doubling, as append does not for large slices: the first
-			// batch of an open is grown from nothing. Not past a full
-			// batch by more than a step: an entry's last ops can overrun
-			// it, and the batches made after it are made as large.
+			// Doubling, as append does not for large slices: a batch
+			// made empty (tests make them so) is grown from nothing. Not
+			// past a full batch by more than a step: an entry's last ops
+			// can overrun it, and the batches made after it are made as
+			// large.
 			b.ops = slices.Grow(b.ops, max(min(len(b.ops), replayBatchOps-len(b.ops)), 1<<10))
 			b.order = slices.Grow(b.order, cap(b.ops)-len(b.order))
 		}
@@ -79,10 +83,11 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 }
 
 // flush applies the gathered ops to db's tree in key order, then marks
-// batches up to the newest gathered as applied.
+// batches up to the newest gathered as applied (a replayer driven entry by
+// entry, as tests drive it).
 func (b *replayBatch) flush(db *DB) {
 	b.sort()
-	b.apply(db)
+	b.apply(db, nil)
 }
 
 // sort puts the gathered ops in the order they reach the tree. It needs
@@ -101,17 +106,22 @@ func (b *replayBatch) sort() {
 	})
 }
 
-// apply applies the sorted ops to db's tree, marks batches up to the
-// newest gathered as applied and empties b for the next.
-func (b *replayBatch) apply(db *DB) {
+// apply applies the sorted ops — over the chain's sorted records through
+// ov (replayoverlay.go), or, ov nil, to db's tree —, marks batches up to
+// the newest gathered as applied and empties b for the next.
+func (b *replayBatch) apply(db *DB, ov *replayOverlay) {
 	if len(b.ops) == 0 {
 		return
 	}
 	db.checkNewer(b.ops[0].version)
 	newest := b.ops[len(b.ops)-1].version
-	for _, k := range b.order {
-		o := b.ops[k.seq]
-		db.applyOp(o.version, o.op, true)
+	if ov != nil {
+		ov.merge(db, b)
+	} else {
+		for _, k := range b.order {
+			o := b.ops[k.seq]
+			db.applyOp(o.version, o.op, true)
+		}
 	}
 	db.applied = newest
 	clear(b.ops) // the arena's chunks are the tree's to keep, not the batch's

@@ -57,8 +57,17 @@ func (r *replayer) replay(log *wal.Log) error {
 		}
 	}()
 	for b := range p.full {
-		b.apply(r.db)
+		b.apply(r.db, r.over)
 		p.free <- b
+		if r.over != nil && r.over.large() {
+			r.over.fold()
+		}
+	}
+	if r.over != nil {
+		// What was applied becomes the tree even when the reader failed:
+		// the tree is then as a replay on one goroutine leaves it.
+		r.db.tree = r.over.finish()
+		r.over = nil
 	}
 	// The reader's fields (next, bytes, entries, newest, merged) are
 	// final: it closed full after its last write.

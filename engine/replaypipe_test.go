@@ -48,9 +48,10 @@ func writePipeLog(t *testing.T, dir string) []string {
 	return walSegments(t, dir)
 }
 
-// replayBoth replays dir's log into two fresh DBs: through the pipe, and
-// entry by entry on one goroutine as an open did before it. It returns
-// both DBs and errors.
+// replayBoth replays dir's log into two fresh DBs: through the pipe over
+// an empty chain's overlay, as an open of a store with no checkpoint does
+// (replayoverlay.go), and entry by entry on one goroutine into the tree,
+// as an open did before both. It returns both DBs and errors.
 func replayBoth(t *testing.T, dir string) (piped, serial *DB, pipedErr, serialErr error) {
 	t.Helper()
 	log, _, err := wal.Open(filepath.Join(dir, walDirName), wal.Options{})
@@ -59,7 +60,7 @@ func replayBoth(t *testing.T, dir string) (piped, serial *DB, pipedErr, serialEr
 	}
 	defer log.Close()
 	piped, serial = bareDB(), bareDB()
-	pr := replayer{db: piped, next: 1}
+	pr := replayer{db: piped, next: 1, over: &replayOverlay{}}
 	pipedErr = pr.replay(log)
 	sr := replayer{db: serial, next: 1}
 	serialErr = log.Replay(1, sr.entry)

@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/idemdb/idem/index"
+)
+
+// The replay's overlay: what an open's replayed batches wrote, kept beside
+// the chain's records in key order and folded into them before they
+// become the tree.
+//
+// Putting each replayed record into the tree was a quarter of an open's
+// CPU at 1 M receipts: the tree built from the chain has full nodes, so
+// nearly every new key reallocated its leaf and split it, a node
+// allocated and half a leaf copied per key (at 10 M, 1.33 s of a 6.2 s
+// open). A chain the load merged (loadchain.go) is a sorted array before
+// it is a tree; the replay reads that array instead and merges each
+// sorted batch into the overlay in one linear pass, finding in the array,
+// by a search from where the batch's last key was found, only the keys the
+// overlay does not hold. At the end the fold moves the array's records
+// and the overlay's into their final places, in place — the load's merge
+// leaves the slots of the records the deltas overrode, room for the keys
+// the log added — and the result becomes the tree at once with full nodes,
+// as it would have without a replay. Without that room the added keys are
+// put into the tree instead (finish); an overlay folded early (large) goes
+// into a new array.
+//
+// What each op finds — whether its key existed, the record it replaces —
+// is what it would have found in the tree, so the live bytes, the value
+// log's live bytes and the dirty set are noted exactly as applyOp notes
+// them, in the same order (the batch's key order, replaybatch.go).
+
+// replayOverlayMin is the fewest records the overlay holds before a batch
+// folds it early. Past the larger of it and a quarter of the array, a
+// batch's merge would copy more than a fold costs: the overlay grows with
+// a store's log, not its size, when the store runs without checkpoints and
+// an open replays all of its log.
+const replayOverlayMin = 1 << 18
+
+// overlayItem is the replay's newest record of a key: its record, or
+// (tomb) a delete of a key the array holds, kv then naming only the key.
+type overlayItem struct {
+	kv     index.KV
+	at     int  // where the key is or would go in the array
+	inBase bool // the array holds the key
+	tomb   bool
+}
+
+// replayOverlay is an open's replay over a chain's sorted records: base,
+// the array, and items, the records replayed since the last fold, sorted
+// by key, one per key. spare is the array the last merge read, reused.
+type replayOverlay struct {
+	base  []index.KV
+	items []overlayItem
+	spare []overlayItem
+}
+
+// merge applies b's sorted ops over the overlay, noting each op on db as
+// applyOp would have noted it on the tree.
+func (ov *replayOverlay) merge(db *DB, b *replayBatch) {
+	old, out := ov.items, ov.spare[:0]
+	if cap(out) < len(old)+len(b.order) {
+		out = make([]overlayItem, 0, 2*len(old)+len(b.order))
+		adviseHuge(memOf(out))
+	}
+	i, pos := 0, 0 // pos: where the last key looked up in base was
+	for order := b.order; len(order) > 0; {
+		key := b.ops[order[0].seq].op.Key
+		n := 1 // the key's ops; the heads, side by side, rule most out
+		for n < len(order) && order[n].head == order[0].head && bytes.Equal(b.ops[order[n].seq].op.Key, key) {
+			n++
+		}
+		for i < len(old) && bytes.Compare(old[i].kv.Key(), key) < 0 {
+			out = append(out, old[i])
+			i++
+		}
+		var below overlayItem // the key as its first op finds it
+		if i < len(old) && bytes.Equal(old[i].kv.Key(), key) {
+			below = old[i]
+			i++
+		} else {
+			pos, below.inBase = seekFrom(ov.base, pos, key)
+			below.at = pos
+			if below.inBase {
+				below.kv = ov.base[pos]
+			}
+		}
+		if it, keep := applyKeyOps(db, b, order[:n], below); keep {
+			out = append(out, it)
+		}
+		order = order[n:]
+	}
+	out = append(out, old[i:]...)
+	clear(old)
+	ov.items, ov.spare = out, old[:0]
+}
+
+// seekFrom finds key in sorted from position from on (every key before
+// from is smaller): its position, or where it would go. It gallops, so
+// a batch's keys, sorted, cost about the log of their distance apart.
+func seekFrom(sorted []index.KV, from int, key []byte) (int, bool) {
+	lo, step := from, 1
+	hi := from
+	for hi < len(sorted) && bytes.Compare(sorted[hi].Key(), key) < 0 {
+		lo = hi + 1
+		hi += step
+		step *= 2
+	}
+	hi = min(hi, len(sorted)-1) + 1
+	i, found := slices.BinarySearchFunc(sorted[lo:hi], key, func(kv index.KV, k []byte) int {
+		return bytes.Compare(kv.Key(), k)
+	})
+	return lo + i, found
+}
+
+// applyKeyOps applies one key's ops (in log order) to below, the key's
+// record before them (present unless zero or a tombstone). It returns the
+// overlay's record of the key after them; keep is false when none is
+// needed: the key ends deleted and the array does not hold it.
+func applyKeyOps(db *DB, b *replayBatch, ops []replayKey, below overlayItem) (overlayItem, bool) {
+	cur := below.kv
+	present := !below.tomb && cur != (index.KV{})
+	for _, k := range ops {
+		o := b.ops[k.seq]
+		existed := present
+		if existed {
+			db.liveBytes -= recordBytes(len(cur.Key()), len(cur.Value()))
+			unlive(db.vlogLive, cur)
+		}
+		if o.op.Delete {
+			present = false
+			db.dirty.note(o.op.Key, existed)
+			continue
+		}
+		cur, present = versioned(o.op, o.version), true
+		db.liveBytes += recordBytes(len(o.op.Key), len(o.op.Value))
+		db.dirty.noteShared(o.op.Key, existed)
+	}
+	it := overlayItem{kv: cur, at: below.at, inBase: below.inBase}
+	if !present {
+		if !below.inBase {
+			return overlayItem{}, false
+		}
+		// The key's bytes are the array's record's: the batch's own copy
+		// of a deleted key is scratch.
+		it.kv, it.tomb = index.Probe(below.kv.Key()), true
+	}
+	return it, true
+}
+
+// large reports whether the overlay should be folded before the next
+// batch (replayOverlayMin).
+func (ov *replayOverlay) large() bool {
+	return len(ov.items) > max(replayOverlayMin, len(ov.base)/4)
+}
+
+// counts is how many of the overlay's records add a key to the array and
+// how many delete one of its keys.
+func (ov *replayOverlay) counts() (adds, dels int) {
+	for _, it := range ov.items {
+		switch {
+		case it.tomb:
+			dels++
+		case !it.inBase:
+			adds++
+		}
+	}
+	return adds, dels
+}
+
+// finish makes the tree of the array and the overlay at the replay's end.
+// When the array lacks the room for the added keys, they are put into the
+// tree one by one, as before the overlay, rather than the whole store
+// copied into a second array (at 10 M receipts some 480 MB more at the
+// open's peak); the records that replace or delete the array's are still
+// written in place.
+func (ov *replayOverlay) finish() *index.Ordered[index.KV] {
+	adds, dels := ov.counts()
+	if cap(ov.base)-len(ov.base) >= adds {
+		ov.fold()
+		return index.NewSortedKeySpace(ov.base)
+	}
+	w, c := 0, 0 // compacting: the next slot written, the next record read
+	for _, it := range ov.items {
+		if !it.inBase {
+			continue
+		}
+		if !it.tomb {
+			ov.base[it.at] = it.kv
+			continue
+		}
+		w += copy(ov.base[w:], ov.base[c:it.at])
+		c = it.at + 1
+	}
+	if dels > 0 {
+		w += copy(ov.base[w:], ov.base[c:])
+		clear(ov.base[w:]) // no stale pointers for the collector to keep
+		ov.base = ov.base[:w]
+	}
+	tree := index.NewSortedKeySpace(ov.base)
+	for _, it := range ov.items {
+		if !it.inBase && !it.tomb {
+			tree.Put(it.kv)
+		}
+	}
+	clear(ov.items)
+	ov.items = ov.items[:0]
+	return tree
+}
+
+// fold moves the array's records and the overlay's, the overlay's
+// winning, into one sorted array, base, and empties the overlay.
+func (ov *replayOverlay) fold() {
+	if len(ov.items) == 0 {
+		return
+	}
+	adds, dels := ov.counts()
+	if cap(ov.base)-len(ov.base) >= adds {
+		ov.base = ov.foldInPlace(adds, dels)
+	} else {
+		out := make([]index.KV, 0, len(ov.base)+adds-dels)
+		adviseHuge(memOf(out))
+		ov.base = ov.foldInto(out)
+	}
+	clear(ov.items)
+	ov.items = ov.items[:0]
+}
+
+// foldInto appends the fold's records to out, in key order.
+func (ov *replayOverlay) foldInto(out []index.KV) []index.KV {
+	c := 0 // the array's next record not yet moved
+	for _, it := range ov.items {
+		out = append(out, ov.base[c:it.at]...)
+		c = it.at
+		if it.inBase {
+			c++ // replaced or deleted
+		}
+		if !it.tomb {
+			out = append(out, it.kv)
+		}
+	}
+	return append(out, ov.base[c:]...)
+}
+
+// foldInPlace folds into the array's own spare capacity, from the back:
+// the write position stays at or after the read position (each added
+// record widens the gap between them by one, before the merge reaches it,
+// and a delete only widens it), so nothing is overwritten unread. The
+// dels slots the deletes leave end up at the front and are cut off.
+func (ov *replayOverlay) foldInPlace(adds, dels int) []index.KV {
+	arr := ov.base[:len(ov.base)+adds]
+	w, r := len(arr), len(ov.base) // write before w; records before r unmoved
+	for j := len(ov.items) - 1; j >= 0; j-- {
+		it := ov.items[j]
+		end := it.at
+		if it.inBase {
+			end++
+		}
+		w -= r - end
+		copy(arr[w:], arr[end:r])
+		r = it.at
+		if !it.tomb {
+			w--
+			arr[w] = it.kv
+		}
+	}
+	copy(arr[dels:], arr[:r])
+	clear(arr[:dels]) // no stale pointers for the collector to keep
+	return arr[dels:]
+}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
+)
+
+// TestReplayOverlay_LeavesWhatTreePutsLeave: over a chain's sorted records
+// (every other key of forty), random batches of puts and deletes — keys
+// the records hold and keys they do not, written several times in one
+// batch and across batches, deleted and put back — applied through the
+// overlay and folded at random points, into the array's spare room or a
+// new array, and finished with the room for the added keys or without it
+// (put into the tree), leave the tree, the live bytes, the applied version and the
+// dirty set's first write of each key exactly as putting each op into a
+// tree of the same records in log order does (applied: up to the last
+// batch with ops, as the replay's end sets the rest).
+func TestReplayOverlay_LeavesWhatTreePutsLeave(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t), 23))
+	for round := range 200 {
+		spare := []int{0, 3, 100}[round%3]
+		base := make([]index.KV, 0, 20+spare)
+		for i := 0; i < 40; i += 2 {
+			key := fmt.Sprintf("k%02d", i)
+			base = append(base, index.PackedKV(index.AppendKV(nil, []byte(key), []byte("base"), 0), len(key), len("base")))
+		}
+		inOrder, overlaid := bareDB(), bareDB()
+		inOrder.tree = index.NewSortedKeySpace(slices.Clone(base))
+		inOrder.liveBytes, _ = itemStats(base)
+		overlaid.liveBytes = inOrder.liveBytes
+		ov := &replayOverlay{base: base}
+		var b replayBatch
+		var lastWithOps store.Version
+		for v := store.Version(1); v <= 150; v++ {
+			ops := randomOps(rng, v)
+			inOrder.applyToTree(v, ownOps(ops))
+			if len(ops) > 0 {
+				lastWithOps = v
+			}
+			owned := ownOps(ops)
+			for i := range ops {
+				if ops[i].Delete {
+					owned[i].Key = ops[i].Key // in the body, as replay leaves it
+				}
+			}
+			if b.add(v, owned) || rng.IntN(20) == 0 {
+				b.sort()
+				b.apply(overlaid, ov)
+			}
+			for i := range ops {
+				if ops[i].Delete {
+					ops[i].Key[0] = 'X' // the body a delete came from is gone
+				}
+			}
+			if rng.IntN(40) == 0 {
+				ov.fold()
+			}
+		}
+		b.sort()
+		b.apply(overlaid, ov)
+		overlaid.tree = ov.finish()
+		want, got := holding(inOrder.tree), holding(overlaid.tree)
+		wantKeys, gotKeys := treeKeys(inOrder.tree), treeKeys(overlaid.tree)
+		if !slices.Equal(got, want) || !slices.Equal(gotKeys, wantKeys) || overlaid.liveBytes != inOrder.liveBytes {
+			t.Fatalf("round %d: overlaid holds %v %v (live %d), in order %v %v (live %d)", round, gotKeys, got, overlaid.liveBytes, wantKeys, want, inOrder.liveBytes)
+		}
+		// The replay's end sets applied to the log's last entry, empty or not.
+		if overlaid.applied != lastWithOps {
+			t.Fatalf("round %d: applied %d, want %d, the last batch with ops", round, overlaid.applied, lastWithOps)
+		}
+		if w, g := firstWrites(inOrder.dirty), firstWrites(overlaid.dirty); !slices.Equal(g, w) {
+			t.Fatalf("round %d: the dirty set's first writes %v, in order %v", round, g, w)
+		}
+	}
+}
+
+// randomOps is up to three puts and deletes of batch v over keys k00–k39.
+func randomOps(rng *rand.Rand, v store.Version) []store.Op {
+	var ops []store.Op
+	for range rng.IntN(4) {
+		key := fmt.Sprintf("k%02d", rng.IntN(40))
+		if rng.IntN(3) == 0 {
+			ops = append(ops, store.Op{Key: []byte(key), Delete: true})
+		} else {
+			ops = append(ops, store.Op{Key: []byte(key), Value: []byte(fmt.Sprintf("v%d", v))})
+		}
+	}
+	return ops
+}
+
+// TestSeekFrom_FindsEveryKeyAndGap: from any start at or before a key's
+// place, seekFrom finds the key, or where it would go, as a binary search
+// of the whole array does.
+func TestSeekFrom_FindsEveryKeyAndGap(t *testing.T) {
+	var sorted []index.KV
+	for i := 0; i < 100; i += 2 {
+		key := fmt.Sprintf("k%03d", i)
+		sorted = append(sorted, index.Probe([]byte(key)))
+	}
+	for i := -1; i <= 101; i++ {
+		key := []byte(fmt.Sprintf("k%03d", i))
+		if i < 0 {
+			key = []byte("a")
+		}
+		want := min(max(i+1, 0)/2, len(sorted))
+		for from := 0; from <= want; from++ {
+			got, found := seekFrom(sorted, from, key)
+			if got != want || found != (i >= 0 && i < 100 && i%2 == 0) {
+				t.Fatalf("key %s from %d: %d %v, want %d", key, from, got, found, want)
+			}
+		}
+	}
+}
