@@ -30,7 +30,7 @@ func snapshotOf(at store.Version, recs []ckptRec) *Snapshot {
 func encodeCkpt(t testing.TB, snap *Snapshot) []byte {
 	var buf bytes.Buffer
 	w := newPartWriter(&buf, snap.version, 0, snap.version, nil)
-	snap.tree.AscendAll(func(it index.KV) bool { w.add(it.Key(), it.Value(), it.Version(), it.Indirect()); return true })
+	snap.tree.AscendAll(func(it index.KV) bool { w.add(it, it.Value(), it.Version(), it.Indirect()); return true })
 	if err := w.finish(nil, true); err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +43,8 @@ func decodeRecs(data []byte) (store.Version, []ckptRec, error) {
 		return 0, nil, err
 	}
 	var recs []ckptRec
-	err = decodePart(data, m, func(k, v []byte, ver store.Version, _ bool) {
-		recs = append(recs, ckptRec{bytes.Clone(k), bytes.Clone(v), ver})
+	err = decodePart(data, m, func(k index.KV, v []byte, ver store.Version, _ bool) {
+		recs = append(recs, ckptRec{k.Key(), bytes.Clone(v), ver})
 	})
 	return m.version, recs, err
 }

@@ -44,12 +44,19 @@ func (p vlogPtr) encode(dst []byte) []byte {
 	return binary.LittleEndian.AppendUint32(dst, p.n)
 }
 
-// item is the tree item that points key, at version, to p's record.
+// item is the tree item that points key, at version, to p's record, its
+// key packed if it can be (as a checkpoint's image would hold it).
 func (p vlogPtr) item(key []byte, version uint64) index.KV {
 	var scratch [vlogPtrLen]byte
 	ptr := p.encode(scratch[:0])
-	buf := index.AppendKV(make([]byte, 0, len(key)+len(ptr)+binary.MaxVarintLen64), key, ptr, version)
-	return index.IndirectKV(buf, len(key), len(ptr))
+	buf, packed := index.AppendStoredKey(make([]byte, 0, len(key)+len(ptr)+binary.MaxVarintLen64), key)
+	klen := len(buf)
+	buf = binary.AppendUvarint(append(buf, ptr...), version)
+	kv := index.IndirectKV(buf, klen, len(ptr))
+	if packed {
+		kv = kv.WithPackedKey()
+	}
+	return kv
 }
 
 // decodeVlogPtr reads either form; anything else is ErrCorruption.
