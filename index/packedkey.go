@@ -145,11 +145,68 @@ func (e KV) CopyKey(dst []byte) int {
 func (e KV) CompareKey(o KV) int {
 	a, b := e.StoredKey(), o.StoredKey()
 	ap, bp := e.KeyPacked(), o.KeyPacked()
-	if ap == bp && (!ap || len(a) == len(b)) {
+	switch {
+	case ap == bp && (!ap || len(a) == len(b)):
 		return bytes.Compare(a, b)
+	case ap == bp:
+		return compareMixed(a, ap, b, bp)
+	case bp:
+		return compareRawPacked(a, b)
+	case ap:
+		return -compareRawPacked(b, a)
 	}
-	return compareMixed(a, ap, b, bp)
+	panic("unreachable")
 }
+
+// compareRawPacked orders a raw key r and a packed stored key s: the
+// tree's descent with a raw probe or a raw item (a Put's) among packed
+// items. Past s's prefix, r's hex digits are read two at a time as the
+// byte they spell, which orders as the two digits do, so the walk is one
+// step per byte of s's tail until the first difference; a non-hex digit
+// there is left to compareMixed.
+func compareRawPacked(r, s []byte) int {
+	h, t := s[:len(s)-packedTail], s[len(s)-packedTail:]
+	if len(r) < len(h) {
+		if c := bytes.Compare(r, h[:len(r)]); c != 0 {
+			return c
+		}
+		return -1
+	}
+	if c := bytes.Compare(r[:len(h)], h); c != 0 {
+		return c
+	}
+	rt := r[len(h):]
+	for j, b := range t {
+		if 2*j+1 >= len(rt) {
+			return compareMixed(r, false, s, true)
+		}
+		hi, lo := hexVal[rt[2*j]], hexVal[rt[2*j+1]]
+		if hi|lo > 15 {
+			return compareMixed(r, false, s, true)
+		}
+		if rb := hi<<4 | lo; rb != b {
+			if rb < b {
+				return -1
+			}
+			return 1
+		}
+	}
+	if len(rt) > hexChars { // s's raw key is a prefix of r
+		return 1
+	}
+	return 0
+}
+
+// hexVal is a lowercase hex digit's value, 0xff for any other byte.
+var hexVal = func() (v [256]byte) {
+	for i := range v {
+		v[i] = 0xff
+	}
+	for i := range 16 {
+		v[hexDigits[i]] = byte(i)
+	}
+	return v
+}()
 
 func compareMixed(a []byte, ap bool, b []byte, bp bool) int {
 	ah, at := splitStored(a, ap)
