@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/hex"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 // and a raw probe.
 func BenchmarkGet_ReopenedReceipts(b *testing.B) {
 	dir := b.TempDir()
-	db, err := Open(dir, Options{CheckpointLogBytes: -1})
+	db, err := Open(dir, Options{CheckpointLogBytes: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func BenchmarkGet_ReopenedReceipts(b *testing.B) {
 	if err := db.Close(); err != nil {
 		b.Fatal(err)
 	}
-	if db, err = Open(dir, Options{CheckpointLogBytes: -1}); err != nil {
+	if db, err = Open(dir, Options{CheckpointLogBytes: -1, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
