@@ -370,11 +370,9 @@ func decodeRecords(rest []byte, count uint64, at store.Version, ptrs ptrForm, pa
 		if n1 <= 0 {
 			return 0, fmt.Errorf("record %d: bad key length", i)
 		}
-		kpacked := false
-		if packed {
-			if kpacked, klen = klen&1 == 1, klen>>1; kpacked && !index.PackedKeyOK(int(min(klen, 1<<20))) {
-				return 0, fmt.Errorf("record %d: a packed key of %d bytes", i, klen)
-			}
+		klen, _, kpacked, kok := storedKeyLen(klen, packed)
+		if !kok {
+			return 0, fmt.Errorf("record %d: a packed key of %d bytes", i, klen)
 		}
 		vlen, n2 := binary.Uvarint(rest[n1:])
 		if n2 <= 0 {
@@ -408,6 +406,21 @@ func decodeRecords(rest []byte, count uint64, at store.Version, ptrs ptrForm, pa
 		}
 	}
 	return total - len(rest), nil
+}
+
+// storedKeyLen reads a record's key length field: the stored key's length,
+// the raw key's and whether the key is packed (only a format with the
+// packed bit, packedForm, says so), and false for a packed key too short
+// to hold its 16 bytes.
+func storedKeyLen(field uint64, packedForm bool) (stored, raw uint64, packed, ok bool) {
+	if !packedForm || field&1 == 0 {
+		if packedForm {
+			field >>= 1
+		}
+		return field, field, false, true
+	}
+	stored = field >> 1
+	return stored, stored + 16, true, index.PackedKeyOK(int(min(stored, 1<<20)))
 }
 
 // decodeLegacy validates an IDEMCKP2 checkpoint and calls fn for each record.

@@ -159,7 +159,6 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key index.KV, value []byte, v
 	if got.v != m.v || got.base != m.base || got.prev != m.prev || got.count != m.count {
 		return errors.New("header changed since listed")
 	}
-	m.ptrs, m.packed = got.ptrs, got.packed // the file's word, whoever listed it
 	sumEnd := len(data) - deltaTrailerLen + 8
 	if binary.LittleEndian.Uint32(data[sumEnd:]) != crc32.Checksum(data[:sumEnd], castagnoli) &&
 		!fault.Planted(fault.BugCkptIgnoresCRC) { // planted only under -tags idem_selftest
@@ -172,23 +171,13 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key index.KV, value []byte, v
 		if n1 <= 0 {
 			return fmt.Errorf("record %d: bad key length", i)
 		}
-		kpacked, raw := false, klen
-		if m.packed {
-			kpacked, klen = klen&1 == 1, klen>>1
-			if raw = klen; kpacked {
-				raw += 16 // the 16 bytes spell 32 hex digits
-			}
-			if kpacked && !index.PackedKeyOK(int(min(klen, 1<<20))) {
-				return fmt.Errorf("record %d: a packed key of %d bytes", i, klen)
-			}
-		}
+		klen, raw, kpacked, kok := storedKeyLen(klen, m.packed)
 		vcode, n2 := binary.Uvarint(rest[n1:])
 		if n2 <= 0 {
 			return fmt.Errorf("record %d: bad value length", i)
 		}
 		r := rest[n1+n2:]
-		tombstone, indirect := vcode == deltaTombstone, false
-		vlen := uint64(0)
+		tombstone, indirect, vlen := vcode == deltaTombstone, false, uint64(0)
 		if !tombstone {
 			vlen = vcode - deltaValueOffset
 			if m.ptrs != ptrNone {
@@ -198,7 +187,7 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key index.KV, value []byte, v
 				}
 			}
 		}
-		if klen == 0 || raw > store.KeyBytesMax || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
+		if !kok || klen == 0 || raw > store.KeyBytesMax || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
 			return fmt.Errorf("record %d: bad key or value", i)
 		}
 		key := index.StoredProbe(r[:klen], kpacked)
