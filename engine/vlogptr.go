@@ -15,7 +15,7 @@ import (
 //	compact  uvarint(segment) | uvarint(offset) | uvarint(record length)  (3 to 11 bytes)
 //
 // Checkpoints of format IDEMCKP4 and IDEMDLT2 hold the fixed form only;
-// IDEMCKP5 and IDEMDLT3 hold either, and this build writes the compact one
+// IDEMCKP5, IDEMDLT3 and later hold either, and this build writes the compact one
 // whenever it is shorter than 12 bytes (with the default 64 MiB segments,
 // until the segment number passes 2^21). A retained receipt's pointer is 7 bytes instead
 // of 12: its item aliases the checkpoint image, so the 5 bytes are RAM as
@@ -99,7 +99,7 @@ type ptrForm uint8
 const (
 	ptrNone    ptrForm = iota // IDEMCKP2, IDEMCKP3, IDEMDLT1: no indirect bit
 	ptrFixed                  // IDEMCKP4, IDEMDLT2
-	ptrCompact                // IDEMCKP5, IDEMDLT3: either form
+	ptrCompact                // IDEMCKP5, IDEMCKP6, IDEMDLT3, IDEMDLT4: either form
 )
 
 // lenOK reports whether an indirect record's stored length fits the form.
