@@ -235,7 +235,7 @@ func (cp *checkpointer) snapshotWith(fn func()) *Snapshot {
 // every key in dirty, or a tombstone if the chain's files may hold it.
 func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain) (deltaMeta, error) {
 	db := cp.db
-	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), ptrs: ptrCompact}
+	m := deltaMeta{name: deltaName(snap.version), v: snap.version, base: c.base.v0, prev: c.tip(), ptrs: ptrCompact, packed: true}
 	var spills spillList
 	var scratch [vlogPtrLen]byte
 	size, err := cp.writeCkptFile(m.name, func(w io.Writer) error {
@@ -246,7 +246,7 @@ func (cp *checkpointer) writeDelta(snap *Snapshot, dirty *dirtySet, c *ckptChain
 				if err != nil {
 					return err
 				}
-				dw.put(it.Key(), val, store.Version(it.Version()), indirect)
+				dw.put(it, val, store.Version(it.Version()), indirect)
 			} else if k.existed || !c.exact {
 				dw.tombstone(k.key)
 			}
@@ -298,7 +298,7 @@ func (cp *checkpointer) writePart(snap *Snapshot, g *pendingGen) (last bool, err
 		var serr error
 		snap.tree.Ascend(index.Probe(start), func(it index.KV) bool {
 			if w.bytes >= db.opts.CheckpointPartBytes {
-				end, last = append([]byte(nil), it.Key()...), false
+				end, last = it.AppendKey(nil), false
 				return false
 			}
 			val, indirect, err := db.stored(it, &spills, scratch[:])
@@ -306,7 +306,7 @@ func (cp *checkpointer) writePart(snap *Snapshot, g *pendingGen) (last bool, err
 				serr = err
 				return false
 			}
-			w.add(it.Key(), val, it.Version(), indirect)
+			w.add(it, val, it.Version(), indirect)
 			return true
 		})
 		if serr != nil {

@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/idemdb/idem/fault"
-
+	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
@@ -29,8 +29,8 @@ import (
 // named by v0, the snapshot version of its first part:
 //
 //	ckpt-<v0>-<seq>.ckpt
-//	header   "IDEMCKP5" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
-//	records  count × ( uvarint(len key) | uvarint(len value << 1 | indirect) | key | value | uvarint(version) )
+//	header   "IDEMCKP6" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
+//	records  count × ( uvarint(len key << 1 | packed) | uvarint(len value << 1 | indirect) | key | value | uvarint(version) )
 //	trailer  end | len(end) u32 | last u8 | count u64 | crc32c(header ‖ records) u32
 //	         | crc32c(end ‖ len(end) ‖ last ‖ count ‖ that crc) u32 | "IDEMEND3"
 //
@@ -46,11 +46,15 @@ import (
 // directory fsynced; the trailer alone says where the part ends, so a
 // generation's progress is read without reading its records.
 //
-// indirect says the value is a pointer into the value log (vlog.go), in
-// either of its forms (vlogptr.go). Parts of format IDEMCKP4 hold the fixed
-// 12-byte form only; parts of format IDEMCKP3, written before the value
-// log, have no such bit (the length is the length). Both are read as they
-// are.
+// packed says the key is stored packed: a key whose last 32 bytes are
+// lowercase hex as its prefix and the 16 bytes they spell
+// (index/packedkey.go); the writer packs every key that can be, and start
+// and end stay raw. indirect says the value is a pointer into the value log
+// (vlog.go), in either of its forms (vlogptr.go). Parts of format IDEMCKP5
+// have no packed bit (the key's length is its length); parts of format
+// IDEMCKP4 hold the fixed 12-byte pointer only; parts of format IDEMCKP3,
+// written before the value log, have no indirect bit either. All are read
+// as they are.
 //
 // A checkpoint written by earlier versions, ckpt-<index>.ckpt (format
 // IDEMCKP2: header "IDEMCKP2" | index | count, records, crc32c, "IDEMEND1"),
@@ -60,8 +64,9 @@ const (
 	ckptSuffix    = ".ckpt" // parts, and the single-file checkpoints of earlier versions
 	ckptTmpSuffix = ".tmp"
 
-	partMagic      = "IDEMCKP5"
-	partMagicV4    = "IDEMCKP4" // fixed 12-byte pointers only
+	partMagic      = "IDEMCKP6"
+	partMagicV5    = "IDEMCKP5" // no packed bit
+	partMagicV4    = "IDEMCKP4" // fixed 12-byte pointers only, no packed bit
 	partMagicV3    = "IDEMCKP3" // no indirect bit
 	partEndMagic   = "IDEMEND3"
 	partHeaderMin  = 8 + 8 + 4 + 8
@@ -77,7 +82,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // partPtrForms are the part magics this build reads, with the pointers
 // their records may hold.
-var partPtrForms = map[string]ptrForm{partMagic: ptrCompact, partMagicV4: ptrFixed, partMagicV3: ptrNone}
+var partPtrForms = map[string]ptrForm{partMagic: ptrCompact, partMagicV5: ptrCompact, partMagicV4: ptrFixed, partMagicV3: ptrNone}
 
 // genName names a generation in messages: the prefix its files share.
 func genName(v0 store.Version) string { return fmt.Sprintf("%s%020d", ckptPrefix, v0) }
@@ -101,6 +106,7 @@ type partMeta struct {
 	size       int64
 	legacy     bool
 	ptrs       ptrForm // the pointers its records may hold (none: no indirect bit)
+	packed     bool    // its key lengths carry the packed bit
 }
 
 // generation is one checkpoint: its parts in order.
@@ -285,6 +291,7 @@ func parsePartHeader(b []byte) (partMeta, int, error) {
 	}
 	m := partMeta{
 		ptrs:    ptrs,
+		packed:  string(b[:8]) == partMagic,
 		v0:      store.Version(binary.LittleEndian.Uint64(b[8:])),
 		seq:     int(binary.LittleEndian.Uint32(b[16:])),
 		version: store.Version(binary.LittleEndian.Uint64(b[20:])),
@@ -302,9 +309,9 @@ func parsePartHeader(b []byte) (partMeta, int, error) {
 }
 
 // decodePart validates a whole part image against its meta and calls fn
-// for each record in order. Keys and values alias data, the value right
-// after its key.
-func decodePart(data []byte, m partMeta, fn func(key, value []byte, version store.Version, indirect bool)) error {
+// for each record in order. Keys (key-only items of the stored key) and
+// values alias data, the value right after its key.
+func decodePart(data []byte, m partMeta, fn func(key index.KV, value []byte, version store.Version, indirect bool)) error {
 	if m.legacy {
 		at, err := decodeLegacy(data, fn)
 		if err == nil && at != m.v0 {
@@ -327,11 +334,12 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version stor
 	}
 	// decodeRecords proves the keys strictly increase, so the range is
 	// checked at its two ends only, not twice per record.
-	var first, last []byte
-	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.ptrs, func(k, v []byte, ver store.Version, indirect bool) error {
-		if first == nil {
-			if first = k; bytes.Compare(k, m.start) < 0 {
-				return fmt.Errorf("key %q outside the part's range", k)
+	var last index.KV
+	first := true
+	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.ptrs, h.packed, func(k index.KV, v []byte, ver store.Version, indirect bool) error {
+		if first {
+			if first = false; k.CompareKey(index.Probe(m.start)) < 0 {
+				return fmt.Errorf("key %q outside the part's range", k.Key())
 			}
 		}
 		last = k
@@ -341,8 +349,8 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version stor
 	if err != nil {
 		return err
 	}
-	if last != nil && len(m.end) > 0 && bytes.Compare(last, m.end) >= 0 {
-		return fmt.Errorf("key %q outside the part's range", last)
+	if !first && len(m.end) > 0 && last.CompareKey(index.Probe(m.end)) >= 0 {
+		return fmt.Errorf("key %q outside the part's range", last.Key())
 	}
 	if n != bodyEnd-at {
 		return fmt.Errorf("%d trailing bytes", bodyEnd-at-n)
@@ -353,14 +361,18 @@ func decodePart(data []byte, m partMeta, fn func(key, value []byte, version stor
 // decodeRecords decodes count records no newer than at, in strictly
 // increasing key order, and returns how many bytes they took. ptrs says
 // whether the value lengths carry the indirect bit, and the pointers'
-// lengths.
-func decodeRecords(rest []byte, count uint64, at store.Version, ptrs ptrForm, fn func(key, value []byte, version store.Version, indirect bool) error) (int, error) {
+// lengths; packed whether the key lengths carry the packed bit.
+func decodeRecords(rest []byte, count uint64, at store.Version, ptrs ptrForm, packed bool, fn func(key index.KV, value []byte, version store.Version, indirect bool) error) (int, error) {
 	total := len(rest)
-	var prev []byte
+	var prev index.KV
 	for i := uint64(0); i < count; i++ {
 		klen, n1 := binary.Uvarint(rest)
 		if n1 <= 0 {
 			return 0, fmt.Errorf("record %d: bad key length", i)
+		}
+		klen, _, kpacked, kok := storedKeyLen(klen, packed)
+		if !kok {
+			return 0, fmt.Errorf("record %d: a packed key of %d bytes", i, klen)
 		}
 		vlen, n2 := binary.Uvarint(rest[n1:])
 		if n2 <= 0 {
@@ -377,14 +389,14 @@ func decodeRecords(rest []byte, count uint64, at store.Version, ptrs ptrForm, fn
 		if klen == 0 || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
 			return 0, fmt.Errorf("record %d: bad key or value", i)
 		}
-		// The key's capacity spans its value: the two can be taken as one slice.
-		key, val := r[:klen:klen+vlen], r[klen:klen+vlen:klen+vlen]
+		// The key aliases its value and version: an item can be made of it.
+		key, val := index.StoredProbe(r[:klen], kpacked), r[klen:klen+vlen:klen+vlen]
 		r = r[klen+vlen:]
 		ver, n := binary.Uvarint(r)
 		if n <= 0 || ver == 0 || store.Version(ver) > at {
 			return 0, fmt.Errorf("record %d: bad version", i)
 		}
-		if prev != nil && bytes.Compare(prev, key) >= 0 {
+		if i > 0 && prev.CompareKey(key) >= 0 {
 			return 0, fmt.Errorf("record %d: keys out of order", i)
 		}
 		prev = key
@@ -396,8 +408,23 @@ func decodeRecords(rest []byte, count uint64, at store.Version, ptrs ptrForm, fn
 	return total - len(rest), nil
 }
 
+// storedKeyLen reads a record's key length field: the stored key's length,
+// the raw key's and whether the key is packed (only a format with the
+// packed bit, packedForm, says so), and false for a packed key too short
+// to hold its 16 bytes.
+func storedKeyLen(field uint64, packedForm bool) (stored, raw uint64, packed, ok bool) {
+	if !packedForm || field&1 == 0 {
+		if packedForm {
+			field >>= 1
+		}
+		return field, field, false, true
+	}
+	stored = field >> 1
+	return stored, stored + 16, true, index.PackedKeyOK(int(min(stored, 1<<20)))
+}
+
 // decodeLegacy validates an IDEMCKP2 checkpoint and calls fn for each record.
-func decodeLegacy(data []byte, fn func(key, value []byte, version store.Version, indirect bool)) (store.Version, error) {
+func decodeLegacy(data []byte, fn func(key index.KV, value []byte, version store.Version, indirect bool)) (store.Version, error) {
 	if len(data) < legacyHeaderLen+legacyFooterLen {
 		return 0, errors.New("short file")
 	}
@@ -412,8 +439,8 @@ func decodeLegacy(data []byte, fn func(key, value []byte, version store.Version,
 		return 0, errors.New("checksum mismatch")
 	}
 	at := store.Version(binary.LittleEndian.Uint64(body[8:]))
-	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at, ptrNone,
-		func(k, v []byte, ver store.Version, _ bool) error { fn(k, v, ver, false); return nil })
+	n, err := decodeRecords(body[legacyHeaderLen:], binary.LittleEndian.Uint64(body[16:]), at, ptrNone, false,
+		func(k index.KV, v []byte, ver store.Version, _ bool) error { fn(k, v, ver, false); return nil })
 	if err != nil {
 		return 0, err
 	}
@@ -431,6 +458,7 @@ type partWriter struct {
 	count uint64
 	bytes int
 	buf   [3 * binary.MaxVarintLen64]byte
+	key   []byte // the stored key's scratch
 }
 
 type hashWriter interface {
@@ -452,22 +480,26 @@ func newPartWriter(w io.Writer, v0 store.Version, seq int, version store.Version
 	return p
 }
 
-// add writes one record: val is the value, or with indirect its pointer.
-func (p *partWriter) add(key, val []byte, version uint64, indirect bool) {
-	n := binary.PutUvarint(p.buf[:], uint64(len(key)))
+// add writes one record of item's key (its value aside): val is the
+// value, or with indirect its pointer.
+func (p *partWriter) add(item index.KV, val []byte, version uint64, indirect bool) {
+	var packed bool
+	p.key, packed = item.AppendStoredKey(p.key[:0])
+	n := binary.PutUvarint(p.buf[:], flaggedLen(len(p.key), packed))
 	n += binary.PutUvarint(p.buf[n:], flaggedLen(len(val), indirect))
 	p.bw.Write(p.buf[:n])
-	p.bw.Write(key)
+	p.bw.Write(p.key)
 	p.bw.Write(val)
 	p.bw.Write(p.buf[:binary.PutUvarint(p.buf[:], version)])
 	p.count++
-	p.bytes += n + len(key) + len(val)
+	p.bytes += n + len(p.key) + len(val)
 }
 
-// flaggedLen is a value's length with the indirect bit.
-func flaggedLen(n int, indirect bool) uint64 {
+// flaggedLen is a length with a flag in its low bit: a value's with the
+// indirect bit, a key's with the packed bit.
+func flaggedLen(n int, flag bool) uint64 {
 	l := uint64(n) << 1
-	if indirect {
+	if flag {
 		l |= 1
 	}
 	return l

@@ -239,7 +239,7 @@ func (db *DB) applyOp(v store.Version, op store.Op, replayed bool) {
 		db.liveBytes += recordBytes(len(op.Key), len(op.Value))
 	}
 	if existed {
-		db.liveBytes -= recordBytes(len(old.Key()), len(old.Value()))
+		db.liveBytes -= recordBytes(old.KeyLen(), len(old.Value()))
 		unlive(db.vlogLive, old)
 	}
 	if replayed && !op.Delete {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/idemdb/idem/fault"
+	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 )
@@ -27,15 +27,16 @@ import (
 // delta is written from one snapshot, as one file:
 //
 //	ckpt-<v>.delta
-//	header   "IDEMDLT3" | v u64 | base u64 | prev u64
-//	records  count × ( uvarint(len key) | uvarint((len value << 1 | indirect) + 1, 0 for a
+//	header   "IDEMDLT4" | v u64 | base u64 | prev u64
+//	records  count × ( uvarint(len key << 1 | packed) | uvarint((len value << 1 | indirect) + 1, 0 for a
 //	                   tombstone) | key
 //	                   | value | uvarint(version), a put's only )
 //
-// (indirect: the value is a value-log pointer in either form, as in a part
-// of format IDEMCKP5. A delta of format IDEMDLT2 holds the fixed 12-byte
-// form only; one of format IDEMDLT1, written before the value log, has no
-// such bit.)
+// (packed: the key is stored packed, and indirect: the value is a
+// value-log pointer in either form, as in a part of format IDEMCKP6. A
+// delta of format IDEMDLT3 has no packed bit; one of format IDEMDLT2 holds
+// the fixed 12-byte pointer only; one of format IDEMDLT1, written before
+// the value log, has no indirect bit either.)
 //
 //	trailer  count u64 | crc32c(header ‖ records ‖ count) u32 | "IDEMEND4"
 //
@@ -46,8 +47,9 @@ import (
 // directory fsynced, as a part is.
 const (
 	deltaSuffix      = ".delta"
-	deltaMagic       = "IDEMDLT3"
-	deltaMagicV2     = "IDEMDLT2" // fixed 12-byte pointers only
+	deltaMagic       = "IDEMDLT4"
+	deltaMagicV3     = "IDEMDLT3" // no packed bit
+	deltaMagicV2     = "IDEMDLT2" // fixed 12-byte pointers only, no packed bit
 	deltaMagicV1     = "IDEMDLT1" // no indirect bit
 	deltaEndMagic    = "IDEMEND4"
 	deltaHeaderLen   = 8 + 8 + 8 + 8
@@ -58,7 +60,7 @@ const (
 
 // deltaPtrForms are the delta magics this build reads, with the pointers
 // their records may hold.
-var deltaPtrForms = map[string]ptrForm{deltaMagic: ptrCompact, deltaMagicV2: ptrFixed, deltaMagicV1: ptrNone}
+var deltaPtrForms = map[string]ptrForm{deltaMagic: ptrCompact, deltaMagicV3: ptrCompact, deltaMagicV2: ptrFixed, deltaMagicV1: ptrNone}
 
 func deltaName(v store.Version) string { return genName(v) + deltaSuffix }
 
@@ -69,6 +71,7 @@ type deltaMeta struct {
 	count         uint64
 	size          int64
 	ptrs          ptrForm // the pointers its records may hold (none: no indirect bit)
+	packed        bool    // its key lengths carry the packed bit
 }
 
 // parseDeltaName returns the version a delta's name gives.
@@ -127,12 +130,13 @@ func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
 		return deltaMeta{}, errors.New("no trailer (incomplete write)")
 	}
 	m := deltaMeta{
-		v:     store.Version(binary.LittleEndian.Uint64(hdr[8:])),
-		base:  store.Version(binary.LittleEndian.Uint64(hdr[16:])),
-		prev:  store.Version(binary.LittleEndian.Uint64(hdr[24:])),
-		count: binary.LittleEndian.Uint64(tr[0:]),
-		size:  size,
-		ptrs:  ptrs,
+		v:      store.Version(binary.LittleEndian.Uint64(hdr[8:])),
+		base:   store.Version(binary.LittleEndian.Uint64(hdr[16:])),
+		prev:   store.Version(binary.LittleEndian.Uint64(hdr[24:])),
+		count:  binary.LittleEndian.Uint64(tr[0:]),
+		size:   size,
+		ptrs:   ptrs,
+		packed: string(hdr[:8]) == deltaMagic,
 	}
 	if m.prev < m.base || m.v <= m.prev {
 		return deltaMeta{}, fmt.Errorf("links %d after %d on base %d: out of order", m.v, m.prev, m.base)
@@ -142,9 +146,9 @@ func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
 
 // decodeDelta validates a whole delta image against its meta and, if fn
 // is not nil, calls it for each record in order (value nil and tombstone
-// true for a deletion; indirect for a value-log pointer). Keys and values
-// alias data.
-func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version store.Version, tombstone, indirect bool)) error {
+// true for a deletion; indirect for a value-log pointer). Keys (key-only
+// items of the stored key) and values alias data.
+func decodeDelta(data []byte, m deltaMeta, fn func(key index.KV, value []byte, version store.Version, tombstone, indirect bool)) error {
 	if int64(len(data)) != m.size {
 		return fmt.Errorf("%d bytes, %d when listed", len(data), m.size)
 	}
@@ -161,19 +165,19 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version st
 		return errors.New("checksum mismatch")
 	}
 	rest := data[deltaHeaderLen : len(data)-deltaTrailerLen]
-	var prev []byte
+	var prev index.KV
 	for i := uint64(0); i < m.count; i++ {
 		klen, n1 := binary.Uvarint(rest)
 		if n1 <= 0 {
 			return fmt.Errorf("record %d: bad key length", i)
 		}
+		klen, raw, kpacked, kok := storedKeyLen(klen, m.packed)
 		vcode, n2 := binary.Uvarint(rest[n1:])
 		if n2 <= 0 {
 			return fmt.Errorf("record %d: bad value length", i)
 		}
 		r := rest[n1+n2:]
-		tombstone, indirect := vcode == deltaTombstone, false
-		vlen := uint64(0)
+		tombstone, indirect, vlen := vcode == deltaTombstone, false, uint64(0)
 		if !tombstone {
 			vlen = vcode - deltaValueOffset
 			if m.ptrs != ptrNone {
@@ -183,11 +187,11 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key, value []byte, version st
 				}
 			}
 		}
-		if klen == 0 || klen > store.KeyBytesMax || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
+		if !kok || klen == 0 || raw > store.KeyBytesMax || klen > uint64(len(r)) || vlen > uint64(len(r))-klen {
 			return fmt.Errorf("record %d: bad key or value", i)
 		}
-		key := r[: klen : klen+vlen]
-		if prev != nil && bytes.Compare(prev, key) >= 0 {
+		key := index.StoredProbe(r[:klen], kpacked)
+		if i > 0 && prev.CompareKey(key) >= 0 {
 			return fmt.Errorf("record %d: keys out of order", i)
 		}
 		prev = key
@@ -222,6 +226,7 @@ type deltaWriter struct {
 	bw    *bufio.Writer
 	count uint64
 	buf   [3 * binary.MaxVarintLen64]byte
+	key   []byte // the stored key's scratch
 }
 
 func newDeltaWriter(w io.Writer, v, base, prev store.Version) *deltaWriter {
@@ -236,22 +241,27 @@ func newDeltaWriter(w io.Writer, v, base, prev store.Version) *deltaWriter {
 	return d
 }
 
-// put writes one record: value is the value, or with indirect its pointer.
-func (d *deltaWriter) put(key, value []byte, version store.Version, indirect bool) {
-	n := binary.PutUvarint(d.buf[:], uint64(len(key)))
+// put writes one record of item's key (its value aside): value is the
+// value, or with indirect its pointer.
+func (d *deltaWriter) put(item index.KV, value []byte, version store.Version, indirect bool) {
+	var packed bool
+	d.key, packed = item.AppendStoredKey(d.key[:0])
+	n := binary.PutUvarint(d.buf[:], flaggedLen(len(d.key), packed))
 	n += binary.PutUvarint(d.buf[n:], flaggedLen(len(value), indirect)+deltaValueOffset)
 	d.bw.Write(d.buf[:n])
-	d.bw.Write(key)
+	d.bw.Write(d.key)
 	d.bw.Write(value)
 	d.bw.Write(d.buf[:binary.PutUvarint(d.buf[:], uint64(version))])
 	d.count++
 }
 
 func (d *deltaWriter) tombstone(key []byte) {
-	n := binary.PutUvarint(d.buf[:], uint64(len(key)))
+	var packed bool
+	d.key, packed = index.AppendStoredKey(d.key[:0], key)
+	n := binary.PutUvarint(d.buf[:], flaggedLen(len(d.key), packed))
 	n += binary.PutUvarint(d.buf[n:], deltaTombstone)
 	d.bw.Write(d.buf[:n])
-	d.bw.Write(key)
+	d.bw.Write(d.key)
 	d.count++
 }
 

@@ -178,7 +178,7 @@ func atSnapshot(tree *index.Ordered[index.KV], keys []dirtyKey, fn func(k dirtyK
 		passed, stopped := 0, false
 		tree.Ascend(index.Probe(keys[0].key), func(it index.KV) bool {
 			for len(keys) > 0 && err == nil {
-				c := bytes.Compare(it.Key(), keys[0].key)
+				c := it.CompareKey(index.Probe(keys[0].key))
 				if c < 0 {
 					passed++
 					stopped = passed >= dirtyGallop

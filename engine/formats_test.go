@@ -24,16 +24,16 @@ import (
 // frozen: v6 is v5's chain as a restored backup (its BACKUP manifest and
 // RESTORED epoch, format 1 each); v2 (single-file IDEMCKP2 checkpoint) and v3 (parts IDEMCKP3,
 // delta IDEMDLT1) were written by the builds of their day; v4 (IDEMCKP4,
-// IDEMDLT2 and the value log) and v7 (IDEMCKP5, IDEMDLT3: compact
-// value-log pointers) by TestFormats_WriteFixture below in the build of
-// their day, with
+// IDEMDLT2 and the value log), v7 (IDEMCKP5, IDEMDLT3: compact
+// value-log pointers) and v8 (IDEMCKP6, IDEMDLT4: packed keys) by
+// TestFormats_WriteFixture below in the build of their day, with
 // `go test ./engine -run TestFormats_WriteFixture -args -fixtures.write`
 // once. A new format adds a vN-dir (newestFixture); an old one is never
 // rewritten.
 var writeFixtures = flag.Bool("fixtures.write", false, "write testdata/"+newestFixture+"-dir (only when adding it)")
 
 // newestFixture is the fixture of the formats this build writes.
-const newestFixture = "v7"
+const newestFixture = "v8"
 
 // TestFormats_WriteFixture writes the newest fixture under
 // -fixtures.write and otherwise does nothing.
@@ -51,13 +51,19 @@ func TestFormats_WriteFixture(t *testing.T) {
 		putT(t, db, fmt.Sprintf("k%03d", i), fmt.Sprintf("cold base value %d, long enough for the value log", i))
 	}
 	putT(t, db, "hot", "a value that stays in RAM")
+	for _, k := range fixtureHexKeys {
+		putT(t, db, k, "cold value of "+k+", long enough for the value log")
+		putT(t, db, "hot/"+k, "a hot value of "+k)
+	}
 	if err := db.Checkpoint(); err != nil { // the base: a part, values in vlog/
 		t.Fatal(err)
 	}
 	for i := 20; i < 30; i++ {
 		putT(t, db, fmt.Sprintf("k%03d", i), fmt.Sprintf("cold delta value %d", i))
 	}
-	if _, err := db.Apply(context.Background(), new(store.Batch).Delete([]byte("k007"))); err != nil {
+	putT(t, db, fixtureHexKeys[1], "cold delta value of a packed key")
+	del := new(store.Batch).Delete([]byte("k007")).Delete([]byte(fixtureHexKeys[2]))
+	if _, err := db.Apply(context.Background(), del); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Checkpoint(); err != nil { // a delta
@@ -78,6 +84,18 @@ func TestFormats_WriteFixture(t *testing.T) {
 	if err := os.WriteFile(filepath.Join("testdata", newestFixture+"-state.json"), append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fixtureHexKeys are keys packed in checkpoints from v8 on (ending in 32
+// lowercase hex digits), and their neighbours that are not.
+var fixtureHexKeys = []string{
+	"rcpt/v1/00112233445566778899aabbccddeeff",
+	"rcpt/v1/0123456789abcdef0123456789abcdef",
+	"rcpt/v1/fedcba9876543210fedcba9876543210",
+	"rcpt/v1/0123456789ABCDEF0123456789ABCDEF",
+	"rcpt/v1/0123456789abcdef0123456789abcde",
+	"0123456789abcdef0123456789abcdef",
+	"k0123456789abcdef0123456789abcdef",
 }
 
 // fixtureDirs are testdata's vN-dir fixtures.

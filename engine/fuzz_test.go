@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"testing"
 
 	"github.com/idemdb/idem/index"
@@ -30,7 +31,7 @@ func snapshotOf(at store.Version, recs []ckptRec) *Snapshot {
 func encodeCkpt(t testing.TB, snap *Snapshot) []byte {
 	var buf bytes.Buffer
 	w := newPartWriter(&buf, snap.version, 0, snap.version, nil)
-	snap.tree.AscendAll(func(it index.KV) bool { w.add(it.Key(), it.Value(), it.Version(), it.Indirect()); return true })
+	snap.tree.AscendAll(func(it index.KV) bool { w.add(it, it.Value(), it.Version(), it.Indirect()); return true })
 	if err := w.finish(nil, true); err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +44,8 @@ func decodeRecs(data []byte) (store.Version, []ckptRec, error) {
 		return 0, nil, err
 	}
 	var recs []ckptRec
-	err = decodePart(data, m, func(k, v []byte, ver store.Version, _ bool) {
-		recs = append(recs, ckptRec{bytes.Clone(k), bytes.Clone(v), ver})
+	err = decodePart(data, m, func(k index.KV, v []byte, ver store.Version, _ bool) {
+		recs = append(recs, ckptRec{k.Key(), bytes.Clone(v), ver})
 	})
 	return m.version, recs, err
 }
@@ -53,13 +54,17 @@ func decodeRecs(data []byte) (store.Version, []ckptRec, error) {
 func recsFrom(raw []byte, at store.Version) []ckptRec {
 	var recs []ckptRec
 	for len(raw) > 0 {
-		kl := 1 + int(raw[0]%8)
+		kl, hexTail := 1+int(raw[0]%8), raw[0]&0x80 != 0
 		raw = raw[1:]
-		if kl > len(raw) {
+		if kl > len(raw) || (hexTail && kl+16 > len(raw)) {
 			break
 		}
 		key := raw[:kl]
 		raw = raw[kl:]
+		if hexTail { // a key a part packs: 16 more bytes as 32 hex digits
+			key = hex.AppendEncode(bytes.Clone(key), raw[:16])
+			raw = raw[16:]
+		}
 		vl := 0
 		if len(raw) > 0 {
 			vl = min(int(raw[0]%32), len(raw)-1)
@@ -80,7 +85,7 @@ func recsFrom(raw []byte, at store.Version) []ckptRec {
 // FuzzDecodePart proves that decodePart never panics on any
 // input, that whatever it accepts is ordered, versioned within its index
 // and re-encodes to an image that decodes the same, and that any snapshot
-// round-trips through a part writer and decodePart — while every
+// round-trips through a part writer and decodePart â while every
 // strict prefix of its image is rejected.
 func FuzzDecodePart(f *testing.F) {
 	valid := encodeCkpt(f, snapshotOf(9, []ckptRec{{[]byte("a"), []byte("1"), 3}, {[]byte("b"), nil, 9}, {[]byte("c\x00"), []byte("xyz"), 1}}))
@@ -94,6 +99,14 @@ func FuzzDecodePart(f *testing.F) {
 	f.Add(valid[:len(valid)-1], []byte("\x00k\x00"), uint64(1))
 	f.Add(flipped, []byte("\x07abcdefgh\x1f"), uint64(1<<40))
 	f.Add(huge, []byte{0xff, 0xff, 0xff}, ^uint64(0))
+	packed := encodeCkpt(f, snapshotOf(9, []ckptRec{
+		{[]byte("0123456789abcdef0123456789abcdef"), []byte("1"), 3},
+		{[]byte("rcpt/v1/0123456789ABCDEF0123456789abcdef"), nil, 9},
+		{[]byte("rcpt/v1/0123456789abcdef0123456789abcdef"), []byte("xyz"), 1},
+		{[]byte("rcpt/v1/0123456789abcdef0123456789abcdef/"), []byte("w"), 2},
+	}))
+	f.Add(packed, []byte("\x81a0123456789abcdef\x03xyz\x05\x82rc0123456789abcdef\x00\x01"), uint64(9))
+	f.Add(packed[:len(packed)-9], []byte("\x88rcpt/v1/\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff"), uint64(3))
 	f.Add([]byte(partMagic+"\x00\x00\x00\x00\x00\x00\x00\x00\x01"), []byte("\x01a\x00\x01\x01a\x00\x02"), uint64(2))
 	f.Fuzz(func(t *testing.T, raw, recBytes []byte, at uint64) {
 		// Arbitrary input: no panic; what decodes is well formed.

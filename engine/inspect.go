@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
@@ -120,7 +121,7 @@ func VerifyCheckpointFile(fsys vfs.FS, dir, name string) (CheckpointFileMeta, er
 		if err != nil {
 			return f, err
 		}
-		return f, decodePart(data, m, func([]byte, []byte, store.Version, bool) {})
+		return f, decodePart(data, m, func(index.KV, []byte, store.Version, bool) {})
 	case FileDelta:
 		f.Bytes = fileSize(fsys, path)
 		m, err := readDeltaMeta(fsys, dir, name)
@@ -141,7 +142,7 @@ func VerifyCheckpointFile(fsys vfs.FS, dir, name string) (CheckpointFileMeta, er
 			return f, err
 		}
 		f.Bytes = int64(len(data))
-		return f, decodePart(data, partMeta{name: name, v0: v, legacy: true}, func([]byte, []byte, store.Version, bool) { f.Records++ })
+		return f, decodePart(data, partMeta{name: name, v0: v, legacy: true}, func(index.KV, []byte, store.Version, bool) { f.Records++ })
 	}
 	return f, fmt.Errorf("engine: %s is not named as a checkpoint file", name)
 }

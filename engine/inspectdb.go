@@ -33,12 +33,13 @@ func (db *DB) VerifyKeys(fn func(StoredKey) bool) {
 	tree := db.tree.Clone()
 	db.treeMu.Unlock()
 	tree.AscendAll(func(it index.KV) bool {
-		k := StoredKey{Key: it.Key(), Version: store.Version(it.Version()), Bytes: int64(len(it.Key()) + len(it.Value())),
+		key := it.Key()
+		k := StoredKey{Key: key, Version: store.Version(it.Version()), Bytes: int64(len(key) + len(it.Value())),
 			InValueLog: it.Indirect(), ValueOffset: -1}
 		if k.InValueLog {
 			ptr, err := decodeVlogPtr(it.Value())
 			if err == nil {
-				_, err = db.vlog.read(it.Key(), ptr)
+				_, err = db.vlog.read(key, ptr)
 			}
 			if k.ValueErr = err; err != nil {
 				k.ValueFile = vlogDirName

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"runtime"
 	"sync"
 
@@ -51,11 +50,11 @@ func (l *chainLoad) buildOnBase(ranges int) (tree *index.Ordered[index.KV], live
 				old, existed = tree.Delete(kv)
 			} else {
 				old, existed = tree.Put(kv)
-				live += recordBytes(len(kv.Key()), len(kv.Value()))
+				live += recordBytes(kv.KeyLen(), len(kv.Value()))
 				relive(vlive, kv)
 			}
 			if existed {
-				live -= recordBytes(len(old.Key()), len(old.Value()))
+				live -= recordBytes(old.KeyLen(), len(old.Value()))
 				unlive(vlive, old)
 			}
 		}
@@ -81,11 +80,11 @@ func baseStats(base []index.KV, ranges int) (int64, map[uint32]int64, bool) {
 			for i := from; i < to; i++ {
 				it := base[i]
 				// Each piece checks its first item against the one before.
-				if i > 0 && bytes.Compare(base[i-1].Key(), it.Key()) >= 0 {
+				if i > 0 && base[i-1].CompareKey(it) >= 0 {
 					in = false
 					break
 				}
-				lv += recordBytes(len(it.Key()), len(it.Value()))
+				lv += recordBytes(it.KeyLen(), len(it.Value()))
 				relive(vl, it)
 			}
 			lives[j], vlives[j], sorted[j] = lv, vl, in

@@ -154,7 +154,7 @@ func itemStatsOf(items []index.KV) (int64, map[uint32]int64) {
 	var live int64
 	vlive := map[uint32]int64{}
 	for _, it := range items {
-		live += recordBytes(len(it.Key()), len(it.Value()))
+		live += recordBytes(it.KeyLen(), len(it.Value()))
 		relive(vlive, it)
 	}
 	return live, vlive
@@ -195,9 +195,7 @@ func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
 	for j, cut := range cuts {
 		bounds[j+1] = make([]int, len(runs))
 		for r, run := range runs {
-			bounds[j+1][r], _ = slices.BinarySearchFunc(run.kv, cut, func(kv index.KV, k []byte) int {
-				return bytes.Compare(kv.Key(), k)
-			})
+			bounds[j+1][r], _ = slices.BinarySearchFunc(run.kv, index.Probe(cut), index.KV.CompareKey)
 		}
 	}
 	last := make([]int, len(runs))
@@ -270,9 +268,9 @@ func mergeRange(runs []loadRun, from, to []int, dst []index.KV) (int, bool) {
 		t = newLoserTree(runs[1:], from[1:], to[1:])
 	}
 	bi := 0
-	var bh head // the base's head; key nil: done
+	var bh head // the base's head; done when zero
 	if len(base) > 0 {
-		bh = headOf(base[0].Key())
+		bh = headOfKV(base[0])
 	}
 	const fromBase = -1
 	var prev head
@@ -286,22 +284,22 @@ func mergeRange(runs []loadRun, from, to []int, dst []index.KV) (int, bool) {
 		var kv index.KV
 		tombstone, run := false, fromBase
 		switch {
-		case w < 0 && bh.key == nil:
+		case w < 0 && bh.done():
 			return written, true
-		case w < 0 || (bh.key != nil && compareHeads(&bh, &t.heads[w]) < 0):
+		case w < 0 || (!bh.done() && compareHeads(&bh, &t.heads[w]) < 0):
 			// The base's record; on a key a delta holds too, the delta's
 			// comes first and the base's is passed over below.
 			h, kv = bh, base[bi]
 			bi++
 			if bh = (head{}); bi < len(base) {
-				bh = headOf(base[bi].Key())
+				bh = headOfKV(base[bi])
 			}
 		default:
 			pos := t.pos[w]
 			h, kv, tombstone, run = t.heads[w], runs[1+w].kv[pos], runs[1+w].tombstone(pos), w
 			t.advance(w)
 		}
-		if prev.key != nil {
+		if !prev.done() {
 			switch c := compareHeads(&h, &prev); {
 			case c < 0, c == 0 && run == prevRun:
 				return written, false
@@ -328,29 +326,29 @@ type loserTree struct {
 	node  []int // node[0]: winner; node[i], i ≥ 1: loser at inner node i
 }
 
-// head is a run's head key and its first headWords·8 bytes as big-endian
-// words, zero-padded: words that differ order the keys as their bytes do
-// (a key's zero padding sorts before any byte a longer key has there), so
-// most comparisons are of integers, and only keys that share their first
-// 24 bytes are compared byte by byte. (Receipts' keys differ in their
-// second word, retention entries' in their third.)
+// head is a run's head item and its key's first headWords·8 raw bytes as
+// big-endian words, zero-padded: words that differ order the keys as their
+// bytes do (a key's zero padding sorts before any byte a longer key has
+// there), so most comparisons are of integers, and only keys that share
+// their first 24 bytes are compared by CompareKey. (Receipts' keys differ
+// in their second word, retention entries' in their third.)
 type head struct {
-	w   [headWords]uint64
-	key []byte // nil: the run is done
+	w  [headWords]uint64
+	kv index.KV // zero: the run is done
 }
 
 const headWords = 3
 
-func headOf(key []byte) head {
-	h := head{key: key}
-	if len(key) >= 8*headWords {
-		for i := range h.w {
-			h.w[i] = binary.BigEndian.Uint64(key[8*i:])
-		}
-		return h
-	}
+// done reports whether the run is done (keys are never empty).
+func (h *head) done() bool { return h.kv == index.KV{} }
+
+// headOf is the head of a raw key (the replay's sort takes its words).
+func headOf(key []byte) head { return headOfKV(index.Probe(key)) }
+
+func headOfKV(kv index.KV) head {
+	h := head{kv: kv}
 	var pad [8 * headWords]byte
-	copy(pad[:], key)
+	kv.CopyKey(pad[:])
 	for i := range h.w {
 		h.w[i] = binary.BigEndian.Uint64(pad[8*i:])
 	}
@@ -372,7 +370,7 @@ func (t *loserTree) load(r int) {
 		t.heads[r] = head{}
 		return
 	}
-	t.heads[r] = headOf(t.runs[r].kv[t.pos[r]].Key())
+	t.heads[r] = headOfKV(t.runs[r].kv[t.pos[r]])
 }
 
 // play fills the subtree under inner node i and returns its winner (leaves
@@ -395,17 +393,18 @@ func (t *loserTree) play(i int) int {
 // comes last, equal keys go newest first.
 func (t *loserTree) before(a, b int) bool {
 	ha, hb := &t.heads[a], &t.heads[b]
-	if hb.key == nil {
-		return ha.key != nil
+	if hb.done() {
+		return !ha.done()
 	}
-	if ha.key == nil {
+	if ha.done() {
 		return false
 	}
 	c := compareHeads(ha, hb)
 	return c < 0 || (c == 0 && a > b)
 }
 
-// compareHeads orders two heads' keys, as bytes.Compare does.
+// compareHeads orders two heads' keys, as bytes.Compare orders their raw
+// bytes.
 func compareHeads(a, b *head) int {
 	for i := range a.w {
 		if a.w[i] != b.w[i] {
@@ -415,13 +414,13 @@ func compareHeads(a, b *head) int {
 			return 1
 		}
 	}
-	return bytes.Compare(a.key, b.key)
+	return a.kv.CompareKey(b.kv)
 }
 
 // winner is the run holding the next record, or -1 when every run is done.
 func (t *loserTree) winner() int {
 	w := t.node[0]
-	if t.heads[w].key == nil {
+	if t.heads[w].done() {
 		return -1
 	}
 	return w

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"slices"
 
 	"github.com/idemdb/idem/index"
@@ -59,7 +58,7 @@ func layoutBase(parts []partMeta, deltas []loadRun) *baseLayout {
 
 // keyPos is the index of the first record of kv at or after key.
 func keyPos(kv []index.KV, key []byte) int {
-	i, _ := slices.BinarySearchFunc(kv, key, func(it index.KV, k []byte) int { return bytes.Compare(it.Key(), k) })
+	i, _ := slices.BinarySearchFunc(kv, index.Probe(key), index.KV.CompareKey)
 	return i
 }
 

@@ -231,7 +231,7 @@ func mergeTwo(older, newer loadRun) loadRun {
 		case j == len(newer.kv):
 			c = -1
 		default:
-			c = bytes.Compare(older.kv[i].Key(), newer.kv[j].Key())
+			c = older.kv[i].CompareKey(newer.kv[j])
 		}
 		if c < 0 {
 			out.add(older.kv[i], older.tombstone(i))
@@ -272,8 +272,8 @@ func (mg *merger) newMergeCursor(m *pendingMerge, start []byte) (*mergeCursor, e
 	if err := cur.loadPart(); err != nil {
 		return nil, err
 	}
-	cur.at, _ = slices.BinarySearchFunc(cur.items, start, func(kv index.KV, k []byte) int { return bytes.Compare(kv.Key(), k) })
-	cur.ri, _ = slices.BinarySearchFunc(m.run.kv, start, func(kv index.KV, k []byte) int { return bytes.Compare(kv.Key(), k) })
+	cur.at, _ = slices.BinarySearchFunc(cur.items, index.Probe(start), index.KV.CompareKey)
+	cur.ri, _ = slices.BinarySearchFunc(m.run.kv, index.Probe(start), index.KV.CompareKey)
 	return cur, nil
 }
 
@@ -291,7 +291,7 @@ func (cur *mergeCursor) loadPart() error {
 	if err != nil {
 		return err
 	}
-	err = decodePart(data, p, func(k, v []byte, ver store.Version, indirect bool) {
+	err = decodePart(data, p, func(k index.KV, v []byte, ver store.Version, indirect bool) {
 		cur.items = append(cur.items, loadedKV(k, v, ver, indirect))
 	})
 	if err != nil {
@@ -319,7 +319,7 @@ func (cur *mergeCursor) next() (index.KV, bool, error) {
 		case !haveRun:
 			c = -1
 		default:
-			c = bytes.Compare(cur.items[cur.at].Key(), cur.run.kv[cur.ri].Key())
+			c = cur.items[cur.at].CompareKey(cur.run.kv[cur.ri])
 		}
 		if c < 0 {
 			cur.at++
@@ -363,10 +363,10 @@ func (mg *merger) writeMergePart(m *pendingMerge) error {
 				break
 			}
 			if w.bytes >= db.opts.CheckpointPartBytes {
-				end, last = append([]byte(nil), kv.Key()...), false
+				end, last = kv.AppendKey(nil), false
 				break
 			}
-			w.add(kv.Key(), kv.Value(), kv.Version(), kv.Indirect())
+			w.add(kv, kv.Value(), kv.Version(), kv.Indirect())
 		}
 		count = w.count
 		return w.finish(end, last)

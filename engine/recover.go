@@ -342,9 +342,9 @@ func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
 		return loadRun{}, err
 	}
 	run := loadRun{kv: make([]index.KV, 0, min(d.count, loadPreallocMax))}
-	err = decodeDelta(data, d, func(k, v []byte, ver store.Version, tombstone, indirect bool) {
+	err = decodeDelta(data, d, func(k index.KV, v []byte, ver store.Version, tombstone, indirect bool) {
 		if tombstone {
-			run.add(index.Probe(k), true)
+			run.add(k, true)
 			return
 		}
 		run.add(loadedKV(k, v, ver, indirect), false)
@@ -507,7 +507,7 @@ func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
 	if err != nil {
 		return err
 	}
-	err = decodePart(data, p, func(k, v []byte, ver store.Version, indirect bool) { fn(loadedKV(k, v, ver, indirect)) })
+	err = decodePart(data, p, func(k index.KV, v []byte, ver store.Version, indirect bool) { fn(loadedKV(k, v, ver, indirect)) })
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
 	}
@@ -518,14 +518,19 @@ func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
 // from the parts' counts before any is read (counts are the parts' word).
 const loadPreallocMax = 1 << 26
 
-// loadedKV is a checkpoint record as a tree item. k, v and the record's
-// version (the uvarint after v: a part's, a delta's and a legacy file's
-// records all end so) are adjacent in the file's image: one item aliases
-// all three, and ver is only checked against what the item reads.
-func loadedKV(k, v []byte, ver store.Version, indirect bool) index.KV {
-	kv := index.PackedKV(k, len(k), len(v))
+// loadedKV is a checkpoint record as a tree item. k's stored key, v and
+// the record's version (the uvarint after v: a part's, a delta's and a
+// legacy file's records all end so) are adjacent in the file's image: one
+// item aliases all three, its key packed if the record's is, and ver is
+// only checked against what the item reads.
+func loadedKV(k index.KV, v []byte, ver store.Version, indirect bool) index.KV {
+	sk := k.StoredKey()
+	kv := index.PackedKV(sk, len(sk), len(v))
 	if indirect {
-		kv = index.IndirectKV(k, len(k), len(v))
+		kv = index.IndirectKV(sk, len(sk), len(v))
+	}
+	if k.KeyPacked() {
+		kv = kv.WithPackedKey()
 	}
 	if kv.Version() != uint64(ver) {
 		panic("engine: invariant broken: a checkpoint record's version does not follow its value")

@@ -63,9 +63,13 @@ func (db *DB) cold(key, value []byte) bool {
 // stored returns what a checkpoint record holds for it: the value, or a
 // pointer — an existing one, or a new one to a value spilled now.
 func (db *DB) stored(it index.KV, spills *spillList, scratch []byte) ([]byte, bool, error) {
-	key, val := it.Key(), it.Value()
-	if it.Indirect() || !db.cold(key, val) {
-		return val, it.Indirect(), nil
+	val := it.Value()
+	if it.Indirect() {
+		return val, true, nil
+	}
+	key := it.Key()
+	if !db.cold(key, val) {
+		return val, false, nil
 	}
 	ptr, err := db.vlog.append(key, val)
 	if err != nil {
@@ -88,7 +92,7 @@ func (db *DB) installSpills(spills []vlogSpill) (installed int64) {
 			if !ok {
 				continue
 			}
-			klen := len(old.Key())
+			klen := old.KeyLen()
 			db.liveBytes += recordBytes(klen, plen) - recordBytes(klen, len(old.Value()))
 			db.vlogLive[s.ptr.seg] += int64(s.ptr.n)
 			installed += int64(s.ptr.n)
@@ -163,7 +167,7 @@ func (db *DB) valueOf(it index.KV) ([]byte, error) {
 			return v, err
 		}
 		db.treeMu.RLock()
-		again, ok := db.tree.Get(index.Probe(it.Key()))
+		again, ok := db.tree.Get(it)
 		db.treeMu.RUnlock()
 		if !ok || (again.Indirect() && samePtr(again.Value(), it.Value())) {
 			return nil, err

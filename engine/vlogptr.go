@@ -15,7 +15,7 @@ import (
 //	compact  uvarint(segment) | uvarint(offset) | uvarint(record length)  (3 to 11 bytes)
 //
 // Checkpoints of format IDEMCKP4 and IDEMDLT2 hold the fixed form only;
-// IDEMCKP5 and IDEMDLT3 hold either, and this build writes the compact one
+// IDEMCKP5, IDEMDLT3 and later hold either, and this build writes the compact one
 // whenever it is shorter than 12 bytes (with the default 64 MiB segments,
 // until the segment number passes 2^21). A retained receipt's pointer is 7 bytes instead
 // of 12: its item aliases the checkpoint image, so the 5 bytes are RAM as
@@ -44,12 +44,19 @@ func (p vlogPtr) encode(dst []byte) []byte {
 	return binary.LittleEndian.AppendUint32(dst, p.n)
 }
 
-// item is the tree item that points key, at version, to p's record.
+// item is the tree item that points key, at version, to p's record, its
+// key packed if it can be (as a checkpoint's image would hold it).
 func (p vlogPtr) item(key []byte, version uint64) index.KV {
 	var scratch [vlogPtrLen]byte
 	ptr := p.encode(scratch[:0])
-	buf := index.AppendKV(make([]byte, 0, len(key)+len(ptr)+binary.MaxVarintLen64), key, ptr, version)
-	return index.IndirectKV(buf, len(key), len(ptr))
+	buf, packed := index.AppendStoredKey(make([]byte, 0, len(key)+len(ptr)+binary.MaxVarintLen64), key)
+	klen := len(buf)
+	buf = binary.AppendUvarint(append(buf, ptr...), version)
+	kv := index.IndirectKV(buf, klen, len(ptr))
+	if packed {
+		kv = kv.WithPackedKey()
+	}
+	return kv
 }
 
 // decodeVlogPtr reads either form; anything else is ErrCorruption.
@@ -92,7 +99,7 @@ type ptrForm uint8
 const (
 	ptrNone    ptrForm = iota // IDEMCKP2, IDEMCKP3, IDEMDLT1: no indirect bit
 	ptrFixed                  // IDEMCKP4, IDEMDLT2
-	ptrCompact                // IDEMCKP5, IDEMDLT3: either form
+	ptrCompact                // IDEMCKP5, IDEMCKP6, IDEMDLT3, IDEMDLT4: either form
 )
 
 // lenOK reports whether an indirect record's stored length fits the form.

@@ -102,7 +102,7 @@ func TestVlogPtr_EachFormatHoldsItsOwnPointers(t *testing.T) {
 	} {
 		rec := record(c.ptr)
 		var got []byte
-		_, err := decodeRecords(rec, 1, 10, c.form, func(_, v []byte, _ store.Version, indirect bool) error {
+		_, err := decodeRecords(rec, 1, 10, c.form, false, func(_ index.KV, v []byte, _ store.Version, indirect bool) error {
 			if !indirect {
 				t.Fatal("an indirect record decoded as a value")
 			}

@@ -1,7 +1,6 @@
 package index
 
 import (
-	"bytes"
 	"encoding/binary"
 	"unsafe"
 )
@@ -17,8 +16,8 @@ import (
 // issue 41). The bytes are immutable once inserted; the version is the
 // log index of the batch that last wrote the key.
 type KV struct {
-	p          *byte // key ‖ value ‖ uvarint(version)
-	klen, vlen uint32
+	p          *byte  // key ‖ value ‖ uvarint(version), the key as stored
+	klen, vlen uint32 // klen's top bit: the key is packed (packedkey.go)
 }
 
 // indirectBit marks an item whose stored bytes are not its value but a
@@ -56,7 +55,7 @@ func (e KV) Indirect() bool { return e.vlen&indirectBit != 0 }
 // reads byte by byte, never a slice past the varint's end, which may be
 // the allocation's.
 func (e KV) Version() uint64 {
-	at := unsafe.Add(unsafe.Pointer(e.p), uintptr(e.klen)+uintptr(e.vlen&^indirectBit))
+	at := unsafe.Add(unsafe.Pointer(e.p), uintptr(e.storedLen())+uintptr(e.vlen&^indirectBit))
 	var v uint64
 	for i, shift := 0, uint(0); i < binary.MaxVarintLen64; i, shift = i+1, shift+7 {
 		b := *(*byte)(unsafe.Add(at, i))
@@ -71,12 +70,14 @@ func (e KV) Version() uint64 {
 // Probe is a key-only item for lookups and range bounds.
 func Probe(key []byte) KV { return KV{p: unsafe.SliceData(key), klen: uint32(len(key))} }
 
-// Key returns the key (shared; do not modify).
+// Key returns the key's raw bytes: shared (do not modify) for a raw key,
+// a new copy for a packed one. Paths that run per item take AppendKey,
+// CopyKey or CompareKey instead.
 func (e KV) Key() []byte {
-	if e.p == nil {
-		return nil
+	if e.KeyPacked() {
+		return e.AppendKey(make([]byte, 0, e.KeyLen()))
 	}
-	return unsafe.Slice(e.p, e.klen)
+	return e.StoredKey()
 }
 
 // Value returns the stored bytes (shared; do not modify): the value, or
@@ -90,10 +91,10 @@ func (e KV) Value() []byte {
 		}
 		return unsafe.Slice(e.p, 0)
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e.p), e.klen)), vlen)
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e.p), e.storedLen())), vlen)
 }
 
-func kvLess(a, b KV) bool { return bytes.Compare(a.Key(), b.Key()) < 0 }
+func kvLess(a, b KV) bool { return a.CompareKey(b) < 0 }
 
 // NewKeySpace returns an empty primary key space ordered by key bytes.
 func NewKeySpace() *Ordered[KV] { return NewOrdered(kvLess) }
