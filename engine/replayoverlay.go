@@ -68,20 +68,23 @@ func (ov *replayOverlay) merge(db *DB, b *replayBatch) {
 	i, pos := 0, 0 // pos: where the last key looked up in base was
 	for order := b.order; len(order) > 0; {
 		key := b.ops[order[0].seq].op.Key
+		// Compared with the records' keys as they are stored: a packed
+		// key is not made raw for it.
+		probe := index.Probe(key)
 		n := 1 // the key's ops; the heads, side by side, rule most out
 		for n < len(order) && order[n].head == order[0].head && bytes.Equal(b.ops[order[n].seq].op.Key, key) {
 			n++
 		}
-		for i < len(old) && bytes.Compare(old[i].kv.Key(), key) < 0 {
+		for i < len(old) && old[i].kv.CompareKey(probe) < 0 {
 			out = append(out, old[i])
 			i++
 		}
 		var below overlayItem // the key as its first op finds it
-		if i < len(old) && bytes.Equal(old[i].kv.Key(), key) {
+		if i < len(old) && old[i].kv.CompareKey(probe) == 0 {
 			below = old[i]
 			i++
 		} else {
-			pos, below.inBase = seekFrom(ov.base, pos, key)
+			pos, below.inBase = seekFrom(ov.base, pos, probe)
 			below.at = pos
 			if below.inBase {
 				below.kv = ov.base[pos]
@@ -100,17 +103,17 @@ func (ov *replayOverlay) merge(db *DB, b *replayBatch) {
 // seekFrom finds key in sorted from position from on (every key before
 // from is smaller): its position, or where it would go. It gallops, so
 // a batch's keys, sorted, cost about the log of their distance apart.
-func seekFrom(sorted []index.KV, from int, key []byte) (int, bool) {
+func seekFrom(sorted []index.KV, from int, key index.KV) (int, bool) {
 	lo, step := from, 1
 	hi := from
-	for hi < len(sorted) && bytes.Compare(sorted[hi].Key(), key) < 0 {
+	for hi < len(sorted) && sorted[hi].CompareKey(key) < 0 {
 		lo = hi + 1
 		hi += step
 		step *= 2
 	}
 	hi = min(hi, len(sorted)-1) + 1
-	i, found := slices.BinarySearchFunc(sorted[lo:hi], key, func(kv index.KV, k []byte) int {
-		return bytes.Compare(kv.Key(), k)
+	i, found := slices.BinarySearchFunc(sorted[lo:hi], key, func(kv, k index.KV) int {
+		return kv.CompareKey(k)
 	})
 	return lo + i, found
 }
@@ -126,7 +129,7 @@ func applyKeyOps(db *DB, b *replayBatch, ops []replayKey, below overlayItem) (ov
 		o := b.ops[k.seq]
 		existed := present
 		if existed {
-			db.liveBytes -= recordBytes(len(cur.Key()), len(cur.Value()))
+			db.liveBytes -= recordBytes(cur.KeyLen(), len(cur.Value()))
 			unlive(db.vlogLive, cur)
 		}
 		if o.op.Delete {
@@ -145,7 +148,7 @@ func applyKeyOps(db *DB, b *replayBatch, ops []replayKey, below overlayItem) (ov
 		}
 		// The key's bytes are the array's record's: the batch's own copy
 		// of a deleted key is scratch.
-		it.kv, it.tomb = index.Probe(below.kv.Key()), true
+		it.kv, it.tomb = index.StoredProbe(below.kv.StoredKey(), below.kv.KeyPacked()), true
 	}
 	return it, true
 }
