@@ -18,7 +18,13 @@ func (db *DB) Get(_ context.Context, key []byte) (store.Item, error) {
 	if !ok {
 		return store.Item{}, store.ErrNotFound
 	}
-	return db.item(it)
+	v, err := db.valueOf(it)
+	if err != nil {
+		return store.Item{}, err
+	}
+	// The key asked for, not the item's: a packed key (index/packedkey.go)
+	// would be made raw again in an allocation of its own.
+	return store.Item{Key: key, Value: v, Version: store.Version(it.Version())}, nil
 }
 
 // Limits implements store.Store: the local store's bounds are the most

@@ -6,7 +6,8 @@ import "context"
 //
 // Ownership: Items returned by Get and Scan may share memory with the store
 // and must not be modified; they stay valid as long as the caller keeps
-// them (the store never changes bytes it handed out). A value the local
+// them (the store never changes bytes it handed out). Get's Item.Key may
+// be the very slice the caller passed. A value the local
 // engine read from its value log is a fresh copy, the caller's alone; one
 // from RAM is shared. Apply copies what it needs from the batch before it
 // returns; the caller may reuse the batch afterwards.
