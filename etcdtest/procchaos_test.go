@@ -87,7 +87,7 @@ type procChaos struct {
 func runProcChaos(t *testing.T, seed uint64, shards int) {
 	pc := &procChaos{t: t, cl: apitest.NewClient(t, "http://unused"), answers: map[int][]string{}, tables: []string{"t"}}
 	for range shards {
-		pc.etcds = append(pc.etcds, etcdtest.Start(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}))
+		pc.etcds = append(pc.etcds, startCluster(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}))
 		pc.prefixes = append(pc.prefixes, etcdtest.Prefix(t))
 	}
 	if shards > 1 {
