@@ -160,6 +160,8 @@ func TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz(t *testing.T) {
 // client. An unsigned Idem-Forwarded-By from a client is dropped.
 func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	testsupport.RequireFailpoints(t)
+	// Most of it is the failpoint's 10 s sleep: it waits beside others.
+	t.Parallel()
 	c := sharedCluster(t)
 	prefix := etcdtest.Prefix(t)
 	// With tokens: the forwarded request carries the client's own, and

@@ -73,6 +73,9 @@ func gauge(t *testing.T, c *apitest.Client, name string) string {
 // the fill's history alone usually suffices: the test does not prove
 // which of the two did it.)
 func TestIdemd_TheQuotaNeverStopsTheCluster(t *testing.T) {
+	// Most of it is waiting for etcd's periodic compaction (quotaCompaction)
+	// on a cluster of its own: it waits beside others.
+	t.Parallel()
 	c := startCluster(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes,
 		AutoCompactionMode: "periodic", AutoCompactionRetention: quotaCompaction})
 	cl := apitest.NewClient(t, "http://unused")
