@@ -76,6 +76,9 @@ const (
 )
 
 func TestChaos_EtcdCluster(t *testing.T) {
+	// On a cluster of its own, paced by a schedule in real time: it
+	// waits beside others.
+	t.Parallel()
 	for seed := range uint64(*chaosSeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runChaos(t, seed+1) })
 	}

@@ -44,6 +44,9 @@ const (
 )
 
 func TestProcessChaos_Cluster(t *testing.T) {
+	// On clusters of its own, paced by a schedule in real time: it waits
+	// beside others.
+	t.Parallel()
 	for seed := range uint64(*procChaosSeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1, 1) })
 	}
@@ -56,6 +59,7 @@ func TestProcessChaos_Cluster(t *testing.T) {
 // between a table of each shard. Every fault hits both clusters: a
 // partition cuts a node from both, a leader stop stops both leaders.
 func TestProcessChaos_TwoShards(t *testing.T) {
+	t.Parallel() // as TestProcessChaos_Cluster
 	for seed := range uint64(*procChaosSeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1, 2) })
 	}
