@@ -2,6 +2,9 @@
 // embedded members on loopback, each with its own data directory, so that
 // tests and benchmarks exercise the same server, raft and client code paths
 // as a deployment without a container or an etcd binary on the machine.
+// With Options.MemberBinary each member is instead a process of its own
+// (cmd/etcd-member), the same server with the same configuration, which a
+// test binary under the race detector need not instrument.
 //
 // A member can be crashed and brought back (Stop, Restart), and with
 // Options.Proxied the network between clients and each member can be cut,
