@@ -76,6 +76,9 @@ const (
 )
 
 func TestChaos_EtcdCluster(t *testing.T) {
+	// On a cluster of its own, paced by a schedule in real time: it
+	// waits beside others.
+	t.Parallel()
 	for seed := range uint64(*chaosSeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runChaos(t, seed+1) })
 	}
@@ -137,7 +140,7 @@ type chaos struct {
 }
 
 func runChaos(t *testing.T, seed uint64) {
-	ch := &chaos{t: t, c: etcdtest.Start(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}),
+	ch := &chaos{t: t, c: startCluster(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}),
 		prefix: etcdtest.Prefix(t), rng: rand.New(rand.NewPCG(seed, 0xe7cd)), twoWrites: seed%2 == 0}
 	var err error
 	if ch.probe, err = etcdstore.New(ch.c.Client(t), etcdstore.Options{Prefix: ch.prefix}); err != nil {

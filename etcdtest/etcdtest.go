@@ -2,6 +2,9 @@
 // embedded members on loopback, each with its own data directory, so that
 // tests and benchmarks exercise the same server, raft and client code paths
 // as a deployment without a container or an etcd binary on the machine.
+// With Options.MemberBinary each member is instead a process of its own
+// (cmd/etcd-member), the same server with the same configuration, which a
+// test binary under the race detector need not instrument.
 //
 // A member can be crashed and brought back (Stop, Restart), and with
 // Options.Proxied the network between clients and each member can be cut,
@@ -76,6 +79,14 @@ type Options struct {
 	// crash: the page cache survives Stop, so syncing only costs time.
 	// Benchmarks that want etcd's real write latency turn it on.
 	Fsync bool
+
+	// MemberBinary is the path of a member program (cmd/etcd-member,
+	// RunMember): each member then runs as a process of its own, and Stop
+	// kills it. A test binary built with -race then leaves etcd's server
+	// uninstrumented (build the member without -race), which is most of
+	// what an embedded cluster costs under the detector. Empty: members
+	// run in this process.
+	MemberBinary string
 }
 
 // Raft timing: half of etcd's defaults (100 ms heartbeat, 1 s election),
@@ -110,8 +121,8 @@ type member struct {
 	endpoint string  // what clients dial: client, or the Link's proxy
 	link     *Link
 
-	mu   sync.Mutex
-	etcd *embed.Etcd // nil while stopped
+	mu  sync.Mutex
+	srv server // nil while stopped
 }
 
 // Start starts a cluster and returns once every member is ready and a
@@ -216,67 +227,29 @@ func start(dir string, o Options, logf func(...any)) (*Cluster, error) {
 // launch starts m on its data directory; ready waits until it serves.
 // state matters only to a member with an empty data directory; one
 // restarting from its own data rejoins the cluster its WAL names.
-func (c *Cluster) launch(m *member, state string) (*embed.Etcd, error) {
-	cfg := embed.NewConfig()
-	cfg.Name = m.name
-	cfg.Dir = m.dir
-	cfg.ListenPeerUrls = []url.URL{m.peer}
-	cfg.AdvertisePeerUrls = []url.URL{m.peer}
-	cfg.ListenClientUrls = []url.URL{m.client}
-	cfg.AdvertiseClientUrls = []url.URL{m.client}
-	if m.link != nil {
-		cfg.AdvertiseClientUrls = []url.URL{m.link.url}
+func (c *Cluster) launch(m *member, state string) (server, error) {
+	var (
+		s   server
+		err error
+	)
+	if c.opts.MemberBinary != "" {
+		s, err = startProcess(c.opts.MemberBinary, c.spec(m, state), c.log)
+	} else {
+		s, err = startEmbedded(c.spec(m, state), c.log)
 	}
-	if c.tls != nil {
-		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.tls.ServerCert, KeyFile: c.tls.ServerKey,
-			TrustedCAFile: c.tls.CA, ClientCertAuth: true}
-	}
-	cfg.InitialCluster = c.initial
-	// Unique per cluster, so that a member can never join another test's
-	// cluster that happens to reuse its ports.
-	cfg.InitialClusterToken = c.token
-	cfg.ClusterState = state
-	cfg.TickMs = tickMs
-	cfg.ElectionMs = electionMs
-	cfg.UnsafeNoFsync = !c.opts.Fsync
-	// Clients speak gRPC; the HTTP gateway would only add a connection
-	// from each member to itself.
-	cfg.EnableGRPCGateway = false
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.log.logger().Named(m.name))
-	if c.opts.MaxTxnOps > 0 {
-		cfg.MaxTxnOps = c.opts.MaxTxnOps
-	}
-	if c.opts.MaxRequestBytes > 0 {
-		cfg.MaxRequestBytes = c.opts.MaxRequestBytes
-	}
-	cfg.QuotaBackendBytes = c.opts.QuotaBackendBytes
-	if c.opts.AutoCompactionMode != "" {
-		cfg.AutoCompactionMode = c.opts.AutoCompactionMode
-		cfg.AutoCompactionRetention = c.opts.AutoCompactionRetention
-	}
-	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", m.name, err)
 	}
-	return e, nil
+	return s, nil
 }
 
-func (c *Cluster) ready(m *member, e *embed.Etcd) error {
-	t := time.NewTimer(readyTimeout)
-	defer t.Stop()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		crash(e)
-		return fmt.Errorf("member %s: stopped before ready: %v", m.name, err)
-	case <-t.C:
-		crash(e)
-		return fmt.Errorf("member %s: not ready after %v", m.name, readyTimeout)
+func (c *Cluster) ready(m *member, s server) error {
+	if err := s.awaitReady(readyTimeout); err != nil {
+		crash(s)
+		return fmt.Errorf("member %s: %w", m.name, err)
 	}
 	m.mu.Lock()
-	m.etcd = e
+	m.srv = s
 	m.mu.Unlock()
 	return nil
 }
@@ -292,18 +265,18 @@ func (c *Cluster) ready(m *member, e *embed.Etcd) error {
 // for all members together.
 func (c *Cluster) run(members []int, state string) error {
 	var errs []error
-	started := make(map[int]*embed.Etcd)
+	started := make(map[int]server)
 	for _, i := range members {
-		e, err := c.launch(c.members[i], state)
+		s, err := c.launch(c.members[i], state)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		started[i] = e
+		started[i] = s
 	}
 	if len(errs) > 0 {
-		for _, e := range started {
-			crash(e)
+		for _, s := range started {
+			crash(s)
 		}
 		return errors.Join(errs...)
 	}
@@ -413,13 +386,12 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	for {
 		best, term := -1, uint64(0)
 		for i, m := range c.members {
-			e := m.running()
-			if e == nil {
+			s := m.running()
+			if s == nil {
 				continue
 			}
-			s := e.Server
-			if s.Lead() == uint64(s.MemberID()) && s.Term() >= term {
-				best, term = i, s.Term()
+			if leads, t := s.leads(); leads && t >= term {
+				best, term = i, t
 			}
 		}
 		if best >= 0 {
@@ -435,19 +407,14 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 
 // running returns m's server, or nil when it is stopped or has stopped
 // itself.
-func (m *member) running() *embed.Etcd {
+func (m *member) running() server {
 	m.mu.Lock()
-	e := m.etcd
+	s := m.srv
 	m.mu.Unlock()
-	if e == nil {
+	if s == nil || s.stopped() {
 		return nil
 	}
-	select {
-	case <-e.Server.StopNotify():
-		return nil
-	default:
-		return e
-	}
+	return s
 }
 
 // Running reports whether member i is up: started, and not stopped by Stop
@@ -456,24 +423,20 @@ func (c *Cluster) Running(i int) bool { return c.members[i].running() != nil }
 
 // Stop crashes member i: its raft loop halts at once, with no leadership
 // transfer and no draining of requests, and then its listeners close, so
-// its clients see their connections fail as if the process had died. Its
-// data directory stays, for Restart. Stopping a stopped member does
-// nothing. Stop may take up to a second: etcd gives the connections of
-// its peers that long to close.
+// its clients see their connections fail as if the process had died (with
+// Options.MemberBinary it does die: SIGKILL). Its data directory stays, for
+// Restart. Stopping a stopped member does nothing. An embedded member's
+// Stop may take up to a second: etcd gives the connections of its peers
+// that long to close.
 func (c *Cluster) Stop(i int) {
 	m := c.members[i]
 	m.mu.Lock()
-	e := m.etcd
-	m.etcd = nil
+	s := m.srv
+	m.srv = nil
 	m.mu.Unlock()
-	if e != nil {
-		crash(e)
+	if s != nil {
+		crash(s)
 	}
-}
-
-func crash(e *embed.Etcd) {
-	e.Server.HardStop()
-	e.Close()
 }
 
 // Restart starts the given members again, or every stopped member when
@@ -561,22 +524,22 @@ func (c *Cluster) close() {
 	}
 	// Every raft loop first, so that members still running while others
 	// close do not spend the time electing leaders.
-	var live []*embed.Etcd
+	var live []server
 	for _, m := range c.members {
 		m.mu.Lock()
-		if m.etcd != nil {
-			live = append(live, m.etcd)
-			m.etcd = nil
+		if m.srv != nil {
+			live = append(live, m.srv)
+			m.srv = nil
 		}
 		m.mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	for _, e := range live {
-		wg.Go(e.Server.HardStop)
+	for _, s := range live {
+		wg.Go(s.halt)
 	}
 	wg.Wait()
-	for _, e := range live {
-		wg.Go(e.Close)
+	for _, s := range live {
+		wg.Go(s.close)
 	}
 	wg.Wait()
 	for _, m := range c.members {

@@ -45,7 +45,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 func TestStopLeaderAndRestart(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
-	c := Start(t, Options{})
+	c := Start(t, Options{MemberBinary: MemberBinaryForTests})
 	t.Logf("start: %v", time.Since(t0))
 	cli := c.Client(t)
 	p := Prefix(t)
@@ -108,7 +108,7 @@ func isDeadline(err error) bool {
 
 func TestLinks(t *testing.T) {
 	t.Parallel()
-	c := Start(t, Options{Proxied: true})
+	c := Start(t, Options{Proxied: true, MemberBinary: MemberBinaryForTests})
 	cli := c.Client(t)
 	p := Prefix(t)
 	if _, err := cli.Put(ctxT(t, 5*time.Second), p+"k", "0"); err != nil {
@@ -186,7 +186,7 @@ func TestLinks(t *testing.T) {
 
 func TestCompactAndDefrag(t *testing.T) {
 	t.Parallel()
-	c := Start(t, Options{})
+	c := Start(t, Options{MemberBinary: MemberBinaryForTests})
 	cli := c.Client(t)
 	p := Prefix(t)
 	first, err := cli.Put(ctxT(t, 5*time.Second), p+"k", "1")
@@ -219,7 +219,7 @@ func TestCompactAndDefrag(t *testing.T) {
 
 func TestCrashAll(t *testing.T) {
 	t.Parallel()
-	c := Start(t, Options{})
+	c := Start(t, Options{MemberBinary: MemberBinaryForTests})
 	cli := c.Client(t)
 	p := Prefix(t)
 	if _, err := cli.Put(ctxT(t, 5*time.Second), p+"k", "kept"); err != nil {

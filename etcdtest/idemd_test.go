@@ -126,7 +126,7 @@ func TestIdemd_NodesOnEtcdReplayAnywhereAndAdoptAKilledNodesWork(t *testing.T) {
 // the cluster blackholed, /healthz answers 503 unavailable within the
 // probe's bound; healed, 200 again.
 func TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Proxied: true})
+	c := startCluster(t, etcdtest.Options{Proxied: true})
 	cl := apitest.NewClient(t, "http://unused")
 	n := startNode(t, cl, c, etcdtest.Prefix(t), "node-a", nil)
 	cn := cl.WithBase(n.Base())
@@ -160,6 +160,8 @@ func TestIdemd_ANodeThatCannotReachEtcdSaysSoOnHealthz(t *testing.T) {
 // client. An unsigned Idem-Forwarded-By from a client is dropped.
 func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 	testsupport.RequireFailpoints(t)
+	// Most of it is the failpoint's 10 s sleep: it waits beside others.
+	t.Parallel()
 	c := sharedCluster(t)
 	prefix := etcdtest.Prefix(t)
 	// With tokens: the forwarded request carries the client's own, and
@@ -235,7 +237,7 @@ func TestIdemd_ARequestForAReceiptALiveNodeHoldsIsForwardedToIt(t *testing.T) {
 // serves; one with a wrong password, or without the CA, refuses to start
 // and says why.
 func TestIdemd_TLSAndAuthToEtcd(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{TLS: true})
+	c := startCluster(t, etcdtest.Options{TLS: true})
 	cli := c.Client(t)
 	if _, err := cli.UserAdd(ctx, "root", "s3cret"); err != nil {
 		t.Fatal(err)

@@ -52,6 +52,8 @@ func startTLSNode(t *testing.T, cl *apitest.Client, c *etcdtest.Cluster, prefix,
 // answer itself.
 func TestIdemd_ForwardingBetweenNodesOverMutualTLS(t *testing.T) {
 	testsupport.RequireFailpoints(t)
+	// Most of it is the failpoint's 10 s sleep: it waits beside others.
+	t.Parallel()
 	c := sharedCluster(t)
 	prefix := etcdtest.Prefix(t)
 	dir := t.TempDir()

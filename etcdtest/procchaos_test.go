@@ -44,6 +44,9 @@ const (
 )
 
 func TestProcessChaos_Cluster(t *testing.T) {
+	// On clusters of its own, paced by a schedule in real time: it waits
+	// beside others.
+	t.Parallel()
 	for seed := range uint64(*procChaosSeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1, 1) })
 	}
@@ -56,6 +59,7 @@ func TestProcessChaos_Cluster(t *testing.T) {
 // between a table of each shard. Every fault hits both clusters: a
 // partition cuts a node from both, a leader stop stops both leaders.
 func TestProcessChaos_TwoShards(t *testing.T) {
+	t.Parallel() // as TestProcessChaos_Cluster
 	for seed := range uint64(*procChaosSeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed+1), func(t *testing.T) { runProcChaos(t, seed+1, 2) })
 	}
@@ -87,7 +91,7 @@ type procChaos struct {
 func runProcChaos(t *testing.T, seed uint64, shards int) {
 	pc := &procChaos{t: t, cl: apitest.NewClient(t, "http://unused"), answers: map[int][]string{}, tables: []string{"t"}}
 	for range shards {
-		pc.etcds = append(pc.etcds, etcdtest.Start(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}))
+		pc.etcds = append(pc.etcds, startCluster(t, etcdtest.Options{Proxied: true, AutoCompactionMode: "periodic", AutoCompactionRetention: "1s"}))
 		pc.prefixes = append(pc.prefixes, etcdtest.Prefix(t))
 	}
 	if shards > 1 {

@@ -73,7 +73,10 @@ func gauge(t *testing.T, c *apitest.Client, name string) string {
 // the fill's history alone usually suffices: the test does not prove
 // which of the two did it.)
 func TestIdemd_TheQuotaNeverStopsTheCluster(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes,
+	// Most of it is waiting for etcd's periodic compaction (quotaCompaction)
+	// on a cluster of its own: it waits beside others.
+	t.Parallel()
+	c := startCluster(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes,
 		AutoCompactionMode: "periodic", AutoCompactionRetention: quotaCompaction})
 	cl := apitest.NewClient(t, "http://unused")
 	n := startNode(t, cl, c, etcdtest.Prefix(t), "node-a", nil, "-retention", quotaRetention.String(), "-tombstone-retention", "0",
@@ -162,7 +165,7 @@ func TestIdemd_TheQuotaNeverStopsTheCluster(t *testing.T) {
 // an operator compacts, defragments and disarms the alarm (docs/cluster.md),
 // the same node, never restarted, commits the refused key.
 func TestIdemd_PastTheNoSpaceAlarmReplaysGoOnAndWritesResumeWithoutARestart(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes})
+	c := startCluster(t, etcdtest.Options{Members: 1, QuotaBackendBytes: quotaBytes})
 	cl := apitest.NewClient(t, "http://unused")
 	n := startNode(t, cl, c, etcdtest.Prefix(t), "node-a", nil, "-etcd-space-interval", "50ms", "-etcd-high-water", "1")
 	cn := cl.WithBase(n.Base())

@@ -95,7 +95,7 @@ func hasKey(keys []string, pred func(string) bool) bool {
 // 409 session_cross_shard; and a node whose map differs is refused at
 // start with the reason. /metrics labels each shard's space series.
 func TestShards_TwoClustersEachHoldOnlyTheirTables(t *testing.T) {
-	one, two := sharedCluster(t), etcdtest.Start(t, etcdtest.Options{Members: 1})
+	one, two := sharedCluster(t), startCluster(t, etcdtest.Options{Members: 1})
 	shards := []shardSpec{{"a", one.Endpoints(), etcdtest.Prefix(t)}, {"b", two.Endpoints(), etcdtest.Prefix(t)}}
 	clusters := []*etcdtest.Cluster{one, two}
 	path := writeShardMap(t, 1, shards...)

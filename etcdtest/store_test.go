@@ -269,7 +269,7 @@ func TestCompaction_CASUnderCompactionAndDefragLosesNothing(t *testing.T) {
 // keys unless a resend saw its own write) means it is not; only
 // ErrAmbiguous may go either way.
 func TestAmbiguity_LeaderHardStopUnderLoad(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
+	c := startCluster(t, etcdtest.Options{})
 	s := newStore(t, c, etcdtest.Prefix(t))
 	const workers, perWorker = 32, 12
 	type outcome struct {
