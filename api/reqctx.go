@@ -18,6 +18,13 @@ type requestCtx struct {
 	// interface so that Value, called a few times per request, does not
 	// box it anew each time.
 	principal any
+	// sw is the route's status writer (metrics.instrument) and slots the
+	// answer's header slots (headers.go), allocated with the context: each
+	// was an allocation of its own on every request. Each is handed out
+	// once (the taken flags); a second asker gets its own.
+	sw                  statusWriter
+	slots               headerSlots
+	swTaken, slotsTaken bool
 }
 
 func (c *requestCtx) Value(key any) any {
@@ -44,4 +51,24 @@ func withPrincipal(r *http.Request, principal string) *http.Request {
 		return r
 	}
 	return r.WithContext(context.WithValue(r.Context(), principalKey{}, principal))
+}
+
+// statusWriterFor is a statusWriter over w: the routed request's own when
+// it has not been handed out, else a new one.
+func statusWriterFor(w http.ResponseWriter, r *http.Request) *statusWriter {
+	if c, ok := r.Context().(*requestCtx); ok && !c.swTaken {
+		c.swTaken, c.sw = true, statusWriter{ResponseWriter: w}
+		return &c.sw
+	}
+	return &statusWriter{ResponseWriter: w}
+}
+
+// headerSlotsFor is an empty headerSlots: the routed request's own when it
+// has not been handed out, else a new one.
+func headerSlotsFor(r *http.Request) *headerSlots {
+	if c, ok := r.Context().(*requestCtx); ok && !c.slotsTaken {
+		c.slotsTaken = true
+		return &c.slots
+	}
+	return new(headerSlots)
 }
