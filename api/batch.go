@@ -30,7 +30,7 @@ type batchRoute struct {
 func (s *batchRoute) batch(w http.ResponseWriter, r *http.Request) {
 	values, keyed := r.Header[http.CanonicalHeaderKey(headerIdempotencyKey)]
 	key := ""
-	hs := new(headerSlots)
+	hs := headerSlotsFor(r)
 	if keyed {
 		var err error
 		if key, err = parseIdempotencyKey(values); err != nil {

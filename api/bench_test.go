@@ -245,3 +245,65 @@ func BenchmarkKeyedOverhead(b *testing.B) {
 		})
 	})
 }
+
+// benchReplayKeys is how many terminal receipts BenchmarkReplayOverhead
+// replays, round robin: enough that the lookups are not of one hot key.
+const benchReplayKeys = 1024
+
+// BenchmarkReplayOverhead is BenchmarkKeyedOverhead for a retry of a
+// terminal receipt: "library" executes the decoded batch again under its
+// key, as cmd/bench's library replay case does, "http" serves the same
+// body with the same key through ServeHTTP (body read, digest, the
+// verbatim-replay lookup, routing, auth, metrics, the stored answer). The
+// difference of their ns/op is the handler's own CPU on a replay.
+func BenchmarkReplayOverhead(b *testing.B) {
+	body := []byte(benchBatch())
+	var inserts []table.Insert
+	for i := range benchBatchDocs {
+		inserts = append(inserts, table.Insert{ID: benchDocID(i), Doc: json.RawMessage(benchDocJSON)})
+	}
+	keys := make([]string, benchReplayKeys)
+	setup := func(b *testing.B) *Server {
+		s := benchServer(b)
+		for i := range keys {
+			keys[i] = "k" + strconv.Itoa(i)
+			if st := serveLean(s, "POST", "/v1/tables/t/batch", body, "Idempotency-Key", keys[i]); st != http.StatusCreated {
+				b.Fatalf("first POST: %d", st)
+			}
+		}
+		b.ResetTimer() // the receipts made above are not the benchmark's allocations
+		return s
+	}
+	b.Run("library", func(b *testing.B) {
+		s := setup(b)
+		var seq atomic.Uint64
+		b.SetParallelism(benchParallelism)
+		b.ReportAllocs()
+		testsupport.ReportCPU(b)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				batch := &table.Batch{Inserts: slices.Clone(inserts)}
+				key := keys[seq.Add(1)%benchReplayKeys]
+				a, err := s.svc.Execute(context.Background(), receipt.Request{Principal: Anonymous, Table: "t", Key: key, Batch: batch})
+				if err != nil || a.Status != http.StatusCreated || !a.Replayed {
+					b.Fatalf("Execute: %d replayed=%v %v", a.Status, a.Replayed, err)
+				}
+			}
+		})
+	})
+	b.Run("http", func(b *testing.B) {
+		s := setup(b)
+		var seq atomic.Uint64
+		b.SetParallelism(benchParallelism)
+		b.ReportAllocs()
+		testsupport.ReportCPU(b)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				key := keys[seq.Add(1)%benchReplayKeys]
+				if st := serveLean(s, "POST", "/v1/tables/t/batch", body, "Idempotency-Key", key); st != http.StatusCreated {
+					b.Fatalf("replay: %d", st)
+				}
+			}
+		})
+	})
+}

@@ -384,8 +384,8 @@ type instrumented struct {
 
 func (in *instrumented) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := statusWriter{ResponseWriter: w}
-	in.h.ServeHTTP(&sw, r)
+	sw := statusWriterFor(w, r)
+	in.h.ServeHTTP(sw, r)
 	status := sw.status
 	if status == 0 {
 		status = http.StatusOK

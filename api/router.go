@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/idemdb/idem/code"
@@ -48,9 +47,9 @@ func (s *router) dispatch(w http.ResponseWriter, r *http.Request) {
 	if hotRoute(r) || isRoute(s.muxHandler(r)) {
 		// Serve through the mux (not the route) so that it sets the path
 		// values.
-		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
-		defer cancel()
-		s.mux.ServeHTTP(w, r.WithContext(&requestCtx{Context: ctx}))
+		ctx := newRequestCtx(r.Context(), s.opts.RequestTimeout)
+		defer ctx.end()
+		s.mux.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
 	s.unmatched.ServeHTTP(w, r)

@@ -35,3 +35,27 @@ func TestHTTPKeyedCPUAim_JudgesTheCPUBeyondLibraryAndFloor(t *testing.T) {
 		t.Errorf("without an http-floor: %+v %v, want no aim", r.Targets, r.Extra)
 	}
 }
+
+// The POST floor's figure is HTTP keyed's CPU beyond the library's and
+// the http-post-floor's, set beside the aim, judging nothing; absent
+// without a POST floor.
+func TestHTTPKeyedOverPostFloor_SetsTheFigureWithoutATarget(t *testing.T) {
+	withCPU := func(us float64) *Result {
+		r := &Result{}
+		r.Set("cpu_us_per_op", us)
+		return r
+	}
+	r := withCPU(150)
+	httpKeyedOverPostFloor(r, withCPU(80), withCPU(55))
+	if got := r.Extra["cpu_over_library_and_post_floor_us"]; got != 15.0 {
+		t.Errorf("cpu_over_library_and_post_floor_us %v, want 15", got)
+	}
+	if len(r.Targets) != 0 {
+		t.Errorf("targets %+v, want none", r.Targets)
+	}
+	r = withCPU(150)
+	httpKeyedOverPostFloor(r, withCPU(80), nil)
+	if v, ok := r.Extra["cpu_over_library_and_post_floor_us"]; ok {
+		t.Errorf("without a POST floor: %v, want no figure", v)
+	}
+}

@@ -18,8 +18,8 @@ func init() {
 	register(Suite{
 		Name:  "http",
 		Rank:  50,
-		Doc:   "api over loopback HTTP/1.1: the http-floor (GET /healthz over the same client), closed-loop clients posting keyed, key-less and replayed batches, keyed-hot (keyed, each also $incs one shared document; aborts_per_op), and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
-		Cases: []string{caseHTTPFloor, "keyed", caseHTTPKeyedHot, "fast", "replay", caseKeyed10x, caseSession},
+		Doc:   "api over loopback HTTP/1.1: the http-floor (GET /healthz over the same client), the http-post-floor (the keyed case's POST, answered by a bench-only handler that reads the body and writes a captured keyed answer), closed-loop clients posting keyed, key-less and replayed batches, keyed-hot (keyed, each also $incs one shared document; aborts_per_op), and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
+		Cases: []string{caseHTTPFloor, caseHTTPPostFloor, "keyed", caseHTTPKeyedHot, "fast", "replay", caseKeyed10x, caseSession},
 		Run:   runHTTP,
 	})
 }
@@ -42,6 +42,13 @@ func runHTTP(env *Env) error {
 	}
 	if env.Want(caseHTTPFloor) {
 		rs, err := httpFloorCase(env, concs)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if env.Want(caseHTTPPostFloor) {
+		rs, err := httpPostFloorCase(env, concs)
 		results = append(results, rs...)
 		if err != nil {
 			return fail(err)
@@ -111,6 +118,12 @@ type httpServer struct {
 }
 
 func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
+	return openHTTPWith(env, name, maxConc, nil)
+}
+
+// openHTTPWith is openHTTP serving wrap(api.New's handler) (wrap nil: the
+// handler itself), on the same listener, server settings and client.
+func openHTTPWith(env *Env, name string, maxConc int, wrap func(http.Handler) http.Handler) (*stack, *httpServer, error) {
 	st, err := openStack(env, "http-"+name, receipt.Options{})
 	if err != nil {
 		return nil, nil, err
@@ -126,7 +139,10 @@ func openHTTP(env *Env, name string, maxConc int) (*stack, *httpServer, error) {
 		st.close()
 		return nil, nil, err
 	}
-	h := api.New(st.svc, api.Options{StoreCollectors: []prometheus.Collector{enginemetrics.New(st.db.Stats)}, Logger: discardLogger})
+	var h http.Handler = api.New(st.svc, api.Options{StoreCollectors: []prometheus.Collector{enginemetrics.New(st.db.Stats)}, Logger: discardLogger})
+	if wrap != nil {
+		h = wrap(h)
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	client, err := newLoadClient(env.Opts.HTTPClient, ln.Addr().String(), maxConc)
