@@ -214,33 +214,21 @@ func BenchmarkKeyedOverhead(b *testing.B) {
 		for i := range benchBatchDocs {
 			inserts = append(inserts, table.Insert{ID: benchDocID(i), Doc: json.RawMessage(benchDocJSON)})
 		}
-		var seq atomic.Uint64
-		b.SetParallelism(benchParallelism)
-		b.ReportAllocs()
-		testsupport.ReportCPU(b)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				batch := &table.Batch{Inserts: slices.Clone(inserts)}
-				key := "k" + strconv.FormatUint(seq.Add(1), 10)
-				a, err := s.svc.Execute(context.Background(), receipt.Request{Principal: Anonymous, Table: "t", Key: key, Batch: batch})
-				if err != nil || a.Status != http.StatusCreated {
-					b.Fatalf("Execute: %d %v", a.Status, err)
-				}
+		runOverhead(b, func(n uint64) {
+			batch := &table.Batch{Inserts: slices.Clone(inserts)}
+			key := "k" + strconv.FormatUint(n, 10)
+			a, err := s.svc.Execute(context.Background(), receipt.Request{Principal: Anonymous, Table: "t", Key: key, Batch: batch})
+			if err != nil || a.Status != http.StatusCreated {
+				b.Fatalf("Execute: %d %v", a.Status, err)
 			}
 		})
 	})
 	b.Run("http", func(b *testing.B) {
 		s := benchServer(b)
-		var seq atomic.Uint64
-		b.SetParallelism(benchParallelism)
-		b.ReportAllocs()
-		testsupport.ReportCPU(b)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				key := "k" + strconv.FormatUint(seq.Add(1), 10)
-				if st := serveLean(s, "POST", "/v1/tables/t/batch", body, "Idempotency-Key", key); st != http.StatusCreated {
-					b.Fatalf("POST: %d", st)
-				}
+		runOverhead(b, func(n uint64) {
+			key := "k" + strconv.FormatUint(n, 10)
+			if st := serveLean(s, "POST", "/v1/tables/t/batch", body, "Idempotency-Key", key); st != http.StatusCreated {
+				b.Fatalf("POST: %d", st)
 			}
 		})
 	})
@@ -276,34 +264,37 @@ func BenchmarkReplayOverhead(b *testing.B) {
 	}
 	b.Run("library", func(b *testing.B) {
 		s := setup(b)
-		var seq atomic.Uint64
-		b.SetParallelism(benchParallelism)
-		b.ReportAllocs()
-		testsupport.ReportCPU(b)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				batch := &table.Batch{Inserts: slices.Clone(inserts)}
-				key := keys[seq.Add(1)%benchReplayKeys]
-				a, err := s.svc.Execute(context.Background(), receipt.Request{Principal: Anonymous, Table: "t", Key: key, Batch: batch})
-				if err != nil || a.Status != http.StatusCreated || !a.Replayed {
-					b.Fatalf("Execute: %d replayed=%v %v", a.Status, a.Replayed, err)
-				}
+		runOverhead(b, func(n uint64) {
+			batch := &table.Batch{Inserts: slices.Clone(inserts)}
+			key := keys[n%benchReplayKeys]
+			a, err := s.svc.Execute(context.Background(), receipt.Request{Principal: Anonymous, Table: "t", Key: key, Batch: batch})
+			if err != nil || a.Status != http.StatusCreated || !a.Replayed {
+				b.Fatalf("Execute: %d replayed=%v %v", a.Status, a.Replayed, err)
 			}
 		})
 	})
 	b.Run("http", func(b *testing.B) {
 		s := setup(b)
-		var seq atomic.Uint64
-		b.SetParallelism(benchParallelism)
-		b.ReportAllocs()
-		testsupport.ReportCPU(b)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				key := keys[seq.Add(1)%benchReplayKeys]
-				if st := serveLean(s, "POST", "/v1/tables/t/batch", body, "Idempotency-Key", key); st != http.StatusCreated {
-					b.Fatalf("replay: %d", st)
-				}
+		runOverhead(b, func(n uint64) {
+			key := keys[n%benchReplayKeys]
+			if st := serveLean(s, "POST", "/v1/tables/t/batch", body, "Idempotency-Key", key); st != http.StatusCreated {
+				b.Fatalf("replay: %d", st)
 			}
 		})
+	})
+}
+
+// runOverhead runs op as the overhead benchmarks do: benchParallelism
+// goroutines per core, allocations and CPU per op reported; n numbers
+// each call from 1 on.
+func runOverhead(b *testing.B, op func(n uint64)) {
+	var seq atomic.Uint64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	testsupport.ReportCPU(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			op(seq.Add(1))
+		}
 	})
 }
