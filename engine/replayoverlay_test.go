@@ -17,7 +17,7 @@ import (
 // batch and across batches, deleted and put back — applied through the
 // overlay and folded at random points, into the array's spare room or a
 // new array, and finished with the room for the added keys or without it
-// (put into the tree), leave the tree, the live bytes, the applied version and the
+// (a new array), leave the tree, the live bytes, the applied version and the
 // dirty set's first write of each key exactly as putting each op into a
 // tree of the same records in log order does (applied: up to the last
 // batch with ops, as the replay's end sets the rest).
