@@ -25,47 +25,19 @@ func TestReplayBatch_SortedBatchesLeaveWhatLogOrderLeaves(t *testing.T) {
 		var b replayBatch
 		var lastWithOps store.Version
 		for v := store.Version(1); v <= 200; v++ {
-			var ops []store.Op
-			for range rng.IntN(4) {
-				key := fmt.Sprintf("k%02d", rng.IntN(20))
-				if rng.IntN(3) == 0 {
-					ops = append(ops, store.Op{Key: []byte(key), Delete: true})
-				} else {
-					ops = append(ops, store.Op{Key: []byte(key), Value: []byte(fmt.Sprintf("v%d", v))})
-				}
-			}
+			ops := randomOps(rng, v, 20, shortKey)
 			inOrder.applyToTree(v, ownOps(ops))
 			if len(ops) > 0 {
 				lastWithOps = v
 			}
-			owned := ownOps(ops)
-			for i := range ops {
-				if ops[i].Delete {
-					owned[i].Key = ops[i].Key // in the body, as replay leaves it
-				}
-			}
+			owned := asReplayed(ops)
 			if b.add(v, owned) || rng.IntN(30) == 0 {
 				b.flush(batched)
 			}
-			for i := range ops {
-				if ops[i].Delete {
-					ops[i].Key[0] = 'X' // the body a delete came from is gone
-				}
-			}
+			forgetBodies(ops)
 		}
 		b.flush(batched)
-		want, got := holding(inOrder.tree), holding(batched.tree)
-		wantKeys, gotKeys := treeKeys(inOrder.tree), treeKeys(batched.tree)
-		if !slices.Equal(got, want) || !slices.Equal(gotKeys, wantKeys) || batched.liveBytes != inOrder.liveBytes {
-			t.Fatalf("round %d: batched holds %v %v (live %d), in order %v %v (live %d)", round, gotKeys, got, batched.liveBytes, wantKeys, want, inOrder.liveBytes)
-		}
-		// The replay's end sets applied to the log's last entry, empty or not.
-		if batched.applied != lastWithOps {
-			t.Fatalf("round %d: applied %d, want %d, the last batch with ops", round, batched.applied, lastWithOps)
-		}
-		if w, g := firstWrites(inOrder.dirty), firstWrites(batched.dirty); !slices.Equal(g, w) {
-			t.Fatalf("round %d: the dirty set's first writes %v, in order %v", round, g, w)
-		}
+		sameReplay(t, round, inOrder, batched, lastWithOps)
 	}
 }
 
@@ -95,4 +67,62 @@ func firstWrites(d *dirtySet) []string {
 		out = append(out, fmt.Sprintf("%s:%v", k.key, k.existed))
 	}
 	return out
+}
+
+// randomOps is up to three puts and deletes of batch v over keys
+// keyOf(0) … keyOf(n-1).
+func randomOps(rng *rand.Rand, v store.Version, n int, keyOf func(int) string) []store.Op {
+	var ops []store.Op
+	for range rng.IntN(4) {
+		key := keyOf(rng.IntN(n))
+		if rng.IntN(3) == 0 {
+			ops = append(ops, store.Op{Key: []byte(key), Delete: true})
+		} else {
+			ops = append(ops, store.Op{Key: []byte(key), Value: []byte(fmt.Sprintf("v%d", v))})
+		}
+	}
+	return ops
+}
+
+func shortKey(i int) string { return fmt.Sprintf("k%02d", i) }
+
+// asReplayed is ops as the replay hands them on: puts engine-owned,
+// deletes' keys still the body's (the batch copies them).
+func asReplayed(ops []store.Op) []store.Op {
+	owned := ownOps(ops)
+	for i := range ops {
+		if ops[i].Delete {
+			owned[i].Key = ops[i].Key
+		}
+	}
+	return owned
+}
+
+// forgetBodies overwrites the deleted keys' bytes, as the next entry's body
+// overwrites the one a replay read.
+func forgetBodies(ops []store.Op) {
+	for i := range ops {
+		if ops[i].Delete {
+			ops[i].Key[0] = 'X'
+		}
+	}
+}
+
+// sameReplay fails unless got, replayed, holds what want, applied in log
+// order, holds: the tree, the live bytes, the applied version (the last
+// batch with ops: the replay's end sets the rest) and the dirty set's first
+// write of each key.
+func sameReplay(t *testing.T, round int, want, got *DB, lastWithOps store.Version) {
+	t.Helper()
+	wantItems, gotItems := holding(want.tree), holding(got.tree)
+	wantKeys, gotKeys := treeKeys(want.tree), treeKeys(got.tree)
+	if !slices.Equal(gotItems, wantItems) || !slices.Equal(gotKeys, wantKeys) || got.liveBytes != want.liveBytes {
+		t.Fatalf("round %d: replayed holds %v %v (live %d), in order %v %v (live %d)", round, gotKeys, gotItems, got.liveBytes, wantKeys, wantItems, want.liveBytes)
+	}
+	if got.applied != lastWithOps {
+		t.Fatalf("round %d: applied %d, want %d, the last batch with ops", round, got.applied, lastWithOps)
+	}
+	if w, g := firstWrites(want.dirty), firstWrites(got.dirty); !slices.Equal(g, w) {
+		t.Fatalf("round %d: the dirty set's first writes %v, in order %v", round, g, w)
+	}
 }

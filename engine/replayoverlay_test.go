@@ -38,26 +38,17 @@ func TestReplayOverlay_LeavesWhatTreePutsLeave(t *testing.T) {
 		var b replayBatch
 		var lastWithOps store.Version
 		for v := store.Version(1); v <= 150; v++ {
-			ops := randomOps(rng, v, keyOf)
+			ops := randomOps(rng, v, 40, keyOf)
 			inOrder.applyToTree(v, ownOps(ops))
 			if len(ops) > 0 {
 				lastWithOps = v
 			}
-			owned := ownOps(ops)
-			for i := range ops {
-				if ops[i].Delete {
-					owned[i].Key = ops[i].Key // in the body, as replay leaves it
-				}
-			}
+			owned := asReplayed(ops)
 			if b.add(v, owned) || rng.IntN(20) == 0 {
 				b.sort()
 				b.apply(overlaid, ov)
 			}
-			for i := range ops {
-				if ops[i].Delete {
-					ops[i].Key[0] = 'X' // the body a delete came from is gone
-				}
-			}
+			forgetBodies(ops)
 			if rng.IntN(40) == 0 {
 				ov.fold()
 			}
@@ -65,18 +56,7 @@ func TestReplayOverlay_LeavesWhatTreePutsLeave(t *testing.T) {
 		b.sort()
 		b.apply(overlaid, ov)
 		overlaid.tree = ov.finish()
-		want, got := holding(inOrder.tree), holding(overlaid.tree)
-		wantKeys, gotKeys := treeKeys(inOrder.tree), treeKeys(overlaid.tree)
-		if !slices.Equal(got, want) || !slices.Equal(gotKeys, wantKeys) || overlaid.liveBytes != inOrder.liveBytes {
-			t.Fatalf("round %d: overlaid holds %v %v (live %d), in order %v %v (live %d)", round, gotKeys, got, overlaid.liveBytes, wantKeys, want, inOrder.liveBytes)
-		}
-		// The replay's end sets applied to the log's last entry, empty or not.
-		if overlaid.applied != lastWithOps {
-			t.Fatalf("round %d: applied %d, want %d, the last batch with ops", round, overlaid.applied, lastWithOps)
-		}
-		if w, g := firstWrites(inOrder.dirty), firstWrites(overlaid.dirty); !slices.Equal(g, w) {
-			t.Fatalf("round %d: the dirty set's first writes %v, in order %v", round, g, w)
-		}
+		sameReplay(t, round, inOrder, overlaid, lastWithOps)
 	}
 }
 
@@ -84,7 +64,7 @@ func TestReplayOverlay_LeavesWhatTreePutsLeave(t *testing.T) {
 // in 32 lowercase hex digits, which a checkpoint's image holds packed
 // (the replay's ops stay raw, so every compare is a mixed one).
 var overlayKeyForms = []func(int) string{
-	func(i int) string { return fmt.Sprintf("k%02d", i) },
+	shortKey,
 	func(i int) string { return fmt.Sprintf("rcpt/v1/%030x%02d", 0xabc, i) },
 }
 
@@ -99,20 +79,6 @@ func imageItem(key, val []byte) index.KV {
 		kv = kv.WithPackedKey()
 	}
 	return kv
-}
-
-// randomOps is up to three puts and deletes of batch v over keys 0–39.
-func randomOps(rng *rand.Rand, v store.Version, keyOf func(int) string) []store.Op {
-	var ops []store.Op
-	for range rng.IntN(4) {
-		key := keyOf(rng.IntN(40))
-		if rng.IntN(3) == 0 {
-			ops = append(ops, store.Op{Key: []byte(key), Delete: true})
-		} else {
-			ops = append(ops, store.Op{Key: []byte(key), Value: []byte(fmt.Sprintf("v%d", v))})
-		}
-	}
-	return ops
 }
 
 // TestSeekFrom_FindsEveryKeyAndGap: from any start at or before a key's
