@@ -69,32 +69,11 @@ func runEtcd(env *Env) error {
 		}
 	}
 
-	for _, c := range env.Opts.Concurrency {
-		for _, name := range []string{"txn", "txn-nested24", caseEtcdTxnKeys} {
-			if !env.Want(name) {
-				continue
-			}
-			var r Result
-			if name == caseEtcdTxnKeys {
-				r, err = etcdTxnKeysFloor(env, cli, keysShape, c, prefix(name))
-			} else {
-				r, err = etcdFloor(env, cli, name, c, prefix(name))
-			}
-			if err != nil {
-				report()
-				return err
-			}
-			results = append(results, &r)
-		}
-		if !env.Want("apply") {
-			continue
-		}
-		r, err := etcdApply(env, cli, c, prefix("apply"))
-		if err != nil {
-			report()
-			return err
-		}
-		results = append(results, &r)
+	floors, err := etcdFloors(env, cli, keysShape, prefix)
+	results = append(results, floors...)
+	if err != nil {
+		report()
+		return err
 	}
 	if env.Want("keyed") || env.Want("replay") {
 		keyed, err := etcdKeyed(env, cli, prefix)
@@ -118,6 +97,34 @@ func runEtcd(env *Env) error {
 	}
 	report()
 	return nil
+}
+
+// etcdFloors runs etcd's own floors (raw, nested and N-key Txns) and the
+// engine-level Apply at each concurrency, the rows keyed is judged by.
+func etcdFloors(env *Env, cli *clientv3.Client, keysShape txnShape, prefix func(string) string) ([]*Result, error) {
+	var results []*Result
+	for _, c := range env.Opts.Concurrency {
+		for _, name := range []string{"txn", "txn-nested24", caseEtcdTxnKeys, "apply"} {
+			if !env.Want(name) {
+				continue
+			}
+			var r Result
+			var err error
+			switch name {
+			case caseEtcdTxnKeys:
+				r, err = etcdTxnKeysFloor(env, cli, keysShape, c, prefix(name))
+			case "apply":
+				r, err = etcdApply(env, cli, c, prefix(name))
+			default:
+				r, err = etcdFloor(env, cli, name, c, prefix(name))
+			}
+			if err != nil {
+				return results, err
+			}
+			results = append(results, &r)
+		}
+	}
+	return results, nil
 }
 
 // etcdFloor is etcd's own cost, with nothing of Idem: a create-if-absent
