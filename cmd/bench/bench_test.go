@@ -144,7 +144,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 			"receipts/keyed/"+c, "receipts/keyed-hot/"+c, "receipts/keyed-floor/"+c, "receipts/fast/"+c, "receipts/replay/"+c, "receipts/replay-vlog/"+c,
 			"receipts/keyed-10x/"+c, "receipts/session-10x10/"+c,
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/txn-12keys/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c, "etcd/keyed-hot/"+c,
-			"http/http-floor/"+c, "http/http-post-floor/"+c, "http/keyed/"+c, "http/keyed-hot/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
+			"http/http-floor/"+c, "http/http-post-floor/"+c, "http/http-post-wait-floor/"+c, "http/keyed/"+c, "http/keyed-hot/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
 	want = append(want, "receipts/replay-vlog-cold/1", "recovery/recovery/1", "recovery/replay/1", "recovery/read-floor/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-receipts-in-ram/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
 	want = append(want, "recovery/restart-growing-2k-receipts/1")

@@ -114,16 +114,28 @@ func (pf *postFloor) capture(ctx context.Context, srv *httpServer, wl *workload)
 }
 
 // ServeHTTP reads the body to its end and answers the captured answer.
-// Its header values are shared, not copied: net/http only reads them.
 func (pf *postFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a := pf.answer.Load()
-	if a == nil {
+	if pf.answer.Load() == nil {
 		pf.api.ServeHTTP(w, r)
 		return
 	}
+	pf.serveAfter(w, r, nil)
+}
+
+// serveAfter reads the body to its end, runs wait (nil: none) and answers
+// the captured answer. Its header values are shared, not copied: net/http
+// only reads them.
+func (pf *postFloor) serveAfter(w http.ResponseWriter, r *http.Request, wait func(context.Context) error) {
+	a := pf.answer.Load()
 	if _, err := io.Copy(io.Discard, r.Body); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if wait != nil {
+		if err := wait(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 	}
 	h := w.Header()
 	for _, f := range a.fields {

@@ -18,8 +18,8 @@ func init() {
 	register(Suite{
 		Name:  "http",
 		Rank:  50,
-		Doc:   "api over loopback HTTP/1.1: the http-floor (GET /healthz over the same client), the http-post-floor (the keyed case's POST, answered by a bench-only handler that reads the body and writes a captured keyed answer), closed-loop clients posting keyed, key-less and replayed batches, keyed-hot (keyed, each also $incs one shared document; aborts_per_op), and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
-		Cases: []string{caseHTTPFloor, caseHTTPPostFloor, "keyed", caseHTTPKeyedHot, "fast", "replay", caseKeyed10x, caseSession},
+		Doc:   "api over loopback HTTP/1.1: the http-floor (GET /healthz over the same client), the http-post-floor (the keyed case's POST, answered by a bench-only handler that reads the body and writes a captured keyed answer), the http-post-wait-floor (the same, answered after a group-commit-like wait that writes nothing), closed-loop clients posting keyed, key-less and replayed batches, keyed-hot (keyed, each also $incs one shared document; aborts_per_op), and sessions of 10 batches next to 10 keyed POSTs (default concurrency 1,8,32)",
+		Cases: []string{caseHTTPFloor, caseHTTPPostFloor, caseHTTPPostWaitFloor, "keyed", caseHTTPKeyedHot, "fast", "replay", caseKeyed10x, caseSession},
 		Run:   runHTTP,
 	})
 }
@@ -49,6 +49,13 @@ func runHTTP(env *Env) error {
 	}
 	if env.Want(caseHTTPPostFloor) {
 		rs, err := httpPostFloorCase(env, concs)
+		results = append(results, rs...)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if env.Want(caseHTTPPostWaitFloor) {
+		rs, err := httpPostWaitFloorCase(env, concs)
 		results = append(results, rs...)
 		if err != nil {
 			return fail(err)
