@@ -3,6 +3,7 @@ package twopc
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 
 	"github.com/idemdb/idem/store"
 )
@@ -68,8 +69,10 @@ func ApplyStep(ctx context.Context, st store.Store, s Step) (store.Version, erro
 
 // applySteps is ApplySteps appending the versions to vs.
 func applySteps(ctx context.Context, st store.Store, steps []Step, vs []store.Version) ([]store.Version, error) {
-	if fn, ok := ctx.Value(observerKey{}).(func([]Step)); ok {
-		fn(slices.Clone(steps)) // a copy: steps stays the caller's, and off the heap
+	if observed.Load() {
+		if fn, ok := ctx.Value(observerKey{}).(func([]Step)); ok {
+			fn(slices.Clone(steps)) // a copy: steps stays the caller's, and off the heap
+		}
 	}
 	for _, s := range steps {
 		checkDecisionWrites(s.Batch)
@@ -110,7 +113,14 @@ func (c *Coordinator) applyStep(ctx context.Context, name string, b *store.Batch
 // receives, before it writes any of it: how a test sees which steps a
 // request's writes went through, and under which names.
 func ObserveSteps(ctx context.Context, fn func([]Step)) context.Context {
+	observed.Store(true)
 	return context.WithValue(ctx, observerKey{}, fn)
 }
 
 type observerKey struct{}
+
+// observed is set once any ObserveSteps ran: until then a plan looks up no
+// observer. Over HTTP that lookup walked net/http's chain of contexts on
+// every request, and made the request's context arm its deadline, for a
+// hook only tests install (docs/benchmarks.md, "What the gap is made of").
+var observed atomic.Bool
