@@ -62,6 +62,9 @@ type chainLoad struct {
 	// layout, if set, holds the base instead of base, laid out for an
 	// in-place merge (loadlayout.go).
 	layout *baseLayout
+	// room is the spare capacity the merged records are given for the
+	// keys the replay adds (replayRoom).
+	room int
 }
 
 // loadRangesMax bounds the ranges one build merges at once, and
@@ -116,7 +119,7 @@ func (l *chainLoad) buildSortedIn(ranges int) ([]index.KV, *index.Ordered[index.
 	runs := make([]loadRun, 0, 1+len(l.deltas))
 	runs = append(runs, loadRun{kv: l.base})
 	runs = append(runs, l.deltas...)
-	items, ok := mergeRanges(runs, ranges)
+	items, ok := mergeRanges(runs, ranges, l.room)
 	if !ok {
 		items = l.byInserts()
 	}
@@ -182,8 +185,9 @@ func (l *chainLoad) byInserts() []index.KV {
 }
 
 // mergeRanges merges runs (oldest first) in up to ranges pieces of the key
-// space at once. It returns false if a run is out of order.
-func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
+// space at once, into an array with room spare capacity after the records.
+// It returns false if a run is out of order.
+func mergeRanges(runs []loadRun, ranges, room int) ([]index.KV, bool) {
 	total := 0
 	for _, r := range runs {
 		total += len(r.kv)
@@ -211,7 +215,7 @@ func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
 			starts[j] += bounds[j][r]
 		}
 	}
-	out := make([]index.KV, total)
+	out := make([]index.KV, total, total+room)
 	n := make([]int, len(cuts)+1)
 	ok := make([]bool, len(cuts)+1)
 	var wg sync.WaitGroup
