@@ -299,7 +299,7 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *
 		if tail, err = tailShapeOf(opts.FS, dir, segs[len(segs)-1]); err != nil {
 			return nil, err
 		}
-	} else if tail.image != nil && tail.first == segs[len(segs)-1].first {
+	} else if tail.image != nil && tw.OpenedFromKnownTail() {
 		image = tail.image
 	}
 	if pre != nil {

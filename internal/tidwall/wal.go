@@ -215,6 +215,9 @@ type Log struct {
 	tailBytes int
 	wbuf      []byte
 	tailStale bool
+	// knownTail says Open took the tail from Options.KnownTail (Idem
+	// patch).
+	knownTail bool
 }
 
 // segment represents a single segment file.
@@ -453,12 +456,18 @@ func (l *Log) openKnownTail(t KnownTail) error {
 	}
 	l.lastIndex = lseg.index + uint64(t.Entries) - 1
 	l.tailBytes = t.End
+	l.knownTail = true
 	l.dropTail()
 	if l.lastIndex > 0 && l.firstIndex > l.lastIndex && !l.opts.AllowEmpty {
 		return ErrEmptyLog
 	}
 	return nil
 }
+
+// OpenedFromKnownTail reports whether Open took the tail from
+// Options.KnownTail rather than reading it (Idem patch): only then is the
+// caller's reading of the tail the tail tidwall writes on.
+func (l *Log) OpenedFromKnownTail() bool { return l.knownTail }
 
 // segmentName returns a 20-byte textual representation of an index
 // for lexical ordering. This is used for the file names of log segments.
