@@ -62,6 +62,9 @@ type chainLoad struct {
 	// layout, if set, holds the base instead of base, laid out for an
 	// in-place merge (loadlayout.go).
 	layout *baseLayout
+	// room is the spare capacity the merged records are given for the
+	// keys the replay adds (replayRoom).
+	room int
 }
 
 // loadRangesMax bounds the ranges one build merges at once, and
@@ -116,7 +119,7 @@ func (l *chainLoad) buildSortedIn(ranges int) ([]index.KV, *index.Ordered[index.
 	runs := make([]loadRun, 0, 1+len(l.deltas))
 	runs = append(runs, loadRun{kv: l.base})
 	runs = append(runs, l.deltas...)
-	items, ok := mergeRanges(runs, ranges)
+	items, ok := mergeRanges(runs, ranges, l.room)
 	if !ok {
 		items = l.byInserts()
 	}
@@ -150,15 +153,42 @@ func itemStats(items []index.KV) (int64, map[uint32]int64) {
 // itemStatsMin is the fewest items itemStats gives a processor of its own.
 const itemStatsMin = 1 << 16
 
+// itemStatsOf sums by segment in a slice, not a map (relive): a store's
+// segments are numbered from 1 and few, and a map update per record in
+// the value log was a third of the pass.
 func itemStatsOf(items []index.KV) (int64, map[uint32]int64) {
 	var live int64
 	vlive := map[uint32]int64{}
+	var bySeg []int64
+	var seen []bool
 	for _, it := range items {
 		live += recordBytes(it.KeyLen(), len(it.Value()))
-		relive(vlive, it)
+		if !it.Indirect() {
+			continue
+		}
+		ptr, err := decodeVlogPtr(it.Value())
+		switch {
+		case err != nil:
+		case ptr.seg >= itemStatsSegsMax:
+			vlive[ptr.seg] += int64(ptr.n)
+		default:
+			for int(ptr.seg) >= len(bySeg) {
+				bySeg, seen = append(bySeg, 0), append(seen, false)
+			}
+			bySeg[ptr.seg] += int64(ptr.n)
+			seen[ptr.seg] = true
+		}
+	}
+	for seg, n := range bySeg {
+		if seen[seg] {
+			vlive[uint32(seg)] += n
+		}
 	}
 	return live, vlive
 }
+
+// itemStatsSegsMax bounds the segments itemStatsOf sums in its slice.
+const itemStatsSegsMax = 1 << 16
 
 // byInserts applies the chain record by record, as an open did before the
 // sorted build: a later record wins. It returns the result in key order.
@@ -182,8 +212,9 @@ func (l *chainLoad) byInserts() []index.KV {
 }
 
 // mergeRanges merges runs (oldest first) in up to ranges pieces of the key
-// space at once. It returns false if a run is out of order.
-func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
+// space at once, into an array with room spare capacity after the records.
+// It returns false if a run is out of order.
+func mergeRanges(runs []loadRun, ranges, room int) ([]index.KV, bool) {
 	total := 0
 	for _, r := range runs {
 		total += len(r.kv)
@@ -211,7 +242,7 @@ func mergeRanges(runs []loadRun, ranges int) ([]index.KV, bool) {
 			starts[j] += bounds[j][r]
 		}
 	}
-	out := make([]index.KV, total)
+	out := make([]index.KV, total, total+room)
 	n := make([]int, len(cuts)+1)
 	ok := make([]bool, len(cuts)+1)
 	var wg sync.WaitGroup

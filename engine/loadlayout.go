@@ -34,8 +34,9 @@ type baseLayout struct {
 }
 
 // layoutBase plans parts (a complete generation, in key order, with exact
-// counts) in one array with room for the deltas' records, and allocates it.
-func layoutBase(parts []partMeta, deltas []loadRun) *baseLayout {
+// counts) in one array with room for the deltas' records, and allocates it
+// with room spare capacity beyond them (replayRoom).
+func layoutBase(parts []partMeta, deltas []loadRun, room int) *baseLayout {
 	l := &baseLayout{slots: make([]baseSlot, len(parts))}
 	at := 0
 	for i, p := range parts {
@@ -51,7 +52,7 @@ func layoutBase(parts []partMeta, deltas []loadRun) *baseLayout {
 		s.at, s.n = at+s.gap, int(p.count)
 		at = s.at + s.n
 	}
-	l.arr = make([]index.KV, at)
+	l.arr = make([]index.KV, at, at+room)
 	adviseHuge(memOf(l.arr))
 	return l
 }

@@ -21,7 +21,7 @@ func TestLayoutBase_TheInPlaceMergeEqualsApplyingEveryRecordInOrder(t *testing.T
 		want := holding(index.NewSortedKeySpace(cloned(l).byInserts()))
 		parts, pieces := randomParts(rng, l)
 		c := cloned(l)
-		lay := layoutBase(parts, c.deltas)
+		lay := layoutBase(parts, c.deltas, 0)
 		for i, piece := range pieces {
 			if n := copy(lay.part(i), piece); n != len(piece) || len(lay.part(i)) != len(piece) {
 				t.Fatalf("round %d: part %d has a stretch of %d for %d records", round, i, len(lay.part(i)), len(piece))

@@ -40,6 +40,9 @@ type recoverer struct {
 	// over, if set, holds the chain's records, sorted, for the replay to
 	// apply the log over before they become the tree (replayoverlay.go).
 	over *replayOverlay
+	// logBytesFrom is the log's wal.Log.BytesFrom, which sizes the room a
+	// merged chain keeps for the keys the replay adds (replayRoom).
+	logBytesFrom func(index uint64) int64
 }
 
 // damagedSuffix marks a checkpoint that failed to load and was moved aside.
@@ -54,6 +57,7 @@ func (rc *recoverer) recover() error {
 	if err != nil {
 		return walErr(err)
 	}
+	rc.logBytesFrom = log.BytesFrom
 	ckpt, fellBack, err := rc.loadCheckpoint(log.FirstIndex(), func() []uint64 { return recordedCheckpoints(log) })
 	if err != nil {
 		log.Close()
@@ -170,7 +174,7 @@ func (rc *recoverer) loadNewestChain(gens []generation, deltas map[store.Version
 		// The deltas first: how many records they hold decides how the
 		// base is laid out (loadlayout.go).
 		runs, good, derr := rc.loadDeltas(c.deltas)
-		load, err := rc.loadGeneration(g, runs[:good])
+		load, err := rc.loadGeneration(g, runs[:good], rc.replayRoom(c.tip()))
 		if err != nil {
 			if !errors.Is(err, errCheckpointDamaged) {
 				return nil, nil, nil, err
@@ -437,7 +441,7 @@ func recordedCheckpoints(log *wal.Log) []uint64 {
 // (chainLoad.build) makes the tree. deltas are the chain's, read first:
 // when they are too many to apply one by one, the base is laid out for
 // the merge (loadlayout.go).
-func (rc *recoverer) loadGeneration(g generation, deltas []loadRun) (*chainLoad, error) {
+func (rc *recoverer) loadGeneration(g generation, deltas []loadRun, room int) (*chainLoad, error) {
 	db := rc.db
 	var total uint64
 	legacy := false
@@ -458,14 +462,14 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun) (*chainLoad,
 			}
 		}
 		db.applied = applied
-		return &chainLoad{base: items}, nil
+		return &chainLoad{base: items, room: min(room, len(items))}, nil
 	}
 	// The parts are independent files with exact counts: each decodes into
 	// its own stretch of the base, as many at once as there are processors.
-	load := &chainLoad{}
+	load := &chainLoad{room: min(room, int(total))}
 	var stretch func(i int) []index.KV
 	if d := deltaRecords(deltas); d > int(total)/loadInsertRatio {
-		load.layout = layoutBase(g.parts, deltas)
+		load.layout = layoutBase(g.parts, deltas, load.room)
 		stretch = load.layout.part
 	} else {
 		load.base = make([]index.KV, total)

@@ -92,18 +92,66 @@ func (b *replayBatch) flush(db *DB) {
 
 // sort puts the gathered ops in the order they reach the tree. It needs
 // nothing of the tree: the replay's reader does it (replaypipe.go).
+//
+// It sorts by the keys' first 24 bytes, then sorts each run of keys that
+// share them by their next 24, read once per key, and only the keys that
+// share those too by their whole bytes. Keys sharing a long prefix are
+// common — every document of a table shares its first 24 bytes — and
+// compared byte by byte at every step of one sort, the keys, scattered in
+// the arena, were a third of the sort's time at 1 M receipts. A key's ops
+// still sort together (equal keys have equal heads at every depth) and in
+// log order.
 func (b *replayBatch) sort() {
-	slices.SortFunc(b.order, func(x, y replayKey) int {
-		for i := range x.head {
-			if c := cmp.Compare(x.head[i], y.head[i]); c != 0 {
-				return c
-			}
+	slices.SortFunc(b.order, compareReplayKeys)
+	for i := 0; i < len(b.order); {
+		j := i + 1
+		for j < len(b.order) && b.order[j].head == b.order[i].head {
+			j++
 		}
-		if c := bytes.Compare(b.ops[x.seq].op.Key, b.ops[y.seq].op.Key); c != 0 {
+		if j-i > 1 {
+			b.sortTied(b.order[i:j])
+		}
+		i = j
+	}
+}
+
+// sortTied sorts run, ops whose keys share their first 8·headWords bytes,
+// by the bytes after them, and keys that share those as well by their
+// whole bytes; each key's ops stay in log order. It leaves the heads of
+// run its keys' next words, which equal keys still share.
+func (b *replayBatch) sortTied(run []replayKey) {
+	for i := range run {
+		run[i].head = headOf(keyAfter(b.ops[run[i].seq].op.Key, 8*headWords)).w
+	}
+	slices.SortFunc(run, compareReplayKeys)
+	for i := 0; i < len(run); {
+		j := i + 1
+		for j < len(run) && run[j].head == run[i].head {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(run[i:j], func(x, y replayKey) int {
+				if c := bytes.Compare(b.ops[x.seq].op.Key, b.ops[y.seq].op.Key); c != 0 {
+					return c
+				}
+				return cmp.Compare(x.seq, y.seq)
+			})
+		}
+		i = j
+	}
+}
+
+// keyAfter is key past its first n bytes (empty if it has no more).
+func keyAfter(key []byte, n int) []byte { return key[min(n, len(key)):] }
+
+// compareReplayKeys orders by head, then by log order.
+func compareReplayKeys(x, y replayKey) int {
+	for i := range x.head {
+		if c := cmp.Compare(x.head[i], y.head[i]); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.seq, y.seq)
-	})
+	}
+	return cmp.Compare(x.seq, y.seq)
 }
 
 // apply applies the sorted ops — over the chain's sorted records through

@@ -122,6 +122,11 @@ type Log struct {
 	// spare's, prealloc.go, a roll opens nothing).
 	dirFile vfs.File
 	fds     *vfs.WaitFS // the log's FS (opts.FS)
+	// tailImage is the tail segment as Open's repair read it, for the
+	// first Replay to read instead of the file; nil once a Replay or an
+	// Enqueue has run.
+	tailImage atomic.Pointer[[]byte]
+	tailFirst uint64 // the first index of tailImage's segment
 
 	writerDone chan struct{}
 	// coresBusy tells the writer whether to linger, and lingerWait waits
@@ -157,7 +162,7 @@ func Open(dir string, opts Options) (*Log, RepairReport, error) {
 		return nil, rep, err
 	}
 	fsyncs := NewHistogram(fsyncBounds)
-	tw, pre, err := openTidwall(dir, opts, fsyncs)
+	tw, pre, err := openTidwall(dir, opts, fsyncs, tail)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -216,7 +221,12 @@ func repairBeforeOpen(dir string, opts Options) (rep RepairReport, tail *tailSha
 
 // openTidwall opens the segments under our frames: we fsync once per
 // group, and new segments come from the preallocator unless it is off.
-func openTidwall(dir string, opts Options, fsyncs *Histogram) (*tidwall.Log, *preallocator, error) {
+// tail, if repair read it, spares tidwall reading the tail again.
+func openTidwall(dir string, opts Options, fsyncs *Histogram, tail *tailShape) (*tidwall.Log, *preallocator, error) {
+	var known *tidwall.KnownTail
+	if tail != nil && tail.image != nil {
+		known = &tidwall.KnownTail{Index: tail.first, Entries: int(tail.entries), End: tail.end}
+	}
 	var pre *preallocator
 	var createSegment func(string) (tidwall.File, error)
 	if !opts.NoPreallocation {
@@ -233,6 +243,7 @@ func openTidwall(dir string, opts Options, fsyncs *Histogram) (*tidwall.Log, *pr
 		FilePerms:        0o640,
 		FS:               twFS{fs: opts.FS, fsyncs: fsyncs},
 		CreateSegment:    createSegment,
+		KnownTail:        known,
 	})
 	if err != nil {
 		if errors.Is(err, tidwall.ErrCorrupt) {
@@ -283,10 +294,13 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *
 	if err != nil {
 		return nil, err
 	}
+	var image []byte
 	if tail == nil {
 		if tail, err = tailShapeOf(opts.FS, dir, segs[len(segs)-1]); err != nil {
 			return nil, err
 		}
+	} else if tail.image != nil && tw.OpenedFromKnownTail() {
+		image = tail.image
 	}
 	if pre != nil {
 		pre.tailFilled = tail.fill
@@ -309,6 +323,10 @@ func newLog(dir string, opts Options, tw *tidwall.Log, pre *preallocator, tail *
 		groupEntries: NewHistogram(groupEntriesBounds),
 	}
 	l.cond.L = &l.mu
+	if image != nil {
+		l.tailImage.Store(&image)
+		l.tailFirst = tail.first
+	}
 	return l, nil
 }
 
@@ -444,6 +462,9 @@ func (l *Log) EnqueueAll(entries []Entry) (first uint64, c Commit, err error) {
 		size += frameSize(len(entries[i].Body), false)
 	}
 	l.next += uint64(len(entries))
+	if !l.started {
+		l.tailImage.Store(nil) // no Replay can use it now
+	}
 	l.started = true
 	if len(l.queue) == 0 && !l.writerBusy && !l.selfWriting && l.publishing.Load() == 0 {
 		// The log is idle: the appender writes and publishes its own
@@ -518,6 +539,7 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 	l.ioMu.Lock()
 	segs := append([]segmentFile(nil), l.segs...)
 	l.ioMu.Unlock()
+	tailImage := l.tailImage.Swap(nil) // held only until the log is replayed
 	last := l.next - 1
 	if from == 0 {
 		from = 1
@@ -539,7 +561,7 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 		if end < from || end < s.first {
 			continue
 		}
-		data, err := vfs.ReadFileInto(l.opts.FS, filepath.Join(l.dir, s.name), buf)
+		data, err := l.replaySegment(s, i == len(segs)-1, tailImage, buf)
 		if err != nil {
 			return err
 		}
@@ -563,6 +585,15 @@ func (l *Log) Replay(from uint64, fn func(index uint64, kind Kind, body []byte) 
 		}
 	}
 	return nil
+}
+
+// replaySegment is segment s's bytes for Replay: the tail's image that
+// Open's repair read, if s is that tail, else the file read into buf.
+func (l *Log) replaySegment(s segmentFile, last bool, tailImage *[]byte, buf []byte) ([]byte, error) {
+	if last && tailImage != nil && l.tailFirst == s.first {
+		return *tailImage, nil
+	}
+	return vfs.ReadFileInto(l.opts.FS, filepath.Join(l.dir, s.name), buf)
 }
 
 // Close waits for queued groups, then closes the files and makes the close

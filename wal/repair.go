@@ -54,7 +54,7 @@ func repairTail(fsys vfs.FS, dir string, seg segmentFile, m closeMarker, state c
 				return RepairReport{}, nil, err
 			}
 		}
-		return RepairReport{}, &tailShape{end: r.validEnd, fill: r.fill}, nil
+		return RepairReport{}, &tailShape{end: r.validEnd, fill: r.fill, first: seg.first, entries: r.entries, image: data}, nil
 	}
 	facts := tailFactsOf(data, seg.first, r, state, maxTornBytes)
 	cut, why := judgeTail(facts)
@@ -81,7 +81,9 @@ func repairTail(fsys vfs.FS, dir string, seg segmentFile, m closeMarker, state c
 	}
 	pruneTornFiles(fsys, dir, log)
 	// The cut took any fill with it: the tail is an ordinary file now.
-	return rep, &tailShape{end: int(facts.damageAt)}, nil
+	kept := data[:facts.damageAt]
+	r, _ = scanSegment(kept, seg.first, nil)
+	return rep, &tailShape{end: int(facts.damageAt), first: seg.first, entries: r.entries, image: kept}, nil
 }
 
 func truncateSync(fsys vfs.FS, path string, size int64) error {

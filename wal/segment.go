@@ -112,10 +112,16 @@ func frameAt(data []byte, pos int, index uint64) (frame, int, error) {
 }
 
 // tailShape is where the tail segment's entries end and whether fill (a
-// preallocated segment's zeros) follows them.
+// preallocated segment's zeros) follows them. When repair read the tail it
+// also keeps what it read: the segment's first index, its entries and its
+// image, as the file holds it after repair, so that neither tidwall's open
+// nor the replay reads the segment again.
 type tailShape struct {
-	end  int
-	fill bool
+	end     int
+	fill    bool
+	first   uint64
+	entries uint64
+	image   []byte
 }
 
 // tailShapeOf reads seg, the tail segment after repair, for its shape.

@@ -31,3 +31,28 @@ func (l *Log) Snapshot() Snapshot {
 	}
 	return s
 }
+
+// BytesFrom is about how many bytes the log holds from entry index on: the
+// sizes of the segments that hold entries at or after it (the first of
+// them whole). Recovery sizes what the replay may add by it before
+// replaying (engine/replayoverlay.go); a segment it cannot stat counts
+// nothing.
+func (l *Log) BytesFrom(index uint64) int64 {
+	l.ioMu.Lock()
+	segs := append([]segmentFile(nil), l.segs...)
+	tail := int64(l.tailBytes)
+	l.ioMu.Unlock()
+	var n int64
+	for i, s := range segs {
+		if i == len(segs)-1 {
+			return n + tail
+		}
+		if segs[i+1].first <= index {
+			continue // every entry of s is before index
+		}
+		if fi, err := l.opts.FS.Stat(filepath.Join(l.dir, s.name)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}

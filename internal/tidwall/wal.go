@@ -106,6 +106,20 @@ type Options struct {
 	// return a preallocated file: one whose bytes past what the log wrote
 	// are zeros, which the loader reads as the end of the segment.
 	CreateSegment func(path string) (File, error)
+	// KnownTail is the tail segment as the caller already read it (Idem
+	// patch): Open takes the tail's entry count and end from it instead of
+	// reading the segment again. nil: Open reads the tail.
+	KnownTail *KnownTail
+}
+
+// KnownTail describes the tail segment's entries (Idem patch): the segment
+// whose first entry is Index holds Entries entries in its first End bytes,
+// and only zeros, if anything, after them. Open trusts it only when it
+// finished no interrupted truncation, which could have replaced the tail.
+type KnownTail struct {
+	Index   uint64
+	Entries int
+	End     int
 }
 
 // FS is the file system a Log uses (Idem patch): the seam that lets a test
@@ -201,6 +215,9 @@ type Log struct {
 	tailBytes int
 	wbuf      []byte
 	tailStale bool
+	// knownTail says Open took the tail from Options.KnownTail (Idem
+	// patch).
+	knownTail bool
 }
 
 // segment represents a single segment file.
@@ -304,6 +321,10 @@ func (l *Log) load() error {
 		}
 	}
 	l.firstIndex = l.segments[0].index
+	if startIdx == -1 && endIdx == -1 && l.opts.KnownTail != nil &&
+		l.opts.KnownTail.Index == l.segments[len(l.segments)-1].index {
+		return l.openKnownTail(*l.opts.KnownTail)
+	}
 	return l.openTail()
 }
 
@@ -419,6 +440,34 @@ func (l *Log) openTail() error {
 	}
 	return nil
 }
+
+// openKnownTail is openTail for a tail the caller already read (Idem
+// patch): the open of a log read its tail twice, once in Idem's repair and
+// once here.
+func (l *Log) openKnownTail(t KnownTail) error {
+	lseg := l.segments[len(l.segments)-1]
+	var err error
+	l.sfile, err = l.opts.FS.OpenFile(lseg.path, os.O_WRONLY, l.opts.FilePerms)
+	if err != nil {
+		return err
+	}
+	if _, err := l.sfile.Seek(int64(t.End), 0); err != nil {
+		return err
+	}
+	l.lastIndex = lseg.index + uint64(t.Entries) - 1
+	l.tailBytes = t.End
+	l.knownTail = true
+	l.dropTail()
+	if l.lastIndex > 0 && l.firstIndex > l.lastIndex && !l.opts.AllowEmpty {
+		return ErrEmptyLog
+	}
+	return nil
+}
+
+// OpenedFromKnownTail reports whether Open took the tail from
+// Options.KnownTail rather than reading it (Idem patch): only then is the
+// caller's reading of the tail the tail tidwall writes on.
+func (l *Log) OpenedFromKnownTail() bool { return l.knownTail }
 
 // segmentName returns a 20-byte textual representation of an index
 // for lexical ordering. This is used for the file names of log segments.
