@@ -20,8 +20,10 @@ import (
 
 // replayBatchOps is how many ops a replay gathers before applying them:
 // enough that a batch's keys cluster in the tree, few enough that the
-// batch (about 100 B an op, and the deleted keys' bytes) stays small.
-const replayBatchOps = 1 << 16
+// batch (about 100 B an op, and the deleted keys' bytes) stays small. A
+// var only so that tests of several batches (replaypipe_test.go) need not
+// write a log of hundreds of thousands of ops; nothing else sets it.
+var replayBatchOps = 1 << 16
 
 // replayOp is a replayed op and the batch it belongs to.
 type replayOp struct {
