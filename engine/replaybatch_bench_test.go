@@ -14,8 +14,7 @@ import (
 // open builds it, in log order (as replay did) and in the replay's sorted
 // batches: the tree work of replay, without the log's reading.
 func BenchmarkReplayApply(b *testing.B) {
-	const stored = 1 << 20
-	tail := replayBatchOps
+	const stored, tail = 1 << 20, replayBatchOps
 	base := make([]index.KV, stored)
 	for i := range base {
 		base[i] = chainKV(fmt.Sprintf("rcpt/v1/%016x", uint64(i)*2), 1)

@@ -37,9 +37,9 @@ const pipeLogKeys = pipeLogBatches * pipeBatchOps / 5
 // smallReplayBatches makes the replay's batches pipeBatchOps ops for the
 // rest of the test (no engine test runs in parallel with these).
 func smallReplayBatches(t *testing.T) {
-	old := replayBatchOps
-	replayBatchOps = pipeBatchOps
-	t.Cleanup(func() { replayBatchOps = old })
+	old := replayBatchFull
+	replayBatchFull = pipeBatchOps
+	t.Cleanup(func() { replayBatchFull = old })
 }
 
 // writePipeLog fills dir's log with pipeLogBatches replay batches' worth of
@@ -49,7 +49,7 @@ func writePipeLog(t *testing.T, dir string) []string {
 	t.Helper()
 	smallReplayBatches(t)
 	db := openT(t, dir, quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 32 << 10}}))
-	for i := range pipeLogBatches * replayBatchOps / pipeLogOps {
+	for i := range pipeLogBatches * pipeBatchOps / pipeLogOps {
 		b := new(store.Batch)
 		for j := range pipeLogOps {
 			k := []byte(fmt.Sprintf("k%06d", (i*pipeLogOps+j*7919)%pipeLogKeys))
@@ -146,7 +146,7 @@ func TestReplayPipe_CorruptEntryIsReportedAsBefore(t *testing.T) {
 	if !errors.As(perr, &pwe) || !errors.As(serr, &swe) || perr.Error() != serr.Error() || pwe.Segment != seg {
 		t.Fatalf("piped: %v, serial: %v; want the same corruption in segment %s", perr, serr, seg)
 	}
-	if piped.applied < store.Version(replayBatchOps/pipeLogOps) {
+	if piped.applied < store.Version(pipeBatchOps/pipeLogOps) {
 		t.Fatalf("applied %d: the corruption came before the pipe carried a batch", piped.applied)
 	}
 	sameTrees(t, "up to the corruption", piped, serial)
