@@ -61,7 +61,8 @@ lint:
 # suites again on the reference store, then the Python and TypeScript
 # SDKs' tests (they build and start idemd), then the SDKs installed from
 # scratch directories and the README run in order against one idemd
-# (.ci/sdk-install).
+# (.ci/sdk-install), and the harness's fixed seeds without -race (under
+# -race its TestFault runs half of them).
 test: sdk/ts/node_modules
 	@GO='$(GO)' PKGS='$(PKGS)' RECORDING_PKGS='$(RECORDING_PKGS)' REFERENCE_PKGS='$(REFERENCE_PKGS)' bash .ci/suites
 

@@ -23,6 +23,11 @@ import (
 // batch (about 100 B an op, and the deleted keys' bytes) stays small.
 const replayBatchOps = 1 << 16
 
+// replayBatchFull is how many ops fill a batch: replayBatchOps, but for
+// tests of several batches (replaypipe_test.go), which set it lower rather
+// than write a log of hundreds of thousands of ops. Nothing else sets it.
+var replayBatchFull = replayBatchOps
+
 // replayOp is a replayed op and the batch it belongs to.
 type replayOp struct {
 	op      store.Op
@@ -79,7 +84,7 @@ func (b *replayBatch) add(v store.Version, ops []store.Op) bool {
 		b.order = append(b.order, replayKey{head: headOf(op.Key).w, seq: len(b.ops)})
 		b.ops = append(b.ops, replayOp{op: op, version: v})
 	}
-	return len(b.ops) >= replayBatchOps
+	return len(b.ops) >= replayBatchFull
 }
 
 // flush applies the gathered ops to db's tree in key order, then marks

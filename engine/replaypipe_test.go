@@ -20,18 +20,39 @@ import (
 // enough for the pipe to carry several while the applier works.
 const pipeLogBatches = 4
 
-// pipeLogOps is how many ops each of the test log's entries holds.
-const pipeLogOps = 4096
+// pipeBatchOps is the replay batch these tests set (smallReplayBatches),
+// a sixteenth of replayBatchOps: the pipe's properties are in how many
+// batches it carries, not in their size, and a log of four full batches
+// took 5-23 s a test under -race.
+const pipeBatchOps = 1 << 12
+
+// pipeLogOps is how many ops each of the test log's entries holds: a
+// sixteenth of a batch, so that batches end between and within entries.
+const pipeLogOps = pipeBatchOps / 16
+
+// pipeLogKeys is how many distinct keys the log writes: each about five
+// times, in different batches, puts and deletes.
+const pipeLogKeys = pipeLogBatches * pipeBatchOps / 5
+
+// smallReplayBatches makes the replay's batches pipeBatchOps ops for the
+// rest of the test (no engine test runs in parallel with these).
+func smallReplayBatches(t *testing.T) {
+	old := replayBatchFull
+	replayBatchFull = pipeBatchOps
+	t.Cleanup(func() { replayBatchFull = old })
+}
 
 // writePipeLog fills dir's log with pipeLogBatches replay batches' worth of
-// puts and deletes over many WAL segments, and returns its segments.
+// puts and deletes over many WAL segments, and returns its segments. It
+// makes the replay's batches small first (smallReplayBatches).
 func writePipeLog(t *testing.T, dir string) []string {
 	t.Helper()
-	db := openT(t, dir, quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 512 << 10}}))
-	for i := range pipeLogBatches * replayBatchOps / pipeLogOps {
+	smallReplayBatches(t)
+	db := openT(t, dir, quiet(Options{CheckpointLogBytes: -1, WAL: wal.Options{SegmentBytes: 32 << 10}}))
+	for i := range pipeLogBatches * pipeBatchOps / pipeLogOps {
 		b := new(store.Batch)
 		for j := range pipeLogOps {
-			k := []byte(fmt.Sprintf("k%06d", (i*pipeLogOps+j*7919)%50_000))
+			k := []byte(fmt.Sprintf("k%06d", (i*pipeLogOps+j*7919)%pipeLogKeys))
 			if j%5 == 4 {
 				b.Delete(k)
 			} else {
@@ -125,7 +146,7 @@ func TestReplayPipe_CorruptEntryIsReportedAsBefore(t *testing.T) {
 	if !errors.As(perr, &pwe) || !errors.As(serr, &swe) || perr.Error() != serr.Error() || pwe.Segment != seg {
 		t.Fatalf("piped: %v, serial: %v; want the same corruption in segment %s", perr, serr, seg)
 	}
-	if piped.applied < replayBatchOps/pipeLogOps {
+	if piped.applied < store.Version(pipeBatchOps/pipeLogOps) {
 		t.Fatalf("applied %d: the corruption came before the pipe carried a batch", piped.applied)
 	}
 	sameTrees(t, "up to the corruption", piped, serial)

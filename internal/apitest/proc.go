@@ -41,14 +41,16 @@ type build struct {
 	file string // name in the build directory
 	pkg  string // the package built, "" for ./cmd/idemd
 	tags string // -tags value, "" for none
-	once sync.Once
-	bin  string
-	err  error
+	// noRace builds without the race detector even under -race.
+	noRace bool
+	once   sync.Once
+	bin    string
+	err    error
 }
 
 var (
 	defaultBuild = &build{file: "idemd"}
-	releaseBuild = &build{file: "idemd-release", tags: "nofailpoint"}
+	releaseBuild = &build{file: "idemd-release", tags: "nofailpoint", noRace: true}
 	idemctlBuild = &build{file: "idemctl", pkg: "./cmd/idemctl"}
 
 	buildMu  sync.Mutex
@@ -68,7 +70,11 @@ func BuildIdemd(t testing.TB) string {
 // BuildIdemdRelease builds ./cmd/idemd as `make build` does, with
 // -tags nofailpoint (failpoints compiled out: GO_FAILPOINTS does nothing),
 // once per test binary, and returns its path. Start it with StartBinary or
-// tryLaunchBinary. It is race-enabled when the test binary is, as BuildIdemd.
+// tryLaunchBinary. It is never race-enabled: its code is the test build's
+// but for the failpoints compiled out, and the test build runs under the
+// race detector in every other process test; built so, it links the
+// packages make test's release-build suite compiled (under -race it
+// recompiled the module, most of cmd/idemd's test time there).
 func BuildIdemdRelease(t testing.TB) string {
 	t.Helper()
 	return releaseBuild.get(t)
@@ -96,7 +102,7 @@ func (b *build) get(t testing.TB) string {
 		}
 		bin := filepath.Join(dir, b.file)
 		args := []string{"build", "-o", bin}
-		if raceEnabled {
+		if raceEnabled && !b.noRace {
 			args = append(args, "-race")
 		}
 		if b.tags != "" {
