@@ -21,7 +21,7 @@ func keyedTree(receipts int, rng *rand.Rand) *index.Ordered[index.KV] {
 	for n := range receipts {
 		for _, op := range keyedOps(uint64(n), rng) {
 			stored, packed := index.AppendStoredKey(nil, op.Key)
-			buf := index.AppendKV(nil, stored, op.Value, 1)
+			buf := index.AppendKV(nil, stored, op.Value, uint64(n+1))
 			kv := index.PackedKV(buf, len(stored), len(op.Value))
 			if packed {
 				kv = kv.WithPackedKey()
@@ -91,4 +91,52 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// keyedConds are the conditions of keyed request n (the dump of one in
+// receipt's tests, issue 41): its transaction's record and decision, its
+// receipt and tombstone absent, and per shard the table's metadata at its
+// version and each document's intent absent.
+func keyedConds(n uint64, rng *rand.Rand) []store.Condition {
+	var id [16]byte
+	for i := range id {
+		id[i] = byte(rng.Uint32())
+	}
+	hexID := hex.EncodeToString(id[:])
+	absent := func(k string) store.Condition { return store.Condition{Key: []byte(k), Kind: store.MustBeAbsent} }
+	conds := []store.Condition{absent("txn/v1/rec/" + hexID), absent("txn/v1/dec/" + hexID),
+		absent("rcpt/v1/" + hexID), absent("tomb/v1/" + string(id[:]))}
+	for shard := range 4 {
+		conds = append(conds, store.Condition{Key: []byte(keyedMeta), Kind: store.MustBeAtVersion, Version: 1})
+		for j := shard; j < 10; j += 4 {
+			conds = append(conds, absent(fmt.Sprintf("intent/v1/764e21b559525d9f/%d/d%d-%d", shard, n, j)))
+		}
+	}
+	return conds
+}
+
+const keyedMeta = "meta/v1/tenant/616c696365/bench"
+
+// BenchmarkCheckKeyedConds checks keyed requests' 18 conditions (all hold)
+// against a key space of 50 000 requests' keys, as apply does under mu
+// (checkConds).
+func BenchmarkCheckKeyedConds(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	db := bareDB()
+	db.tree = keyedTree(50_000, rng)
+	db.tree.Put(index.PackedKV(index.AppendKV(nil, []byte(keyedMeta), nil, 1), len(keyedMeta), 0))
+	conds := make([][]store.Condition, b.N)
+	for i := range conds {
+		conds[i] = keyedConds(uint64(50_000+i), rng)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for _, c := range conds {
+		if _, _, err := db.checkConds(c, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
