@@ -101,9 +101,6 @@ func (db *DB) encodeLinks(batches []*store.Batch, links []chainLink) error {
 		return fmt.Errorf("%w: %d encoded bytes > %d", store.ErrInvalidBatch, total, store.BatchBytesMax)
 	}
 	liveOps(links)
-	for i := range links {
-		sortOps(links[i].live)
-	}
 	return nil
 }
 

@@ -211,16 +211,10 @@ func versioned(op store.Op, v store.Version) index.KV {
 // a version at or below the last one applied means the sequencing is
 // broken (a bug, never bad input: replay checks the log it reads first).
 // Writing it would put an older value over a newer one; we panic instead.
-//
-// Its puts go in through one finger (index.Finger): apply sorts a batch's
-// live ops by key, so most puts land in the leaf of the one before and skip
-// the descent from the root (publish.go). Ops in any other order are
-// installed all the same, each that does not follow the last descending.
 func (db *DB) applyToTree(v store.Version, ops []store.Op) {
 	db.checkNewer(v)
-	var f index.Finger[index.KV]
 	for _, op := range ops {
-		db.applyOpAt(&f, v, op, false)
+		db.applyOp(v, op, false)
 	}
 	db.applied = v
 }
@@ -236,20 +230,12 @@ func (db *DB) checkNewer(v store.Version) {
 // applyOp installs one op of batch v; replayed says it comes from the
 // replay, whose puts' keys the dirty set may share (dirtySet.noteShared).
 func (db *DB) applyOp(v store.Version, op store.Op, replayed bool) {
-	var f index.Finger[index.KV]
-	db.applyOpAt(&f, v, op, replayed)
-}
-
-// applyOpAt is applyOp putting through f, which a delete empties (it can
-// merge or free f's leaf).
-func (db *DB) applyOpAt(f *index.Finger[index.KV], v store.Version, op store.Op, replayed bool) {
 	var old index.KV
 	var existed bool
 	if op.Delete {
 		old, existed = db.tree.Delete(index.Probe(op.Key))
-		f.Reset()
 	} else {
-		old, existed = db.tree.PutAt(f, versioned(op, v))
+		old, existed = db.tree.Put(versioned(op, v))
 		db.liveBytes += recordBytes(len(op.Key), len(op.Value))
 	}
 	if existed {

@@ -4,8 +4,6 @@
 // key space (KV, ordered by key bytes, keyspace.go; a key ending in 32
 // lowercase hex digits may be held packed, packedkey.go) and the lease
 // layer's renewal active set (an ordered set of IDs, ordered.go).
-// finger.go lets an ascending run of puts skip the descent from the root
-// for each item that lands in the leaf of the one before.
 //
 // An Ordered is not safe for concurrent mutation; its owner serialises
 // writers and takes snapshots with Clone under that same lock. A clone is
