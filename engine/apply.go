@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
@@ -159,23 +158,25 @@ func (db *DB) checkConds(conds []store.Condition, earlier []chainLink) (pending 
 	}
 	db.treeMu.RLock()
 	defer db.treeMu.RUnlock()
-	for _, c := range conds {
-		var found store.Version
+	// Every key's tree version first, in one ascending pass (condscan.go),
+	// then the conditions in batch order: the first that fails is named.
+	var buf [condScanMax]store.Version
+	inTree := db.treeVersions(conds, buf[:0])
+	for i, c := range conds {
+		found := inTree[i]
 		w, inChain := lastWrite(earlier, c.Key)
 		p, isPending := db.pending[string(c.Key)]
 		switch {
 		case inChain:
 			isPending = false // decided by this very chain: nothing to settle
+			found = 0
 			if !w.deleted {
 				found = w.version
 			}
 		case isPending:
+			found = 0
 			if !p.deleted {
 				found = p.version
-			}
-		default:
-			if it, ok := db.tree.Get(index.Probe(c.Key)); ok {
-				found = store.Version(it.Version())
 			}
 		}
 		if !c.HoldsAt(found) {

@@ -95,3 +95,6 @@ func (o *Ordered[T]) NextAfter(dst []T, cursor T, hasCursor bool, n int) []T {
 	}
 	return dst
 }
+
+// Ceil returns the smallest item not below key (internal/btree's Ceil).
+func (o *Ordered[T]) Ceil(key T) (T, bool) { return o.t.Ceil(key) }
