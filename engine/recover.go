@@ -658,7 +658,6 @@ func (rc *recoverer) warnLostMerges(merged []store.Version, used uint64) {
 // readImage reads a checkpoint file of about size bytes whose records
 // the tree will alias, into memory advised to take huge pages.
 func (db *DB) readImage(name string, size int64) ([]byte, error) {
-	buf := make([]byte, 0, max(size, 0)+1)
-	adviseHuge(buf[:cap(buf)])
+	buf := hugeBuf(int(max(size, 0)) + 1)
 	return vfs.ReadFileInto(db.fs, filepath.Join(db.dir, name), buf)
 }
