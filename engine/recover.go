@@ -316,8 +316,9 @@ func (rc *recoverer) loadDeltas(ds []deltaMeta) ([]loadRun, int, error) {
 // deltaItems gives each delta of ds an empty stretch of one array, sized
 // from the listed counts, for its items: a delta's items alone are a few
 // MB, below the two huge pages adviseHuge needs, and were a first-touch
-// fault every 256 items; together, at 2 M receipts, 30 MB taken in huge
-// pages (docs/engine.md, "Restart of a growing store"). The counts are
+// fault every 256 items, a third of an open's faults at 2 M receipts;
+// together they take huge pages (docs/engine.md, "Restart of a growing
+// store"). The counts are
 // the files' word, checked by their CRCs only as they decode: the array
 // is bounded by loadPreallocMax, and a delta past that bound gets nil
 // (loadDeltaInto then allocates its own, as before).
