@@ -90,9 +90,8 @@ func (l *chainLoad) build() (*index.Ordered[index.KV], int64, map[uint32]int64) 
 // base (loadbase.go) comes back as a tree, items nil.
 func (l *chainLoad) buildSorted() ([]index.KV, *index.Ordered[index.KV], int64, map[uint32]int64) {
 	if l.layout != nil {
-		items := l.layout.merge(l.deltas)
+		items, live, vlive := l.layout.merge(l.deltas)
 		l.layout = nil
-		live, vlive := itemStats(items)
 		return items, nil, live, vlive
 	}
 	records := len(l.base)
@@ -119,11 +118,11 @@ func (l *chainLoad) buildSortedIn(ranges int) ([]index.KV, *index.Ordered[index.
 	runs := make([]loadRun, 0, 1+len(l.deltas))
 	runs = append(runs, loadRun{kv: l.base})
 	runs = append(runs, l.deltas...)
-	items, ok := mergeRanges(runs, ranges, l.room)
+	items, live, vlive, ok := mergeRanges(runs, ranges, l.room)
 	if !ok {
 		items = l.byInserts()
+		live, vlive = itemStats(items)
 	}
-	live, vlive := itemStats(items)
 	return items, nil, live, vlive
 }
 
@@ -153,38 +152,14 @@ func itemStats(items []index.KV) (int64, map[uint32]int64) {
 // itemStatsMin is the fewest items itemStats gives a processor of its own.
 const itemStatsMin = 1 << 16
 
-// itemStatsOf sums by segment in a slice, not a map (relive): a store's
-// segments are numbered from 1 and few, and a map update per record in
-// the value log was a third of the pass.
+// itemStatsOf sums items' live bytes and the value log's live bytes by
+// segment (itemTally).
 func itemStatsOf(items []index.KV) (int64, map[uint32]int64) {
-	var live int64
-	vlive := map[uint32]int64{}
-	var bySeg []int64
-	var seen []bool
+	var t itemTally
 	for _, it := range items {
-		live += recordBytes(it.KeyLen(), len(it.Value()))
-		if !it.Indirect() {
-			continue
-		}
-		ptr, err := decodeVlogPtr(it.Value())
-		switch {
-		case err != nil:
-		case ptr.seg >= itemStatsSegsMax:
-			vlive[ptr.seg] += int64(ptr.n)
-		default:
-			for int(ptr.seg) >= len(bySeg) {
-				bySeg, seen = append(bySeg, 0), append(seen, false)
-			}
-			bySeg[ptr.seg] += int64(ptr.n)
-			seen[ptr.seg] = true
-		}
+		t.add(it)
 	}
-	for seg, n := range bySeg {
-		if seen[seg] {
-			vlive[uint32(seg)] += n
-		}
-	}
-	return live, vlive
+	return tallySums([]itemTally{t})
 }
 
 // itemStatsSegsMax bounds the segments itemStatsOf sums in its slice.
@@ -213,8 +188,9 @@ func (l *chainLoad) byInserts() []index.KV {
 
 // mergeRanges merges runs (oldest first) in up to ranges pieces of the key
 // space at once, into an array with room spare capacity after the records.
-// It returns false if a run is out of order.
-func mergeRanges(runs []loadRun, ranges, room int) ([]index.KV, bool) {
+// It returns the merged records' live bytes and the value log's by
+// segment, and false if a run is out of order.
+func mergeRanges(runs []loadRun, ranges, room int) ([]index.KV, int64, map[uint32]int64, bool) {
 	total := 0
 	for _, r := range runs {
 		total += len(r.kv)
@@ -245,20 +221,22 @@ func mergeRanges(runs []loadRun, ranges, room int) ([]index.KV, bool) {
 	out := make([]index.KV, total, total+room)
 	n := make([]int, len(cuts)+1)
 	ok := make([]bool, len(cuts)+1)
+	tallies := make([]itemTally, len(cuts)+1)
 	var wg sync.WaitGroup
 	for j := range starts {
-		wg.Go(func() { n[j], ok[j] = mergeRange(runs, bounds[j], bounds[j+1], out[starts[j]:]) })
+		wg.Go(func() { n[j], ok[j] = mergeRange(runs, bounds[j], bounds[j+1], out[starts[j]:], &tallies[j]) })
 	}
 	wg.Wait()
 	w := 0
 	for j := range n {
 		if !ok[j] {
-			return nil, false
+			return nil, 0, nil, false
 		}
 		w += copy(out[w:], out[starts[j]:starts[j]+n[j]])
 	}
 	clear(out[w:]) // no stale pointers for the collector to keep
-	return out[:w], true
+	live, vlive := tallySums(tallies)
+	return out[:w], live, vlive, true
 }
 
 // splitKeys returns up to ranges-1 increasing keys that cut the largest run
@@ -291,8 +269,9 @@ func splitKeys(runs []loadRun, ranges int) [][]byte {
 // deltas go through one loser tree, log2(deltas) comparisons per record;
 // its winner then meets the base's head, one more: a base far larger than
 // its deltas — a store rebased not long ago — costs about one comparison
-// per record, and nothing is merged into a run of its own first.
-func mergeRange(runs []loadRun, from, to []int, dst []index.KV) (int, bool) {
+// per record, and nothing is merged into a run of its own first. Each
+// record written is tallied in tally.
+func mergeRange(runs []loadRun, from, to []int, dst []index.KV, tally *itemTally) (int, bool) {
 	base := runs[0].kv[from[0]:to[0]]
 	var t *loserTree
 	if len(runs) > 1 {
@@ -342,6 +321,7 @@ func mergeRange(runs []loadRun, from, to []int, dst []index.KV) (int, bool) {
 		if !tombstone {
 			dst[written] = kv
 			written++
+			tally.add(kv)
 		}
 	}
 }

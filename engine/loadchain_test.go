@@ -97,7 +97,7 @@ func TestChainLoad_TheSortedMergeEqualsApplyingEveryRecordInOrder(t *testing.T) 
 		}
 		w := holding(index.NewSortedKeySpace(want))
 		for _, ranges := range []int{1, 2, 3, 8} {
-			if _, ok := mergeRanges(loadRunsOf(cloned(l)), ranges, 0); !ok {
+			if _, _, _, ok := mergeRanges(loadRunsOf(cloned(l)), ranges, 0); !ok {
 				t.Fatalf("round %d, %d ranges: a chain in order refused as out of order", round, ranges)
 			}
 			got, gotLive, _ := cloned(l).buildIn(ranges)
@@ -140,7 +140,7 @@ func TestChainLoad_ARunOutOfOrderFallsBackToInserts(t *testing.T) {
 		w := holding(index.NewSortedKeySpace(cloned(l).byInserts()))
 		for _, ranges := range []int{1, 2, 5} {
 			run := loadRunsOf(cloned(l))
-			if _, ok := mergeRanges(run, ranges, 0); ok && descent {
+			if _, _, _, ok := mergeRanges(run, ranges, 0); ok && descent {
 				t.Fatalf("round %d, %d ranges: a run out of order was merged as if sorted", round, ranges)
 			}
 			got, _, _ := cloned(l).buildIn(ranges)

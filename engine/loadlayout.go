@@ -71,17 +71,19 @@ func (l *baseLayout) part(i int) []index.KV {
 
 // merge merges each part with the deltas (oldest first) in place, the
 // parts at once, and returns the result in key order, in the layout's
-// array. The decoders proved every run in order and every part within its
-// range, so a merge finding a record out of order is a bug.
-func (l *baseLayout) merge(deltas []loadRun) []index.KV {
+// array, with its live bytes and the value log's by segment. The decoders
+// proved every run in order and every part within its range, so a merge
+// finding a record out of order is a bug.
+func (l *baseLayout) merge(deltas []loadRun) ([]index.KV, int64, map[uint32]int64) {
 	runs := make([]loadRun, 0, 1+len(deltas))
 	runs = append(append(runs, loadRun{kv: l.arr}), deltas...)
 	n := make([]int, len(l.slots))
+	tallies := make([]itemTally, len(l.slots))
 	_, _ = eachAtOnce(len(l.slots), func(i int) error {
 		s := l.slots[i]
 		from := append([]int{s.at}, s.from...)
 		to := append([]int{s.at + s.n}, s.to...)
-		w, ok := mergeRange(runs, from, to, l.arr[s.at-s.gap:s.at+s.n])
+		w, ok := mergeRange(runs, from, to, l.arr[s.at-s.gap:s.at+s.n], &tallies[i])
 		if !ok {
 			panic("engine: invariant broken: a checkpoint's records, each file proven in order, merged out of order")
 		}
@@ -93,5 +95,6 @@ func (l *baseLayout) merge(deltas []loadRun) []index.KV {
 		w += copy(l.arr[w:], l.arr[s.at-s.gap:s.at-s.gap+n[i]])
 	}
 	clear(l.arr[w:]) // no stale pointers for the collector to keep
-	return l.arr[:w]
+	live, vlive := tallySums(tallies)
+	return l.arr[:w], live, vlive
 }

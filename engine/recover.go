@@ -305,11 +305,40 @@ func (rc *recoverer) resumeMerge(g generation, chosen *ckptChain) {
 // error.
 func (rc *recoverer) loadDeltas(ds []deltaMeta) ([]loadRun, int, error) {
 	runs := make([]loadRun, len(ds))
+	items := deltaItems(ds)
 	good, err := eachAtOnce(len(ds), func(i int) (err error) {
-		runs[i], err = rc.db.loadDelta(ds[i])
+		runs[i], err = rc.db.loadDeltaInto(ds[i], items[i])
 		return err
 	})
 	return runs, good, err
+}
+
+// deltaItems gives each delta of ds an empty stretch of one array, sized
+// from the listed counts, for its items: a delta's items alone are a few
+// MB, below the two huge pages adviseHuge needs, and were a first-touch
+// fault every 256 items, a third of an open's faults at 2 M receipts;
+// together they take huge pages (docs/engine.md, "Restart of a growing
+// store"). The counts are
+// the files' word, checked by their CRCs only as they decode: the array
+// is bounded by loadPreallocMax, and a delta past that bound gets nil
+// (loadDeltaInto then allocates its own, as before).
+func deltaItems(ds []deltaMeta) [][]index.KV {
+	out := make([][]index.KV, len(ds))
+	total := uint64(0)
+	for _, d := range ds {
+		total += min(d.count, loadPreallocMax)
+	}
+	arr := make([]index.KV, min(total, loadPreallocMax))
+	adviseHuge(memOf(arr))
+	at := uint64(0)
+	for i, d := range ds {
+		if d.count > loadPreallocMax || at+d.count > uint64(len(arr)) {
+			continue
+		}
+		out[i] = arr[at : at : at+d.count]
+		at += d.count
+	}
+	return out
 }
 
 // eachAtOnce calls fn(0) … fn(n-1), as many at once as there are
@@ -337,7 +366,11 @@ func eachAtOnce(n int, fn func(i int) error) (int, error) {
 
 // loadDelta validates the delta d and returns its records, which alias
 // the file's image as a part's do.
-func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
+func (db *DB) loadDelta(d deltaMeta) (loadRun, error) { return db.loadDeltaInto(d, nil) }
+
+// loadDeltaInto is loadDelta appending the records to items, an empty
+// slice with room for d's count (nil: allocated here).
+func (db *DB) loadDeltaInto(d deltaMeta, items []index.KV) (loadRun, error) {
 	data, err := db.readImage(d.name, d.size)
 	if errors.Is(err, fs.ErrNotExist) {
 		return loadRun{}, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
@@ -345,7 +378,10 @@ func (db *DB) loadDelta(d deltaMeta) (loadRun, error) {
 	if err != nil {
 		return loadRun{}, err
 	}
-	run := loadRun{kv: make([]index.KV, 0, min(d.count, loadPreallocMax))}
+	if items == nil {
+		items = make([]index.KV, 0, min(d.count, loadPreallocMax))
+	}
+	run := loadRun{kv: items}
 	err = decodeDelta(data, d, func(k index.KV, v []byte, ver store.Version, tombstone, indirect bool) {
 		if tombstone {
 			run.add(k, true)
@@ -623,7 +659,6 @@ func (rc *recoverer) warnLostMerges(merged []store.Version, used uint64) {
 // readImage reads a checkpoint file of about size bytes whose records
 // the tree will alias, into memory advised to take huge pages.
 func (db *DB) readImage(name string, size int64) ([]byte, error) {
-	buf := make([]byte, 0, max(size, 0)+1)
-	adviseHuge(buf[:cap(buf)])
+	buf := hugeBuf(int(max(size, 0)) + 1)
 	return vfs.ReadFileInto(db.fs, filepath.Join(db.dir, name), buf)
 }

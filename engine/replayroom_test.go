@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -19,12 +20,17 @@ func TestChainMerges_LeaveTheReplaysRoomAfterTheSameRecords(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seedFor(t), 31))
 	for round := range 60 {
 		l := randomChain(rng, []int{1, 9}[round%2])
-		want, ok := mergeRanges(loadRunsOf(cloned(l)), 2, 0)
+		want, live, vlive, ok := mergeRanges(loadRunsOf(cloned(l)), 2, 0)
 		if !ok {
 			t.Fatalf("round %d: a chain in order refused", round)
 		}
+		// The merge's tally is what a pass over its result sums.
+		wantLive, wantVlive := itemStatsOf(want)
+		if live != wantLive || !maps.Equal(vlive, wantVlive) {
+			t.Fatalf("round %d: merged live %d %v, its items sum to %d %v", round, live, vlive, wantLive, wantVlive)
+		}
 		room := rng.IntN(50)
-		got, _ := mergeRanges(loadRunsOf(cloned(l)), 2, room)
+		got, _, _, _ := mergeRanges(loadRunsOf(cloned(l)), 2, room)
 		if !slices.Equal(holdingItems(got), holdingItems(want)) || cap(got)-len(got) < room {
 			t.Fatalf("round %d: merged with room %d: %d records, %d spare; without: %d records", round, room, len(got), cap(got)-len(got), len(want))
 		}
@@ -34,7 +40,10 @@ func TestChainMerges_LeaveTheReplaysRoomAfterTheSameRecords(t *testing.T) {
 		for i, piece := range pieces {
 			copy(lay.part(i), piece)
 		}
-		laid := lay.merge(c.deltas)
+		laid, laidLive, laidVlive := lay.merge(c.deltas)
+		if laidLive != wantLive || !maps.Equal(laidVlive, wantVlive) {
+			t.Fatalf("round %d: laid out live %d %v, the items sum to %d %v", round, laidLive, laidVlive, wantLive, wantVlive)
+		}
 		if !slices.Equal(holdingItems(laid), holdingItems(want)) || cap(laid)-len(laid) < room {
 			t.Fatalf("round %d: laid out with room %d: %d records, %d spare; merged: %d records", round, room, len(laid), cap(laid)-len(laid), len(want))
 		}
