@@ -23,22 +23,3 @@ func adviseHuge(b []byte) {
 	n := (p + uintptr(len(b)) - from) &^ (hugePageBytes - 1)
 	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, from, n, syscall.MADV_HUGEPAGE)
 }
-
-// hugeBuf returns an empty slice with room for n bytes, advised to take
-// huge pages. From two huge pages on it starts on a huge page's boundary,
-// at the cost of up to one huge page of address space never touched:
-// adviseHuge covers only the whole huge pages inside a slice, and a
-// checkpoint file's image, read at wherever the allocator put it, took
-// up to 2 MiB at each end in 4 KiB faults — at 2 M receipts a quarter of
-// an open's faults (docs/engine.md, "Restart of a growing store").
-func hugeBuf(n int) []byte {
-	if n < 2*hugePageBytes {
-		return make([]byte, 0, n)
-	}
-	b := make([]byte, n+hugePageBytes)
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	off := int(-p & (hugePageBytes - 1))
-	buf := b[off : off : off+n]
-	adviseHuge(buf[:n])
-	return buf
-}

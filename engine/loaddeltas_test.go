@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"runtime"
 	"testing"
 	"unsafe"
 )
@@ -37,21 +36,5 @@ func TestDeltaItems_GivesEachDeltaItsOwnStretchOfOneArray(t *testing.T) {
 			}
 		}
 		ends = append(ends, start, start+uintptr(cap(s))*unsafe.Sizeof(s[:1][0]))
-	}
-}
-
-// TestHugeBuf_IsEmptyWithRoomAndLargeOnesStartOnAHugePage: hugeBuf's
-// buffer has room for n bytes, and from two huge pages on starts on a
-// huge page's boundary (on Linux; elsewhere wherever the allocator puts
-// it).
-func TestHugeBuf_IsEmptyWithRoomAndLargeOnesStartOnAHugePage(t *testing.T) {
-	for _, n := range []int{0, 1, 4<<20 - 1, 4 << 20, 9<<20 + 7} {
-		b := hugeBuf(n)
-		if len(b) != 0 || cap(b) != n {
-			t.Fatalf("hugeBuf(%d): len %d cap %d", n, len(b), cap(b))
-		}
-		if n >= 4<<20 && runtime.GOOS == "linux" && uintptr(unsafe.Pointer(unsafe.SliceData(b[:1])))%(2<<20) != 0 {
-			t.Fatalf("hugeBuf(%d) does not start on a huge page", n)
-		}
 	}
 }
