@@ -3,8 +3,9 @@ package wal
 import "testing"
 
 // TestBytesFrom_CountsTheSegmentsHoldingEntriesFromAnIndex: from the first
-// entry on, every segment's size (the tail's written bytes only); from an
-// entry of the tail on, the tail's; from past the end, still the tail's.
+// entry on, every segment's size (the tail's written bytes only); from a
+// segment's first entry, it and those after; from within a segment, its
+// share of that one's entries; from past the end, nothing.
 func TestBytesFrom_CountsTheSegmentsHoldingEntriesFromAnIndex(t *testing.T) {
 	opts := Options{SegmentBytes: 512}
 	d := newMemDisk()
@@ -34,9 +35,32 @@ func TestBytesFrom_CountsTheSegmentsHoldingEntriesFromAnIndex(t *testing.T) {
 	for _, c := range []struct {
 		from uint64
 		want int64
-	}{{1, all + tail}, {segs[1].first - 1, all + tail}, {segs[1].first, fromSecond + tail}, {last, tail}, {n + 5, tail}} {
+	}{
+		{1, all + tail},
+		{segs[1].first, fromSecond + tail},
+		{last, tail},
+		{n, tail / int64(n-last+1)},
+		{n + 5, 0},
+	} {
 		if got := l.BytesFrom(c.from); got != c.want {
 			t.Errorf("BytesFrom(%d) = %d, want %d", c.from, got, c.want)
 		}
+	}
+}
+
+// TestBytesFrom_TheLastFewEntriesOfABigTailCountFew: a checkpoint's tip
+// near the tail's end leaves little to replay, and BytesFrom says so
+// rather than the tail's whole size (what it once reserved room for).
+func TestBytesFrom_TheLastFewEntriesOfABigTailCountFew(t *testing.T) {
+	d := newMemDisk()
+	l, _ := d.mustOpen(t, oneSegment)
+	defer l.Close()
+	const n = 200
+	for i := uint64(1); i <= n; i++ {
+		appendSync(t, l, body(i))
+	}
+	tail := int64(l.Snapshot().TailBytes)
+	if got := l.BytesFrom(n - 1); got <= 0 || got > tail/50 {
+		t.Fatalf("BytesFrom(%d) = %d of a %d-byte tail, want about 2 entries' worth", n-1, got, tail)
 	}
 }

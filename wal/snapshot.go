@@ -32,27 +32,43 @@ func (l *Log) Snapshot() Snapshot {
 	return s
 }
 
-// BytesFrom is about how many bytes the log holds from entry index on: the
-// sizes of the segments that hold entries at or after it (the first of
-// them whole). Recovery sizes what the replay may add by it before
-// replaying (engine/replayoverlay.go); a segment it cannot stat counts
-// nothing.
+// BytesFrom is about how many bytes the log holds from entry index on:
+// the sizes of the segments after the one holding it, and of that one (the
+// tail's written bytes, if it is the tail) the share of its entries at or
+// after index. Recovery sizes what the replay may add by it before
+// replaying (engine/replayoverlay.go, the dirty set's reserve), and what
+// it over-counts stays allocated until the next checkpoint or for the
+// store's life: counting the whole of the segment holding index, a
+// checkpoint's tip near the end of a 64 MB tail reserved room for a
+// segment's worth of writes that never came. A segment it cannot stat
+// counts nothing.
 func (l *Log) BytesFrom(index uint64) int64 {
 	l.ioMu.Lock()
 	segs := append([]segmentFile(nil), l.segs...)
 	tail := int64(l.tailBytes)
 	l.ioMu.Unlock()
+	last := l.LastIndex()
 	var n int64
 	for i, s := range segs {
-		if i == len(segs)-1 {
-			return n + tail
+		end := last // the last entry s holds
+		if i < len(segs)-1 {
+			end = segs[i+1].first - 1
 		}
-		if segs[i+1].first <= index {
+		if end < index || end < s.first {
 			continue // every entry of s is before index
 		}
-		if fi, err := l.opts.FS.Stat(filepath.Join(l.dir, s.name)); err == nil {
-			n += fi.Size()
+		size := tail
+		if i < len(segs)-1 {
+			fi, err := l.opts.FS.Stat(filepath.Join(l.dir, s.name))
+			if err != nil {
+				continue
+			}
+			size = fi.Size()
 		}
+		if index > s.first {
+			size = size * int64(end-index+1) / int64(end-s.first+1)
+		}
+		n += size
 	}
 	return n
 }
