@@ -4,4 +4,3 @@ package engine
 
 // adviseHuge is advice Linux alone takes (hugepages_linux.go).
 func adviseHuge([]byte) {}
-
