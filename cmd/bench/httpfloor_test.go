@@ -6,11 +6,6 @@ import "testing"
 // keyed@32 and the http-floor@32 of the same run, met up to the bound and
 // missed past it, and left out when a figure is missing.
 func TestHTTPKeyedCPUAim_JudgesTheCPUBeyondLibraryAndFloor(t *testing.T) {
-	withCPU := func(us float64) *Result {
-		r := &Result{}
-		r.Set("cpu_us_per_op", us)
-		return r
-	}
 	for _, tc := range []struct {
 		http, lib, floor float64
 		met              bool
@@ -19,8 +14,8 @@ func TestHTTPKeyedCPUAim_JudgesTheCPUBeyondLibraryAndFloor(t *testing.T) {
 		{http: 135, lib: 80, floor: 40, met: true},  // exactly on the bound
 		{http: 100, lib: 80, floor: 40, met: true},  // less than the two
 	} {
-		r := withCPU(tc.http)
-		httpKeyedCPUAim(r, withCPU(tc.lib), withCPU(tc.floor))
+		r := resultWithCPU(tc.http)
+		httpKeyedCPUAim(r, resultWithCPU(tc.lib), resultWithCPU(tc.floor))
 		if len(r.Targets) != 1 || r.Targets[0].Met != tc.met {
 			t.Errorf("%+v: targets %+v, want one, met=%v", tc, r.Targets, tc.met)
 			continue
@@ -29,8 +24,8 @@ func TestHTTPKeyedCPUAim_JudgesTheCPUBeyondLibraryAndFloor(t *testing.T) {
 			t.Errorf("%+v: cpu_over_library_and_floor_us %v, want %v", tc, got, want)
 		}
 	}
-	r := withCPU(150)
-	httpKeyedCPUAim(r, withCPU(80), nil)
+	r := resultWithCPU(150)
+	httpKeyedCPUAim(r, resultWithCPU(80), nil)
 	if len(r.Targets) != 0 || r.Extra["cpu_over_library_and_floor_us"] != nil {
 		t.Errorf("without an http-floor: %+v %v, want no aim", r.Targets, r.Extra)
 	}
@@ -40,22 +35,24 @@ func TestHTTPKeyedCPUAim_JudgesTheCPUBeyondLibraryAndFloor(t *testing.T) {
 // the http-post-floor's, set beside the aim, judging nothing; absent
 // without a POST floor.
 func TestHTTPKeyedOverPostFloor_SetsTheFigureWithoutATarget(t *testing.T) {
-	withCPU := func(us float64) *Result {
-		r := &Result{}
-		r.Set("cpu_us_per_op", us)
-		return r
-	}
-	r := withCPU(150)
-	httpKeyedOverPostFloor(r, withCPU(80), withCPU(55))
+	r := resultWithCPU(150)
+	httpKeyedOverPostFloor(r, resultWithCPU(80), resultWithCPU(55))
 	if got := r.Extra["cpu_over_library_and_post_floor_us"]; got != 15.0 {
 		t.Errorf("cpu_over_library_and_post_floor_us %v, want 15", got)
 	}
 	if len(r.Targets) != 0 {
 		t.Errorf("targets %+v, want none", r.Targets)
 	}
-	r = withCPU(150)
-	httpKeyedOverPostFloor(r, withCPU(80), nil)
+	r = resultWithCPU(150)
+	httpKeyedOverPostFloor(r, resultWithCPU(80), nil)
 	if v, ok := r.Extra["cpu_over_library_and_post_floor_us"]; ok {
 		t.Errorf("without a POST floor: %v, want no figure", v)
 	}
+}
+
+// resultWithCPU is a row whose only figure is its CPU per op.
+func resultWithCPU(us float64) *Result {
+	r := &Result{}
+	r.Set("cpu_us_per_op", us)
+	return r
 }

@@ -60,13 +60,8 @@ func TestWaitFloor_ARequestThatEndsFirstIsNotAnswered(t *testing.T) {
 
 // Against the wait floor the keyed row gets its own figure, judging nothing.
 func TestSetCPUOver_WaitFloorFigure(t *testing.T) {
-	withCPU := func(us float64) *Result {
-		r := &Result{}
-		r.Set("cpu_us_per_op", us)
-		return r
-	}
-	r := withCPU(200)
-	setCPUOver(r, withCPU(110), withCPU(70), "cpu_over_library_and_wait_floor_us")
+	r := resultWithCPU(200)
+	setCPUOver(r, resultWithCPU(110), resultWithCPU(70), "cpu_over_library_and_wait_floor_us")
 	if got := r.Extra["cpu_over_library_and_wait_floor_us"]; got != 20.0 || len(r.Targets) != 0 {
 		t.Errorf("figure %v, targets %v: want 20 and none", got, r.Targets)
 	}
