@@ -108,13 +108,19 @@ func (b *replayBatch) flush(db *DB) {
 // log order.
 func (b *replayBatch) sort() {
 	slices.SortFunc(b.order, compareReplayKeys)
-	for i := 0; i < len(b.order); {
+	eachTiedRun(b.order, b.sortTied)
+}
+
+// eachTiedRun calls fn with each run of two or more adjacent keys of
+// sorted that share their head.
+func eachTiedRun(sorted []replayKey, fn func(run []replayKey)) {
+	for i := 0; i < len(sorted); {
 		j := i + 1
-		for j < len(b.order) && b.order[j].head == b.order[i].head {
+		for j < len(sorted) && sorted[j].head == sorted[i].head {
 			j++
 		}
 		if j-i > 1 {
-			b.sortTied(b.order[i:j])
+			fn(sorted[i:j])
 		}
 		i = j
 	}
@@ -129,21 +135,14 @@ func (b *replayBatch) sortTied(run []replayKey) {
 		run[i].head = headOf(keyAfter(b.ops[run[i].seq].op.Key, 8*headWords)).w
 	}
 	slices.SortFunc(run, compareReplayKeys)
-	for i := 0; i < len(run); {
-		j := i + 1
-		for j < len(run) && run[j].head == run[i].head {
-			j++
-		}
-		if j-i > 1 {
-			slices.SortFunc(run[i:j], func(x, y replayKey) int {
-				if c := bytes.Compare(b.ops[x.seq].op.Key, b.ops[y.seq].op.Key); c != 0 {
-					return c
-				}
-				return cmp.Compare(x.seq, y.seq)
-			})
-		}
-		i = j
-	}
+	eachTiedRun(run, func(tied []replayKey) {
+		slices.SortFunc(tied, func(x, y replayKey) int {
+			if c := bytes.Compare(b.ops[x.seq].op.Key, b.ops[y.seq].op.Key); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.seq, y.seq)
+		})
+	})
 }
 
 // keyAfter is key past its first n bytes (empty if it has no more).
