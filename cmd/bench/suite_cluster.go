@@ -68,37 +68,10 @@ func runCluster(env *Env) error {
 	}
 	defer cli.Close()
 
-	var results []*Result
-	var prefixes atomic.Int64
-	for _, c := range env.concurrencies(clusterDefaultConcurrency) {
-		floor, err := etcdFloor(env, cli, "txn", c, fmt.Sprintf("/bench/cluster-floor/%d/", prefixes.Add(1)))
-		if err != nil {
-			env.reportAll(results)
-			return err
-		}
-		results = append(results, &floor)
-		for _, spread := range []int{1, clusterNodes} {
-			rs, err := clusterCases(env, nodes[:spread], c)
-			results = append(results, rs...)
-			if err != nil {
-				env.reportAll(results)
-				return err
-			}
-		}
-		r, err := clusterForwarded(env, nodes, c)
-		if err != nil {
-			env.reportAll(results)
-			return err
-		}
-		results = append(results, &r)
-	}
-	for _, c := range hotConcurrencies(env, env.concurrencies(clusterDefaultConcurrency)) {
-		r, err := clusterKeyedHot(env, nodes, c)
-		if err != nil {
-			env.reportAll(results)
-			return err
-		}
-		results = append(results, &r)
+	results, err := clusterRuns(env, cli, nodes)
+	if err != nil {
+		env.reportAll(results)
+		return err
 	}
 	rs, err := clusterShardCases(env, etcd, env.concurrencies(clusterDefaultConcurrency))
 	results = append(results, rs...)
@@ -109,6 +82,41 @@ func runCluster(env *Env) error {
 	clusterRatios(results)
 	env.reportAll(results)
 	return nil
+}
+
+// clusterRuns runs the cluster's cases at each concurrency: the raw Txn
+// floor, keyed and replay through one node and through all, forwarded,
+// then keyed on a hot document.
+func clusterRuns(env *Env, cli *clientv3.Client, nodes []*clusterNode) ([]*Result, error) {
+	var results []*Result
+	var prefixes atomic.Int64
+	for _, c := range env.concurrencies(clusterDefaultConcurrency) {
+		floor, err := etcdFloor(env, cli, "txn", c, fmt.Sprintf("/bench/cluster-floor/%d/", prefixes.Add(1)))
+		if err != nil {
+			return results, err
+		}
+		results = append(results, &floor)
+		for _, spread := range []int{1, clusterNodes} {
+			rs, err := clusterCases(env, nodes[:spread], c)
+			results = append(results, rs...)
+			if err != nil {
+				return results, err
+			}
+		}
+		r, err := clusterForwarded(env, nodes, c)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, &r)
+	}
+	for _, c := range hotConcurrencies(env, env.concurrencies(clusterDefaultConcurrency)) {
+		r, err := clusterKeyedHot(env, nodes, c)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, &r)
+	}
+	return results, nil
 }
 
 // clusterNode is one API node: its own etcd client, store and receipt

@@ -40,22 +40,14 @@ func runHTTP(env *Env) error {
 		env.reportAll(results)
 		return err
 	}
-	if env.Want(caseHTTPFloor) {
-		rs, err := httpFloorCase(env, concs)
-		results = append(results, rs...)
-		if err != nil {
-			return fail(err)
+	for _, c := range []struct {
+		name string
+		run  func(*Env, []int) ([]*Result, error)
+	}{{caseHTTPFloor, httpFloorCase}, {caseHTTPPostFloor, httpPostFloorCase}, {caseHTTPPostWaitFloor, httpPostWaitFloorCase}} {
+		if !env.Want(c.name) {
+			continue
 		}
-	}
-	if env.Want(caseHTTPPostFloor) {
-		rs, err := httpPostFloorCase(env, concs)
-		results = append(results, rs...)
-		if err != nil {
-			return fail(err)
-		}
-	}
-	if env.Want(caseHTTPPostWaitFloor) {
-		rs, err := httpPostWaitFloorCase(env, concs)
+		rs, err := c.run(env, concs)
 		results = append(results, rs...)
 		if err != nil {
 			return fail(err)
