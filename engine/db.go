@@ -379,6 +379,13 @@ type RecoveryStats struct {
 	FromCheckpoint  store.Version // the checkpoint loaded (0: none)
 	ReplayedEntries int64         // log entries replayed after it
 	ReplayedBytes   int64         // their body bytes
+	// ChainBytes is the size of the checkpoint chain's files the open
+	// loaded (base and deltas; 0: none). With Phases it says what a
+	// restart's time follows: the chain's load grows with the store, the
+	// replay is bounded by the checkpoint interval (docs/engine.md,
+	// "Restart of a growing store").
+	ChainBytes int64
+	Phases     OpenPhases
 }
 
 // Stats returns current counters.

@@ -53,16 +53,19 @@ func (rc *recoverer) recover() error {
 	db := rc.db
 	walOpts := db.opts.WAL
 	walOpts.OnDurable = db.onDurable
+	phases := openPhases{last: time.Now()}
 	log, _, err := wal.Open(filepath.Join(db.dir, walDirName), walOpts)
 	if err != nil {
 		return walErr(err)
 	}
+	phases.mark(&phases.LogOpen)
 	rc.logBytesFrom = log.BytesFrom
 	ckpt, fellBack, err := rc.loadCheckpoint(log.FirstIndex(), func() []uint64 { return recordedCheckpoints(log) })
 	if err != nil {
 		log.Close()
 		return err
 	}
+	phases.mark(&phases.ChainLoad)
 	// A fuzzy checkpoint's parts may be newer than ckpt (ckptfile.go); the
 	// replay from ckpt+1 re-applies their writes in log order, so the tree
 	// counts as applied up to ckpt while it runs.
@@ -73,6 +76,7 @@ func (rc *recoverer) recover() error {
 		log.Close()
 		return walErr(err)
 	}
+	phases.mark(&phases.Replay)
 	replayed, entries, newest := r.bytes, r.entries, r.newest
 	rc.warnLostMerges(r.merged, ckpt)
 	if newest > ckpt && !fellBack {
@@ -94,7 +98,8 @@ func (rc *recoverer) recover() error {
 	// The log kept before the tip counts towards the next merge: the log
 	// on disk stays bounded by the merge's rule across restarts too.
 	db.baseLogBytes.Store(replayed - walDiskBytes(db.fs, filepath.Join(db.dir, walDirName)))
-	db.recovery = RecoveryStats{FromCheckpoint: store.Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed}
+	db.recovery = RecoveryStats{FromCheckpoint: store.Version(ckpt), ReplayedEntries: entries, ReplayedBytes: replayed,
+		ChainBytes: db.ckptSize.Load(), Phases: phases.OpenPhases}
 	rc.reportDamageFiles()
 	return nil
 }

@@ -378,7 +378,7 @@ func TestBench_CrashloopKillsRestartsAndReplays(t *testing.T) {
 	seen, _ := contractLines(t, &stdout)
 	want := []string{"crashloop/fsync-serial/1", "crashloop/fsync-group/64", "crashloop/tidwall-batch64/1",
 		"crashloop/healthy-after-kill-1/4", "crashloop/healthy-after-kill-3/4", "crashloop/healthy-ratio/4",
-		"crashloop/disk/4", "crashloop/keyed-load/4", "crashloop/exactly-once/4"}
+		"crashloop/open-phases/4", "crashloop/disk/4", "crashloop/keyed-load/4", "crashloop/exactly-once/4"}
 	for _, k := range want {
 		if _, ok := seen[k]; !ok {
 			t.Errorf("missing result %s; have %v", k, keys(seen))
@@ -402,6 +402,14 @@ func TestBench_CrashloopKillsRestartsAndReplays(t *testing.T) {
 		}
 		if k, _ := r["kills"].(float64); k != 3 {
 			t.Errorf("healthy-ratio kills = %v, want 3", r["kills"])
+		}
+	}
+	if r := seen["crashloop/open-phases/4"]; r != nil {
+		// Every open reports its phases, from idemd's "recovered" line.
+		for _, f := range []string{"chain_mb_by_tenth", "chain_load_ms_by_tenth", "replay_ms_by_tenth", "fit_fixed_ms", "fit_ms_per_chain_gb"} {
+			if r[f] == nil {
+				t.Errorf("open-phases lacks %s: %v", f, r)
+			}
 		}
 	}
 	if r := seen["crashloop/disk/4"]; r != nil {

@@ -135,14 +135,14 @@ type idemdProc struct {
 	cmd    *exec.Cmd
 	addr   string
 	listen time.Duration // start to the listening line
-	// replayed is the log bytes the engine's open replayed, from the
-	// "idemd: recovered" line (-1 until it is logged).
-	replayed atomic.Int64
-	start    time.Time
-	tail     lineRing
-	clean    atomic.Bool // logged "idemd: stopped cleanly"
-	exited   chan struct{}
-	err      error // Wait's result, once exited is closed
+	// opened is what the engine's open reported in the "idemd: recovered"
+	// line (nil until it is logged).
+	opened atomic.Pointer[openReport]
+	start  time.Time
+	tail   lineRing
+	clean  atomic.Bool // logged "idemd: stopped cleanly"
+	exited chan struct{}
+	err    error // Wait's result, once exited is closed
 }
 
 func (p *idemdProc) base() string { return "http://" + p.addr }
@@ -164,7 +164,6 @@ func launchIdemd(ctx context.Context, bin, data, addr string, extra []string, lo
 		return nil, err
 	}
 	p := &idemdProc{cmd: cmd, exited: make(chan struct{})}
-	p.replayed.Store(-1)
 	p.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -177,17 +176,17 @@ func launchIdemd(ctx context.Context, bin, data, addr string, extra []string, lo
 			line := sc.Bytes()
 			p.tail.add(string(line))
 			var rec struct {
-				Level    string `json:"level"`
-				Msg      string `json:"msg"`
-				Addr     string `json:"addr"`
-				Replayed int64  `json:"replayed_bytes"`
+				Level string `json:"level"`
+				Msg   string `json:"msg"`
+				Addr  string `json:"addr"`
+				openLine
 			}
 			if json.Unmarshal(line, &rec) != nil {
 				continue
 			}
 			switch {
 			case rec.Msg == "idemd: recovered":
-				p.replayed.Store(rec.Replayed)
+				p.opened.Store(rec.openLine.report())
 			case rec.Msg == "idemd: listening":
 				select {
 				case addrs <- rec.Addr:

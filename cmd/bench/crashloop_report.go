@@ -20,7 +20,7 @@ func crashResults(o CrashloopOptions, first crashStart, starts []crashStart, loa
 		return []*Result{load.result(loadSeconds, portChanges, logs)}
 	}
 	out := crashEnds(o, first, starts)
-	out = append(out, crashRatio(o, starts, capped), crashDisk(o, first, starts))
+	out = append(out, crashRatio(o, starts, capped), crashPhases(o, starts), crashDisk(o, first, starts))
 	return append(out, load.result(loadSeconds, portChanges, logs))
 }
 

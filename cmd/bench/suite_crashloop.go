@@ -89,6 +89,7 @@ type crashStart struct {
 	healthy   time.Duration // process start to the first /healthz 200
 	walBytes  int64         // <data>/wal once healthy
 	replayed  int64         // log bytes the open replayed (-1: not logged)
+	opened    *openReport   // what the open reported (nil: not logged)
 	dataBytes int64         // the whole data dir once healthy
 	ckptBytes int64         // the checkpoint files on disk, every link kept (0: none yet)
 	ckpts     int           // checkpoint links present (a base's parts count once)
@@ -220,7 +221,10 @@ func (r *crashRun) start(addr string, kill int) (crashStart, error) {
 	if err != nil {
 		return crashStart{}, err
 	}
-	s := crashStart{kill: kill, listen: p.listen, healthy: healthy, replayed: p.replayed.Load()}
+	s := crashStart{kill: kill, listen: p.listen, healthy: healthy, replayed: -1, opened: p.opened.Load()}
+	if s.opened != nil {
+		s.replayed = s.opened.replayedBytes
+	}
 	s.walBytes, s.dataBytes = dirBytes(filepath.Join(r.data, "wal")), dirBytes(r.data)
 	s.ckpts, s.newest, s.ckptBytes, s.ckptTmps = checkpointFiles(r.data)
 	return s, nil

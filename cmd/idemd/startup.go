@@ -190,7 +190,9 @@ func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTi
 	if db != nil { // the local engine's own recovery; etcd has none of ours
 		st := db.Stats()
 		attrs = append(attrs, "keys", st.Keys, "applied", uint64(st.Applied), "checkpoint", uint64(st.Recovery.FromCheckpoint),
-			"replayed_entries", st.Recovery.ReplayedEntries, "replayed_bytes", st.Recovery.ReplayedBytes)
+			"replayed_entries", st.Recovery.ReplayedEntries, "replayed_bytes", st.Recovery.ReplayedBytes,
+			"chain_bytes", st.Recovery.ChainBytes, "open_log", st.Recovery.Phases.LogOpen,
+			"open_chain", st.Recovery.Phases.ChainLoad, "open_replay", st.Recovery.Phases.Replay)
 	}
 	log.Info("idemd: recovered", append(attrs,
 		"receipts_pending", sum.Pending, "receipts_started", sum.Started, "receipts_terminal", sum.Terminal,

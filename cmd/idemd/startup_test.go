@@ -78,7 +78,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 	for k, v := range map[string]any{
 		"receipts_pending": 0.0, "receipts_started": float64(started), "receipts_terminal": 1.0,
 		"receipts_with_debt": 0.0, "receipts_to_adopt": float64(started), "receipts_unreadable": 0.0,
-		"receipts_partial": false, "sessions_open": 0.0, "checkpoint": 0.0,
+		"receipts_partial": false, "sessions_open": 0.0, "checkpoint": 0.0, "chain_bytes": 0.0,
 	} {
 		if rec[k] != v {
 			t.Errorf("recovered %s = %v, want %v", k, rec[k], v)
@@ -89,7 +89,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 			t.Errorf("recovered %s = %v, want a positive count", k, rec[k])
 		}
 	}
-	for _, k := range []string{"open_engine", "open_receipts", "count_receipts", "open_total"} {
+	for _, k := range []string{"open_engine", "open_receipts", "count_receipts", "open_total", "open_log", "open_chain", "open_replay"} {
 		if s, _ := rec[k].(string); s == "" {
 			t.Errorf("recovered %s = %v, want a duration", k, rec[k])
 		} else if _, err := time.ParseDuration(s); err != nil {
