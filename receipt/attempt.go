@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/idemdb/idem/lease"
@@ -53,10 +54,12 @@ type attempt struct {
 	found     *Seen
 	alongside func(b *store.Batch) error
 	published func()
-	// unlatch, if set, gives back the document latches a new receipt took
-	// (doclatch.go); it may be called more than once. A receipt committed
-	// in one write gives them back as soon as that write is sequenced.
-	unlatch func()
+	// latches, if set, gives back the document latches a new receipt took
+	// (doclatch.go), through unlatch: once, although unlatch is called
+	// twice. A receipt committed in one write gives them back as soon as
+	// that write is sequenced, else when create returns.
+	latches   func()
+	unlatched atomic.Bool
 	// final is the terminal record the latest terminal write built: its
 	// retention and protection are the promise of the answer it produced.
 	final *Record
@@ -204,4 +207,15 @@ func (fl *flow) applied(a *attempt, ver store.Version, err error) (ok bool, ans 
 func (fl *flow) notDone(a *attempt, err error) (Answer, error) {
 	_, ans, err := fl.applied(a, 0, err)
 	return ans, err
+}
+
+// unlatch gives back the latches a.latches holds, the first time it is
+// called: by the store as the one write is sequenced (store.OnSequenced,
+// from Apply, which may run more than once) and by create as it returns.
+// sync.OnceFunc did the same in two allocations a keyed request; the
+// method value handed to the store is one.
+func (a *attempt) unlatch() {
+	if a.unlatched.CompareAndSwap(false, true) {
+		a.latches()
+	}
 }
