@@ -22,6 +22,7 @@ import (
 type attempt struct {
 	id  string        // txn_id: the receipt's key
 	rec *Record       // the receipt as stored, or as the write in flight publishes it
+	fp  [32]byte      // a new receipt's fingerprint, which rec's slices (execute.go)
 	ver store.Version // rec's version in the store; 0 while it is not published
 	// held is this process's hold on the receipt's lease (nil: none, as for
 	// a receipt created terminal).
