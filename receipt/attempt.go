@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/idemdb/idem/lease"
@@ -21,6 +22,7 @@ import (
 type attempt struct {
 	id  string        // txn_id: the receipt's key
 	rec *Record       // the receipt as stored, or as the write in flight publishes it
+	fp  [32]byte      // a new receipt's fingerprint, which rec's slices (execute.go)
 	ver store.Version // rec's version in the store; 0 while it is not published
 	// held is this process's hold on the receipt's lease (nil: none, as for
 	// a receipt created terminal).
@@ -53,10 +55,12 @@ type attempt struct {
 	found     *Seen
 	alongside func(b *store.Batch) error
 	published func()
-	// unlatch, if set, gives back the document latches a new receipt took
-	// (doclatch.go); it may be called more than once. A receipt committed
-	// in one write gives them back as soon as that write is sequenced.
-	unlatch func()
+	// latches, if set, gives back the document latches a new receipt took
+	// (doclatch.go), through unlatch: once, although unlatch is called
+	// twice. A receipt committed in one write gives them back as soon as
+	// that write is sequenced, else when create returns.
+	latches   func()
+	unlatched atomic.Bool
 	// final is the terminal record the latest terminal write built: its
 	// retention and protection are the promise of the answer it produced.
 	final *Record
@@ -204,4 +208,15 @@ func (fl *flow) applied(a *attempt, ver store.Version, err error) (ok bool, ans 
 func (fl *flow) notDone(a *attempt, err error) (Answer, error) {
 	_, ans, err := fl.applied(a, 0, err)
 	return ans, err
+}
+
+// unlatch gives back the latches a.latches holds, the first time it is
+// called: by the store as the one write is sequenced (store.OnSequenced,
+// from Apply, which may run more than once) and by create as it returns.
+// sync.OnceFunc did the same in two allocations a keyed request; the
+// method value handed to the store is one.
+func (a *attempt) unlatch() {
+	if a.unlatched.CompareAndSwap(false, true) {
+		a.latches()
+	}
 }

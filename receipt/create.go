@@ -3,7 +3,6 @@ package receipt
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/idemdb/idem/code"
@@ -52,7 +51,7 @@ func (fl *flow) create(ctx context.Context, a *attempt, plan planner, deadline t
 			// defers the batch as a pending receipt, as a full executor does.
 			var unlock func()
 			if unlock, facts.latched = fl.exec.latchDocs(ctx, txn); facts.latched {
-				a.unlatch = sync.OnceFunc(unlock)
+				a.latches = unlock
 				defer a.unlatch()
 			}
 		}
@@ -163,7 +162,7 @@ func (fl *flow) createStarted(ctx context.Context, a *attempt, txn twopc.Txn, ro
 		// on its documents may stage on it (store.LatestReader) and
 		// share its fsync (docs/receipts.md, "Hot documents").
 		octx := ctx
-		if a.unlatch != nil {
+		if a.latches != nil {
 			octx = store.OnSequenced(ctx, a.unlatch)
 		}
 		if ans, done, err := fl.createTerminal(octx, a, txn); done {

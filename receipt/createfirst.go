@@ -57,8 +57,9 @@ func (s *Service) createFirst(x *execution) (planner, bool) {
 	if !ok {
 		return nil, false
 	}
+	id := x.id // not x: a planner holding x would move every request's execution to the heap
 	return func(context.Context, *attempt) (twopc.Txn, *code.Error, error) {
-		return s.plans.planned(x.id, plan, err)
+		return s.plans.planned(id, plan, err)
 	}, true
 }
 

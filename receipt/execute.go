@@ -175,8 +175,11 @@ func (s *Service) executeRound(ctx context.Context, x *execution, round int) (An
 		if s.core.spaceFull() {
 			return answerStoreFull(id), nil
 		}
-		a := &attempt{id: id, rec: &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
-			Key: req.Key, Fingerprint: x.fp[:], request: lazyRequest{table: req.Table, batch: x.canon}, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}, cachedPlan: l.blind, rkeys: x.keys}
+		// The record's fingerprint is the attempt's copy: a slice of x.fp
+		// would move every request's execution to the heap.
+		a := &attempt{id: id, fp: x.fp, cachedPlan: l.blind, rkeys: x.keys}
+		a.rec = &Record{Schema: SchemaCurrent, Principal: req.Principal, Table: req.Table,
+			Key: req.Key, Fingerprint: a.fp[:], request: lazyRequest{table: req.Table, batch: x.canon}, Entries: req.Batch.EntryDigests(), BodyDigest: bodyDigestOf(req)}
 		plan := l.plan // the metadata-carrying one on a MultiGetter store; else planRequest
 		if plan == nil {
 			plan = s.plans.planRequest(req)
