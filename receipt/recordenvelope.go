@@ -25,12 +25,32 @@ import (
 // bytes; any other envelope goes out whole, as in schema 3. Record keeps
 // the envelope; only the encoding differs.
 
-// recordWire is a record as a schema-4 writer may lay it out. Field 22 is
-// unknown to, so ignored by, readers of older schemas; a record of schema
-// 3 or older that carries it is read as its schema says, without it.
+// recordWire is a record as a schema-4 writer may lay it out. Builds that
+// know no schema 4 ignore field 22, as any unknown field; this one reads a
+// record of schema 3 or older that carries it as its schema says, without
+// it, and counts that are not three ints as corruption in any schema.
 type recordWire struct {
 	Record
-	Counts []int64 `cbor:"22,keyasint,omitempty"`
+	// A pointer, not a slice: it keeps recordWire in Record's size class,
+	// and every record read is decoded into one.
+	Counts *resultCounts `cbor:"22,keyasint,omitempty"`
+}
+
+// resultCounts are a committed result's inserted, deleted and transformed.
+type resultCounts [3]int64
+
+// UnmarshalCBOR refuses an array of any other length, which a plain array
+// would take, cut or padded with zeros.
+func (c *resultCounts) UnmarshalCBOR(b []byte) error {
+	var s []int64
+	if err := cbor.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if len(s) != len(c) {
+		return errBadCounts
+	}
+	copy(c[:], s)
+	return nil
 }
 
 // onWire is r as its schema writes it: times as offsets from schema 3
@@ -45,7 +65,7 @@ func onWire(r *Record) any {
 	if !ok {
 		return c
 	}
-	w := &recordWire{Record: *c, Counts: counts[:]}
+	w := &recordWire{Record: *c, Counts: &counts}
 	w.Envelope = nil
 	return w
 }
@@ -61,10 +81,10 @@ func unmarshalRecord(b []byte) (*Record, error) {
 	if r.Schema < Schema4 || w.Counts == nil {
 		return r, nil
 	}
-	if len(w.Counts) != len(countNames) || r.Envelope != nil {
+	if r.Envelope != nil {
 		return nil, errBadCounts
 	}
-	r.Envelope = committedEnvelope(w.Counts)
+	r.Envelope = committedEnvelope(*w.Counts)
 	return r, nil
 }
 
@@ -74,7 +94,7 @@ var errBadCounts = errors.New("schema-4 counts that are not three, or beside a w
 var countNames = [...]string{`{"inserted":`, `,"deleted":`, `,"transformed":`}
 
 // committedEnvelope is the envelope a schema-4 record's counts stand for.
-func committedEnvelope(counts []int64) *StoredEnvelope {
+func committedEnvelope(counts resultCounts) *StoredEnvelope {
 	res := make([]byte, 0, resultJSONBytes)
 	for i, n := range counts {
 		res = strconv.AppendInt(append(res, countNames[i]...), n, 10)
@@ -85,8 +105,8 @@ func committedEnvelope(counts []int64) *StoredEnvelope {
 
 // committedCounts are the counts se can be stored as, if committedEnvelope
 // rebuilds exactly se from them.
-func committedCounts(se *StoredEnvelope) ([3]int64, bool) {
-	var counts [3]int64
+func committedCounts(se *StoredEnvelope) (resultCounts, bool) {
+	var counts resultCounts
 	if se == nil || se.Status != 201 || se.Outcome != OutcomeCommitted || se.RetryWith != string(code.None) ||
 		se.Code != "" || se.Message != "" || se.Retryable || se.Retry != "" {
 		return counts, false
@@ -109,7 +129,7 @@ func committedCounts(se *StoredEnvelope) ([3]int64, bool) {
 	}
 	// The digits may be spelt another way ("007", "-0"): only what the
 	// counts rebuild to byte for byte is stored as them.
-	if string(rest) != "}" || !bytes.Equal(committedEnvelope(counts[:]).Result, se.Result) {
+	if string(rest) != "}" || !bytes.Equal(committedEnvelope(counts).Result, se.Result) {
 		return counts, false
 	}
 	return counts, true

@@ -58,21 +58,21 @@ func roundTrip(t *testing.T, r *Record) []byte {
 // result as resultJSON writes it, goes out as three counts and comes back
 // exactly: 63 bytes fewer for a 10-document batch than in schema 3.
 func TestRecordEnvelope_CommittedAsCounts(t *testing.T) {
-	for _, counts := range [][3]int64{{10, 0, 0}, {0, 0, 0}, {1, 2, 3}, {math.MaxInt64, math.MinInt64, -1}} {
-		env := committedEnvelope(counts[:])
+	for _, counts := range []resultCounts{{10, 0, 0}, {0, 0, 0}, {1, 2, 3}, {math.MaxInt64, math.MinInt64, -1}} {
+		env := committedEnvelope(counts)
 		b4 := roundTrip(t, terminalOf(Schema4, env))
 		f := wireFields(t, b4)
 		if _, whole := f[14]; whole || f[22] == nil {
 			t.Fatalf("%v: schema 4 stored the envelope whole (fields %v)", counts, f)
 		}
-		if counts == [3]int64{10, 0, 0} {
+		if counts == (resultCounts{10, 0, 0}) {
 			b3 := roundTrip(t, terminalOf(Schema3, env))
 			if len(b3)-len(b4) != 63 {
 				t.Errorf("schema 4 is %d bytes, schema 3 %d: want 63 fewer", len(b4), len(b3))
 			}
 		}
 	}
-	if got := string(committedEnvelope([]int64{10, 0, 0}).Result); got != string(resultJSON(table.Result{Inserted: 10})) {
+	if got := string(committedEnvelope(resultCounts{10, 0, 0}).Result); got != string(resultJSON(table.Result{Inserted: 10})) {
 		t.Fatalf("rebuilt result %s is not what execute stores", got)
 	}
 }
@@ -121,7 +121,7 @@ func TestRecordEnvelope_OthersWhole(t *testing.T) {
 // TestRecordEnvelope_FarTimesWriteSchema2Whole: a schema-4 record whose
 // times do not fit as offsets goes out as schema 2, envelope and all.
 func TestRecordEnvelope_FarTimesWriteSchema2Whole(t *testing.T) {
-	r := terminalOf(Schema4, committedEnvelope([]int64{1, 0, 0}))
+	r := terminalOf(Schema4, committedEnvelope(resultCounts{1, 0, 0}))
 	r.ProtectUntil = math.MaxInt64
 	b, err := EncodeRecord(r)
 	if err != nil {
@@ -138,8 +138,8 @@ func TestRecordEnvelope_FarTimesWriteSchema2Whole(t *testing.T) {
 }
 
 // TestRecordEnvelope_BadCountsAreCorruption: counts no writer makes do
-// not decode; in a record of an older schema, field 22 is unknown and
-// ignored, as any unknown field.
+// not decode; in a record of an older schema, three counts mean nothing
+// and the record is read as its schema says.
 func TestRecordEnvelope_BadCountsAreCorruption(t *testing.T) {
 	env := map[int]any{1: 201, 2: "committed", 6: "none", 7: []byte(`{}`)}
 	base := func(schema int) map[int]any {
@@ -156,7 +156,7 @@ func TestRecordEnvelope_BadCountsAreCorruption(t *testing.T) {
 		}
 	}
 	old := base(3)
-	old[22], old[14] = []int64{1, 2}, env
+	old[22], old[14] = []int64{1, 2, 3}, env
 	raw, _ := cbor.Marshal(old)
 	r, err := DecodeRecord(raw)
 	if err != nil || string(r.Envelope.Result) != `{}` {
