@@ -104,7 +104,9 @@ func committedEnvelope(counts resultCounts) *StoredEnvelope {
 }
 
 // committedCounts are the counts se can be stored as, if committedEnvelope
-// rebuilds exactly se from them.
+// rebuilds exactly se from them. A field added to StoredEnvelope must be
+// refused here when set, or counts would drop it
+// (TestRecordEnvelope_EveryOtherFieldKeepsItWhole).
 func committedCounts(se *StoredEnvelope) (resultCounts, bool) {
 	var counts resultCounts
 	if se == nil || se.Status != 201 || se.Outcome != OutcomeCommitted || se.RetryWith != string(code.None) ||

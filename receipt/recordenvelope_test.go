@@ -185,3 +185,35 @@ func FuzzRecordEnvelope(f *testing.F) {
 		roundTrip(t, r)
 	})
 }
+
+// TestRecordEnvelope_EveryOtherFieldKeepsItWhole: an envelope with any
+// field set beyond status, outcome, retry_with and result is not stored
+// as counts, which would drop it — including a field added to
+// StoredEnvelope later, which committedCounts must then learn to refuse.
+func TestRecordEnvelope_EveryOtherFieldKeepsItWhole(t *testing.T) {
+	rebuilt := map[string]bool{"Status": true, "Outcome": true, "RetryWith": true, "Result": true}
+	typ := reflect.TypeFor[StoredEnvelope]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if rebuilt[f.Name] {
+			continue
+		}
+		env := committedEnvelope(resultCounts{1, 0, 0})
+		v := reflect.ValueOf(env).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			v.SetInt(1)
+		case reflect.Slice:
+			v.SetBytes([]byte{1})
+		default:
+			t.Fatalf("field %s of kind %s: set it here", f.Name, v.Kind())
+		}
+		if _, ok := committedCounts(env); ok {
+			t.Errorf("an envelope with %s set is stored as counts", f.Name)
+		}
+	}
+}
