@@ -74,6 +74,7 @@
 //	cold.go       ColdValue: which values the engine may keep in its value log
 //	formats.go    the record schemas this build reads and writes (idemd -version)
 //	recordtimes.go  schema 3: a record's later times as offsets from Created
+//	recordenvelope.go  schema 4: a committed batch's envelope as its three counts
 //	restorefence.go  a restored store refuses unknown keys first sent before the restore
 //
 // # The route of one keyed request

@@ -14,7 +14,7 @@ import (
 func Formats() []store.Format {
 	schema := func(n int) string { return "schema" + strconv.Itoa(n) }
 	return []store.Format{
-		{Name: "receipt record", Writes: schema(SchemaCurrent), Reads: []string{schema(Schema1), schema(Schema2), schema(Schema3)}},
+		{Name: "receipt record", Writes: schema(SchemaCurrent), Reads: []string{schema(Schema1), schema(Schema2), schema(Schema3), schema(Schema4)}},
 		{Name: "session record", Writes: schema(sessionSchemaCurrent), Reads: []string{schema(sessionSchemaCurrent)}},
 	}
 }

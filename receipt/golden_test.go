@@ -105,7 +105,24 @@ func goldens(t *testing.T) []golden {
 	s3n := base(receipt.Schema3, "v3-not-applied")
 	s3n.State, s3n.Started, s3n.Completed = receipt.Terminal, msCreated, msCreated-5
 	s3n.Envelope = s2n.Envelope
+	// Schema 4: a committed batch's envelope as its three counts, and
+	// envelopes the counts do not rebuild, stored whole.
+	s4c := terminal(base(receipt.Schema4, "v4-committed"))
+	s4c.ProtectUntil = s4c.RetainUntil + 86_400_000
+	s4c.Envelope = &receipt.StoredEnvelope{Status: 201, Outcome: "committed", RetryWith: "none",
+		Result: []byte(`{"inserted":1,"deleted":2,"transformed":3}`)}
+	s4w := terminal(base(receipt.Schema4, "v4-committed-whole"))
+	s4w.Envelope = &receipt.StoredEnvelope{Status: 201, Outcome: "committed", RetryWith: "none", Result: []byte(`{}`)}
+	s4n := base(receipt.Schema4, "v4-not-applied")
+	s4n.State, s4n.Started, s4n.Completed = receipt.Terminal, msCreated, msCreated-5
+	s4n.Envelope = s2n.Envelope
 	return []golden{
+		{"schema4-committed.cbor", "v4-committed", s4c, &receipt.Envelope{Status: 201, Outcome: "committed",
+			RetryWith: "none", TxnID: id("v4-committed"), Result: []byte(`{"inserted":1,"deleted":2,"transformed":3}`)}},
+		{"schema4-committed-whole.cbor", "v4-committed-whole", s4w, &receipt.Envelope{Status: 201, Outcome: "committed",
+			RetryWith: "none", TxnID: id("v4-committed-whole"), Result: []byte(`{}`)}},
+		{"schema4-not-applied.cbor", "v4-not-applied", s4n, &receipt.Envelope{Status: 404, Outcome: "not_applied",
+			Code: "table_not_found", Message: `table "t" does not exist`, RetryWith: "new_key", TxnID: id("v4-not-applied")}},
 		{"schema3-committed.cbor", "v3-committed", s3c, &receipt.Envelope{Status: 201, Outcome: "committed",
 			RetryWith: "none", TxnID: id("v3-committed"), Result: []byte(`{"inserted":1,"deleted":0,"transformed":0}`)}},
 		{"schema3-not-applied.cbor", "v3-not-applied", s3n, &receipt.Envelope{Status: 404, Outcome: "not_applied",

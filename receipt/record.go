@@ -60,10 +60,13 @@ const (
 	// Schema3 receipts are schema 2 with their later times as offsets
 	// from Created (recordtimes.go).
 	Schema3 = 3
-	// SchemaCurrent is what this version writes. Schema 3 is read, not yet
-	// written: a new record format ships in two releases, the first
-	// reading it, the next writing it (docs/upgrading.md), so that two
-	// builds serving one etcd prefix read each other's records.
+	// Schema4 receipts are schema 3 with a committed keyed batch's
+	// envelope stored as its three counts (recordenvelope.go).
+	Schema4 = 4
+	// SchemaCurrent is what this version writes. Schemas 3 and 4 are read,
+	// not yet written: a new record format ships in two releases, the
+	// first reading it, the next writing it (docs/upgrading.md), so that
+	// two builds serving one etcd prefix read each other's records.
 	SchemaCurrent = Schema2
 )
 
@@ -139,8 +142,8 @@ var encMode = func() cbor.EncMode {
 
 // EncodeRecord encodes r deterministically. A record that breaks its
 // invariants (check, invariants.go) is refused as store.ErrInvariant; the
-// check reads r's times as they are, before any goes out as an offset
-// (recordtimes.go).
+// check reads r's times and envelope as they are, before any goes out as
+// an offset or as counts (recordtimes.go, recordenvelope.go).
 func EncodeRecord(r *Record) ([]byte, error) {
 	if lr := r.request; lr.batch != nil {
 		// Laid out when the record first goes out (pending, the one state
@@ -154,7 +157,7 @@ func EncodeRecord(r *Record) ([]byte, error) {
 	if err := r.check(); err != nil {
 		return nil, store.InvalidRecord("receipt: record", err)
 	}
-	return encMode.Marshal(timesOnWire(r))
+	return encMode.Marshal(onWire(r))
 }
 
 // DecodeRecord decodes any schema ever written. Bytes that do not decode,
@@ -179,15 +182,15 @@ func recordAt(key, b []byte) (*Record, error) {
 }
 
 func decodeRecord(b []byte) (*Record, error) {
-	var r Record
-	if err := cbor.Unmarshal(b, &r); err != nil {
+	r, err := unmarshalRecord(b)
+	if err != nil {
 		return nil, err
 	}
-	timesFromWire(&r) // the check reads times, not offsets
+	timesFromWire(r) // the check reads times, not offsets
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return r, nil
 }
 
 // Keys.

@@ -17,10 +17,11 @@ import "math"
 // far from int64's ends, so that o+1 and Created+o never overflow.
 const offsetMax = math.MaxInt64 / 4
 
-// timesOnWire returns r as a schema-3 record is written: r itself below
-// schema 3, else a copy with the times as offsets. A record whose times
-// lie too far from Created to offset is written as schema 2, which means
-// the same with absolute times.
+// timesOnWire returns r as a schema-3 (or 4) record is written: r itself
+// below schema 3, else a copy with the times as offsets. A record whose
+// times lie too far from Created to offset is written as schema 2, which
+// means the same with absolute times (and, for schema 4, the envelope
+// whole).
 func timesOnWire(r *Record) *Record {
 	if r.Schema < Schema3 {
 		return r
