@@ -51,6 +51,7 @@ type DB struct {
 	loggedBytes   atomic.Int64
 	ckptLogBytes  atomic.Int64 // loggedBytes at the last checkpoint
 	ckptSize      atomic.Int64 // bytes of the newest chain's files (base and deltas)
+	mapped        atomic.Int64 // bytes of checkpoint files mapped (Options.MapCheckpoints)
 	lastCkptIndex atomic.Uint64
 	deltaNext     atomic.Bool   // the next checkpoint is likely a delta (the interval to wait for)
 	liveNow       atomic.Int64  // liveBytes as of the last group installed
@@ -385,7 +386,10 @@ type RecoveryStats struct {
 	// replay is bounded by the checkpoint interval (docs/engine.md,
 	// "Restart of a growing store").
 	ChainBytes int64
-	Phases     OpenPhases
+	// MappedBytes is how much of it the open mapped instead of reading
+	// (Options.MapCheckpoints): mapped for the process's life.
+	MappedBytes int64
+	Phases      OpenPhases
 }
 
 // Stats returns current counters.

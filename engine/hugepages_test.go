@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/idemdb/idem/vfs"
@@ -11,10 +12,13 @@ import (
 // TestReadImage_ReadsTheWholeFileIntoAdvisedMemory: a checkpoint file read
 // for the tree to alias — smaller than a huge page, or spanning several,
 // its size as listed or stale — comes back whole and unchanged; the
-// huge-page advice on its buffer is advice only.
+// huge-page advice on its buffer is advice only. Mapped instead
+// (Options.MapCheckpoints), it comes back the same, and its bytes count
+// as mapped.
 func TestReadImage_ReadsTheWholeFileIntoAdvisedMemory(t *testing.T) {
 	dir := t.TempDir()
 	db := &DB{fs: vfs.Default, dir: dir}
+	var mapped int64
 	for _, n := range []int{0, 1, 2<<20 - 1, 3<<21 + 12345} { // about huge pages of 2 MiB
 		want := make([]byte, n)
 		for i := range want {
@@ -24,11 +28,17 @@ func TestReadImage_ReadsTheWholeFileIntoAdvisedMemory(t *testing.T) {
 		if err := vfs.WriteFileSynced(db.fs, filepath.Join(dir, name), want, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, listed := range []int64{int64(n), int64(n / 2), int64(n) + 4096} {
-			got, err := db.readImage(name, listed)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("%d bytes listed as %d: read %d bytes, equal %v, err %v", n, listed, len(got), bytes.Equal(got, want), err)
+		for _, mapIt := range []bool{false, true} {
+			for _, listed := range []int64{int64(n), int64(n / 2), int64(n) + 4096} {
+				got, err := db.readImage(name, listed, mapIt)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("%d bytes listed as %d, mapped %v: read %d bytes, equal %v, err %v", n, listed, mapIt, len(got), bytes.Equal(got, want), err)
+				}
 			}
 		}
+		mapped += int64(3 * n)
+	}
+	if runtime.GOOS == "linux" && db.mapped.Load() != mapped {
+		t.Fatalf("mapped %d bytes, counted %d", mapped, db.mapped.Load())
 	}
 }

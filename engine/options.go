@@ -44,6 +44,18 @@ type Options struct {
 	// process-wide setting, so it is the process owner's call: idemd sets
 	// it; a host that opens stores while it serves other work should not.
 	CollectorOffAtOpen bool
+	// MapCheckpoints maps the checkpoint files an open loads instead of
+	// reading them (vfs.MapFile, where the file system can): the items
+	// the tree builds alias the page cache's pages instead of a copy in
+	// fresh memory, which on a VM whose host reclaims the guest's free
+	// pages was a third of an open's CPU (docs/engine.md, "What an open's
+	// time is made of"). A mapping is never unmapped — the values the
+	// store hands out stay valid as long as their holder keeps them — so
+	// the files an open mapped keep their disk space, once a merge deletes
+	// them, until the process exits, and every Open maps anew. It is the
+	// process owner's call: idemd, which opens its store once, sets it; a
+	// host that opens stores again and again should not.
+	MapCheckpoints bool
 	// WAL passes options through to the log (OnDurable is the engine's own).
 	WAL wal.Options
 	// Logger receives checkpoint, repair and fail-stop reports.

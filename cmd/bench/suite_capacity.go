@@ -149,8 +149,11 @@ type capacityReopen struct {
 	stats   engine.Stats
 }
 
-// reopenCapacity opens the filled store as idemd would and checks that
-// its first and last receipts replay from the value log.
+// reopenCapacity opens the filled store as idemd would, but reading its
+// checkpoint files rather than mapping them (idemd's -map-checkpoints):
+// the RAM it reports is the heap's, and a mapped image is not on the
+// heap. It checks that the first and last receipts replay from the value
+// log.
 func reopenCapacity(env *Env, dir string, tmpl *receiptTemplate, n int, name string) (capacityReopen, error) {
 	env.Progress("%s/%s reopening", env.Suite(), name)
 	before := liveHeap()

@@ -48,6 +48,7 @@ type config struct {
 	valueLog        bool
 	segmentBytes    int
 	walPlain        bool
+	mapCheckpoints  bool
 	walLinger       time.Duration
 	separateDecide  bool
 	logLevel        string
@@ -180,6 +181,7 @@ func (c *config) defineServerFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.checkpointBytes, "checkpoint-bytes", 64<<20, "WAL bytes between automatic checkpoints (negative disables); a restart replays at most about twice this plus a segment, however large the store (default 64 MiB: under a second of replay)")
 	fs.BoolVar(&c.valueLog, "value-log", true, "keep terminal receipts and tombstones in the on-disk value log once checkpointed, RAM holding their keys and a pointer (false: every value in RAM; values already there stay readable)")
 	fs.IntVar(&c.segmentBytes, "wal-segment-bytes", 8<<20, "size of one WAL segment file; truncation after a checkpoint removes whole segments")
+	fs.BoolVar(&c.mapCheckpoints, "map-checkpoints", true, "map the checkpoint files a start loads instead of reading them into memory (faster starts; a file a merge deletes keeps its disk space until the process exits)")
 	fs.BoolVar(&c.walPlain, "wal-no-preallocate", false, "write WAL segments as growing files instead of over zeros written beforehand (slower fsyncs; no spare segment on disk)")
 	fs.DurationVar(&c.walLinger, "wal-group-linger", wal.DefaultGroupLinger, "how long the WAL writer may hold a group commit open for more requests while every core is busy, at most "+walLingerMax.String()+" (0: never)")
 	fs.BoolVar(&c.separateDecide, "separate-decide", false, "test flag (default false: both chained into one fsync wait, with the same records): write a new receipt's decision and terminal envelope as a second fsync after its receipt and prepares, so that process tests can crash a receipt between the two writes")

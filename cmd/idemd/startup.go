@@ -130,7 +130,7 @@ func logStart(log *slog.Logger, c config) {
 		"request_timeout", c.requestTimeout, "header_timeout", c.headerTimeout,
 		"write_timeout", c.requestTimeout+writeTimeoutOverRequest, "idle_timeout", idleTimeout,
 		"shutdown_timeout", c.shutdownTimeout, "checkpoint_bytes", checkpointSetting(c.checkpointBytes), "value_log", c.valueLog,
-		"wal_segment_bytes", c.segmentBytes, "wal_no_preallocate", c.walPlain, "separate_decide", c.separateDecide,
+		"wal_segment_bytes", c.segmentBytes, "wal_no_preallocate", c.walPlain, "map_checkpoints", c.mapCheckpoints, "separate_decide", c.separateDecide,
 		"log_level", c.logLevel, "log_format", c.logFormat, "store", c.store, "etcd_shards", shardsSetting(c), "tls", tlsSetting(c))
 }
 
@@ -191,7 +191,7 @@ func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTi
 		st := db.Stats()
 		attrs = append(attrs, "keys", st.Keys, "applied", uint64(st.Applied), "checkpoint", uint64(st.Recovery.FromCheckpoint),
 			"replayed_entries", st.Recovery.ReplayedEntries, "replayed_bytes", st.Recovery.ReplayedBytes,
-			"chain_bytes", st.Recovery.ChainBytes, "open_log", st.Recovery.Phases.LogOpen,
+			"chain_bytes", st.Recovery.ChainBytes, "mapped_bytes", st.Recovery.MappedBytes, "open_log", st.Recovery.Phases.LogOpen,
 			"open_chain", st.Recovery.Phases.ChainLoad, "open_replay", st.Recovery.Phases.Replay)
 	}
 	log.Info("idemd: recovered", append(attrs,

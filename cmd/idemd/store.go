@@ -81,7 +81,7 @@ func openStores(ctx context.Context, c config, log *slog.Logger) (_ []*servedSto
 
 // openStore opens the local engine in -data.
 func openStore(ctx context.Context, c config, log *slog.Logger) (*servedStore, error) {
-	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, CollectorOffAtOpen: true, WAL: wal.Options{SegmentBytes: c.segmentBytes, NoPreallocation: c.walPlain, GroupLinger: walLinger(c.walLinger)}}
+	opts := engine.Options{CheckpointLogBytes: c.checkpointBytes, Logger: log, CollectorOffAtOpen: true, MapCheckpoints: c.mapCheckpoints, WAL: wal.Options{SegmentBytes: c.segmentBytes, NoPreallocation: c.walPlain, GroupLinger: walLinger(c.walLinger)}}
 	if c.valueLog {
 		opts.ColdValue = receipt.ColdValue
 	}
