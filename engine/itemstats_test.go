@@ -13,10 +13,18 @@ import (
 // segment in a slice (and, past itemStatsSegsMax, in the map) are what
 // noting each record with relive gives, segment 0 and segments no record
 // points into included.
+//
+// Under -race (make test's go-race) 15 rounds, not 50: each still draws
+// every segment of segs many times over, and the seed changes from run to
+// run (the 50 took 5 s there).
 func TestItemStatsOf_SumsAsReliveDoesRecordByRecord(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seedFor(t), 7))
 	segs := []uint32{0, 1, 2, 9, itemStatsSegsMax - 1, itemStatsSegsMax, 1 << 30}
-	for round := range 50 {
+	rounds := 50
+	if raceEnabled {
+		rounds = 15
+	}
+	for round := range rounds {
 		items := make([]index.KV, rng.IntN(400))
 		wantVlive := map[uint32]int64{}
 		var wantLive int64

@@ -99,6 +99,10 @@ type Env struct {
 	run     *runState
 	results []Result
 	skipped string
+	// slice, when set, is an interleaved pair's slice instead of
+	// pairSlice(-duration): a test of the alternation itself, whose sides
+	// do nothing, need not spin through pairSliceMin's 16 windows.
+	slice time.Duration
 }
 
 func newEnv(ctx context.Context, run *runState, suite string) *Env {

@@ -90,6 +90,9 @@ func (e *Env) interleave(a, b *benchSide) (pairResult, error) {
 	defer b.close()
 	defer a.close()
 	slice := pairSlice(e.Opts.Duration)
+	if e.slice > 0 {
+		slice = e.slice
+	}
 	sides := []*benchSide{a, b}
 	for _, s := range sides {
 		s.loop.Window, s.loop.Warmup = slice, pairWarmup
