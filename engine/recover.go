@@ -331,7 +331,9 @@ func deltaItems(ds []deltaMeta) [][]index.KV {
 	out := make([][]index.KV, len(ds))
 	total := uint64(0)
 	for _, d := range ds {
-		total += min(d.count, loadPreallocMax)
+		if d.count <= loadPreallocMax { // one past the bound gets none below: reserve none for it
+			total += d.count
+		}
 	}
 	arr := make([]index.KV, min(total, loadPreallocMax))
 	adviseHuge(memOf(arr))
