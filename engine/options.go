@@ -49,12 +49,14 @@ type Options struct {
 	// the tree builds alias the page cache's pages instead of a copy in
 	// fresh memory, which on a VM whose host reclaims the guest's free
 	// pages was a third of an open's CPU (docs/engine.md, "What an open's
-	// time is made of"). A mapping is never unmapped — the values the
+	// time is made of"); in a crash loop, whose opens follow a kill by
+	// seconds, the mapped chain loaded slower than the read one in two
+	// runs of two, so it is off by default, in idemd too
+	// (-map-checkpoints). A mapping is never unmapped — the values the
 	// store hands out stay valid as long as their holder keeps them — so
 	// the files an open mapped keep their disk space, once a merge deletes
-	// them, until the process exits, and every Open maps anew. It is the
-	// process owner's call: idemd, which opens its store once, sets it; a
-	// host that opens stores again and again should not.
+	// them, until the process exits, and every Open maps anew: a host that
+	// opens stores again and again should leave it off.
 	MapCheckpoints bool
 	// WAL passes options through to the log (OnDurable is the engine's own).
 	WAL wal.Options

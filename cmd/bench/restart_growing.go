@@ -104,7 +104,7 @@ func timeRestart(env *Env, dir, name, firstKey, lastKey string) (reopened, error
 	env.Progress("%s/%s reopening", env.Suite(), name)
 	defer env.ProgressDone()
 	start := time.Now()
-	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue, CollectorOffAtOpen: true, MapCheckpoints: true})
+	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue, CollectorOffAtOpen: true})
 	if err != nil {
 		return ro, fmt.Errorf("%s: reopen: %w", name, err)
 	}

@@ -34,7 +34,7 @@ type CrashloopOptions struct {
 	CheckpointBytes          int64         // idemd -checkpoint-bytes; 0 keeps idemd's default
 	Docs                     int           // document ids reused round-robin (0: new ones per batch)
 	Retention                time.Duration // idemd -retention; 0 keeps idemd's default
-	ReadCheckpoints          bool          // idemd -map-checkpoints=false
+	MapCheckpoints           bool          // idemd -map-checkpoints
 }
 
 // parseCrashInterval reads "2s-5s" (uniform between the two) or "3s".
@@ -203,8 +203,8 @@ func (r *crashRun) prepare() (cleanup func(), err error) {
 	if r.o.Retention > 0 {
 		r.extra = append(r.extra, "-retention", r.o.Retention.String())
 	}
-	if r.o.ReadCheckpoints {
-		r.extra = append(r.extra, "-map-checkpoints=false")
+	if r.o.MapCheckpoints {
+		r.extra = append(r.extra, "-map-checkpoints")
 	}
 	return cleanup, nil
 }
