@@ -128,7 +128,7 @@ func crashDisk(o CrashloopOptions, first crashStart, starts []crashStart) *Resul
 	maxCkpts := 0
 	for _, s := range starts {
 		maxWAL, maxData, maxCkpt = max(maxWAL, s.walBytes), max(maxData, s.dataBytes), max(maxCkpt, s.ckptBytes)
-		maxCkpts, maxReplayed = max(maxCkpts, s.ckpts), max(maxReplayed, s.replayed)
+		maxCkpts, maxReplayed = max(maxCkpts, s.ckpts), max(maxReplayed, s.replayed())
 	}
 	last := starts[len(starts)-1]
 	disk.Set("max_wal_bytes", maxWAL)
@@ -165,7 +165,7 @@ func crashDisk(o CrashloopOptions, first crashStart, starts []crashStart) *Resul
 	// log kept on disk (docs/engine.md, "Bounded recovery").
 	disk.Set("max_replayed_bytes", maxReplayed)
 	disk.Set("max_replayed_over_checkpoint_bytes", round(float64(maxReplayed)/float64(checkpointBytes), 2))
-	disk.Set("replayed_mb_by_tenth", tenths(starts, maxMBOf(func(s crashStart) int64 { return s.replayed }), 1))
+	disk.Set("replayed_mb_by_tenth", tenths(starts, maxMBOf(func(s crashStart) int64 { return s.replayed() }), 1))
 	return disk
 }
 

@@ -89,13 +89,20 @@ type crashStart struct {
 	listen    time.Duration // process start to the "idemd: listening" line
 	healthy   time.Duration // process start to the first /healthz 200
 	walBytes  int64         // <data>/wal once healthy
-	replayed  int64         // log bytes the open replayed (-1: not logged)
 	opened    *openReport   // what the open reported (nil: not logged)
 	dataBytes int64         // the whole data dir once healthy
 	ckptBytes int64         // the checkpoint files on disk, every link kept (0: none yet)
 	ckpts     int           // checkpoint links present (a base's parts count once)
 	newest    string        // the newest checkpoint's name ("": none)
 	ckptTmps  int           // ckpt-*.tmp files present (a checkpoint cut short by a kill)
+}
+
+// replayed is the log bytes the open replayed (-1: not logged).
+func (s crashStart) replayed() int64 {
+	if s.opened == nil {
+		return -1
+	}
+	return s.opened.replayedBytes
 }
 
 // loadedMB is what the open read at most: the checkpoint files and the
@@ -225,10 +232,7 @@ func (r *crashRun) start(addr string, kill int) (crashStart, error) {
 	if err != nil {
 		return crashStart{}, err
 	}
-	s := crashStart{kill: kill, listen: p.listen, healthy: healthy, replayed: -1, opened: p.opened.Load()}
-	if s.opened != nil {
-		s.replayed = s.opened.replayedBytes
-	}
+	s := crashStart{kill: kill, listen: p.listen, healthy: healthy, opened: p.opened.Load()}
 	s.walBytes, s.dataBytes = dirBytes(filepath.Join(r.data, "wal")), dirBytes(r.data)
 	s.ckpts, s.newest, s.ckptBytes, s.ckptTmps = checkpointFiles(r.data)
 	return s, nil
