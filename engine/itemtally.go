@@ -19,8 +19,14 @@ type itemTally struct {
 	vlive map[uint32]int64 // segments from itemStatsSegsMax on
 }
 
-func (t *itemTally) add(it index.KV) {
-	t.live += recordBytes(it.KeyLen(), len(it.Value()))
+func (t *itemTally) add(it index.KV) { t.count(it, 1) }
+
+// sub takes back an item added before (a merge's decoded base, tallied
+// whole, passing over a record a delta hides).
+func (t *itemTally) sub(it index.KV) { t.count(it, -1) }
+
+func (t *itemTally) count(it index.KV, sign int64) {
+	t.live += sign * recordBytes(it.KeyLen(), len(it.Value()))
 	if !it.Indirect() {
 		return
 	}
@@ -31,12 +37,12 @@ func (t *itemTally) add(it index.KV) {
 		if t.vlive == nil {
 			t.vlive = map[uint32]int64{}
 		}
-		t.vlive[ptr.seg] += int64(ptr.n)
+		t.vlive[ptr.seg] += sign * int64(ptr.n)
 	default:
 		for int(ptr.seg) >= len(t.bySeg) {
 			t.bySeg, t.seen = append(t.bySeg, 0), append(t.seen, false)
 		}
-		t.bySeg[ptr.seg] += int64(ptr.n)
+		t.bySeg[ptr.seg] += sign * int64(ptr.n)
 		t.seen[ptr.seg] = true
 	}
 }
@@ -45,12 +51,14 @@ func (t *itemTally) add(it index.KV) {
 func (t *itemTally) sums(live *int64, vlive map[uint32]int64) {
 	*live += t.live
 	for seg, n := range t.bySeg {
-		if t.seen[seg] {
+		if t.seen[seg] && n != 0 { // 0: every record added was taken back
 			vlive[uint32(seg)] += n
 		}
 	}
 	for seg, n := range t.vlive {
-		vlive[seg] += n
+		if n != 0 {
+			vlive[seg] += n
+		}
 	}
 }
 

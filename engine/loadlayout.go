@@ -31,13 +31,17 @@ type baseSlot struct {
 type baseLayout struct {
 	arr   []index.KV
 	slots []baseSlot
+	// tallies[i] sums part i's records as they are decoded, while each is
+	// in the cache: the merge then copies the base's records in blocks
+	// without reading them (mergeRange).
+	tallies []itemTally
 }
 
 // layoutBase plans parts (a complete generation, in key order, with exact
 // counts) in one array with room for the deltas' records, and allocates it
 // with room spare capacity beyond them (replayRoom).
 func layoutBase(parts []partMeta, deltas []loadRun, room int) *baseLayout {
-	l := &baseLayout{slots: make([]baseSlot, len(parts))}
+	l := &baseLayout{slots: make([]baseSlot, len(parts)), tallies: make([]itemTally, len(parts))}
 	at := 0
 	for i, p := range parts {
 		s := &l.slots[i]
@@ -63,27 +67,29 @@ func keyPos(kv []index.KV, key []byte) int {
 	return i
 }
 
-// part is the stretch part i's records are decoded into.
-func (l *baseLayout) part(i int) []index.KV {
+// part is the stretch part i's records are decoded into, in key order, and
+// the tally each of them must be added to.
+func (l *baseLayout) part(i int) ([]index.KV, *itemTally) {
 	s := l.slots[i]
-	return l.arr[s.at : s.at+s.n]
+	return l.arr[s.at : s.at+s.n], &l.tallies[i]
 }
 
 // merge merges each part with the deltas (oldest first) in place, the
 // parts at once, and returns the result in key order, in the layout's
 // array, with its live bytes and the value log's by segment. The decoders
 // proved every run in order and every part within its range, so a merge
-// finding a record out of order is a bug.
+// finding a record out of order is a bug; the parts were tallied as they
+// were decoded (part).
 func (l *baseLayout) merge(deltas []loadRun) ([]index.KV, int64, map[uint32]int64) {
 	runs := make([]loadRun, 0, 1+len(deltas))
 	runs = append(append(runs, loadRun{kv: l.arr}), deltas...)
 	n := make([]int, len(l.slots))
-	tallies := make([]itemTally, len(l.slots))
+	tallies := l.tallies
 	_, _ = eachAtOnce(len(l.slots), func(i int) error {
 		s := l.slots[i]
 		from := append([]int{s.at}, s.from...)
 		to := append([]int{s.at + s.n}, s.to...)
-		w, ok := mergeRange(runs, from, to, l.arr[s.at-s.gap:s.at+s.n], &tallies[i])
+		w, ok := mergeRange(runs, from, to, l.arr[s.at-s.gap:s.at+s.n], &tallies[i], true)
 		if !ok {
 			panic("engine: invariant broken: a checkpoint's records, each file proven in order, merged out of order")
 		}
@@ -92,6 +98,10 @@ func (l *baseLayout) merge(deltas []loadRun) ([]index.KV, int64, map[uint32]int6
 	})
 	w := 0
 	for i, s := range l.slots {
+		if w == s.at-s.gap { // in place already
+			w += n[i]
+			continue
+		}
 		w += copy(l.arr[w:], l.arr[s.at-s.gap:s.at-s.gap+n[i]])
 	}
 	clear(l.arr[w:]) // no stale pointers for the collector to keep

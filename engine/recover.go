@@ -512,7 +512,7 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun, room int) (*
 	// The parts are independent files with exact counts: each decodes into
 	// its own stretch of the base, as many at once as there are processors.
 	load := &chainLoad{room: min(room, int(total))}
-	var stretch func(i int) []index.KV
+	var stretch func(i int) ([]index.KV, *itemTally)
 	if d := deltaRecords(deltas); d > int(total)/loadInsertRatio {
 		load.layout = layoutBase(g.parts, deltas, load.room)
 		stretch = load.layout.part
@@ -524,11 +524,17 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun, room int) (*
 			at += int(g.parts[i-1].count)
 			starts[i] = at
 		}
-		stretch = func(i int) []index.KV { return load.base[starts[i] : starts[i]+int(g.parts[i].count)] }
+		stretch = func(i int) ([]index.KV, *itemTally) {
+			return load.base[starts[i] : starts[i]+int(g.parts[i].count)], nil
+		}
 	}
 	_, err := eachAtOnce(len(g.parts), func(i int) error {
-		dst, n := stretch(i), 0
-		return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++ })
+		dst, tally := stretch(i)
+		n := 0
+		if tally == nil {
+			return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++ })
+		}
+		return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++; tally.add(kv) })
 	})
 	if err != nil {
 		return nil, err

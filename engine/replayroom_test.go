@@ -37,9 +37,7 @@ func TestChainMerges_LeaveTheReplaysRoomAfterTheSameRecords(t *testing.T) {
 		parts, pieces := randomParts(rng, l)
 		c := cloned(l)
 		lay := layoutBase(parts, c.deltas, room)
-		for i, piece := range pieces {
-			copy(lay.part(i), piece)
-		}
+		decodeInto(lay, pieces)
 		laid, laidLive, laidVlive := lay.merge(c.deltas)
 		if laidLive != wantLive || !maps.Equal(laidVlive, wantVlive) {
 			t.Fatalf("round %d: laid out live %d %v, the items sum to %d %v", round, laidLive, laidVlive, wantLive, wantVlive)
