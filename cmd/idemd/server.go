@@ -116,18 +116,48 @@ func (d *daemon) open(ctx context.Context) (err error) {
 		d.svcs = append(d.svcs, svc)
 	}
 	d.svc = d.svcs[0]
-	t.receipts, began = time.Since(began), time.Now()
+	t.receipts = time.Since(began)
+	logRecovered(log, d.store.db, t)
+	return nil
+}
+
+// countReceipts logs the receipts by state (receipt.Summary) once idemd
+// serves: the non-terminal ones, and the terminal ones with unresolved
+// intents, belong to earlier incarnations and are what the recovery passes
+// adopt. It is a report, so it does not hold the start back: its scan
+// walks every retained receipt, 63–95 ms at 957 k, time a start after a
+// crash would otherwise not serve in (docs/engine.md, "What an open's time
+// is made of"). Requests answered meanwhile may move a receipt between
+// states.
+func (d *daemon) countReceipts(ctx context.Context) {
+	began := time.Now()
 	var sum receipt.Summary
 	for _, svc := range d.svcs {
 		s, err := svc.Summary(ctx)
 		if err != nil {
-			return fmt.Errorf("count receipts: %w", err)
+			if ctx.Err() == nil {
+				d.log.Warn("idemd: receipts not counted", "err", err)
+			}
+			return
 		}
 		sum = addSummary(sum, s)
 	}
-	t.summary = time.Since(began)
-	logRecovered(log, d.store.db, sum, t)
-	return nil
+	logCounted(d.log, sum, time.Since(began))
+}
+
+// startCounting runs countReceipts beside the server; the function it
+// returns stops it and waits, before the services close.
+func (d *daemon) startCounting(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.countReceipts(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // openService opens the receipt service of store shard i on st: the node
@@ -269,17 +299,21 @@ func (d *daemon) serve(ctx context.Context) error {
 	d.log.Info("idemd: listening", "addr", d.ln.Addr().String(), "tls", d.c.tlsCert != "", "data", d.c.data, "owner", d.svc.Owner().String())
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(d.ln) }()
+	stopCounting := d.startCounting(ctx)
 	for {
 		select {
 		case err := <-served:
+			stopCounting()
 			return errors.Join(err, d.close())
 		case <-hup:
 			d.reloadTokens() // it logs what it did
 		case sig := <-sigs:
 			d.log.Info("idemd: shutting down", "signal", sig.String())
+			stopCounting()
 			return d.shutdown()
 		case <-ctx.Done():
 			d.log.Info("idemd: shutting down", "cause", context.Cause(ctx).Error())
+			stopCounting()
 			return d.shutdown()
 		}
 	}

@@ -179,13 +179,11 @@ func checkFailpoints(log *slog.Logger, spec string) error {
 }
 
 // openTimes are how long each part of the open took.
-type openTimes struct{ engine, receipts, summary time.Duration }
+type openTimes struct{ engine, receipts time.Duration }
 
 // logRecovered reports what the open found: the store, the log it
-// replayed, the receipts by state — the non-terminal ones, and the
-// terminal ones with unresolved intents, belong to earlier incarnations
-// and are what the recovery passes adopt — and how long it all took.
-func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTimes) {
+// replayed, and how long it all took.
+func logRecovered(log *slog.Logger, db *engine.DB, t openTimes) {
 	var attrs []any
 	if db != nil { // the local engine's own recovery; etcd has none of ours
 		st := db.Stats()
@@ -195,11 +193,17 @@ func logRecovered(log *slog.Logger, db *engine.DB, sum receipt.Summary, t openTi
 			"open_chain", st.Recovery.Phases.ChainLoad, "open_replay", st.Recovery.Phases.Replay)
 	}
 	log.Info("idemd: recovered", append(attrs,
+		"open_engine", t.engine, "open_receipts", t.receipts, "open_total", t.engine+t.receipts)...)
+}
+
+// logCounted reports the receipts by state (countReceipts) and how long
+// counting them took.
+func logCounted(log *slog.Logger, sum receipt.Summary, took time.Duration) {
+	log.Info("idemd: receipts counted",
 		"receipts_pending", sum.Pending, "receipts_started", sum.Started, "receipts_terminal", sum.Terminal,
 		"receipts_with_debt", sum.Debt, "receipts_to_adopt", sum.Pending+sum.Started+sum.Debt,
 		"receipts_unreadable", sum.Unreadable, "receipts_partial", sum.Partial, "sessions_open", sum.SessionsOpen,
-		"open_engine", t.engine, "open_receipts", t.receipts, "count_receipts", t.summary,
-		"open_total", t.engine+t.receipts+t.summary)...)
+		"count_receipts", took)
 }
 
 // loadTokens reads the -tokens file. An empty one is refused: every
