@@ -25,7 +25,8 @@ func NewSortedG[T any](degree int, less LessFunc[T], sorted []T) *BTreeG[T] {
 	for capacityOf(height, t.maxItems()) < len(sorted) {
 		height++
 	}
-	t.root = t.buildSorted(sorted, height)
+	var slab nodeSlab[T]
+	t.root = t.buildSorted(sorted, height, &slab)
 	t.length = len(sorted)
 	return t
 }
@@ -48,8 +49,8 @@ func capacityOf(h, max int) int {
 // separator between each two. Even spreading keeps every node at least
 // half full — the fewest children means each holds more than half of what
 // its height can — so the result obeys the B-tree's minimum.
-func (t *BTreeG[T]) buildSorted(sorted []T, h int) *node[T] {
-	n := t.cow.newNode()
+func (t *BTreeG[T]) buildSorted(sorted []T, h int, slab *nodeSlab[T]) *node[T] {
+	n := slab.next(t.cow)
 	if h == 1 {
 		n.items = items[T](sorted[:len(sorted):len(sorted)])
 		return n
@@ -68,12 +69,33 @@ func (t *BTreeG[T]) buildSorted(sorted []T, h int) *node[T] {
 		if i < rest%k {
 			size++
 		}
-		n.children = append(n.children, t.buildSorted(sorted[at:at+size], h-1))
+		n.children = append(n.children, t.buildSorted(sorted[at:at+size], h-1, slab))
 		at += size
 		if i < k-1 {
 			n.items = append(n.items, sorted[at])
 			at++
 		}
 	}
+	return n
+}
+
+// nodeSlab hands out a build's nodes from arrays of nodeSlabLen: a
+// checkpoint chain's millions of items need a node per 63 of them, and an
+// allocation each was most of the build's time (11 M items with the
+// collector off: 93–104 ms, 55–66 ms from slabs). A slab stays alive while
+// any of its nodes does, so a tree whose every node was copied since
+// (copy-on-write after a Clone) may keep one slab per nodeSlabLen nodes it
+// was built with, about 1 byte per item at most.
+type nodeSlab[T any] struct{ free []node[T] }
+
+const nodeSlabLen = 4096
+
+func (s *nodeSlab[T]) next(cow *copyOnWriteContext[T]) *node[T] {
+	if len(s.free) == 0 {
+		s.free = make([]node[T], nodeSlabLen)
+	}
+	n := &s.free[0]
+	s.free = s.free[1:]
+	n.cow = cow
 	return n
 }
