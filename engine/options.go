@@ -50,9 +50,9 @@ type Options struct {
 	// fresh memory, which on a VM whose host reclaims the guest's free
 	// pages was a third of an open's CPU (docs/engine.md, "What an open's
 	// time is made of"); in a crash loop, whose opens follow a kill by
-	// seconds, the mapped chain loaded slower than the read one in two
-	// runs of two, so it is off by default, in idemd too
-	// (-map-checkpoints). A mapping is never unmapped — the values the
+	// seconds, it loads at the read one's pace. idemd turns it on
+	// (-map-checkpoints); the library leaves it off, because a mapping is
+	// never unmapped — the values the
 	// store hands out stay valid as long as their holder keeps them — so
 	// the files an open mapped keep their disk space, once a merge deletes
 	// them, until the process exits, and every Open maps anew: a host that

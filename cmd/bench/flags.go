@@ -74,7 +74,7 @@ func defineFlags(fs *flag.FlagSet) *benchFlags {
 		crashMax:      fs.Duration("crashloop-max", time.Hour, "crashloop: wall-clock cap of the kill loop; it stops early (fewer kills, reported) when the next interval would pass it"),
 		crashCkpt:     fs.Int64("crashloop-checkpoint-bytes", 0, "crashloop: idemd -checkpoint-bytes (0: idemd's default, 64 MiB)"),
 		crashDocs:     fs.Int("crashloop-docs", 0, "crashloop: documents the batches write, ids reused round-robin, so the store stops growing (0: every batch inserts new documents)"),
-		crashMap:      fs.Bool("crashloop-map-checkpoints", false, "crashloop: idemd -map-checkpoints (each start maps its checkpoint files instead of reading them)"),
+		crashMap:      fs.Bool("crashloop-map-checkpoints", true, "crashloop: idemd -map-checkpoints, its default (false: each start reads its checkpoint files instead of mapping them)"),
 		crashRetain:   fs.Duration("crashloop-retention", 0, "crashloop: idemd -retention of terminal receipts (0: idemd's default, 24h); short with -crashloop-docs keeps the store's size steady"),
 	}
 	fs.Usage = func() {

@@ -97,14 +97,15 @@ func restartGrowing(env *Env) error {
 	return nil
 }
 
-// timeRestart opens dir as idemd's restart does and checks that the first
-// and last keys replay their committed answers.
+// timeRestart opens dir as idemd's restart does — its checkpoint files
+// mapped (-map-checkpoints, on by default) — and checks that the first and
+// last keys replay their committed answers.
 func timeRestart(env *Env, dir, name, firstKey, lastKey string) (reopened, error) {
 	var ro reopened
 	env.Progress("%s/%s reopening", env.Suite(), name)
 	defer env.ProgressDone()
 	start := time.Now()
-	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue, CollectorOffAtOpen: true})
+	db, err := engine.Open(dir, engine.Options{Logger: discardLogger, ColdValue: receipt.ColdValue, CollectorOffAtOpen: true, MapCheckpoints: true})
 	if err != nil {
 		return ro, fmt.Errorf("%s: reopen: %w", name, err)
 	}

@@ -210,9 +210,7 @@ func (r *crashRun) prepare() (cleanup func(), err error) {
 	if r.o.Retention > 0 {
 		r.extra = append(r.extra, "-retention", r.o.Retention.String())
 	}
-	if r.o.MapCheckpoints {
-		r.extra = append(r.extra, "-map-checkpoints")
-	}
+	r.extra = append(r.extra, "-map-checkpoints="+strconv.FormatBool(r.o.MapCheckpoints))
 	return cleanup, nil
 }
 

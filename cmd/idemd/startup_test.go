@@ -62,7 +62,7 @@ func TestRun_StartupLogReportsVersionSettingsAndRecovery(t *testing.T) {
 		"session_ttl_max": "2m0s", "sessions_max": 64.0, "principal_sessions_max": 16.0, "principal_inflight_max": 64.0,
 		"max_body": float64(1 << 20), "request_timeout": "1m40s", "header_timeout": "5s", "write_timeout": "1m45s",
 		"idle_timeout": "2m0s", "shutdown_timeout": "30s", "checkpoint_bytes": float64(64 << 20), "value_log": true,
-		"wal_segment_bytes": float64(8 << 20), "wal_no_preallocate": false, "map_checkpoints": false, "separate_decide": true, "log_level": "info", "log_format": "json", "store": "local",
+		"wal_segment_bytes": float64(8 << 20), "wal_no_preallocate": false, "map_checkpoints": true, "separate_decide": true, "log_level": "info", "log_format": "json", "store": "local",
 		"tls": "off (plain HTTP)", "etcd_shards": "none",
 	}
 	set := p.wait("idemd: settings")
