@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
@@ -319,16 +318,7 @@ func decodePart(data []byte, m partMeta, fn func(key index.KV, value []byte, ver
 		}
 		return err
 	}
-	if int64(len(data)) != m.size {
-		return fmt.Errorf("%d bytes, %d when listed", len(data), m.size)
-	}
-	bodyEnd := len(data) - partTrailerLen - len(m.end)
-	tr := data[len(data)-partTrailerLen:]
-	if binary.LittleEndian.Uint32(tr[13:]) != crc32.Checksum(data[:bodyEnd], castagnoli) &&
-		!fault.Planted(fault.BugCkptIgnoresCRC) { // planted only under -tags idem_selftest
-		return errors.New("checksum mismatch")
-	}
-	h, at, err := parsePartHeader(data[:bodyEnd])
+	recs, h, err := partBody(data, m)
 	if err != nil {
 		return err
 	}
@@ -336,7 +326,7 @@ func decodePart(data []byte, m partMeta, fn func(key index.KV, value []byte, ver
 	// checked at its two ends only, not twice per record.
 	var last index.KV
 	first := true
-	n, err := decodeRecords(data[at:bodyEnd], m.count, m.version, h.ptrs, h.packed, func(k index.KV, v []byte, ver store.Version, indirect bool) error {
+	n, err := decodeRecords(recs, m.count, m.version, h.ptrs, h.packed, func(k index.KV, v []byte, ver store.Version, indirect bool) error {
 		if first {
 			if first = false; k.CompareKey(index.Probe(m.start)) < 0 {
 				return fmt.Errorf("key %q outside the part's range", k.Key())
@@ -352,8 +342,8 @@ func decodePart(data []byte, m partMeta, fn func(key index.KV, value []byte, ver
 	if !first && len(m.end) > 0 && last.CompareKey(index.Probe(m.end)) >= 0 {
 		return fmt.Errorf("key %q outside the part's range", last.Key())
 	}
-	if n != bodyEnd-at {
-		return fmt.Errorf("%d trailing bytes", bodyEnd-at-n)
+	if n != len(recs) {
+		return fmt.Errorf("%d trailing bytes", len(recs)-n)
 	}
 	return nil
 }
@@ -459,6 +449,11 @@ type partWriter struct {
 	bytes int
 	buf   [3 * binary.MaxVarintLen64]byte
 	key   []byte // the stored key's scratch
+	// prev is the last item added: each must be above it, the order an
+	// open's load takes on the CRC's word (partload.go); err says which
+	// was not, and finish refuses the part.
+	prev index.KV
+	err  error
 }
 
 type hashWriter interface {
@@ -483,6 +478,10 @@ func newPartWriter(w io.Writer, v0 store.Version, seq int, version store.Version
 // add writes one record of item's key (its value aside): val is the
 // value, or with indirect its pointer.
 func (p *partWriter) add(item index.KV, val []byte, version uint64, indirect bool) {
+	if p.count > 0 && p.err == nil && p.prev.CompareKey(item) >= 0 {
+		p.err = fmt.Errorf("engine: invariant broken: part key %q written after %q", item.Key(), p.prev.Key())
+	}
+	p.prev = item
 	var packed bool
 	p.key, packed = item.AppendStoredKey(p.key[:0])
 	n := binary.PutUvarint(p.buf[:], flaggedLen(len(p.key), packed))
@@ -508,6 +507,9 @@ func flaggedLen(n int, flag bool) uint64 {
 // finish writes the trailer: end is the first key of the next part (nil
 // for the last part).
 func (p *partWriter) finish(end []byte, last bool) error {
+	if p.err != nil {
+		return p.err
+	}
 	if err := p.bw.Flush(); err != nil {
 		return err
 	}

@@ -21,6 +21,13 @@ type itemTally struct {
 
 func (t *itemTally) add(it index.KV) { t.count(it, 1) }
 
+// addIf is add on a tally that may be nil (none kept).
+func (t *itemTally) addIf(it index.KV) {
+	if t != nil {
+		t.count(it, 1)
+	}
+}
+
 // sub takes back an item added before (a merge's decoded base, tallied
 // whole, passing over a record a delta hides).
 func (t *itemTally) sub(it index.KV) { t.count(it, -1) }

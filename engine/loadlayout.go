@@ -76,10 +76,11 @@ func (l *baseLayout) part(i int) ([]index.KV, *itemTally) {
 
 // merge merges each part with the deltas (oldest first) in place, the
 // parts at once, and returns the result in key order, in the layout's
-// array, with its live bytes and the value log's by segment. The decoders
-// proved every run in order and every part within its range, so a merge
-// finding a record out of order is a bug; the parts were tallied as they
-// were decoded (part).
+// array, with its live bytes and the value log's by segment. Every run is
+// in order — each delta's decoder proved it, each part's writer did and
+// its CRC vouches for it (partload.go) — and every part was checked
+// within its range, so a merge finding a record out of order is a bug;
+// the parts were tallied as they were loaded (part).
 func (l *baseLayout) merge(deltas []loadRun) ([]index.KV, int64, map[uint32]int64) {
 	runs := make([]loadRun, 0, 1+len(deltas))
 	runs = append(append(runs, loadRun{kv: l.arr}), deltas...)
@@ -91,7 +92,7 @@ func (l *baseLayout) merge(deltas []loadRun) ([]index.KV, int64, map[uint32]int6
 		to := append([]int{s.at + s.n}, s.to...)
 		w, ok := mergeRange(runs, from, to, l.arr[s.at-s.gap:s.at+s.n], &tallies[i], true)
 		if !ok {
-			panic("engine: invariant broken: a checkpoint's records, each file proven in order, merged out of order")
+			panic("engine: invariant broken: a checkpoint's records, each file written in order, merged out of order")
 		}
 		n[i] = w
 		return nil

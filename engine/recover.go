@@ -530,11 +530,7 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun, room int) (*
 	}
 	_, err := eachAtOnce(len(g.parts), func(i int) error {
 		dst, tally := stretch(i)
-		n := 0
-		if tally == nil {
-			return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++ })
-		}
-		return db.decodePartFile(g.parts[i], func(kv index.KV) { dst[n] = kv; n++; tally.add(kv) })
+		return db.loadPartInto(g.parts[i], dst, tally)
 	})
 	if err != nil {
 		return nil, err
@@ -555,10 +551,7 @@ func deltaRecords(runs []loadRun) int {
 // decodePartFile reads the part p and passes each record to fn, as an
 // item aliasing the file's image: one allocation holds the whole part.
 func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
-	data, err := db.readImage(p.name, p.size, db.opts.MapCheckpoints)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
-	}
+	data, err := db.readPartImage(p)
 	if err != nil {
 		return err
 	}
@@ -567,6 +560,29 @@ func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
 		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
 	}
 	return nil
+}
+
+// loadPartInto reads the part p and loads its items into dst, room for
+// exactly its count, adding each to tally unless that is nil
+// (loadPartItems: the CRC vouches for the records' order).
+func (db *DB) loadPartInto(p partMeta, dst []index.KV, tally *itemTally) error {
+	data, err := db.readPartImage(p)
+	if err != nil {
+		return err
+	}
+	if err := loadPartItems(data, p, dst, tally); err != nil {
+		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
+	}
+	return nil
+}
+
+// readPartImage reads (or maps) the part p's file.
+func (db *DB) readPartImage(p partMeta) ([]byte, error) {
+	data, err := db.readImage(p.name, p.size, db.opts.MapCheckpoints)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
+	}
+	return data, err
 }
 
 // loadPreallocMax bounds the slice of a generation's records reserved
