@@ -449,11 +449,9 @@ type partWriter struct {
 	bytes int
 	buf   [3 * binary.MaxVarintLen64]byte
 	key   []byte // the stored key's scratch
-	// prev is the last item added: each must be above it, the order an
-	// open's load takes on the CRC's word (partload.go); err says which
-	// was not, and finish refuses the part.
-	prev index.KV
-	err  error
+	// order refuses a key not above the one before: an open's load takes
+	// the order on the CRC's word (partload.go).
+	order keyOrder
 }
 
 type hashWriter interface {
@@ -478,10 +476,7 @@ func newPartWriter(w io.Writer, v0 store.Version, seq int, version store.Version
 // add writes one record of item's key (its value aside): val is the
 // value, or with indirect its pointer.
 func (p *partWriter) add(item index.KV, val []byte, version uint64, indirect bool) {
-	if p.count > 0 && p.err == nil && p.prev.CompareKey(item) >= 0 {
-		p.err = fmt.Errorf("engine: invariant broken: part key %q written after %q", item.Key(), p.prev.Key())
-	}
-	p.prev = item
+	p.order.next(item)
 	var packed bool
 	p.key, packed = item.AppendStoredKey(p.key[:0])
 	n := binary.PutUvarint(p.buf[:], flaggedLen(len(p.key), packed))
@@ -507,8 +502,8 @@ func flaggedLen(n int, flag bool) uint64 {
 // finish writes the trailer: end is the first key of the next part (nil
 // for the last part).
 func (p *partWriter) finish(end []byte, last bool) error {
-	if p.err != nil {
-		return p.err
+	if p.order.err != nil {
+		return p.order.err
 	}
 	if err := p.bw.Flush(); err != nil {
 		return err

@@ -149,22 +149,10 @@ func deltaMetaOf(hdr, tr []byte, size int64) (deltaMeta, error) {
 // true for a deletion; indirect for a value-log pointer). Keys (key-only
 // items of the stored key) and values alias data.
 func decodeDelta(data []byte, m deltaMeta, fn func(key index.KV, value []byte, version store.Version, tombstone, indirect bool)) error {
-	if int64(len(data)) != m.size {
-		return fmt.Errorf("%d bytes, %d when listed", len(data), m.size)
-	}
-	got, err := deltaMetaOf(data[:deltaHeaderLen], data[len(data)-deltaTrailerLen:], m.size)
+	rest, err := deltaBody(data, m)
 	if err != nil {
 		return err
 	}
-	if got.v != m.v || got.base != m.base || got.prev != m.prev || got.count != m.count {
-		return errors.New("header changed since listed")
-	}
-	sumEnd := len(data) - deltaTrailerLen + 8
-	if binary.LittleEndian.Uint32(data[sumEnd:]) != crc32.Checksum(data[:sumEnd], castagnoli) &&
-		!fault.Planted(fault.BugCkptIgnoresCRC) { // planted only under -tags idem_selftest
-		return errors.New("checksum mismatch")
-	}
-	rest := data[deltaHeaderLen : len(data)-deltaTrailerLen]
 	var prev index.KV
 	for i := uint64(0); i < m.count; i++ {
 		klen, n1 := binary.Uvarint(rest)
@@ -219,6 +207,27 @@ func decodeDelta(data []byte, m deltaMeta, fn func(key index.KV, value []byte, v
 	return nil
 }
 
+// deltaBody checks a delta image's size, header and CRC against its meta
+// and returns its records' bytes.
+func deltaBody(data []byte, m deltaMeta) ([]byte, error) {
+	if int64(len(data)) != m.size {
+		return nil, fmt.Errorf("%d bytes, %d when listed", len(data), m.size)
+	}
+	got, err := deltaMetaOf(data[:deltaHeaderLen], data[len(data)-deltaTrailerLen:], m.size)
+	if err != nil {
+		return nil, err
+	}
+	if got.v != m.v || got.base != m.base || got.prev != m.prev || got.count != m.count {
+		return nil, errors.New("header changed since listed")
+	}
+	sumEnd := len(data) - deltaTrailerLen + 8
+	if binary.LittleEndian.Uint32(data[sumEnd:]) != crc32.Checksum(data[:sumEnd], castagnoli) &&
+		!fault.Planted(fault.BugCkptIgnoresCRC) { // planted only under -tags idem_selftest
+		return nil, errors.New("checksum mismatch")
+	}
+	return data[deltaHeaderLen : len(data)-deltaTrailerLen], nil
+}
+
 // deltaWriter streams one delta: header, records, trailer.
 type deltaWriter struct {
 	w     io.Writer
@@ -227,6 +236,9 @@ type deltaWriter struct {
 	count uint64
 	buf   [3 * binary.MaxVarintLen64]byte
 	key   []byte // the stored key's scratch
+	// order refuses a key not above the one before: a load takes the
+	// order on the CRC's word (deltaload.go).
+	order keyOrder
 }
 
 func newDeltaWriter(w io.Writer, v, base, prev store.Version) *deltaWriter {
@@ -244,6 +256,7 @@ func newDeltaWriter(w io.Writer, v, base, prev store.Version) *deltaWriter {
 // put writes one record of item's key (its value aside): value is the
 // value, or with indirect its pointer.
 func (d *deltaWriter) put(item index.KV, value []byte, version store.Version, indirect bool) {
+	d.order.next(item)
 	var packed bool
 	d.key, packed = item.AppendStoredKey(d.key[:0])
 	n := binary.PutUvarint(d.buf[:], flaggedLen(len(d.key), packed))
@@ -256,6 +269,7 @@ func (d *deltaWriter) put(item index.KV, value []byte, version store.Version, in
 }
 
 func (d *deltaWriter) tombstone(key []byte) {
+	d.order.nextCopy(key)
 	var packed bool
 	d.key, packed = index.AppendStoredKey(d.key[:0], key)
 	n := binary.PutUvarint(d.buf[:], flaggedLen(len(d.key), packed))
@@ -266,6 +280,9 @@ func (d *deltaWriter) tombstone(key []byte) {
 }
 
 func (d *deltaWriter) finish() error {
+	if d.order.err != nil {
+		return d.order.err
+	}
 	var cnt [8]byte
 	binary.LittleEndian.PutUint64(cnt[:], d.count)
 	d.bw.Write(cnt[:])

@@ -81,7 +81,6 @@ func partBody(data []byte, m partMeta) ([]byte, partMeta, error) {
 // partItems makes the items of recs, the records of a part of header h,
 // into dst, which they must fill exactly.
 func partItems(recs []byte, h partMeta, dst []index.KV, tally *itemTally) error {
-	kflag, vflag := h.packed, h.ptrs != ptrNone
 	at := 0
 	for i := range dst {
 		b := recs[at:]
@@ -89,44 +88,59 @@ func partItems(recs []byte, h partMeta, dst []index.KV, tally *itemTally) error 
 		if n == 0 {
 			return fmt.Errorf("record %d: bad lengths", i)
 		}
-		klen, vlen, packed, indirect := kf, vf, false, false
-		if kflag {
+		klen, packed := kf, false
+		if h.packed {
 			klen, packed = kf>>1, kf&1 == 1
 		}
-		if vflag {
-			vlen, indirect = vf>>1, vf&1 == 1
+		if klen == 0 || packed && !index.PackedKeyOK(int(klen)) {
+			return fmt.Errorf("record %d: bad key", i)
 		}
-		switch {
-		case klen == 0 || klen >= uint64(len(b)-n) || vlen >= uint64(len(b)-n)-klen:
-			return fmt.Errorf("record %d: bad key or value", i)
-		case packed && !index.PackedKeyOK(int(klen)):
-			return fmt.Errorf("record %d: a packed key of %d bytes", i, klen)
-		case indirect && !h.ptrs.lenOK(vlen):
-			return fmt.Errorf("record %d: a value-log pointer of %d bytes", i, vlen)
-		}
-		end := n + int(klen+vlen)
-		kv := index.PackedKV(b[n:end], int(klen), int(vlen))
-		if indirect {
-			kv = index.IndirectKV(b[n:end], int(klen), int(vlen))
-		}
-		if packed {
-			kv = kv.WithPackedKey()
+		kv, size, err := recordItem(b, n, klen, vf, packed, h.ptrs)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
 		}
 		dst[i] = kv
 		tally.addIf(kv)
-		ver := end
-		for ver < len(b) && ver-end < binary.MaxVarintLen64 && b[ver] >= 0x80 {
-			ver++
-		}
-		if ver == len(b) || b[ver] >= 0x80 {
-			return fmt.Errorf("record %d: bad version", i)
-		}
-		at += ver + 1
+		at += size
 	}
 	if at != len(recs) {
 		return fmt.Errorf("%d trailing bytes", len(recs)-at)
 	}
 	return nil
+}
+
+// recordItem makes the item of a record (a part's, a delta's put) whose
+// stored key of klen bytes starts at b[n:], vf being its value's length
+// field, and returns the record's size. It checks what keeps the item
+// inside b: the key, the value and at least one byte of version fit, a
+// pointer's length is one of its forms', the version ends.
+func recordItem(b []byte, n int, klen, vf uint64, packed bool, ptrs ptrForm) (index.KV, int, error) {
+	vlen, indirect := vf, false
+	if ptrs != ptrNone {
+		vlen, indirect = vf>>1, vf&1 == 1
+	}
+	switch {
+	case klen >= uint64(len(b)-n) || vlen >= uint64(len(b)-n)-klen:
+		return index.KV{}, 0, errors.New("bad key or value")
+	case indirect && !ptrs.lenOK(vlen):
+		return index.KV{}, 0, fmt.Errorf("a value-log pointer of %d bytes", vlen)
+	}
+	end := n + int(klen+vlen)
+	kv := index.PackedKV(b[n:end], int(klen), int(vlen))
+	if indirect {
+		kv = index.IndirectKV(b[n:end], int(klen), int(vlen))
+	}
+	if packed {
+		kv = kv.WithPackedKey()
+	}
+	v := end
+	for v < len(b) && v-end < binary.MaxVarintLen64 && b[v] >= 0x80 {
+		v++
+	}
+	if v == len(b) || b[v] >= 0x80 {
+		return index.KV{}, 0, errors.New("bad version")
+	}
+	return kv, v + 1, nil
 }
 
 // recordLengths reads a record's key and value length fields, inline when
@@ -145,4 +159,31 @@ func recordLengths(b []byte) (kf, vf uint64, n int) {
 		return 0, 0, 0
 	}
 	return kf, vf, n1 + n2
+}
+
+// keyOrder is a checkpoint writer's proof that its keys strictly
+// increase: err holds the first that did not, and the writer's finish
+// refuses the file.
+type keyOrder struct {
+	last index.KV
+	buf  []byte // a copy of the last key, if it came as bytes (nextCopy)
+	n    int
+	err  error
+}
+
+// next takes an item whose bytes stay as they are until the writer is
+// done: the tree's items, and the images' a merge reads.
+func (o *keyOrder) next(key index.KV) {
+	if o.n > 0 && o.err == nil && o.last.CompareKey(key) >= 0 {
+		o.err = fmt.Errorf("engine: invariant broken: checkpoint key %q written after %q", key.Key(), o.last.Key())
+	}
+	o.last = key
+	o.n++
+}
+
+// nextCopy is next for a key whose bytes the caller may reuse.
+func (o *keyOrder) nextCopy(key []byte) {
+	o.next(index.Probe(key))
+	o.buf = append(o.buf[:0], key...)
+	o.last = index.Probe(o.buf)
 }

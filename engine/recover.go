@@ -391,14 +391,7 @@ func (db *DB) loadDeltaInto(d deltaMeta, items []index.KV, mapIt bool) (loadRun,
 		items = make([]index.KV, 0, min(d.count, loadPreallocMax))
 	}
 	run := loadRun{kv: items}
-	err = decodeDelta(data, d, func(k index.KV, v []byte, ver store.Version, tombstone, indirect bool) {
-		if tombstone {
-			run.add(k, true)
-			return
-		}
-		run.add(loadedKV(k, v, ver, indirect), false)
-	})
-	if err != nil {
+	if err := loadDeltaRecords(data, d, &run); err != nil {
 		return loadRun{}, fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
 	}
 	return run, nil

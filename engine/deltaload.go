@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/store"
+)
+
+// A load of a delta (an open's, and a merge's of the deltas it did not
+// load) takes its records' order on its CRC's word, as an open takes a
+// part's (partload.go): its writer refused a key not above the one
+// before. decodeDelta, which proves every record, stays for idemctl check
+// and inspection.
+
+// loadDeltaRecords appends d's records to run: puts as items aliasing
+// data, deletions as key-only items marked tombstones.
+func loadDeltaRecords(data []byte, d deltaMeta, run *loadRun) error {
+	recs, err := deltaBody(data, d)
+	if err != nil {
+		return err
+	}
+	at := 0
+	for i := uint64(0); i < d.count; i++ {
+		b := recs[at:]
+		kf, vcode, n := recordLengths(b)
+		if n == 0 {
+			return fmt.Errorf("record %d: bad lengths", i)
+		}
+		klen, packed := kf, false
+		if d.packed {
+			klen, packed = kf>>1, kf&1 == 1
+		}
+		raw := klen
+		if packed {
+			raw += 16
+		}
+		if klen == 0 || raw > store.KeyBytesMax || klen > uint64(len(b)-n) || packed && !index.PackedKeyOK(int(klen)) {
+			return fmt.Errorf("record %d: bad key", i)
+		}
+		if vcode == deltaTombstone {
+			run.add(index.StoredProbe(b[n:n+int(klen)], packed), true)
+			at += n + int(klen)
+			continue
+		}
+		kv, size, err := recordItem(b, n, klen, vcode-deltaValueOffset, packed, d.ptrs)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		run.add(kv, false)
+		at += size
+	}
+	if at != len(recs) {
+		return fmt.Errorf("%d trailing bytes", len(recs)-at)
+	}
+	return nil
+}
