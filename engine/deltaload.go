@@ -23,19 +23,15 @@ func loadDeltaRecords(data []byte, d deltaMeta, run *loadRun) error {
 	at := 0
 	for i := uint64(0); i < d.count; i++ {
 		b := recs[at:]
-		kf, vcode, n := recordLengths(b)
-		if n == 0 {
-			return fmt.Errorf("record %d: bad lengths", i)
-		}
-		klen, packed := kf, false
-		if d.packed {
-			klen, packed = kf>>1, kf&1 == 1
+		klen, packed, vcode, n, err := recordHead(b, d.packed)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
 		}
 		raw := klen
 		if packed {
 			raw += 16
 		}
-		if klen == 0 || raw > store.KeyBytesMax || klen > uint64(len(b)-n) || packed && !index.PackedKeyOK(int(klen)) {
+		if raw > store.KeyBytesMax || klen > uint64(len(b)-n) {
 			return fmt.Errorf("record %d: bad key", i)
 		}
 		if vcode == deltaTombstone {

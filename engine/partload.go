@@ -84,16 +84,9 @@ func partItems(recs []byte, h partMeta, dst []index.KV, tally *itemTally) error 
 	at := 0
 	for i := range dst {
 		b := recs[at:]
-		kf, vf, n := recordLengths(b)
-		if n == 0 {
-			return fmt.Errorf("record %d: bad lengths", i)
-		}
-		klen, packed := kf, false
-		if h.packed {
-			klen, packed = kf>>1, kf&1 == 1
-		}
-		if klen == 0 || packed && !index.PackedKeyOK(int(klen)) {
-			return fmt.Errorf("record %d: bad key", i)
+		klen, packed, vf, n, err := recordHead(b, h.packed)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
 		}
 		kv, size, err := recordItem(b, n, klen, vf, packed, h.ptrs)
 		if err != nil {
@@ -141,6 +134,25 @@ func recordItem(b []byte, n int, klen, vf uint64, packed bool, ptrs ptrForm) (in
 		return index.KV{}, 0, errors.New("bad version")
 	}
 	return kv, v + 1, nil
+}
+
+// recordHead reads a record's length fields: its stored key's length and
+// whether it is packed (a format with the bit, packedForm, says so), its
+// value's length field, and the bytes they took. The key must not be
+// empty, and a packed one must hold its sixteen bytes.
+func recordHead(b []byte, packedForm bool) (klen uint64, packed bool, vf uint64, n int, err error) {
+	kf, vf, n := recordLengths(b)
+	if n == 0 {
+		return 0, false, 0, 0, errors.New("bad lengths")
+	}
+	klen = kf
+	if packedForm {
+		klen, packed = kf>>1, kf&1 == 1
+	}
+	if klen == 0 || packed && !index.PackedKeyOK(int(klen)) {
+		return 0, false, 0, 0, errors.New("bad key")
+	}
+	return klen, packed, vf, n, nil
 }
 
 // recordLengths reads a record's key and value length fields, inline when
