@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
@@ -50,4 +52,30 @@ func loadDeltaRecords(data []byte, d deltaMeta, run *loadRun) error {
 		return fmt.Errorf("%d trailing bytes", len(recs)-at)
 	}
 	return nil
+}
+
+// loadDelta validates the delta d and returns its records, which alias
+// the file's image as a part's do.
+func (db *DB) loadDelta(d deltaMeta) (loadRun, error) { return db.loadDeltaInto(d, nil, false) }
+
+// loadDeltaInto is loadDelta appending the records to items, an empty
+// slice with room for d's count (nil: allocated here), the file mapped if
+// mapIt (an open's, never a merge's: a mapping is never unmapped, and a
+// merge's input is garbage once the merge is written).
+func (db *DB) loadDeltaInto(d deltaMeta, items []index.KV, mapIt bool) (loadRun, error) {
+	data, err := db.readImage(d.name, d.size, mapIt)
+	if errors.Is(err, fs.ErrNotExist) {
+		return loadRun{}, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
+	}
+	if err != nil {
+		return loadRun{}, err
+	}
+	if items == nil {
+		items = make([]index.KV, 0, min(d.count, loadPreallocMax))
+	}
+	run := loadRun{kv: items}
+	if err := loadDeltaRecords(data, d, &run); err != nil {
+		return loadRun{}, fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
+	}
+	return run, nil
 }

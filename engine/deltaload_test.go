@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -84,6 +86,38 @@ func TestLoadDeltaRecords_EqualsTheFullDecode(t *testing.T) {
 				t.Fatalf("record %d: %q tombstone %v, the decode %q tombstone %v", i, got.kv[i].Key(), got.tombstone(i), want.kv[i].Key(), want.tombstone(i))
 			}
 		}
+	}
+}
+
+// A delta damaged under a matching CRC is refused, or loads records that
+// all lie inside its image, tombstones included.
+func TestLoadDeltaRecords_DamageUnderAMatchingCRCStaysInsideTheImage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t), 53))
+	loaded := 0
+	for range 2000 {
+		data, m := randomDelta(t, rng)
+		recsEnd := len(data) - deltaTrailerLen
+		if recsEnd == deltaHeaderLen {
+			continue
+		}
+		for range 1 + rng.IntN(4) {
+			data[deltaHeaderLen+rng.IntN(recsEnd-deltaHeaderLen)] ^= byte(1 + rng.IntN(255))
+		}
+		sumEnd := recsEnd + 8
+		binary.LittleEndian.PutUint32(data[sumEnd:], crc32.Checksum(data[:sumEnd], castagnoli))
+		var run loadRun
+		if loadDeltaRecords(data, m, &run) != nil {
+			continue
+		}
+		for i, kv := range run.kv {
+			if !insideImage(data, kv, run.tombstone(i)) {
+				t.Fatalf("record %d lies outside the image", i)
+			}
+		}
+		loaded++
+	}
+	if loaded < 100 {
+		t.Fatalf("only %d of 2000 damaged deltas loaded: the bounds went untested", loaded)
 	}
 }
 

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 
 	"github.com/idemdb/idem/fault"
 	"github.com/idemdb/idem/index"
-	"github.com/idemdb/idem/store"
 )
 
 // An open's load of a part (issue 38). A part's records were proven well
@@ -28,18 +28,14 @@ import (
 
 // loadPartItems is decodePart for an open: each record, as an item
 // aliasing data, into dst (room for exactly m's count), added to tally
-// unless that is nil. A legacy part takes the full decode.
+// unless that is nil. A legacy checkpoint, a single file of its own
+// format, is not a part: loadGeneration decodes it whole.
 func loadPartItems(data []byte, m partMeta, dst []index.KV, tally *itemTally) error {
 	if uint64(len(dst)) != m.count {
 		return fmt.Errorf("%d records, room for %d", m.count, len(dst))
 	}
 	if m.legacy {
-		n := 0
-		return decodePart(data, m, func(k index.KV, v []byte, ver store.Version, indirect bool) {
-			dst[n] = loadedKV(k, v, ver, indirect)
-			tally.addIf(dst[n])
-			n++
-		})
+		return errors.New("a legacy checkpoint: its load is decodePartFile's")
 	}
 	recs, h, err := partBody(data, m)
 	if err != nil {
@@ -57,6 +53,29 @@ func loadPartItems(data []byte, m partMeta, dst []index.KV, tally *itemTally) er
 		}
 	}
 	return nil
+}
+
+// loadPartInto reads the part p and loads its items into dst, room for
+// exactly its count, adding each to tally unless that is nil
+// (loadPartItems: the CRC vouches for the records' order).
+func (db *DB) loadPartInto(p partMeta, dst []index.KV, tally *itemTally) error {
+	data, err := db.readPartImage(p)
+	if err != nil {
+		return err
+	}
+	if err := loadPartItems(data, p, dst, tally); err != nil {
+		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
+	}
+	return nil
+}
+
+// readPartImage reads (or maps) the part p's file.
+func (db *DB) readPartImage(p partMeta) ([]byte, error) {
+	data, err := db.readImage(p.name, p.size, db.opts.MapCheckpoints)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
+	}
+	return data, err
 }
 
 // partBody checks a part image's size and CRC against its meta and

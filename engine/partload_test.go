@@ -129,20 +129,30 @@ func TestLoadPartItems_DamageUnderAMatchingCRCStaysInsideTheImage(t *testing.T) 
 		if loadPartItems(data, m, dst, &itemTally{}) != nil {
 			continue
 		}
-		lo, hi := uintptr(unsafe.Pointer(&data[0])), uintptr(unsafe.Pointer(&data[0]))+uintptr(len(data))
 		for i, kv := range dst {
-			sk := kv.StoredKey()
-			p := uintptr(unsafe.Pointer(unsafe.SliceData(sk)))
-			if p < lo || p+uintptr(len(sk)+len(kv.Value())) >= hi {
+			if !insideImage(data, kv, false) {
 				t.Fatalf("item %d lies outside the image", i)
 			}
-			_ = kv.Version()
 		}
 		loaded++
 	}
 	if loaded < 100 {
 		t.Fatalf("only %d of 2000 damaged parts loaded: the bounds went untested", loaded)
 	}
+}
+
+// insideImage reports whether kv's bytes — its stored key, and unless it
+// is a tombstone its value and at least the first byte of its version —
+// lie inside data, and reads its version (a fault if they do not).
+func insideImage(data []byte, kv index.KV, tombstone bool) bool {
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	sk := kv.StoredKey()
+	p, end := uintptr(unsafe.Pointer(unsafe.SliceData(sk))), uintptr(len(sk))
+	if !tombstone {
+		end += uintptr(len(kv.Value())) + 1
+		_ = kv.Version()
+	}
+	return p >= lo && p+end <= lo+uintptr(len(data))
 }
 
 // The writer refuses a part whose keys do not strictly increase: an

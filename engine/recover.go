@@ -371,32 +371,6 @@ func eachAtOnce(n int, fn func(i int) error) (int, error) {
 	return n, nil
 }
 
-// loadDelta validates the delta d and returns its records, which alias
-// the file's image as a part's do.
-func (db *DB) loadDelta(d deltaMeta) (loadRun, error) { return db.loadDeltaInto(d, nil, false) }
-
-// loadDeltaInto is loadDelta appending the records to items, an empty
-// slice with room for d's count (nil: allocated here), the file mapped if
-// mapIt (an open's, never a merge's: a mapping is never unmapped, and a
-// merge's input is garbage once the merge is written).
-func (db *DB) loadDeltaInto(d deltaMeta, items []index.KV, mapIt bool) (loadRun, error) {
-	data, err := db.readImage(d.name, d.size, mapIt)
-	if errors.Is(err, fs.ErrNotExist) {
-		return loadRun{}, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, d.name)
-	}
-	if err != nil {
-		return loadRun{}, err
-	}
-	if items == nil {
-		items = make([]index.KV, 0, min(d.count, loadPreallocMax))
-	}
-	run := loadRun{kv: items}
-	if err := loadDeltaRecords(data, d, &run); err != nil {
-		return loadRun{}, fmt.Errorf("%w: %s: %w", errCheckpointDamaged, d.name, err)
-	}
-	return run, nil
-}
-
 // resume makes g, an incomplete checkpoint, the one the next Checkpoint
 // continues: after its leading contiguous parts. Parts beyond them could
 // never join a complete generation and are removed.
@@ -553,29 +527,6 @@ func (db *DB) decodePartFile(p partMeta, fn func(index.KV)) error {
 		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
 	}
 	return nil
-}
-
-// loadPartInto reads the part p and loads its items into dst, room for
-// exactly its count, adding each to tally unless that is nil
-// (loadPartItems: the CRC vouches for the records' order).
-func (db *DB) loadPartInto(p partMeta, dst []index.KV, tally *itemTally) error {
-	data, err := db.readPartImage(p)
-	if err != nil {
-		return err
-	}
-	if err := loadPartItems(data, p, dst, tally); err != nil {
-		return fmt.Errorf("%w: %s: %w", errCheckpointDamaged, p.name, err)
-	}
-	return nil
-}
-
-// readPartImage reads (or maps) the part p's file.
-func (db *DB) readPartImage(p partMeta) ([]byte, error) {
-	data, err := db.readImage(p.name, p.size, db.opts.MapCheckpoints)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s vanished", errCheckpointDamaged, p.name)
-	}
-	return data, err
 }
 
 // loadPreallocMax bounds the slice of a generation's records reserved

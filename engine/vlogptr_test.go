@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -185,6 +186,29 @@ func FuzzDecodeVlogPtr(f *testing.F) {
 			t.Fatalf("%x = %v re-encodes as %x", b, p, e)
 		}
 	})
+}
+
+// The compact form's fast read (compactPtr) decides every string it
+// takes as the general decode does: the same pointer, or the same refusal.
+func TestVlogPtr_TheFastCompactReadAgreesWithTheGeneralOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t), 59))
+	shapes := []byte{0x00, 0x01, 0x0f, 0x10, 0x7f, 0x80, 0x81, 0x8f, 0xff}
+	for range 200_000 {
+		b := make([]byte, rng.IntN(vlogPtrLen+2))
+		for i := range b {
+			if b[i] = shapes[rng.IntN(len(shapes))]; rng.IntN(4) == 0 {
+				b[i] = byte(rng.IntN(256))
+			}
+		}
+		if len(b) == vlogPtrLen {
+			continue // the fixed form, read before either
+		}
+		want, werr := decodeVlogPtrLong(b)
+		got, gerr := decodeVlogPtr(b)
+		if got != want || (gerr == nil) != (werr == nil) {
+			t.Fatalf("%x: %v %v, the general decode %v %v", b, got, gerr, want, werr)
+		}
+	}
 }
 
 // BenchmarkDecodeVlogPtr is what a read of a cold value pays to find it,
