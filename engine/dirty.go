@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/internal/hugepage"
 )
 
 // Dirty keys: what a delta checkpoint writes (delta.go).
@@ -101,11 +102,7 @@ const dirtyHeaderBytes = 32
 
 func (d *dirtySet) push(key []byte, existed bool) {
 	if len(d.keys) == cap(d.keys) {
-		d.keys = slices.Grow(d.keys, max(len(d.keys), dirtyKeysMin))
-		// A replay notes every key it reads: at 1 M receipts the list's
-		// doublings were a sixth of an open's page faults, most of them
-		// in its last few, which huge pages take at a fault per 2 MiB.
-		adviseHuge(memOf(d.keys))
+		d.grow(max(len(d.keys), dirtyKeysMin))
 	}
 	d.keys = append(d.keys, dirtyKey{key: key, seq: d.next, existed: existed})
 	d.next++
@@ -120,8 +117,15 @@ func (d *dirtySet) reserve(n int) {
 	if d.lost || n <= cap(d.keys)-len(d.keys) {
 		return
 	}
-	d.keys = slices.Grow(d.keys, n)
-	adviseHuge(memOf(d.keys))
+	d.grow(n)
+}
+
+// grow moves the list into fresh memory with room for n more writes. A
+// replay notes every key it reads: at 1 M receipts the list's doublings
+// were a sixth of an open's page faults, most of them in its last few,
+// which huge pages take at a fault per 2 MiB.
+func (d *dirtySet) grow(n int) {
+	d.keys = append(hugepage.Make[dirtyKey](len(d.keys)+n), d.keys...)
 }
 
 // take returns the set noted so far and starts an empty one.

@@ -19,8 +19,9 @@
 // the retirement of its segments; vlog_adopt.go: the records interrupted
 // checkpoints spilled, adopted by the next life) and the recoverer (recover.go: one
 // Open's recovery; replay.go: the log replayed after the chain, read and
-// applied on two goroutines, replaypipe.go, over the chain's sorted
-// records, replayoverlay.go; opengc.go: the collector paused meanwhile; openphases.go:
+// applied on two goroutines, replaypipe.go, in batches sorted by a radix
+// sort, replaysort.go, over the chain's sorted records,
+// replayoverlay.go; opengc.go: the collector paused meanwhile; openphases.go:
 // how long each of its steps took). The chain they all work on (chain, fallback,
 // ckptPending) stays on DB under ckptMu.
 //

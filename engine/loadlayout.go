@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/internal/hugepage"
 )
 
 // A chain whose deltas are large beside its base is merged (loadchain.go).
@@ -56,8 +57,8 @@ func layoutBase(parts []partMeta, deltas []loadRun, room int) *baseLayout {
 		s.at, s.n = at+s.gap, int(p.count)
 		at = s.at + s.n
 	}
-	l.arr = make([]index.KV, at, at+room)
-	adviseHuge(memOf(l.arr))
+	l.arr = make([]index.KV, at, at+room) // kept as the tree's items: no slack
+	hugepage.AdviseSlice(l.arr)
 	return l
 }
 

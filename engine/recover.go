@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/internal/hugepage"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/vfs"
 	"github.com/idemdb/idem/wal"
@@ -320,11 +321,10 @@ func (rc *recoverer) loadDeltas(ds []deltaMeta) ([]loadRun, int, error) {
 
 // deltaItems gives each delta of ds an empty stretch of one array, sized
 // from the listed counts, for its items: a delta's items alone are a few
-// MB, below the two huge pages adviseHuge needs, and were a first-touch
-// fault every 256 items, a third of an open's faults at 2 M receipts;
-// together they take huge pages (docs/engine.md, "Restart of a growing
-// store"). The counts are
-// the files' word, checked by their CRCs only as they decode: the array
+// MB, too few for whole huge pages, and were a first-touch fault every
+// 256 items, a third of an open's faults at 2 M receipts; together they
+// take huge pages (docs/engine.md, "Restart of a growing store"). The
+// counts are the files' word, checked by their CRCs only as they decode: the array
 // is bounded by loadPreallocMax, and a delta past that bound gets nil
 // (loadDeltaInto then allocates its own, as before).
 func deltaItems(ds []deltaMeta) [][]index.KV {
@@ -335,8 +335,8 @@ func deltaItems(ds []deltaMeta) [][]index.KV {
 			total += d.count
 		}
 	}
-	arr := make([]index.KV, min(total, loadPreallocMax))
-	adviseHuge(memOf(arr))
+	n := int(min(total, loadPreallocMax))
+	arr := hugepage.Make[index.KV](n)[:n]
 	at := uint64(0)
 	for i, d := range ds {
 		if d.count > loadPreallocMax || at+d.count > uint64(len(arr)) {
@@ -484,8 +484,9 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun, room int) (*
 		load.layout = layoutBase(g.parts, deltas, load.room)
 		stretch = load.layout.part
 	} else {
+		// Kept as the tree's items: advised where it lies, no slack.
 		load.base = make([]index.KV, total)
-		adviseHuge(memOf(load.base))
+		hugepage.AdviseSlice(load.base)
 		starts := make([]int, len(g.parts))
 		for i, at := 1, 0; i < len(g.parts); i++ {
 			at += int(g.parts[i-1].count)
@@ -651,6 +652,6 @@ func (db *DB) readImage(name string, size int64, mapIt bool) ([]byte, error) {
 	// file, counted as RAM per retained receipt (60 -> 69 B at 300 k with
 	// the value log) for a few thousand first-touch faults an open.
 	buf := make([]byte, 0, max(size, 0)+1)
-	adviseHuge(buf[:cap(buf)])
+	hugepage.Advise(buf[:cap(buf)])
 	return vfs.ReadFileInto(db.fs, path, buf)
 }

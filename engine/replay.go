@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/idemdb/idem/internal/hugepage"
 	"github.com/idemdb/idem/store"
 	"github.com/idemdb/idem/wal"
 )
@@ -42,7 +43,7 @@ type replayer struct {
 // checkpoint intervals, as a checkpoint's records keep their part's image.
 // The chunks double from replaySlabBytes to replaySlabMaxBytes: a short
 // replay holds kilobytes, a long one gets chunks large enough to be backed
-// by huge pages (hugepages_linux.go) — the arena's first touch was a
+// by huge pages (internal/hugepage) — the arena's first touch was a
 // page fault per 4 KiB, a seventh of an open's faults at 1 M receipts.
 const (
 	replaySlabBytes    = 64 << 10
@@ -98,8 +99,7 @@ func (r *replayer) own(ops []store.Op) []store.Op {
 		}
 		n := len(op.Key) + len(op.Value) + binary.MaxVarintLen64
 		if n > cap(r.slab)-len(r.slab) {
-			r.slab = make([]byte, 0, max(min(2*cap(r.slab), replaySlabMaxBytes), replaySlabBytes, n))
-			adviseHuge(r.slab[:cap(r.slab)])
+			r.slab = hugepage.Make[byte](max(min(2*cap(r.slab), replaySlabMaxBytes), replaySlabBytes, n))
 		}
 		at := len(r.slab)
 		r.slab = append(append(r.slab, op.Key...), op.Value...)

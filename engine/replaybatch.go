@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/idemdb/idem/internal/hugepage"
 	"github.com/idemdb/idem/store"
 )
 
@@ -46,22 +47,21 @@ type replayKey struct {
 // sit in the replay's arena); a delete's key is copied into dels, reused
 // from batch to batch: applying a delete keeps nothing of its key.
 type replayBatch struct {
-	ops   []replayOp
-	order []replayKey
-	dels  []byte
+	ops     []replayOp
+	order   []replayKey
+	scratch []replayKey // the sort's (replaysort.go)
+	dels    []byte
 }
 
-// newReplayBatch is an empty batch with room for n ops, advised to take
-// huge pages. A replay's first batch is made full-sized at once: grown
+// newReplayBatch is an empty batch with room for n ops, in memory placed
+// for huge pages. A replay's first batch is made full-sized at once: grown
 // from nothing by doubling, it was allocated about twice over and copied
 // once (a sixth of an open's page faults at 1 M receipts), and the pages
 // a short replay never reaches are never touched. Later batches are made
 // as large as the one before became.
 func newReplayBatch(n int) *replayBatch {
-	b := &replayBatch{ops: make([]replayOp, 0, n), order: make([]replayKey, 0, n)}
-	adviseHuge(memOf(b.ops))
-	adviseHuge(memOf(b.order))
-	return b
+	keys := hugepage.Make[replayKey](2 * n)
+	return &replayBatch{ops: hugepage.Make[replayOp](n), order: keys[:0:n], scratch: keys[n : n : 2*n]}
 }
 
 // add gathers the ops of batch v; it reports whether the batch is full.
@@ -107,7 +107,8 @@ func (b *replayBatch) flush(db *DB) {
 // still sort together (equal keys have equal heads at every depth) and in
 // log order.
 func (b *replayBatch) sort() {
-	slices.SortFunc(b.order, compareReplayKeys)
+	b.scratch = slices.Grow(b.scratch[:0], len(b.order))
+	sortReplayKeys(b.order, b.scratch[:len(b.order)])
 	eachTiedRun(b.order, b.sortTied)
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/idemdb/idem/index"
@@ -49,4 +50,33 @@ func BenchmarkReplayApply(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkReplayBatchSort sorts a full batch of a keyed request's three
+// keys — receipt (a random id), expiry (a deadline, then the id) and
+// document — by head, as the comparison sort did and as the radix sort
+// does (replaysort.go).
+func BenchmarkReplayBatchSort(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 8))
+	keys := make([]replayKey, 0, replayBatchOps)
+	for i := 0; len(keys) < replayBatchOps; i++ {
+		id := fmt.Sprintf("%016x", rng.Uint64())
+		for _, k := range []string{"rcpt/v1/" + id, fmt.Sprintf("exp/v1/%020d/%s", 1_765_000_000_000+i, id), fmt.Sprintf("tbl/v1/t/doc/%d", i)} {
+			keys = append(keys, replayKey{head: headOf([]byte(k)).w, seq: len(keys)})
+		}
+	}
+	keys = keys[:replayBatchOps]
+	work, scratch := make([]replayKey, len(keys)), make([]replayKey, len(keys))
+	b.Run("comparison", func(b *testing.B) {
+		for b.Loop() {
+			copy(work, keys)
+			slices.SortFunc(work, compareReplayKeys)
+		}
+	})
+	b.Run("radix", func(b *testing.B) {
+		for b.Loop() {
+			copy(work, keys)
+			sortReplayKeys(work, scratch)
+		}
+	})
 }

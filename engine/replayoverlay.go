@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/idemdb/idem/index"
+	"github.com/idemdb/idem/internal/hugepage"
 	"github.com/idemdb/idem/store"
 )
 
@@ -76,15 +77,17 @@ type replayOverlay struct {
 	base  []index.KV
 	items []overlayItem
 	spare []overlayItem
+	// logWrites is how many writes the log may hold at most, from its
+	// size (replayAddBytes); it bounds the arrays made (arraySize).
+	logWrites int
 }
 
 // merge applies b's sorted ops over the overlay, noting each op on db as
 // applyOp would have noted it on the tree.
 func (ov *replayOverlay) merge(db *DB, b *replayBatch) {
 	old, out := ov.items, ov.spare[:0]
-	if cap(out) < len(old)+len(b.order) {
-		out = make([]overlayItem, 0, 2*len(old)+len(b.order))
-		adviseHuge(memOf(out))
+	if need := len(old) + len(b.order); cap(out) < need {
+		out = hugepage.Make[overlayItem](ov.arraySize(need))
 	}
 	i, pos := 0, 0 // pos: where the last key looked up in base was
 	for order := b.order; len(order) > 0; {
@@ -195,8 +198,18 @@ func applyKeyOps(db *DB, b *replayBatch, ops []replayKey, below overlayItem) (ov
 
 // large reports whether the overlay should be folded before the next
 // batch (replayOverlayMin).
-func (ov *replayOverlay) large() bool {
-	return len(ov.items) > max(replayOverlayMin, len(ov.base)/4)
+func (ov *replayOverlay) large() bool { return len(ov.items) > ov.foldAt() }
+
+func (ov *replayOverlay) foldAt() int { return max(replayOverlayMin, len(ov.base)/4) }
+
+// arraySize is the capacity to make an array the merges alternate
+// between with, need at least: at once the most the overlay holds —
+// folded past foldAt, it never holds more than that and a batch, nor more
+// than the log's writes. Made by doubling from need, each merge found the
+// other array too small and made a new one: the overlay's first touch was
+// as large as the replay's arena (44 MB for a log of 45).
+func (ov *replayOverlay) arraySize(need int) int {
+	return max(2*need, min(ov.foldAt()+replayBatchOps, ov.logWrites))
 }
 
 // counts is how many of the overlay's records add a key to the array and
@@ -235,8 +248,8 @@ func (ov *replayOverlay) fold() {
 	if cap(ov.base)-len(ov.base) >= adds {
 		ov.base = ov.foldInPlace(adds, dels)
 	} else {
-		out := make([]index.KV, 0, len(ov.base)+adds-dels)
-		adviseHuge(memOf(out))
+		out := make([]index.KV, 0, len(ov.base)+adds-dels) // kept as the tree's items: no slack
+		hugepage.AdviseSlice(out)
 		ov.base = ov.foldInto(out)
 	}
 	clear(ov.items)

@@ -51,7 +51,11 @@ func (r *replayer) replay(log *wal.Log) error {
 	// The dirty set notes every write replayed: its list is made at once
 	// as large as the log allows at replayAddBytes a write (at 1 M
 	// receipts a write per 184 bytes).
-	r.db.dirty.reserve(int(log.BytesFrom(r.next) / replayAddBytes))
+	writes := int(log.BytesFrom(r.next) / replayAddBytes)
+	r.db.dirty.reserve(writes)
+	if r.over != nil {
+		r.over.logWrites = writes
+	}
 	var readErr error
 	go func() {
 		defer close(p.full)

@@ -49,3 +49,39 @@ func TestReplayBatchSort_OrdersAsTheKeysBytesThenLogOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestSortReplayKeys_IsAStableSortByHead: the radix sort leaves keys as a
+// stable sort by head leaves them — over batches whose heads differ in
+// one byte or in many, share long prefixes, repeat hundreds of times
+// (runs of equal heads longer than an insertion sort's), or are all
+// equal.
+func TestSortReplayKeys_IsAStableSortByHead(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedFor(t), 38))
+	for round := range 300 {
+		n := rng.IntN(5000)
+		distinct := 1 + rng.IntN(1+rng.IntN(n+1)) // from all equal to all different
+		pool := make([][headWords]uint64, distinct)
+		for i := range pool {
+			for w := range pool[i] {
+				switch rng.IntN(3) {
+				case 0: // a word every head shares
+					pool[i][w] = 0x7263_7074_2f76_312f
+				case 1: // differing in its last byte only
+					pool[i][w] = 0x6578_702f_7631_2f00 | uint64(rng.IntN(4))
+				default:
+					pool[i][w] = rng.Uint64()
+				}
+			}
+		}
+		keys := make([]replayKey, n)
+		for i := range keys {
+			keys[i] = replayKey{head: pool[rng.IntN(distinct)], seq: i}
+		}
+		want := slices.Clone(keys)
+		slices.SortStableFunc(want, compareReplayKeys)
+		sortReplayKeys(keys, make([]replayKey, n))
+		if !slices.Equal(keys, want) {
+			t.Fatalf("round %d (%d keys, %d heads): the radix sort's order differs from a stable sort by head", round, n, distinct)
+		}
+	}
+}
