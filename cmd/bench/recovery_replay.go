@@ -65,9 +65,9 @@ func replayRecovery(env *Env) error {
 	env.Report(floor)
 
 	env.Progress("%s/replay reopening", env.Suite())
-	start := time.Now()
+	used, start := processUsage(), time.Now()
 	db, err := engine.Open(dir, engine.Options{CheckpointLogBytes: -1, Logger: discardLogger, CollectorOffAtOpen: true})
-	seconds := time.Since(start).Seconds()
+	seconds, usedAfter := time.Since(start).Seconds(), processUsage()
 	env.ProgressDone()
 	if err != nil {
 		return fmt.Errorf("replay: reopen: %w", err)
@@ -80,6 +80,7 @@ func replayRecovery(env *Env) error {
 	r := Result{Case: "replay", Concurrency: 1, Ops: uint64(rec.ReplayedEntries), Seconds: seconds,
 		OpsPerSec: float64(rec.ReplayedEntries) / seconds, NoFloorRatio: true}
 	r.Set("open_seconds", round(seconds, 4))
+	setUsage(&r, used, usedAfter)
 	r.Set("replayed_bytes", rec.ReplayedBytes)
 	r.Set("replayed_entries", rec.ReplayedEntries)
 	r.Set("mb_per_sec", round(mbps, 1))
