@@ -206,8 +206,8 @@ func (ov *replayOverlay) foldAt() int { return max(replayOverlayMin, len(ov.base
 // between with, need at least: at once the most the overlay holds —
 // folded past foldAt, it never holds more than that and a batch, nor more
 // than the log's writes. Made by doubling from need, each merge found the
-// other array too small and made a new one: the overlay's first touch was
-// as large as the replay's arena (44 MB for a log of 45).
+// other array too small and made a new one: 32 MB of fresh arrays for a
+// 45 MB log, more than any other part of the replay but its arena.
 func (ov *replayOverlay) arraySize(need int) int {
 	return max(2*need, min(ov.foldAt()+replayBatchOps, ov.logWrites))
 }
