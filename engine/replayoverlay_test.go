@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/idemdb/idem/index"
 	"github.com/idemdb/idem/store"
@@ -34,7 +35,9 @@ func TestReplayOverlay_LeavesWhatTreePutsLeave(t *testing.T) {
 		inOrder.tree = index.NewSortedKeySpace(slices.Clone(base))
 		inOrder.liveBytes, _ = itemStats(base)
 		overlaid.liveBytes = inOrder.liveBytes
-		ov := &replayOverlay{base: base}
+		// The log's writes as the replay sizes the overlay's arrays from
+		// them: none known, fewer than the ops, far more.
+		ov := &replayOverlay{base: base, logWrites: []int{0, 50, 1 << 20}[round%3]}
 		var b replayBatch
 		var lastWithOps store.Version
 		for v := store.Version(1); v <= 150; v++ {
@@ -57,6 +60,32 @@ func TestReplayOverlay_LeavesWhatTreePutsLeave(t *testing.T) {
 		b.apply(overlaid, ov)
 		overlaid.tree = ov.finish()
 		sameReplay(t, round, inOrder, overlaid, lastWithOps)
+	}
+}
+
+// TestReplayOverlay_MergesAlternateBetweenTwoArrays: with the log's size
+// known, the overlay's first two merges make its two arrays, as large as
+// it grows before a fold, and every later merge writes into the other one
+// of them instead of a new array of fresh memory.
+func TestReplayOverlay_MergesAlternateBetweenTwoArrays(t *testing.T) {
+	db := bareDB()
+	ov := &replayOverlay{logWrites: 1 << 20}
+	made := map[*overlayItem]bool{}
+	for batch := range 12 {
+		var b replayBatch
+		for i := range 1000 {
+			key := []byte(fmt.Sprintf("k%04d-%04d", i, batch))
+			b.add(store.Version(batch*1000+i+1), asReplayed([]store.Op{{Key: key, Value: []byte("v")}}))
+		}
+		b.sort()
+		b.apply(db, ov)
+		made[unsafe.SliceData(ov.items)] = true
+		if len(ov.items) != 1000*(batch+1) {
+			t.Fatalf("batch %d: the overlay holds %d records, want %d", batch, len(ov.items), 1000*(batch+1))
+		}
+	}
+	if len(made) != 2 {
+		t.Fatalf("12 merges wrote into %d arrays, want the two made by the first two", len(made))
 	}
 }
 
