@@ -28,9 +28,10 @@ import (
 // named by v0, the snapshot version of its first part:
 //
 //	ckpt-<v0>-<seq>.ckpt
-//	header   "IDEMCKP6" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
+//	header   "IDEMCKP7" | v0 u64 | seq u32 | version u64 | uvarint(len start) | start
 //	records  count × ( uvarint(len key << 1 | packed) | uvarint(len value << 1 | indirect) | key | value | uvarint(version) )
-//	trailer  end | len(end) u32 | last u8 | count u64 | crc32c(header ‖ records) u32
+//	tally    the records' live bytes and the value log's by segment (tallyblock.go)
+//	trailer  end | len(end) u32 | last u8 | count u64 | crc32c(header ‖ records ‖ tally) u32
 //	         | crc32c(end ‖ len(end) ‖ last ‖ count ‖ that crc) u32 | "IDEMEND3"
 //
 // Parts are fuzzy: a later part is taken from a later snapshot, perhaps
@@ -49,8 +50,9 @@ import (
 // lowercase hex as its prefix and the 16 bytes they spell
 // (index/packedkey.go); the writer packs every key that can be, and start
 // and end stay raw. indirect says the value is a pointer into the value log
-// (vlog.go), in either of its forms (vlogptr.go). Parts of format IDEMCKP5
-// have no packed bit (the key's length is its length); parts of format
+// (vlog.go), in either of its forms (vlogptr.go). Parts of format IDEMCKP6
+// have no tally block (an open sums their records as it loads them);
+// parts of format IDEMCKP5 have no packed bit (the key's length is its length); parts of format
 // IDEMCKP4 hold the fixed 12-byte pointer only; parts of format IDEMCKP3,
 // written before the value log, have no indirect bit either. All are read
 // as they are.
@@ -63,7 +65,8 @@ const (
 	ckptSuffix    = ".ckpt" // parts, and the single-file checkpoints of earlier versions
 	ckptTmpSuffix = ".tmp"
 
-	partMagic      = "IDEMCKP6"
+	partMagic      = "IDEMCKP7"
+	partMagicV6    = "IDEMCKP6" // no tally block
 	partMagicV5    = "IDEMCKP5" // no packed bit
 	partMagicV4    = "IDEMCKP4" // fixed 12-byte pointers only, no packed bit
 	partMagicV3    = "IDEMCKP3" // no indirect bit
@@ -81,7 +84,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // partPtrForms are the part magics this build reads, with the pointers
 // their records may hold.
-var partPtrForms = map[string]ptrForm{partMagic: ptrCompact, partMagicV5: ptrCompact, partMagicV4: ptrFixed, partMagicV3: ptrNone}
+var partPtrForms = map[string]ptrForm{partMagic: ptrCompact, partMagicV6: ptrCompact, partMagicV5: ptrCompact, partMagicV4: ptrFixed, partMagicV3: ptrNone}
 
 // genName names a generation in messages: the prefix its files share.
 func genName(v0 store.Version) string { return fmt.Sprintf("%s%020d", ckptPrefix, v0) }
@@ -106,6 +109,7 @@ type partMeta struct {
 	legacy     bool
 	ptrs       ptrForm // the pointers its records may hold (none: no indirect bit)
 	packed     bool    // its key lengths carry the packed bit
+	tallied    bool    // a tally block follows its records
 }
 
 // generation is one checkpoint: its parts in order.
@@ -290,7 +294,8 @@ func parsePartHeader(b []byte) (partMeta, int, error) {
 	}
 	m := partMeta{
 		ptrs:    ptrs,
-		packed:  string(b[:8]) == partMagic,
+		packed:  string(b[:8]) == partMagic || string(b[:8]) == partMagicV6,
+		tallied: string(b[:8]) == partMagic,
 		v0:      store.Version(binary.LittleEndian.Uint64(b[8:])),
 		seq:     int(binary.LittleEndian.Uint32(b[16:])),
 		version: store.Version(binary.LittleEndian.Uint64(b[20:])),
@@ -325,6 +330,7 @@ func decodePart(data []byte, m partMeta, fn func(key index.KV, value []byte, ver
 	// decodeRecords proves the keys strictly increase, so the range is
 	// checked at its two ends only, not twice per record.
 	var last index.KV
+	var tally itemTally
 	first := true
 	n, err := decodeRecords(recs, m.count, m.version, h.ptrs, h.packed, func(k index.KV, v []byte, ver store.Version, indirect bool) error {
 		if first {
@@ -333,6 +339,9 @@ func decodePart(data []byte, m partMeta, fn func(key index.KV, value []byte, ver
 			}
 		}
 		last = k
+		if h.tallied {
+			tally.countRecord(k.KeyLen(), v, indirect, 1)
+		}
 		fn(k, v, ver, indirect)
 		return nil
 	})
@@ -342,8 +351,26 @@ func decodePart(data []byte, m partMeta, fn func(key index.KV, value []byte, ver
 	if !first && len(m.end) > 0 && last.CompareKey(index.Probe(m.end)) >= 0 {
 		return fmt.Errorf("key %q outside the part's range", last.Key())
 	}
+	if h.tallied {
+		return checkTallyBlock(recs[n:], &tally)
+	}
 	if n != len(recs) {
 		return fmt.Errorf("%d trailing bytes", len(recs)-n)
+	}
+	return nil
+}
+
+// checkTallyBlock checks that b is a tally block (tallyblock.go) that
+// sums to what the records, summed in want, do: an open takes it on the
+// CRC's word.
+func checkTallyBlock(b []byte, want *itemTally) error {
+	var got itemTally
+	if err := got.addBlock(b); err != nil {
+		return err
+	}
+	if !got.equal(want) {
+		return fmt.Errorf("the tally block says %d live bytes and %v in the value log, the records %d and %v",
+			got.live, got.segSums(), want.live, want.segSums())
 	}
 	return nil
 }
@@ -450,8 +477,9 @@ type partWriter struct {
 	buf   [3 * binary.MaxVarintLen64]byte
 	key   []byte // the stored key's scratch
 	// order refuses a key not above the one before: an open's load takes
-	// the order on the CRC's word (partload.go).
+	// the order on the CRC's word (partload.go), and its tally too.
 	order keyOrder
+	tally itemTally
 }
 
 type hashWriter interface {
@@ -477,6 +505,7 @@ func newPartWriter(w io.Writer, v0 store.Version, seq int, version store.Version
 // value, or with indirect its pointer.
 func (p *partWriter) add(item index.KV, val []byte, version uint64, indirect bool) {
 	p.order.next(item)
+	p.tally.countRecord(item.KeyLen(), val, indirect, 1)
 	var packed bool
 	p.key, packed = item.AppendStoredKey(p.key[:0])
 	n := binary.PutUvarint(p.buf[:], flaggedLen(len(p.key), packed))
@@ -505,6 +534,7 @@ func (p *partWriter) finish(end []byte, last bool) error {
 	if p.order.err != nil {
 		return p.order.err
 	}
+	p.bw.Write(p.tally.appendBlock(p.key[:0]))
 	if err := p.bw.Flush(); err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 // valueLogFormat names the value log's record layout (vlog.go). Its
 // records carry no magic: a segment is read only through pointers that
-// checkpoints of formats IDEMCKP4 to IDEMCKP6 and IDEMDLT2 to IDEMDLT4 hold
+// checkpoints of formats IDEMCKP4 to IDEMCKP7 and IDEMDLT2 to IDEMDLT4 hold
 // (vlogptr.go), so their magic is the value log's version too.
 const valueLogFormat = "vlog1"
 
@@ -21,7 +21,7 @@ func Formats() []store.Format {
 	return []store.Format{
 		{Name: "wal frame", Writes: frame, Reads: []string{frame}},
 		{Name: "wal close marker", Writes: wal.MarkerFormat, Reads: []string{wal.MarkerFormat}},
-		{Name: "checkpoint part", Writes: partMagic, Reads: []string{partMagic, partMagicV5, partMagicV4, partMagicV3, legacyMagic}},
+		{Name: "checkpoint part", Writes: partMagic, Reads: []string{partMagic, partMagicV6, partMagicV5, partMagicV4, partMagicV3, legacyMagic}},
 		{Name: "checkpoint delta", Writes: deltaMagic, Reads: []string{deltaMagic, deltaMagicV3, deltaMagicV2, deltaMagicV1}},
 		{Name: "value log", Writes: valueLogFormat, Reads: []string{valueLogFormat}},
 		{Name: "backup manifest", Writes: backupFormatName(backupFormat), Reads: []string{backupFormatName(backupFormat)}},

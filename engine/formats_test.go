@@ -25,7 +25,8 @@ import (
 // RESTORED epoch, format 1 each); v2 (single-file IDEMCKP2 checkpoint) and v3 (parts IDEMCKP3,
 // delta IDEMDLT1) were written by the builds of their day; v4 (IDEMCKP4,
 // IDEMDLT2 and the value log), v7 (IDEMCKP5, IDEMDLT3: compact
-// value-log pointers) and v8 (IDEMCKP6, IDEMDLT4: packed keys) by
+// value-log pointers), v8 (IDEMCKP6, IDEMDLT4: packed keys) and v9
+// (IDEMCKP7: parts carry their tally) by
 // TestFormats_WriteFixture below in the build of their day, with
 // `go test ./engine -run TestFormats_WriteFixture -args -fixtures.write`
 // once. A new format adds a vN-dir (newestFixture); an old one is never
@@ -33,7 +34,7 @@ import (
 var writeFixtures = flag.Bool("fixtures.write", false, "write testdata/"+newestFixture+"-dir (only when adding it)")
 
 // newestFixture is the fixture of the formats this build writes.
-const newestFixture = "v8"
+const newestFixture = "v9"
 
 // TestFormats_WriteFixture writes the newest fixture under
 // -fixtures.write and otherwise does nothing.

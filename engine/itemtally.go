@@ -33,25 +33,35 @@ func (t *itemTally) addIf(it index.KV) {
 func (t *itemTally) sub(it index.KV) { t.count(it, -1) }
 
 func (t *itemTally) count(it index.KV, sign int64) {
-	t.live += sign * recordBytes(it.KeyLen(), len(it.Value()))
-	if !it.Indirect() {
+	t.countRecord(it.KeyLen(), it.Value(), it.Indirect(), sign)
+}
+
+// countRecord counts the record of a key of keyLen bytes whose value, or
+// with indirect value-log pointer, is val.
+func (t *itemTally) countRecord(keyLen int, val []byte, indirect bool, sign int64) {
+	t.live += sign * recordBytes(keyLen, len(val))
+	if !indirect {
 		return
 	}
-	ptr, err := decodeVlogPtr(it.Value())
-	switch {
-	case err != nil:
-	case ptr.seg >= itemStatsSegsMax:
+	if ptr, err := decodeVlogPtr(val); err == nil {
+		t.addSeg(ptr.seg, sign*int64(ptr.n))
+	}
+}
+
+// addSeg adds n bytes to segment seg's.
+func (t *itemTally) addSeg(seg uint32, n int64) {
+	if seg >= itemStatsSegsMax {
 		if t.vlive == nil {
 			t.vlive = map[uint32]int64{}
 		}
-		t.vlive[ptr.seg] += sign * int64(ptr.n)
-	default:
-		for int(ptr.seg) >= len(t.bySeg) {
-			t.bySeg, t.seen = append(t.bySeg, 0), append(t.seen, false)
-		}
-		t.bySeg[ptr.seg] += sign * int64(ptr.n)
-		t.seen[ptr.seg] = true
+		t.vlive[seg] += n
+		return
 	}
+	for int(seg) >= len(t.bySeg) {
+		t.bySeg, t.seen = append(t.bySeg, 0), append(t.seen, false)
+	}
+	t.bySeg[seg] += n
+	t.seen[seg] = true
 }
 
 // sums adds the tally to live and vlive.

@@ -36,8 +36,12 @@ func (l *chainLoad) smallDeltas() bool {
 // base is out of order (no checkpoint writer makes one): the caller then
 // merges, which falls back to inserts.
 func (l *chainLoad) buildOnBase(ranges int) (tree *index.Ordered[index.KV], live int64, vlive map[uint32]int64, ok bool) {
-	live, vlive, ok = baseStats(l.base, ranges)
-	if !ok {
+	if l.baseTallies != nil {
+		// Each part's order and tally on its writer's word, which its CRC
+		// vouches for (partload.go); their ranges were checked at their
+		// two ends, and follow one another (generation.complete).
+		live, vlive = tallySums(l.baseTallies)
+	} else if live, vlive, ok = baseStats(l.base, ranges); !ok {
 		return nil, 0, nil, false
 	}
 	tree = index.NewSortedKeySpace(l.base)

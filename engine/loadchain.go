@@ -65,6 +65,9 @@ type chainLoad struct {
 	// room is the spare capacity the merged records are given for the
 	// keys the replay adds (replayRoom).
 	room int
+	// baseTallies, if set, are base's parts' tallies, from their tally
+	// blocks (tallyblock.go).
+	baseTallies []itemTally
 }
 
 // loadRangesMax bounds the ranges one build merges at once, and

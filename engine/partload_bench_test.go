@@ -36,8 +36,10 @@ func benchPartImage(tb testing.TB, n int) ([]byte, partMeta) {
 
 // BenchmarkLoadPart is an open's work per base record, the file's pages
 // and the items' array already touched: CRC, items and tally, by the full
-// decode (decodePart, every record's order proven) and by an open's load
-// (loadPartItems, on the CRC's word).
+// decode (decodePart, every record's order and the tally block proven)
+// and by an open's load (loadPartItems, on the CRC's word), of a part
+// with its tally block and of one without (IDEMCKP6), summed record by
+// record.
 func BenchmarkLoadPart(b *testing.B) {
 	const n = 1 << 18
 	data, m := benchPartImage(b, n)
@@ -57,13 +59,20 @@ func BenchmarkLoadPart(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/record")
 	})
-	b.Run("loaded", func(b *testing.B) {
-		for b.Loop() {
-			var t itemTally
-			if err := loadPartItems(data, m, dst, &t); err != nil {
-				b.Fatal(err)
+	old, om := withTally(b, data, m, nil)
+	for _, c := range []struct {
+		name string
+		data []byte
+		m    partMeta
+	}{{"loaded", data, m}, {"loaded-summing-records", old, om}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				var t itemTally
+				if err := loadPartItems(c.data, c.m, dst, &t); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/record")
-	})
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/record")
+		})
+	}
 }

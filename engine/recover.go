@@ -492,8 +492,17 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun, room int) (*
 			at += int(g.parts[i-1].count)
 			starts[i] = at
 		}
+		// Parts that carry their tally give it (tallyblock.go); else
+		// baseStats sums the base as it checks its order.
+		if allTallied(g.parts) {
+			load.baseTallies = make([]itemTally, len(g.parts))
+		}
 		stretch = func(i int) ([]index.KV, *itemTally) {
-			return load.base[starts[i] : starts[i]+int(g.parts[i].count)], nil
+			dst := load.base[starts[i] : starts[i]+int(g.parts[i].count)]
+			if load.baseTallies == nil {
+				return dst, nil
+			}
+			return dst, &load.baseTallies[i]
 		}
 	}
 	_, err := eachAtOnce(len(g.parts), func(i int) error {
@@ -505,6 +514,16 @@ func (rc *recoverer) loadGeneration(g generation, deltas []loadRun, room int) (*
 	}
 	db.applied = applied
 	return load, nil
+}
+
+// allTallied reports whether every one of parts carries its tally block.
+func allTallied(parts []partMeta) bool {
+	for _, p := range parts {
+		if !p.tallied {
+			return false
+		}
+	}
+	return true
 }
 
 // deltaRecords is how many records runs hold.

@@ -139,7 +139,7 @@ type ptrForm uint8
 const (
 	ptrNone    ptrForm = iota // IDEMCKP2, IDEMCKP3, IDEMDLT1: no indirect bit
 	ptrFixed                  // IDEMCKP4, IDEMDLT2
-	ptrCompact                // IDEMCKP5, IDEMCKP6, IDEMDLT3, IDEMDLT4: either form
+	ptrCompact                // IDEMCKP5 to IDEMCKP7, IDEMDLT3, IDEMDLT4: either form
 )
 
 // lenOK reports whether an indirect record's stored length fits the form.
