@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -149,5 +150,69 @@ func TestLoadPartItems_SumsAPartWithoutATallyBlockRecordByRecord(t *testing.T) {
 		if !got.equal(&want) {
 			t.Fatalf("round %d: loaded %d %v, decoded %d %v", round, got.live, got.segSums(), want.live, want.segSums())
 		}
+	}
+}
+
+// An open's sums — the live bytes that pace merges, and the value log's
+// live bytes by segment that decide which segments the collector retires
+// — are its tree's, whichever way the chain was built: small deltas
+// applied to the base one by one, or large ones merged with it in place,
+// the parts' sums taken from their tally blocks either way.
+func TestOpen_SumsWhatItsTreeHolds(t *testing.T) {
+	const baseKeys = 2000
+	for _, deltaKeys := range []int{baseKeys / loadInsertRatio / 2, baseKeys / 2} {
+		t.Run(fmt.Sprintf("delta-of-%d", deltaKeys), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seedFor(t), uint64(deltaKeys)))
+			d := newMemDisk()
+			opts := Options{CheckpointLogBytes: -1, ColdValue: func(key, _ []byte) bool { return strings.HasPrefix(string(key), "cold/") }}
+			db := d.open(t, opts)
+			key := func(i int) string {
+				if i%3 == 0 {
+					return fmt.Sprintf("hot/%05d", i)
+				}
+				return fmt.Sprintf("cold/%05d", i)
+			}
+			for i := range baseKeys {
+				putT(t, db, key(i), strings.Repeat("b", 40+rng.IntN(200)))
+			}
+			if err := db.Checkpoint(); err != nil { // the base
+				t.Fatal(err)
+			}
+			for range deltaKeys {
+				if i := rng.IntN(baseKeys + 100); rng.IntN(8) == 0 {
+					deleteT(t, db, key(i))
+				} else {
+					putT(t, db, key(i), strings.Repeat("d", 40+rng.IntN(200)))
+				}
+			}
+			if err := db.Checkpoint(); err != nil { // a delta
+				t.Fatal(err)
+			}
+			for range 50 { // the log's
+				putT(t, db, key(rng.IntN(baseKeys)), strings.Repeat("l", 40+rng.IntN(200)))
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = d.open(t, opts)
+			defer db.Close()
+			db.treeMu.RLock()
+			defer db.treeMu.RUnlock()
+			var items []index.KV
+			db.tree.AscendAll(func(it index.KV) bool { items = append(items, it); return true })
+			live, vlive := itemStatsOf(items)
+			opened := map[uint32]int64{}
+			for seg, n := range db.vlogLive {
+				if n != 0 {
+					opened[seg] = n
+				}
+			}
+			if len(vlive) == 0 {
+				t.Fatal("no value in the value log: the segments' sums went untested")
+			}
+			if db.liveBytes != live || !maps.Equal(opened, vlive) {
+				t.Fatalf("the open summed %d live bytes and %v in the value log, its tree holds %d and %v", db.liveBytes, opened, live, vlive)
+			}
+		})
 	}
 }
