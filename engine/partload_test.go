@@ -56,11 +56,17 @@ func randomPart(t *testing.T, rng *rand.Rand, start, end []byte) ([]byte, partMe
 		t.Fatal(err)
 	}
 	data := buf.Bytes()
+	return data, partMetaT(t, data)
+}
+
+// partMetaT is the meta of the whole part image data.
+func partMetaT(t testing.TB, data []byte) partMeta {
+	t.Helper()
 	m, err := partMetaOf(data, data, int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return data, m
+	return m
 }
 
 // An open's load takes the records on the CRC's word; what it makes of

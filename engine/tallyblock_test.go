@@ -87,11 +87,20 @@ func withTally(t testing.TB, data []byte, m partMeta, block []byte) ([]byte, par
 	binary.LittleEndian.PutUint32(fixed[13:], crc32.Checksum(body, castagnoli))
 	binary.LittleEndian.PutUint32(fixed[17:], crc32.Update(crc32.Checksum(m.end, castagnoli), castagnoli, fixed[:17]))
 	out := append(body, tr...)
-	m2, err := partMetaOf(out, out, int64(len(out)))
-	if err != nil {
+	return out, partMetaT(t, out)
+}
+
+// decodedSums is what the full decode of the part data (of meta m) sums
+// its records to.
+func decodedSums(t testing.TB, data []byte, m partMeta) itemTally {
+	t.Helper()
+	var sum itemTally
+	if err := decodePart(data, m, func(k index.KV, v []byte, _ store.Version, indirect bool) {
+		sum.countRecord(k.KeyLen(), v, indirect, 1)
+	}); err != nil {
 		t.Fatal(err)
 	}
-	return out, m2
+	return sum
 }
 
 // The full decode (idemctl check, a merge's input) proves a part's tally
@@ -102,12 +111,7 @@ func TestDecodePart_RefusesATallyBlockItsRecordsDoNotSum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seedFor(t), 73))
 	for range 100 {
 		data, m := randomPart(t, rng, []byte("k/"), nil)
-		var sum itemTally
-		if err := decodePart(data, m, func(k index.KV, v []byte, _ store.Version, indirect bool) {
-			sum.countRecord(k.KeyLen(), v, indirect, 1)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		sum := decodedSums(t, data, m)
 		var wrong itemTally
 		wrong.merge(&sum)
 		if rng.IntN(2) == 0 {
@@ -137,12 +141,7 @@ func TestLoadPartItems_SumsAPartWithoutATallyBlockRecordByRecord(t *testing.T) {
 		if om.tallied || !om.packed {
 			t.Fatalf("an IDEMCKP6 part read as tallied %v, packed %v", om.tallied, om.packed)
 		}
-		var want itemTally
-		if err := decodePart(old, om, func(k index.KV, v []byte, _ store.Version, indirect bool) {
-			want.countRecord(k.KeyLen(), v, indirect, 1)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		want := decodedSums(t, old, om)
 		var got itemTally
 		if err := loadPartItems(old, om, make([]index.KV, om.count), &got); err != nil {
 			t.Fatal(err)
