@@ -146,7 +146,7 @@ func TestBench_EverySuiteRunsAndReports(t *testing.T) {
 			"etcd/txn/"+c, "etcd/txn-nested24/"+c, "etcd/txn-12keys/"+c, "etcd/apply/"+c, "etcd/keyed/"+c, "etcd/replay/"+c, "etcd/keyed-hot/"+c,
 			"http/http-floor/"+c, "http/http-post-floor/"+c, "http/http-post-wait-floor/"+c, "http/keyed/"+c, "http/keyed-hot/"+c, "http/fast/"+c, "http/replay/"+c, "http/replay-vlog/"+c, "http/keyed-10x/"+c, "http/session-10x10/"+c)
 	}
-	want = append(want, "receipts/replay-vlog-cold/1", "recovery/recovery/1", "recovery/replay/1", "recovery/read-floor/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-receipts-in-ram/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
+	want = append(want, "receipts/replay-vlog-cold/1", "recovery/recovery/1", "recovery/replay/1", "recovery/read-floor/1", "recovery/read-floor-disk/1", "recovery/reopen-2k-receipts/1", "recovery/reopen-2k-receipts-in-ram/1", "recovery/reopen-2k-docs/1", "recovery/reopen-2k-tombstones/1", "renewal/renewal/1")
 	want = append(want, "recovery/restart-growing-2k-receipts/1")
 	profiles := peerProfiles(Options{PG: os.Getenv("IDEM_BENCH_PG"), PGTuned: os.Getenv("IDEM_BENCH_PG_TUNED")})
 	if len(profiles) == 0 {

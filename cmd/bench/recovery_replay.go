@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func replayRecovery(env *Env) error {
 	if err := buildReplayLog(env, dir, want); err != nil {
 		return err
 	}
-	floorBytes, floorSeconds, err := readFloor(filepath.Join(dir, "wal"))
+	floorBytes, floorSeconds, err := readFloor(filepath.Join(dir, "wal"), false)
 	if err != nil {
 		return err
 	}
@@ -76,6 +77,11 @@ func replayRecovery(env *Env) error {
 	if err := db.Close(); err != nil {
 		return err
 	}
+	// Last, so that its buffers, once freed, are no other read's memory.
+	diskMBps, err := reportDiskFloor(env, filepath.Join(dir, "wal"))
+	if err != nil {
+		return err
+	}
 	mbps := float64(rec.ReplayedBytes) / seconds / 1e6
 	r := Result{Case: "replay", Concurrency: 1, Ops: uint64(rec.ReplayedEntries), Seconds: seconds,
 		OpsPerSec: float64(rec.ReplayedEntries) / seconds, NoFloorRatio: true}
@@ -87,6 +93,9 @@ func replayRecovery(env *Env) error {
 	r.Set("entries_per_sec", round(float64(rec.ReplayedEntries)/seconds, 0))
 	ratio := mbps / floorMBps
 	r.Set("ratio_to_read_floor", round(ratio, 3))
+	if diskMBps > 0 {
+		r.Set("ratio_to_disk_floor", round(mbps/diskMBps, 3))
+	}
 	r.Targets = append(r.Targets, Target{
 		Want:  fmt.Sprintf("replay >= %.2f x the read floor (%.0f MB/s)", targetReplayToReadFloor, floorMBps),
 		Got:   fmt.Sprintf("%.1f MB/s (%.3fx)", mbps, ratio),
@@ -146,14 +155,48 @@ func buildReplayLog(env *Env, dir string, want int64) error {
 	return err
 }
 
+// reportDiskFloor reports recovery:read-floor-disk: the same files read
+// after their pages were dropped from the page cache, i.e. at the disk's
+// speed, which is what issue 38 asks a replay to approach ("the disk reads
+// those bytes in milliseconds"). The aim stays judged against the page
+// cache's read, the stricter: a crashed process's log is usually still in
+// the cache. It runs after the replay: the memory its reads free would
+// make a read after it run at the speed of memory already touched.
+// Its MB/s is 0 where the page cache cannot be dropped (not Linux).
+func reportDiskFloor(env *Env, dir string) (float64, error) {
+	n, seconds, err := readFloor(dir, true)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	mbps := float64(n) / seconds / 1e6
+	r := Result{Case: "read-floor-disk", Concurrency: 1, Ops: uint64(n), Seconds: seconds,
+		OpsPerSec: float64(n) / seconds, NoFloorRatio: true}
+	r.Set("mb_per_sec", round(mbps, 1))
+	r.Set("bytes", n)
+	env.Report(r)
+	return mbps, nil
+}
+
 // readFloor reads every file in dir sequentially, as replay does (one
-// whole segment at a time), and returns the bytes and seconds.
-func readFloor(dir string) (int64, float64, error) {
+// whole segment at a time), and returns the bytes and seconds; with cold,
+// each file's pages are dropped from the page cache first (they are
+// clean: the log fsynced them), so the read is the disk's.
+func readFloor(dir string, cold bool) (int64, float64, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, 0, err
 	}
 	var n int64
+	if cold {
+		for _, e := range ents {
+			if err := dropCache(filepath.Join(dir, e.Name())); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
 	start := time.Now()
 	for _, e := range ents {
 		if e.IsDir() || len(e.Name()) != 20 {

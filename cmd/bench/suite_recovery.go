@@ -21,7 +21,7 @@ func init() {
 	register(Suite{
 		Name:  "recovery",
 		Rank:  60,
-		Doc:   "reopen: the engine's recovery of -keys keys, the replay of one checkpoint interval of log against the sequential read of it (replay, read-floor), the restart of a store filled with -receipts keyed batches as idemd fills it (restart-growing: background checkpoints, no explicit one), and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document), and over the tombstones -receipts expired receipts leave (RAM and disk per tombstone)",
+		Doc:   "reopen: the engine's recovery of -keys keys, the replay of one checkpoint interval of log against the sequential read of it from the page cache and from the disk (replay, read-floor, read-floor-disk), the restart of a store filled with -receipts keyed batches as idemd fills it (restart-growing: background checkpoints, no explicit one), and engine.Open + receipt.Open over -receipts terminal receipts (RAM per receipt) and over -receipts stored documents (RAM per document), and over the tombstones -receipts expired receipts leave (RAM and disk per tombstone)",
 		Cases: recoveryCaseNames(),
 		Run: func(env *Env) error {
 			for _, c := range recoveryCases {
@@ -39,7 +39,7 @@ func init() {
 
 // recoveryCases are the recovery suite's cases in their order, as -case
 // names them (a case that reports several lines is named by its first:
-// replay reports read-floor too; the reopen cases are named by what they
+// replay reports read-floor and read-floor-disk too; the reopen cases are named by what they
 // fill, whatever their size).
 var recoveryCases = []struct {
 	name string
