@@ -7,7 +7,11 @@ import "github.com/idemdb/idem/index"
 // write it, its key and value just read for the comparison, instead of a
 // pass over the merged items afterwards (itemStats), which read every
 // record's value once more from the file images, cold: 0.06 s of an open
-// at 2 M receipts (docs/engine.md, "Restart of a growing store").
+// at 2 M receipts (docs/engine.md, "Restart of a growing store"). A
+// part's writer tallies its records too and writes the sums after them
+// (tallyblock.go), so that an open adds a part's block instead of its
+// records, and tallies record by record only the deltas' records and the
+// base's they hide.
 //
 // It sums by segment in a slice, not a map (relive): a store's segments
 // are numbered from 1 and few, and a map update per record in the value
