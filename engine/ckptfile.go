@@ -52,10 +52,10 @@ import (
 // and end stay raw. indirect says the value is a pointer into the value log
 // (vlog.go), in either of its forms (vlogptr.go). Parts of format IDEMCKP6
 // have no tally block (an open sums their records as it loads them);
-// parts of format IDEMCKP5 have no packed bit (the key's length is its length); parts of format
-// IDEMCKP4 hold the fixed 12-byte pointer only; parts of format IDEMCKP3,
-// written before the value log, have no indirect bit either. All are read
-// as they are.
+// parts of format IDEMCKP5 have no packed bit either (the key's length is
+// its length); parts of format IDEMCKP4 hold the fixed 12-byte pointer
+// only; parts of format IDEMCKP3, written before the value log, have no
+// indirect bit either. All are read as they are.
 //
 // A checkpoint written by earlier versions, ckpt-<index>.ckpt (format
 // IDEMCKP2: header "IDEMCKP2" | index | count, records, crc32c, "IDEMEND1"),

@@ -32,9 +32,10 @@ type baseSlot struct {
 type baseLayout struct {
 	arr   []index.KV
 	slots []baseSlot
-	// tallies[i] sums part i's records as they are decoded, while each is
-	// in the cache: the merge then copies the base's records in blocks
-	// without reading them (mergeRange).
+	// tallies[i] sums part i's records, from its tally block
+	// (tallyblock.go), or for a part without one as they are decoded,
+	// while each is in the cache: the merge then copies the base's records
+	// in blocks without reading them (mergeRange).
 	tallies []itemTally
 }
 

@@ -23,12 +23,12 @@ import (
 // (decodePart: the varints' every form, the bounds, the version against
 // the part's, the order against the record before, the block against the
 // records), which idemctl check, a merge's input and every other reader
-// keep. At a
-// crash loop's 19 M records that decode was 45 % of an open's CPU
+// keep. At a crash loop's 19 M records that decode was 45 % of an open's CPU
 // (docs/engine.md, "What an open's time is made of"). The load still
 // checks what keeps the items inside the image — every length against
 // the bytes left, a packed key's sixteen bytes, a pointer's length — that
-// the records end where the trailer says, and the range at its two ends.
+// the records and their tally block end where the trailer says, and the
+// range at its two ends.
 
 // loadPartItems is decodePart for an open: each record, as an item
 // aliasing data, into dst (room for exactly m's count), added to tally
