@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,16 +55,10 @@ func replayRecovery(env *Env) error {
 	if err := buildReplayLog(env, dir, want); err != nil {
 		return err
 	}
-	floorBytes, floorSeconds, err := readFloor(filepath.Join(dir, "wal"), false)
+	floorMBps, err := reportReadFloor(env, filepath.Join(dir, "wal"), false)
 	if err != nil {
 		return err
 	}
-	floor := Result{Case: "read-floor", Concurrency: 1, Ops: uint64(floorBytes), Seconds: floorSeconds,
-		OpsPerSec: float64(floorBytes) / floorSeconds, NoFloorRatio: true}
-	floorMBps := float64(floorBytes) / floorSeconds / 1e6
-	floor.Set("mb_per_sec", round(floorMBps, 1))
-	floor.Set("bytes", floorBytes)
-	env.Report(floor)
 
 	env.Progress("%s/replay reopening", env.Suite())
 	used, start := processUsage(), time.Now()
@@ -78,7 +73,7 @@ func replayRecovery(env *Env) error {
 		return err
 	}
 	// Last, so that its buffers, once freed, are no other read's memory.
-	diskMBps, err := reportDiskFloor(env, filepath.Join(dir, "wal"))
+	diskMBps, err := reportReadFloor(env, filepath.Join(dir, "wal"), true)
 	if err != nil {
 		return err
 	}
@@ -155,24 +150,28 @@ func buildReplayLog(env *Env, dir string, want int64) error {
 	return err
 }
 
-// reportDiskFloor reports recovery:read-floor-disk: the same files read
-// after their pages were dropped from the page cache, i.e. at the disk's
-// speed, which is what issue 38 asks a replay to approach ("the disk reads
-// those bytes in milliseconds"). The aim stays judged against the page
-// cache's read, the stricter: a crashed process's log is usually still in
-// the cache. It runs after the replay: the memory its reads free would
-// make a read after it run at the speed of memory already touched.
-// Its MB/s is 0 where the page cache cannot be dropped (not Linux).
-func reportDiskFloor(env *Env, dir string) (float64, error) {
-	n, seconds, err := readFloor(dir, true)
-	if errors.Is(err, errors.ErrUnsupported) {
+// reportReadFloor reports recovery:read-floor, the log's segment files
+// read sequentially from the page cache, or with cold
+// recovery:read-floor-disk: the same read after their pages were dropped
+// from the cache, i.e. at the disk's speed, which is what issue 38 asks a
+// replay to approach ("the disk reads those bytes in milliseconds"). The
+// aim is judged against the first, the stricter: a crashed process's log
+// is usually still in the cache. It returns the MB/s, 0 for a cold read
+// where the page cache cannot be dropped (not Linux).
+func reportReadFloor(env *Env, dir string, cold bool) (float64, error) {
+	n, seconds, err := readFloor(dir, cold)
+	if cold && errors.Is(err, errors.ErrUnsupported) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
+	name := "read-floor"
+	if cold {
+		name = "read-floor-disk"
+	}
 	mbps := float64(n) / seconds / 1e6
-	r := Result{Case: "read-floor-disk", Concurrency: 1, Ops: uint64(n), Seconds: seconds,
+	r := Result{Case: name, Concurrency: 1, Ops: uint64(n), Seconds: seconds,
 		OpsPerSec: float64(n) / seconds, NoFloorRatio: true}
 	r.Set("mb_per_sec", round(mbps, 1))
 	r.Set("bytes", n)
@@ -180,28 +179,28 @@ func reportDiskFloor(env *Env, dir string) (float64, error) {
 	return mbps, nil
 }
 
-// readFloor reads every file in dir sequentially, as replay does (one
-// whole segment at a time), and returns the bytes and seconds; with cold,
-// each file's pages are dropped from the page cache first (they are
+// readFloor reads every segment file in dir sequentially, as replay does
+// (one whole segment at a time), and returns the bytes and seconds; with
+// cold, each segment's pages are dropped from the page cache first (they are
 // clean: the log fsynced them), so the read is the disk's.
 func readFloor(dir string, cold bool) (int64, float64, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, 0, err
 	}
-	var n int64
+	segs := slices.DeleteFunc(ents, func(e os.DirEntry) bool {
+		return e.IsDir() || len(e.Name()) != 20 // segments only: not the spare, nor the close marker
+	})
 	if cold {
-		for _, e := range ents {
+		for _, e := range segs {
 			if err := dropCache(filepath.Join(dir, e.Name())); err != nil {
 				return 0, 0, err
 			}
 		}
 	}
+	var n int64
 	start := time.Now()
-	for _, e := range ents {
-		if e.IsDir() || len(e.Name()) != 20 {
-			continue // segments only: not the spare, nor the close marker
-		}
+	for _, e := range segs {
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			return 0, 0, err
