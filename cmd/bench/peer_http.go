@@ -253,34 +253,17 @@ func (pc *pgHTTPCases) replays(concs []int) error {
 	return nil
 }
 
-// comparePGHTTP puts Idem's HTTP ratios against one profile's pg-http
-// peer on the peer's lines, when the http suite ran earlier in this run;
-// with judge (the judged profile, docs/design.md §12) also the targets at 32.
-func (e *Env) comparePGHTTP(peer []*Result, prof peerProfile, judge bool) bool {
+// comparePGHTTP puts Idem's HTTP rates over one profile's pg-http rows on
+// them, when the http suite ran earlier in this run; the targets go on the
+// faster profile's rows (judgePeer).
+func (e *Env) comparePGHTTP(peer []*Result, prof peerProfile) {
 	p := indexResults(peer)
 	web := indexResults(ptrs(e.Earlier("http")))
-	compared := false
-	for _, tc := range []struct {
-		idem, peer string
-		aim        float64
-	}{{"keyed", casePGHTTPKeyed, targetHTTPKeyedVsPGHTTP}, {"replay", casePGHTTPReplay, targetHTTPReplayVsPGHTTP}, {"fast", casePGHTTPNoKey, 0}} {
-		for c, r := range web[tc.idem] {
-			pr := p.get(prof.caseName(tc.peer), c)
-			if pr == nil || pr.OpsPerSec <= 0 {
-				continue
-			}
-			x := r.OpsPerSec / pr.OpsPerSec
-			pr.Set("idem_http_"+tc.idem+"_rate_over_this", round(x, 3))
-			compared = true
-			if judge && tc.aim > 0 && c == httpTargetConc {
-				pr.Targets = append(pr.Targets, Target{
-					Want:  fmt.Sprintf("idem http %s@%d >= %.1f x %s@%d (%s peer, issues 18 and 41)", tc.idem, c, tc.aim, pr.Case, c, prof.label),
-					Got:   fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, pr.OpsPerSec),
-					Met:   x >= tc.aim,
-					Score: atLeast(x, tc.aim),
-				})
+	for idem, peerCase := range map[string]string{"keyed": casePGHTTPKeyed, "replay": casePGHTTPReplay, "fast": casePGHTTPNoKey} {
+		for c, r := range web[idem] {
+			if pr := p.get(prof.caseName(peerCase), c); pr != nil && pr.OpsPerSec > 0 {
+				pr.Set("idem_http_"+idem+"_rate_over_this", round(r.OpsPerSec/pr.OpsPerSec, 3))
 			}
 		}
 	}
-	return compared
 }

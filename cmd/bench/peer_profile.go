@@ -30,9 +30,9 @@ const (
 	pgPoolMaxConnsParam = "pool_max_conns"
 )
 
-// peerProfiles lists the profiles the flags name, the judged one last:
-// Idem's ratios are judged against the tuned peer when there is one,
-// else against the default one.
+// peerProfiles lists the profiles the flags name, in the order they run:
+// Idem's ratios are judged against the fastest row over all of them
+// (judgePeer).
 func peerProfiles(o Options) []peerProfile {
 	var out []peerProfile
 	if o.PG != "" {

@@ -106,7 +106,6 @@ func runPeer(env *Env) error {
 		return nil
 	}
 	var all []*Result
-	judged := profiles[len(profiles)-1]
 	for _, prof := range profiles {
 		results, err := runPeerProfile(env, prof)
 		all = append(all, results...)
@@ -114,21 +113,18 @@ func runPeer(env *Env) error {
 			env.reportAll(all)
 			return fmt.Errorf("%s peer: %w", prof.label, err)
 		}
-		env.compareProfile(results, prof, prof == judged)
+		env.compareProfile(results, prof)
 	}
+	env.judgePeer(all, profiles)
 	env.reportAll(all)
 	return nil
 }
 
-// compareProfile puts Idem's ratios on one profile's rows: every profile's
-// rows carry Idem's rates over theirs, only the judged profile's carry the
-// targets (issue 41: the tuned peer when there is one).
-func (e *Env) compareProfile(results []*Result, prof peerProfile, judged bool) {
+// compareProfile puts Idem's rates over each of one profile's rows on it;
+// the targets go on the peer's best rows over every profile (judgePeer).
+func (e *Env) compareProfile(results []*Result, prof peerProfile) {
 	e.peerTwinRatios(results, prof)
-	e.comparePGHTTP(results, prof, judged)
-	if judged {
-		e.comparePeer(results, prof)
-	}
+	e.comparePGHTTP(results, prof)
 }
 
 // peerCases are the peer's cases as -case names them (as on the default
@@ -381,66 +377,6 @@ func peerReplay(ctx context.Context, pool *pgxpool.Pool, r *peerRequest) error {
 		return fmt.Errorf("peer replay of %s: state %q", r.key, state)
 	}
 	return nil
-}
-
-// comparePeer puts Idem's docs/design.md §12 ratios against the judged
-// profile's peer (the tuned one when -pg-tuned is given: issue 41) on the
-// peer lines they are judged by; each target names the profile.
-func (e *Env) comparePeer(peer []*Result, prof peerProfile) {
-	p := indexResults(peer)
-	bestKeyed := p.best(prof.caseName("pg-keyed"))
-	if b := p.best(prof.caseName("pg-keyed-pipe")); bestKeyed == nil || (b != nil && b.OpsPerSec > bestKeyed.OpsPerSec) {
-		bestKeyed = b
-	}
-	pipe1 := p.get(prof.caseName("pg-keyed-pipe"), 1)
-	replayBest := p.best(prof.caseName("pg-replay"))
-	lib := indexResults(ptrs(e.Earlier("receipts")))
-	web := indexResults(ptrs(e.Earlier("http")))
-	compared := false
-	judge := func(on *Result, field string, x, aim float64, want, got string) {
-		on.Set(field, round(x, 3))
-		on.Targets = append(on.Targets, Target{Want: want, Got: got, Met: x >= aim, Score: atLeast(x, aim)})
-		compared = true
-	}
-	if r := lib.get("keyed", 1); r != nil && pipe1 != nil && pipe1.P50us > 0 {
-		x := r.P50us / pipe1.P50us
-		pipe1.Set("idem_keyed_p50_over_this", round(x, 3))
-		pipe1.Targets = append(pipe1.Targets, Target{
-			Want:  fmt.Sprintf("idem keyed p50@1 <= %.1f x %s p50@1 (%s peer)", targetKeyedP50VsPipe, pipe1.Case, prof.label),
-			Got:   fmt.Sprintf("%.3fx (%.0f / %.0f µs)", x, r.P50us, pipe1.P50us),
-			Met:   x <= targetKeyedP50VsPipe,
-			Score: atMost(x, targetKeyedP50VsPipe),
-		})
-		compared = true
-	}
-	if bestKeyed != nil && bestKeyed.OpsPerSec > 0 {
-		best := fmt.Sprintf("the %s peer's best keyed (%s@%d", prof.label, bestKeyed.Case, bestKeyed.Concurrency)
-		if r := lib.get("keyed", 64); r != nil {
-			x, got := r.OpsPerSec/bestKeyed.OpsPerSec, fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", r.OpsPerSec/bestKeyed.OpsPerSec, r.OpsPerSec, bestKeyed.OpsPerSec)
-			judge(bestKeyed, "idem_keyed64_over_this", x, targetKeyedVsPeerBest,
-				fmt.Sprintf("idem keyed@64 >= %.1f x %s)", targetKeyedVsPeerBest, best), got)
-			judge(bestKeyed, "idem_keyed64_over_this", x, targetKeyedVsPeerBestIssue18,
-				fmt.Sprintf("idem keyed@64 >= %.1f x %s, issues 18 and 41)", targetKeyedVsPeerBestIssue18, best), got)
-		}
-		if r := web.get("keyed", httpTargetConc); r != nil {
-			x := r.OpsPerSec / bestKeyed.OpsPerSec
-			judge(bestKeyed, "idem_http_keyed32_over_this", x, targetHTTPVsPeerBest,
-				fmt.Sprintf("idem http keyed@%d >= %.1f x %s)", httpTargetConc, targetHTTPVsPeerBest, best),
-				fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, bestKeyed.OpsPerSec))
-		}
-	}
-	if r := web.get("replay", httpTargetConc); r != nil && replayBest != nil && replayBest.OpsPerSec > 0 {
-		x := r.OpsPerSec / replayBest.OpsPerSec
-		judge(replayBest, "idem_http_replay32_over_this", x, targetHTTPReplayVsPG,
-			fmt.Sprintf("idem http replay@%d >= %.1f x the %s peer's SELECT replay (best, %s@%d)", httpTargetConc, targetHTTPReplayVsPG, prof.label, replayBest.Case, replayBest.Concurrency),
-			fmt.Sprintf("%.2fx (%.0f / %.0f req/s)", x, r.OpsPerSec, replayBest.OpsPerSec))
-	}
-	if keyedHotOverPeer(lib, p, prof) {
-		compared = true
-	}
-	if !compared && len(peer) > 0 {
-		peer[0].Set("note", "run with -suite receipts,http,peer for Idem's ratios against this peer")
-	}
 }
 
 // peerTwinRatios sets the ratio of every Idem keyed/replay/fast/keyed-hot
