@@ -153,6 +153,33 @@ func TestJudgePeer_TargetsOnTheFasterProfilesRow(t *testing.T) {
 	wantVerdicts(t, got, 3, 2, "")
 }
 
+// TestJudgePeer_P50OnTheQuickerPipelinedFlow: Idem's keyed p50@1 is
+// judged against the lower of the two servers' pipelined keyed p50@1,
+// whichever server measured it, and only there.
+func TestJudgePeer_P50OnTheQuickerPipelinedFlow(t *testing.T) {
+	for _, tc := range []struct {
+		defP50, tunedP50 float64
+		want             string
+	}{{700, 800, "pg-keyed-pipe"}, {800, 700, "pg-tuned-keyed-pipe"}} {
+		rs := newRunState(Options{}, t.TempDir(), &strings.Builder{}, &strings.Builder{})
+		rs.all = []Result{{Suite: "receipts", Case: "keyed", Concurrency: 1, OpsPerSec: 4000, P50us: 210}}
+		env := newEnv(context.Background(), rs, "peer")
+		ps := peerProfiles(Options{PG: "d", PGTuned: "t"})
+		rows := []*Result{
+			{Case: ps[0].caseName("pg-keyed-pipe"), Concurrency: 1, OpsPerSec: 1300, P50us: tc.defP50},
+			{Case: ps[1].caseName("pg-keyed-pipe"), Concurrency: 1, OpsPerSec: 1200, P50us: tc.tunedP50},
+		}
+		env.judgePeer(rows, ps)
+		got := targetsOn(rows)
+		if len(got) != 1 || len(got[tc.want]) != 1 {
+			t.Fatalf("p50s %v / %v: targets on %v, want one on %s", tc.defP50, tc.tunedP50, keysOf(got), tc.want)
+		}
+		if tg := got[tc.want][0]; !tg.Met || !strings.Contains(tg.Got, "0.300x") {
+			t.Errorf("p50s %v / %v: target %+v, want met at 0.300x (210 / 700)", tc.defP50, tc.tunedP50, tg)
+		}
+	}
+}
+
 func keysOf(m map[string][]Target) []string {
 	var out []string
 	for k := range m {
