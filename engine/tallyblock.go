@@ -38,9 +38,7 @@ func (t *itemTally) appendBlock(b []byte) []byte {
 
 // segSums is t's non-zero sums by segment.
 func (t *itemTally) segSums() map[uint32]int64 {
-	var live int64
-	segs := map[uint32]int64{}
-	t.sums(&live, segs)
+	_, segs := tallySums([]itemTally{*t})
 	return segs
 }
 
@@ -48,11 +46,7 @@ func (t *itemTally) segSums() map[uint32]int64 {
 // b is only checked).
 func (t *itemTally) addBlock(b []byte) error {
 	var parsed itemTally
-	live, err := blockUvarint(&b)
-	if err != nil {
-		return err
-	}
-	segs, err := blockUvarint(&b)
+	live, segs, err := blockPair(&b)
 	if err != nil {
 		return err
 	}
@@ -62,11 +56,7 @@ func (t *itemTally) addBlock(b []byte) error {
 	parsed.live = int64(live)
 	prev := int64(-1)
 	for range segs {
-		seg, err := blockUvarint(&b)
-		if err != nil {
-			return err
-		}
-		n, err := blockUvarint(&b)
+		seg, n, err := blockPair(&b)
 		if err != nil {
 			return err
 		}
@@ -85,14 +75,19 @@ func (t *itemTally) addBlock(b []byte) error {
 	return nil
 }
 
-// blockUvarint reads a uvarint from the front of *b and steps past it.
-func blockUvarint(b *[]byte) (uint64, error) {
-	v, n := binary.Uvarint(*b)
-	if n <= 0 {
-		return 0, errors.New("tally block: a bad varint")
+// blockPair reads two uvarints from the front of *b and steps past them:
+// the block is made of pairs (live bytes and segment count, then segment
+// and bytes).
+func blockPair(b *[]byte) (uint64, uint64, error) {
+	var v [2]uint64
+	for i := range v {
+		x, n := binary.Uvarint(*b)
+		if n <= 0 {
+			return 0, 0, errors.New("tally block: a bad varint")
+		}
+		v[i], *b = x, (*b)[n:]
 	}
-	*b = (*b)[n:]
-	return v, nil
+	return v[0], v[1], nil
 }
 
 // merge adds o's sums to t's.
