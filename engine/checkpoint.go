@@ -137,33 +137,41 @@ func (cp *checkpointer) checkpointBase(logged int64) error {
 }
 
 // checkpointDelta writes what changed since the chain's tip as a delta on
-// it. A failed delta gives its keys back to the dirty set: the next one
-// covers them.
+// it. A delta that is not written gives its keys back to the dirty set: the
+// next one covers them.
 func (cp *checkpointer) checkpointDelta(logged int64) error {
 	db := cp.db
 	c := db.chain
 	var taken *dirtySet
 	snap := cp.snapshotWith(func() { taken = db.dirty.take() })
+	owed := true // taken's keys, until a delta file holds them
 	giveBack := func() {
-		db.treeMu.Lock()
-		db.dirty.restore(taken)
-		db.treeMu.Unlock()
+		if owed {
+			owed = false
+			db.treeMu.Lock()
+			db.dirty.restore(taken)
+			db.treeMu.Unlock()
+		}
 	}
+	// Deferred too, for a panic: its unwinding releases ckptMu
+	// (Checkpoint's defer) before the process dies, and a checkpoint that
+	// gets in meanwhile would write a delta without these keys, which an
+	// open trusts, replaying the log only after it.
+	defer giveBack()
 	if taken.lost {
 		// Overflowed since nextIsDelta looked: only a full one is exact.
 		giveBack()
 		return cp.checkpointBase(logged)
 	}
 	if snap.version == c.tip() {
-		giveBack()
 		return nil
 	}
 	began := time.Now()
 	m, err := cp.writeDelta(snap, taken, c)
 	if err != nil {
-		giveBack()
 		return err
 	}
+	owed = false
 	return cp.linked(c.with(m), logged, began)
 }
 
